@@ -1,0 +1,44 @@
+# Two commands matter: `make demo` and `make test` (see README).
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+PORT_OPEN = $(PY) -c "import socket,sys; s=socket.socket(); s.settimeout(0.5); sys.exit(s.connect_ex(('127.0.0.1', $(1))))"
+
+.PHONY: demo test lint install chromium bench clean
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed
+
+demo: install
+	$(PY) -m config.launcher
+
+# Browser tests drive Debian's Chromium; install it once when it is missing.
+chromium:
+	@test -x /usr/bin/chromium || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
+
+# PostgreSQL and Redis on their usual ports are used when they answer and nothing else is set;
+# otherwise SQLite and the embedded redis-server. pytest's exit 5 (no tests ran) is a failure.
+test: install chromium
+	@if [ -z "$$DATABASE_URL" ] && $(call PORT_OPEN,5432); then \
+	  export DATABASE_URL=postgres://postgres@127.0.0.1:5432/agentgov; fi; \
+	if [ -z "$$REDIS_URL" ] && $(call PORT_OPEN,6379); then \
+	  export REDIS_URL=redis://127.0.0.1:6379/9; fi; \
+	echo "database: $${DATABASE_URL:-SQLite (embedded)}  redis: $${REDIS_URL:-embedded redis-server}"; \
+	$(VENV)/bin/ruff check . || exit 1; \
+	$(PY) -m pytest $(PYTEST_ARGS); status=$$?; \
+	if [ $$status -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$status
+
+lint: install
+	$(VENV)/bin/ruff check .
+
+bench: install
+	$(PY) bench/audit_append.py
+
+clean:
+	rm -rf var .pytest_cache .hypothesis

@@ -1,0 +1,16 @@
+from django.urls import path
+from rest_framework.routers import SimpleRouter
+
+from audit import api, views
+
+router = SimpleRouter(trailing_slash=False)
+router.register("audit/entries", api.AuditEntryViewSet, basename="audit-entry")
+
+api_urlpatterns = [
+    path("audit", api.AuditEntryViewSet.as_view({"get": "list"}), name="audit-list"),
+    path("audit/verify", api.AuditVerifyView.as_view(), name="audit-verify"),
+    path("audit/export", api.AuditExportView.as_view(), name="audit-export"),
+    *router.urls,
+]
+
+page_urlpatterns = [path("audit/", views.explorer, name="audit-explorer")]

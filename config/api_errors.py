@@ -1,0 +1,95 @@
+"""Every API error has one JSON shape: {"error": {"code", "message", "details": [...]}}."""
+
+from typing import Any
+
+from django.http import HttpRequest, JsonResponse
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+CODES = {
+    400: "malformed",
+    401: "unauthenticated",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    409: "conflict",
+    413: "too_large",
+    415: "unsupported_media_type",
+    422: "invalid",
+    429: "rate_limited",
+    500: "internal",
+    503: "unavailable",
+}
+
+
+def error_body(status_code: int, message: str, details: list[dict[str, str]] | None = None,
+               code: str | None = None) -> dict[str, Any]:
+    """The documented error document."""
+    return {"error": {"code": code or CODES.get(status_code, "error"), "message": message,
+                      "details": details or []}}
+
+
+def _details(data: Any, pointer: str = "") -> list[dict[str, str]]:
+    if isinstance(data, dict):
+        out: list[dict[str, str]] = []
+        for key, value in data.items():
+            sub = pointer if key in ("non_field_errors", "detail") else f"{pointer}/{key}"
+            out.extend(_details(value, sub))
+        return out
+    if isinstance(data, list):
+        if all(not isinstance(item, dict | list) for item in data):
+            return [{"pointer": pointer, "message": str(item)} for item in data]
+        out = []
+        for index, item in enumerate(data):
+            out.extend(_details(item, f"{pointer}/{index}"))
+        return out
+    return [{"pointer": pointer, "message": str(data)}]
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """DRF's handler, reshaped into the documented error document."""
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    if isinstance(exc, exceptions.ValidationError):
+        details = _details(exc.detail)
+        message = details[0]["message"] if len(details) == 1 else "The request is not valid."
+        response.data = error_body(response.status_code, message, details)
+    else:
+        detail = getattr(exc, "detail", str(exc))
+        code = getattr(exc, "error_code", None)
+        response.data = error_body(response.status_code, str(detail), code=code)
+    return response
+
+
+def _json_error(status_code: int, message: str) -> JsonResponse:
+    return JsonResponse(error_body(status_code, message), status=status_code)
+
+
+def not_found(request: HttpRequest, exception: Exception | None = None) -> Any:
+    """404 as JSON under /api/, the normal page elsewhere."""
+    if request.path.startswith(("/api/", "/v1/")):
+        return _json_error(status.HTTP_404_NOT_FOUND, "Not found.")
+    from django.views.defaults import page_not_found
+
+    return page_not_found(request, exception)
+
+
+def server_error(request: HttpRequest) -> Any:
+    """500 as JSON under /api/, the normal page elsewhere."""
+    if request.path.startswith(("/api/", "/v1/")):
+        return _json_error(500, "Internal error; it has been logged.")
+    from django.views.defaults import server_error as page_server_error
+
+    return page_server_error(request)
+
+
+def bad_request(request: HttpRequest, exception: Exception | None = None) -> Any:
+    """400 as JSON under /api/ (e.g. a body over the size limit)."""
+    if request.path.startswith(("/api/", "/v1/")):
+        return _json_error(400, str(exception) if exception else "Bad request.")
+    from django.views.defaults import bad_request as page_bad_request
+
+    return page_bad_request(request, exception)

@@ -1,0 +1,8 @@
+"""Periodic jobs for `manage.py rqcron config.cron` (the RQ cron scheduler)."""
+
+from django.conf import settings
+from rq import cron
+
+from audit.jobs import checkpoint
+
+cron.register(checkpoint, queue_name="default", interval=settings.AUDIT_CHECKPOINT_MINUTES * 60)

@@ -1,0 +1,66 @@
+"""Typed readers for environment settings that fail loudly on bad values."""
+
+import os
+from urllib.parse import urlparse
+
+
+class SettingError(ValueError):
+    """An environment variable holds a value the product cannot use."""
+
+
+def _raw(name: str) -> str | None:
+    value = os.environ.get(name)
+    return None if value is None or value.strip() == "" else value.strip()
+
+
+def env_str(name: str, default: str | None = None) -> str | None:
+    """A string, or the default when unset or empty."""
+    value = _raw(name)
+    return default if value is None else value
+
+
+def env_bool(name: str, default: bool) -> bool:
+    """true/false, yes/no, on/off, 1/0; anything else is an error."""
+    value = _raw(name)
+    if value is None:
+        return default
+    lowered = value.lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"0", "false", "no", "off"}:
+        return False
+    raise SettingError(f"{name} must be a boolean (true/false, 1/0, yes/no, on/off); got {value!r}")
+
+
+def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
+    """A whole number, optionally bounded below."""
+    value = _raw(name)
+    if value is None:
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise SettingError(f"{name} must be an integer; got {value!r}") from None
+    if minimum is not None and number < minimum:
+        raise SettingError(f"{name} must be at least {minimum}; got {number}")
+    return number
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    """A comma-separated list."""
+    value = _raw(name)
+    if value is None:
+        return list(default)
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def env_url(name: str, schemes: set[str]) -> str | None:
+    """A URL whose scheme is one of `schemes`, or None when unset."""
+    value = _raw(name)
+    if value is None:
+        return None
+    parsed = urlparse(value)
+    if parsed.scheme not in schemes:
+        expected = ", ".join(sorted(schemes))
+        raise SettingError(f"{name} must be a URL with scheme {expected}; got {value!r}")
+    return value

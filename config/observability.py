@@ -1,0 +1,104 @@
+"""Probes and Prometheus metrics: /healthz, /readyz, /metrics."""
+
+import time
+from collections.abc import Callable, Iterator
+
+import django_rq
+import redis
+from django.conf import settings
+from django.db import connection
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+QUEUE_NAMES = ("reconcile", "ingest", "default")
+
+REQUESTS = Counter(
+    "http_requests_total", "HTTP requests served", ["method", "route", "status"]
+)
+REQUEST_SECONDS = Histogram(
+    "http_request_duration_seconds", "Time to serve an HTTP request", ["method", "route"]
+)
+
+
+class RequestMetricsMiddleware:
+    """Count and time every request by its URL pattern (not its raw path: bounded labels)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        started = time.perf_counter()
+        response = self.get_response(request)
+        match = getattr(request, "resolver_match", None)
+        route = match.route if match is not None and match.route else "unmatched"
+        REQUEST_SECONDS.labels(request.method, route).observe(time.perf_counter() - started)
+        REQUESTS.labels(request.method, route, str(response.status_code)).inc()
+        return response
+
+
+class QueueCollector(Collector):
+    """Queue depth and failed jobs, read from Redis at scrape time."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        depth = GaugeMetricFamily("rq_queue_depth", "Jobs waiting in an RQ queue", labels=["queue"])
+        failed = GaugeMetricFamily("rq_queue_failed", "Failed jobs kept for a queue", labels=["queue"])
+        up = GaugeMetricFamily("redis_up", "1 when Redis answered the scrape")
+        try:
+            for name in QUEUE_NAMES:
+                queue = django_rq.get_queue(name)
+                depth.add_metric([name], queue.count)
+                failed.add_metric([name], queue.failed_job_registry.count)
+            up.add_metric([], 1)
+        except redis.RedisError:
+            up.add_metric([], 0)
+            yield up
+            return
+        yield depth
+        yield failed
+        yield up
+
+
+REGISTRY.register(QueueCollector())
+
+
+def healthz(request: HttpRequest) -> JsonResponse:
+    """The process is up and serving."""
+    return JsonResponse({"status": "ok"})
+
+
+def _check_database() -> str:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+        return "ok"
+    except Exception as error:  # any driver error means not ready; report it, never 500
+        return f"error: {type(error).__name__}: {error}".strip()[:300]
+
+
+def _check_redis() -> str:
+    client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=1, socket_connect_timeout=1)
+    try:
+        client.ping()
+        return "ok"
+    except redis.RedisError as error:
+        return f"error: {type(error).__name__}: {error}"[:300]
+    finally:
+        client.close()
+
+
+def readyz(request: HttpRequest) -> JsonResponse:
+    """Ready when the database and Redis both answer; 503 naming what failed otherwise."""
+    checks = {"database": _check_database(), "redis": _check_redis()}
+    ready = all(value == "ok" for value in checks.values())
+    return JsonResponse(
+        {"status": "ready" if ready else "unavailable", "checks": checks},
+        status=200 if ready else 503,
+    )
+
+
+def metrics(request: HttpRequest) -> HttpResponse:
+    """Prometheus text exposition."""
+    return HttpResponse(generate_latest(REGISTRY), content_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,30 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from audit.urls import api_urlpatterns as audit_api
+from audit.urls import page_urlpatterns as audit_pages
+from config import observability
+from reconciliation import views as reconciliation_views
+
+api_v1 = [*audit_api]
+
+urlpatterns = [
+    path("", reconciliation_views.overview, name="home"),
+    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    *audit_pages,
+    path("api/v1/", include(api_v1)),
+    path("api/schema", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("healthz", observability.healthz, name="healthz"),
+    path("readyz", observability.readyz, name="readyz"),
+    path("metrics", observability.metrics, name="metrics"),
+    path("django-rq/", include("django_rq.urls")),
+    path("admin/", admin.site.urls),
+]
+
+handler400 = "config.api_errors.bad_request"
+handler404 = "config.api_errors.not_found"
+handler500 = "config.api_errors.server_error"

@@ -1,0 +1,110 @@
+"""State changes for people: roles, accounts, tokens, sign-ins. Each writes its audit row."""
+
+import secrets
+from datetime import timedelta
+from typing import Any
+
+from django.contrib.auth.models import Group, User
+from django.db import transaction
+from django.utils import timezone
+
+import audit
+from audit.choices import AuditAction
+from registry.choices import Role
+from registry.models import ApiToken, hash_token_key
+
+
+@transaction.atomic
+def create_person(username: str, *, actor: Any, password: str | None = None,
+                  email: str = "") -> tuple[User, str]:
+    """Create a sign-in account; returns it with its password (random unless given)."""
+    password = password or secrets.token_urlsafe(12)
+    user = User.objects.create_user(username=username, email=email, password=password)
+    audit.record(actor=actor, action=AuditAction.USER_CREATED, target=f"user:{username}",
+                 after={"username": username, "email": email})
+    return user, password
+
+
+@transaction.atomic
+def grant_role(user: User, role: Role | str, *, actor: Any) -> bool:
+    """Add a person to a role's group; False when they already held it."""
+    role = Role(role)
+    group, _ = Group.objects.get_or_create(name=role.value)
+    if user.groups.filter(pk=group.pk).exists():
+        return False
+    before = sorted(user.groups.values_list("name", flat=True))
+    user.groups.add(group)
+    audit.record(actor=actor, action=AuditAction.ROLE_GRANTED, target=f"user:{user.username}",
+                 before={"roles": before}, after={"roles": sorted([*before, role.value])})
+    return True
+
+
+@transaction.atomic
+def revoke_role(user: User, role: Role | str, *, actor: Any) -> bool:
+    """Remove a person from a role's group; False when they did not hold it."""
+    role = Role(role)
+    group = Group.objects.filter(name=role.value).first()
+    if group is None or not user.groups.filter(pk=group.pk).exists():
+        return False
+    before = sorted(user.groups.values_list("name", flat=True))
+    user.groups.remove(group)
+    audit.record(actor=actor, action=AuditAction.ROLE_REVOKED, target=f"user:{user.username}",
+                 before={"roles": before}, after={"roles": [r for r in before if r != role]})
+    return True
+
+
+@transaction.atomic
+def issue_api_token(user: User, *, actor: Any, name: str = "",
+                    expires_in_days: int | None = None) -> tuple[ApiToken, str]:
+    """A new token for a person; the key is returned once and only its hash is stored."""
+    key = secrets.token_urlsafe(32)
+    expires_at = timezone.now() + timedelta(days=expires_in_days) if expires_in_days else None
+    token = ApiToken.objects.create(user=user, name=name, key_hash=hash_token_key(key),
+                                    key_prefix=key[:8], expires_at=expires_at)
+    audit.record(
+        actor=actor, action=AuditAction.TOKEN_ISSUED, target=f"user:{user.username}",
+        after={"token": token.key_prefix, "name": name,
+               "expires_at": expires_at.isoformat() if expires_at else None},
+    )
+    return token, key
+
+
+@transaction.atomic
+def revoke_api_token(token: ApiToken, *, actor: Any, reason: str = "") -> None:
+    """Revoke a token at once; later requests with it get 401."""
+    token = ApiToken.objects.select_for_update().get(pk=token.pk)
+    if token.revoked_at is not None:
+        return
+    token.revoked_at = timezone.now()
+    token.save(update_fields=["revoked_at"])
+    audit.record(actor=actor, action=AuditAction.TOKEN_REVOKED,
+                 target=f"user:{token.user.username}", before={"token": token.key_prefix},
+                 reason=reason)
+
+
+def _client(request: Any) -> dict[str, str]:
+    if request is None:
+        return {}
+    return {"ip": request.META.get("REMOTE_ADDR", ""),
+            "user_agent": request.META.get("HTTP_USER_AGENT", "")[:200]}
+
+
+@transaction.atomic
+def record_sign_in(user: User, *, request: Any = None) -> None:
+    """Audit a successful sign-in."""
+    audit.record(actor=user, action=AuditAction.USER_SIGNED_IN, target=f"user:{user.username}",
+                 after=_client(request))
+
+
+@transaction.atomic
+def record_sign_in_failure(username: str, *, request: Any = None) -> None:
+    """Audit a failed sign-in, naming the account that was tried."""
+    audit.record(actor="anonymous", action=AuditAction.USER_SIGN_IN_FAILED,
+                 target=f"user:{username[:150]}", after=_client(request))
+
+
+@transaction.atomic
+def record_sign_out(user: User, *, request: Any = None) -> None:
+    """Audit a sign-out."""
+    audit.record(actor=user, action=AuditAction.USER_SIGNED_OUT, target=f"user:{user.username}",
+                 after=_client(request))

@@ -1,0 +1,40 @@
+"""`Authorization: Token <key>` for people and scripts."""
+
+from typing import Any
+
+from django.utils import timezone
+from rest_framework import authentication, exceptions
+
+from registry.models import ApiToken, hash_token_key
+
+
+class ApiTokenAuthentication(authentication.BaseAuthentication):
+    """Look a token up by its hash; revoked or expired tokens are refused with 401."""
+
+    keyword = "Token"
+
+    def authenticate(self, request: Any) -> tuple[Any, ApiToken] | None:
+        header = authentication.get_authorization_header(request).split()
+        if not header or header[0].lower() != self.keyword.lower().encode():
+            return None
+        if len(header) != 2:
+            raise exceptions.AuthenticationFailed("Authorization must be 'Token <key>'.")
+        try:
+            key = header[1].decode("ascii")
+        except UnicodeDecodeError:
+            raise exceptions.AuthenticationFailed("The token is not valid.") from None
+        token = (
+            ApiToken.objects.select_related("user")
+            .filter(key_hash=hash_token_key(key))
+            .first()
+        )
+        now = timezone.now()
+        if token is None or not token.is_usable(now) or not token.user.is_active:
+            raise exceptions.AuthenticationFailed("The token is not valid, revoked or expired.")
+        # One write per minute at most: a busy agent must not turn every read into a write.
+        if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:
+            ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        return token.user, token
+
+    def authenticate_header(self, request: Any) -> str:
+        return self.keyword

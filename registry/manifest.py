@@ -1,0 +1,812 @@
+"""The agent manifest (DESIGN.md §4): parse YAML, validate, canonicalise the spec. No Django here."""
+
+import dataclasses
+import datetime as dt
+import hashlib
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
+from yaml.composer import ComposerError
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+API_VERSION = "governance/v1"
+KIND = "Agent"
+ACCESS_LEVELS = ("read", "write", "admin")
+CONNECTOR_TYPES = ("push", "http", "sandbox")
+ENFORCEMENT_MODES = ("correct", "block", "escalate", "log")
+ENFORCEMENT_AREAS = ("config", "actions", "behaviour")
+LIMIT_KINDS = ("max_calls", "max_same_record")
+
+MAX_BYTES = 1_048_576
+MAX_DOCUMENTS = 100
+MAX_NUMBER = 1e12
+MAX_DURATION_SECONDS = 30 * 86_400
+# A manifest is at most five levels deep; the cap keeps the recursive composer off the stack limit.
+MAX_DEPTH = 32
+# A hostile document can produce one error per key; the response body must stay small.
+MAX_REPORTED_ERRORS = 100
+
+_SLUG = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
+_USERNAME = re.compile(r"[\w.@+-]{1,150}")  # the same alphabet as Django's username validator
+_LABEL_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,61}[A-Za-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*")
+_TOOL_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,127}")
+_RESOURCE = re.compile(r"[^\s\x00-\x1f\x7f]{1,256}")
+_ENV_VAR = re.compile(r"[A-Z_][A-Z0-9_]{0,127}")
+_DURATION = re.compile(r"([0-9]{1,9})([smhd])")
+_UNIT_SECONDS = {"d": 86_400, "h": 3_600, "m": 60, "s": 1}
+_TIMESTAMP = re.compile(
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt ]([0-9]{2}):([0-9]{2}):([0-9]{2})"
+    r"(?:\.([0-9]{1,9}))?([Zz]|[+-][0-9]{2}:[0-9]{2})?"
+)
+
+SLUG_EXPECTED = (
+    "a slug of 1 to 63 lowercase letters, digits and '-', starting and ending with a letter or digit"
+)
+TOOL_EXPECTED = "a name of 1 to 128 characters: lowercase letters, digits, '_', '.', '-', not first"
+DURATION_EXPECTED = "a duration: a whole number and a unit s, m, h or d, like 30s, 15m, 1h or 1d"
+TIMESTAMP_EXPECTED = "an RFC 3339 timestamp with a zone, like 2026-12-04T00:00:00Z"
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One problem in a document: where (JSON pointer, source line) and what was expected."""
+
+    pointer: str
+    message: str
+    line: int | None = None
+    document: int = 0
+
+    def __str__(self) -> str:
+        where = self.pointer or "/"
+        if self.line is not None:
+            where += f" (line {self.line})"
+        return f"{where}: {self.message}"
+
+
+class ManifestError(Exception):
+    """A document (or several) failed to parse or validate; `errors` lists every problem found."""
+
+    def __init__(self, errors: list[FieldError]) -> None:
+        if len(errors) > MAX_REPORTED_ERRORS:
+            hidden = len(errors) - MAX_REPORTED_ERRORS + 1
+            errors = [*errors[: MAX_REPORTED_ERRORS - 1], FieldError("", f"{hidden} more errors")]
+        self.errors = list(errors)
+        super().__init__("; ".join(str(error) for error in self.errors))
+
+    def details(self) -> list[dict[str, Any]]:
+        """The errors as JSON-safe dicts for the API's `details` list."""
+        return [dataclasses.asdict(error) for error in self.errors]
+
+
+class ManifestTooLarge(ManifestError):
+    """The body is over the size or document-count limit (the API answers 413)."""
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """One validated agent document; `spec` is canonical and `spec_sha256` its hash."""
+
+    name: str
+    owner: str
+    labels: dict[str, str]
+    description: str
+    spec: dict[str, Any]
+    spec_sha256: str
+
+
+@dataclass
+class ParsedDocument:
+    """One non-empty YAML document, with the source line of every JSON pointer in it."""
+
+    index: int
+    data: Any
+    line_of: dict[str, int] = field(default_factory=dict)
+
+
+def join_pointer(base: str, token: Any) -> str:
+    """Append one reference token to a JSON pointer, escaped as RFC 6901 says."""
+    return f"{base}/{str(token).replace('~', '~0').replace('/', '~1')}"
+
+
+def _got(value: Any) -> str:
+    """Describe a found value briefly for an error message."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dt.datetime):
+        return f"timestamp {value.isoformat()}"
+    if isinstance(value, dt.date):
+        return f"date {value.isoformat()}"
+    text = repr(value) if isinstance(value, str | int | float) else type(value).__name__
+    if len(text) > 60:
+        return f"{text[:50]}... ({len(value) if isinstance(value, str) else len(text)} characters)"
+    return text
+
+
+# --- durations, timestamps, canonical JSON ---------------------------------------------------
+
+
+def duration_seconds(text: Any) -> int:
+    """Seconds in a duration such as 30s, 15m, 1h or 1d (at most 30d); ValueError otherwise."""
+    match = _DURATION.fullmatch(text) if isinstance(text, str) else None
+    if match is None:
+        raise ValueError(f"expected {DURATION_EXPECTED}; got {_got(text)}")
+    seconds = int(match[1]) * _UNIT_SECONDS[match[2]]
+    if seconds == 0:
+        raise ValueError(f"expected a positive duration, like 30s, 15m, 1h or 1d; got {text!r}")
+    if seconds > MAX_DURATION_SECONDS:
+        raise ValueError(f"expected a duration of at most 30d; got {text!r}")
+    return seconds
+
+
+def format_duration(seconds: int) -> str:
+    """A duration in its largest exact unit, so 60m, 3600s and 1h all read 1h."""
+    unit = next(unit for unit, size in _UNIT_SECONDS.items() if seconds % size == 0)
+    return f"{seconds // _UNIT_SECONDS[unit]}{unit}"
+
+
+def parse_timestamp(value: Any) -> dt.datetime:
+    """The UTC instant of an RFC 3339 string or YAML datetime that has a zone; ValueError otherwise."""
+    if isinstance(value, dt.datetime):
+        if value.utcoffset() is None:
+            raise ValueError(f"expected {TIMESTAMP_EXPECTED}; got a timestamp without a zone")
+        stamp = value
+    elif isinstance(value, str) and (match := _TIMESTAMP.fullmatch(value)):
+        *parts, fraction, zone = match.groups()
+        if zone is None:
+            raise ValueError(f"expected {TIMESTAMP_EXPECTED}; got a timestamp without a zone")
+        if zone.upper() == "Z":
+            tz = dt.UTC
+        else:
+            hours, minutes = int(zone[1:3]), int(zone[4:6])
+            if hours > 23 or minutes > 59:
+                raise ValueError(f"expected {TIMESTAMP_EXPECTED}; got {value!r}")
+            offset = dt.timedelta(hours=hours, minutes=minutes)
+            tz = dt.timezone(-offset if zone[0] == "-" else offset)
+        try:
+            micro = int((fraction or "").ljust(6, "0")[:6])
+            stamp = dt.datetime(*map(int, parts), micro, tzinfo=tz)
+        except ValueError:
+            raise ValueError(f"expected {TIMESTAMP_EXPECTED}; got {value!r}") from None
+    else:
+        raise ValueError(f"expected {TIMESTAMP_EXPECTED}; got {_got(value)}")
+    try:
+        return stamp.astimezone(dt.UTC)
+    except OverflowError:  # year 1 or 9999 shifted out of range by its offset
+        raise ValueError(f"expected {TIMESTAMP_EXPECTED} within years 1-9999") from None
+
+
+def format_timestamp(stamp: dt.datetime) -> str:
+    """`YYYY-MM-DDTHH:MM:SS[.ffffff]Z` in UTC: one spelling per instant."""
+    utc = stamp.astimezone(dt.UTC)
+    text = (
+        f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d}"
+        f"T{utc.hour:02d}:{utc.minute:02d}:{utc.second:02d}"
+    )
+    return f"{text}.{utc.microsecond:06d}Z" if utc.microsecond else f"{text}Z"
+
+
+def canonical_json(obj: Any) -> str:
+    """The one JSON spelling of a value that hashes and audit rows are computed from."""
+    return json.dumps(
+        obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+
+
+# --- validation -------------------------------------------------------------------------------
+
+
+class _Checker:
+    """Collects every error of a document instead of stopping at the first."""
+
+    def __init__(self) -> None:
+        self.errors: list[FieldError] = []
+
+    def error(self, pointer: str, message: str) -> None:
+        """Record one problem."""
+        self.errors.append(FieldError(pointer, message))
+
+    def mapping(
+        self, value: Any, pointer: str, required: tuple = (), optional: tuple = ()
+    ) -> dict | None:
+        """The value if it is a mapping with no unknown keys; reports missing required keys."""
+        if not isinstance(value, dict):
+            self.error(pointer, f"expected a mapping; got {_got(value)}")
+            return None
+        allowed = (*required, *optional)
+        for key in value:
+            if key not in allowed:
+                self.error(
+                    join_pointer(pointer, key),
+                    f"unknown field {str(key)!r}; expected one of {', '.join(allowed)}",
+                )
+        for key in required:
+            if key not in value:
+                self.error(join_pointer(pointer, key), f"missing required field {key!r}")
+        return value
+
+    def sequence(self, value: Any, pointer: str, noun: str, max_items: int) -> list:
+        """The value if it is a list of at most max_items, else [] after reporting why."""
+        if not isinstance(value, list):
+            self.error(pointer, f"expected a list of {noun}; got {_got(value)}")
+            return []
+        if len(value) > max_items:
+            self.error(pointer, f"expected at most {max_items} {noun}; got {len(value)}")
+            return []
+        return value
+
+    def string(
+        self,
+        value: Any,
+        pointer: str,
+        expected: str = "a string",
+        *,
+        pattern: re.Pattern | None = None,
+        min_len: int = 0,
+        max_len: int | None = None,
+    ) -> str | None:
+        """The value if it is a string of the right length and shape, else None."""
+        if (
+            isinstance(value, str)
+            and len(value) >= min_len
+            and (max_len is None or len(value) <= max_len)
+            and (pattern is None or pattern.fullmatch(value))
+        ):
+            return value
+        self.error(pointer, f"expected {expected}; got {_got(value)}")
+        return None
+
+    def choice(self, value: Any, pointer: str, options: tuple[str, ...]) -> str | None:
+        """The value if it is one of the options, else None."""
+        if isinstance(value, str) and value in options:
+            return value
+        self.error(pointer, f"expected one of {', '.join(options)}; got {_got(value)}")
+        return None
+
+    def number(
+        self, value: Any, pointer: str, minimum: int, *, exclusive: bool = False,
+        integer: bool = False,
+    ) -> int | float | None:
+        """A finite number within bounds; integral floats become ints so 500.0 hashes as 500."""
+        expected = f"{'an integer' if integer else 'a number'} {'>' if exclusive else '>='} {minimum}"
+        # bool is an int subclass in Python, but `max: true` is surely a mistake
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            problem = f"expected {expected}; got {_got(value)}"
+        elif not math.isfinite(value) or abs(value) > MAX_NUMBER:
+            problem = f"expected {expected} and at most 1e12; got {_got(value)}"
+        else:
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            if (integer and not isinstance(value, int)) or value < minimum or (
+                exclusive and value == minimum
+            ):
+                problem = f"expected {expected}; got {_got(value)}"
+            else:
+                return value
+        self.error(pointer, problem)
+        return None
+
+
+def _optional(mapping: dict, key: str, default: Any) -> Any:
+    """An optional field's value; null counts as absent, as Kubernetes treats it."""
+    value = mapping.get(key)
+    return default if value is None else value
+
+
+def _metadata(c: _Checker, raw: Any) -> dict[str, Any]:
+    """Validated metadata: name, owner, labels, description."""
+    p = "/metadata"
+    meta = c.mapping(raw, p, required=("name", "owner"), optional=("labels", "description"))
+    if meta is None:
+        return {}
+    labels: dict[str, str] = {}
+    raw_labels = _optional(meta, "labels", {})
+    if not isinstance(raw_labels, dict):
+        c.error(f"{p}/labels", f"expected a mapping of label keys to strings; got {_got(raw_labels)}")
+        raw_labels = {}
+    for key, value in raw_labels.items():
+        q = join_pointer(f"{p}/labels", key)
+        prefix, _, name = key.rpartition("/") if isinstance(key, str) else ("", "", "")
+        if not (
+            _LABEL_NAME.fullmatch(name)
+            and (not prefix or (len(prefix) <= 253 and _DNS_SUBDOMAIN.fullmatch(prefix)))
+        ):
+            c.error(q, "expected a label key: an optional DNS prefix and '/', then 1 to 63 letters,"
+                    f" digits, '.', '_' or '-', starting and ending alphanumeric; got {_got(key)}")
+        elif (value := c.string(value, q, "a label value: empty or 1 to 63 letters, digits, '.',"
+                                " '_' or '-', starting and ending alphanumeric",
+                                pattern=re.compile(f"(?:{_LABEL_NAME.pattern})?"))) is not None:
+            labels[key] = value
+    return {
+        "name": c.string(meta["name"], f"{p}/name", SLUG_EXPECTED, pattern=_SLUG)
+        if "name" in meta else None,
+        "owner": c.string(meta["owner"], f"{p}/owner", "a username of 1 to 150 letters, digits"
+                          " and @.+-_", pattern=_USERNAME) if "owner" in meta else None,
+        "labels": dict(sorted(labels.items())),
+        "description": c.string(_optional(meta, "description", ""), f"{p}/description",
+                                "a string of at most 2000 characters", max_len=2000),
+    }
+
+
+def _connector(c: _Checker, raw: Any, p: str) -> dict[str, str] | None:
+    """Validated connector: push and sandbox take nothing else, http needs url and secret_env."""
+    conn = c.mapping(raw, p, required=("type",), optional=("url", "secret_env"))
+    if conn is None or "type" not in conn:
+        return None
+    kind = c.choice(conn["type"], f"{p}/type", CONNECTOR_TYPES)
+    if kind is None:
+        return None
+    if kind != "http":
+        for key in ("url", "secret_env"):
+            if key in conn:
+                c.error(f"{p}/{key}", f"expected no {key}: only connector type http takes one;"
+                        f" got {_got(conn[key])}")
+        return {"type": kind}
+    for key in ("url", "secret_env"):
+        if key not in conn:
+            c.error(f"{p}/{key}", f"missing required field {key!r} for connector type http")
+    url = c.string(conn.get("url"), f"{p}/url", "an http or https URL", max_len=2048)
+    if url is not None:
+        try:
+            parts = urlsplit(url)
+            good = (parts.scheme in ("http", "https") and parts.hostname and parts.port is not None
+                    or True) and parts.scheme in ("http", "https") and bool(parts.hostname)
+        except ValueError:  # e.g. an unclosed IPv6 bracket or a non-numeric port
+            good = False
+        if not good or any(ch.isspace() for ch in url):
+            c.error(f"{p}/url", f"expected an http or https URL with a host; got {_got(url)}")
+        elif parts.username or parts.password:
+            c.error(f"{p}/url", "expected a URL without credentials (name them in secret_env)")
+    secret = c.string(conn.get("secret_env"), f"{p}/secret_env",
+                      "an environment variable name like AGENT_SECRET ([A-Z_][A-Z0-9_]*)",
+                      pattern=_ENV_VAR)
+    return {"type": "http", "url": url, "secret_env": secret}
+
+
+def _tools(c: _Checker, raw: Any, p: str) -> list[str]:
+    """Unique tool names, sorted."""
+    first: dict[str, int] = {}
+    for i, item in enumerate(c.sequence(raw, p, "tools", 200)):
+        name = c.string(item, f"{p}/{i}", TOOL_EXPECTED, pattern=_TOOL_NAME)
+        if name is not None and name in first:
+            c.error(f"{p}/{i}", f"expected each tool once; got {name!r} again"
+                    f" (first at {p}/{first[name]})")
+        elif name is not None:
+            first[name] = i
+    return sorted(first)
+
+
+def _data(c: _Checker, raw: Any, p: str) -> list[dict[str, str]]:
+    """Data scopes, one per resource, sorted by resource."""
+    first: dict[str, int] = {}
+    scopes = []
+    for i, item in enumerate(c.sequence(raw, p, "data scopes", 200)):
+        entry = c.mapping(item, f"{p}/{i}", required=("resource", "access"))
+        if entry is None or "resource" not in entry or "access" not in entry:
+            continue
+        resource = c.string(entry["resource"], f"{p}/{i}/resource", "a resource name of 1 to 256"
+                            " characters without spaces", pattern=_RESOURCE)
+        access = c.choice(entry["access"], f"{p}/{i}/access", ACCESS_LEVELS)
+        if resource is not None and resource in first:
+            c.error(f"{p}/{i}/resource", f"expected each resource once; got {resource!r} again"
+                    f" (first at {p}/{first[resource]})")
+        elif resource is not None and access is not None:
+            first[resource] = i
+            scopes.append({"resource": resource, "access": access})
+    return sorted(scopes, key=lambda scope: scope["resource"])
+
+
+def _actions(c: _Checker, raw: Any, p: str) -> dict[str, dict[str, int | float | None]]:
+    """Action rules by name, both thresholds present (None where unset)."""
+    if not isinstance(raw, dict):
+        c.error(p, f"expected a mapping of action names to rules; got {_got(raw)}")
+        return {}
+    if len(raw) > 200:
+        c.error(p, f"expected at most 200 actions; got {len(raw)}")
+        return {}
+    rules = {}
+    for name, raw_rule in raw.items():
+        q = join_pointer(p, name)
+        name_ok = c.string(name, q, f"an action {TOOL_EXPECTED}", pattern=_TOOL_NAME) is not None
+        rule = c.mapping(raw_rule, q, optional=("approval_above", "max"))
+        if rule is None or not name_ok:
+            continue
+        above, most = _optional(rule, "approval_above", None), _optional(rule, "max", None)
+        if above is None and most is None:
+            c.error(q, "expected at least one of approval_above, max; got neither")
+            continue
+        if above is not None:
+            above = c.number(above, f"{q}/approval_above", 0)
+        if most is not None:
+            most = c.number(most, f"{q}/max", 0, exclusive=True)
+        if above is not None and most is not None and above > most:
+            c.error(f"{q}/approval_above", f"expected at most max ({most}); got {above}")
+        rules[name] = {"approval_above": above, "max": most}
+    return dict(sorted(rules.items()))
+
+
+def _limits(c: _Checker, raw: Any, p: str) -> list[dict[str, Any]]:
+    """Behaviour limits, one per (resource, kind), sorted, durations in their largest unit."""
+    first: dict[tuple[str, str], int] = {}
+    limits = []
+    for i, item in enumerate(c.sequence(raw, p, "limits", 200)):
+        q = f"{p}/{i}"
+        entry = c.mapping(item, q, required=("resource", "per"), optional=LIMIT_KINDS)
+        if entry is None:
+            continue
+        kinds = [kind for kind in LIMIT_KINDS if entry.get(kind) is not None]
+        if len(kinds) != 1:
+            c.error(q, "expected exactly one of max_calls, max_same_record;"
+                    f" got {'both' if kinds else 'neither'}")
+        counts = [c.number(entry[kind], f"{q}/{kind}", 1, integer=True) for kind in kinds]
+        resource = c.string(entry.get("resource"), f"{q}/resource", "a resource name of 1 to"
+                            " 256 characters without spaces", pattern=_RESOURCE)
+        seconds = None
+        if "per" in entry:
+            try:
+                seconds = duration_seconds(entry["per"])
+            except ValueError as exc:
+                c.error(f"{q}/per", str(exc))
+        if len(kinds) != 1 or None in (resource, seconds, counts[0]):
+            continue
+        key = (resource, kinds[0])
+        if key in first:
+            c.error(q, f"expected one {kinds[0]} limit per resource; got a second one for"
+                    f" {resource!r} (first at {p}/{first[key]})")
+            continue
+        first[key] = i
+        limits.append({"resource": resource, kinds[0]: counts[0], "per": format_duration(seconds)})
+    return sorted(limits, key=lambda limit: (limit["resource"], "max_calls" not in limit))
+
+
+def _grants(c: _Checker, raw: Any, p: str) -> list[dict[str, str]]:
+    """Time-bounded grants with UTC expiry, sorted by (resource, expiry, access, reason)."""
+    grants = []
+    for i, item in enumerate(c.sequence(raw, p, "grants", 100)):
+        q = f"{p}/{i}"
+        entry = c.mapping(item, q, required=("resource", "access", "expires_at", "reason"))
+        if entry is None or len(entry.keys() & {"resource", "access", "expires_at", "reason"}) < 4:
+            continue
+        resource = c.string(entry["resource"], f"{q}/resource", "a resource name of 1 to 256"
+                            " characters without spaces", pattern=_RESOURCE)
+        access = c.choice(entry["access"], f"{q}/access", ACCESS_LEVELS)
+        reason = c.string(entry["reason"], f"{q}/reason", "a non-empty reason of at most 1000"
+                          " characters", pattern=re.compile(r"(?s).*\S.*"), max_len=1000)
+        try:
+            expires = parse_timestamp(entry["expires_at"])
+        except ValueError as exc:
+            c.error(f"{q}/expires_at", str(exc))
+            continue
+        if None not in (resource, access, reason):
+            grants.append((resource, expires, access, reason))
+    # sort on the instant itself: ".5Z" sorts before "Z" as text, which is the wrong way round
+    return [
+        {"resource": r, "access": a, "expires_at": format_timestamp(e), "reason": why}
+        for r, e, a, why in sorted(grants)
+    ]
+
+
+def _enforcement(c: _Checker, raw: Any, p: str) -> dict[str, str | None]:
+    """Enforcement mode for every area, areas falling back to `default`."""
+    modes = c.mapping(raw, p, optional=("default", *ENFORCEMENT_AREAS)) or {}
+    default = c.choice(_optional(modes, "default", "correct"), f"{p}/default", ENFORCEMENT_MODES)
+    return {"default": default} | {
+        area: c.choice(_optional(modes, area, default), f"{p}/{area}", ENFORCEMENT_MODES)
+        if area in modes else default
+        for area in ENFORCEMENT_AREAS
+    }
+
+
+def _spec(c: _Checker, raw: Any, p: str) -> dict[str, Any]:
+    """The canonical form of a spec, recording every error on the way."""
+    spec = c.mapping(
+        raw, p, required=("framework", "connector"),
+        optional=("model", "version", "tools", "data", "actions", "limits", "grants",
+                  "enforcement"),
+    )
+    if spec is None:
+        return {}
+    framework = None
+    if "framework" in spec:
+        framework = c.string(spec["framework"], f"{p}/framework",
+                             "a string of 1 to 64 characters", min_len=1, max_len=64)
+    return {
+        "framework": framework,
+        "connector": _connector(c, spec["connector"], f"{p}/connector")
+        if "connector" in spec else None,
+        "model": c.string(_optional(spec, "model", ""), f"{p}/model",
+                          "a string of at most 256 characters", max_len=256),
+        # YAML reads 2.3 as a float and 2.10 as 2.1: a version must be quoted to survive
+        "version": c.string(_optional(spec, "version", ""), f"{p}/version",
+                            'a string of at most 256 characters (quote numbers: "2.3")',
+                            max_len=256),
+        "tools": _tools(c, _optional(spec, "tools", []), f"{p}/tools"),
+        "data": _data(c, _optional(spec, "data", []), f"{p}/data"),
+        "actions": _actions(c, _optional(spec, "actions", {}), f"{p}/actions"),
+        "limits": _limits(c, _optional(spec, "limits", []), f"{p}/limits"),
+        "grants": _grants(c, _optional(spec, "grants", []), f"{p}/grants"),
+        "enforcement": _enforcement(c, _optional(spec, "enforcement", {}), f"{p}/enforcement"),
+    }
+
+
+def canonicalize(spec: Any) -> dict[str, Any]:
+    """The canonical spec: every key present, lists sorted, units and numbers normalised.
+
+    Validates as it goes and raises ManifestError (pointers relative to the spec) if invalid.
+    """
+    c = _Checker()
+    canonical = _spec(c, spec, "")
+    if c.errors:
+        raise ManifestError(c.errors)
+    return canonical
+
+
+def spec_hash(spec: Any) -> str:
+    """Hex SHA-256 of the canonical JSON of the canonical spec."""
+    return hashlib.sha256(canonical_json(canonicalize(spec)).encode()).hexdigest()
+
+
+def validate_manifest(doc: Any) -> Manifest:
+    """Validate one manifest document; ManifestError lists every problem in it."""
+    c = _Checker()
+    top = c.mapping(doc, "", required=("apiVersion", "kind", "metadata", "spec"))
+    meta: dict[str, Any] = {}
+    spec: dict[str, Any] = {}
+    if top is not None:
+        for key, expected in (("apiVersion", API_VERSION), ("kind", KIND)):
+            if key in top and top[key] != expected:
+                c.error(f"/{key}", f"expected {expected!r}; got {_got(top[key])}")
+        if "metadata" in top:
+            meta = _metadata(c, top["metadata"])
+        if "spec" in top:
+            spec = _spec(c, top["spec"], "/spec")
+    if c.errors:
+        raise ManifestError(c.errors)
+    return Manifest(
+        name=meta["name"], owner=meta["owner"], labels=meta["labels"],
+        description=meta["description"], spec=spec,
+        spec_sha256=hashlib.sha256(canonical_json(spec).encode()).hexdigest(),
+    )
+
+
+# --- YAML parsing -----------------------------------------------------------------------------
+
+_STR_TAG = "tag:yaml.org,2002:str"
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses anchors and aliases (YAML bombs) and deep nesting."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node:
+        """Refuse an anchor or alias before anything is built from it."""
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            raise ComposerError(None, None, "anchors and aliases (& and *) are not allowed",
+                                event.start_mark)
+        if self._depth >= MAX_DEPTH:
+            raise ComposerError(None, None, f"expected at most {MAX_DEPTH} levels of nesting",
+                                event.start_mark)
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+class _DocumentBuilder:
+    """Builds Python data from one composed node tree, noting each pointer's line."""
+
+    def __init__(self, loader: _StrictLoader, document: int) -> None:
+        self.loader = loader
+        self.document = document
+        self.errors: list[FieldError] = []
+        self.line_of: dict[str, int] = {}
+
+    def error(self, pointer: str, message: str, node: Node) -> None:
+        """Record one problem at the node's line."""
+        self.errors.append(FieldError(pointer, message, node.start_mark.line + 1, self.document))
+
+    def build(self, node: Node, pointer: str) -> Any:
+        """The value of a node; mapping entries are located at their key's line."""
+        self.line_of.setdefault(pointer, node.start_mark.line + 1)
+        if isinstance(node, MappingNode):
+            if node.tag != "tag:yaml.org,2002:map":
+                self.error(pointer, f"expected a plain mapping; got tag {node.tag!r}", node)
+            result = {}
+            for key_node, value_node in node.value:
+                key = self.key(key_node, pointer)
+                if key is None:
+                    continue
+                child = join_pointer(pointer, key)
+                if key in result:
+                    self.error(child, f"expected each key once; got {key!r} again"
+                               f" (first on line {self.line_of[child]})", key_node)
+                    continue
+                self.line_of[child] = key_node.start_mark.line + 1
+                result[key] = self.build(value_node, child)
+            return result
+        if isinstance(node, SequenceNode):
+            if node.tag != "tag:yaml.org,2002:seq":
+                self.error(pointer, f"expected a plain list; got tag {node.tag!r}", node)
+            return [self.build(item, join_pointer(pointer, i)) for i, item in enumerate(node.value)]
+        try:
+            return self.loader.construct_object(node, deep=True)
+        except (yaml.YAMLError, ValueError, OverflowError) as exc:
+            # e.g. 2026-13-45 matches the timestamp pattern but is no date; an unknown !tag
+            problem = getattr(exc, "problem", None) or str(exc)
+            self.error(pointer, f"cannot read {_got(node.value)}: {problem}", node)
+            return None
+
+    def key(self, node: Node, pointer: str) -> str | None:
+        """The key if it is a plain string; YAML 1.1 reads `on`, `1` and `null` as other types."""
+        if isinstance(node, ScalarNode) and node.tag == _STR_TAG:
+            return node.value
+        shown = node.value if isinstance(node, ScalarNode) else "a " + node.id
+        kind = node.tag.rpartition(":")[2]
+        self.error(join_pointer(pointer, shown),
+                   f"expected a string key (quote it); got {shown!r} ({kind})", node)
+        return None
+
+
+def _syntax_error(exc: yaml.YAMLError, text: str, document: int) -> FieldError:
+    """A parser exception as a FieldError at the line the parser gave up."""
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark or exc.context_mark
+        message = ", ".join(part for part in (exc.context, exc.problem) if part)
+        return FieldError("", message or "malformed YAML", mark.line + 1 if mark else None,
+                          document)
+    if isinstance(exc, yaml.reader.ReaderError):
+        line = text.count("\n", 0, exc.position) + 1
+        return FieldError("", f"unacceptable character: {exc.reason}", line, document)
+    return FieldError("", str(exc), None, document)
+
+
+def _size_error(limit: int, found: int | str, unit: str) -> ManifestTooLarge:
+    """The error for a body over a limit."""
+    return ManifestTooLarge([FieldError("", f"expected at most {limit} {unit}; got {found}")])
+
+
+def parse_documents(
+    text: str, *, max_bytes: int = MAX_BYTES, max_documents: int = MAX_DOCUMENTS
+) -> list[ParsedDocument]:
+    """Parse YAML or JSON, possibly many `---` documents; empty documents are skipped.
+
+    ParsedDocument.index counts the returned (non-empty) documents from 0.
+    """
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > max_bytes:
+        raise _size_error(max_bytes, size, "bytes")
+    if "\t" in text:
+        # JSON indented with tabs is not YAML, but in valid JSON a raw tab can only be
+        # whitespace between tokens, so spaces keep its meaning and its line numbers.
+        try:
+            json.loads(text)
+            text = text.replace("\t", " ")
+        except (ValueError, RecursionError):
+            pass
+    documents: list[ParsedDocument] = []
+    errors: list[FieldError] = []
+    try:
+        loader = _StrictLoader(text)
+    except yaml.YAMLError as exc:  # the reader checks for forbidden characters up front
+        raise ManifestError([_syntax_error(exc, text, 0)]) from None
+    try:
+        while True:
+            try:
+                if not loader.check_node():
+                    break
+                node = loader.get_node()
+            except yaml.YAMLError as exc:
+                errors.append(_syntax_error(exc, text, len(documents)))
+                break
+            builder = _DocumentBuilder(loader, len(documents))
+            data = builder.build(node, "")
+            loader.constructed_objects = {}
+            errors.extend(builder.errors)
+            if data is None and not builder.errors:
+                continue
+            if len(documents) >= max_documents:
+                raise _size_error(max_documents, "more", "documents")
+            documents.append(ParsedDocument(len(documents), data, builder.line_of))
+    finally:
+        loader.dispose()
+    if errors:
+        raise ManifestError(errors)
+    return documents
+
+
+def locate(errors: list[FieldError], document: ParsedDocument) -> list[FieldError]:
+    """The errors with the document index and the line of each pointer (or its nearest parent)."""
+    located = []
+    for error in errors:
+        pointer = error.pointer
+        while pointer not in document.line_of and pointer:
+            pointer = pointer.rpartition("/")[0]
+        located.append(dataclasses.replace(
+            error, line=document.line_of.get(pointer), document=document.index
+        ))
+    return located
+
+
+def validate_documents(
+    text: str, *, max_bytes: int = MAX_BYTES, max_documents: int = MAX_DOCUMENTS
+) -> list[Manifest]:
+    """Parse and validate every document; one ManifestError carries all errors with lines.
+
+    With more than one document each message starts with `document N: ` (N from 0).
+    """
+    documents = parse_documents(text, max_bytes=max_bytes, max_documents=max_documents)
+    if not documents:
+        raise ManifestError([FieldError("", "expected at least one manifest document; got none")])
+    manifests: list[Manifest] = []
+    errors: list[FieldError] = []
+    first: dict[str, int] = {}
+    for document in documents:
+        try:
+            manifest = validate_manifest(document.data)
+        except ManifestError as exc:
+            errors.extend(locate(exc.errors, document))
+            continue
+        if manifest.name in first:
+            # two versions of one agent in one upload: which one to propose would be a guess
+            errors.extend(locate([FieldError(
+                "/metadata/name", f"expected each agent once per upload; got {manifest.name!r}"
+                f" again (first in document {first[manifest.name]})")], document))
+        first.setdefault(manifest.name, document.index)
+        manifests.append(manifest)
+    if errors:
+        if len(documents) > 1:
+            errors = [
+                dataclasses.replace(e, message=f"document {e.document}: {e.message}")
+                for e in errors
+            ]
+        raise ManifestError(errors)
+    return manifests
+
+
+# --- writing ----------------------------------------------------------------------------------
+
+
+class _Dumper(yaml.SafeDumper):
+    """SafeDumper that never writes anchors (our own loader refuses them)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        """Always write shared objects out in full."""
+        return True
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    """Double-quote strings holding NEL or Unicode line separators: other styles fold them."""
+    style = '"' if any(ch in value for ch in "\x85\u2028\u2029") else None
+    return dumper.represent_scalar(_STR_TAG, value, style=style)
+
+
+_Dumper.add_representer(str, _represent_str)
+
+
+def manifest_to_yaml(manifest: Manifest) -> str:
+    """A full manifest document that validates back to an equal Manifest."""
+    metadata: dict[str, Any] = {"name": manifest.name, "owner": manifest.owner}
+    if manifest.labels:
+        metadata["labels"] = dict(manifest.labels)
+    if manifest.description:
+        metadata["description"] = manifest.description
+    document = {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata,
+                "spec": manifest.spec}
+    return yaml.dump(document, Dumper=_Dumper, sort_keys=False, allow_unicode=True,
+                     default_flow_style=False)

@@ -1,0 +1,42 @@
+"""Who holds which role, for views, API permissions and templates."""
+
+from typing import Any
+
+from django.http import HttpRequest
+from rest_framework.permissions import BasePermission
+
+from registry.choices import Role
+
+
+def user_roles(user: Any) -> frozenset[str]:
+    """The role names a person holds (cached on the user object for the request)."""
+    if not getattr(user, "is_authenticated", False):
+        return frozenset()
+    cached = getattr(user, "_role_names", None)
+    if cached is None:
+        if user.is_superuser:
+            cached = frozenset(Role.values)
+        else:
+            cached = frozenset(user.groups.filter(name__in=Role.values).values_list("name", flat=True))
+        user._role_names = cached
+    return cached
+
+
+def has_role(user: Any, *roles: str) -> bool:
+    """True when the person holds any of `roles` (admin holds every role)."""
+    held = user_roles(user)
+    return Role.ADMIN in held or any(role in held for role in roles)
+
+
+def roles_context(request: HttpRequest) -> dict[str, Any]:
+    """Template context: the signed-in person's roles, for navigation."""
+    return {"my_roles": user_roles(getattr(request, "user", None))}
+
+
+class HasRole(BasePermission):
+    """DRF permission: a signed-in person holding one of the view's `required_roles`."""
+
+    message = "Your role does not allow this."
+
+    def has_permission(self, request: Any, view: Any) -> bool:
+        return has_role(request.user, *getattr(view, "required_roles", ()))

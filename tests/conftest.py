@@ -1,0 +1,123 @@
+"""Shared personas and helpers: alice the owner, bob and carol the approvers, dana from
+compliance, and an admin, all made through the product's own actions."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import redis
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import connection
+from rest_framework.test import APIClient
+
+from config import embedded_redis
+from registry import actions
+from registry.choices import Role
+
+ROOT = Path(__file__).resolve().parent.parent
+PASSWORD = "correct-horse-battery-staple"
+
+
+@dataclass
+class People:
+    """The personas of the tests."""
+
+    alice: User
+    bob: User
+    carol: User
+    dana: User
+    admin: User
+
+
+def make_person(username: str, role: Role) -> User:
+    user, _ = actions.create_person(username, actor="system:test", password=PASSWORD)
+    actions.grant_role(user, role, actor="system:test")
+    return user
+
+
+@pytest.fixture
+def people(db) -> People:
+    return People(
+        alice=make_person("alice", Role.OWNER),
+        bob=make_person("bob", Role.APPROVER),
+        carol=make_person("carol", Role.APPROVER),
+        dana=make_person("dana", Role.COMPLIANCE),
+        admin=make_person("admin", Role.ADMIN),
+    )
+
+
+@pytest.fixture
+def api_as():
+    """An API client authenticated with a real token for the given person."""
+
+    def make(user: User) -> APIClient:
+        _, key = actions.issue_api_token(user, actor="system:test")
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+        return client
+
+    return make
+
+
+@pytest.fixture
+def redis_client() -> redis.Redis:
+    """The test Redis, emptied before the test."""
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    client.flushdb()
+    yield client
+    client.close()
+
+
+def database_url() -> str:
+    """A URL for the test database, for processes the test starts."""
+    cfg = connection.settings_dict
+    if connection.vendor == "postgresql":
+        host = cfg.get("HOST") or "127.0.0.1"
+        port = cfg.get("PORT") or 5432
+        user = cfg.get("USER") or "postgres"
+        return f"postgres://{user}@{host}:{port}/{cfg['NAME']}"
+    return f"sqlite:///{cfg['NAME']}"
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """Environment for a process the test starts: same test database and Redis."""
+    env = dict(os.environ)
+    env.update(DATABASE_URL=database_url(), REDIS_URL=settings.REDIS_URL,
+               DJANGO_SETTINGS_MODULE="config.settings", PYTHONPATH=str(ROOT))
+    env.update(extra)
+    return env
+
+
+@dataclass
+class LiveServer:
+    """A real daphne process serving the ASGI app."""
+
+    url: str
+    process: subprocess.Popen
+
+
+@pytest.fixture
+def live_server_process(transactional_db):
+    port = embedded_redis.free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+         "config.asgi:application"],
+        cwd=ROOT, env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 30
+    while not embedded_redis.port_answers("127.0.0.1", port):
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(process.stderr.read().decode() if process.stderr else "daphne died")
+        time.sleep(0.1)
+    yield LiveServer(f"http://127.0.0.1:{port}", process)
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
