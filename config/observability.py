@@ -43,7 +43,9 @@ class QueueCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         depth = GaugeMetricFamily("rq_queue_depth", "Jobs waiting in an RQ queue", labels=["queue"])
-        failed = GaugeMetricFamily("rq_queue_failed", "Failed jobs kept for a queue", labels=["queue"])
+        failed = GaugeMetricFamily(
+            "rq_queue_failed", "Failed jobs kept for a queue", labels=["queue"]
+        )
         up = GaugeMetricFamily("redis_up", "1 when Redis answered the scrape")
         try:
             for name in QUEUE_NAMES:

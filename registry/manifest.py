@@ -1,4 +1,4 @@
-"""The agent manifest (DESIGN.md §4): parse YAML, validate, canonicalise the spec. No Django here."""
+"""The agent manifest (DESIGN.md §4): parse YAML, validate, canonicalise. Pure Python, no Django."""
 
 import dataclasses
 import datetime as dt
@@ -6,6 +6,7 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -32,9 +33,12 @@ MAX_DEPTH = 32
 MAX_REPORTED_ERRORS = 100
 
 _SLUG = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
+_NOT_BLANK = re.compile(r"(?s).*\S.*")
 _USERNAME = re.compile(r"[\w.@+-]{1,150}")  # the same alphabet as Django's username validator
 _LABEL_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,61}[A-Za-z0-9])?")
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*")
+_LABEL_VALUE = re.compile(f"(?:{_LABEL_NAME.pattern})?")
+_DNS_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+_DNS_SUBDOMAIN = re.compile(rf"{_DNS_LABEL}(?:\.{_DNS_LABEL})*")
 _TOOL_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,127}")
 _RESOURCE = re.compile(r"[^\s\x00-\x1f\x7f]{1,256}")
 _ENV_VAR = re.compile(r"[A-Z_][A-Z0-9_]{0,127}")
@@ -46,10 +50,22 @@ _TIMESTAMP = re.compile(
 )
 
 SLUG_EXPECTED = (
-    "a slug of 1 to 63 lowercase letters, digits and '-', starting and ending with a letter or digit"
+    "a slug of 1 to 63 lowercase letters, digits and '-',"
+    " starting and ending with a letter or digit"
 )
-TOOL_EXPECTED = "a name of 1 to 128 characters: lowercase letters, digits, '_', '.', '-', not first"
+_NAME_RULE = "of 1 to 128 lowercase letters, digits, '_', '.' or '-', starting alphanumeric"
+TOOL_EXPECTED = f"a tool name {_NAME_RULE}"
+ACTION_EXPECTED = f"an action name {_NAME_RULE}"
 DURATION_EXPECTED = "a duration: a whole number and a unit s, m, h or d, like 30s, 15m, 1h or 1d"
+LABEL_KEY_EXPECTED = (
+    "a label key: an optional DNS prefix and '/', then 1 to 63 letters, digits, '.', '_' or '-',"
+    " starting and ending with a letter or digit"
+)
+LABEL_VALUE_EXPECTED = (
+    "a label value: empty, or 1 to 63 letters, digits, '.', '_' or '-',"
+    " starting and ending with a letter or digit"
+)
+RESOURCE_EXPECTED = "a resource name of 1 to 256 characters without spaces"
 TIMESTAMP_EXPECTED = "an RFC 3339 timestamp with a zone, like 2026-12-04T00:00:00Z"
 
 
@@ -128,10 +144,10 @@ def _got(value: Any) -> str:
         return f"timestamp {value.isoformat()}"
     if isinstance(value, dt.date):
         return f"date {value.isoformat()}"
+    if isinstance(value, str) and len(value) > 60:
+        return f"{value[:50]!r}... ({len(value)} characters)"
     text = repr(value) if isinstance(value, str | int | float) else type(value).__name__
-    if len(text) > 60:
-        return f"{text[:50]}... ({len(value) if isinstance(value, str) else len(text)} characters)"
-    return text
+    return f"{text[:50]}..." if len(text) > 60 else text
 
 
 # --- durations, timestamps, canonical JSON ---------------------------------------------------
@@ -157,15 +173,16 @@ def format_duration(seconds: int) -> str:
 
 
 def parse_timestamp(value: Any) -> dt.datetime:
-    """The UTC instant of an RFC 3339 string or YAML datetime that has a zone; ValueError otherwise."""
+    """The UTC instant of an RFC 3339 string or YAML datetime with a zone; else ValueError."""
+    no_zone = f"expected {TIMESTAMP_EXPECTED}; got a timestamp without a zone: {value}"
     if isinstance(value, dt.datetime):
         if value.utcoffset() is None:
-            raise ValueError(f"expected {TIMESTAMP_EXPECTED}; got a timestamp without a zone")
+            raise ValueError(no_zone)
         stamp = value
     elif isinstance(value, str) and (match := _TIMESTAMP.fullmatch(value)):
         *parts, fraction, zone = match.groups()
         if zone is None:
-            raise ValueError(f"expected {TIMESTAMP_EXPECTED}; got a timestamp without a zone")
+            raise ValueError(no_zone)
         if zone.upper() == "Z":
             tz = dt.UTC
         else:
@@ -247,14 +264,8 @@ class _Checker:
         return value
 
     def string(
-        self,
-        value: Any,
-        pointer: str,
-        expected: str = "a string",
-        *,
-        pattern: re.Pattern | None = None,
-        min_len: int = 0,
-        max_len: int | None = None,
+        self, value: Any, pointer: str, expected: str = "a string", *,
+        pattern: re.Pattern | None = None, min_len: int = 0, max_len: int | None = None,
     ) -> str | None:
         """The value if it is a string of the right length and shape, else None."""
         if (
@@ -274,12 +285,21 @@ class _Checker:
         self.error(pointer, f"expected one of {', '.join(options)}; got {_got(value)}")
         return None
 
+    def parsed(self, value: Any, pointer: str, parse: Callable[[Any], Any]) -> Any:
+        """The value parsed, or None after recording the ValueError's message."""
+        try:
+            return parse(value)
+        except ValueError as exc:
+            self.error(pointer, str(exc))
+            return None
+
     def number(
         self, value: Any, pointer: str, minimum: int, *, exclusive: bool = False,
         integer: bool = False,
     ) -> int | float | None:
         """A finite number within bounds; integral floats become ints so 500.0 hashes as 500."""
-        expected = f"{'an integer' if integer else 'a number'} {'>' if exclusive else '>='} {minimum}"
+        kind = "an integer" if integer else "a number"
+        expected = f"{kind} {'>' if exclusive else '>='} {minimum}"
         # bool is an int subclass in Python, but `max: true` is surely a mistake
         if isinstance(value, bool) or not isinstance(value, int | float):
             problem = f"expected {expected}; got {_got(value)}"
@@ -304,6 +324,12 @@ def _optional(mapping: dict, key: str, default: Any) -> Any:
     return default if value is None else value
 
 
+def _present(check: Callable[..., Any], entry: dict, key: str, p: str, *args: Any,
+             **kwargs: Any) -> Any:
+    """Run a check on entry[key] at p/key if the key is there; a missing key is reported already."""
+    return check(entry[key], f"{p}/{key}", *args, **kwargs) if key in entry else None
+
+
 def _metadata(c: _Checker, raw: Any) -> dict[str, Any]:
     """Validated metadata: name, owner, labels, description."""
     p = "/metadata"
@@ -313,7 +339,7 @@ def _metadata(c: _Checker, raw: Any) -> dict[str, Any]:
     labels: dict[str, str] = {}
     raw_labels = _optional(meta, "labels", {})
     if not isinstance(raw_labels, dict):
-        c.error(f"{p}/labels", f"expected a mapping of label keys to strings; got {_got(raw_labels)}")
+        c.error(f"{p}/labels", f"expected a mapping of labels; got {_got(raw_labels)}")
         raw_labels = {}
     for key, value in raw_labels.items():
         q = join_pointer(f"{p}/labels", key)
@@ -322,17 +348,15 @@ def _metadata(c: _Checker, raw: Any) -> dict[str, Any]:
             _LABEL_NAME.fullmatch(name)
             and (not prefix or (len(prefix) <= 253 and _DNS_SUBDOMAIN.fullmatch(prefix)))
         ):
-            c.error(q, "expected a label key: an optional DNS prefix and '/', then 1 to 63 letters,"
-                    f" digits, '.', '_' or '-', starting and ending alphanumeric; got {_got(key)}")
-        elif (value := c.string(value, q, "a label value: empty or 1 to 63 letters, digits, '.',"
-                                " '_' or '-', starting and ending alphanumeric",
-                                pattern=re.compile(f"(?:{_LABEL_NAME.pattern})?"))) is not None:
+            c.error(q, f"expected {LABEL_KEY_EXPECTED}; got {_got(key)}")
+            continue
+        value = c.string(value, q, LABEL_VALUE_EXPECTED, pattern=_LABEL_VALUE)
+        if value is not None:
             labels[key] = value
     return {
-        "name": c.string(meta["name"], f"{p}/name", SLUG_EXPECTED, pattern=_SLUG)
-        if "name" in meta else None,
-        "owner": c.string(meta["owner"], f"{p}/owner", "a username of 1 to 150 letters, digits"
-                          " and @.+-_", pattern=_USERNAME) if "owner" in meta else None,
+        "name": _present(c.string, meta, "name", p, SLUG_EXPECTED, pattern=_SLUG),
+        "owner": _present(c.string, meta, "owner", p, "a username of 1 to 150 letters, digits"
+                          " and @.+-_", pattern=_USERNAME),
         "labels": dict(sorted(labels.items())),
         "description": c.string(_optional(meta, "description", ""), f"{p}/description",
                                 "a string of at most 2000 characters", max_len=2000),
@@ -356,19 +380,21 @@ def _connector(c: _Checker, raw: Any, p: str) -> dict[str, str] | None:
     for key in ("url", "secret_env"):
         if key not in conn:
             c.error(f"{p}/{key}", f"missing required field {key!r} for connector type http")
-    url = c.string(conn.get("url"), f"{p}/url", "an http or https URL", max_len=2048)
+    url = _present(c.string, conn, "url", p, "an http or https URL", max_len=2048)
     if url is not None:
         try:
             parts = urlsplit(url)
-            good = (parts.scheme in ("http", "https") and parts.hostname and parts.port is not None
-                    or True) and parts.scheme in ("http", "https") and bool(parts.hostname)
-        except ValueError:  # e.g. an unclosed IPv6 bracket or a non-numeric port
+            # .port raises ValueError on a port that is not a number in range
+            good = parts.scheme in ("http", "https") and bool(parts.hostname) and (
+                parts.port is None or parts.port > 0
+            )
+        except ValueError:  # e.g. an unclosed IPv6 bracket
             good = False
         if not good or any(ch.isspace() for ch in url):
             c.error(f"{p}/url", f"expected an http or https URL with a host; got {_got(url)}")
         elif parts.username or parts.password:
             c.error(f"{p}/url", "expected a URL without credentials (name them in secret_env)")
-    secret = c.string(conn.get("secret_env"), f"{p}/secret_env",
+    secret = _present(c.string, conn, "secret_env", p,
                       "an environment variable name like AGENT_SECRET ([A-Z_][A-Z0-9_]*)",
                       pattern=_ENV_VAR)
     return {"type": "http", "url": url, "secret_env": secret}
@@ -393,11 +419,11 @@ def _data(c: _Checker, raw: Any, p: str) -> list[dict[str, str]]:
     scopes = []
     for i, item in enumerate(c.sequence(raw, p, "data scopes", 200)):
         entry = c.mapping(item, f"{p}/{i}", required=("resource", "access"))
-        if entry is None or "resource" not in entry or "access" not in entry:
+        if entry is None:
             continue
-        resource = c.string(entry["resource"], f"{p}/{i}/resource", "a resource name of 1 to 256"
-                            " characters without spaces", pattern=_RESOURCE)
-        access = c.choice(entry["access"], f"{p}/{i}/access", ACCESS_LEVELS)
+        resource = _present(c.string, entry, "resource", f"{p}/{i}", RESOURCE_EXPECTED,
+                            pattern=_RESOURCE)
+        access = _present(c.choice, entry, "access", f"{p}/{i}", ACCESS_LEVELS)
         if resource is not None and resource in first:
             c.error(f"{p}/{i}/resource", f"expected each resource once; got {resource!r} again"
                     f" (first at {p}/{first[resource]})")
@@ -418,7 +444,7 @@ def _actions(c: _Checker, raw: Any, p: str) -> dict[str, dict[str, int | float |
     rules = {}
     for name, raw_rule in raw.items():
         q = join_pointer(p, name)
-        name_ok = c.string(name, q, f"an action {TOOL_EXPECTED}", pattern=_TOOL_NAME) is not None
+        name_ok = c.string(name, q, ACTION_EXPECTED, pattern=_TOOL_NAME) is not None
         rule = c.mapping(raw_rule, q, optional=("approval_above", "max"))
         if rule is None or not name_ok:
             continue
@@ -450,14 +476,8 @@ def _limits(c: _Checker, raw: Any, p: str) -> list[dict[str, Any]]:
             c.error(q, "expected exactly one of max_calls, max_same_record;"
                     f" got {'both' if kinds else 'neither'}")
         counts = [c.number(entry[kind], f"{q}/{kind}", 1, integer=True) for kind in kinds]
-        resource = c.string(entry.get("resource"), f"{q}/resource", "a resource name of 1 to"
-                            " 256 characters without spaces", pattern=_RESOURCE)
-        seconds = None
-        if "per" in entry:
-            try:
-                seconds = duration_seconds(entry["per"])
-            except ValueError as exc:
-                c.error(f"{q}/per", str(exc))
+        resource = _present(c.string, entry, "resource", q, RESOURCE_EXPECTED, pattern=_RESOURCE)
+        seconds = _present(c.parsed, entry, "per", q, duration_seconds)
         if len(kinds) != 1 or None in (resource, seconds, counts[0]):
             continue
         key = (resource, kinds[0])
@@ -476,20 +496,17 @@ def _grants(c: _Checker, raw: Any, p: str) -> list[dict[str, str]]:
     for i, item in enumerate(c.sequence(raw, p, "grants", 100)):
         q = f"{p}/{i}"
         entry = c.mapping(item, q, required=("resource", "access", "expires_at", "reason"))
-        if entry is None or len(entry.keys() & {"resource", "access", "expires_at", "reason"}) < 4:
+        if entry is None:
             continue
-        resource = c.string(entry["resource"], f"{q}/resource", "a resource name of 1 to 256"
-                            " characters without spaces", pattern=_RESOURCE)
-        access = c.choice(entry["access"], f"{q}/access", ACCESS_LEVELS)
-        reason = c.string(entry["reason"], f"{q}/reason", "a non-empty reason of at most 1000"
-                          " characters", pattern=re.compile(r"(?s).*\S.*"), max_len=1000)
-        try:
-            expires = parse_timestamp(entry["expires_at"])
-        except ValueError as exc:
-            c.error(f"{q}/expires_at", str(exc))
-            continue
-        if None not in (resource, access, reason):
-            grants.append((resource, expires, access, reason))
+        grant = (
+            _present(c.string, entry, "resource", q, RESOURCE_EXPECTED, pattern=_RESOURCE),
+            _present(c.parsed, entry, "expires_at", q, parse_timestamp),
+            _present(c.choice, entry, "access", q, ACCESS_LEVELS),
+            _present(c.string, entry, "reason", q, "a non-empty reason of at most 1000"
+                     " characters", pattern=_NOT_BLANK, max_len=1000),
+        )
+        if None not in grant:
+            grants.append(grant)
     # sort on the instant itself: ".5Z" sorts before "Z" as text, which is the wrong way round
     return [
         {"resource": r, "access": a, "expires_at": format_timestamp(e), "reason": why}
@@ -502,8 +519,8 @@ def _enforcement(c: _Checker, raw: Any, p: str) -> dict[str, str | None]:
     modes = c.mapping(raw, p, optional=("default", *ENFORCEMENT_AREAS)) or {}
     default = c.choice(_optional(modes, "default", "correct"), f"{p}/default", ENFORCEMENT_MODES)
     return {"default": default} | {
-        area: c.choice(_optional(modes, area, default), f"{p}/{area}", ENFORCEMENT_MODES)
-        if area in modes else default
+        area: default if modes.get(area) is None
+        else c.choice(modes[area], f"{p}/{area}", ENFORCEMENT_MODES)
         for area in ENFORCEMENT_AREAS
     }
 
@@ -517,12 +534,9 @@ def _spec(c: _Checker, raw: Any, p: str) -> dict[str, Any]:
     )
     if spec is None:
         return {}
-    framework = None
-    if "framework" in spec:
-        framework = c.string(spec["framework"], f"{p}/framework",
-                             "a string of 1 to 64 characters", min_len=1, max_len=64)
     return {
-        "framework": framework,
+        "framework": _present(c.string, spec, "framework", p, "a string of 1 to 64 characters",
+                              min_len=1, max_len=64),
         "connector": _connector(c, spec["connector"], f"{p}/connector")
         if "connector" in spec else None,
         "model": c.string(_optional(spec, "model", ""), f"{p}/model",
@@ -608,6 +622,14 @@ class _StrictLoader(yaml.SafeLoader):
             self._depth -= 1
 
 
+# YAML 1.1 reads 1e3 as a string; JSON and YAML 1.2 read it as a number, and JSON bodies must work.
+_StrictLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
+
+
 class _DocumentBuilder:
     """Builds Python data from one composed node tree, noting each pointer's line."""
 
@@ -656,10 +678,12 @@ class _DocumentBuilder:
         """The key if it is a plain string; YAML 1.1 reads `on`, `1` and `null` as other types."""
         if isinstance(node, ScalarNode) and node.tag == _STR_TAG:
             return node.value
-        shown = node.value if isinstance(node, ScalarNode) else "a " + node.id
-        kind = node.tag.rpartition(":")[2]
-        self.error(join_pointer(pointer, shown),
-                   f"expected a string key (quote it); got {shown!r} ({kind})", node)
+        if isinstance(node, ScalarNode):
+            kind = node.tag.rpartition(":")[2]
+            self.error(join_pointer(pointer, node.value),
+                       f"expected a string key (quote it); got {node.value!r} ({kind})", node)
+        else:
+            self.error(pointer, f"expected a string key; got a {node.id}", node)
         return None
 
 
@@ -672,7 +696,8 @@ def _syntax_error(exc: yaml.YAMLError, text: str, document: int) -> FieldError:
                           document)
     if isinstance(exc, yaml.reader.ReaderError):
         line = text.count("\n", 0, exc.position) + 1
-        return FieldError("", f"unacceptable character: {exc.reason}", line, document)
+        code = ord(exc.character) if isinstance(exc.character, str) else exc.character
+        return FieldError("", f"unacceptable character #x{code:04x}: {exc.reason}", line, document)
     return FieldError("", str(exc), None, document)
 
 

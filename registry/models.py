@@ -15,7 +15,9 @@ def hash_token_key(key: str) -> str:
 class ApiToken(models.Model):
     """A bearer token (`Authorization: Token <key>`) acting as one person."""
 
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
     name = models.CharField(max_length=100, blank=True, default="")
     key_hash = models.CharField(max_length=64, unique=True)
     key_prefix = models.CharField(max_length=12)

@@ -17,7 +17,8 @@ def user_roles(user: Any) -> frozenset[str]:
         if user.is_superuser:
             cached = frozenset(Role.values)
         else:
-            cached = frozenset(user.groups.filter(name__in=Role.values).values_list("name", flat=True))
+            names = user.groups.filter(name__in=Role.values).values_list("name", flat=True)
+            cached = frozenset(names)
         user._role_names = cached
     return cached
 

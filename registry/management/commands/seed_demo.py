@@ -48,4 +48,5 @@ class Command(BaseCommand):
         store.chmod(0o600)
         width = max(len(name) for name, _, _ in PERSONAS)
         for username, role, what in PERSONAS:
-            self.stdout.write(f"  {username:<{width}}  {logins[username]:<14} {role.value:<10} {what}")
+            password = logins[username]
+            self.stdout.write(f"  {username:<{width}}  {password:<14} {role.value:<10} {what}")
