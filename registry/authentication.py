@@ -3,6 +3,7 @@
 from typing import Any
 
 from django.utils import timezone
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
 from registry.models import ApiToken, hash_token_key
@@ -38,3 +39,14 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
 
     def authenticate_header(self, request: Any) -> str:
         return self.keyword
+
+
+class ApiTokenScheme(OpenApiAuthenticationExtension):
+    """Describes `Authorization: Token <key>` in the OpenAPI schema."""
+
+    target_class = "registry.authentication.ApiTokenAuthentication"
+    name = "tokenAuth"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {"type": "apiKey", "in": "header", "name": "Authorization",
+                "description": "`Token <key>`, from `manage.py api_token USER`"}

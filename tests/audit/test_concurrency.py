@@ -2,7 +2,6 @@
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from django.test import override_settings
@@ -11,7 +10,7 @@ from audit.models import AuditCheckpoint, AuditEntry
 from audit.verify import verify_trail
 from tests.conftest import ROOT, child_env
 
-WORKER = Path(__file__).with_name("append_worker.py")
+WORKER = ROOT / "bench" / "audit_writer.py"
 
 
 @override_settings(AUDIT_CHECKPOINT_EVERY=50)
@@ -19,7 +18,8 @@ def test_eight_concurrent_writer_processes_leave_one_unbroken_chain(transactiona
     writers, each = 8, 40
     processes = [
         subprocess.Popen([sys.executable, str(WORKER), f"w{n}", str(each)], cwd=ROOT,
-                         env=child_env(AUDIT_CHECKPOINT_EVERY="50"), stderr=subprocess.PIPE)
+                         env=child_env(AUDIT_CHECKPOINT_EVERY="50"), stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE)
         for n in range(writers)
     ]
     for process in processes:

@@ -1,0 +1,60 @@
+"""WS /ws/alerts: signed-in people receive alerts sent after commit, through Redis."""
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth.models import AnonymousUser
+from django.db import transaction
+
+from config.asgi import application
+from reconciliation import alerts
+from reconciliation.consumers import AlertsConsumer
+
+
+def communicator(user) -> WebsocketCommunicator:
+    app = AlertsConsumer.as_asgi()
+    comm = WebsocketCommunicator(app, "/ws/alerts")
+    comm.scope["user"] = user
+    return comm
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.asyncio
+async def test_anonymous_connections_are_refused():
+    comm = communicator(AnonymousUser())
+    connected, code = await comm.connect()
+    assert connected is False and code == 4401
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.asyncio
+async def test_cross_origin_connections_are_refused():
+    comm = WebsocketCommunicator(application, "/ws/alerts",
+                                 headers=[(b"origin", b"http://evil.example")])
+    connected, _ = await comm.connect()
+    assert connected is False
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.asyncio
+async def test_an_alert_broadcast_after_commit_reaches_a_signed_in_reviewer(people):
+    comm = communicator(people.dana)
+    connected, _ = await comm.connect()
+    assert connected
+
+    def commit_then_roll_back() -> None:
+        with transaction.atomic():
+            alerts.broadcast("drift.detected", {"agent": "refund-agent", "severity": "high"})
+        try:
+            with transaction.atomic():
+                alerts.broadcast("drift.detected", {"agent": "rolled-back"})
+                raise RuntimeError("change failed")
+        except RuntimeError:
+            pass
+
+    await sync_to_async(commit_then_roll_back)()
+    message = await comm.receive_json_from(timeout=5)
+    assert message["event"] == "drift.detected"
+    assert message["agent"] == "refund-agent" and message["severity"] == "high"
+    assert await comm.receive_nothing(timeout=0.5)  # the rolled-back alert never went out
+    await comm.disconnect()
