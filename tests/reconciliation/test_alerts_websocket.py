@@ -4,7 +4,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
-from django.db import transaction
+from django.db import connection, transaction
 
 from config.asgi import application
 from reconciliation import alerts
@@ -43,6 +43,12 @@ async def test_an_alert_broadcast_after_commit_reaches_a_signed_in_reviewer(peop
     assert connected
 
     def commit_then_roll_back() -> None:
+        try:
+            send_both()
+        finally:
+            connection.close()  # this executor thread's connection would outlive the test
+
+    def send_both() -> None:
         with transaction.atomic():
             alerts.broadcast("drift.detected", {"agent": "refund-agent", "severity": "high"})
         try:
