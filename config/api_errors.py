@@ -7,6 +7,8 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from config.errors import DomainError
+
 CODES = {
     400: "malformed",
     401: "unauthenticated",
@@ -50,6 +52,9 @@ def _details(data: Any, pointer: str = "") -> list[dict[str, str]]:
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF's handler, reshaped into the documented error document."""
+    if isinstance(exc, DomainError):
+        return Response(error_body(exc.status, exc.message, exc.details, exc.code),
+                        status=exc.status)
     response = drf_exception_handler(exc, context)
     if response is None:
         return None

@@ -6,7 +6,9 @@ from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
+from registry.choices import Lifecycle
 from registry.models import ApiToken, hash_token_key
+from registry.principals import AgentPrincipal
 
 
 class ApiTokenAuthentication(authentication.BaseAuthentication):
@@ -25,7 +27,7 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
         except UnicodeDecodeError:
             raise exceptions.AuthenticationFailed("The token is not valid.") from None
         token = (
-            ApiToken.objects.select_related("user")
+            ApiToken.objects.select_related("user", "agent")
             .filter(key_hash=hash_token_key(key))
             .first()
         )
@@ -35,6 +37,10 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
         # One write per minute at most: a busy agent must not turn every read into a write.
         if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:
             ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        if token.agent is not None:
+            if token.agent.lifecycle == Lifecycle.RETIRED:
+                raise exceptions.AuthenticationFailed("The token's agent is retired.")
+            return AgentPrincipal(token.agent, token), token
         return token.user, token
 
     def authenticate_header(self, request: Any) -> str:

@@ -10,3 +10,48 @@ class Role(models.TextChoices):
     APPROVER = "approver"
     COMPLIANCE = "compliance"
     ADMIN = "admin"
+
+
+class Lifecycle(models.TextChoices):
+    """Whether an agent runs, is held by the control plane, or is gone."""
+
+    ACTIVE = "active"
+    SUSPENDED = "suspended"
+    RETIRED = "retired"
+
+
+class VersionState(models.TextChoices):
+    """Where a proposed desired state stands."""
+
+    PENDING = "pending"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    SUPERSEDED = "superseded"
+    WITHDRAWN = "withdrawn"
+
+
+class VersionSource(models.TextChoices):
+    """How a proposal reached the registry."""
+
+    UI = "ui"
+    API = "api"
+    YAML = "yaml"
+    AGENT = "agent"
+
+
+class GuardrailEffect(models.TextChoices):
+    """What happens to a proposal whose spec fails a guardrail's expression."""
+
+    DENY = "deny"
+    REQUIRE_APPROVALS = "require_approvals"
+    WARN = "warn"
+
+
+class GuardrailOutcome(models.TextChoices):
+    """The result of one guardrail on one proposal."""
+
+    PASSED = "passed"
+    DENIED = "denied"
+    REQUIRES_APPROVALS = "requires_approvals"
+    WARNED = "warned"
+    ERROR = "error"  # evaluation failed: fail closed, the proposal is held

@@ -798,6 +798,11 @@ def validate_documents(
     With more than one document each message starts with `document N: ` (N from 0).
     """
     documents = parse_documents(text, max_bytes=max_bytes, max_documents=max_documents)
+    return validate_parsed(documents)
+
+
+def validate_parsed(documents: list[ParsedDocument]) -> list[Manifest]:
+    """Validate parsed documents; one ManifestError carries all errors with their lines."""
     if not documents:
         raise ManifestError([FieldError("", "expected at least one manifest document; got none")])
     manifests: list[Manifest] = []

@@ -1,4 +1,4 @@
-"""Registry models: API tokens for people (agents, manifests and versions build on these)."""
+"""Registry models: agents, their desired-state versions, approvals, guardrails, API tokens."""
 
 import hashlib
 
@@ -6,18 +6,152 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from registry.choices import GuardrailEffect, Lifecycle, VersionSource, VersionState
+
 
 def hash_token_key(key: str) -> str:
     """Tokens are stored as their SHA-256; the key itself is shown once and never kept."""
     return hashlib.sha256(key.encode("utf-8")).hexdigest()
 
 
+class Agent(models.Model):
+    """A registered AI agent: who owns it, how to reach it, and its active approved version."""
+
+    name = models.SlugField(max_length=63, unique=True)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT,
+                              related_name="agents")
+    labels = models.JSONField(default=dict, blank=True)
+    description = models.TextField(blank=True, default="")
+    framework = models.CharField(max_length=64, blank=True, default="")
+    connector = models.JSONField(default=dict, blank=True)
+    lifecycle = models.CharField(max_length=16, choices=Lifecycle.choices,
+                                 default=Lifecycle.ACTIVE)
+    # The generation of the active approved version; 0 until the first approval.
+    generation = models.PositiveIntegerField(default=0)
+    active_version = models.OneToOneField("DesiredStateVersion", null=True, blank=True,
+                                          on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+        indexes = [models.Index(fields=["owner", "name"], name="agent_owner_name"),
+                   models.Index(fields=["lifecycle", "name"], name="agent_lifecycle_name")]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def audit_label(self) -> str:
+        return f"agent:{self.name}"
+
+
+class DesiredStateVersion(models.Model):
+    """One proposed or approved desired state of an agent (a canonical spec and its hash)."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="versions")
+    # Set when approved: the agent's generation this version became.
+    generation = models.PositiveIntegerField(null=True, blank=True)
+    # The active generation the proposal was made against (optimistic locking).
+    base_generation = models.PositiveIntegerField(default=0)
+    spec = models.JSONField()
+    spec_sha256 = models.CharField(max_length=64)
+    metadata = models.JSONField(default=dict)
+    state = models.CharField(max_length=16, choices=VersionState.choices,
+                             default=VersionState.PENDING)
+    source = models.CharField(max_length=8, choices=VersionSource.choices)
+    proposed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                    on_delete=models.PROTECT, related_name="proposals")
+    # Re-editing a pending proposal bumps the revision; approvals count for one revision only.
+    revision = models.PositiveIntegerField(default=1)
+    required_approvals = models.PositiveSmallIntegerField(default=1)
+    guardrail_results = models.JSONField(default=list, blank=True)
+    permission_changes = models.JSONField(default=list, blank=True)
+    risk = models.PositiveIntegerField(default=0)
+    held = models.BooleanField(default=False)  # a guardrail could not be evaluated: fail closed
+    comment = models.TextField(blank=True, default="")
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                   on_delete=models.PROTECT, related_name="+")
+    decision_comment = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["agent", "generation"],
+                                    name="one_version_per_generation"),
+        ]
+        indexes = [models.Index(fields=["state", "-risk", "-created_at"], name="version_inbox")]
+
+    def __str__(self) -> str:
+        return f"{self.agent.name} proposal #{self.pk} ({self.state})"
+
+    @property
+    def is_agent_made(self) -> bool:
+        return self.source == VersionSource.AGENT
+
+
+class Approval(models.Model):
+    """One approver's yes for one revision of a proposal."""
+
+    version = models.ForeignKey(DesiredStateVersion, on_delete=models.CASCADE,
+                                related_name="approvals")
+    approver = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT,
+                                 related_name="approvals")
+    revision = models.PositiveIntegerField()
+    comment = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["version", "approver", "revision"],
+                                               name="one_approval_per_revision")]
+
+    def __str__(self) -> str:
+        return f"{self.approver} approved #{self.version_id} r{self.revision}"
+
+
+class Guardrail(models.Model):
+    """An org-wide policy: a CEL expression over spec and metadata that must hold."""
+
+    name = models.SlugField(max_length=63, unique=True)
+    description = models.TextField(blank=True, default="")
+    expression = models.TextField()
+    # Label equality selector: {"env": "prod"} applies to agents labelled env=prod; {} to all.
+    selector = models.JSONField(default=dict, blank=True)
+    effect = models.CharField(max_length=20, choices=GuardrailEffect.choices)
+    required_approvals = models.PositiveSmallIntegerField(default=2)
+    message = models.CharField(max_length=500)
+    enabled = models.BooleanField(default=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT,
+                                   related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def to_dict(self) -> dict:
+        """The audited form of a guardrail."""
+        return {"name": self.name, "description": self.description,
+                "expression": self.expression, "selector": self.selector,
+                "effect": self.effect, "required_approvals": self.required_approvals,
+                "message": self.message, "enabled": self.enabled}
+
+
 class ApiToken(models.Model):
-    """A bearer token (`Authorization: Token <key>`) acting as one person."""
+    """A bearer token (`Authorization: Token <key>`): a person's, or scoped to one agent."""
 
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
     )
+    # When set, the token acts as this agent only (never with its issuer's roles).
+    agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.CASCADE,
+                              related_name="tokens")
     name = models.CharField(max_length=100, blank=True, default="")
     key_hash = models.CharField(max_length=64, unique=True)
     key_prefix = models.CharField(max_length=12)

@@ -10,8 +10,8 @@ from registry.choices import Role
 
 def user_roles(user: Any) -> frozenset[str]:
     """The role names a person holds (cached on the user object for the request)."""
-    if not getattr(user, "is_authenticated", False):
-        return frozenset()
+    if not getattr(user, "is_authenticated", False) or not hasattr(user, "groups"):
+        return frozenset()  # anonymous, or an agent's token: agents hold no person's role
     cached = getattr(user, "_role_names", None)
     if cached is None:
         if user.is_superuser:

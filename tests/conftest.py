@@ -127,3 +127,52 @@ def live_server_process(transactional_db):
 def _fast_password_hashing(settings):
     # PBKDF2's deliberate slowness buys nothing in tests and costs seconds per persona.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+REFUND_AGENT_YAML = """\
+apiVersion: governance/v1
+kind: Agent
+metadata:
+  name: refund-agent
+  owner: alice
+  labels: {team: payments, env: prod}
+  description: Issues refunds for damaged orders
+spec:
+  framework: langgraph
+  connector: {type: sandbox}
+  model: gpt-4.1
+  version: "2.3.0"
+  tools: [orders.lookup, payments.refund]
+  data:
+    - {resource: orders_db, access: read}
+    - {resource: payments, access: write}
+  actions:
+    payments.refund: {approval_above: 500, max: 5000}
+  limits:
+    - {resource: customers_db, max_calls: 40, per: 1h}
+    - {resource: customers_db, max_same_record: 3, per: 1h}
+  enforcement: {default: correct, actions: escalate, behaviour: block}
+"""
+
+
+def refund_manifest(**spec_changes):
+    """The refund agent's manifest, with spec keys replaced."""
+    import yaml
+
+    from registry.manifest import validate_manifest
+
+    document = yaml.safe_load(REFUND_AGENT_YAML)
+    document["spec"].update(spec_changes)
+    return validate_manifest(document)
+
+
+@pytest.fixture
+def refund_agent(people):
+    """The refund agent, registered by alice and approved by bob (generation 1)."""
+    from registry.choices import VersionSource
+    from registry.models import Agent
+
+    (outcome,) = actions.apply_manifests([refund_manifest()], actor=people.alice,
+                                         source=VersionSource.YAML)
+    actions.approve_proposal(outcome.version.pk, actor=people.bob)
+    return Agent.objects.get(name="refund-agent")

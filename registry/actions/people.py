@@ -10,8 +10,10 @@ from django.utils import timezone
 
 import audit
 from audit.choices import AuditAction
+from config.errors import NotAllowed
 from registry.choices import Role
 from registry.models import ApiToken, hash_token_key
+from registry.roles import has_role
 
 
 @transaction.atomic
@@ -80,6 +82,26 @@ def revoke_api_token(token: ApiToken, *, actor: Any, reason: str = "") -> None:
     audit.record(actor=actor, action=AuditAction.TOKEN_REVOKED,
                  target=f"user:{token.user.username}", before={"token": token.key_prefix},
                  reason=reason)
+
+
+@transaction.atomic
+def issue_agent_token(agent: Any, *, actor: User, name: str = "",
+                      expires_in_days: int | None = None) -> tuple[ApiToken, str]:
+    """A token that acts as one agent only; its owner (or an admin) issues it."""
+    if not (actor.pk == agent.owner_id or has_role(actor, Role.ADMIN)):
+        raise NotAllowed("Only the agent's owner or an admin may issue its tokens.")
+    key = secrets.token_urlsafe(32)
+    expires_at = timezone.now() + timedelta(days=expires_in_days) if expires_in_days else None
+    token = ApiToken.objects.create(user=actor, agent=agent, name=name,
+                                    key_hash=hash_token_key(key), key_prefix=key[:8],
+                                    expires_at=expires_at)
+    audit.record(
+        actor=actor, action=AuditAction.AGENT_TOKEN_ISSUED, target=f"agent:{agent.name}",
+        agent=agent.name,
+        after={"token": token.key_prefix,
+               "expires_at": expires_at.isoformat() if expires_at else None},
+    )
+    return token, key
 
 
 def _client(request: Any) -> dict[str, str]:

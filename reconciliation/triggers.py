@@ -1,0 +1,25 @@
+"""Asking for a reconcile pass: after commit, and at most one queued pass per agent."""
+
+import uuid
+
+import django_rq
+from django.db import transaction
+
+QUEUED_KEY = "reconcile:queued:{agent_id}"
+QUEUED_TTL = 600  # a lost job cannot block an agent's triggers for longer than this
+
+
+def enqueue_reconcile(agent_id: int, trigger: str) -> bool:
+    """Queue a pass unless one is already waiting for this agent; True when queued."""
+    queue = django_rq.get_queue("reconcile", commit_mode="auto")
+    key = QUEUED_KEY.format(agent_id=agent_id)
+    if not queue.connection.set(key, trigger, nx=True, ex=QUEUED_TTL):
+        return False  # triggers for an agent already queued collapse into that pass
+    queue.enqueue("reconciliation.jobs.reconcile_agent", agent_id, trigger,
+                  job_id=f"reconcile-{agent_id}-{uuid.uuid4().hex[:12]}")
+    return True
+
+
+def request_reconcile(agent_id: int, trigger: str) -> None:
+    """Queue a pass once the current transaction commits (never for a rolled-back change)."""
+    transaction.on_commit(lambda: enqueue_reconcile(agent_id, trigger))

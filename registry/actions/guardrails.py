@@ -1,0 +1,90 @@
+"""Compliance's guardrails: saved only when their CEL expression is sound; every change
+re-evaluates the pending proposals."""
+
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+import audit
+from audit.choices import AuditAction
+from config.errors import Conflict, Invalid, NotAllowed
+from registry.actions.proposals import reevaluate_pending
+from registry.choices import GuardrailEffect, Role
+from registry.guardrails import ExpressionError, check_expression
+from registry.models import Guardrail
+from registry.roles import has_role
+
+EDITABLE = ("description", "expression", "selector", "effect", "required_approvals", "message",
+            "enabled")
+
+
+def _check_role(actor: Any) -> None:
+    if not has_role(actor, Role.COMPLIANCE):
+        raise NotAllowed("Only compliance staff manage guardrails.")
+
+
+def _validate(fields: dict[str, Any]) -> None:
+    try:
+        check_expression(fields["expression"], timezone.now())
+    except ExpressionError as error:
+        position = f" (line {error.line}, column {error.column})" if error.line else ""
+        raise Invalid(f"The expression is not valid CEL: {error.message}{position}",
+                      code="invalid_expression",
+                      details=[{"pointer": "/expression", "message": error.message,
+                                "line": error.line, "column": error.column}]) from None
+    effect = GuardrailEffect(fields["effect"])
+    if effect == GuardrailEffect.REQUIRE_APPROVALS and not 2 <= fields["required_approvals"] <= 5:
+        raise Invalid("require_approvals needs between 2 and 5 approvers.",
+                      details=[{"pointer": "/required_approvals", "message": "expected 2 to 5"}])
+
+
+@transaction.atomic
+def create_guardrail(*, actor: Any, name: str, expression: str, effect: str, message: str,
+                     description: str = "", selector: dict | None = None,
+                     required_approvals: int = 2, enabled: bool = True) -> Guardrail:
+    """Save a new guardrail and re-evaluate pending proposals against it."""
+    _check_role(actor)
+    fields = {"description": description, "expression": expression, "selector": selector or {},
+              "effect": effect, "required_approvals": required_approvals, "message": message,
+              "enabled": enabled}
+    _validate(fields)
+    try:
+        with transaction.atomic():
+            guardrail = Guardrail.objects.create(name=name, created_by=actor, **fields)
+    except IntegrityError:
+        raise Conflict(f"A guardrail named {name!r} exists.", code="exists") from None
+    audit.record(actor=actor, action=AuditAction.GUARDRAIL_CREATED,
+                 target=f"guardrail:{name}", after=guardrail.to_dict())
+    reevaluate_pending(actor=actor)
+    return guardrail
+
+
+@transaction.atomic
+def update_guardrail(guardrail: Guardrail, *, actor: Any, **changes: Any) -> Guardrail:
+    """Change a guardrail's fields and re-evaluate pending proposals."""
+    _check_role(actor)
+    guardrail = Guardrail.objects.select_for_update().get(pk=guardrail.pk)
+    before = guardrail.to_dict()
+    fields = {name: changes.get(name, getattr(guardrail, name)) for name in EDITABLE}
+    _validate(fields)
+    for name, value in fields.items():
+        setattr(guardrail, name, value)
+    guardrail.updated_at = timezone.now()
+    guardrail.save()
+    audit.record(actor=actor, action=AuditAction.GUARDRAIL_UPDATED,
+                 target=f"guardrail:{guardrail.name}", before=before, after=guardrail.to_dict())
+    reevaluate_pending(actor=actor)
+    return guardrail
+
+
+@transaction.atomic
+def delete_guardrail(guardrail: Guardrail, *, actor: Any) -> None:
+    """Remove a guardrail and re-evaluate pending proposals without it."""
+    _check_role(actor)
+    before = guardrail.to_dict()
+    name = guardrail.name
+    guardrail.delete()
+    audit.record(actor=actor, action=AuditAction.GUARDRAIL_DELETED, target=f"guardrail:{name}",
+                 before=before)
+    reevaluate_pending(actor=actor)

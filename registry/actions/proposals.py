@@ -1,0 +1,388 @@
+"""Registering agents, proposing desired states, approving and rejecting them (four-eyes)."""
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.utils import timezone
+
+import audit
+from audit.choices import AuditAction
+from audit.jsondiff import flat_changes
+from config.errors import Conflict, Invalid, NotAllowed, NotFound
+from reconciliation.triggers import request_reconcile
+from registry.choices import GuardrailOutcome, Role, VersionSource, VersionState
+from registry.guardrails import GuardrailResult, evaluate, selector_matches
+from registry.manifest import Manifest, spec_hash
+from registry.models import Agent, Approval, DesiredStateVersion, Guardrail
+from registry.permission_diff import permission_diff, risk_score
+from registry.principals import AgentPrincipal, acting_agent
+from registry.roles import has_role
+
+
+@dataclass
+class Assessment:
+    """What a proposed spec changes and what the guardrails say about it."""
+
+    changes: list[dict[str, Any]]
+    diff: list[dict[str, Any]]
+    risk: int
+    guardrails: list[GuardrailResult]
+    required_approvals: int
+    held: bool
+
+    @property
+    def denials(self) -> list[GuardrailResult]:
+        return [r for r in self.guardrails if r.outcome == GuardrailOutcome.DENIED]
+
+
+@dataclass
+class ProposalOutcome:
+    """The result of applying one manifest or proposing one spec."""
+
+    agent: str
+    action: str  # created | proposed | updated | unchanged
+    version: DesiredStateVersion | None
+    assessment: Assessment | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self, *, dry_run: bool = False) -> dict[str, Any]:
+        a = self.assessment
+        return {
+            "agent": self.agent,
+            "action": self.action,
+            "proposal": None if dry_run or self.version is None else self.version.pk,
+            "state": None if self.version is None else self.version.state,
+            "changes": a.changes if a else [],
+            "diff": a.diff if a else [],
+            "risk": a.risk if a else 0,
+            "guardrails": [r.to_dict() for r in a.guardrails] if a else [],
+            "required_approvals": a.required_approvals if a else 0,
+            "held": a.held if a else False,
+        }
+
+
+def _raw_diff(before: dict | None, after: dict) -> list[dict[str, Any]]:
+    return [{"pointer": c.pointer, "kind": c.kind, "before": c.before, "after": c.after}
+            for c in flat_changes(before, after)]
+
+
+def assess(agent_name: str, active_spec: dict | None, spec: dict, metadata: dict,
+           now: datetime) -> Assessment:
+    """Diff against the active spec and evaluate every guardrail that selects the agent."""
+    changes = permission_diff(active_spec, spec)
+    labels = metadata.get("labels") or {}
+    context = {**metadata, "name": agent_name}
+    results = [
+        evaluate(guardrail, spec, context, now)
+        for guardrail in Guardrail.objects.filter(enabled=True).order_by("name")
+        if selector_matches(guardrail.selector, labels)
+    ]
+    return Assessment(
+        changes=[c.to_dict() for c in changes],
+        diff=_raw_diff(active_spec, spec),
+        risk=risk_score(changes),
+        guardrails=results,
+        required_approvals=max([1, *(r.required_approvals for r in results)]),
+        held=any(r.outcome == GuardrailOutcome.ERROR for r in results),
+    )
+
+
+def _refuse_denied(agent_name: str, assessment: Assessment) -> None:
+    if assessment.denials:
+        raise Invalid(
+            f"{agent_name}: refused by guardrail {assessment.denials[0].guardrail}: "
+            f"{assessment.denials[0].message}",
+            code="guardrail_denied",
+            details=[{"pointer": "/spec", "message": f"{r.guardrail}: {r.message}",
+                      "guardrail": r.guardrail} for r in assessment.denials],
+        )
+
+
+def _metadata(manifest: Manifest) -> dict[str, Any]:
+    return {"owner": manifest.owner, "labels": manifest.labels,
+            "description": manifest.description}
+
+
+def _check_can_propose(agent: Agent, actor: Any) -> None:
+    agent_principal = acting_agent(actor)
+    if agent_principal is not None:
+        if agent_principal.pk != agent.pk:
+            raise NotAllowed("An agent's token may only propose for its own agent.")
+        return
+    if not has_role(actor, Role.OWNER):
+        raise NotAllowed("Only owners propose desired states.")
+    if agent.owner_id != actor.pk and not has_role(actor, Role.ADMIN):
+        raise NotAllowed(f"{agent.name} is owned by {agent.owner.username}; owners act on "
+                         "their own agents only.")
+
+
+def _proposer_filter(actor: Any) -> dict[str, Any]:
+    if isinstance(actor, AgentPrincipal):
+        return {"source": VersionSource.AGENT}
+    return {"proposed_by": actor}
+
+
+@transaction.atomic
+def propose(agent: Agent, spec: dict, metadata: dict, *, actor: Any, source: str,
+            base_generation: int | None = None, comment: str = "") -> ProposalOutcome:
+    """Propose a canonical spec for an agent; re-editing the proposer's pending proposal resets
+    its approvals. Unchanged specs change nothing; a guardrail denial refuses with 422."""
+    agent = (Agent.objects.select_for_update(of=("self",))
+             .select_related("owner", "active_version").get(pk=agent.pk))
+    _check_can_propose(agent, actor)
+    if isinstance(actor, AgentPrincipal):
+        source = VersionSource.AGENT  # always marked agent-made, always needs a human
+    if base_generation is not None and base_generation != agent.generation:
+        raise Conflict(f"{agent.name} is at generation {agent.generation}, not "
+                       f"{base_generation}; reload and propose again", code="stale_generation")
+    digest = spec_hash(spec)
+    active = agent.active_version
+    if active and active.spec_sha256 == digest and active.metadata == metadata:
+        return ProposalOutcome(agent.name, "unchanged", active)
+    mine = (agent.versions.select_for_update().filter(state=VersionState.PENDING,
+                                                     **_proposer_filter(actor))
+            .order_by("-created_at").first())
+    if mine and mine.spec_sha256 == digest and mine.metadata == metadata:
+        return ProposalOutcome(agent.name, "unchanged", mine)
+    now = timezone.now()
+    assessment = assess(agent.name, active.spec if active else None, spec, metadata, now)
+    _refuse_denied(agent.name, assessment)
+    fields = {
+        "spec": spec, "spec_sha256": digest, "metadata": metadata,
+        "base_generation": agent.generation, "guardrail_results": [
+            r.to_dict() for r in assessment.guardrails],
+        "permission_changes": assessment.changes, "risk": assessment.risk,
+        "required_approvals": assessment.required_approvals, "held": assessment.held,
+        "updated_at": now,
+    }
+    if mine:
+        before = mine.spec
+        for name, value in fields.items():
+            setattr(mine, name, value)
+        mine.revision += 1
+        mine.comment = comment or mine.comment
+        mine.save()
+        audit.record(actor=actor, action=AuditAction.PROPOSAL_UPDATED,
+                     target=f"proposal:{mine.pk}", agent=agent.name, before=before, after=spec,
+                     reason=f"revision {mine.revision}; earlier approvals no longer count")
+        return ProposalOutcome(agent.name, "updated", mine, assessment)
+    version = DesiredStateVersion.objects.create(
+        agent=agent, source=source, comment=comment, created_at=now,
+        proposed_by=None if isinstance(actor, AgentPrincipal) else actor, **fields)
+    audit.record(actor=actor, action=AuditAction.PROPOSAL_CREATED,
+                 target=f"proposal:{version.pk}", agent=agent.name,
+                 before=active.spec if active else None, after=spec, reason=comment)
+    return ProposalOutcome(agent.name, "proposed", version, assessment)
+
+
+def _register(manifest: Manifest, *, actor: Any, source: str) -> ProposalOutcome:
+    if isinstance(actor, AgentPrincipal) or not has_role(actor, Role.OWNER):
+        raise NotAllowed("Only owners register agents.")
+    if manifest.owner != actor.username and not has_role(actor, Role.ADMIN):
+        raise NotAllowed(f"{manifest.name}: owners register agents they own; metadata.owner "
+                         f"is {manifest.owner!r}", details=[
+                             {"pointer": "/metadata/owner", "message": "must be you"}])
+    owner = User.objects.filter(username=manifest.owner, is_active=True).first()
+    if owner is None or not has_role(owner, Role.OWNER):
+        raise Invalid(f"{manifest.name}: {manifest.owner!r} is not an owner", details=[
+            {"pointer": "/metadata/owner", "message": "expected the username of an owner"}])
+    agent = Agent.objects.create(
+        name=manifest.name, owner=owner, labels=manifest.labels,
+        description=manifest.description, framework=manifest.spec["framework"],
+        connector=manifest.spec["connector"])
+    audit.record(actor=actor, action=AuditAction.AGENT_REGISTERED, target=f"agent:{agent.name}",
+                 agent=agent.name, after={"owner": owner.username, "labels": agent.labels})
+    outcome = propose(agent, manifest.spec, _metadata(manifest), actor=actor, source=source)
+    outcome.action = "created"
+    return outcome
+
+
+@transaction.atomic
+def apply_manifests(manifests: list[Manifest], *, actor: Any, source: str,
+                    dry_run: bool = False) -> list[ProposalOutcome]:
+    """Register new agents and propose new versions for known ones, all or nothing.
+
+    A dry run does exactly the same work and then rolls it back, so it reports exactly what a
+    real run would do (including guardrail refusals) and changes nothing.
+    """
+    outcomes = []
+    for manifest in manifests:
+        agent = Agent.objects.filter(name=manifest.name).first()
+        if agent is None:
+            outcomes.append(_register(manifest, actor=actor, source=source))
+        else:
+            outcomes.append(propose(agent, manifest.spec, _metadata(manifest), actor=actor,
+                                    source=source))
+    if dry_run:
+        transaction.set_rollback(True)
+    return outcomes
+
+
+def _locked_version(version_id: int) -> tuple[DesiredStateVersion, Agent]:
+    version = DesiredStateVersion.objects.filter(pk=version_id).only("agent_id").first()
+    if version is None:
+        raise NotFound(f"No proposal {version_id}.")
+    agent = (Agent.objects.select_for_update(of=("self",)).select_related("owner")
+             .get(pk=version.agent_id))
+    version = DesiredStateVersion.objects.select_for_update().get(pk=version_id)
+    return version, agent
+
+
+def _check_pending(version: DesiredStateVersion) -> None:
+    if version.state != VersionState.PENDING:
+        raise Conflict(f"Proposal {version.pk} is {version.state}, not pending.",
+                       code="not_pending")
+
+
+def _check_four_eyes(version: DesiredStateVersion, agent: Agent, actor: Any) -> None:
+    if isinstance(actor, AgentPrincipal) or not has_role(actor, Role.APPROVER):
+        raise NotAllowed("Only approvers decide on proposals.")
+    if version.proposed_by_id == actor.pk:
+        raise NotAllowed("Four eyes: you cannot approve a proposal you made.", code="four_eyes")
+    if agent.owner_id == actor.pk:
+        raise NotAllowed("Four eyes: you cannot approve a proposal for an agent you own.",
+                         code="four_eyes")
+
+
+@transaction.atomic
+def approve_proposal(version_id: int, *, actor: Any, comment: str = "",
+                     expected_generation: int | None = None) -> DesiredStateVersion:
+    """Add one approver's approval; with enough distinct approvals, activate the version."""
+    version, agent = _locked_version(version_id)
+    _check_four_eyes(version, agent, actor)
+    _check_pending(version)
+    if version.held:
+        raise Conflict("A guardrail could not be evaluated for this proposal; it is held until "
+                       "the guardrail is fixed.", code="held")
+    if expected_generation is not None and expected_generation != agent.generation:
+        raise Conflict(f"{agent.name} is at generation {agent.generation}, not "
+                       f"{expected_generation}.", code="stale_generation")
+    if version.base_generation != agent.generation:
+        raise Conflict(f"{agent.name} moved to generation {agent.generation} after this was "
+                       "proposed; it must be proposed again.", code="stale_generation")
+    if version.approvals.filter(approver=actor, revision=version.revision).exists():
+        raise Conflict("You already approved this revision.", code="already_approved")
+    Approval.objects.create(version=version, approver=actor, revision=version.revision,
+                            comment=comment)
+    count = version.approvals.filter(revision=version.revision).count()
+    audit.record(actor=actor, action=AuditAction.PROPOSAL_APPROVED,
+                 target=f"proposal:{version.pk}", agent=agent.name, reason=comment,
+                 after={"approvals": count, "required": version.required_approvals,
+                        "revision": version.revision})
+    if count >= version.required_approvals:
+        _activate(version, agent, actor)
+    return version
+
+
+def _activate(version: DesiredStateVersion, agent: Agent, actor: Any) -> None:
+    now = timezone.now()
+    before = agent.active_version.spec if agent.active_version_id else None
+    version.state = VersionState.APPROVED
+    version.generation = agent.generation + 1
+    version.decided_by = actor
+    version.decided_at = now
+    version.save(update_fields=["state", "generation", "decided_by", "decided_at"])
+    owner = User.objects.filter(username=version.metadata.get("owner")).first() or agent.owner
+    agent.generation = version.generation
+    agent.active_version = version
+    agent.owner = owner
+    agent.labels = version.metadata.get("labels", {})
+    agent.description = version.metadata.get("description", "")
+    agent.framework = version.spec["framework"]
+    agent.connector = version.spec["connector"]
+    agent.updated_at = now
+    agent.save()
+    audit.record(actor=actor, action=AuditAction.VERSION_ACTIVATED, target=f"agent:{agent.name}",
+                 agent=agent.name, before=before, after=version.spec,
+                 reason=f"generation {version.generation} from proposal {version.pk}")
+    older = agent.versions.select_for_update().filter(
+        state=VersionState.PENDING, created_at__lte=version.created_at).exclude(pk=version.pk)
+    for stale in older:
+        stale.state = VersionState.SUPERSEDED
+        stale.decided_at = now
+        stale.save(update_fields=["state", "decided_at"])
+        audit.record(actor=actor, action=AuditAction.PROPOSAL_SUPERSEDED,
+                     target=f"proposal:{stale.pk}", agent=agent.name,
+                     reason=f"superseded by proposal {version.pk} (generation "
+                            f"{version.generation})")
+    request_reconcile(agent.pk, "approved")
+
+
+@transaction.atomic
+def reject_proposal(version_id: int, *, actor: Any, comment: str) -> DesiredStateVersion:
+    """Refuse a pending proposal, with the reason the proposer will read."""
+    if not comment.strip():
+        raise Invalid("A rejection needs a comment.", details=[
+            {"pointer": "/comment", "message": "required"}])
+    version, agent = _locked_version(version_id)
+    _check_four_eyes(version, agent, actor)
+    _check_pending(version)
+    version.state = VersionState.REJECTED
+    version.decided_by = actor
+    version.decided_at = timezone.now()
+    version.decision_comment = comment
+    version.save(update_fields=["state", "decided_by", "decided_at", "decision_comment"])
+    audit.record(actor=actor, action=AuditAction.PROPOSAL_REJECTED,
+                 target=f"proposal:{version.pk}", agent=agent.name, reason=comment)
+    return version
+
+
+@transaction.atomic
+def withdraw_proposal(version_id: int, *, actor: Any) -> DesiredStateVersion:
+    """The proposer takes back a pending proposal."""
+    version, agent = _locked_version(version_id)
+    mine = (version.source == VersionSource.AGENT and acting_agent(actor) == agent) or (
+        version.proposed_by_id is not None and version.proposed_by_id == getattr(actor, "pk", -1))
+    if not mine:
+        raise NotAllowed("Only the proposer may withdraw a proposal.")
+    _check_pending(version)
+    version.state = VersionState.WITHDRAWN
+    version.decided_at = timezone.now()
+    version.save(update_fields=["state", "decided_at"])
+    audit.record(actor=actor, action=AuditAction.PROPOSAL_WITHDRAWN,
+                 target=f"proposal:{version.pk}", agent=agent.name)
+    return version
+
+
+def reevaluate_pending(*, actor: Any) -> int:
+    """Re-run the guardrails over every pending proposal (after a guardrail changed); a proposal
+    a guardrail now denies is rejected. Call inside the guardrail change's transaction."""
+    changed = 0
+    now = timezone.now()
+    pending = (DesiredStateVersion.objects.select_for_update(of=("self",))
+               .filter(state=VersionState.PENDING).select_related("agent__active_version"))
+    for version in pending:
+        agent = version.agent
+        active = agent.active_version.spec if agent.active_version_id else None
+        assessment = assess(agent.name, active, version.spec, version.metadata, now)
+        results = [r.to_dict() for r in assessment.guardrails]
+        if assessment.denials:
+            version.state = VersionState.REJECTED
+            version.decided_at = now
+            version.decision_comment = "; ".join(
+                f"refused by guardrail {r.guardrail}: {r.message}" for r in assessment.denials)
+            version.guardrail_results = results
+            version.save(update_fields=["state", "decided_at", "decision_comment",
+                                        "guardrail_results"])
+            audit.record(actor=actor, action=AuditAction.PROPOSAL_REJECTED,
+                         target=f"proposal:{version.pk}", agent=agent.name,
+                         reason=version.decision_comment)
+            changed += 1
+            continue
+        before = {"guardrails": version.guardrail_results,
+                  "required_approvals": version.required_approvals, "held": version.held}
+        after = {"guardrails": results, "required_approvals": assessment.required_approvals,
+                 "held": assessment.held}
+        if before != after:
+            version.guardrail_results = results
+            version.required_approvals = assessment.required_approvals
+            version.held = assessment.held
+            version.save(update_fields=["guardrail_results", "required_approvals", "held"])
+            audit.record(actor=actor, action=AuditAction.PROPOSAL_REEVALUATED,
+                         target=f"proposal:{version.pk}", agent=agent.name, before=before,
+                         after=after)
+            changed += 1
+    return changed

@@ -1,0 +1,348 @@
+"""The registry API: manifests, agents, proposals and their decisions, guardrails."""
+
+from typing import Any
+
+from django.db.models import Count, Q, QuerySet
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, pagination, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.parsers import BaseParser, JSONParser
+from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from config.errors import NotAllowed, NotFound
+from registry import actions
+from registry.choices import GuardrailEffect, Lifecycle, Role, VersionSource, VersionState
+from registry.intake import decode_body, read_manifests, read_spec
+from registry.models import Agent, DesiredStateVersion, Guardrail
+from registry.principals import AgentPrincipal, acting_agent
+from registry.roles import HasRole, has_role
+
+
+class IsPerson(BasePermission):
+    """A signed-in person (not an agent's token)."""
+
+    message = "This endpoint is for people; agent tokens may not use it."
+
+    def has_permission(self, request: Any, view: Any) -> bool:
+        return bool(request.user and request.user.is_authenticated
+                    and not isinstance(request.user, AgentPrincipal))
+
+
+class ManifestTextParser(BaseParser):
+    """YAML or JSON manifests as raw text; the schema module does the parsing."""
+
+    media_type = "*/*"
+
+    def parse(self, stream: Any, media_type: str | None = None,
+              parser_context: dict | None = None) -> str:
+        return decode_body(stream.read() if stream is not None else b"")
+
+
+class Page(pagination.PageNumberPagination):
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 500
+
+
+# --- agents ------------------------------------------------------------------------------------
+
+
+class AgentSerializer(serializers.ModelSerializer):
+    """An agent with its active generation."""
+
+    owner = serializers.CharField(source="owner.username")
+    active_spec = serializers.JSONField(source="active_version.spec", default=None)
+    spec_sha256 = serializers.CharField(source="active_version.spec_sha256", default=None)
+    pending_proposals = serializers.IntegerField(read_only=True, default=0)
+
+    class Meta:
+        model = Agent
+        fields = ["name", "owner", "labels", "description", "framework", "connector",
+                  "lifecycle", "generation", "spec_sha256", "active_spec", "pending_proposals",
+                  "created_at", "updated_at"]
+
+
+class AgentFilter(serializers.Serializer):
+    """List filters: lifecycle status, owner, label (key=value), framework, free text."""
+
+    status = serializers.ChoiceField(choices=Lifecycle.choices, required=False)
+    owner = serializers.CharField(required=False, max_length=150)
+    label = serializers.RegexField(r"^(?!.*__)[A-Za-z0-9._/-]+=[^=]*$", required=False,
+                                   max_length=200,
+                                   error_messages={"invalid": "expected key=value"})
+    framework = serializers.CharField(required=False, max_length=64)
+    q = serializers.CharField(required=False, max_length=200)
+
+
+def filter_agents(queryset: QuerySet[Agent], params: dict[str, Any]) -> QuerySet[Agent]:
+    """Apply validated AgentFilter parameters (shared by the API and the agent list page)."""
+    if params.get("status"):
+        queryset = queryset.filter(lifecycle=params["status"])
+    if params.get("owner"):
+        queryset = queryset.filter(owner__username=params["owner"])
+    if params.get("label"):
+        key, value = params["label"].split("=", 1)
+        # A key lookup works on PostgreSQL and SQLite alike (label keys never hold "__").
+        queryset = queryset.filter(**{f"labels__{key}": value})
+    if params.get("framework"):
+        queryset = queryset.filter(framework=params["framework"])
+    if params.get("q"):
+        queryset = queryset.filter(Q(name__icontains=params["q"])
+                                   | Q(description__icontains=params["q"]))
+    return queryset
+
+
+def agent_queryset() -> QuerySet[Agent]:
+    return Agent.objects.select_related("owner", "active_version").annotate(
+        pending_proposals=Count("versions", filter=Q(versions__state=VersionState.PENDING)))
+
+
+@extend_schema(parameters=[AgentFilter])
+class AgentViewSet(viewsets.ReadOnlyModelViewSet):
+    """Every person may list and read agents."""
+
+    serializer_class = AgentSerializer
+    permission_classes = [IsPerson]
+    pagination_class = Page
+    lookup_field = "name"
+
+    def get_queryset(self) -> QuerySet[Agent]:
+        params = AgentFilter(data=self.request.query_params)
+        params.is_valid(raise_exception=True)
+        return filter_agents(agent_queryset(), params.validated_data).order_by("name")
+
+
+# --- manifests ---------------------------------------------------------------------------------
+
+
+class OutcomeSerializer(serializers.Serializer):
+    agent = serializers.CharField()
+    action = serializers.ChoiceField(choices=["created", "proposed", "updated", "unchanged"])
+    proposal = serializers.IntegerField(allow_null=True)
+    state = serializers.CharField(allow_null=True)
+    changes = serializers.ListField(child=serializers.DictField())
+    diff = serializers.ListField(child=serializers.DictField())
+    risk = serializers.IntegerField()
+    guardrails = serializers.ListField(child=serializers.DictField())
+    required_approvals = serializers.IntegerField()
+    held = serializers.BooleanField()
+
+
+class ApplyResultSerializer(serializers.Serializer):
+    dry_run = serializers.BooleanField()
+    results = OutcomeSerializer(many=True)
+
+
+class ManifestView(APIView):
+    """`POST /api/v1/manifests`: register agents and propose versions from YAML or JSON."""
+
+    parser_classes = [ManifestTextParser]
+    permission_classes = [IsPerson, HasRole]
+    required_roles = (Role.OWNER,)
+
+    @extend_schema(
+        request={"application/yaml": OpenApiTypes.STR, "application/json": OpenApiTypes.OBJECT},
+        parameters=[OpenApiParameter("dry_run", OpenApiTypes.BOOL)],
+        responses={200: ApplyResultSerializer, 201: ApplyResultSerializer},
+    )
+    def post(self, request: Request) -> Response:
+        dry_run = request.query_params.get("dry_run", "") in ("1", "true", "yes")
+        # DRF hands an empty body over as {} without calling the parser.
+        manifests = read_manifests(request.data if isinstance(request.data, str) else "")
+        outcomes = actions.apply_manifests(manifests, actor=request.user,
+                                           source=VersionSource.API, dry_run=dry_run)
+        changed = any(o.action != "unchanged" for o in outcomes)
+        return Response(
+            {"dry_run": dry_run, "results": [o.to_dict(dry_run=dry_run) for o in outcomes]},
+            status=status.HTTP_201_CREATED if changed and not dry_run else status.HTTP_200_OK,
+        )
+
+
+# --- proposals ---------------------------------------------------------------------------------
+
+
+class ProposalSerializer(serializers.ModelSerializer):
+    """A proposal with its permission diff, guardrail results and approvals."""
+
+    agent = serializers.CharField(source="agent.name")
+    proposed_by = serializers.SerializerMethodField()
+    decided_by = serializers.CharField(source="decided_by.username", default=None)
+    agent_made = serializers.BooleanField(source="is_agent_made")
+    changes = serializers.JSONField(source="permission_changes")
+    guardrails = serializers.JSONField(source="guardrail_results")
+    approvals = serializers.SerializerMethodField()
+
+    class Meta:
+        model = DesiredStateVersion
+        fields = ["id", "agent", "state", "source", "agent_made", "proposed_by", "revision",
+                  "base_generation", "generation", "spec_sha256", "spec", "metadata", "changes",
+                  "risk", "guardrails", "required_approvals", "approvals", "held", "comment",
+                  "decided_by", "decision_comment", "created_at", "updated_at", "decided_at"]
+
+    def get_proposed_by(self, version: DesiredStateVersion) -> str:
+        return version.proposed_by.username if version.proposed_by_id else (
+            f"agent:{version.agent.name}")
+
+    def get_approvals(self, version: DesiredStateVersion) -> list[str]:
+        return [a.approver.username for a in version.approvals.all()
+                if a.revision == version.revision]
+
+
+class ProposeSerializer(serializers.Serializer):
+    """`POST /agents/{name}/proposals`: a spec, and optionally new metadata."""
+
+    spec = serializers.JSONField()
+    labels = serializers.DictField(child=serializers.CharField(allow_blank=True),
+                                   required=False)
+    description = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+    base_generation = serializers.IntegerField(required=False, min_value=0)
+    comment = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+
+
+class DecisionSerializer(serializers.Serializer):
+    comment = serializers.CharField(required=False, allow_blank=True, max_length=2000,
+                                    default="")
+    expected_generation = serializers.IntegerField(required=False, min_value=0)
+
+
+class ProposalFilter(serializers.Serializer):
+    state = serializers.ChoiceField(choices=VersionState.choices, required=False)
+    agent = serializers.CharField(required=False, max_length=63)
+
+
+def inbox_order(queryset: QuerySet[DesiredStateVersion]) -> QuerySet[DesiredStateVersion]:
+    """Riskiest first, then newest: the approvals inbox order."""
+    return queryset.order_by("-risk", "-created_at")
+
+
+@extend_schema(parameters=[ProposalFilter])
+class ProposalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                      viewsets.GenericViewSet):
+    """Proposals (people only); approvers approve or reject, proposers withdraw."""
+
+    serializer_class = ProposalSerializer
+    permission_classes = [IsPerson]
+    pagination_class = Page
+
+    def get_queryset(self) -> QuerySet[DesiredStateVersion]:
+        params = ProposalFilter(data=self.request.query_params)
+        params.is_valid(raise_exception=True)
+        queryset = DesiredStateVersion.objects.select_related(
+            "agent", "proposed_by", "decided_by").prefetch_related("approvals__approver")
+        if params.validated_data.get("state"):
+            queryset = queryset.filter(state=params.validated_data["state"])
+        if params.validated_data.get("agent"):
+            queryset = queryset.filter(agent__name=params.validated_data["agent"])
+        return inbox_order(queryset)
+
+    def _decided(self, version: DesiredStateVersion) -> Response:
+        fresh = self.get_queryset().get(pk=version.pk)
+        return Response(ProposalSerializer(fresh).data)
+
+    @extend_schema(request=DecisionSerializer, responses=ProposalSerializer)
+    @action(detail=True, methods=["post"])
+    def approve(self, request: Request, pk: str) -> Response:
+        body = DecisionSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        version = actions.approve_proposal(
+            int(pk), actor=request.user, comment=body.validated_data["comment"],
+            expected_generation=body.validated_data.get("expected_generation"))
+        return self._decided(version)
+
+    @extend_schema(request=DecisionSerializer, responses=ProposalSerializer)
+    @action(detail=True, methods=["post"])
+    def reject(self, request: Request, pk: str) -> Response:
+        body = DecisionSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        version = actions.reject_proposal(int(pk), actor=request.user,
+                                          comment=body.validated_data["comment"])
+        return self._decided(version)
+
+    @extend_schema(request=None, responses=ProposalSerializer)
+    @action(detail=True, methods=["post"])
+    def withdraw(self, request: Request, pk: str) -> Response:
+        return self._decided(actions.withdraw_proposal(int(pk), actor=request.user))
+
+
+class AgentProposalView(APIView):
+    """`POST /api/v1/agents/{name}/proposals`: the owner, or the agent itself, proposes a spec."""
+
+    parser_classes = [JSONParser]
+
+    @extend_schema(request=ProposeSerializer, responses={200: OutcomeSerializer,
+                                                         201: OutcomeSerializer})
+    def post(self, request: Request, name: str) -> Response:
+        agent = Agent.objects.select_related("owner").filter(name=name).first()
+        own_agent = acting_agent(request.user)
+        if agent is None or (own_agent is not None and own_agent.pk != agent.pk):
+            # An agent token never learns whether another agent exists.
+            if own_agent is not None:
+                raise NotAllowed("An agent's token may only propose for its own agent.")
+            raise NotFound(f"No agent named {name!r}.")
+        body = ProposeSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        spec = read_spec(data["spec"])
+        active = agent.active_version.metadata if agent.active_version_id else {}
+        metadata = {
+            "owner": active.get("owner", agent.owner.username),
+            "labels": data.get("labels", agent.labels),
+            "description": data.get("description", agent.description),
+        }
+        outcome = actions.propose(agent, spec, metadata, actor=request.user,
+                                  source=VersionSource.API,
+                                  base_generation=data.get("base_generation"),
+                                  comment=data.get("comment", ""))
+        code = status.HTTP_200_OK if outcome.action == "unchanged" else status.HTTP_201_CREATED
+        return Response(outcome.to_dict(), status=code)
+
+
+# --- guardrails --------------------------------------------------------------------------------
+
+
+class GuardrailSerializer(serializers.ModelSerializer):
+    """An org-wide guardrail."""
+
+    effect = serializers.ChoiceField(choices=GuardrailEffect.choices)
+    selector = serializers.DictField(child=serializers.CharField(), required=False)
+    created_by = serializers.CharField(source="created_by.username", read_only=True)
+
+    class Meta:
+        model = Guardrail
+        fields = ["name", "description", "expression", "selector", "effect",
+                  "required_approvals", "message", "enabled", "created_by", "created_at",
+                  "updated_at"]
+        read_only_fields = ["created_at", "updated_at"]
+
+
+class GuardrailViewSet(viewsets.ModelViewSet):
+    """Guardrails: every person reads them; compliance staff write them."""
+
+    serializer_class = GuardrailSerializer
+    permission_classes = [IsPerson]
+    lookup_field = "name"
+    queryset = Guardrail.objects.select_related("created_by").order_by("name")
+
+    def _writer(self) -> None:
+        if not has_role(self.request.user, Role.COMPLIANCE):
+            raise NotAllowed("Only compliance staff manage guardrails.")
+
+    def perform_create(self, serializer: GuardrailSerializer) -> None:
+        self._writer()
+        serializer.instance = actions.create_guardrail(actor=self.request.user,
+                                                       **serializer.validated_data)
+
+    def perform_update(self, serializer: GuardrailSerializer) -> None:
+        self._writer()
+        changes = dict(serializer.validated_data)
+        changes.pop("name", None)  # the name is the guardrail's identity
+        serializer.instance = actions.update_guardrail(serializer.instance,
+                                                       actor=self.request.user, **changes)
+
+    def perform_destroy(self, instance: Guardrail) -> None:
+        self._writer()
+        actions.delete_guardrail(instance, actor=self.request.user)

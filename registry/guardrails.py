@@ -1,0 +1,109 @@
+"""Guardrail expressions (CEL over `spec`, `metadata` and `now`): checking and evaluating.
+
+As in Kubernetes admission policies, an expression states what must hold: true passes, false
+applies the guardrail's effect. Anything that cannot be evaluated fails closed.
+"""
+
+import re
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+import cel
+
+from registry.choices import GuardrailEffect, GuardrailOutcome
+
+MAX_EXPRESSION = 4000
+_POSITION = re.compile(r"<input>:(\d+):(\d+): (.*)")
+
+# A spec every well-formed expression can be tried on when it is saved.
+SAMPLE_SPEC: dict[str, Any] = {
+    "framework": "custom", "connector": {"type": "sandbox"}, "model": "m", "version": "1",
+    "tools": ["orders.lookup"], "data": [{"resource": "orders_db", "access": "read"}],
+    "actions": {"payments.refund": {"approval_above": 500, "max": 5000}},
+    "limits": [{"resource": "customers_db", "max_calls": 40, "per": "1h"}],
+    "grants": [{"resource": "crm", "access": "read", "expires_at": "2026-12-04T00:00:00Z",
+                "reason": "sample"}],
+    "enforcement": {"default": "correct", "config": "correct", "actions": "correct",
+                    "behaviour": "correct"},
+}
+SAMPLE_METADATA = {"name": "sample", "owner": "sample", "labels": {}, "description": ""}
+
+
+class ExpressionError(ValueError):
+    """A guardrail expression that cannot be saved, with the parser's message and position."""
+
+    def __init__(self, message: str, line: int | None = None, column: int | None = None):
+        self.message, self.line, self.column = message, line, column
+        where = f" at line {line}, column {column}" if line else ""
+        super().__init__(f"{message}{where}")
+
+
+def check_expression(expression: str, now: datetime) -> None:
+    """Refuse an expression that does not parse, names unknown variables or functions, or is
+    not a boolean; evaluation errors that depend on the spec are allowed (they fail closed)."""
+    if not expression.strip():
+        raise ExpressionError("the expression is empty")
+    if len(expression) > MAX_EXPRESSION:
+        raise ExpressionError(f"the expression is longer than {MAX_EXPRESSION} characters")
+    try:
+        program = cel.compile(expression)
+    except ValueError as error:
+        text = str(error)
+        match = _POSITION.search(text)
+        if match:
+            raise ExpressionError(match.group(3).strip(), int(match.group(1)),
+                                  int(match.group(2)) + 1) from None
+        raise ExpressionError(text) from None
+    try:
+        result = program.execute({"spec": SAMPLE_SPEC, "metadata": SAMPLE_METADATA, "now": now})
+    except RuntimeError as error:
+        # Undefined names surface here: the sample binds every variable an expression may use.
+        raise ExpressionError(
+            f"{str(error).split('. ')[0]}; expressions see spec, metadata and now") from None
+    except (TypeError, KeyError, ValueError):
+        return  # depends on the spec's shape; evaluation fails closed when it happens
+    if not isinstance(result, bool):
+        raise ExpressionError(f"the expression must be a boolean; it gave {type(result).__name__}")
+
+
+def selector_matches(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    """Label-equality selection: every selector label must be on the agent ({} selects all)."""
+    return all(labels.get(key) == value for key, value in selector.items())
+
+
+@dataclass(frozen=True)
+class GuardrailResult:
+    """One guardrail's verdict on one proposal."""
+
+    guardrail: str
+    effect: str
+    outcome: str
+    message: str
+    required_approvals: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def evaluate(guardrail: Any, spec: dict, metadata: dict, now: datetime) -> GuardrailResult:
+    """Evaluate one guardrail (any object with name, expression, effect, message,
+    required_approvals); errors fail closed with outcome `error`."""
+    try:
+        passed = cel.compile(guardrail.expression).execute(
+            {"spec": spec, "metadata": metadata, "now": now})
+        if not isinstance(passed, bool):
+            raise TypeError(f"the expression gave {type(passed).__name__}, not a boolean")
+    except (ValueError, TypeError, KeyError, RuntimeError) as error:
+        return GuardrailResult(guardrail.name, guardrail.effect, GuardrailOutcome.ERROR,
+                               f"could not be evaluated, so the proposal is held: {error}")
+    if passed:
+        return GuardrailResult(guardrail.name, guardrail.effect, GuardrailOutcome.PASSED, "")
+    outcome = {
+        GuardrailEffect.DENY: GuardrailOutcome.DENIED,
+        GuardrailEffect.REQUIRE_APPROVALS: GuardrailOutcome.REQUIRES_APPROVALS,
+        GuardrailEffect.WARN: GuardrailOutcome.WARNED,
+    }[GuardrailEffect(guardrail.effect)]
+    needs_more = outcome == GuardrailOutcome.REQUIRES_APPROVALS
+    approvals = guardrail.required_approvals if needs_more else 0
+    return GuardrailResult(guardrail.name, guardrail.effect, outcome, guardrail.message, approvals)

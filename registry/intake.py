@@ -1,0 +1,62 @@
+"""Uploaded manifest text to validated manifests, mapping problems to the documented errors:
+malformed YAML 400, too large 413, invalid spec 422 (each error with its pointer and line)."""
+
+from typing import Any
+
+from django.conf import settings
+
+from config.errors import DomainError, Invalid, TooLarge
+from registry.manifest import (
+    Manifest,
+    ManifestError,
+    ManifestTooLarge,
+    canonicalize,
+    parse_documents,
+    validate_parsed,
+)
+
+
+class Malformed(DomainError):
+    """The body is not parseable YAML or JSON."""
+
+
+def _details(error: ManifestError) -> list[dict[str, Any]]:
+    return error.details()
+
+
+def read_manifests(text: str) -> list[Manifest]:
+    """Every document of an upload, validated; raises the matching DomainError."""
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    try:
+        documents = parse_documents(text, max_bytes=limit)
+    except ManifestTooLarge as error:
+        raise TooLarge(str(error.errors[0].message), details=_details(error)) from None
+    except ManifestError as error:
+        raise Malformed(f"The body is not valid YAML or JSON: {error.errors[0]}",
+                        details=_details(error)) from None
+    try:
+        return validate_parsed(documents)
+    except ManifestError as error:
+        first = error.errors[0]
+        more = f" (and {len(error.errors) - 1} more)" if len(error.errors) > 1 else ""
+        raise Invalid(f"{first}{more}", details=_details(error)) from None
+
+
+def read_spec(raw: Any) -> dict[str, Any]:
+    """A spec given as data (a proposal body), canonicalised; pointers are under /spec."""
+    try:
+        return canonicalize(raw)
+    except ManifestError as error:
+        details = [{**d, "pointer": f"/spec{d['pointer']}"} for d in _details(error)]
+        raise Invalid(f"The spec is not valid: {details[0]['pointer']}: "
+                      f"{details[0]['message']}", details=details) from None
+
+
+def decode_body(body: bytes) -> str:
+    """UTF-8 text of a body; anything else is malformed."""
+    if len(body) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+        raise TooLarge(f"The body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes.")
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise Malformed(f"The body is not UTF-8 (byte {error.start}).") from None

@@ -1,0 +1,388 @@
+"""What a proposed desired state changes in an agent's permissions, in plain language.
+
+Approvers review a proposal against the active version (DESIGN.md §1, §4); each line here says what
+changes and whether it widens what the agent may do, narrows it, or neither, so the approvals inbox
+can put the riskiest proposals first. Pure Python, no Django: both specs are canonical dicts from
+`registry.manifest.canonicalize`.
+
+Decisions worth knowing:
+- Risk is judged per line, never netted: a proposal that raises one limit and lowers another shows
+  one widening and one narrowing line.
+- Grants are compared as written; whether one has already expired is the reconciler's business.
+  One grant per resource on both sides is compared field by field (access, expiry, reason);
+  otherwise whole grants are added or removed.
+- For a brand-new agent (no active version) access is listed as widening and everything that
+  restricts (action limits, behaviour limits, enforcement) or describes (runtime) as neutral.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from fractions import Fraction
+from typing import Any
+
+from registry.manifest import join_pointer
+
+MINUS = "\u2212"
+ACCESS_RANK = {"read": 1, "write": 2, "admin": 3}
+# correct and block both stop drift at once; escalate waits for a human; log lets drift stand
+ENFORCEMENT_STRENGTH = {"correct": 2, "block": 2, "escalate": 1, "log": 0}
+ACTION_FIELDS = {"approval_above": "approval threshold", "max": "maximum"}
+LIMIT_NOUNS = {"max_calls": "calls", "max_same_record": "reads of one record"}
+RUNTIME_FIELDS = ("framework", "model", "version")
+REASON_CHARS = 60
+
+_DURATION = re.compile(r"([0-9]+)([smhd])")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3_600, "d": 86_400}
+_NO_LIMIT = float("inf")
+
+
+class Area(StrEnum):
+    """The part of the spec a change belongs to, in the order the diff lists them."""
+
+    TOOLS = "tools"
+    DATA = "data"
+    GRANTS = "grants"
+    ACTIONS = "actions"
+    LIMITS = "limits"
+    ENFORCEMENT = "enforcement"
+    RUNTIME = "runtime"
+
+
+class Risk(StrEnum):
+    """Whether a change lets the agent do more (widening), less (narrowing), or neither."""
+
+    WIDENING = "widening"
+    NARROWING = "narrowing"
+    NEUTRAL = "neutral"
+
+
+_AREA_ORDER = {area: i for i, area in enumerate(Area)}
+
+
+@dataclass(frozen=True)
+class PermissionChange:
+    """One plain-language line of a permission diff, with where it points in the spec."""
+
+    area: Area
+    risk: Risk
+    text: str
+    pointer: str
+    before: Any
+    after: Any
+
+    def to_dict(self) -> dict[str, Any]:
+        """The change as a JSON-safe dict."""
+        return {
+            "area": str(self.area), "risk": str(self.risk), "text": self.text,
+            "pointer": self.pointer, "before": self.before, "after": self.after,
+        }
+
+
+def permission_diff(
+    active: dict[str, Any] | None, proposed: dict[str, Any]
+) -> list[PermissionChange]:
+    """Every permission change from `active` (None for a new agent) to `proposed`, sorted by
+    area (tools, data, grants, actions, limits, enforcement, runtime), then pointer."""
+    fresh = active is None
+    old = active or {}
+    changes = [
+        *_tools(old.get("tools", []), proposed["tools"]),
+        *_data(old.get("data", []), proposed["data"]),
+        *_grants(old.get("grants", []), proposed["grants"]),
+        *_actions(old.get("actions", {}), proposed["actions"], fresh),
+        *_limits(old.get("limits", []), proposed["limits"], fresh),
+        *_enforcement(old.get("enforcement", {}), proposed["enforcement"]),
+        *_runtime(old, proposed, fresh),
+    ]
+    # sorted() is stable: several grants on one resource keep the order they were found in
+    return sorted(changes, key=lambda change: (_AREA_ORDER[change.area], change.pointer))
+
+
+def risk_score(changes: Iterable[PermissionChange]) -> int:
+    """A number to sort proposals by, riskiest first.
+
+    20 for each action limit removed or raised (money can move without sign-off), 10 for each
+    widening of access (a tool, data scope or grant added or widened), 5 for any other widening
+    (a looser behaviour limit, weaker enforcement), 0 for narrowing and neutral changes.
+    """
+    weights = {Area.ACTIONS: 20, Area.TOOLS: 10, Area.DATA: 10, Area.GRANTS: 10}
+    return sum(
+        weights.get(change.area, 5) for change in changes if change.risk == Risk.WIDENING
+    )
+
+
+def summary(changes: Iterable[PermissionChange]) -> dict[str, int]:
+    """How many changes of each risk, every risk present: {"widening": 2, "narrowing": 1, ...}."""
+    counts = {str(risk): 0 for risk in Risk}
+    for change in changes:
+        counts[str(change.risk)] += 1
+    return counts
+
+
+# --- one function per area ---------------------------------------------------------------------
+
+
+def _tools(old: list[str], new: list[str]) -> Iterator[PermissionChange]:
+    """Tools added (widening) or removed (narrowing)."""
+    for name in set(new) - set(old):
+        yield PermissionChange(Area.TOOLS, Risk.WIDENING, f"+ tool {name}",
+                               _pointer("tools", name), None, name)
+    for name in set(old) - set(new):
+        yield PermissionChange(Area.TOOLS, Risk.NARROWING, f"{MINUS} tool {name}",
+                               _pointer("tools", name), name, None)
+
+
+def _data(old: list[dict], new: list[dict]) -> Iterator[PermissionChange]:
+    """Data scopes added, removed, or moved up or down read < write < admin."""
+    before = {scope["resource"]: scope["access"] for scope in old}
+    after = {scope["resource"]: scope["access"] for scope in new}
+    for resource in before.keys() | after.keys():
+        was, now = before.get(resource), after.get(resource)
+        if was == now:
+            continue
+        if was is None:
+            risk, text = Risk.WIDENING, f"+ {resource} {now}"
+        elif now is None:
+            risk, text = Risk.NARROWING, f"{MINUS} {resource}"
+        else:
+            risk, text = _direction(ACCESS_RANK[was], ACCESS_RANK[now]), f"{resource} {was} → {now}"
+        yield PermissionChange(Area.DATA, risk, text, _pointer("data", resource), was, now)
+
+
+def _grants(old: list[dict], new: list[dict]) -> Iterator[PermissionChange]:
+    """Time-bounded grants added, removed, widened, extended, or cut short."""
+    resources = {grant["resource"] for grant in (*old, *new)}
+    for resource in resources:
+        was = [grant for grant in old if grant["resource"] == resource]
+        now = [grant for grant in new if grant["resource"] == resource]
+        if len(was) == 1 and len(now) == 1:
+            yield from _grant_fields(was[0], now[0])
+            continue
+        removed, added = list(was), []
+        for grant in now:
+            if grant in removed:
+                removed.remove(grant)
+            else:
+                added.append(grant)
+        pointer = _pointer("grants", resource)
+        for grant in added:
+            text = (f"+ grant {resource} {grant['access']} until {_when(grant['expires_at'])}"
+                    f" ({_short(grant['reason'])})")
+            yield PermissionChange(Area.GRANTS, Risk.WIDENING, text, pointer, None, grant)
+        for grant in removed:
+            text = f"{MINUS} grant on {resource}"
+            if now or len(was) > 1:  # say which one when others on the resource remain or go too
+                text += f" {grant['access']} until {_when(grant['expires_at'])}"
+            yield PermissionChange(Area.GRANTS, Risk.NARROWING, text, pointer, grant, None)
+
+
+def _grant_fields(was: dict, now: dict) -> Iterator[PermissionChange]:
+    """The field changes of the one grant on a resource."""
+    resource = was["resource"]
+    if was["access"] != now["access"]:
+        risk = _direction(ACCESS_RANK[was["access"]], ACCESS_RANK[now["access"]])
+        yield PermissionChange(
+            Area.GRANTS, risk, f"grant on {resource} {was['access']} → {now['access']}",
+            _pointer("grants", resource, "access"), was["access"], now["access"],
+        )
+    if was["expires_at"] != now["expires_at"]:
+        risk = _direction(_instant(was["expires_at"]), _instant(now["expires_at"]))
+        text = (f"grant on {resource} expires {_when(was['expires_at'])}"
+                f" → {_when(now['expires_at'])}")
+        yield PermissionChange(Area.GRANTS, risk, text, _pointer("grants", resource, "expires_at"),
+                               was["expires_at"], now["expires_at"])
+    if was["reason"] != now["reason"]:
+        text = f"grant on {resource} reason: {_short(was['reason'])} → {_short(now['reason'])}"
+        yield PermissionChange(Area.GRANTS, Risk.NEUTRAL, text,
+                               _pointer("grants", resource, "reason"), was["reason"], now["reason"])
+
+
+def _actions(old: dict, new: dict, fresh: bool) -> Iterator[PermissionChange]:
+    """Money-style action limits; None means no such limit, so removing one is widening."""
+    for name in old.keys() | new.keys():
+        was, now = old.get(name), new.get(name)
+        pointer = _pointer("actions", name)
+        if was == now:
+            continue
+        if was is None and fresh:
+            yield PermissionChange(Area.ACTIONS, Risk.NEUTRAL, f"{name}: {_rule(now, True)}",
+                                   pointer, None, now)
+        elif was is None:
+            yield PermissionChange(Area.ACTIONS, Risk.NARROWING,
+                                   f"{name} limits added: {_rule(now)}", pointer, None, now)
+        elif now is None:
+            yield PermissionChange(Area.ACTIONS, Risk.WIDENING,
+                                   f"{name} limits removed: {_rule(was)}", pointer, was, None)
+        else:
+            for field, label in ACTION_FIELDS.items():
+                if was[field] == now[field]:
+                    continue
+                if now[field] is None:
+                    text = f"{name} {label} {_money(was[field])} → removed"
+                elif was[field] is None:
+                    text = f"{name} {label} added: {_money(now[field])}"
+                else:
+                    text = f"{name} {label} {_money(was[field])} → {_money(now[field])}"
+                risk = _direction(_ceiling(was[field]), _ceiling(now[field]))
+                yield PermissionChange(Area.ACTIONS, risk, text, _pointer("actions", name, field),
+                                       was[field], now[field])
+
+
+def _limits(old: list[dict], new: list[dict], fresh: bool) -> Iterator[PermissionChange]:
+    """Behaviour limits keyed by (resource, kind); more allowed per second is widening."""
+    before, after = _limits_by_key(old), _limits_by_key(new)
+    for resource, kind in before.keys() | after.keys():
+        was, now = before.get((resource, kind)), after.get((resource, kind))
+        pointer = _pointer("limits", resource, kind)
+        if was == now:
+            continue
+        if was is None:
+            risk = Risk.NEUTRAL if fresh else Risk.NARROWING
+            label = f"{resource}:" if fresh else f"{resource} limit added:"
+            text = f"{label} {_allowance(now, kind)}"
+        elif now is None:
+            risk, text = Risk.WIDENING, f"{resource}: {_allowance(was, kind)} → removed"
+        else:
+            risk = _direction(_rate(was, kind), _rate(now, kind))
+            text = f"{resource}: {_allowance(was, kind)} → {now[kind]} per {now['per']}"
+        yield PermissionChange(Area.LIMITS, risk, text, pointer, was, now)
+
+
+def _enforcement(old: dict, new: dict) -> Iterator[PermissionChange]:
+    """Enforcement modes; a weaker mode (correct ≈ block > escalate > log) is widening."""
+    for key in old.keys() | new.keys():
+        was, now = old.get(key), new.get(key)
+        if was == now:
+            continue
+        label = "default enforcement" if key == "default" else f"enforcement of {key}"
+        if was is None:
+            risk, text = Risk.NEUTRAL, f"{label}: {now}"
+        else:
+            # negated: the weaker the mode, the more the agent may do
+            risk = _direction(-ENFORCEMENT_STRENGTH[was], -ENFORCEMENT_STRENGTH[now])
+            text = f"{label}: {was} → {now}"
+        yield PermissionChange(Area.ENFORCEMENT, risk, text, _pointer("enforcement", key),
+                               was, now)
+
+
+def _runtime(old: dict, new: dict, fresh: bool) -> Iterator[PermissionChange]:
+    """Framework, model, version and connector: what runs, not what it may do, so neutral."""
+    for field in RUNTIME_FIELDS:
+        was, now = old.get(field), new[field]
+        if was == now or (fresh and not now):
+            continue
+        text = f"{field} {now}" if fresh else f"{field} {was or 'unset'} → {now or 'unset'}"
+        yield PermissionChange(Area.RUNTIME, Risk.NEUTRAL, text, _pointer(field), was, now)
+    was, now = old.get("connector"), new["connector"]
+    if was != now:
+        detailed = _connector(was) == _connector(now)  # only the secret's name changed
+        text = f"connector {_connector(now)}" if fresh else (
+            f"connector {_connector(was, detailed)} → {_connector(now, detailed)}"
+        )
+        yield PermissionChange(Area.RUNTIME, Risk.NEUTRAL, text, "/connector", was, now)
+
+
+# --- small pieces -------------------------------------------------------------------------------
+
+
+def _pointer(*tokens: str) -> str:
+    """A JSON pointer from unescaped reference tokens."""
+    pointer = ""
+    for token in tokens:
+        pointer = join_pointer(pointer, token)
+    return pointer
+
+
+def _direction(before: Any, after: Any) -> Risk:
+    """Widening when `after` allows more than `before` on a scale where more means more allowed."""
+    if after > before:
+        return Risk.WIDENING
+    return Risk.NARROWING if after < before else Risk.NEUTRAL
+
+
+def _ceiling(amount: int | float | None) -> float:
+    """An action limit as a number; no limit is infinitely high."""
+    return _NO_LIMIT if amount is None else amount
+
+
+def _money(amount: int | float) -> str:
+    """$5,000 for whole amounts, $12.50 otherwise."""
+    if float(amount).is_integer():
+        return f"${int(amount):,}"
+    return f"${amount:,.2f}"
+
+
+def _rule(rule: dict, say_missing: bool = False) -> str:
+    """An action's limits in words; for a new agent the missing ones are named too."""
+    above, most = rule["approval_above"], rule["max"]
+    parts = []
+    if above is not None:
+        parts.append(f"approval above {_money(above)}")
+    elif say_missing:
+        parts.append("no approval needed")
+    if most is not None:
+        parts.append(f"never above {_money(most)}")
+    elif say_missing:
+        parts.append("no maximum")
+    return ", ".join(parts)
+
+
+def _limits_by_key(limits: list[dict]) -> dict[tuple[str, str], dict]:
+    """Behaviour limits by (resource, kind)."""
+    return {
+        (limit["resource"], kind): limit
+        for limit in limits for kind in LIMIT_NOUNS if kind in limit
+    }
+
+
+def _allowance(limit: dict, kind: str) -> str:
+    """`at most 40 calls per 1h`."""
+    return f"at most {limit[kind]} {LIMIT_NOUNS[kind]} per {limit['per']}"
+
+
+def _rate(limit: dict, kind: str) -> Fraction:
+    """How much a limit allows per second, exactly."""
+    return Fraction(limit[kind], _duration_seconds(limit["per"]))
+
+
+def _duration_seconds(text: str) -> int:
+    """Seconds in a canonical duration such as 30s, 15m, 1h or 1d."""
+    match = _DURATION.fullmatch(text)
+    if match is None:
+        raise ValueError(f"expected a duration like 30s, 15m, 1h or 1d; got {text!r}")
+    return int(match[1]) * _UNIT_SECONDS[match[2]]
+
+
+def _instant(stamp: str) -> datetime:
+    """A canonical UTC timestamp as a datetime (text order is wrong for fractions of a second)."""
+    return datetime.fromisoformat(stamp)
+
+
+def _when(stamp: str) -> str:
+    """`2026-12-04`, or `2026-12-04 13:30 UTC` when not midnight (seconds only if not zero)."""
+    date, _, time = stamp.partition("T")
+    clock = time.rstrip("Zz").partition(".")[0]
+    if clock == "00:00:00":
+        return date
+    return f"{date} {clock[:5] if clock.endswith(':00') else clock} UTC"
+
+
+def _short(reason: str) -> str:
+    """A reason on one line, cut to REASON_CHARS characters."""
+    text = " ".join(reason.split())
+    return text if len(text) <= REASON_CHARS else f"{text[: REASON_CHARS - 1]}…"
+
+
+def _connector(connector: dict | None, detailed: bool = False) -> str:
+    """`sandbox`, `http (https://...)`, with the secret's name when that is what changed."""
+    if connector is None:
+        return "unset"
+    if connector["type"] != "http":
+        return connector["type"]
+    secret = f", secret {connector['secret_env']}" if detailed else ""
+    return f"http ({connector['url']}{secret})"
