@@ -53,7 +53,7 @@ def check_expression(expression: str, now: datetime) -> None:
         match = _POSITION.search(text)
         if match:
             raise ExpressionError(match.group(3).strip(), int(match.group(1)),
-                                  int(match.group(2)) + 1) from None
+                                  int(match.group(2))) from None
         raise ExpressionError(text) from None
     try:
         result = program.execute({"spec": SAMPLE_SPEC, "metadata": SAMPLE_METADATA, "now": now})

@@ -96,7 +96,7 @@ BAD_MANIFESTS = [
     ("zone-less grant", REFUND_AGENT_YAML + "  grants:\n    - {resource: crm, access: read, "
      "expires_at: '2026-12-04T00:00:00', reason: audit}\n", 422, "invalid",
      "/spec/grants/0/expires_at"),
-    ("threshold above max", REFUND_AGENT_YAML.replace("approval_above: 500", "approval_above: 9000"),
+    ("threshold above max", REFUND_AGENT_YAML.replace("above: 500", "above: 9000"),
      422, "invalid", "/spec/actions/payments.refund/approval_above"),
     ("duplicate tool", REFUND_AGENT_YAML.replace("[orders.lookup, payments.refund]",
                                                  "[orders.lookup, orders.lookup]"),
