@@ -35,7 +35,7 @@ def test_apply_reports_every_error_with_pointer_and_line_and_changes_nothing(peo
     manifest.write_text(REFUND_AGENT_YAML.replace("access: read}", "access: rule}"))
     with pytest.raises(CommandError) as failed:
         call_command("apply", "-f", str(manifest))
-    assert "/spec/data/0/access (line 16): expected one of read, write, admin" in str(
+    assert "/spec/data/0/access (line 15): expected one of read, write, admin" in str(
         failed.value)
     assert not Agent.objects.exists()
     with pytest.raises(CommandError, match="no such file"):

@@ -25,7 +25,8 @@ GRANTS_90_DAYS = 'spec.grants.all(g, timestamp(g.expires_at) <= now + duration("
 def guardrails(people):
     actions.create_guardrail(actor=people.dana, name="crm-write-two-approvers",
                              expression=CRM_WRITE, effect="require_approvals",
-                             required_approvals=2, message="write or admin on crm needs two approvers")
+                             required_approvals=2,
+                             message="write or admin on crm needs two approvers")
     actions.create_guardrail(actor=people.dana, name="refund-threshold-cap",
                              expression=REFUND_CAP, effect="deny",
                              message="refunds above $1,000 always need a human")

@@ -41,7 +41,8 @@ class Command(BaseCommand):
             try:
                 manifests.extend(read_manifests(path.read_text(encoding="utf-8")))
             except DomainError as error:
-                lines = [f"{path}: {error.message}"]
+                lines = [f"{path}: {error.message}" if not error.details else
+                         f"{path}: {len(error.details)} problem(s)"]
                 for d in error.details:
                     where = f" (line {d['line']})" if d.get("line") else ""
                     lines.append(f"  {d['pointer'] or '/'}{where}: {d['message']}")
