@@ -4,5 +4,8 @@ from django.conf import settings
 from rq import cron
 
 from audit.jobs import checkpoint
+from reconciliation.jobs import resync
 
 cron.register(checkpoint, queue_name="default", interval=settings.AUDIT_CHECKPOINT_MINUTES * 60)
+
+cron.register(resync, queue_name="reconcile", interval=settings.RECONCILE_RESYNC_SECONDS)

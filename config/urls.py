@@ -8,6 +8,7 @@ from audit.urls import page_urlpatterns as audit_pages
 from config import observability
 from reconciliation import views as reconciliation_views
 from registry.urls import api_urlpatterns as registry_api
+from registry.urls import page_urlpatterns as registry_pages
 
 api_v1 = [*registry_api, *audit_api]
 
@@ -16,6 +17,7 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     *audit_pages,
+    *registry_pages,
     path("api/v1/", include(api_v1)),
     path("api/schema", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),

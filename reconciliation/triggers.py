@@ -23,3 +23,15 @@ def enqueue_reconcile(agent_id: int, trigger: str) -> bool:
 def request_reconcile(agent_id: int, trigger: str) -> None:
     """Queue a pass once the current transaction commits (never for a rolled-back change)."""
     transaction.on_commit(lambda: enqueue_reconcile(agent_id, trigger))
+
+
+def schedule_grant_expiries(agent_id: int, spec: dict) -> None:
+    """After commit, a pass at each grant's exact expiry time."""
+
+    def schedule() -> None:
+        from reconciliation.jobs import schedule_grant_expiry
+
+        for grant in spec.get("grants", []):
+            schedule_grant_expiry(agent_id, grant["expires_at"])
+
+    transaction.on_commit(schedule)

@@ -1,7 +1,7 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from registry import api
+from registry import api, views
 
 router = SimpleRouter(trailing_slash=False)
 router.register("agents", api.AgentViewSet, basename="agent")
@@ -12,4 +12,21 @@ api_urlpatterns = [
     path("manifests", api.ManifestView.as_view(), name="manifests"),
     path("agents/<slug:name>/proposals", api.AgentProposalView.as_view(), name="agent-propose"),
     *router.urls,
+]
+
+page_urlpatterns = [
+    path("agents/", views.agent_list, name="registry-agents"),
+    path("agents/<slug:name>/", views.agent_detail, name="registry-agent"),
+    path("manifests/new", views.manifest_apply, name="registry-apply"),
+    path("approvals/", views.approvals_inbox, name="registry-approvals"),
+    path("proposals/<int:pk>/", views.proposal_detail, name="registry-proposal"),
+    path("proposals/<int:pk>/approve", views.proposal_approve, name="registry-proposal-approve"),
+    path("proposals/<int:pk>/reject", views.proposal_reject, name="registry-proposal-reject"),
+    path("proposals/<int:pk>/withdraw", views.proposal_withdraw,
+         name="registry-proposal-withdraw"),
+    path("guardrails/", views.guardrail_list, name="registry-guardrails"),
+    path("guardrails/new", views.guardrail_create, name="registry-guardrail-new"),
+    path("guardrails/<slug:name>/edit", views.guardrail_edit, name="registry-guardrail-edit"),
+    path("guardrails/<slug:name>/delete", views.guardrail_delete,
+         name="registry-guardrail-delete"),
 ]

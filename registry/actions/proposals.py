@@ -12,7 +12,7 @@ import audit
 from audit.choices import AuditAction
 from audit.jsondiff import flat_changes
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
-from reconciliation.triggers import request_reconcile
+from reconciliation.triggers import request_reconcile, schedule_grant_expiries
 from registry.choices import GuardrailOutcome, Role, VersionSource, VersionState
 from registry.guardrails import GuardrailResult, evaluate, selector_matches
 from registry.manifest import Manifest, spec_hash
@@ -309,6 +309,7 @@ def _activate(version: DesiredStateVersion, agent: Agent, actor: Any) -> None:
                      reason=f"superseded by proposal {version.pk} (generation "
                             f"{version.generation})")
     request_reconcile(agent.pk, "approved")
+    schedule_grant_expiries(agent.pk, version.spec)
 
 
 @transaction.atomic

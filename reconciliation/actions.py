@@ -1,0 +1,694 @@
+"""State changes of the reconcile loop: observations, passes, findings, corrections,
+escalations, suspension, shadow mode and the breaker. Each writes its audit rows in the same
+transaction and sends alerts after commit.
+
+A pass talks to the platform outside any transaction (a connector call may be slow or may
+crash), so its database work is split into short transactions: detection, then one per applied
+change, then verification. Whatever a crash interrupts, the next pass re-derives from the
+actual state.
+"""
+
+import hashlib
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+import audit
+from audit.chain import canonical_json
+from audit.choices import AuditAction
+from config.errors import Conflict, Invalid, NotAllowed
+from reconciliation import alerts
+from reconciliation.choices import (
+    OPEN_STATUSES,
+    CorrectionResult,
+    EscalationStatus,
+    FindingStatus,
+    Resolution,
+    RunResult,
+    Trigger,
+)
+from reconciliation.conditions import compute_conditions
+from reconciliation.connectors import ConnectorError, connector_for
+from reconciliation.diff import Drift, Operation, OperationKind, diff, effective_desired
+from reconciliation.models import (
+    AgentStatus,
+    ControlState,
+    Correction,
+    Escalation,
+    Finding,
+    ObservedState,
+    ReconcileRun,
+    SandboxAgent,
+)
+from reconciliation.reconciler import FindingView, decide, idempotency_key
+from reconciliation.triggers import request_reconcile
+from registry.choices import Lifecycle, Role
+from registry.models import Agent
+from registry.roles import has_role
+
+SYSTEM = "system:reconciler"
+
+
+def state_hash(state: dict[str, Any]) -> str:
+    """SHA-256 of an observed state's canonical JSON."""
+    return hashlib.sha256(canonical_json(state).encode()).hexdigest()
+
+
+def desired_now(agent: Agent, now: datetime) -> dict[str, Any]:
+    """The effective desired state at `now`: approved spec, expired grants removed."""
+    return effective_desired(agent.active_version.spec, now,
+                             suspended=agent.lifecycle == Lifecycle.SUSPENDED)
+
+
+def _link(agent: Agent) -> str:
+    return f"/agents/{agent.name}/"
+
+
+def _alert(event: str, agent: Agent, finding: Finding | None = None, **extra: Any) -> None:
+    payload = {"agent": agent.name, "link": _link(agent), **extra}
+    if finding is not None:
+        payload.update(finding=finding.pk, severity=finding.severity, kind=finding.kind,
+                       pointer=finding.pointer)
+    alerts.broadcast(event, payload)
+
+
+# --- observations ------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def record_observation(agent: Agent, state: dict[str, Any], *, actor: Any, source: str,
+                       trigger_reconcile: bool = True) -> tuple[ObservedState, bool]:
+    """Store an observed state; only a changed state is a new history row (a heartbeat just
+    moves last_seen_at). Queues a reconcile after commit. Returns (row, changed)."""
+    now = timezone.now()
+    digest = state_hash(state)
+    latest = (ObservedState.objects.select_for_update().filter(agent=agent)
+              .order_by("-observed_at").first())
+    if latest is not None and latest.state_sha256 == digest:
+        latest.last_seen_at = now
+        latest.save(update_fields=["last_seen_at"])
+        row, changed = latest, False
+    else:
+        row = ObservedState.objects.create(agent=agent, state=state, state_sha256=digest,
+                                           source=source, reported_by=audit_label(actor),
+                                           observed_at=now, last_seen_at=now)
+        audit.record(actor=actor, action=AuditAction.OBSERVATION_RECORDED,
+                     target=f"agent:{agent.name}", agent=agent.name,
+                     before=latest.state if latest else None, after=state,
+                     reason=f"reported through {source}")
+        changed = True
+    if trigger_reconcile:
+        request_reconcile(agent.pk, Trigger.OBSERVATION)
+    return row, changed
+
+
+def audit_label(actor: Any) -> str:
+    from audit.actions import actor_label
+
+    return actor_label(actor)
+
+
+# --- one reconcile pass ------------------------------------------------------------------------
+
+
+@dataclass
+class PassContext:
+    agent: Agent
+    trigger: str
+    now: datetime
+    started: float
+    generation: int
+    shadow: bool
+
+
+def _finding_views(agent: Agent) -> dict[str, FindingView]:
+    applied = {}
+    for fingerprint, applied_at in (Correction.objects.filter(
+            agent=agent, applied_at__isnull=False).values_list("finding__fingerprint",
+                                                               "applied_at")):
+        applied[fingerprint] = max(applied_at, applied.get(fingerprint, applied_at))
+    return {
+        f.fingerprint: FindingView(f.fingerprint, f.status, f.occurrence, f.attempts,
+                                   applied.get(f.fingerprint), f.hold_until, f.revert_ordered)
+        for f in Finding.objects.filter(agent=agent)
+    }
+
+
+def _status(agent: Agent) -> AgentStatus:
+    return AgentStatus.objects.select_for_update().get_or_create(agent=agent)[0]
+
+
+def _upsert_findings(ctx: PassContext, drifts: list[Drift],
+                     regressed: set[str]) -> dict[str, Finding]:
+    agent, now = ctx.agent, ctx.now
+    existing = {f.fingerprint: f for f in Finding.objects.select_for_update().filter(
+        agent=agent, fingerprint__in=[d.fingerprint for d in drifts])}
+    out = {}
+    for drift in drifts:
+        finding = existing.get(drift.fingerprint)
+        if finding is None:
+            finding = Finding.objects.create(
+                agent=agent, fingerprint=drift.fingerprint, kind=drift.kind,
+                pointer=drift.pointer, expected=drift.expected, actual=drift.actual,
+                severity=drift.severity, area=drift.area, operation=drift.operation.to_dict(),
+                generation=ctx.generation, first_seen=now, detected_at=now, last_seen=now)
+            audit.record(actor=SYSTEM, action=AuditAction.FINDING_OPENED,
+                         target=f"finding:{finding.pk}", agent=agent.name,
+                         after=finding.to_dict(), reason=f"found by a {ctx.trigger} pass")
+            _alert("drift.detected", agent, finding)
+        elif finding.status in (FindingStatus.CORRECTED, FindingStatus.RESOLVED,
+                                FindingStatus.LOGGED) and drift.fingerprint in regressed:
+            finding.status = FindingStatus.REGRESSED
+            finding.occurrence += 1
+            finding.detected_at = now
+            finding.last_seen = now
+            finding.generation = ctx.generation
+            finding.save()
+            audit.record(actor=SYSTEM, action=AuditAction.FINDING_REGRESSED,
+                         target=f"finding:{finding.pk}", agent=agent.name,
+                         after=finding.to_dict(), reason="the same drift came back within "
+                                                         "the hold window")
+            _alert("drift.regressed", agent, finding)
+        elif finding.status in (FindingStatus.CORRECTED, FindingStatus.RESOLVED):
+            finding.status = FindingStatus.OPEN
+            finding.occurrence += 1
+            finding.attempts = 0
+            finding.detected_at = now
+            finding.last_seen = now
+            finding.generation = ctx.generation
+            finding.save()
+            audit.record(actor=SYSTEM, action=AuditAction.FINDING_OPENED,
+                         target=f"finding:{finding.pk}", agent=agent.name,
+                         after=finding.to_dict(), reason="the drift is back")
+            _alert("drift.detected", agent, finding)
+        else:
+            Finding.objects.filter(pk=finding.pk).update(last_seen=now)
+        out[drift.fingerprint] = finding
+    return out
+
+
+def _check_breaker(ctx: PassContext, control: ControlState) -> None:
+    if control.breaker_tripped_at is not None:
+        return
+    total = Agent.objects.filter(lifecycle=Lifecycle.ACTIVE,
+                                 active_version__isnull=False).count()
+    if total < settings.BREAKER_MIN_AGENTS:
+        return
+    since = ctx.now - timedelta(seconds=settings.BREAKER_WINDOW_SECONDS)
+    drifting = (Finding.objects.filter(detected_at__gte=since)
+                .values("agent_id").distinct().count())
+    if drifting * 100 > total * settings.BREAKER_SHARE_PERCENT:
+        control.breaker_tripped_at = ctx.now
+        control.breaker_reason = (
+            f"{drifting} of {total} agents drifted within {settings.BREAKER_WINDOW_SECONDS} s "
+            f"(threshold {settings.BREAKER_SHARE_PERCENT}%): automatic correction paused")
+        control.save(update_fields=["breaker_tripped_at", "breaker_reason"])
+        audit.record(actor=SYSTEM, action=AuditAction.BREAKER_TRIPPED, target="control:breaker",
+                     after={"drifting": drifting, "agents": total},
+                     reason=control.breaker_reason)
+        alerts.broadcast("breaker.tripped", {"message": control.breaker_reason,
+                                             "severity": "high", "link": "/"})
+
+
+def _run(ctx: PassContext, result: str, *, drift_found: int = 0,
+         changes: list[dict[str, Any]] | None = None, error: str = "") -> ReconcileRun:
+    duration = int((time.monotonic() - ctx.started) * 1000)
+    run = ReconcileRun.objects.create(
+        agent=ctx.agent, trigger=ctx.trigger, generation=ctx.generation, started_at=ctx.now,
+        duration_ms=duration, drift_found=drift_found, changes=changes or [], result=result,
+        shadow=ctx.shadow, error=error)
+    if changes or error:
+        audit.record(actor=SYSTEM, action=AuditAction.RECONCILE_RUN, target=f"run:{run.pk}",
+                     agent=ctx.agent.name, after={"result": result, "changes": changes or [],
+                                                  "drift_found": drift_found,
+                                                  "generation": ctx.generation},
+                     reason=error or f"{ctx.trigger} pass")
+    return run
+
+
+def _settle(ctx: PassContext, *, failed: str = "") -> dict[str, int]:
+    """Recompute the agent's conditions from its findings and escalations."""
+    agent = ctx.agent
+    findings = Finding.objects.filter(agent=agent)
+    counts = {
+        "drifted": findings.filter(status__in=OPEN_STATUSES).count(),
+        "correcting": findings.filter(status=FindingStatus.CORRECTING).count(),
+        "escalated": Escalation.objects.filter(agent=agent,
+                                               status=EscalationStatus.OPEN).count(),
+    }
+    status = _status(agent)
+    suspended = Agent.objects.filter(pk=agent.pk, lifecycle=Lifecycle.SUSPENDED).exists()
+    status.conditions = compute_conditions(
+        status.conditions, generation=ctx.generation, now=ctx.now, suspended=suspended,
+        failed=failed, **counts)
+    converged = not failed and not any(counts.values())
+    if converged and not status.converged:
+        status.converged_generation = ctx.generation
+    status.converged = converged
+    status.observed_generation = ctx.generation
+    status.last_reconciled_at = ctx.now
+    status.open_findings = counts["drifted"]
+    status.save()
+    return counts
+
+
+def reconcile_agent(agent_id: int, *, trigger: str, now: datetime | None = None
+                    ) -> ReconcileRun | None:
+    """One level-triggered pass: observe, diff, act per enforcement mode, verify."""
+    agent = (Agent.objects.select_related("active_version", "owner").filter(pk=agent_id)
+             .first())
+    if agent is None or agent.active_version_id is None or (
+            agent.lifecycle == Lifecycle.RETIRED):
+        return None
+    now = now or timezone.now()
+    control = ControlState.load()
+    status = AgentStatus.objects.get_or_create(agent=agent)[0]
+    ctx = PassContext(agent, trigger, now, time.monotonic(), agent.generation,
+                      shadow=control.shadow or status.shadow)
+    connector = connector_for(agent)
+    if connector.name == "sandbox":
+        ensure_sandbox(agent)
+    try:
+        actual = connector.observe(agent)
+    except ConnectorError as error:
+        with transaction.atomic():
+            _settle(ctx, failed=str(error))
+            _run(ctx, RunResult.FAILED, error=str(error))
+        raise
+    if actual is None:
+        with transaction.atomic():
+            return _run(ctx, RunResult.SKIPPED, error="no observed state yet")
+    if connector.name != "push":
+        record_observation(agent, actual, actor=f"connector:{connector.name}",
+                           source=connector.name, trigger_reconcile=False)
+
+    with transaction.atomic():  # detection
+        control = ControlState.objects.select_for_update().get(pk=control.pk)
+        status = _status(agent)
+        was_converged = status.converged and status.converged_generation == agent.generation
+        decision = decide(
+            agent.active_version.spec, actual, now, agent=agent.name, generation=agent.generation,
+            suspended=agent.lifecycle == Lifecycle.SUSPENDED, findings=_finding_views(agent),
+            hold_applied=ctx.shadow or control.breaker_tripped_at is not None,
+            verify_timeout=timedelta(seconds=settings.RECONCILE_VERIFY_TIMEOUT_SECONDS),
+            max_attempts=settings.RECONCILE_MAX_ATTEMPTS)
+        findings = _upsert_findings(ctx, decision.drifts,
+                                    {d.fingerprint for d in decision.regressed})
+        if decision.drifts and was_converged and trigger != Trigger.APPROVED:
+            ControlState.objects.filter(pk=control.pk).update(
+                post_convergence_drift=control.post_convergence_drift + 1)
+        if decision.drifts:
+            _check_breaker(ctx, control)
+        for step in decision.shadow:
+            _shadow(ctx, findings[step.drift.fingerprint], step)
+        for step in decision.apply:
+            _pending(ctx, findings[step.drift.fingerprint], step)
+        for drift in decision.log:
+            _log(ctx, findings[drift.fingerprint])
+        for drift, reason in decision.escalate:
+            open_escalation(agent, findings[drift.fingerprint], reason=reason)
+
+    changes: list[dict[str, Any]] = []
+    try:
+        for step in decision.apply:
+            outcome = connector.apply(agent, step.operation.to_dict(), step.key)
+            _applied(ctx, findings[step.drift.fingerprint], step, outcome)
+            changes.append({**step.operation.to_dict(), "key": step.key, "outcome": outcome})
+        blocked = [findings[d.fingerprint] for d in decision.block]
+        if blocked:
+            changes.extend(_block(ctx, connector, blocked))
+    except ConnectorError as error:
+        with transaction.atomic():
+            _failed(ctx, decision, str(error))
+            _settle(ctx, failed=str(error))
+            _run(ctx, RunResult.FAILED, drift_found=len(decision.drifts), changes=changes,
+                 error=str(error))
+        raise
+
+    verified_state = connector.observe(agent) if changes else actual
+    with transaction.atomic():  # verification
+        remaining = {d.fingerprint for d in diff(agent.active_version.spec, verified_state or {},
+                                                 now, suspended=_suspended(agent))}
+        _verify(ctx, remaining)
+        counts = _settle(ctx)
+        if counts["correcting"]:
+            _schedule_verify(agent)
+        if not decision.drifts:
+            result = RunResult.CONVERGED
+        elif counts["correcting"]:
+            result = RunResult.CORRECTING
+        elif changes and not counts["drifted"]:
+            result = RunResult.CORRECTED
+        else:
+            result = RunResult.DRIFTED
+        return _run(ctx, result, drift_found=len(decision.drifts), changes=changes)
+
+
+def _suspended(agent: Agent) -> bool:
+    return Agent.objects.filter(pk=agent.pk, lifecycle=Lifecycle.SUSPENDED).exists()
+
+
+def _schedule_verify(agent: Agent) -> None:
+    from reconciliation.jobs import schedule_verify
+
+    transaction.on_commit(lambda: schedule_verify(agent.pk))
+
+
+def _shadow(ctx: PassContext, finding: Finding, step: Any) -> None:
+    correction, created = Correction.objects.get_or_create(
+        idempotency_key=step.key,
+        defaults={"finding": finding, "agent": ctx.agent, "operation": step.operation.to_dict(),
+                  "result": CorrectionResult.SHADOW})
+    if created:
+        audit.record(actor=SYSTEM, action=AuditAction.CORRECTION_SHADOWED,
+                     target=f"correction:{correction.pk}", agent=ctx.agent.name,
+                     after=step.operation.to_dict(),
+                     reason="shadow mode" if ctx.shadow else "breaker tripped: not applied")
+
+
+def _pending(ctx: PassContext, finding: Finding, step: Any) -> None:
+    Correction.objects.get_or_create(
+        idempotency_key=step.key,
+        defaults={"finding": finding, "agent": ctx.agent, "operation": step.operation.to_dict()})
+
+
+def _log(ctx: PassContext, finding: Finding) -> None:
+    if finding.status == FindingStatus.LOGGED:
+        return
+    finding.status = FindingStatus.LOGGED
+    finding.reason = f"allowed: enforcement mode log for {finding.area}"
+    finding.save(update_fields=["status", "reason"])
+    audit.record(actor=SYSTEM, action=AuditAction.FINDING_LOGGED,
+                 target=f"finding:{finding.pk}", agent=ctx.agent.name, after=finding.to_dict(),
+                 reason=finding.reason)
+
+
+@transaction.atomic
+def _applied(ctx: PassContext, finding: Finding, step: Any, outcome: str) -> None:
+    now = timezone.now()
+    correction = Correction.objects.select_for_update().get(idempotency_key=step.key)
+    correction.attempts += 1
+    correction.result = CorrectionResult.APPLIED
+    correction.applied_at = correction.applied_at or now
+    correction.save(update_fields=["attempts", "result", "applied_at"])
+    Finding.objects.filter(pk=finding.pk).update(
+        status=FindingStatus.CORRECTING, attempts=step.attempt, occurrence=step.occurrence)
+    audit.record(actor=SYSTEM, action=AuditAction.CORRECTION_APPLIED,
+                 target=f"correction:{correction.pk}", agent=ctx.agent.name,
+                 after={**step.operation.to_dict(), "idempotency_key": step.key,
+                        "outcome": str(outcome)},
+                 reason=f"corrects {finding.kind} at {finding.pointer}")
+
+
+def _failed(ctx: PassContext, decision: Any, error: str) -> None:
+    for step in decision.apply:
+        Correction.objects.filter(idempotency_key=step.key,
+                                  result=CorrectionResult.PENDING).update(
+            result=CorrectionResult.FAILED, error=error[:2000])
+    audit.record(actor=SYSTEM, action=AuditAction.CORRECTION_FAILED,
+                 target=f"agent:{ctx.agent.name}", agent=ctx.agent.name, reason=error)
+
+
+def _block(ctx: PassContext, connector: Any, blocked: list[Finding]) -> list[dict[str, Any]]:
+    operation = Operation(OperationKind.SUSPEND, "agent")
+    key = idempotency_key(ctx.agent.name, ctx.generation, operation, 1)
+    outcome = connector.apply(ctx.agent, operation.to_dict(), key)
+    with transaction.atomic():
+        for finding in blocked:
+            Finding.objects.filter(pk=finding.pk).update(
+                status=FindingStatus.BLOCKED,
+                reason="enforcement mode block: the agent is suspended until a human clears it")
+        suspend_agent(ctx.agent, actor=SYSTEM,
+                      reason=f"blocked: {len(blocked)} finding(s) under enforcement mode block")
+    return [{**operation.to_dict(), "key": key, "outcome": outcome}]
+
+
+def _verify(ctx: PassContext, remaining: set[str]) -> None:
+    """Findings whose drift is gone from a fresh observation are verified (or resolved)."""
+    now = ctx.now
+    hold = timedelta(seconds=settings.RECONCILE_HOLD_SECONDS)
+    for finding in Finding.objects.select_for_update().filter(
+            agent=ctx.agent, status__in=[FindingStatus.OPEN, FindingStatus.CORRECTING,
+                                         FindingStatus.REGRESSED, FindingStatus.LOGGED]):
+        if finding.fingerprint in remaining:
+            continue
+        corrected = finding.status in (FindingStatus.CORRECTING, FindingStatus.REGRESSED)
+        finding.status = FindingStatus.CORRECTED if corrected else FindingStatus.RESOLVED
+        finding.corrected_at = now
+        finding.hold_until = now + hold if corrected else None
+        finding.revert_ordered = False
+        finding.save(update_fields=["status", "corrected_at", "hold_until", "revert_ordered"])
+        Correction.objects.filter(finding=finding, result=CorrectionResult.APPLIED).update(
+            result=CorrectionResult.VERIFIED, verified_at=now)
+        audit.record(
+            actor=SYSTEM, agent=ctx.agent.name, target=f"finding:{finding.pk}",
+            action=AuditAction.FINDING_CORRECTED if corrected else AuditAction.FINDING_RESOLVED,
+            after=finding.to_dict(),
+            reason="verified by a fresh observation" if corrected else "no longer observed")
+        if corrected:
+            seconds = (now - finding.detected_at).total_seconds()
+            _alert("drift.corrected", ctx.agent, finding, seconds_to_verify=round(seconds, 3))
+
+
+# --- escalations, suspension, findings ---------------------------------------------------------
+
+
+def open_escalation(agent: Agent, finding: Finding | None, *, reason: str) -> Escalation | None:
+    """Hand a drift to the approvers (once per finding while open)."""
+    if finding is not None and Escalation.objects.filter(
+            finding=finding, status=EscalationStatus.OPEN).exists():
+        return None
+    escalation = Escalation.objects.create(agent=agent, finding=finding, reason=reason)
+    if finding is not None:
+        Finding.objects.filter(pk=finding.pk).update(status=FindingStatus.ESCALATED,
+                                                     reason=reason)
+    audit.record(actor=SYSTEM, action=AuditAction.ESCALATION_OPENED,
+                 target=f"escalation:{escalation.pk}", agent=agent.name,
+                 after={"finding": finding.to_dict() if finding else None}, reason=reason)
+    _alert("escalation.opened", agent, finding, escalation=escalation.pk, message=reason)
+    return escalation
+
+
+def suspend_agent(agent: Agent, *, actor: Any, reason: str) -> bool:
+    """Mark an agent suspended (its connector was told); False when it already was."""
+    updated = Agent.objects.filter(pk=agent.pk).exclude(lifecycle=Lifecycle.SUSPENDED).update(
+        lifecycle=Lifecycle.SUSPENDED, updated_at=timezone.now())
+    if not updated:
+        return False
+    agent.lifecycle = Lifecycle.SUSPENDED
+    audit.record(actor=actor, action=AuditAction.AGENT_SUSPENDED, target=f"agent:{agent.name}",
+                 agent=agent.name, before={"lifecycle": "active"},
+                 after={"lifecycle": "suspended"}, reason=reason)
+    _alert("agent.suspended", agent, message=reason, severity="high")
+    return True
+
+
+def _check_decider(actor: Any) -> None:
+    if not has_role(actor, Role.APPROVER) or not getattr(actor, "pk", None):
+        raise NotAllowed("Only approvers resolve escalations.")
+
+
+@transaction.atomic
+def resolve_escalation(escalation_id: int, *, actor: Any, resolution: str,
+                       comment: str) -> Escalation:
+    """An approver resolves: revert (correct back), accept (propose the observed state), or
+    suspend. Always with a comment; never for an agent they own."""
+    from registry import actions as registry_actions
+    from registry.choices import VersionSource
+
+    _check_decider(actor)
+    if not comment.strip():
+        raise Invalid("Resolving an escalation needs a comment.",
+                      details=[{"pointer": "/comment", "message": "required"}])
+    resolution = Resolution(resolution)
+    escalation = (Escalation.objects.select_for_update(of=("self",))
+                  .select_related("agent__active_version", "finding").filter(pk=escalation_id)
+                  .first())
+    if escalation is None:
+        from config.errors import NotFound
+
+        raise NotFound(f"No escalation {escalation_id}.")
+    if escalation.status != EscalationStatus.OPEN:
+        raise Conflict(f"Escalation {escalation_id} is already resolved.", code="not_open")
+    agent = escalation.agent
+    if agent.owner_id == actor.pk:
+        raise NotAllowed("Four eyes: you cannot resolve an escalation for an agent you own.",
+                         code="four_eyes")
+    finding = escalation.finding
+    now = timezone.now()
+    if resolution == Resolution.REVERT:
+        if finding is not None:
+            # Back to the loop as an ordinary correction under a fresh key.
+            # Back to the loop as an ordinary correction, whatever the area's mode says.
+            Finding.objects.filter(pk=finding.pk).update(
+                status=FindingStatus.OPEN, attempts=0, revert_ordered=True,
+                reason=f"revert ordered by {actor.username}")
+    elif resolution == Resolution.ACCEPT:
+        latest = agent.observations.order_by("-observed_at").first()
+        if latest is None:
+            raise Conflict("There is no observed state to accept.", code="no_observation")
+        spec = dict(agent.active_version.spec)
+        accepted = {key: latest.state[key] for key in ("tools", "data", "actions", "limits",
+                                                       "grants", "model", "version")
+                    if key in latest.state}
+        spec.update(accepted)
+        from registry.intake import read_spec
+
+        registry_actions.propose(
+            agent, read_spec(spec), agent.active_version.metadata, actor=actor,
+            source=VersionSource.UI, comment=f"accepted from escalation {escalation.pk}")
+        if finding is not None:
+            Finding.objects.filter(pk=finding.pk).update(status=FindingStatus.RESOLVED,
+                                                         reason="accepted into a proposal")
+    else:
+        suspend_agent(agent, actor=actor, reason=f"escalation {escalation.pk}: {comment}")
+        if finding is not None:
+            Finding.objects.filter(pk=finding.pk).update(status=FindingStatus.BLOCKED,
+                                                         reason="suspended by an approver")
+    escalation.status = EscalationStatus.RESOLVED
+    escalation.resolution = resolution
+    escalation.comment = comment
+    escalation.resolved_by = actor
+    escalation.resolved_at = now
+    escalation.save()
+    audit.record(actor=actor, action=AuditAction.ESCALATION_RESOLVED,
+                 target=f"escalation:{escalation.pk}", agent=agent.name,
+                 after={"resolution": resolution.value}, reason=comment)
+    _alert("escalation.resolved", agent, finding, escalation=escalation.pk,
+           resolution=resolution.value)
+    request_reconcile(agent.pk, Trigger.ESCALATION)
+    return escalation
+
+
+@transaction.atomic
+def resume_agent(agent: Agent, *, actor: Any, reason: str) -> None:
+    """A human clears a block: the agent is active again and its blocked findings resolved."""
+    if not (has_role(actor, Role.APPROVER) or has_role(actor, Role.COMPLIANCE)):
+        raise NotAllowed("Only approvers or compliance staff clear a block.")
+    if not reason.strip():
+        raise Invalid("Clearing a block needs a reason.",
+                      details=[{"pointer": "/reason", "message": "required"}])
+    updated = Agent.objects.filter(pk=agent.pk, lifecycle=Lifecycle.SUSPENDED).update(
+        lifecycle=Lifecycle.ACTIVE, updated_at=timezone.now())
+    if not updated:
+        raise Conflict(f"{agent.name} is not suspended.", code="not_suspended")
+    Finding.objects.filter(agent=agent, status=FindingStatus.BLOCKED).update(
+        status=FindingStatus.RESOLVED, reason=f"cleared by {audit_label(actor)}: {reason}")
+    audit.record(actor=actor, action=AuditAction.AGENT_RESUMED, target=f"agent:{agent.name}",
+                 agent=agent.name, before={"lifecycle": "suspended"},
+                 after={"lifecycle": "active"}, reason=reason)
+    request_reconcile(agent.pk, Trigger.MANUAL)
+
+
+@transaction.atomic
+def acknowledge_finding(finding_id: int, *, actor: Any, reason: str) -> Finding:
+    """Compliance acknowledges a finding with a reason (it stays in the record)."""
+    if not has_role(actor, Role.COMPLIANCE):
+        raise NotAllowed("Only compliance staff acknowledge findings.")
+    if not reason.strip():
+        raise Invalid("Acknowledging needs a reason.",
+                      details=[{"pointer": "/reason", "message": "required"}])
+    finding = Finding.objects.select_for_update().select_related("agent").get(pk=finding_id)
+    finding.acknowledged_by = actor
+    finding.acknowledged_at = timezone.now()
+    finding.save(update_fields=["acknowledged_by", "acknowledged_at"])
+    audit.record(actor=actor, action=AuditAction.FINDING_ACKNOWLEDGED,
+                 target=f"finding:{finding.pk}", agent=finding.agent.name, reason=reason)
+    return finding
+
+
+# --- switches ----------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def set_shadow(*, actor: Any, enabled: bool, agent: Agent | None = None) -> None:
+    """Shadow mode for one agent or (agent=None) for the whole cluster: record, apply nothing."""
+    if agent is None and not has_role(actor, Role.COMPLIANCE):
+        raise NotAllowed("Only compliance staff switch global shadow mode.")
+    if agent is not None and not (has_role(actor, Role.COMPLIANCE) or (
+            has_role(actor, Role.OWNER) and agent.owner_id == getattr(actor, "pk", None))):
+        raise NotAllowed("Only the agent's owner or compliance staff switch its shadow mode.")
+    if agent is None:
+        control = ControlState.objects.select_for_update().get_or_create(pk=1)[0]
+        before, control.shadow = control.shadow, enabled
+        control.save(update_fields=["shadow"])
+        target = "control:shadow"
+    else:
+        status = AgentStatus.objects.select_for_update().get_or_create(agent=agent)[0]
+        before, status.shadow = status.shadow, enabled
+        status.save(update_fields=["shadow"])
+        target = f"agent:{agent.name}"
+    audit.record(actor=actor, action=AuditAction.SHADOW_CHANGED, target=target,
+                 agent=agent.name if agent else "", before={"shadow": before},
+                 after={"shadow": enabled})
+
+
+@transaction.atomic
+def reset_breaker(*, actor: Any, reason: str) -> None:
+    """Compliance resumes automatic correction after a tripped breaker."""
+    if not has_role(actor, Role.COMPLIANCE):
+        raise NotAllowed("Only compliance staff reset the breaker.")
+    control = ControlState.objects.select_for_update().get_or_create(pk=1)[0]
+    if control.breaker_tripped_at is None:
+        raise Conflict("The breaker is not tripped.", code="not_tripped")
+    before = {"tripped_at": control.breaker_tripped_at.isoformat(),
+              "reason": control.breaker_reason}
+    control.breaker_tripped_at = None
+    control.breaker_reason = ""
+    control.save(update_fields=["breaker_tripped_at", "breaker_reason"])
+    audit.record(actor=actor, action=AuditAction.BREAKER_RESET, target="control:breaker",
+                 before=before, after={"tripped_at": None}, reason=reason)
+
+
+# --- the sandbox platform ----------------------------------------------------------------------
+
+
+def ensure_sandbox(agent: Agent) -> SandboxAgent:
+    """The sandbox platform deploys an agent exactly as approved the first time it is seen."""
+    row = SandboxAgent.objects.filter(agent=agent).first()
+    if row is not None:
+        return row
+    state = desired_now(agent, timezone.now())
+    state.pop("enforcement", None)
+    row, _ = SandboxAgent.objects.get_or_create(agent=agent, defaults={"state": state})
+    return row
+
+
+@transaction.atomic
+def sandbox_deploy(agent: Agent, *, actor: Any, changes: dict[str, Any], reason: str) -> None:
+    """External drift: a "deployment" on the simulated platform changes the agent's state."""
+    ensure_sandbox(agent)
+    row = SandboxAgent.objects.select_for_update().get(agent=agent)
+    before = row.state
+    row.state = {**row.state, **changes}
+    row.save(update_fields=["state"])
+    audit.record(actor=actor, action=AuditAction.SANDBOX_CHANGED, target=f"agent:{agent.name}",
+                 agent=agent.name, before=before, after=row.state, reason=reason)
+    request_reconcile(agent.pk, Trigger.OBSERVATION)
+
+
+@transaction.atomic
+def sandbox_faults(agent: Agent, *, actor: Any, fault: str = "", after_changes: int | None = None,
+                   lag_seconds: int = 0) -> None:
+    """Inject faults: fail or crash after N more changes; lagging reads for K seconds."""
+    if fault not in ("", "fail", "crash"):
+        raise Invalid("fault must be fail, crash or empty",
+                      details=[{"pointer": "/fault", "message": "expected fail or crash"}])
+    ensure_sandbox(agent)
+    row = SandboxAgent.objects.select_for_update().get(agent=agent)
+    before = {"fault": row.fault, "after_changes": row.changes_until_fault,
+              "lag_seconds": row.lag_seconds}
+    row.fault = fault
+    row.changes_until_fault = after_changes if fault else None
+    row.lag_seconds = lag_seconds
+    row.save(update_fields=["fault", "changes_until_fault", "lag_seconds"])
+    audit.record(actor=actor, action=AuditAction.SANDBOX_CHANGED, target=f"agent:{agent.name}",
+                 agent=agent.name, before=before,
+                 after={"fault": fault, "after_changes": row.changes_until_fault,
+                        "lag_seconds": lag_seconds}, reason="fault injection")
+

@@ -1,0 +1,55 @@
+"""sandbox: a simulated agent platform stored in the database, with fault injection."""
+
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from reconciliation.connectors.base import ApplyOutcome, ConnectorError, SimulatedCrash
+from reconciliation.diff import apply_operations
+from reconciliation.models import SandboxAgent
+from registry.models import Agent
+
+
+class SandboxConnector:
+    """Reads and changes SandboxAgent rows; honours idempotency keys like a real platform."""
+
+    name = "sandbox"
+
+    def observe(self, agent: Agent) -> dict[str, Any] | None:
+        row = SandboxAgent.objects.filter(agent=agent).first()
+        if row is None:
+            return None
+        if row.stale_until and row.stale_until > timezone.now():
+            return row.stale_state  # the platform's own lagging cache
+        return row.state
+
+    def apply(self, agent: Agent, operation: dict[str, Any], key: str) -> ApplyOutcome:
+        with transaction.atomic():
+            row = SandboxAgent.objects.select_for_update().get(agent=agent)
+            if key in row.applied_keys:
+                return ApplyOutcome.DUPLICATE
+            fault = row.fault if row.changes_until_fault == 0 else ""
+        if fault:
+            # Fire once: clear the fault in its own committed transaction, then fail or "die".
+            SandboxAgent.objects.filter(pk=row.pk).update(fault="", changes_until_fault=None)
+            if fault == "crash":
+                raise SimulatedCrash(f"sandbox crash injected before change {key[:12]}")
+            raise ConnectorError(f"sandbox failure injected before change {key[:12]}")
+        with transaction.atomic():
+            row = SandboxAgent.objects.select_for_update().get(agent=agent)
+            if key in row.applied_keys:
+                return ApplyOutcome.DUPLICATE
+            now = timezone.now()
+            if row.lag_seconds and not (row.stale_until and row.stale_until > now):
+                row.stale_state = row.state
+            if row.lag_seconds:
+                row.stale_until = now + timedelta(seconds=row.lag_seconds)
+            row.state = apply_operations(row.state, [operation])
+            row.applied_keys = [*row.applied_keys[-999:], key]
+            row.apply_count += 1
+            if row.changes_until_fault:
+                row.changes_until_fault -= 1
+            row.save()
+        return ApplyOutcome.APPLIED

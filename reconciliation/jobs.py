@@ -1,0 +1,97 @@
+"""RQ entry points of the reconcile loop (thin: ids in, actions called).
+
+One pass per agent at a time: a Redis lock with an expiry, so a dead worker's lock lapses and
+another worker finishes the work. Failures requeue with exponential backoff and jitter, like
+the controller-runtime work queue.
+"""
+
+import logging
+import random
+import uuid
+from datetime import timedelta
+
+import django_rq
+from django.conf import settings
+from django.utils import timezone
+
+from audit.context import request_id_scope
+from reconciliation import actions
+from reconciliation.choices import Trigger
+from reconciliation.connectors import ConnectorError
+from reconciliation.triggers import QUEUED_KEY, enqueue_reconcile
+
+LOCK_KEY = "reconcile:lock:{agent_id}"
+VERIFY_KEY = "reconcile:verify:{agent_id}"
+log = logging.getLogger(__name__)
+
+# Releases the lock only if it still holds our token (it may have expired and moved on).
+_RELEASE = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end
+"""
+
+
+def _queue():
+    return django_rq.get_queue("reconcile", commit_mode="auto")
+
+
+def backoff_seconds(attempt: int) -> float:
+    """Exponential backoff with full jitter: 1, 2, 4 ... capped at 5 minutes."""
+    return random.uniform(0.5, 1.0) * min(300, 2 ** max(0, attempt - 1))  # noqa: S311
+
+
+def reconcile_agent(agent_id: int, trigger: str, attempt: int = 0) -> str:
+    """Run one pass for an agent, holding its lock; requeue on failure or contention."""
+    queue = _queue()
+    connection = queue.connection
+    connection.delete(QUEUED_KEY.format(agent_id=agent_id))
+    lock = LOCK_KEY.format(agent_id=agent_id)
+    token = uuid.uuid4().hex
+    if not connection.set(lock, token, nx=True, ex=settings.RECONCILE_LOCK_SECONDS):
+        # Another worker is reconciling this agent: come back once it is likely done.
+        queue.enqueue_in(timedelta(seconds=1 + random.random()), reconcile_agent, agent_id,
+                         trigger, attempt)
+        return "busy"
+    try:
+        with request_id_scope(f"reconcile-{agent_id}-{token[:8]}"):
+            run = actions.reconcile_agent(agent_id, trigger=trigger)
+        return run.result if run else "skipped"
+    except ConnectorError as error:
+        if attempt >= settings.RECONCILE_MAX_RETRIES:
+            log.error("reconcile of agent %s gave up after %s attempts: %s", agent_id,
+                      attempt + 1, error)
+            return "failed"
+        delay = backoff_seconds(attempt + 1)
+        queue.enqueue_in(timedelta(seconds=delay), reconcile_agent, agent_id, Trigger.RETRY,
+                         attempt + 1)
+        return f"retry in {delay:.1f}s"
+    finally:
+        connection.eval(_RELEASE, 1, lock, token)
+
+
+def schedule_verify(agent_id: int) -> None:
+    """A verification pass a few seconds from now (at most one waiting per agent)."""
+    queue = _queue()
+    delay = settings.RECONCILE_VERIFY_DELAY_SECONDS
+    if queue.connection.set(VERIFY_KEY.format(agent_id=agent_id), "1", nx=True, ex=delay):
+        queue.enqueue_in(timedelta(seconds=delay), reconcile_agent, agent_id, Trigger.VERIFY)
+
+
+def schedule_grant_expiry(agent_id: int, expires_at: str) -> None:
+    """A pass exactly when a grant expires, so it is revoked without any new proposal."""
+    from datetime import datetime
+
+    when = datetime.fromisoformat(expires_at.replace("Z", "+00:00"))
+    if when > timezone.now():
+        _queue().enqueue_at(when, reconcile_agent, agent_id, Trigger.GRANT_EXPIRED)
+
+
+def resync() -> int:
+    """The periodic backstop: queue a pass for every agent (collapsing into queued ones)."""
+    from registry.models import Agent
+
+    queued = 0
+    ids = Agent.objects.filter(active_version__isnull=False).exclude(
+        lifecycle="retired").values_list("pk", flat=True)
+    for agent_id in ids.iterator(chunk_size=2000):
+        queued += enqueue_reconcile(agent_id, Trigger.RESYNC)
+    return queued

@@ -1,0 +1,208 @@
+"""Observed state, the simulated platform, reconcile runs, findings, corrections, escalations,
+agent status (conditions) and the control plane's own switches (shadow mode, breaker)."""
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from reconciliation.choices import (
+    CorrectionResult,
+    EscalationStatus,
+    FindingStatus,
+    Resolution,
+    RunResult,
+    Trigger,
+)
+from registry.models import Agent
+
+
+class ObservedState(models.Model):
+    """A reported actual state; a new row only when it changed (heartbeats bump last_seen_at)."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="observations")
+    state = models.JSONField()
+    state_sha256 = models.CharField(max_length=64)
+    source = models.CharField(max_length=16)  # push | http | sandbox
+    reported_by = models.CharField(max_length=200)
+    observed_at = models.DateTimeField(default=timezone.now)
+    last_seen_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["agent", "-observed_at"], name="observed_agent_latest")]
+
+    def __str__(self) -> str:
+        return f"{self.agent_id} observed {self.observed_at:%Y-%m-%d %H:%M:%S}"
+
+
+class SandboxAgent(models.Model):
+    """The built-in simulated agent platform, with fault injection for the demo and tests."""
+
+    agent = models.OneToOneField(Agent, on_delete=models.CASCADE, related_name="sandbox")
+    state = models.JSONField(default=dict)
+    applied_keys = models.JSONField(default=list)  # idempotency keys already applied
+    apply_count = models.PositiveIntegerField(default=0)  # changes actually applied, ever
+    # Faults: fail (raise) or crash (kill the worker) once `changes_until_fault` more changes apply.
+    fault = models.CharField(max_length=8, blank=True, default="")  # "" | fail | crash
+    changes_until_fault = models.PositiveIntegerField(null=True, blank=True)
+    # Lagging reads: for `lag_seconds` after a change, reads return `stale_state`.
+    lag_seconds = models.PositiveIntegerField(default=0)
+    stale_state = models.JSONField(null=True, blank=True)
+    stale_until = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"sandbox:{self.agent_id}"
+
+
+class AgentStatus(models.Model):
+    """The reconciler's view of one agent: conditions, shadow mode, convergence."""
+
+    agent = models.OneToOneField(Agent, on_delete=models.CASCADE, related_name="status")
+    conditions = models.JSONField(default=list)
+    observed_generation = models.PositiveIntegerField(default=0)
+    shadow = models.BooleanField(default=False)
+    converged = models.BooleanField(default=False)
+    converged_generation = models.PositiveIntegerField(null=True, blank=True)
+    last_reconciled_at = models.DateTimeField(null=True, blank=True)
+    open_findings = models.PositiveIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"status of {self.agent_id}"
+
+    def condition(self, kind: str) -> dict[str, Any] | None:
+        """One condition by type."""
+        return next((c for c in self.conditions if c["type"] == kind), None)
+
+
+class ReconcileRun(models.Model):
+    """One reconcile pass over one agent."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="runs")
+    trigger = models.CharField(max_length=16, choices=Trigger.choices)
+    generation = models.PositiveIntegerField()
+    started_at = models.DateTimeField(default=timezone.now)
+    duration_ms = models.PositiveIntegerField(default=0)
+    drift_found = models.PositiveIntegerField(default=0)
+    changes = models.JSONField(default=list)
+    result = models.CharField(max_length=16, choices=RunResult.choices)
+    shadow = models.BooleanField(default=False)
+    error = models.TextField(blank=True, default="")
+
+    class Meta:
+        indexes = [models.Index(fields=["agent", "-started_at"], name="run_agent_latest"),
+                   models.Index(fields=["started_at"], name="run_started")]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} of {self.agent_id}: {self.result}"
+
+
+class Finding(models.Model):
+    """One drift, fingerprinted so the same drift stays one finding (with first and last seen)."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="findings")
+    fingerprint = models.CharField(max_length=64)
+    kind = models.CharField(max_length=32)
+    pointer = models.CharField(max_length=500)
+    expected = models.JSONField(null=True)
+    actual = models.JSONField(null=True)
+    severity = models.CharField(max_length=8)
+    area = models.CharField(max_length=16)
+    operation = models.JSONField(null=True)
+    status = models.CharField(max_length=12, choices=FindingStatus.choices,
+                              default=FindingStatus.OPEN)
+    generation = models.PositiveIntegerField()
+    # Each return of the same drift after a verified correction is a new occurrence, so its
+    # corrective change gets a new idempotency key.
+    occurrence = models.PositiveIntegerField(default=1)
+    attempts = models.PositiveIntegerField(default=0)
+    reason = models.TextField(blank=True, default="")
+    # An approver resolved its escalation with "revert": correct it whatever the area's mode.
+    revert_ordered = models.BooleanField(default=False)
+    first_seen = models.DateTimeField(default=timezone.now)
+    detected_at = models.DateTimeField(default=timezone.now)  # start of this occurrence
+    last_seen = models.DateTimeField(default=timezone.now)
+    corrected_at = models.DateTimeField(null=True, blank=True)
+    hold_until = models.DateTimeField(null=True, blank=True)
+    acknowledged_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                        on_delete=models.PROTECT, related_name="+")
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["agent", "fingerprint"],
+                                               name="one_finding_per_drift")]
+        indexes = [models.Index(fields=["status", "-last_seen"], name="finding_status"),
+                   models.Index(fields=["detected_at"], name="finding_detected"),
+                   models.Index(fields=["agent", "status"], name="finding_agent_status")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.pointer} on {self.agent_id} ({self.status})"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The audited form."""
+        return {"kind": self.kind, "pointer": self.pointer, "expected": self.expected,
+                "actual": self.actual, "severity": self.severity, "status": self.status,
+                "occurrence": self.occurrence, "attempts": self.attempts}
+
+
+class Correction(models.Model):
+    """One keyed corrective change; connectors treat a repeated key as already done."""
+
+    finding = models.ForeignKey(Finding, on_delete=models.CASCADE, related_name="corrections")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="corrections")
+    run = models.ForeignKey(ReconcileRun, null=True, on_delete=models.SET_NULL,
+                            related_name="corrections")
+    idempotency_key = models.CharField(max_length=64, unique=True)
+    operation = models.JSONField()
+    attempts = models.PositiveIntegerField(default=0)
+    result = models.CharField(max_length=12, choices=CorrectionResult.choices,
+                              default=CorrectionResult.PENDING)
+    error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+    applied_at = models.DateTimeField(null=True, blank=True)
+    verified_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"correction {self.idempotency_key[:12]} ({self.result})"
+
+
+class Escalation(models.Model):
+    """Drift or a runtime action handed to an approver: revert, accept or suspend."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="escalations")
+    finding = models.ForeignKey(Finding, null=True, blank=True, on_delete=models.SET_NULL,
+                                related_name="escalations")
+    reason = models.TextField()
+    status = models.CharField(max_length=10, choices=EscalationStatus.choices,
+                              default=EscalationStatus.OPEN)
+    resolution = models.CharField(max_length=10, choices=Resolution.choices, blank=True,
+                                  default="")
+    comment = models.TextField(blank=True, default="")
+    opened_at = models.DateTimeField(default=timezone.now)
+    resolved_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                    on_delete=models.PROTECT, related_name="+")
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["status", "opened_at"], name="escalation_open")]
+
+    def __str__(self) -> str:
+        return f"escalation {self.pk} for {self.agent_id} ({self.status})"
+
+
+class ControlState(models.Model):
+    """The control plane's global switches: shadow mode and the blast-radius breaker."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    shadow = models.BooleanField(default=False)
+    breaker_tripped_at = models.DateTimeField(null=True, blank=True)
+    breaker_reason = models.TextField(blank=True, default="")
+    # Passes that found drift on a converged agent with no new approved version (must stay 0).
+    post_convergence_drift = models.PositiveIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return "control state"
+
+    @classmethod
+    def load(cls) -> "ControlState":
+        return cls.objects.get_or_create(pk=1)[0]

@@ -1,0 +1,232 @@
+"""A reconcile pass against the sandbox platform and the database: the refund-agent story,
+idempotent re-runs, crash recovery, lagging reads, expiry, and every enforcement mode."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from audit.models import AuditEntry
+from audit.verify import verify_trail
+from reconciliation import actions
+from reconciliation.connectors import SimulatedCrash
+from reconciliation.models import (
+    AgentStatus,
+    ControlState,
+    Correction,
+    Escalation,
+    Finding,
+    ReconcileRun,
+    SandboxAgent,
+)
+from registry import actions as registry_actions
+from registry.choices import VersionSource
+from registry.models import Agent
+from tests.conftest import refund_manifest
+
+pytestmark = pytest.mark.django_db
+
+BAD_DEPLOYMENT = {
+    "tools": ["crm.search", "orders.lookup", "payments.refund"],
+    "data": [{"resource": "orders_db", "access": "read"},
+             {"resource": "payments", "access": "write"},
+             {"resource": "crm", "access": "write"}],
+    "actions": {"payments.refund": {"max": 5000}},
+}
+
+
+def approved_agent(people, **spec) -> Agent:
+    spec.setdefault("enforcement", {"default": "correct"})
+    (outcome,) = registry_actions.apply_manifests(
+        [refund_manifest(**spec)], actor=people.alice, source=VersionSource.YAML)
+    registry_actions.approve_proposal(outcome.version.pk, actor=people.bob)
+    return Agent.objects.get(name="refund-agent")
+
+
+def sandbox(agent: Agent) -> SandboxAgent:
+    return SandboxAgent.objects.get(agent=agent)
+
+
+def passes(agent: Agent, trigger: str = "manual", now=None) -> ReconcileRun:
+    return actions.reconcile_agent(agent.pk, trigger=trigger, now=now)
+
+
+def test_the_refund_agent_story_detect_correct_verify(people):
+    agent = approved_agent(people)
+    assert passes(agent, "approved").result == "converged"
+    actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT,
+                           reason="bad deployment")
+    run = passes(agent, "observation")
+    assert run.result == "corrected" and run.drift_found == 3
+    assert [(c["op"], c["target"]) for c in run.changes] == [
+        ("set_action_limit", "payments.refund"), ("remove_data", "crm"),
+        ("remove_tool", "crm.search")]
+    state = sandbox(agent).state
+    assert "crm.search" not in state["tools"]
+    assert all(d["resource"] != "crm" for d in state["data"])
+    assert state["actions"]["payments.refund"] == {"approval_above": 500, "max": 5000}
+    findings = Finding.objects.filter(agent=agent)
+    assert sorted(findings.values_list("kind", "status", "generation")) == [
+        ("action_limit_missing", "corrected", 1), ("data_added", "corrected", 1),
+        ("tool_added", "corrected", 1)]
+    assert all(f.hold_until > timezone.now() for f in findings)
+    assert set(Correction.objects.values_list("result", flat=True)) == {"verified"}
+    status = AgentStatus.objects.get(agent=agent)
+    ready = status.condition("Ready")
+    assert (ready["status"], ready["observedGeneration"]) == ("True", 1)
+    trail = list(AuditEntry.objects.filter(agent="refund-agent").values_list("action", flat=True))
+    assert trail.count("finding.opened") == 3 and trail.count("correction.applied") == 3
+    assert trail.count("finding.corrected") == 3 and "reconcile.run" in trail
+    # The deployment happened after convergence with no new version: the must-be-zero metric.
+    assert ControlState.load().post_convergence_drift == 1
+    # Second pass right after: nothing changes.
+    count = sandbox(agent).apply_count
+    again = passes(agent)
+    assert again.result == "converged" and again.changes == []
+    assert sandbox(agent).apply_count == count == 3
+    assert verify_trail().ok
+
+
+@pytest.mark.parametrize("crash_after", [0, 1, 2])
+def test_a_crash_between_changes_is_finished_by_the_next_pass_without_repeats(people,
+                                                                              crash_after):
+    agent = approved_agent(people)
+    passes(agent)
+    actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
+    actions.sandbox_faults(agent, actor="system:test", fault="crash", after_changes=crash_after)
+    with pytest.raises(SimulatedCrash):
+        passes(agent)
+    assert sandbox(agent).apply_count == crash_after
+    run = passes(agent)
+    assert run.result == "corrected" and len(run.changes) == 3 - crash_after
+    assert sandbox(agent).apply_count == 3  # every change applied exactly once
+    assert passes(agent).result == "converged"
+
+
+def test_a_failing_platform_fails_the_pass_cleanly_and_the_next_one_finishes(people):
+    from reconciliation.connectors import ConnectorError
+
+    agent = approved_agent(people)
+    passes(agent)
+    actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
+    actions.sandbox_faults(agent, actor="system:test", fault="fail", after_changes=1)
+    with pytest.raises(ConnectorError):
+        passes(agent)
+    failed = ReconcileRun.objects.filter(agent=agent).latest("pk")
+    assert failed.result == "failed" and "sandbox failure injected" in failed.error
+    assert AgentStatus.objects.get(agent=agent).condition("Ready")["reason"] == "ReconcileFailed"
+    assert passes(agent).result == "corrected"
+    assert sandbox(agent).apply_count == 3
+
+
+def test_lagging_reads_do_not_make_the_loop_oscillate(people):
+    agent = approved_agent(people)
+    passes(agent)
+    actions.sandbox_faults(agent, actor="system:test", lag_seconds=30)
+    actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
+    first = passes(agent)
+    assert first.result == "correcting" and len(first.changes) == 3
+    # The platform still shows the old state: the loop waits instead of re-applying.
+    for _ in range(3):
+        assert passes(agent).changes == []
+    assert sandbox(agent).apply_count == 3
+    SandboxAgent.objects.filter(agent=agent).update(stale_until=timezone.now())
+    assert passes(agent).result == "converged"
+    assert set(Finding.objects.filter(agent=agent).values_list("status", flat=True)) == {
+        "corrected"}
+    assert sandbox(agent).apply_count == 3
+
+
+def test_a_grant_is_revoked_at_its_expiry_without_any_new_proposal(people):
+    expires = timezone.now() + timedelta(hours=1)
+    agent = approved_agent(people, grants=[{
+        "resource": "crm", "access": "read", "reason": "Q4 audit",
+        "expires_at": expires.strftime("%Y-%m-%dT%H:%M:%SZ")}])
+    passes(agent)
+    assert {"resource": "crm", "access": "read"} in sandbox(agent).state["data"]
+    versions = agent.versions.count()
+    run = passes(agent, "grant_expired", now=expires + timedelta(seconds=1))
+    assert [(c["op"], c["target"]) for c in run.changes] == [("remove_data", "crm")]
+    assert all(d["resource"] != "crm" for d in sandbox(agent).state["data"])
+    assert agent.versions.count() == versions
+
+
+def test_shadow_mode_records_and_applies_nothing(people):
+    agent = approved_agent(people)
+    passes(agent)
+    actions.set_shadow(actor=people.alice, agent=agent, enabled=True)
+    actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
+    run = passes(agent)
+    assert run.shadow and run.changes == [] and run.result == "drifted"
+    assert sandbox(agent).apply_count == 0
+    assert Correction.objects.filter(result="shadow").count() == 3
+    assert AuditEntry.objects.filter(action="correction.shadowed").count() == 3
+
+
+def test_block_suspends_the_agent_through_its_connector_until_a_human_clears_it(people):
+    agent = approved_agent(people, enforcement={"default": "block"})
+    passes(agent)
+    actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
+    run = passes(agent)
+    assert [c["op"] for c in run.changes] == ["suspend"]
+    agent.refresh_from_db()
+    assert agent.lifecycle == "suspended" and sandbox(agent).state["running"] is False
+    assert set(Finding.objects.filter(agent=agent).values_list("status", flat=True)) == {
+        "blocked"}
+    assert AgentStatus.objects.get(agent=agent).condition("Suspended")["status"] == "True"
+    assert passes(agent).changes == []  # stays blocked: nothing more until a human acts
+    actions.resume_agent(agent, actor=people.bob, reason="deployment rolled back by hand")
+    agent.refresh_from_db()
+    assert agent.lifecycle == "active"
+
+
+def test_escalate_opens_one_escalation_per_finding_for_an_approver(people):
+    agent = approved_agent(people, enforcement={"default": "correct", "actions": "escalate"})
+    passes(agent)
+    actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
+    passes(agent)
+    passes(agent)
+    (escalation,) = Escalation.objects.filter(agent=agent)
+    assert escalation.finding.kind == "action_limit_missing" and escalation.status == "open"
+    assert escalation.finding.status == "escalated"
+    assert sandbox(agent).state["actions"]["payments.refund"] == {"max": 5000}
+    # bob orders a revert: the loop restores the $500 rule.
+    actions.resolve_escalation(escalation.pk, actor=people.bob, resolution="revert",
+                               comment="the threshold is policy")
+    passes(agent, "escalation")
+    assert sandbox(agent).state["actions"]["payments.refund"] == {
+        "approval_above": 500, "max": 5000}
+    assert Finding.objects.get(pk=escalation.finding_id).status == "corrected"
+
+
+def test_log_records_the_drift_and_why_it_was_allowed(people):
+    agent = approved_agent(people, enforcement={"default": "log"})
+    passes(agent)
+    actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
+    run = passes(agent)
+    assert run.changes == [] and run.result == "drifted"
+    logged = Finding.objects.filter(agent=agent)
+    assert set(logged.values_list("status", flat=True)) == {"logged"}
+    assert logged.first().reason == "allowed: enforcement mode log for config" or (
+        logged.first().reason == "allowed: enforcement mode log for actions")
+
+
+def test_the_breaker_pauses_automatic_correction_when_too_many_agents_drift(people, settings):
+    settings.BREAKER_MIN_AGENTS = 2
+    settings.BREAKER_SHARE_PERCENT = 40
+    first = approved_agent(people)
+    doc = refund_manifest(enforcement={"default": "correct"})
+    object.__setattr__(doc, "name", "second-agent")
+    (outcome,) = registry_actions.apply_manifests([doc], actor=people.alice, source="yaml")
+    registry_actions.approve_proposal(outcome.version.pk, actor=people.bob)
+    second = Agent.objects.get(name="second-agent")
+    for agent in (first, second):
+        passes(agent)
+        actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
+    passes(first)  # 1 of 2 agents drifted: 50% > 40%: trips while this pass runs
+    control = ControlState.load()
+    assert control.breaker_tripped_at is not None and "1 of 2 agents" in control.breaker_reason
+    run = passes(second)
+    assert run.changes == [] and sandbox(second).apply_count == 0
+    actions.reset_breaker(actor=people.dana, reason="bad deploy understood")
+    assert passes(second).result == "corrected"
