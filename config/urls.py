@@ -7,10 +7,11 @@ from audit.urls import api_urlpatterns as audit_api
 from audit.urls import page_urlpatterns as audit_pages
 from config import observability
 from reconciliation import views as reconciliation_views
+from reconciliation.urls import api_urlpatterns as reconciliation_api
 from registry.urls import api_urlpatterns as registry_api
 from registry.urls import page_urlpatterns as registry_pages
 
-api_v1 = [*registry_api, *audit_api]
+api_v1 = [*registry_api, *reconciliation_api, *audit_api]
 
 urlpatterns = [
     path("", reconciliation_views.overview, name="home"),

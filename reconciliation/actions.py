@@ -541,7 +541,8 @@ def resolve_escalation(escalation_id: int, *, actor: Any, resolution: str,
 
         registry_actions.propose(
             agent, read_spec(spec), agent.active_version.metadata, actor=actor,
-            source=VersionSource.UI, comment=f"accepted from escalation {escalation.pk}")
+            source=VersionSource.UI, comment=f"accepted from escalation {escalation.pk}",
+            from_escalation=True)
         if finding is not None:
             Finding.objects.filter(pk=finding.pk).update(status=FindingStatus.RESOLVED,
                                                          reason="accepted into a proposal")

@@ -58,12 +58,14 @@ class AgentSerializer(serializers.ModelSerializer):
     active_spec = serializers.JSONField(source="active_version.spec", default=None)
     spec_sha256 = serializers.CharField(source="active_version.spec_sha256", default=None)
     pending_proposals = serializers.IntegerField(read_only=True, default=0)
+    conditions = serializers.JSONField(source="status.conditions", default=list)
+    shadow = serializers.BooleanField(source="status.shadow", default=False)
 
     class Meta:
         model = Agent
         fields = ["name", "owner", "labels", "description", "framework", "connector",
                   "lifecycle", "generation", "spec_sha256", "active_spec", "pending_proposals",
-                  "created_at", "updated_at"]
+                  "conditions", "shadow", "created_at", "updated_at"]
 
 
 class AgentFilter(serializers.Serializer):
@@ -97,7 +99,7 @@ def filter_agents(queryset: QuerySet[Agent], params: dict[str, Any]) -> QuerySet
 
 
 def agent_queryset() -> QuerySet[Agent]:
-    return Agent.objects.select_related("owner", "active_version").annotate(
+    return Agent.objects.select_related("owner", "active_version", "status").annotate(
         pending_proposals=Count("versions", filter=Q(versions__state=VersionState.PENDING)))
 
 

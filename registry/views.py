@@ -49,7 +49,7 @@ def _forbidden(request: HttpRequest, message: str) -> HttpResponse:
 def _page(request: HttpRequest, template: str, context: dict[str, Any],
           status: int = 200) -> HttpResponse:
     """Render a registry page; approvers also get the inbox count for the navigation."""
-    if has_role(request.user, Role.APPROVER):
+    if has_role(request.user, Role.APPROVER) and "nav_pending_count" not in context:
         context["nav_pending_count"] = DesiredStateVersion.objects.filter(
             state=VersionState.PENDING).count()
     return render(request, template, context, status=status)
@@ -290,6 +290,7 @@ def approvals_inbox(request: HttpRequest) -> HttpResponse:
     return _page(request, "registry/approvals.html", {
         "page": page, "cards": [_card(version, request.user) for version in page],
         "here": request.get_full_path(), "base_query": _query_without(request, "page"),
+        "nav_pending_count": page.paginator.count,
     })
 
 

@@ -176,3 +176,53 @@ def refund_agent(people):
                                          source=VersionSource.YAML)
     actions.approve_proposal(outcome.version.pk, actor=people.bob)
     return Agent.objects.get(name="refund-agent")
+
+
+class Worker:
+    """A real `manage.py rqworker` process (with the RQ scheduler) on the test database."""
+
+    def __init__(self, *queues: str, **env: str) -> None:
+        self.log = open(ROOT / "var" / f"test-worker-{os.getpid()}-{id(self)}.log", "w+")  # noqa: SIM115
+        self.process = subprocess.Popen(
+            [sys.executable, "manage.py", "rqworker", *(queues or ("reconcile",)),
+             "--with-scheduler"],
+            cwd=ROOT, env=child_env(**env), stdout=self.log, stderr=subprocess.STDOUT)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        self.log.close()
+
+    def output(self) -> str:
+        self.log.flush()
+        return Path(self.log.name).read_text()
+
+
+@pytest.fixture
+def start_worker(transactional_db, redis_client):
+    workers: list[Worker] = []
+
+    def start(*queues: str, **env: str) -> Worker:
+        worker = Worker(*queues, **env)
+        workers.append(worker)
+        return worker
+
+    yield start
+    for worker in workers:
+        worker.stop()
+
+
+def eventually(check, timeout: float = 30, interval: float = 0.2, message: str = ""):
+    """Poll `check` until it returns a truthy value; fail with `message` after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(message or f"condition not met within {timeout}s")
+        time.sleep(interval)

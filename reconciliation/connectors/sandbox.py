@@ -1,8 +1,11 @@
 """sandbox: a simulated agent platform stored in the database, with fault injection."""
 
+import os
+import signal
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -35,6 +38,8 @@ class SandboxConnector:
             # Fire once: clear the fault in its own committed transaction, then fail or "die".
             SandboxAgent.objects.filter(pk=row.pk).update(fault="", changes_until_fault=None)
             if fault == "crash":
+                if settings.SANDBOX_CRASH_KILLS_PROCESS:
+                    os.kill(os.getpid(), signal.SIGKILL)  # a worker dying mid-correction
                 raise SimulatedCrash(f"sandbox crash injected before change {key[:12]}")
             raise ConnectorError(f"sandbox failure injected before change {key[:12]}")
         with transaction.atomic():

@@ -106,7 +106,9 @@ def _metadata(manifest: Manifest) -> dict[str, Any]:
             "description": manifest.description}
 
 
-def _check_can_propose(agent: Agent, actor: Any) -> None:
+def _check_can_propose(agent: Agent, actor: Any, *, from_escalation: bool = False) -> None:
+    if from_escalation and has_role(actor, Role.APPROVER):
+        return  # an approver accepting observed drift proposes it for someone else to approve
     agent_principal = acting_agent(actor)
     if agent_principal is not None:
         if agent_principal.pk != agent.pk:
@@ -127,12 +129,13 @@ def _proposer_filter(actor: Any) -> dict[str, Any]:
 
 @transaction.atomic
 def propose(agent: Agent, spec: dict, metadata: dict, *, actor: Any, source: str,
-            base_generation: int | None = None, comment: str = "") -> ProposalOutcome:
+            base_generation: int | None = None, comment: str = "",
+            from_escalation: bool = False) -> ProposalOutcome:
     """Propose a canonical spec for an agent; re-editing the proposer's pending proposal resets
     its approvals. Unchanged specs change nothing; a guardrail denial refuses with 422."""
     agent = (Agent.objects.select_for_update(of=("self",))
              .select_related("owner", "active_version").get(pk=agent.pk))
-    _check_can_propose(agent, actor)
+    _check_can_propose(agent, actor, from_escalation=from_escalation)
     if isinstance(actor, AgentPrincipal):
         source = VersionSource.AGENT  # always marked agent-made, always needs a human
     if base_generation is not None and base_generation != agent.generation:

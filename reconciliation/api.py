@@ -1,0 +1,273 @@
+"""The reconciliation API: observed and desired state for agents, manual reconcile, findings,
+escalations and the control plane's switches."""
+
+from typing import Any
+
+from django.db import transaction
+from django.db.models import QuerySet
+from django.http import HttpResponse
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from config.errors import Invalid, NotAllowed, NotFound
+from reconciliation import actions
+from reconciliation.choices import FindingStatus, Resolution, Trigger
+from reconciliation.models import ControlState, Escalation, Finding
+from reconciliation.observed import ObservedStateError, validate_observed
+from reconciliation.triggers import enqueue_reconcile
+from registry.api import IsPerson, Page
+from registry.choices import Role
+from registry.models import Agent
+from registry.principals import AgentPrincipal, acting_agent
+from registry.roles import HasRole, has_role
+
+
+def agent_for(request: Request, name: str, *, people: tuple[str, ...]) -> Agent:
+    """The named agent, if the principal may act on it: its own agent token, its owner, or a
+    person holding one of `people` roles. Agent tokens never learn about other agents."""
+    own = acting_agent(request.user)
+    if own is not None:
+        if own.name != name:
+            raise NotAllowed("An agent's token acts on its own agent only.")
+        return Agent.objects.select_related("active_version", "owner").get(pk=own.pk)
+    agent = Agent.objects.select_related("active_version", "owner").filter(name=name).first()
+    if agent is None:
+        raise NotFound(f"No agent named {name!r}.")
+    user = request.user
+    if not ((has_role(user, Role.OWNER) and agent.owner_id == user.pk)
+            or has_role(user, *people)):
+        raise NotAllowed(f"You may not act on {name}.")
+    return agent
+
+
+class ObservedStateView(APIView):
+    """`PUT /api/v1/agents/{name}/observed-state`: the agent or its platform reports."""
+
+    @extend_schema(request=OpenApiTypes.OBJECT, responses={202: inline_serializer(
+        "ObservationAccepted", {"changed": serializers.BooleanField(),
+                                "sha256": serializers.CharField(),
+                                "observed_at": serializers.DateTimeField()})})
+    def put(self, request: Request, name: str) -> Response:
+        agent = agent_for(request, name, people=(Role.ADMIN,))
+        try:
+            state = validate_observed(request.data)
+        except ObservedStateError as error:
+            raise Invalid(f"The observed state is not valid: {error.errors[0][0]}: "
+                          f"{error.errors[0][1]}",
+                          details=[{"pointer": p, "message": m} for p, m in error.errors]
+                          ) from None
+        source = "push" if isinstance(request.user, AgentPrincipal) else "platform"
+        row, changed = actions.record_observation(agent, state, actor=request.user,
+                                                  source=source)
+        return Response({"changed": changed, "sha256": row.state_sha256,
+                         "observed_at": row.observed_at}, status=status.HTTP_202_ACCEPTED)
+
+
+class DesiredStateView(APIView):
+    """`GET /api/v1/agents/{name}/desired-state`: the effective desired spec now, with an
+    ETag; If-None-Match answers 304 so polling costs nothing."""
+
+    @extend_schema(responses={200: inline_serializer(
+        "DesiredState", {"agent": serializers.CharField(),
+                         "generation": serializers.IntegerField(),
+                         "spec": serializers.DictField(), "running": serializers.BooleanField(),
+                         "sha256": serializers.CharField()}), 304: None})
+    def get(self, request: Request, name: str) -> Response | HttpResponse:
+        agent = agent_for(request, name, people=(Role.APPROVER, Role.COMPLIANCE, Role.OWNER))
+        if agent.active_version is None:
+            raise NotFound(f"{name} has no approved desired state yet.")
+        effective = actions.desired_now(agent, timezone.now())
+        running = effective.pop("running")
+        body = {"agent": agent.name, "generation": agent.generation, "spec": effective,
+                "running": running}
+        digest = actions.state_hash(body)
+        etag = f'"{digest}"'
+        if etag in [t.strip() for t in request.headers.get("If-None-Match", "").split(",")]:
+            response = HttpResponse(status=304)
+            response["ETag"] = etag
+            return response
+        response = Response({**body, "sha256": digest})
+        response["ETag"] = etag
+        response["Cache-Control"] = "no-cache"
+        return response
+
+
+class ReconcileNowView(APIView):
+    """`POST /api/v1/agents/{name}/reconcile`: owner or compliance asks for a pass now."""
+
+    permission_classes = [IsPerson]
+
+    @extend_schema(request=None, responses={202: inline_serializer(
+        "ReconcileQueued", {"queued": serializers.BooleanField()})})
+    def post(self, request: Request, name: str) -> Response:
+        agent = agent_for(request, name, people=(Role.COMPLIANCE,))
+        queued: list[bool] = []
+        transaction.on_commit(lambda: queued.append(enqueue_reconcile(agent.pk,
+                                                                      Trigger.MANUAL)))
+        return Response({"queued": bool(queued and queued[0])},
+                        status=status.HTTP_202_ACCEPTED)
+
+
+class FindingSerializer(serializers.ModelSerializer):
+    agent = serializers.CharField(source="agent.name")
+    acknowledged_by = serializers.CharField(source="acknowledged_by.username", default=None)
+
+    class Meta:
+        model = Finding
+        fields = ["id", "agent", "kind", "pointer", "expected", "actual", "severity", "area",
+                  "status", "generation", "occurrence", "attempts", "reason", "first_seen",
+                  "detected_at", "last_seen", "corrected_at", "hold_until", "acknowledged_by",
+                  "acknowledged_at"]
+
+
+class FindingFilter(serializers.Serializer):
+    agent = serializers.CharField(required=False, max_length=63)
+    status = serializers.ChoiceField(choices=FindingStatus.choices, required=False)
+    severity = serializers.ChoiceField(choices=["high", "medium", "low"], required=False)
+    kind = serializers.CharField(required=False, max_length=32)
+
+
+class ReasonSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=2000, allow_blank=True, default="")
+
+
+class ReviewerOnly:
+    permission_classes = [IsPerson, HasRole]
+    required_roles = (Role.APPROVER, Role.COMPLIANCE)
+
+
+@extend_schema(parameters=[FindingFilter])
+class FindingViewSet(ReviewerOnly, viewsets.ReadOnlyModelViewSet):
+    """Drift findings for review, newest first."""
+
+    serializer_class = FindingSerializer
+    pagination_class = Page
+
+    def get_queryset(self) -> QuerySet[Finding]:
+        params = FindingFilter(data=self.request.query_params)
+        params.is_valid(raise_exception=True)
+        filters = {("agent__name" if k == "agent" else k): v
+                   for k, v in params.validated_data.items()}
+        return (Finding.objects.filter(**filters).select_related("agent", "acknowledged_by")
+                .order_by("-last_seen", "-pk"))
+
+    @extend_schema(request=ReasonSerializer, responses=FindingSerializer)
+    @action(detail=True, methods=["post"])
+    def acknowledge(self, request: Request, pk: str) -> Response:
+        body = ReasonSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        actions.acknowledge_finding(int(pk), actor=request.user,
+                                    reason=body.validated_data["reason"])
+        return Response(FindingSerializer(self.get_queryset().get(pk=pk)).data)
+
+
+class EscalationSerializer(serializers.ModelSerializer):
+    agent = serializers.CharField(source="agent.name")
+    finding = FindingSerializer(allow_null=True)
+    resolved_by = serializers.CharField(source="resolved_by.username", default=None)
+
+    class Meta:
+        model = Escalation
+        fields = ["id", "agent", "finding", "reason", "status", "resolution", "comment",
+                  "opened_at", "resolved_by", "resolved_at"]
+
+
+class ResolveSerializer(serializers.Serializer):
+    resolution = serializers.ChoiceField(choices=Resolution.choices)
+    comment = serializers.CharField(max_length=2000, allow_blank=True, default="")
+
+
+class EscalationViewSet(ReviewerOnly, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                        viewsets.GenericViewSet):
+    """Escalations, oldest open first; approvers resolve them."""
+
+    serializer_class = EscalationSerializer
+    pagination_class = Page
+
+    def get_queryset(self) -> QuerySet[Escalation]:
+        queryset = Escalation.objects.select_related("agent", "finding__agent",
+                                                     "finding__acknowledged_by", "resolved_by")
+        wanted = self.request.query_params.get("status")
+        if wanted in ("open", "resolved"):
+            queryset = queryset.filter(status=wanted)
+        return queryset.order_by("status", "opened_at")
+
+    @extend_schema(request=ResolveSerializer, responses=EscalationSerializer)
+    @action(detail=True, methods=["post"])
+    def resolve(self, request: Request, pk: str) -> Response:
+        body = ResolveSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        actions.resolve_escalation(int(pk), actor=request.user, **body.validated_data)
+        return Response(EscalationSerializer(self.get_queryset().get(pk=pk)).data)
+
+
+class SwitchSerializer(serializers.Serializer):
+    enabled = serializers.BooleanField()
+
+
+class AgentShadowView(APIView):
+    """`POST /api/v1/agents/{name}/shadow`: shadow mode for one agent."""
+
+    permission_classes = [IsPerson]
+
+    @extend_schema(request=SwitchSerializer, responses=SwitchSerializer)
+    def post(self, request: Request, name: str) -> Response:
+        agent = agent_for(request, name, people=(Role.COMPLIANCE,))
+        body = SwitchSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        actions.set_shadow(actor=request.user, agent=agent, **body.validated_data)
+        return Response(body.validated_data)
+
+
+ControlSerializer = inline_serializer("Control", {
+    "shadow": serializers.BooleanField(),
+    "breaker_tripped_at": serializers.DateTimeField(allow_null=True),
+    "breaker_reason": serializers.CharField(),
+    "post_convergence_drift": serializers.IntegerField(),
+})
+
+
+def control_body() -> dict[str, Any]:
+    control = ControlState.load()
+    return {"shadow": control.shadow, "breaker_tripped_at": control.breaker_tripped_at,
+            "breaker_reason": control.breaker_reason,
+            "post_convergence_drift": control.post_convergence_drift}
+
+
+class ControlView(APIView):
+    """`GET /api/v1/control`: global shadow mode, the breaker and the must-be-zero counter;
+    `POST /api/v1/control/shadow` and `/control/breaker/reset` for compliance."""
+
+    permission_classes = [IsPerson]
+
+    @extend_schema(responses=ControlSerializer)
+    def get(self, request: Request) -> Response:
+        return Response(control_body())
+
+
+class ControlShadowView(APIView):
+    permission_classes = [IsPerson]
+
+    @extend_schema(request=SwitchSerializer, responses=ControlSerializer)
+    def post(self, request: Request) -> Response:
+        body = SwitchSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        actions.set_shadow(actor=request.user, **body.validated_data)
+        return Response(control_body())
+
+
+class BreakerResetView(APIView):
+    permission_classes = [IsPerson]
+
+    @extend_schema(request=ReasonSerializer, responses=ControlSerializer)
+    def post(self, request: Request) -> Response:
+        body = ReasonSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        actions.reset_breaker(actor=request.user, reason=body.validated_data["reason"])
+        return Response(control_body())

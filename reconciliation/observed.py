@@ -1,0 +1,127 @@
+"""Validating a reported actual state: the spec's shape minus enforcement, plus `running`.
+
+Pure Python. Every key is optional (an agent reports what it knows), unknown keys and wrong
+types are errors with their JSON pointer, and lists are sorted so equal states hash equally.
+"""
+
+import math
+from typing import Any
+
+MAX_ITEMS = 1000
+NUMBER_LIMIT = 1e12
+
+
+class ObservedStateError(ValueError):
+    """The report is not a valid observed state; `errors` are (pointer, message) pairs."""
+
+    def __init__(self, errors: list[tuple[str, str]]) -> None:
+        self.errors = errors
+        super().__init__("; ".join(f"{p}: {m}" for p, m in errors))
+
+
+def _string(value: Any, pointer: str, errors: list, max_length: int = 256) -> bool:
+    if not isinstance(value, str) or not value or len(value) > max_length:
+        errors.append((pointer, f"expected a non-empty string of at most {max_length} "
+                                f"characters; got {type(value).__name__}"))
+        return False
+    return True
+
+
+def _number(value: Any, pointer: str, errors: list) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, bool) or not isinstance(value, int | float) or (
+            isinstance(value, float) and not math.isfinite(value)) or abs(value) > NUMBER_LIMIT:
+        errors.append((pointer, "expected a number (or null: not enforced)"))
+        return False
+    return True
+
+
+def _entries(value: Any, pointer: str, errors: list, fields: dict[str, str]) -> list[dict]:
+    if not isinstance(value, list) or len(value) > MAX_ITEMS:
+        errors.append((pointer, f"expected a list of at most {MAX_ITEMS} objects"))
+        return []
+    out = []
+    for index, entry in enumerate(value):
+        where = f"{pointer}/{index}"
+        if not isinstance(entry, dict):
+            errors.append((where, "expected an object"))
+            continue
+        for key in entry:
+            if key not in fields:
+                errors.append((f"{where}/{key}", f"unknown field; expected one of "
+                                                 f"{', '.join(fields)}"))
+        for key, kind in fields.items():
+            if key not in entry:
+                if kind.endswith("!"):
+                    errors.append((f"{where}/{key}", "required"))
+                continue
+            if kind.startswith("str"):
+                _string(entry[key], f"{where}/{key}", errors, 2000)
+            elif kind.startswith("int") and (isinstance(entry[key], bool) or not isinstance(
+                    entry[key], int) or not 0 <= entry[key] <= NUMBER_LIMIT):
+                errors.append((f"{where}/{key}", "expected a whole number"))
+        out.append(entry)
+    return out
+
+
+def validate_observed(report: Any) -> dict[str, Any]:
+    """The report, checked and normalised; raises ObservedStateError listing every problem."""
+    errors: list[tuple[str, str]] = []
+    if not isinstance(report, dict):
+        raise ObservedStateError([("", "expected a JSON object")])
+    state: dict[str, Any] = {}
+    for key, value in report.items():
+        pointer = f"/{key}"
+        if key in ("framework", "model", "version"):
+            if _string(value, pointer, errors):
+                state[key] = value
+        elif key == "running":
+            if isinstance(value, bool):
+                state[key] = value
+            else:
+                errors.append((pointer, "expected true or false"))
+        elif key == "connector":
+            if isinstance(value, dict) and isinstance(value.get("type"), str):
+                state[key] = value
+            else:
+                errors.append((pointer, "expected an object with a type"))
+        elif key == "tools":
+            if not isinstance(value, list) or len(value) > MAX_ITEMS:
+                errors.append((pointer, f"expected a list of at most {MAX_ITEMS} tool names"))
+                continue
+            for index, tool in enumerate(value):
+                _string(tool, f"{pointer}/{index}", errors)
+            state[key] = sorted({t for t in value if isinstance(t, str)})
+        elif key == "data":
+            entries = _entries(value, pointer, errors, {"resource": "str!", "access": "str!"})
+            state[key] = sorted(entries, key=lambda e: str(e.get("resource")))
+        elif key == "grants":
+            entries = _entries(value, pointer, errors, {
+                "resource": "str!", "access": "str!", "expires_at": "str!", "reason": "str"})
+            state[key] = sorted(entries, key=lambda e: (str(e.get("resource")),
+                                                        str(e.get("expires_at"))))
+        elif key == "limits":
+            entries = _entries(value, pointer, errors, {
+                "resource": "str!", "max_calls": "int", "max_same_record": "int",
+                "per": "str"})
+            state[key] = sorted(entries, key=lambda e: (str(e.get("resource")),
+                                                        "max_calls" in e))
+        elif key == "actions":
+            if not isinstance(value, dict) or len(value) > MAX_ITEMS:
+                errors.append((pointer, "expected an object of action name to limits"))
+                continue
+            for name, limits in value.items():
+                where = f"{pointer}/{name.replace('~', '~0').replace('/', '~1')}"
+                if not isinstance(limits, dict) or set(limits) - {"approval_above", "max"}:
+                    errors.append((where, "expected an object with approval_above and/or max"))
+                    continue
+                for field, number in limits.items():
+                    _number(number, f"{where}/{field}", errors)
+            state[key] = value
+        else:
+            errors.append((pointer, "unknown field; expected framework, connector, model, "
+                                    "version, tools, data, actions, limits, grants, running"))
+    if errors:
+        raise ObservedStateError(errors)
+    return state

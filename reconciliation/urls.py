@@ -1,0 +1,21 @@
+from django.urls import path
+from rest_framework.routers import SimpleRouter
+
+from reconciliation import api
+
+router = SimpleRouter(trailing_slash=False)
+router.register("findings", api.FindingViewSet, basename="finding")
+router.register("escalations", api.EscalationViewSet, basename="escalation")
+
+api_urlpatterns = [
+    path("agents/<slug:name>/observed-state", api.ObservedStateView.as_view(),
+         name="observed-state"),
+    path("agents/<slug:name>/desired-state", api.DesiredStateView.as_view(),
+         name="desired-state"),
+    path("agents/<slug:name>/reconcile", api.ReconcileNowView.as_view(), name="reconcile-now"),
+    path("agents/<slug:name>/shadow", api.AgentShadowView.as_view(), name="agent-shadow"),
+    path("control", api.ControlView.as_view(), name="control"),
+    path("control/shadow", api.ControlShadowView.as_view(), name="control-shadow"),
+    path("control/breaker/reset", api.BreakerResetView.as_view(), name="breaker-reset"),
+    *router.urls,
+]

@@ -1,0 +1,151 @@
+"""The agent-facing and reviewer-facing reconciliation API."""
+
+import pytest
+from rest_framework.test import APIClient
+
+from audit.models import AuditEntry
+from reconciliation import actions
+from reconciliation.models import Escalation, ObservedState
+from reconciliation.triggers import QUEUED_KEY
+from registry import actions as registry_actions
+from tests.conftest import refund_manifest
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def agent_client(people, refund_agent):
+    _, key = registry_actions.issue_agent_token(refund_agent, actor=people.alice)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    return client
+
+
+def report(**changes):
+    spec = refund_manifest().spec
+    state = {k: v for k, v in spec.items() if k != "enforcement"}
+    return {**state, "running": True, **changes}
+
+
+def test_an_agent_reports_its_state_and_identical_heartbeats_keep_one_history_row(
+        agent_client, refund_agent, redis_client, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        first = agent_client.put("/api/v1/agents/refund-agent/observed-state", report(),
+                                 format="json")
+    assert first.status_code == 202 and first.json()["changed"] is True
+    assert redis_client.get(QUEUED_KEY.format(agent_id=refund_agent.pk)) == b"observation"
+    again = agent_client.put("/api/v1/agents/refund-agent/observed-state", report(),
+                             format="json")
+    assert again.json()["changed"] is False
+    changed = agent_client.put("/api/v1/agents/refund-agent/observed-state",
+                               report(tools=["crm.search"]), format="json")
+    assert changed.json()["changed"] is True
+    assert ObservedState.objects.filter(agent=refund_agent).count() == 2
+    assert AuditEntry.objects.filter(action="observation.recorded").first().actor == (
+        "agent:refund-agent")
+
+
+@pytest.mark.parametrize("body, pointer", [
+    ({"tools": "crm"}, "/tools"),
+    ({"colour": "red"}, "/colour"),
+    ({"data": [{"resource": "crm"}]}, "/data/0/access"),
+    ({"actions": {"payments.refund": {"approval_above": "lots"}}},
+     "/actions/payments.refund/approval_above"),
+    ({"running": "yes"}, "/running"),
+    ([1, 2], ""),
+])
+def test_bad_observed_states_are_refused_with_pointers_and_store_nothing(
+        agent_client, refund_agent, body, pointer):
+    response = agent_client.put("/api/v1/agents/refund-agent/observed-state", body,
+                                format="json")
+    assert response.status_code == 422
+    assert pointer in [d["pointer"] for d in response.json()["error"]["details"]]
+    assert not ObservedState.objects.exists()
+
+
+def test_malformed_json_is_a_400(agent_client):
+    response = agent_client.generic("PUT", "/api/v1/agents/refund-agent/observed-state",
+                                    '{"tools": [', content_type="application/json")
+    assert response.status_code == 400 and response.json()["error"]["code"] == "malformed"
+
+
+def test_an_agent_token_cannot_touch_another_agent(agent_client, people):
+    doc = refund_manifest()
+    object.__setattr__(doc, "name", "other-agent")
+    registry_actions.apply_manifests([doc], actor=people.alice, source="yaml")
+    for method, path in (("put", "observed-state"), ("get", "desired-state")):
+        response = getattr(agent_client, method)(f"/api/v1/agents/other-agent/{path}", {},
+                                                 format="json")
+        assert response.status_code == 403
+    assert agent_client.get("/api/v1/agents/ghost/desired-state").status_code == 403
+
+
+def test_desired_state_has_generation_and_an_etag_that_answers_304(agent_client):
+    response = agent_client.get("/api/v1/agents/refund-agent/desired-state")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["generation"] == 1 and body["running"] is True
+    assert body["spec"]["actions"]["payments.refund"] == {"approval_above": 500, "max": 5000}
+    etag = response["ETag"]
+    assert etag == f'"{body["sha256"]}"'
+    cached = agent_client.get("/api/v1/agents/refund-agent/desired-state",
+                              HTTP_IF_NONE_MATCH=etag)
+    assert cached.status_code == 304 and cached.content == b""
+
+
+def test_reconcile_now_is_for_the_owner_and_compliance(people, api_as, refund_agent,
+                                                       redis_client):
+    assert api_as(people.bob).post("/api/v1/agents/refund-agent/reconcile").status_code == 403
+    for who in (people.alice, people.dana):
+        assert api_as(who).post("/api/v1/agents/refund-agent/reconcile").status_code == 202
+
+
+def test_reviewers_list_findings_and_resolve_escalations(people, api_as, refund_agent):
+    actions.sandbox_deploy(refund_agent, actor="system:test",
+                           changes={"actions": {"payments.refund": {"max": 5000}}}, reason="x")
+    actions.reconcile_agent(refund_agent.pk, trigger="manual")  # actions area: escalate
+    bob = api_as(people.bob)
+    findings = bob.get("/api/v1/findings?agent=refund-agent&status=escalated").json()["results"]
+    assert [f["kind"] for f in findings] == ["action_limit_missing"]
+    (escalation,) = bob.get("/api/v1/escalations?status=open").json()["results"]
+    assert escalation["finding"]["pointer"] == "/actions/payments.refund/approval_above"
+    assert api_as(people.alice).get("/api/v1/findings").status_code == 403
+    missing_comment = bob.post(f"/api/v1/escalations/{escalation['id']}/resolve",
+                               {"resolution": "revert"}, format="json")
+    assert missing_comment.status_code == 422
+    resolved = bob.post(f"/api/v1/escalations/{escalation['id']}/resolve",
+                        {"resolution": "suspend", "comment": "stop it"}, format="json")
+    assert resolved.status_code == 200 and resolved.json()["resolution"] == "suspend"
+    refund_agent.refresh_from_db()
+    assert refund_agent.lifecycle == "suspended"
+    again = bob.post(f"/api/v1/escalations/{escalation['id']}/resolve",
+                     {"resolution": "revert", "comment": "x"}, format="json")
+    assert again.status_code == 409
+    assert Escalation.objects.get().resolved_by == people.bob
+
+
+def test_accepting_an_escalation_turns_the_observed_state_into_a_proposal(people, refund_agent):
+    actions.sandbox_deploy(refund_agent, actor="system:test",
+                           changes={"actions": {"payments.refund": {"approval_above": 400,
+                                                                    "max": 5000}}},
+                           reason="tighter")
+    actions.reconcile_agent(refund_agent.pk, trigger="manual")
+    escalation = Escalation.objects.get()
+    actions.resolve_escalation(escalation.pk, actor=people.carol, resolution="accept",
+                               comment="400 is fine")
+    proposal = refund_agent.versions.filter(state="pending").get()
+    assert proposal.spec["actions"]["payments.refund"]["approval_above"] == 400
+    assert proposal.proposed_by == people.carol
+
+
+def test_shadow_and_breaker_switches(people, api_as, refund_agent):
+    dana, alice = api_as(people.dana), api_as(people.alice)
+    assert alice.post("/api/v1/control/shadow", {"enabled": True},
+                      format="json").status_code == 403
+    assert dana.post("/api/v1/control/shadow", {"enabled": True},
+                     format="json").json()["shadow"] is True
+    assert alice.post("/api/v1/agents/refund-agent/shadow", {"enabled": True},
+                      format="json").status_code == 200
+    assert alice.get("/api/v1/agents/refund-agent").json()["shadow"] is True
+    assert dana.post("/api/v1/control/breaker/reset", {"reason": "x"},
+                     format="json").status_code == 409

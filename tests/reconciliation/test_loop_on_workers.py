@@ -1,0 +1,104 @@
+"""The loop on real RQ workers, real Redis and the real database: the refund-agent story end
+to end, triggers collapsing, backoff after failures, and a dead worker's lock expiring."""
+
+import django_rq
+import pytest
+
+from audit.verify import verify_trail
+from reconciliation import actions
+from reconciliation.jobs import LOCK_KEY
+from reconciliation.models import Finding, ReconcileRun, SandboxAgent
+from reconciliation.triggers import enqueue_reconcile
+from registry import actions as registry_actions
+from registry.models import Agent
+from tests.conftest import eventually, refund_manifest
+
+BAD_DEPLOYMENT = {
+    "tools": ["crm.search", "orders.lookup", "payments.refund"],
+    "data": [{"resource": "orders_db", "access": "read"},
+             {"resource": "payments", "access": "write"},
+             {"resource": "crm", "access": "write"}],
+    "actions": {"payments.refund": {"max": 5000}},
+}
+
+
+def register_and_approve(people) -> Agent:
+    (outcome,) = registry_actions.apply_manifests(
+        [refund_manifest(enforcement={"default": "correct"})], actor=people.alice,
+        source="yaml")
+    registry_actions.approve_proposal(outcome.version.pk, actor=people.bob)  # queues a pass
+    return Agent.objects.get(name="refund-agent")
+
+
+def sandbox_state(agent):
+    row = SandboxAgent.objects.filter(agent=agent).first()
+    return row.state if row else None
+
+
+def all_corrected(agent) -> bool:
+    statuses = set(Finding.objects.filter(agent=agent).values_list("status", flat=True))
+    return statuses == {"corrected"}
+
+
+def test_the_refund_agent_story_on_a_real_worker(people, start_worker):
+    worker = start_worker()
+    agent = register_and_approve(people)
+    eventually(lambda: ReconcileRun.objects.filter(agent=agent, result="converged").exists(),
+               message=f"no converged pass; worker said:\n{worker.output()}")
+    actions.sandbox_deploy(agent, actor="system:deploy-bot", changes=BAD_DEPLOYMENT,
+                           reason="a deployment quietly widened access")
+    eventually(lambda: all_corrected(agent) and Finding.objects.filter(agent=agent).count() == 3,
+               message=f"drift not corrected; worker said:\n{worker.output()}")
+    state = sandbox_state(agent)
+    assert "crm.search" not in state["tools"]
+    assert all(d["resource"] != "crm" for d in state["data"])
+    assert state["actions"]["payments.refund"]["approval_above"] == 500
+    run = ReconcileRun.objects.filter(agent=agent, result="corrected").get()
+    assert (run.generation, run.drift_found, len(run.changes)) == (1, 3, 3)
+    assert SandboxAgent.objects.get(agent=agent).apply_count == 3
+    assert verify_trail().ok
+
+
+def test_triggers_for_an_agent_already_queued_collapse_into_one_pass(transactional_db, people,
+                                                                   redis_client):
+    agent = register_and_approve(people)  # the approval already queued one pass
+    assert [enqueue_reconcile(agent.pk, "manual") for _ in range(5)] == [False] * 5
+    assert django_rq.get_queue("reconcile").count == 1
+
+
+def test_a_failing_platform_is_retried_with_backoff_until_it_converges(people, start_worker):
+    agent = register_and_approve(people)
+    actions.ensure_sandbox(agent)
+    actions.sandbox_faults(agent, actor="system:test", fault="fail", after_changes=1)
+    actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
+    worker = start_worker()
+    eventually(lambda: all_corrected(agent), timeout=40,
+               message=f"not corrected after retries; worker said:\n{worker.output()}")
+    results = list(ReconcileRun.objects.filter(agent=agent).order_by("pk")
+                   .values_list("result", "trigger"))
+    assert ("failed", "observation") in results or ("failed", "approved") in results
+    assert any(trigger == "retry" for _, trigger in results)
+    assert SandboxAgent.objects.get(agent=agent).apply_count == 3
+
+
+def test_a_worker_killed_mid_correction_leaves_a_lock_that_expires_and_the_work_finishes(
+        people, start_worker, redis_client):
+    agent = register_and_approve(people)
+    actions.ensure_sandbox(agent)
+    actions.sandbox_faults(agent, actor="system:test", fault="crash", after_changes=1)
+    actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
+    worker = start_worker(SANDBOX_CRASH_KILLS_PROCESS="true", RECONCILE_LOCK_SECONDS="5")
+    lock = LOCK_KEY.format(agent_id=agent.pk)
+    eventually(lambda: SandboxAgent.objects.get(agent=agent).apply_count == 1 and
+               not SandboxAgent.objects.get(agent=agent).fault, timeout=40,
+               message=f"the crash never happened; worker said:\n{worker.output()}")
+    assert redis_client.exists(lock)  # the killed work-horse never released it
+    enqueue_reconcile(agent.pk, "manual")  # a new trigger waits for the lock to expire
+    eventually(lambda: all_corrected(agent), timeout=40,
+               message=f"not finished after the lock expired; worker said:\n{worker.output()}")
+    assert SandboxAgent.objects.get(agent=agent).apply_count == 3  # nothing applied twice
+
+
+@pytest.fixture(autouse=True)
+def _quick_verification(settings):
+    settings.RECONCILE_VERIFY_DELAY_SECONDS = 1
