@@ -331,6 +331,9 @@ def reconcile_agent(agent_id: int, *, trigger: str, now: datetime | None = None
         raise
 
     verified_state = connector.observe(agent) if changes else actual
+    if changes and connector.name != "push" and verified_state is not None:
+        record_observation(agent, verified_state, actor=f"connector:{connector.name}",
+                           source=connector.name, trigger_reconcile=False)
     with transaction.atomic():  # verification
         remaining = {d.fingerprint for d in diff(agent.active_version.spec, verified_state or {},
                                                  now, suspended=_suspended(agent))}

@@ -1,0 +1,102 @@
+"""A small but real agent platform over HTTP, for the http connector's tests: it keeps each
+agent's state, checks the HMAC signature and honours Idempotency-Key like a real platform."""
+
+import hashlib
+import hmac
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from reconciliation.diff import apply_operations
+
+
+class Platform:
+    """The platform's state, shared with its request handler."""
+
+    def __init__(self, secret: str) -> None:
+        self.secret = secret
+        self.states: dict[str, dict[str, Any]] = {}
+        self.applied: dict[str, dict[str, Any]] = {}  # idempotency key -> operation
+        self.apply_count = 0
+        self.fail_next = 0  # answer 503 to this many requests
+        self.lock = threading.Lock()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> "Platform":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        platform = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _reply(self, status: int, body: dict[str, Any]) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _signed(self, body: bytes) -> bool:
+                expected = "sha256=" + hmac.new(platform.secret.encode(), body,
+                                                hashlib.sha256).hexdigest()
+                return hmac.compare_digest(expected, self.headers.get("X-Signature", ""))
+
+            def _agent(self, suffix: str) -> str | None:
+                parts = self.path.strip("/").split("/")
+                if len(parts) == 3 and parts[0] == "agents" and parts[2] == suffix:
+                    return parts[1]
+                return None
+
+            def _flaky(self) -> bool:
+                with platform.lock:
+                    if platform.fail_next:
+                        platform.fail_next -= 1
+                        return True
+                return False
+
+            def do_GET(self) -> None:  # noqa: N802
+                name = self._agent("state")
+                if name is None or name not in platform.states:
+                    return self._reply(404, {"error": "no such agent"})
+                if not self._signed(b""):
+                    return self._reply(401, {"error": "bad signature"})
+                if self._flaky():
+                    return self._reply(503, {"error": "try again"})
+                with platform.lock:
+                    return self._reply(200, platform.states[name])
+
+            def do_POST(self) -> None:  # noqa: N802
+                name = self._agent("changes")
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if name is None or name not in platform.states:
+                    return self._reply(404, {"error": "no such agent"})
+                if not self._signed(body):
+                    return self._reply(401, {"error": "bad signature"})
+                if self._flaky():
+                    return self._reply(503, {"error": "try again"})
+                key = self.headers.get("Idempotency-Key", "")
+                if not key:
+                    return self._reply(400, {"error": "Idempotency-Key required"})
+                operation = json.loads(body)["operation"]
+                with platform.lock:
+                    if key in platform.applied:
+                        return self._reply(200, {"duplicate": True})
+                    platform.states[name] = apply_operations(platform.states[name],
+                                                             [operation])
+                    platform.applied[key] = operation
+                    platform.apply_count += 1
+                return self._reply(200, {"duplicate": False})
+
+        return Handler

@@ -1,0 +1,83 @@
+"""The http connector against a real local platform server: signed requests, idempotency
+keys honoured, retries with backoff on 5xx, a clean failure when unreachable."""
+
+import pytest
+
+from reconciliation import actions
+from reconciliation.connectors import ConnectorError
+from reconciliation.connectors.http import HttpConnector
+from reconciliation.models import ObservedState
+from registry import actions as registry_actions
+from registry.models import Agent
+from tests.conftest import refund_manifest
+from tests.reconciliation.platform_server import Platform
+
+pytestmark = pytest.mark.django_db
+SECRET = "s3cret-shared-with-the-platform"
+
+
+@pytest.fixture
+def platform(monkeypatch):
+    monkeypatch.setenv("PLATFORM_SECRET", SECRET)
+    with Platform(SECRET) as server:
+        yield server
+
+
+def http_agent(people, platform) -> Agent:
+    manifest = refund_manifest(
+        enforcement={"default": "correct"},
+        connector={"type": "http", "url": platform.url, "secret_env": "PLATFORM_SECRET"})
+    (outcome,) = registry_actions.apply_manifests([manifest], actor=people.alice, source="yaml")
+    registry_actions.approve_proposal(outcome.version.pk, actor=people.bob)
+    state = {k: v for k, v in manifest.spec.items() if k != "enforcement"}
+    platform.states["refund-agent"] = {**state, "running": True,
+                                       "tools": [*state["tools"], "crm.search"],
+                                       "actions": {"payments.refund": {"max": 5000}}}
+    return Agent.objects.get(name="refund-agent")
+
+
+def test_the_connector_reads_and_corrects_the_platform_with_signed_keyed_changes(people,
+                                                                                platform):
+    agent = http_agent(people, platform)
+    run = actions.reconcile_agent(agent.pk, trigger="manual")
+    assert run.result == "corrected" and len(run.changes) == 2
+    state = platform.states["refund-agent"]
+    assert "crm.search" not in state["tools"]
+    assert state["actions"]["payments.refund"] == {"approval_above": 500, "max": 5000}
+    assert platform.apply_count == 2
+    assert set(platform.applied) == {c["key"] for c in run.changes}
+    assert ObservedState.objects.filter(agent=agent, source="http").count() == 2
+    assert actions.reconcile_agent(agent.pk, trigger="manual").result == "converged"
+    assert platform.apply_count == 2
+
+
+def test_a_repeated_key_is_a_duplicate_on_the_platform(people, platform):
+    agent = http_agent(people, platform)
+    connector = HttpConnector(platform.url, "PLATFORM_SECRET")
+    operation = {"op": "remove_tool", "target": "crm.search", "value": None}
+    assert connector.apply(agent, operation, "key-1") == "applied"
+    assert connector.apply(agent, operation, "key-1") == "duplicate"
+    assert platform.apply_count == 1
+
+
+def test_server_errors_are_retried_with_backoff(people, platform):
+    agent = http_agent(people, platform)
+    platform.fail_next = 2  # two 503s, then it answers
+    assert actions.reconcile_agent(agent.pk, trigger="manual").result == "corrected"
+
+
+def test_a_wrong_secret_or_an_unreachable_platform_fails_the_pass_cleanly(people, platform,
+                                                                          monkeypatch):
+    agent = http_agent(people, platform)
+    monkeypatch.setenv("PLATFORM_SECRET", "wrong")
+    with pytest.raises(ConnectorError, match="401"):
+        actions.reconcile_agent(agent.pk, trigger="manual")
+    assert agent.runs.latest("pk").result == "failed"
+    monkeypatch.delenv("PLATFORM_SECRET")
+    with pytest.raises(ConnectorError, match="PLATFORM_SECRET is not set"):
+        actions.reconcile_agent(agent.pk, trigger="manual")
+    platform.__exit__()
+    monkeypatch.setenv("PLATFORM_SECRET", SECRET)
+    with pytest.raises(ConnectorError, match="unreachable"):
+        actions.reconcile_agent(agent.pk, trigger="manual")
+    assert platform.apply_count == 0

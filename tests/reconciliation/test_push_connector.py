@@ -1,0 +1,41 @@
+"""push: corrections become the desired state the agent pulls; verification waits for its
+next report."""
+
+import pytest
+from rest_framework.test import APIClient
+
+from reconciliation import actions
+from reconciliation.models import Correction, Finding
+from registry import actions as registry_actions
+from registry.models import Agent
+from tests.conftest import refund_manifest
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_agent_pulls_the_correction_and_its_next_report_verifies_it(people):
+    manifest = refund_manifest(enforcement={"default": "correct"}, connector={"type": "push"})
+    (outcome,) = registry_actions.apply_manifests([manifest], actor=people.alice, source="yaml")
+    registry_actions.approve_proposal(outcome.version.pk, actor=people.bob)
+    agent = Agent.objects.get(name="refund-agent")
+    _, key = registry_actions.issue_agent_token(agent, actor=people.alice)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+
+    assert actions.reconcile_agent(agent.pk, trigger="manual").result == "skipped"  # no report
+    drifted = {k: v for k, v in manifest.spec.items() if k != "enforcement"}
+    drifted.update(running=True, tools=[*drifted["tools"], "crm.search"])
+    client.put("/api/v1/agents/refund-agent/observed-state", drifted, format="json")
+    run = actions.reconcile_agent(agent.pk, trigger="observation")
+    assert run.result == "correcting"
+    assert [c["outcome"] for c in run.changes] == ["published"]
+    assert Finding.objects.get().status == "correcting"
+
+    # The sidecar pulls, applies, and reports back.
+    desired = client.get("/api/v1/agents/refund-agent/desired-state").json()
+    assert "crm.search" not in desired["spec"]["tools"]
+    fixed = {**drifted, "tools": desired["spec"]["tools"]}
+    client.put("/api/v1/agents/refund-agent/observed-state", fixed, format="json")
+    assert actions.reconcile_agent(agent.pk, trigger="observation").result == "converged"
+    assert Finding.objects.get().status == "corrected"
+    assert Correction.objects.get().result == "verified"
