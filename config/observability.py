@@ -41,6 +41,9 @@ class RequestMetricsMiddleware:
 class QueueCollector(Collector):
     """Queue depth and failed jobs, read from Redis at scrape time."""
 
+    def describe(self) -> list:
+        return []  # registering must not reach Redis
+
     def collect(self) -> Iterator[GaugeMetricFamily]:
         depth = GaugeMetricFamily("rq_queue_depth", "Jobs waiting in an RQ queue", labels=["queue"])
         failed = GaugeMetricFamily(
@@ -63,6 +66,15 @@ class QueueCollector(Collector):
 
 
 REGISTRY.register(QueueCollector())
+
+
+def _register_domain_collectors() -> None:
+    from reconciliation.metrics import ReconcileCollector
+
+    REGISTRY.register(ReconcileCollector())
+
+
+_register_domain_collectors()
 
 
 def healthz(request: HttpRequest) -> JsonResponse:

@@ -433,7 +433,7 @@ def _block(ctx: PassContext, connector: Any, blocked: list[Finding]) -> list[dic
 
 def _verify(ctx: PassContext, remaining: set[str]) -> None:
     """Findings whose drift is gone from a fresh observation are verified (or resolved)."""
-    now = ctx.now
+    now = max(ctx.now, timezone.now())  # verification time, for time-to-verify figures
     hold = timedelta(seconds=settings.RECONCILE_HOLD_SECONDS)
     for finding in Finding.objects.select_for_update().filter(
             agent=ctx.agent, status__in=[FindingStatus.OPEN, FindingStatus.CORRECTING,

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 import audit
 from audit.choices import AuditAction
-from config.errors import Conflict, Invalid, NotAllowed
+from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from registry.actions.proposals import reevaluate_pending
 from registry.choices import GuardrailEffect, Role
 from registry.guardrails import ExpressionError, check_expression
@@ -64,7 +64,9 @@ def create_guardrail(*, actor: Any, name: str, expression: str, effect: str, mes
 def update_guardrail(guardrail: Guardrail, *, actor: Any, **changes: Any) -> Guardrail:
     """Change a guardrail's fields and re-evaluate pending proposals."""
     _check_role(actor)
-    guardrail = Guardrail.objects.select_for_update().get(pk=guardrail.pk)
+    guardrail = Guardrail.objects.select_for_update().filter(pk=guardrail.pk).first()
+    if guardrail is None:
+        raise NotFound("The guardrail was deleted meanwhile.")
     before = guardrail.to_dict()
     fields = {name: changes.get(name, getattr(guardrail, name)) for name in EDITABLE}
     _validate(fields)

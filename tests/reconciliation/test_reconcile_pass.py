@@ -230,3 +230,21 @@ def test_the_breaker_pauses_automatic_correction_when_too_many_agents_drift(peop
     assert run.changes == [] and sandbox(second).apply_count == 0
     actions.reset_breaker(actor=people.dana, reason="bad deploy understood")
     assert passes(second).result == "corrected"
+
+
+def test_metrics_show_passes_drift_corrections_time_to_verify_and_the_zero_counter(people,
+                                                                                 client):
+    agent = approved_agent(people)
+    passes(agent)
+    actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
+    passes(agent)
+    text = client.get("/metrics").content.decode()
+    assert 'reconcile_passes_total{result="converged"} 1.0' in text
+    assert 'reconcile_passes_total{result="corrected"} 1.0' in text
+    assert 'drift_findings_total{kind="tool_added",severity="high"} 1.0' in text
+    assert 'corrections_total{result="verified"} 3.0' in text
+    assert 'drift_to_verified_seconds_bucket{le="+Inf"} 3.0' in text
+    assert 'drift_to_verified_seconds_bucket{le="60.0"} 3.0' in text
+    assert "drift_to_verified_seconds_sum 0.0" not in text
+    assert "post_convergence_drift_total 1.0" in text
+    assert "breaker_tripped 0.0" in text
