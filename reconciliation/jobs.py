@@ -85,13 +85,25 @@ def schedule_grant_expiry(agent_id: int, expires_at: str) -> None:
         _queue().enqueue_at(when, reconcile_agent, agent_id, Trigger.GRANT_EXPIRED)
 
 
+RESYNC_BATCH = 500
+
+
 def resync() -> int:
-    """The periodic backstop: queue a pass for every agent (collapsing into queued ones)."""
+    """The periodic backstop (cron): split every reconcilable agent into batches; returns the
+    number of batch jobs queued. A batch checks its agents with a few set queries."""
     from registry.models import Agent
 
-    queued = 0
-    ids = Agent.objects.filter(active_version__isnull=False).exclude(
-        lifecycle="retired").values_list("pk", flat=True)
-    for agent_id in ids.iterator(chunk_size=2000):
-        queued += enqueue_reconcile(agent_id, Trigger.RESYNC)
-    return queued
+    ids = list(Agent.objects.filter(active_version__isnull=False).exclude(
+        lifecycle="retired").order_by("pk").values_list("pk", flat=True))
+    queue = _queue()
+    batches = [ids[i:i + RESYNC_BATCH] for i in range(0, len(ids), RESYNC_BATCH)]
+    for batch in batches:
+        queue.enqueue(resync_batch, batch)
+    return len(batches)
+
+
+def resync_batch(agent_ids: list[int]) -> dict[str, int]:
+    """Check a batch of agents; queue a full pass only for those that are not converged."""
+    needs_pass = actions.converged_check(agent_ids)
+    queued = sum(enqueue_reconcile(agent_id, Trigger.RESYNC) for agent_id in needs_pass)
+    return {"checked": len(agent_ids), "queued": queued}
