@@ -9,43 +9,20 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from config.embedded_redis import port_answers  # noqa: E402
+from bench.scratch import setup_django  # noqa: E402
 
 WRITERS, EACH, VERIFY_ROWS = 8, 250, 100_000
 
 
-def scratch_database() -> str:
-    url = os.environ.get("DATABASE_URL", "")
-    if not url and port_answers("127.0.0.1", 5432):
-        url = "postgres://postgres@127.0.0.1:5432/postgres"
-    if url.startswith("postgres"):
-        import psycopg
-
-        server = url.rsplit("/", 1)[0]
-        with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
-            conn.execute("DROP DATABASE IF EXISTS agentgov_bench")
-            conn.execute("CREATE DATABASE agentgov_bench")
-        return f"{server}/agentgov_bench"
-    return f"sqlite:///{tempfile.mkdtemp()}/bench.sqlite3"
-
-
 def main() -> None:
-    os.environ["DATABASE_URL"] = scratch_database()
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
+    setup_django()
     from django.db import connection
-
-    call_command("migrate", verbosity=0)
 
     writers = [
         subprocess.Popen([sys.executable, str(ROOT / "bench" / "audit_writer.py"), f"w{n}",

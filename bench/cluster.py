@@ -1,0 +1,75 @@
+"""Building a converged cluster of sandbox agents fast (bulk inserts), and real workers."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def build_cluster(count: int) -> list[int]:
+    """`count` approved, converged sandbox agents owned by one owner; returns their ids."""
+    import yaml
+    from django.contrib.auth.models import User
+    from django.utils import timezone
+
+    from reconciliation.models import AgentStatus, SandboxAgent
+    from registry.manifest import validate_manifest
+    from registry.models import Agent, DesiredStateVersion
+
+    owner, _ = User.objects.get_or_create(username="bench-owner")
+    document = yaml.safe_load((ROOT / "examples" / "manifests" / "refund-agent.yaml").read_text())
+    document["spec"]["enforcement"] = {"default": "correct"}
+    manifest = validate_manifest(document)
+    state = {k: v for k, v in manifest.spec.items() if k != "enforcement"}
+    state["running"] = True
+    now = timezone.now()
+    agents = Agent.objects.bulk_create(
+        [Agent(name=f"bench-{i:05d}", owner=owner, framework="langgraph",
+               connector=manifest.spec["connector"], generation=1) for i in range(count)],
+        batch_size=2000)
+    versions = DesiredStateVersion.objects.bulk_create(
+        [DesiredStateVersion(agent=a, generation=1, base_generation=0, spec=manifest.spec,
+                             spec_sha256=manifest.spec_sha256, state="approved", source="yaml",
+                             metadata={"owner": owner.username}) for a in agents],
+        batch_size=2000)
+    for agent, version in zip(agents, versions, strict=True):
+        agent.active_version = version
+    Agent.objects.bulk_update(agents, ["active_version"], batch_size=2000)
+    AgentStatus.objects.bulk_create(
+        [AgentStatus(agent=a, converged=True, converged_generation=1, observed_generation=1,
+                     last_reconciled_at=now) for a in agents], batch_size=2000)
+    SandboxAgent.objects.bulk_create([SandboxAgent(agent=a, state=state) for a in agents],
+                                     batch_size=2000)
+    return [a.pk for a in agents]
+
+
+class Workers:
+    """`count` real RQ worker processes (with the scheduler) on the bench's stores."""
+
+    def __init__(self, count: int, queues: tuple[str, ...] = ("reconcile",)) -> None:
+        self.processes = [
+            subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "rqworker", *queues,
+                              "--with-scheduler"], cwd=ROOT, env=dict(os.environ),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for _ in range(count)]
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        """Until every worker has registered with Redis."""
+        import django_rq
+        from rq import Worker
+
+        deadline = time.monotonic() + timeout
+        connection = django_rq.get_connection("reconcile")
+        while len(Worker.all(connection=connection)) < len(self.processes):
+            if time.monotonic() > deadline:
+                raise SystemExit("workers did not start")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        for process in self.processes:
+            process.terminate()
+        for process in self.processes:
+            process.wait(timeout=30)

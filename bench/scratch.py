@@ -1,0 +1,58 @@
+"""A scratch database and Redis for benchmarks, so a bench never touches real data.
+
+PostgreSQL `agentgov_bench` (dropped and created) on the server of DATABASE_URL, or on
+127.0.0.1:5432 when it answers, else a temporary SQLite file; Redis database 14 of REDIS_URL's
+server or 127.0.0.1:6379 when it answers, else the embedded redis-server.
+"""
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from config.embedded_redis import port_answers  # noqa: E402
+
+
+def scratch_database() -> str:
+    url = os.environ.get("DATABASE_URL", "")
+    if not url and port_answers("127.0.0.1", 5432):
+        url = "postgres://postgres@127.0.0.1:5432/postgres"
+    if url.startswith("postgres"):
+        import psycopg
+
+        server = url.rsplit("/", 1)[0]
+        with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
+            conn.execute("DROP DATABASE IF EXISTS agentgov_bench WITH (FORCE)")
+            conn.execute("CREATE DATABASE agentgov_bench")
+        return f"{server}/agentgov_bench"
+    return f"sqlite:///{tempfile.mkdtemp()}/bench.sqlite3"
+
+
+def scratch_redis() -> str | None:
+    url = os.environ.get("REDIS_URL", "")
+    if not url and port_answers("127.0.0.1", 6379):
+        url = "redis://127.0.0.1:6379/0"
+    return url.rsplit("/", 1)[0] + "/14" if url else None
+
+
+def setup_django() -> None:
+    """Point this process (and the workers it starts) at the scratch stores and migrate."""
+    os.environ["DATABASE_URL"] = scratch_database()
+    redis_url = scratch_redis()
+    if redis_url:
+        os.environ["REDIS_URL"] = redis_url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.core.management import call_command
+
+    os.environ["REDIS_URL"] = settings.REDIS_URL  # the embedded one, if that is what we got
+    call_command("migrate", verbosity=0)
+    import redis
+
+    redis.Redis.from_url(settings.REDIS_URL).flushdb()
