@@ -24,3 +24,29 @@ def overview(request: HttpRequest) -> HttpResponse:
         "reconciliation/overview.html",
         {"head": head, "last_checkpoint": last_checkpoint, "queues": queues},
     )
+
+
+RECENT = 20
+
+
+def agent_state_context(agent) -> dict:
+    """The reconciler's side of an agent's page: conditions, the latest observation, and its
+    recent findings, corrections, runs and open escalations (a fixed number of queries)."""
+    import yaml
+
+    from reconciliation.models import AgentStatus, Correction, Escalation, Finding, ReconcileRun
+
+    status = AgentStatus.objects.filter(agent=agent).first()
+    observation = agent.observations.order_by("-observed_at").first()
+    return {
+        "status": status,
+        "observation": observation,
+        "observed_yaml": yaml.safe_dump(observation.state, sort_keys=True)
+        if observation else "",
+        "findings": list(Finding.objects.filter(agent=agent).order_by("-last_seen")[:RECENT]),
+        "corrections": list(Correction.objects.filter(agent=agent).select_related("finding")
+                            .order_by("-created_at")[:RECENT]),
+        "runs": list(ReconcileRun.objects.filter(agent=agent).order_by("-started_at")[:RECENT]),
+        "escalations": list(Escalation.objects.filter(agent=agent, status="open")
+                            .select_related("finding").order_by("opened_at")),
+    }

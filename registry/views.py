@@ -20,6 +20,7 @@ from django.views.decorators.http import require_POST
 from audit.jsondiff import Change, flat_changes
 from audit.models import AuditEntry
 from config.errors import Conflict, DomainError
+from reconciliation.views import agent_state_context
 from registry import actions
 from registry.api import AgentFilter, agent_queryset, filter_agents, inbox_order
 from registry.choices import Lifecycle, Role, VersionSource, VersionState
@@ -131,6 +132,7 @@ def agent_detail(request: HttpRequest, name: str) -> HttpResponse:
         "entries": entries,
         "can_propose": _may_propose_for(request.user, agent),
         "can_explore_audit": has_role(request.user, Role.COMPLIANCE),
+        **agent_state_context(agent),
     })
 
 

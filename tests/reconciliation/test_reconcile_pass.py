@@ -248,3 +248,15 @@ def test_metrics_show_passes_drift_corrections_time_to_verify_and_the_zero_count
     assert "drift_to_verified_seconds_sum 0.0" not in text
     assert "post_convergence_drift_total 1.0" in text
     assert "breaker_tripped 0.0" in text
+
+
+def test_the_agent_page_shows_conditions_observed_state_findings_and_runs(people, client):
+    agent = approved_agent(people)
+    passes(agent)
+    actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
+    passes(agent)
+    client.force_login(people.dana)
+    body = client.get("/agents/refund-agent/").content.decode()
+    for text in ("Ready", "Converged", "action_limit_missing", "/actions/payments.refund",
+                 "remove_tool", "corrected", "observation", "Observed state"):
+        assert text in body, text
