@@ -16,6 +16,8 @@ PERSONAS = [
     ("bob", Role.APPROVER, "approves changes and handles escalations"),
     ("carol", Role.APPROVER, "the second approver (four-eyes)"),
     ("dana", Role.COMPLIANCE, "watches drift, guardrails and the audit trail"),
+    ("erin", Role.OWNER, "owns the support agents"),
+    ("frank", Role.OWNER, "owns the sales agents"),
     ("admin", Role.ADMIN, "operates the control plane"),
 ]
 
@@ -46,7 +48,12 @@ class Command(BaseCommand):
         store.parent.mkdir(parents=True, exist_ok=True)
         store.write_text(json.dumps(logins, indent=2))
         store.chmod(0o600)
+        from reconciliation.demo import seed_cluster
+
+        created = seed_cluster()
         width = max(len(name) for name, _, _ in PERSONAS)
         for username, role, what in PERSONAS:
             password = logins[username]
             self.stdout.write(f"  {username:<{width}}  {password:<14} {role.value:<10} {what}")
+        if created:
+            self.stderr.write(f"registered and approved {len(created)} demo agents")

@@ -1,0 +1,89 @@
+"""The demo cluster: the example agents, a few dozen generated ones across frameworks and
+owners, and the three guardrails compliance ships. Everything goes through the real actions."""
+
+import random
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import User
+
+from registry import actions as registry_actions
+from registry.choices import VersionSource
+from registry.intake import read_manifests
+from registry.manifest import validate_manifest
+from registry.models import Agent, Guardrail
+
+EXAMPLES = Path(settings.BASE_DIR) / "examples" / "manifests"
+
+GUARDRAILS = [
+    {"name": "crm-write-needs-two-approvers", "effect": "require_approvals",
+     "required_approvals": 2, "message": "write or admin on crm needs two approvers",
+     "description": "Customer data is sensitive: widening it takes four eyes and then two.",
+     "expression": '!spec.data.exists(d, d.resource == "crm" && d.access in ["write", "admin"])'
+                   ' && !spec.grants.exists(g, g.resource == "crm" && '
+                   'g.access in ["write", "admin"])'},
+    {"name": "refund-threshold-at-most-1000", "effect": "deny",
+     "message": "refunds above $1,000 always need a human sign-off",
+     "description": "The approval threshold of payments.refund may not exceed $1,000.",
+     "expression": '!("payments.refund" in spec.actions) || '
+                   '(spec.actions["payments.refund"].approval_above != null && '
+                   'spec.actions["payments.refund"].approval_above <= 1000)'},
+    {"name": "grants-expire-within-90-days", "effect": "warn",
+     "message": "time-bounded grants should expire within 90 days",
+     "description": "Long grants are permanent access in disguise.",
+     "expression": 'spec.grants.all(g, timestamp(g.expires_at) <= now + duration("2160h"))'},
+]
+
+FRAMEWORKS = ["langgraph", "crewai", "openai-agents", "autogen", "custom"]
+TEAMS = {"payments": ["payments.refund", "orders.lookup"], "support": ["tickets.read"],
+         "sales": ["crm.search"], "finance": ["invoices.read", "ledger.post"],
+         "ops": ["inventory.read", "shipping.book"]}
+
+
+def generated_manifest(index: int, owner: str, rng: random.Random) -> dict[str, Any]:
+    team = rng.choice(sorted(TEAMS))
+    tools = sorted(set(TEAMS[team]) | {rng.choice(["docs.search", "email.draft", "web.fetch"])})
+    spec: dict[str, Any] = {
+        "framework": rng.choice(FRAMEWORKS), "connector": {"type": "sandbox"},
+        "model": rng.choice(["gpt-4.1", "gpt-4.1-mini", "claude-sonnet", "llama-3.3-70b"]),
+        "version": f"1.{rng.randint(0, 9)}.{rng.randint(0, 20)}", "tools": tools,
+        "data": [{"resource": f"{team}_db", "access": rng.choice(["read", "write"])}],
+        "limits": [{"resource": f"{team}_db", "max_calls": rng.choice([40, 100, 500]),
+                    "per": "1h"}],
+        "enforcement": {"default": rng.choice(["correct", "correct", "correct", "escalate"])},
+    }
+    if "payments.refund" in tools:
+        spec["actions"] = {"payments.refund": {"approval_above": 500, "max": 5000}}
+    return {"apiVersion": "governance/v1", "kind": "Agent",
+            "metadata": {"name": f"{team}-agent-{index:02d}", "owner": owner,
+                         "labels": {"team": team, "env": rng.choice(["prod", "staging"])},
+                         "description": f"Generated demo agent for the {team} team"},
+            "spec": spec}
+
+
+def seed_cluster(*, generated: int = 37) -> list[str]:
+    """Register and approve the demo agents (idempotent); returns the names created."""
+    dana = User.objects.get(username="dana")
+    for guardrail in GUARDRAILS:
+        if not Guardrail.objects.filter(name=guardrail["name"]).exists():
+            registry_actions.create_guardrail(actor=dana, **guardrail)
+    manifests = []
+    for path in sorted(EXAMPLES.glob("*.yaml")):
+        manifests.extend(read_manifests(path.read_text()))
+    rng = random.Random(7)  # the same demo every time
+    owners = ["alice", "erin", "frank"]
+    manifests += [validate_manifest(generated_manifest(i, owners[i % 3], rng))
+                  for i in range(generated)]
+    bob, carol = User.objects.get(username="bob"), User.objects.get(username="carol")
+    created = []
+    for manifest in manifests:
+        if Agent.objects.filter(name=manifest.name).exists():
+            continue
+        owner = User.objects.get(username=manifest.owner)
+        (outcome,) = registry_actions.apply_manifests([manifest], actor=owner,
+                                                      source=VersionSource.YAML)
+        for approver in (bob, carol)[:outcome.version.required_approvals]:
+            registry_actions.approve_proposal(outcome.version.pk, actor=approver)
+        created.append(manifest.name)
+    return created

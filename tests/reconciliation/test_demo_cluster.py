@@ -1,0 +1,62 @@
+"""The demo cluster and the drift lab: what `make demo` seeds, and what the lab injects."""
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from reconciliation import actions
+from reconciliation.models import ControlState, Finding
+from registry.models import Agent, Guardrail
+from tests.conftest import eventually
+
+
+def test_seed_demo_registers_forty_approved_agents_and_the_three_guardrails(db, capsys,
+                                                                           settings, tmp_path):
+    settings.VAR_DIR = tmp_path
+    call_command("seed_demo", "--force")
+    assert Agent.objects.count() == 40
+    assert set(Agent.objects.values_list("generation", flat=True)) == {1}
+    assert set(Agent.objects.values_list("owner__username", flat=True)) == {
+        "alice", "erin", "frank"}
+    assert len(set(Agent.objects.values_list("framework", flat=True))) >= 4
+    assert sorted(Guardrail.objects.values_list("name", flat=True)) == [
+        "crm-write-needs-two-approvers", "grants-expire-within-90-days",
+        "refund-threshold-at-most-1000"]
+    crm = Agent.objects.get(name="crm-enricher").active_version
+    assert crm.required_approvals == 2 and crm.approvals.count() == 2
+    call_command("seed_demo", "--force")  # idempotent
+    assert Agent.objects.count() == 40
+    with pytest.raises(CommandError, match="DEBUG"):
+        settings.DEBUG = False
+        call_command("seed_demo")
+
+
+def test_the_lab_plays_the_bad_deployment_and_the_loop_corrects_it(db, settings, tmp_path,
+                                                                   capsys):
+    settings.VAR_DIR = tmp_path
+    call_command("seed_demo", "--force")
+    agent = Agent.objects.get(name="refund-agent")
+    actions.reconcile_agent(agent.pk, trigger="approved")
+    call_command("lab", "drift", "refund-agent")
+    assert "bad deployment" in capsys.readouterr().out
+    run = actions.reconcile_agent(agent.pk, trigger="observation")
+    assert run.result == "corrected"
+    assert {f.kind for f in Finding.objects.filter(agent=agent)} == {
+        "tool_added", "data_added", "action_limit_missing"}
+    with pytest.raises(CommandError, match="no agent"):
+        call_command("lab", "drift", "ghost")
+
+
+def test_a_mass_bad_deployment_trips_the_breaker_on_real_workers(start_worker, settings,
+                                                                 tmp_path, capsys):
+    settings.VAR_DIR = tmp_path
+    call_command("seed_demo", "--force")
+    worker = start_worker()
+    eventually(lambda: Agent.objects.filter(status__converged=True).count() == 40, timeout=90,
+               message=f"the demo never converged; worker said:\n{worker.output()}")
+    call_command("lab", "mass", "12")
+    eventually(lambda: ControlState.load().breaker_tripped_at is not None, timeout=60,
+               message=f"the breaker did not trip; worker said:\n{worker.output()}")
+    control = ControlState.load()
+    assert "automatic correction paused" in control.breaker_reason
+    # Some drift is left in place for a human instead of a mass revocation storm.
+    eventually(lambda: Finding.objects.filter(status="open").exists(), timeout=30)
