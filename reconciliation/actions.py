@@ -161,31 +161,21 @@ def _upsert_findings(ctx: PassContext, drifts: list[Drift],
                          target=f"finding:{finding.pk}", agent=agent.name,
                          after=finding.to_dict(), reason=f"found by a {ctx.trigger} pass")
             _alert("drift.detected", agent, finding)
-        elif finding.status in (FindingStatus.CORRECTED, FindingStatus.RESOLVED,
-                                FindingStatus.LOGGED) and drift.fingerprint in regressed:
-            finding.status = FindingStatus.REGRESSED
-            finding.occurrence += 1
-            finding.detected_at = now
-            finding.last_seen = now
-            finding.generation = ctx.generation
-            finding.save()
-            audit.record(actor=SYSTEM, action=AuditAction.FINDING_REGRESSED,
-                         target=f"finding:{finding.pk}", agent=agent.name,
-                         after=finding.to_dict(), reason="the same drift came back within "
-                                                         "the hold window")
-            _alert("drift.regressed", agent, finding)
         elif finding.status in (FindingStatus.CORRECTED, FindingStatus.RESOLVED):
-            finding.status = FindingStatus.OPEN
+            came_back = drift.fingerprint in regressed
+            finding.status = FindingStatus.REGRESSED if came_back else FindingStatus.OPEN
             finding.occurrence += 1
-            finding.attempts = 0
-            finding.detected_at = now
-            finding.last_seen = now
+            finding.attempts = finding.attempts if came_back else 0
+            finding.detected_at = finding.last_seen = now
             finding.generation = ctx.generation
             finding.save()
-            audit.record(actor=SYSTEM, action=AuditAction.FINDING_OPENED,
-                         target=f"finding:{finding.pk}", agent=agent.name,
-                         after=finding.to_dict(), reason="the drift is back")
-            _alert("drift.detected", agent, finding)
+            audit.record(
+                actor=SYSTEM, target=f"finding:{finding.pk}", agent=agent.name,
+                action=AuditAction.FINDING_REGRESSED if came_back else AuditAction.FINDING_OPENED,
+                after=finding.to_dict(),
+                reason="the same drift came back within the hold window" if came_back
+                else "the drift is back")
+            _alert("drift.regressed" if came_back else "drift.detected", agent, finding)
         else:
             Finding.objects.filter(pk=finding.pk).update(last_seen=now)
         out[drift.fingerprint] = finding

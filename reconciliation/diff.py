@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import json
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
+
+from audit.chain import canonical_json as chain_canonical_json
 
 ACCESS_LEVELS = ("read", "write", "admin")
 ACTION_LIMIT_FIELDS = ("approval_above", "max")
@@ -124,7 +125,7 @@ ACTIONS_AREA_KINDS = frozenset(
 
 def canonical_json(value: Any) -> str:
     """Sorted, compact JSON; integral floats become ints so 500 and 500.0 fingerprint alike."""
-    return json.dumps(_normalise(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return chain_canonical_json(_normalise(value))
 
 
 def _normalise(value: Any) -> Any:

@@ -17,6 +17,8 @@ from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.resolver import Resolver
 
+from audit.chain import canonical_json as chain_canonical_json
+
 try:  # libyaml parses a 1 MB body in about a third of the time pure Python takes (~4 s at worst)
     from yaml._yaml import CParser as _Parser
 except ImportError:  # PyYAML built without libyaml
@@ -234,11 +236,8 @@ def format_timestamp(stamp: dt.datetime) -> str:
     return f"{text}.{utc.microsecond:06d}Z" if utc.microsecond else f"{text}Z"
 
 
-def canonical_json(obj: Any) -> str:
-    """The one JSON spelling of a value that hashes and audit rows are computed from."""
-    return json.dumps(
-        obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
+# The one JSON spelling the audit trail hashes with, so a spec hash means the same everywhere.
+canonical_json = chain_canonical_json
 
 
 # --- validation -------------------------------------------------------------------------------

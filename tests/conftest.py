@@ -155,6 +155,16 @@ spec:
 """
 
 
+# A deployment that quietly grants CRM access and drops the $500 refund rule.
+BAD_DEPLOYMENT = {
+    "tools": ["crm.search", "orders.lookup", "payments.refund"],
+    "data": [{"resource": "orders_db", "access": "read"},
+             {"resource": "payments", "access": "write"},
+             {"resource": "crm", "access": "write"}],
+    "actions": {"payments.refund": {"max": 5000}},
+}
+
+
 def refund_manifest(**spec_changes):
     """The refund agent's manifest, with spec keys replaced."""
     import yaml

@@ -11,15 +11,7 @@ from reconciliation.models import Finding, ReconcileRun, SandboxAgent
 from reconciliation.triggers import enqueue_reconcile
 from registry import actions as registry_actions
 from registry.models import Agent
-from tests.conftest import eventually, refund_manifest
-
-BAD_DEPLOYMENT = {
-    "tools": ["crm.search", "orders.lookup", "payments.refund"],
-    "data": [{"resource": "orders_db", "access": "read"},
-             {"resource": "payments", "access": "write"},
-             {"resource": "crm", "access": "write"}],
-    "actions": {"payments.refund": {"max": 5000}},
-}
+from tests.conftest import BAD_DEPLOYMENT, eventually, refund_manifest
 
 
 def register_and_approve(people) -> Agent:

@@ -22,18 +22,9 @@ from reconciliation.models import (
 from registry import actions as registry_actions
 from registry.choices import VersionSource
 from registry.models import Agent
-from tests.conftest import refund_manifest
+from tests.conftest import BAD_DEPLOYMENT, refund_manifest
 
 pytestmark = pytest.mark.django_db
-
-BAD_DEPLOYMENT = {
-    "tools": ["crm.search", "orders.lookup", "payments.refund"],
-    "data": [{"resource": "orders_db", "access": "read"},
-             {"resource": "payments", "access": "write"},
-             {"resource": "crm", "access": "write"}],
-    "actions": {"payments.refund": {"max": 5000}},
-}
-
 
 def approved_agent(people, **spec) -> Agent:
     spec.setdefault("enforcement", {"default": "correct"})
@@ -260,3 +251,24 @@ def test_the_agent_page_shows_conditions_observed_state_findings_and_runs(people
     for text in ("Ready", "Converged", "action_limit_missing", "/actions/payments.refund",
                  "remove_tool", "corrected", "observation", "Observed state"):
         assert text in body, text
+
+
+def test_a_drift_that_keeps_coming_back_regresses_and_then_goes_to_a_human(people, settings):
+    settings.RECONCILE_MAX_ATTEMPTS = 2
+    agent = approved_agent(people)
+    passes(agent)
+    changes = {"tools": ["crm.search", "orders.lookup", "payments.refund"]}
+    actions.sandbox_deploy(agent, actor="system:test", changes=changes, reason="deploy 1")
+    assert passes(agent).result == "corrected"
+    actions.sandbox_deploy(agent, actor="system:test", changes=changes, reason="deploy 2")
+    run = passes(agent)
+    finding = Finding.objects.get(agent=agent)
+    assert (run.result, finding.status, finding.occurrence) == ("corrected", "corrected", 2)
+    assert len({c.idempotency_key for c in Correction.objects.filter(finding=finding)}) == 2
+    assert AuditEntry.objects.filter(action="finding.regressed").count() == 1
+    actions.sandbox_deploy(agent, actor="system:test", changes=changes, reason="deploy 3")
+    passes(agent)
+    finding.refresh_from_db()
+    assert finding.status == "escalated"
+    assert "drift came back after 2 corrections" in Escalation.objects.get().reason
+    assert sandbox(agent).apply_count == 2
