@@ -39,6 +39,8 @@ lint: install
 
 bench: install
 	$(PY) bench/audit_append.py
+	$(PY) bench/resync.py
+	$(PY) bench/drift_latency.py
 
 clean:
 	rm -rf var .pytest_cache .hypothesis
