@@ -94,3 +94,21 @@ def test_a_worker_killed_mid_correction_leaves_a_lock_that_expires_and_the_work_
 @pytest.fixture(autouse=True)
 def _quick_verification(settings):
     settings.RECONCILE_VERIFY_DELAY_SECONDS = 1
+
+
+def test_approving_a_grant_schedules_a_pass_at_its_exact_expiry(transactional_db, people,
+                                                               redis_client):
+    from datetime import UTC, datetime
+
+    from rq.registry import ScheduledJobRegistry
+
+    manifest = refund_manifest(grants=[{"resource": "crm", "access": "read", "reason": "audit",
+                                        "expires_at": "2030-01-02T03:04:05Z"}])
+    (outcome,) = registry_actions.apply_manifests([manifest], actor=people.alice, source="yaml")
+    registry_actions.approve_proposal(outcome.version.pk, actor=people.bob)
+    queue = django_rq.get_queue("reconcile")
+    registry = ScheduledJobRegistry(queue=queue)
+    (job_id,) = registry.get_job_ids()
+    job = queue.fetch_job(job_id)
+    assert job.args[1] == "grant_expired"
+    assert registry.get_scheduled_time(job) == datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)

@@ -147,3 +147,16 @@ def test_only_compliance_manages_guardrails(people, api_as):
     assert response.status_code == 403
     assert api_as(people.bob).get("/api/v1/guardrails").status_code == 200
     assert Guardrail.objects.count() == 0
+
+
+def test_every_guardrail_change_is_audited_with_before_and_after(people):
+    guardrail = actions.create_guardrail(actor=people.dana, name="g", expression="true",
+                                         effect="warn", message="m")
+    actions.update_guardrail(guardrail, actor=people.dana, message="changed")
+    actions.delete_guardrail(Guardrail.objects.get(name="g"), actor=people.dana)
+    entries = list(AuditEntry.objects.filter(target="guardrail:g").order_by("seq"))
+    assert [(e.action, e.actor) for e in entries] == [
+        ("guardrail.created", "dana"), ("guardrail.updated", "dana"),
+        ("guardrail.deleted", "dana")]
+    assert entries[1].before["message"] == "m" and entries[1].after["message"] == "changed"
+    assert entries[2].after is None and entries[2].before["name"] == "g"
