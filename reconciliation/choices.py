@@ -78,6 +78,8 @@ class Resolution(models.TextChoices):
     REVERT = "revert"  # correct the agent back to its approved state
     ACCEPT = "accept"  # accept the observed state into a new proposal
     SUSPEND = "suspend"  # suspend the agent
+    ALLOW = "allow"  # a pending runtime decision: allow it (once)
+    DENY = "deny"  # a pending runtime decision: deny it
 
 
 class ConditionType(models.TextChoices):
@@ -86,3 +88,40 @@ class ConditionType(models.TextChoices):
     RECONCILING = "Reconciling"
     ESCALATED = "Escalated"
     SUSPENDED = "Suspended"
+
+
+class EventKind(models.TextChoices):
+    """What a behaviour event records."""
+
+    TOOL_CALL = "tool_call"
+    DATA_ACCESS = "data_access"
+    ACTION = "action"
+
+
+class DecisionOutcome(models.TextChoices):
+    ALLOW = "allow"
+    DENY = "deny"
+    PENDING = "pending"
+
+
+class DecisionStatus(models.TextChoices):
+    """The life of a runtime decision."""
+
+    DECIDED = "decided"  # allow or deny at once
+    PENDING = "pending"  # waiting for a human
+    APPROVED = "approved"  # a human allowed it; single use
+    REJECTED = "rejected"  # a human denied it
+    EXPIRED = "expired"  # nobody answered in time: deny
+    USED = "used"  # the allowed action was performed
+
+
+class BehaviourKind(models.TextChoices):
+    """Kinds of behaviour findings (cross-call rules)."""
+
+    RATE_LIMIT_EXCEEDED = "rate_limit_exceeded"
+    SAME_RECORD_EXCEEDED = "same_record_exceeded"
+    ACTION_WITHOUT_SIGNOFF = "action_without_signoff"
+    ACTION_ABOVE_MAX = "action_above_max"
+    TOOL_NOT_APPROVED = "tool_not_approved"
+    RESOURCE_NOT_APPROVED = "resource_not_approved"
+    DECISION_REUSED = "decision_reused"

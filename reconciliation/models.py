@@ -1,6 +1,7 @@
 """Observed state, the simulated platform, reconcile runs, findings, corrections, escalations,
 agent status (conditions) and the control plane's own switches (shadow mode, breaker)."""
 
+import uuid
 from typing import Any
 
 from django.conf import settings
@@ -9,9 +10,10 @@ from django.utils import timezone
 
 from reconciliation.choices import (
     CorrectionResult,
+    DecisionOutcome,
+    DecisionStatus,
     EscalationStatus,
     FindingStatus,
-    Resolution,
     RunResult,
     Trigger,
 )
@@ -167,15 +169,18 @@ class Correction(models.Model):
 
 
 class Escalation(models.Model):
-    """Drift or a runtime action handed to an approver: revert, accept or suspend."""
+    """Drift or a runtime action handed to an approver: revert, accept or suspend (drift), or
+    allow or deny (a pending decision)."""
 
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="escalations")
+    decision = models.OneToOneField("Decision", null=True, blank=True, on_delete=models.CASCADE,
+                                    related_name="escalation")
     finding = models.ForeignKey(Finding, null=True, blank=True, on_delete=models.SET_NULL,
                                 related_name="escalations")
     reason = models.TextField()
     status = models.CharField(max_length=10, choices=EscalationStatus.choices,
                               default=EscalationStatus.OPEN)
-    resolution = models.CharField(max_length=10, choices=Resolution.choices, blank=True,
+    resolution = models.CharField(max_length=10, blank=True,
                                   default="")
     comment = models.TextField(blank=True, default="")
     opened_at = models.DateTimeField(default=timezone.now)
@@ -206,3 +211,85 @@ class ControlState(models.Model):
     @classmethod
     def load(cls) -> "ControlState":
         return cls.objects.get_or_create(pk=1)[0]
+
+
+class BehaviourEvent(models.Model):
+    """One thing an agent did (tool call, data access, action), as reported; idempotent on id."""
+
+    event_id = models.CharField(max_length=128, unique=True)
+    agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.CASCADE,
+                              related_name="events")
+    agent_name = models.CharField(max_length=63)  # kept for agents the registry does not know
+    ts = models.DateTimeField()
+    kind = models.CharField(max_length=16)
+    tool = models.CharField(max_length=128, blank=True, default="")
+    resource = models.CharField(max_length=256, blank=True, default="")
+    record = models.CharField(max_length=256, blank=True, default="")
+    action = models.CharField(max_length=128, blank=True, default="")
+    amount = models.FloatField(null=True, blank=True)
+    approved_by = models.CharField(max_length=150, blank=True, default="")
+    decision_id = models.CharField(max_length=64, blank=True, default="")
+    trace_id = models.CharField(max_length=64, blank=True, default="")
+    span_id = models.CharField(max_length=32, blank=True, default="")
+    source = models.CharField(max_length=8, default="api")  # api | otlp
+    received_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["agent", "ts"], name="event_agent_ts"),
+                   models.Index(fields=["agent_name", "ts"], name="event_name_ts")]
+
+    def __str__(self) -> str:
+        return f"{self.agent_name} {self.kind} {self.event_id}"
+
+
+class UnregisteredAgent(models.Model):
+    """A shadow agent: something reported under a name the registry does not know."""
+
+    name = models.CharField(max_length=63, unique=True)
+    first_seen = models.DateTimeField(default=timezone.now)
+    last_seen = models.DateTimeField(default=timezone.now)
+    events = models.PositiveIntegerField(default=0)
+    last_observation = models.JSONField(null=True, blank=True)
+    assigned_owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                       on_delete=models.PROTECT, related_name="+")
+    registered = models.BooleanField(default=False)
+
+    def __str__(self) -> str:
+        return f"unregistered {self.name}"
+
+
+class Decision(models.Model):
+    """A runtime decision an agent asked for before a sensitive action."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="decisions")
+    request = models.JSONField()  # {action, amount, tool, resource, record}
+    request_sha256 = models.CharField(max_length=64)
+    outcome = models.CharField(max_length=8, choices=DecisionOutcome.choices)
+    status = models.CharField(max_length=10, choices=DecisionStatus.choices)
+    rule = models.TextField()
+    callback_url = models.URLField(max_length=500, blank=True, default="")
+    generation = models.PositiveIntegerField()
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                   on_delete=models.PROTECT, related_name="+")
+    decided_at = models.DateTimeField(null=True, blank=True)
+    comment = models.TextField(blank=True, default="")
+    used_at = models.DateTimeField(null=True, blank=True)
+    used_by_event = models.CharField(max_length=128, blank=True, default="")
+
+    class Meta:
+        indexes = [models.Index(fields=["status", "expires_at"], name="decision_pending")]
+
+    def __str__(self) -> str:
+        return f"decision {self.pk} {self.outcome}/{self.status}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The API form of a decision."""
+        return {"id": str(self.pk), "agent": self.agent.name, "request": self.request,
+                "outcome": self.outcome, "status": self.status, "rule": self.rule,
+                "expires_at": self.expires_at.isoformat() if self.expires_at else None,
+                "decided_by": self.decided_by.username if self.decided_by_id else None,
+                "decided_at": self.decided_at.isoformat() if self.decided_at else None,
+                "comment": self.comment}

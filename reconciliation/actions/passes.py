@@ -1,14 +1,10 @@
-"""State changes of the reconcile loop: observations, passes, findings, corrections,
-escalations, suspension, shadow mode and the breaker. Each writes its audit rows in the same
-transaction and sends alerts after commit.
+"""One reconcile pass and the periodic resync check.
 
 A pass talks to the platform outside any transaction (a connector call may be slow or may
 crash), so its database work is split into short transactions: detection, then one per applied
 change, then verification. Whatever a crash interrupts, the next pass re-derives from the
-actual state.
-"""
+actual state."""
 
-import hashlib
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -19,22 +15,22 @@ from django.db import transaction
 from django.utils import timezone
 
 import audit
-from audit.chain import canonical_json
 from audit.choices import AuditAction
-from config.errors import Conflict, Invalid, NotAllowed
 from reconciliation import alerts
+from reconciliation.actions.common import SYSTEM, alert, open_escalation, suspend_agent
+from reconciliation.actions.observations import record_observation
+from reconciliation.actions.sandbox import ensure_sandbox
 from reconciliation.choices import (
     OPEN_STATUSES,
     CorrectionResult,
     EscalationStatus,
     FindingStatus,
-    Resolution,
     RunResult,
     Trigger,
 )
 from reconciliation.conditions import compute_conditions
 from reconciliation.connectors import ConnectorError, connector_for
-from reconciliation.diff import Drift, Operation, OperationKind, diff, effective_desired
+from reconciliation.diff import Drift, Operation, OperationKind, diff
 from reconciliation.models import (
     AgentStatus,
     ControlState,
@@ -43,77 +39,10 @@ from reconciliation.models import (
     Finding,
     ObservedState,
     ReconcileRun,
-    SandboxAgent,
 )
 from reconciliation.reconciler import FindingView, decide, idempotency_key
-from reconciliation.triggers import request_reconcile
-from registry.choices import Lifecycle, Role
+from registry.choices import Lifecycle
 from registry.models import Agent
-from registry.roles import has_role
-
-SYSTEM = "system:reconciler"
-
-
-def state_hash(state: dict[str, Any]) -> str:
-    """SHA-256 of an observed state's canonical JSON."""
-    return hashlib.sha256(canonical_json(state).encode()).hexdigest()
-
-
-def desired_now(agent: Agent, now: datetime) -> dict[str, Any]:
-    """The effective desired state at `now`: approved spec, expired grants removed."""
-    return effective_desired(agent.active_version.spec, now,
-                             suspended=agent.lifecycle == Lifecycle.SUSPENDED)
-
-
-def _link(agent: Agent) -> str:
-    return f"/agents/{agent.name}/"
-
-
-def _alert(event: str, agent: Agent, finding: Finding | None = None, **extra: Any) -> None:
-    payload = {"agent": agent.name, "link": _link(agent), **extra}
-    if finding is not None:
-        payload.update(finding=finding.pk, severity=finding.severity, kind=finding.kind,
-                       pointer=finding.pointer)
-    alerts.broadcast(event, payload)
-
-
-# --- observations ------------------------------------------------------------------------------
-
-
-@transaction.atomic
-def record_observation(agent: Agent, state: dict[str, Any], *, actor: Any, source: str,
-                       trigger_reconcile: bool = True) -> tuple[ObservedState, bool]:
-    """Store an observed state; only a changed state is a new history row (a heartbeat just
-    moves last_seen_at). Queues a reconcile after commit. Returns (row, changed)."""
-    now = timezone.now()
-    digest = state_hash(state)
-    latest = (ObservedState.objects.select_for_update().filter(agent=agent)
-              .order_by("-observed_at").first())
-    if latest is not None and latest.state_sha256 == digest:
-        latest.last_seen_at = now
-        latest.save(update_fields=["last_seen_at"])
-        row, changed = latest, False
-    else:
-        row = ObservedState.objects.create(agent=agent, state=state, state_sha256=digest,
-                                           source=source, reported_by=audit_label(actor),
-                                           observed_at=now, last_seen_at=now)
-        audit.record(actor=actor, action=AuditAction.OBSERVATION_RECORDED,
-                     target=f"agent:{agent.name}", agent=agent.name,
-                     before=latest.state if latest else None, after=state,
-                     reason=f"reported through {source}")
-        changed = True
-    if trigger_reconcile:
-        request_reconcile(agent.pk, Trigger.OBSERVATION)
-    return row, changed
-
-
-def audit_label(actor: Any) -> str:
-    from audit.actions import actor_label
-
-    return actor_label(actor)
-
-
-# --- one reconcile pass ------------------------------------------------------------------------
 
 
 @dataclass
@@ -160,7 +89,7 @@ def _upsert_findings(ctx: PassContext, drifts: list[Drift],
             audit.record(actor=SYSTEM, action=AuditAction.FINDING_OPENED,
                          target=f"finding:{finding.pk}", agent=agent.name,
                          after=finding.to_dict(), reason=f"found by a {ctx.trigger} pass")
-            _alert("drift.detected", agent, finding)
+            alert("drift.detected", agent, finding)
         elif finding.status in (FindingStatus.CORRECTED, FindingStatus.RESOLVED):
             came_back = drift.fingerprint in regressed
             finding.status = FindingStatus.REGRESSED if came_back else FindingStatus.OPEN
@@ -175,7 +104,7 @@ def _upsert_findings(ctx: PassContext, drifts: list[Drift],
                 after=finding.to_dict(),
                 reason="the same drift came back within the hold window" if came_back
                 else "the drift is back")
-            _alert("drift.regressed" if came_back else "drift.detected", agent, finding)
+            alert("drift.regressed" if came_back else "drift.detected", agent, finding)
         else:
             Finding.objects.filter(pk=finding.pk).update(last_seen=now)
         out[drift.fingerprint] = finding
@@ -445,250 +374,9 @@ def _verify(ctx: PassContext, remaining: set[str]) -> None:
             reason="verified by a fresh observation" if corrected else "no longer observed")
         if corrected:
             seconds = (now - finding.detected_at).total_seconds()
-            _alert("drift.corrected", ctx.agent, finding, seconds_to_verify=round(seconds, 3))
+            alert("drift.corrected", ctx.agent, finding, seconds_to_verify=round(seconds, 3))
 
 
-# --- escalations, suspension, findings ---------------------------------------------------------
-
-
-def open_escalation(agent: Agent, finding: Finding | None, *, reason: str) -> Escalation | None:
-    """Hand a drift to the approvers (once per finding while open)."""
-    if finding is not None and Escalation.objects.filter(
-            finding=finding, status=EscalationStatus.OPEN).exists():
-        return None
-    escalation = Escalation.objects.create(agent=agent, finding=finding, reason=reason)
-    if finding is not None:
-        Finding.objects.filter(pk=finding.pk).update(status=FindingStatus.ESCALATED,
-                                                     reason=reason)
-    audit.record(actor=SYSTEM, action=AuditAction.ESCALATION_OPENED,
-                 target=f"escalation:{escalation.pk}", agent=agent.name,
-                 after={"finding": finding.to_dict() if finding else None}, reason=reason)
-    _alert("escalation.opened", agent, finding, escalation=escalation.pk, message=reason)
-    return escalation
-
-
-def suspend_agent(agent: Agent, *, actor: Any, reason: str) -> bool:
-    """Mark an agent suspended (its connector was told); False when it already was."""
-    updated = Agent.objects.filter(pk=agent.pk).exclude(lifecycle=Lifecycle.SUSPENDED).update(
-        lifecycle=Lifecycle.SUSPENDED, updated_at=timezone.now())
-    if not updated:
-        return False
-    agent.lifecycle = Lifecycle.SUSPENDED
-    audit.record(actor=actor, action=AuditAction.AGENT_SUSPENDED, target=f"agent:{agent.name}",
-                 agent=agent.name, before={"lifecycle": "active"},
-                 after={"lifecycle": "suspended"}, reason=reason)
-    _alert("agent.suspended", agent, message=reason, severity="high")
-    return True
-
-
-def _check_decider(actor: Any) -> None:
-    if not has_role(actor, Role.APPROVER) or not getattr(actor, "pk", None):
-        raise NotAllowed("Only approvers resolve escalations.")
-
-
-@transaction.atomic
-def resolve_escalation(escalation_id: int, *, actor: Any, resolution: str,
-                       comment: str) -> Escalation:
-    """An approver resolves: revert (correct back), accept (propose the observed state), or
-    suspend. Always with a comment; never for an agent they own."""
-    from registry import actions as registry_actions
-    from registry.choices import VersionSource
-
-    _check_decider(actor)
-    if not comment.strip():
-        raise Invalid("Resolving an escalation needs a comment.",
-                      details=[{"pointer": "/comment", "message": "required"}])
-    resolution = Resolution(resolution)
-    escalation = (Escalation.objects.select_for_update(of=("self",))
-                  .select_related("agent__active_version", "finding").filter(pk=escalation_id)
-                  .first())
-    if escalation is None:
-        from config.errors import NotFound
-
-        raise NotFound(f"No escalation {escalation_id}.")
-    if escalation.status != EscalationStatus.OPEN:
-        raise Conflict(f"Escalation {escalation_id} is already resolved.", code="not_open")
-    agent = escalation.agent
-    if agent.owner_id == actor.pk:
-        raise NotAllowed("Four eyes: you cannot resolve an escalation for an agent you own.",
-                         code="four_eyes")
-    finding = escalation.finding
-    now = timezone.now()
-    if resolution == Resolution.REVERT:
-        if finding is not None:
-            # Back to the loop as an ordinary correction under a fresh key.
-            # Back to the loop as an ordinary correction, whatever the area's mode says.
-            Finding.objects.filter(pk=finding.pk).update(
-                status=FindingStatus.OPEN, attempts=0, revert_ordered=True,
-                reason=f"revert ordered by {actor.username}")
-    elif resolution == Resolution.ACCEPT:
-        latest = agent.observations.order_by("-observed_at").first()
-        if latest is None:
-            raise Conflict("There is no observed state to accept.", code="no_observation")
-        spec = dict(agent.active_version.spec)
-        accepted = {key: latest.state[key] for key in ("tools", "data", "actions", "limits",
-                                                       "grants", "model", "version")
-                    if key in latest.state}
-        spec.update(accepted)
-        from registry.intake import read_spec
-
-        registry_actions.propose(
-            agent, read_spec(spec), agent.active_version.metadata, actor=actor,
-            source=VersionSource.UI, comment=f"accepted from escalation {escalation.pk}",
-            from_escalation=True)
-        if finding is not None:
-            Finding.objects.filter(pk=finding.pk).update(status=FindingStatus.RESOLVED,
-                                                         reason="accepted into a proposal")
-    else:
-        suspend_agent(agent, actor=actor, reason=f"escalation {escalation.pk}: {comment}")
-        if finding is not None:
-            Finding.objects.filter(pk=finding.pk).update(status=FindingStatus.BLOCKED,
-                                                         reason="suspended by an approver")
-    escalation.status = EscalationStatus.RESOLVED
-    escalation.resolution = resolution
-    escalation.comment = comment
-    escalation.resolved_by = actor
-    escalation.resolved_at = now
-    escalation.save()
-    audit.record(actor=actor, action=AuditAction.ESCALATION_RESOLVED,
-                 target=f"escalation:{escalation.pk}", agent=agent.name,
-                 after={"resolution": resolution.value}, reason=comment)
-    _alert("escalation.resolved", agent, finding, escalation=escalation.pk,
-           resolution=resolution.value)
-    request_reconcile(agent.pk, Trigger.ESCALATION)
-    return escalation
-
-
-@transaction.atomic
-def resume_agent(agent: Agent, *, actor: Any, reason: str) -> None:
-    """A human clears a block: the agent is active again and its blocked findings resolved."""
-    if not (has_role(actor, Role.APPROVER) or has_role(actor, Role.COMPLIANCE)):
-        raise NotAllowed("Only approvers or compliance staff clear a block.")
-    if not reason.strip():
-        raise Invalid("Clearing a block needs a reason.",
-                      details=[{"pointer": "/reason", "message": "required"}])
-    updated = Agent.objects.filter(pk=agent.pk, lifecycle=Lifecycle.SUSPENDED).update(
-        lifecycle=Lifecycle.ACTIVE, updated_at=timezone.now())
-    if not updated:
-        raise Conflict(f"{agent.name} is not suspended.", code="not_suspended")
-    Finding.objects.filter(agent=agent, status=FindingStatus.BLOCKED).update(
-        status=FindingStatus.RESOLVED, reason=f"cleared by {audit_label(actor)}: {reason}")
-    audit.record(actor=actor, action=AuditAction.AGENT_RESUMED, target=f"agent:{agent.name}",
-                 agent=agent.name, before={"lifecycle": "suspended"},
-                 after={"lifecycle": "active"}, reason=reason)
-    request_reconcile(agent.pk, Trigger.MANUAL)
-
-
-@transaction.atomic
-def acknowledge_finding(finding_id: int, *, actor: Any, reason: str) -> Finding:
-    """Compliance acknowledges a finding with a reason (it stays in the record)."""
-    if not has_role(actor, Role.COMPLIANCE):
-        raise NotAllowed("Only compliance staff acknowledge findings.")
-    if not reason.strip():
-        raise Invalid("Acknowledging needs a reason.",
-                      details=[{"pointer": "/reason", "message": "required"}])
-    finding = Finding.objects.select_for_update().select_related("agent").get(pk=finding_id)
-    finding.acknowledged_by = actor
-    finding.acknowledged_at = timezone.now()
-    finding.save(update_fields=["acknowledged_by", "acknowledged_at"])
-    audit.record(actor=actor, action=AuditAction.FINDING_ACKNOWLEDGED,
-                 target=f"finding:{finding.pk}", agent=finding.agent.name, reason=reason)
-    return finding
-
-
-# --- switches ----------------------------------------------------------------------------------
-
-
-@transaction.atomic
-def set_shadow(*, actor: Any, enabled: bool, agent: Agent | None = None) -> None:
-    """Shadow mode for one agent or (agent=None) for the whole cluster: record, apply nothing."""
-    if agent is None and not has_role(actor, Role.COMPLIANCE):
-        raise NotAllowed("Only compliance staff switch global shadow mode.")
-    if agent is not None and not (has_role(actor, Role.COMPLIANCE) or (
-            has_role(actor, Role.OWNER) and agent.owner_id == getattr(actor, "pk", None))):
-        raise NotAllowed("Only the agent's owner or compliance staff switch its shadow mode.")
-    if agent is None:
-        control = ControlState.objects.select_for_update().get_or_create(pk=1)[0]
-        before, control.shadow = control.shadow, enabled
-        control.save(update_fields=["shadow"])
-        target = "control:shadow"
-    else:
-        status = AgentStatus.objects.select_for_update().get_or_create(agent=agent)[0]
-        before, status.shadow = status.shadow, enabled
-        status.save(update_fields=["shadow"])
-        target = f"agent:{agent.name}"
-    audit.record(actor=actor, action=AuditAction.SHADOW_CHANGED, target=target,
-                 agent=agent.name if agent else "", before={"shadow": before},
-                 after={"shadow": enabled})
-
-
-@transaction.atomic
-def reset_breaker(*, actor: Any, reason: str) -> None:
-    """Compliance resumes automatic correction after a tripped breaker."""
-    if not has_role(actor, Role.COMPLIANCE):
-        raise NotAllowed("Only compliance staff reset the breaker.")
-    control = ControlState.objects.select_for_update().get_or_create(pk=1)[0]
-    if control.breaker_tripped_at is None:
-        raise Conflict("The breaker is not tripped.", code="not_tripped")
-    before = {"tripped_at": control.breaker_tripped_at.isoformat(),
-              "reason": control.breaker_reason}
-    control.breaker_tripped_at = None
-    control.breaker_reason = ""
-    control.save(update_fields=["breaker_tripped_at", "breaker_reason"])
-    audit.record(actor=actor, action=AuditAction.BREAKER_RESET, target="control:breaker",
-                 before=before, after={"tripped_at": None}, reason=reason)
-
-
-# --- the sandbox platform ----------------------------------------------------------------------
-
-
-def ensure_sandbox(agent: Agent) -> SandboxAgent:
-    """The sandbox platform deploys an agent exactly as approved the first time it is seen."""
-    row = SandboxAgent.objects.filter(agent=agent).first()
-    if row is not None:
-        return row
-    state = desired_now(agent, timezone.now())
-    state.pop("enforcement", None)
-    row, _ = SandboxAgent.objects.get_or_create(agent=agent, defaults={"state": state})
-    return row
-
-
-@transaction.atomic
-def sandbox_deploy(agent: Agent, *, actor: Any, changes: dict[str, Any], reason: str) -> None:
-    """External drift: a "deployment" on the simulated platform changes the agent's state."""
-    ensure_sandbox(agent)
-    row = SandboxAgent.objects.select_for_update().get(agent=agent)
-    before = row.state
-    row.state = {**row.state, **changes}
-    row.save(update_fields=["state"])
-    audit.record(actor=actor, action=AuditAction.SANDBOX_CHANGED, target=f"agent:{agent.name}",
-                 agent=agent.name, before=before, after=row.state, reason=reason)
-    request_reconcile(agent.pk, Trigger.OBSERVATION)
-
-
-@transaction.atomic
-def sandbox_faults(agent: Agent, *, actor: Any, fault: str = "", after_changes: int | None = None,
-                   lag_seconds: int = 0) -> None:
-    """Inject faults: fail or crash after N more changes; lagging reads for K seconds."""
-    if fault not in ("", "fail", "crash"):
-        raise Invalid("fault must be fail, crash or empty",
-                      details=[{"pointer": "/fault", "message": "expected fail or crash"}])
-    ensure_sandbox(agent)
-    row = SandboxAgent.objects.select_for_update().get(agent=agent)
-    before = {"fault": row.fault, "after_changes": row.changes_until_fault,
-              "lag_seconds": row.lag_seconds}
-    row.fault = fault
-    row.changes_until_fault = after_changes if fault else None
-    row.lag_seconds = lag_seconds
-    row.save(update_fields=["fault", "changes_until_fault", "lag_seconds"])
-    audit.record(actor=actor, action=AuditAction.SANDBOX_CHANGED, target=f"agent:{agent.name}",
-                 agent=agent.name, before=before,
-                 after={"fault": fault, "after_changes": row.changes_until_fault,
-                        "lag_seconds": lag_seconds}, reason="fault injection")
-
-
-
-# --- the periodic resync -----------------------------------------------------------------------
 
 
 def converged_check(agent_ids: list[int], now: datetime | None = None) -> list[int]:

@@ -1,0 +1,27 @@
+"""Every state change of the reconcile loop. Each writes its audit rows in the same transaction
+and sends alerts after commit."""
+
+from reconciliation.actions.common import (
+    SYSTEM,
+    audit_label,
+    desired_now,
+    open_escalation,
+    state_hash,
+    suspend_agent,
+)
+from reconciliation.actions.escalations import (
+    acknowledge_finding,
+    resolve_escalation,
+    resume_agent,
+)
+from reconciliation.actions.observations import record_observation
+from reconciliation.actions.passes import converged_check, reconcile_agent
+from reconciliation.actions.sandbox import ensure_sandbox, sandbox_deploy, sandbox_faults
+from reconciliation.actions.switches import reset_breaker, set_shadow
+
+__all__ = [
+    "SYSTEM", "acknowledge_finding", "audit_label", "converged_check", "desired_now",
+    "ensure_sandbox", "open_escalation", "reconcile_agent", "record_observation",
+    "reset_breaker", "resolve_escalation", "resume_agent", "sandbox_deploy", "sandbox_faults",
+    "set_shadow", "state_hash", "suspend_agent",
+]

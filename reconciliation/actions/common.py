@@ -1,0 +1,86 @@
+"""What every reconciliation action shares: names, alerts, suspension, escalations."""
+
+import hashlib
+from datetime import datetime
+from typing import Any
+
+from django.utils import timezone
+
+import audit
+from audit.chain import canonical_json
+from audit.choices import AuditAction
+from reconciliation import alerts
+from reconciliation.choices import (
+    EscalationStatus,
+    FindingStatus,
+)
+from reconciliation.diff import effective_desired
+from reconciliation.models import (
+    Escalation,
+    Finding,
+)
+from registry.choices import Lifecycle
+from registry.models import Agent
+
+SYSTEM = "system:reconciler"
+
+
+def state_hash(state: dict[str, Any]) -> str:
+    """SHA-256 of an observed state's canonical JSON."""
+    return hashlib.sha256(canonical_json(state).encode()).hexdigest()
+
+
+def desired_now(agent: Agent, now: datetime) -> dict[str, Any]:
+    """The effective desired state at `now`: approved spec, expired grants removed."""
+    return effective_desired(agent.active_version.spec, now,
+                             suspended=agent.lifecycle == Lifecycle.SUSPENDED)
+
+
+def link(agent: Agent) -> str:
+    return f"/agents/{agent.name}/"
+
+
+def alert(event: str, agent: Agent, finding: Finding | None = None, **extra: Any) -> None:
+    payload = {"agent": agent.name, "link": link(agent), **extra}
+    if finding is not None:
+        payload.update(finding=finding.pk, severity=finding.severity, kind=finding.kind,
+                       pointer=finding.pointer)
+    alerts.broadcast(event, payload)
+
+
+def audit_label(actor: Any) -> str:
+    from audit.actions import actor_label
+
+    return actor_label(actor)
+
+
+
+
+def open_escalation(agent: Agent, finding: Finding | None, *, reason: str) -> Escalation | None:
+    """Hand a drift to the approvers (once per finding while open)."""
+    if finding is not None and Escalation.objects.filter(
+            finding=finding, status=EscalationStatus.OPEN).exists():
+        return None
+    escalation = Escalation.objects.create(agent=agent, finding=finding, reason=reason)
+    if finding is not None:
+        Finding.objects.filter(pk=finding.pk).update(status=FindingStatus.ESCALATED,
+                                                     reason=reason)
+    audit.record(actor=SYSTEM, action=AuditAction.ESCALATION_OPENED,
+                 target=f"escalation:{escalation.pk}", agent=agent.name,
+                 after={"finding": finding.to_dict() if finding else None}, reason=reason)
+    alert("escalation.opened", agent, finding, escalation=escalation.pk, message=reason)
+    return escalation
+
+
+def suspend_agent(agent: Agent, *, actor: Any, reason: str) -> bool:
+    """Mark an agent suspended (its connector was told); False when it already was."""
+    updated = Agent.objects.filter(pk=agent.pk).exclude(lifecycle=Lifecycle.SUSPENDED).update(
+        lifecycle=Lifecycle.SUSPENDED, updated_at=timezone.now())
+    if not updated:
+        return False
+    agent.lifecycle = Lifecycle.SUSPENDED
+    audit.record(actor=actor, action=AuditAction.AGENT_SUSPENDED, target=f"agent:{agent.name}",
+                 agent=agent.name, before={"lifecycle": "active"},
+                 after={"lifecycle": "suspended"}, reason=reason)
+    alert("agent.suspended", agent, message=reason, severity="high")
+    return True

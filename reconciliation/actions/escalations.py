@@ -1,0 +1,140 @@
+"""Humans resolving escalations, clearing blocks and acknowledging findings."""
+
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+import audit
+from audit.choices import AuditAction
+from config.errors import Conflict, Invalid, NotAllowed
+from reconciliation.actions.common import alert, audit_label, suspend_agent
+from reconciliation.choices import (
+    EscalationStatus,
+    FindingStatus,
+    Resolution,
+    Trigger,
+)
+from reconciliation.models import (
+    Escalation,
+    Finding,
+)
+from reconciliation.triggers import request_reconcile
+from registry.choices import Lifecycle, Role
+from registry.models import Agent
+from registry.roles import has_role
+
+
+def _check_decider(actor: Any) -> None:
+    if not has_role(actor, Role.APPROVER) or not getattr(actor, "pk", None):
+        raise NotAllowed("Only approvers resolve escalations.")
+
+
+@transaction.atomic
+def resolve_escalation(escalation_id: int, *, actor: Any, resolution: str,
+                       comment: str) -> Escalation:
+    """An approver resolves: revert (correct back), accept (propose the observed state), or
+    suspend. Always with a comment; never for an agent they own."""
+    from registry import actions as registry_actions
+    from registry.choices import VersionSource
+
+    _check_decider(actor)
+    if not comment.strip():
+        raise Invalid("Resolving an escalation needs a comment.",
+                      details=[{"pointer": "/comment", "message": "required"}])
+    resolution = Resolution(resolution)
+    escalation = (Escalation.objects.select_for_update(of=("self",))
+                  .select_related("agent__active_version", "finding").filter(pk=escalation_id)
+                  .first())
+    if escalation is None:
+        from config.errors import NotFound
+
+        raise NotFound(f"No escalation {escalation_id}.")
+    if escalation.status != EscalationStatus.OPEN:
+        raise Conflict(f"Escalation {escalation_id} is already resolved.", code="not_open")
+    agent = escalation.agent
+    if agent.owner_id == actor.pk:
+        raise NotAllowed("Four eyes: you cannot resolve an escalation for an agent you own.",
+                         code="four_eyes")
+    finding = escalation.finding
+    now = timezone.now()
+    if resolution == Resolution.REVERT:
+        if finding is not None:
+            # Back to the loop as an ordinary correction under a fresh key.
+            # Back to the loop as an ordinary correction, whatever the area's mode says.
+            Finding.objects.filter(pk=finding.pk).update(
+                status=FindingStatus.OPEN, attempts=0, revert_ordered=True,
+                reason=f"revert ordered by {actor.username}")
+    elif resolution == Resolution.ACCEPT:
+        latest = agent.observations.order_by("-observed_at").first()
+        if latest is None:
+            raise Conflict("There is no observed state to accept.", code="no_observation")
+        spec = dict(agent.active_version.spec)
+        accepted = {key: latest.state[key] for key in ("tools", "data", "actions", "limits",
+                                                       "grants", "model", "version")
+                    if key in latest.state}
+        spec.update(accepted)
+        from registry.intake import read_spec
+
+        registry_actions.propose(
+            agent, read_spec(spec), agent.active_version.metadata, actor=actor,
+            source=VersionSource.UI, comment=f"accepted from escalation {escalation.pk}",
+            from_escalation=True)
+        if finding is not None:
+            Finding.objects.filter(pk=finding.pk).update(status=FindingStatus.RESOLVED,
+                                                         reason="accepted into a proposal")
+    else:
+        suspend_agent(agent, actor=actor, reason=f"escalation {escalation.pk}: {comment}")
+        if finding is not None:
+            Finding.objects.filter(pk=finding.pk).update(status=FindingStatus.BLOCKED,
+                                                         reason="suspended by an approver")
+    escalation.status = EscalationStatus.RESOLVED
+    escalation.resolution = resolution
+    escalation.comment = comment
+    escalation.resolved_by = actor
+    escalation.resolved_at = now
+    escalation.save()
+    audit.record(actor=actor, action=AuditAction.ESCALATION_RESOLVED,
+                 target=f"escalation:{escalation.pk}", agent=agent.name,
+                 after={"resolution": resolution.value}, reason=comment)
+    alert("escalation.resolved", agent, finding, escalation=escalation.pk,
+           resolution=resolution.value)
+    request_reconcile(agent.pk, Trigger.ESCALATION)
+    return escalation
+
+
+@transaction.atomic
+def resume_agent(agent: Agent, *, actor: Any, reason: str) -> None:
+    """A human clears a block: the agent is active again and its blocked findings resolved."""
+    if not (has_role(actor, Role.APPROVER) or has_role(actor, Role.COMPLIANCE)):
+        raise NotAllowed("Only approvers or compliance staff clear a block.")
+    if not reason.strip():
+        raise Invalid("Clearing a block needs a reason.",
+                      details=[{"pointer": "/reason", "message": "required"}])
+    updated = Agent.objects.filter(pk=agent.pk, lifecycle=Lifecycle.SUSPENDED).update(
+        lifecycle=Lifecycle.ACTIVE, updated_at=timezone.now())
+    if not updated:
+        raise Conflict(f"{agent.name} is not suspended.", code="not_suspended")
+    Finding.objects.filter(agent=agent, status=FindingStatus.BLOCKED).update(
+        status=FindingStatus.RESOLVED, reason=f"cleared by {audit_label(actor)}: {reason}")
+    audit.record(actor=actor, action=AuditAction.AGENT_RESUMED, target=f"agent:{agent.name}",
+                 agent=agent.name, before={"lifecycle": "suspended"},
+                 after={"lifecycle": "active"}, reason=reason)
+    request_reconcile(agent.pk, Trigger.MANUAL)
+
+
+@transaction.atomic
+def acknowledge_finding(finding_id: int, *, actor: Any, reason: str) -> Finding:
+    """Compliance acknowledges a finding with a reason (it stays in the record)."""
+    if not has_role(actor, Role.COMPLIANCE):
+        raise NotAllowed("Only compliance staff acknowledge findings.")
+    if not reason.strip():
+        raise Invalid("Acknowledging needs a reason.",
+                      details=[{"pointer": "/reason", "message": "required"}])
+    finding = Finding.objects.select_for_update().select_related("agent").get(pk=finding_id)
+    finding.acknowledged_by = actor
+    finding.acknowledged_at = timezone.now()
+    finding.save(update_fields=["acknowledged_by", "acknowledged_at"])
+    audit.record(actor=actor, action=AuditAction.FINDING_ACKNOWLEDGED,
+                 target=f"finding:{finding.pk}", agent=finding.agent.name, reason=reason)
+    return finding
