@@ -8,6 +8,7 @@ from audit.urls import page_urlpatterns as audit_pages
 from config import observability
 from reconciliation import views as reconciliation_views
 from reconciliation.urls import api_urlpatterns as reconciliation_api
+from reconciliation.urls import otlp_urlpatterns
 from registry.urls import api_urlpatterns as registry_api
 from registry.urls import page_urlpatterns as registry_pages
 
@@ -20,6 +21,7 @@ urlpatterns = [
     *audit_pages,
     *registry_pages,
     path("api/v1/", include(api_v1)),
+    *otlp_urlpatterns,
     path("api/schema", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("healthz", observability.healthz, name="healthz"),

@@ -170,15 +170,18 @@ class FindingViewSet(ReviewerOnly, viewsets.ReadOnlyModelViewSet):
 class EscalationSerializer(serializers.ModelSerializer):
     agent = serializers.CharField(source="agent.name")
     finding = FindingSerializer(allow_null=True)
+    decision = serializers.JSONField(source="decision.to_dict", default=None)
     resolved_by = serializers.CharField(source="resolved_by.username", default=None)
 
     class Meta:
         model = Escalation
-        fields = ["id", "agent", "finding", "reason", "status", "resolution", "comment",
-                  "opened_at", "resolved_by", "resolved_at"]
+        fields = ["id", "agent", "finding", "decision", "reason", "status", "resolution",
+                  "comment", "opened_at", "resolved_by", "resolved_at"]
 
 
 class ResolveSerializer(serializers.Serializer):
+    """revert, accept or suspend for drift; allow or deny for a pending decision."""
+
     resolution = serializers.ChoiceField(choices=Resolution.choices)
     comment = serializers.CharField(max_length=2000, allow_blank=True, default="")
 
@@ -191,7 +194,8 @@ class EscalationViewSet(ReviewerOnly, mixins.ListModelMixin, mixins.RetrieveMode
     pagination_class = Page
 
     def get_queryset(self) -> QuerySet[Escalation]:
-        queryset = Escalation.objects.select_related("agent", "finding__agent",
+        queryset = Escalation.objects.select_related("agent", "finding__agent", "decision__agent",
+                                                     "decision__decided_by",
                                                      "finding__acknowledged_by", "resolved_by")
         wanted = self.request.query_params.get("status")
         if wanted in ("open", "resolved"):

@@ -107,3 +107,54 @@ def resync_batch(agent_ids: list[int]) -> dict[str, int]:
     needs_pass = actions.converged_check(agent_ids)
     queued = sum(enqueue_reconcile(agent_id, Trigger.RESYNC) for agent_id in needs_pass)
     return {"checked": len(agent_ids), "queued": queued}
+
+
+def record_violations_job(agent_id: int, violations: list[dict]) -> None:
+    """Queue broken rules for the ingest workers."""
+    from rq import Retry
+
+    django_rq.get_queue("ingest", commit_mode="auto").enqueue(
+        record_violations, agent_id, violations, retry=Retry(max=5, interval=[1, 2, 5, 15, 60]))
+
+
+def record_violations(agent_id: int, violations: list[dict]) -> int:
+    """Ingest worker: findings and enforcement for broken rules."""
+    from reconciliation.actions.behaviour import record_violations as record
+
+    return len(record(agent_id, violations))
+
+
+def expire_decision_job(decision_id: str) -> bool:
+    """Scheduled at a pending decision's expiry time."""
+    from reconciliation.actions.decisions import expire_decision
+
+    return expire_decision(decision_id)
+
+
+def notify_decision_job(decision_id: str) -> None:
+    """Queue the call to the agent's webhook."""
+    django_rq.get_queue("default", commit_mode="auto").enqueue(notify_decision, decision_id)
+
+
+def notify_decision(decision_id: str, attempt: int = 0) -> str:
+    """POST the decision to the webhook the agent gave; retried with backoff."""
+    import json
+    import urllib.request
+
+    from reconciliation.models import Decision
+
+    decision = Decision.objects.select_related("agent", "decided_by").get(pk=decision_id)
+    body = json.dumps(decision.to_dict()).encode()
+    request = urllib.request.Request(decision.callback_url, data=body, method="POST",
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return f"delivered {response.status}"
+    except OSError as error:
+        if attempt >= 4:
+            log.warning("decision %s webhook failed: %s", decision_id, error)
+            return "gave up"
+        django_rq.get_queue("default", commit_mode="auto").enqueue_in(
+            timedelta(seconds=backoff_seconds(attempt + 1)), notify_decision, decision_id,
+            attempt + 1)
+        return "retrying"

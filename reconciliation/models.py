@@ -119,6 +119,8 @@ class Finding(models.Model):
     occurrence = models.PositiveIntegerField(default=1)
     attempts = models.PositiveIntegerField(default=0)
     reason = models.TextField(blank=True, default="")
+    # Found in what the agent did (cross-call rules), not in its configuration.
+    behaviour = models.BooleanField(default=False)
     # An approver resolved its escalation with "revert": correct it whatever the area's mode.
     revert_ordered = models.BooleanField(default=False)
     first_seen = models.DateTimeField(default=timezone.now)

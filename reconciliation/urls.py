@@ -1,7 +1,7 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from reconciliation import api
+from reconciliation import api, behaviour_api
 
 router = SimpleRouter(trailing_slash=False)
 router.register("findings", api.FindingViewSet, basename="finding")
@@ -17,5 +17,15 @@ api_urlpatterns = [
     path("control", api.ControlView.as_view(), name="control"),
     path("control/shadow", api.ControlShadowView.as_view(), name="control-shadow"),
     path("control/breaker/reset", api.BreakerResetView.as_view(), name="breaker-reset"),
+    path("events", behaviour_api.EventsView.as_view(), name="events"),
+    path("agents/<slug:name>/decisions", behaviour_api.DecisionRequestView.as_view(),
+         name="decisions"),
+    path("decisions/<uuid:decision_id>", behaviour_api.DecisionView.as_view(), name="decision"),
+    path("unregistered", behaviour_api.UnregisteredView.as_view(), name="unregistered"),
+    path("unregistered/<slug:name>/assign", behaviour_api.AssignUnregisteredView.as_view(),
+         name="unregistered-assign"),
+    path("proposals/<int:pk>/backtest", behaviour_api.BacktestView.as_view(), name="backtest"),
     *router.urls,
 ]
+
+otlp_urlpatterns = [path("v1/traces", behaviour_api.TracesView.as_view(), name="otlp-traces")]

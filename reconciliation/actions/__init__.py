@@ -1,6 +1,12 @@
 """Every state change of the reconcile loop. Each writes its audit rows in the same transaction
 and sends alerts after commit."""
 
+from reconciliation.actions.behaviour import (
+    adopt_unregistered,
+    assign_unregistered,
+    ingest_events,
+    record_violations,
+)
 from reconciliation.actions.common import (
     SYSTEM,
     audit_label,
@@ -9,6 +15,7 @@ from reconciliation.actions.common import (
     state_hash,
     suspend_agent,
 )
+from reconciliation.actions.decisions import decide_pending, expire_decision, request_decision
 from reconciliation.actions.escalations import (
     acknowledge_finding,
     resolve_escalation,
@@ -20,8 +27,9 @@ from reconciliation.actions.sandbox import ensure_sandbox, sandbox_deploy, sandb
 from reconciliation.actions.switches import reset_breaker, set_shadow
 
 __all__ = [
-    "SYSTEM", "acknowledge_finding", "audit_label", "converged_check", "desired_now",
-    "ensure_sandbox", "open_escalation", "reconcile_agent", "record_observation",
-    "reset_breaker", "resolve_escalation", "resume_agent", "sandbox_deploy", "sandbox_faults",
-    "set_shadow", "state_hash", "suspend_agent",
+    "SYSTEM", "acknowledge_finding", "adopt_unregistered", "assign_unregistered", "audit_label",
+    "converged_check", "decide_pending", "desired_now", "ensure_sandbox", "expire_decision",
+    "ingest_events", "open_escalation", "reconcile_agent", "record_observation",
+    "record_violations", "request_decision", "reset_breaker", "resolve_escalation", "resume_agent",
+    "sandbox_deploy", "sandbox_faults", "set_shadow", "state_hash", "suspend_agent",
 ]

@@ -53,6 +53,20 @@ def resolve_escalation(escalation_id: int, *, actor: Any, resolution: str,
     if escalation.status != EscalationStatus.OPEN:
         raise Conflict(f"Escalation {escalation_id} is already resolved.", code="not_open")
     agent = escalation.agent
+    if escalation.decision_id is not None:
+        # A pending runtime decision: the answer is allow or deny, nothing else.
+        if resolution not in (Resolution.ALLOW, Resolution.DENY):
+            raise Invalid("A pending decision is resolved with allow or deny.",
+                          details=[{"pointer": "/resolution", "message": "allow or deny"}])
+        from reconciliation.actions.decisions import decide_pending
+
+        decide_pending(str(escalation.decision_id), actor=actor,
+                       allow=resolution == Resolution.ALLOW, comment=comment)
+        escalation.refresh_from_db()
+        return escalation
+    if resolution in (Resolution.ALLOW, Resolution.DENY):
+        raise Invalid("Drift is resolved with revert, accept or suspend.",
+                      details=[{"pointer": "/resolution", "message": "revert, accept, suspend"}])
     if agent.owner_id == actor.pk:
         raise NotAllowed("Four eyes: you cannot resolve an escalation for an agent you own.",
                          code="four_eyes")

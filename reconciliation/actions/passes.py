@@ -19,7 +19,6 @@ from audit.choices import AuditAction
 from reconciliation import alerts
 from reconciliation.actions.common import SYSTEM, alert, open_escalation, suspend_agent
 from reconciliation.actions.observations import record_observation
-from reconciliation.actions.sandbox import ensure_sandbox
 from reconciliation.choices import (
     OPEN_STATUSES,
     CorrectionResult,
@@ -64,7 +63,7 @@ def _finding_views(agent: Agent) -> dict[str, FindingView]:
     return {
         f.fingerprint: FindingView(f.fingerprint, f.status, f.occurrence, f.attempts,
                                    applied.get(f.fingerprint), f.hold_until, f.revert_ordered)
-        for f in Finding.objects.filter(agent=agent)
+        for f in Finding.objects.filter(agent=agent, behaviour=False)
     }
 
 
@@ -119,7 +118,7 @@ def _check_breaker(ctx: PassContext, control: ControlState) -> None:
     if total < settings.BREAKER_MIN_AGENTS:
         return
     since = ctx.now - timedelta(seconds=settings.BREAKER_WINDOW_SECONDS)
-    drifting = (Finding.objects.filter(detected_at__gte=since)
+    drifting = (Finding.objects.filter(detected_at__gte=since, behaviour=False)
                 .values("agent_id").distinct().count())
     if drifting * 100 > total * settings.BREAKER_SHARE_PERCENT:
         control.breaker_tripped_at = ctx.now
@@ -190,8 +189,6 @@ def reconcile_agent(agent_id: int, *, trigger: str, now: datetime | None = None
     ctx = PassContext(agent, trigger, now, time.monotonic(), agent.generation,
                       shadow=control.shadow or status.shadow)
     connector = connector_for(agent)
-    if connector.name == "sandbox":
-        ensure_sandbox(agent)
     try:
         actual = connector.observe(agent)
     except ConnectorError as error:
@@ -354,9 +351,11 @@ def _verify(ctx: PassContext, remaining: set[str]) -> None:
     """Findings whose drift is gone from a fresh observation are verified (or resolved)."""
     now = max(ctx.now, timezone.now())  # verification time, for time-to-verify figures
     hold = timedelta(seconds=settings.RECONCILE_HOLD_SECONDS)
-    for finding in Finding.objects.select_for_update().filter(
-            agent=ctx.agent, status__in=[FindingStatus.OPEN, FindingStatus.CORRECTING,
-                                         FindingStatus.REGRESSED, FindingStatus.LOGGED]):
+    config_findings = Finding.objects.select_for_update().filter(
+        agent=ctx.agent, behaviour=False, status__in=[
+            FindingStatus.OPEN, FindingStatus.CORRECTING, FindingStatus.REGRESSED,
+            FindingStatus.LOGGED])
+    for finding in config_findings:
         if finding.fingerprint in remaining:
             continue
         corrected = finding.status in (FindingStatus.CORRECTING, FindingStatus.REGRESSED)

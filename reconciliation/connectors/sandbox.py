@@ -15,20 +15,26 @@ from reconciliation.models import SandboxAgent
 from registry.models import Agent
 
 
+def _deployed(agent: Agent) -> SandboxAgent:
+    """The platform deploys an agent as approved the first time anything reaches for it."""
+    from reconciliation.actions.sandbox import ensure_sandbox
+
+    return ensure_sandbox(agent)
+
+
 class SandboxConnector:
     """Reads and changes SandboxAgent rows; honours idempotency keys like a real platform."""
 
     name = "sandbox"
 
     def observe(self, agent: Agent) -> dict[str, Any] | None:
-        row = SandboxAgent.objects.filter(agent=agent).first()
-        if row is None:
-            return None
+        row = _deployed(agent)
         if row.stale_until and row.stale_until > timezone.now():
             return row.stale_state  # the platform's own lagging cache
         return row.state
 
     def apply(self, agent: Agent, operation: dict[str, Any], key: str) -> ApplyOutcome:
+        _deployed(agent)
         with transaction.atomic():
             row = SandboxAgent.objects.select_for_update().get(agent=agent)
             if key in row.applied_keys:

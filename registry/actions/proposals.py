@@ -198,6 +198,9 @@ def _register(manifest: Manifest, *, actor: Any, source: str) -> ProposalOutcome
         connector=manifest.spec["connector"])
     audit.record(actor=actor, action=AuditAction.AGENT_REGISTERED, target=f"agent:{agent.name}",
                  agent=agent.name, after={"owner": owner.username, "labels": agent.labels})
+    from reconciliation.actions.behaviour import adopt_unregistered
+
+    adopt_unregistered(agent, actor=actor)  # a shadow agent's earlier events count from now
     outcome = propose(agent, manifest.spec, _metadata(manifest), actor=actor, source=source)
     outcome.action = "created"
     return outcome

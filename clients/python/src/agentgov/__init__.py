@@ -1,0 +1,30 @@
+"""The agent-side client of the agent governance control plane (no Django needed)."""
+
+from agentgov.audit import TrailCheck, verify_file
+from agentgov.client import Client, RetryPolicy
+from agentgov.errors import (
+    AgentGovError,
+    ApiError,
+    BadRequest,
+    Conflict,
+    ErrorDetail,
+    Forbidden,
+    Invalid,
+    NotFound,
+    RateLimited,
+    ServerError,
+    TooLarge,
+    Unauthenticated,
+    Unreachable,
+)
+from agentgov.events import EventBatcher
+from agentgov.responses import Decision, DesiredState, EventsResult, Observation
+from agentgov.sidecar import watch
+from agentgov.version import VERSION as __version__
+
+__all__ = [
+    "AgentGovError", "ApiError", "BadRequest", "Client", "Conflict", "Decision", "DesiredState",
+    "ErrorDetail", "EventBatcher", "EventsResult", "Forbidden", "Invalid", "NotFound",
+    "Observation", "RateLimited", "RetryPolicy", "ServerError", "TooLarge", "TrailCheck",
+    "Unauthenticated", "Unreachable", "__version__", "verify_file", "watch",
+]

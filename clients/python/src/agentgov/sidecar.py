@@ -1,0 +1,81 @@
+"""The sidecar loop: keep an agent on its desired state and tell the control plane so.
+
+With the push connector the control plane corrects an agent by publishing the desired state
+and waiting for the agent's next report; this loop is what makes those corrections land."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from agentgov.errors import AgentGovError, Forbidden, NotFound, Unauthenticated
+from agentgov.responses import DesiredState
+
+if TYPE_CHECKING:
+    from agentgov.client import Client
+
+log = logging.getLogger("agentgov.sidecar")
+
+State = dict[str, Any]
+
+
+def watch(client: Client, apply: Callable[[DesiredState], State | None], *,
+          observe: Callable[[], State] | None = None, interval: float = 5.0,
+          iterations: int | None = None, stop: threading.Event | None = None,
+          restore_drift: bool = True, agent: str | None = None) -> DesiredState | None:
+    """Pull the desired state every `interval` seconds (a 304 when unchanged) and:
+
+    - when it changed (a new generation, an expired grant, a suspension: anything that
+      changes its sha256; and always on the first pull), call `apply(desired)`, then report
+      the resulting observed state: `observe()` if given, else what `apply` returned, else
+      `desired.as_observed()`. `desired.running` False means stop the agent.
+    - otherwise, if `observe` is given, compare the agent's actual state with the one
+      reported after the last apply; if it moved (drift from outside), report it so the
+      control plane records it and, with `restore_drift`, apply the desired state again and
+      report the result. Set `restore_drift=False` where a human should decide about drift
+      (enforcement `escalate` or `log`): the agent then changes only when its desired state
+      does.
+
+    Errors from the control plane or from `apply` are logged and retried on the next tick,
+    except a refused token (401, 403), which is raised. Runs until `stop` is set or after
+    `iterations` ticks; returns the desired state last applied."""
+    stop = stop or threading.Event()
+    applied: DesiredState | None = None
+    reported: State | None = None
+    ticks = 0
+
+    def apply_and_report(desired: DesiredState) -> State:
+        result = apply(desired)
+        state = observe() if observe is not None else (
+            result if isinstance(result, dict) else desired.as_observed())
+        client.report_observed(state, agent)
+        return state
+
+    while not stop.is_set():
+        try:
+            desired = client.desired_state(agent)
+            if applied is None or desired.sha256 != applied.sha256:
+                log.info("applying %s generation %s", desired.agent, desired.generation)
+                reported = apply_and_report(desired)
+                applied = desired
+            elif observe is not None:
+                actual = observe()
+                if actual != reported:
+                    log.warning("%s drifted from its desired state", desired.agent)
+                    client.report_observed(actual, agent)
+                    reported = apply_and_report(desired) if restore_drift else actual
+        except (Unauthenticated, Forbidden):
+            raise
+        except NotFound as error:
+            log.info("no desired state yet: %s", error.message)
+        except AgentGovError as error:
+            log.warning("control plane: %s; retrying in %ss", error, interval)
+        except Exception:
+            log.exception("applying the desired state failed; retrying in %ss", interval)
+        ticks += 1
+        if iterations is not None and ticks >= iterations:
+            break
+        stop.wait(interval)
+    return applied

@@ -1,0 +1,328 @@
+"""Behaviour in: ingesting events (idempotent on id, in bulk), counting them in sliding
+windows, and turning broken rules into findings that go through the enforcement path."""
+
+import hashlib
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+import audit
+from audit.choices import AuditAction
+from config.errors import NotAllowed
+from reconciliation import windows
+from reconciliation.actions.common import (
+    SYSTEM,
+    alert,
+    desired_now,
+    open_escalation,
+    suspend_agent,
+)
+from reconciliation.behaviour import Violation, static_violations, window_checks
+from reconciliation.choices import DecisionStatus, FindingStatus, Trigger
+from reconciliation.connectors import connector_for
+from reconciliation.diff import Operation, OperationKind
+from reconciliation.events import Event, validate_event
+from reconciliation.models import BehaviourEvent, Decision, Finding, UnregisteredAgent
+from reconciliation.reconciler import idempotency_key, mode_for
+from reconciliation.triggers import request_reconcile
+from registry.choices import Lifecycle, Role
+from registry.manifest import duration_seconds
+from registry.models import Agent
+from registry.principals import AgentPrincipal
+from registry.roles import has_role
+
+
+@dataclass
+class IngestReport:
+    """Per-event results of a batch."""
+
+    results: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, event_id: Any, status: str, reason: str = "") -> None:
+        row = {"id": event_id if isinstance(event_id, str) else None, "status": status}
+        if reason:
+            row["reason"] = reason
+        self.results.append(row)
+
+    def to_dict(self) -> dict[str, Any]:
+        counts = Counter(r["status"] for r in self.results)
+        return {"accepted": counts["accepted"], "duplicates": counts["duplicate"],
+                "rejected": counts["rejected"], "results": self.results}
+
+
+def _may_report(actor: Any, name: str, agent: Agent | None) -> str:
+    """'' when the principal may report events for `name`, else why not."""
+    if isinstance(actor, AgentPrincipal):
+        return "" if actor.agent.name == name else "an agent token sends its own events only"
+    if has_role(actor, Role.ADMIN):
+        return ""
+    if has_role(actor, Role.OWNER) and (agent is None or agent.owner_id == actor.pk):
+        return ""
+    return f"you may not report events for {name}"
+
+
+def _signed_off(event: Event, decisions: dict[str, Decision], used: set[str]) -> tuple[bool, bool]:
+    """(signed off, reused): a human-approved decision of this agent, for this action and at
+    least this amount, not used before (single use)."""
+    decision = decisions.get(event.decision_id) if event.decision_id else None
+    if decision is None or decision.agent.name != event.agent:
+        return False, False
+    request = decision.request
+    bound = request.get("action") == event.action and (
+        event.amount is None or event.amount <= (request.get("amount") or 0))
+    if not bound:
+        return False, False
+    if decision.status == DecisionStatus.USED or decision.pk.hex in used:
+        return False, True
+    if decision.status == DecisionStatus.APPROVED:
+        used.add(decision.pk.hex)
+        return True, False
+    return False, False
+
+
+def ingest_events(items: list[Any], *, actor: Any, source: str = "api",
+                  now: datetime | None = None) -> IngestReport:
+    """Store a batch of events (each accepted, duplicate or rejected on its own), count them in
+    their windows, and queue broken rules for the ingest workers."""
+    now = now or timezone.now()
+    report = IngestReport()
+    valid: list[Event] = []
+    seen: set[str] = set()
+    parsed = [validate_event(item, now) for item in items]
+    names = {e.agent for e in parsed if isinstance(e, Event)}
+    agents = {a.name: a for a in Agent.objects.filter(name__in=names).select_related(
+        "active_version")}
+    for item, event in zip(items, parsed, strict=True):
+        raw_id = item.get("id") if isinstance(item, dict) else None
+        if isinstance(event, str):
+            report.add(raw_id, "rejected", event)
+        elif refusal := _may_report(actor, event.agent, agents.get(event.agent)):
+            report.add(event.id, "rejected", refusal)
+        elif event.id in seen:
+            report.add(event.id, "duplicate")
+        else:
+            seen.add(event.id)
+            valid.append(event)
+            report.add(event.id, "accepted")
+    if isinstance(actor, AgentPrincipal) and not valid and any(
+            r.get("reason", "").startswith("an agent token") for r in report.results):
+        raise NotAllowed("An agent token sends its own agent's events only.")
+    existing = set(BehaviourEvent.objects.filter(event_id__in=[e.id for e in valid])
+                   .values_list("event_id", flat=True))
+    fresh = [e for e in valid if e.id not in existing]
+    for row in report.results:
+        if row["status"] == "accepted" and row["id"] in existing:
+            row["status"] = "duplicate"
+    violations: dict[int, list[Violation]] = {}
+    with transaction.atomic():
+        decision_ids = {e.decision_id for e in fresh if e.decision_id}
+        decisions = {d.pk.hex: d for d in Decision.objects.select_for_update(of=("self",))
+                     .select_related("agent").filter(pk__in=_uuids(decision_ids))}
+        decisions.update({str(d.pk): d for d in decisions.values()})
+        used: set[str] = set()
+        for event in fresh:
+            agent = agents.get(event.agent)
+            if agent is None or agent.active_version is None:
+                continue
+            spec = desired_now(agent, now)
+            signed, reused = _signed_off(event, decisions, used)
+            found = static_violations(spec, event, signed_off=signed, reused_decision=reused)
+            violations.setdefault(agent.pk, []).extend(found)
+        for decision in decisions.values():
+            if decision.pk.hex in used and decision.status == DecisionStatus.APPROVED:
+                event_id = next(e.id for e in fresh if e.decision_id in (
+                    decision.pk.hex, str(decision.pk)))
+                Decision.objects.filter(pk=decision.pk).update(
+                    status=DecisionStatus.USED, used_at=now, used_by_event=event_id)
+        BehaviourEvent.objects.bulk_create(
+            [BehaviourEvent(event_id=e.id, agent=agents.get(e.agent), agent_name=e.agent,
+                            ts=e.ts, kind=e.kind, tool=e.tool, resource=e.resource,
+                            record=e.record, action=e.action, amount=e.amount,
+                            approved_by=e.approved_by, decision_id=e.decision_id,
+                            trace_id=e.trace_id, span_id=e.span_id, source=source,
+                            received_at=now) for e in fresh],
+            ignore_conflicts=True, batch_size=1000)
+        _note_unregistered([e for e in fresh if e.agent not in agents], now)
+    _count_windows(fresh, agents, violations, now)
+    _queue_violations(violations)
+    return report
+
+
+def _uuids(values: set[str]) -> list[str]:
+    import uuid
+
+    out = []
+    for value in values:
+        try:
+            out.append(str(uuid.UUID(value)))
+        except ValueError:
+            continue
+    return out
+
+
+def _note_unregistered(events: list[Event], now: datetime) -> None:
+    for name, count in Counter(e.agent for e in events).items():
+        shadow, created = UnregisteredAgent.objects.get_or_create(
+            name=name, defaults={"first_seen": now, "last_seen": now, "events": count})
+        if not created:
+            UnregisteredAgent.objects.filter(pk=shadow.pk).update(
+                last_seen=now, events=F("events") + count)
+
+
+def _count_windows(events: list[Event], agents: dict[str, Agent],
+                   violations: dict[int, list[Violation]], now: datetime) -> None:
+    checks = []
+    for event in events:
+        agent = agents.get(event.agent)
+        if agent is None or agent.active_version is None:
+            continue
+        spec = agent.active_version.spec
+        durations = {limit["per"]: duration_seconds(limit["per"]) for limit in spec["limits"]}
+        checks.extend((agent, event, check)
+                      for check in window_checks(spec, event, agent.pk, durations))
+    counts = windows.count([(check, event.id, event.ts) for _, event, check in checks], now)
+    for (agent, event, check), seen in zip(checks, counts, strict=True):
+        if seen > check.limit:
+            violations.setdefault(agent.pk, []).append(Violation(
+                check.kind, check.pointer, check.limit, seen, "behaviour", event.id,
+                f"{check.rule}: {seen} in the window", window_seconds=check.seconds))
+
+
+def _queue_violations(violations: dict[int, list[Violation]]) -> None:
+    from reconciliation.jobs import record_violations_job
+
+    for agent_id, found in violations.items():
+        if not found:
+            continue
+        rules = [(f"{agent_id}:{v.kind}:{v.pointer}:{v.expected}", v.event_id, v.window_seconds)
+                 for v in found]
+        window_of = windows.window_ids(rules)
+        payload = [{**v.to_dict(), "window": window} for v, window in zip(found, window_of,
+                                                                         strict=True)]
+        transaction.on_commit(lambda a=agent_id, p=payload: record_violations_job(a, p))
+
+
+def _fingerprint(violation: dict[str, Any]) -> str:
+    material = f"{violation['kind']}|{violation['pointer']}|{violation['window']}"
+    return hashlib.sha256(material.encode()).hexdigest()
+
+
+def record_violations(agent_id: int, violations: list[dict[str, Any]]) -> list[Finding]:
+    """Broken rules become behaviour findings (one per rule per window) and are enforced by
+    the spec's mode for their area: block suspends the agent through its connector, escalate
+    opens an escalation, log records it, correct records it and re-checks the configuration."""
+    agent = Agent.objects.select_related("active_version").get(pk=agent_id)
+    spec = agent.active_version.spec
+    now = timezone.now()
+    opened: list[Finding] = []
+    to_block: list[Finding] = []
+    with transaction.atomic():
+        for violation in violations:
+            finding, created = _finding_for(agent, violation, now)
+            if created:
+                opened.append(finding)
+            if finding.status != FindingStatus.OPEN:
+                continue  # already enforced (a retried job enforces only what is left)
+            mode = mode_for(spec, _AreaOnly(violation["area"]))
+            if mode == "block":
+                to_block.append(finding)
+            elif mode == "escalate":
+                open_escalation(agent, finding, reason=violation["rule"])
+            else:
+                finding.status = FindingStatus.LOGGED
+                finding.reason = (f"{violation['rule']}; recorded (mode {mode}: what an agent "
+                                  "did cannot be undone)")
+                finding.save(update_fields=["status", "reason"])
+                if mode == "correct":
+                    request_reconcile(agent.pk, Trigger.FINDING)
+    if to_block:
+        _block_for_behaviour(agent, to_block)
+    return opened
+
+
+def _finding_for(agent: Agent, violation: dict[str, Any], now: datetime) -> tuple[Finding, bool]:
+    """The finding of a broken rule's window, created (audited, alerted) the first time."""
+    fingerprint = _fingerprint(violation)
+    finding = Finding.objects.select_for_update().filter(agent=agent,
+                                                         fingerprint=fingerprint).first()
+    if finding is not None:
+        Finding.objects.filter(pk=finding.pk).update(last_seen=now, actual=violation["actual"])
+        return finding, False
+    finding = Finding.objects.create(
+        agent=agent, fingerprint=fingerprint, kind=violation["kind"],
+        pointer=violation["pointer"], expected=violation["expected"],
+        actual=violation["actual"], severity="high", area=violation["area"],
+        generation=agent.generation, behaviour=True, reason=violation["rule"],
+        first_seen=now, detected_at=now, last_seen=now)
+    audit.record(actor=SYSTEM, action=AuditAction.FINDING_OPENED,
+                 target=f"finding:{finding.pk}", agent=agent.name,
+                 after={**finding.to_dict(), "event": violation["event_id"]},
+                 reason=violation["rule"])
+    alert("drift.detected", agent, finding, message=violation["rule"])
+    return finding, True
+
+
+@dataclass(frozen=True)
+class _AreaOnly:
+    """Just enough of a drift for mode_for: its enforcement area."""
+
+    area: str
+
+
+def _block_for_behaviour(agent: Agent, findings: list[Finding]) -> None:
+    operation = Operation(OperationKind.SUSPEND, "agent")
+    key = idempotency_key(agent.name, agent.generation, operation, findings[0].pk)
+    if agent.lifecycle != Lifecycle.SUSPENDED:
+        connector_for(agent).apply(agent, operation.to_dict(), key)
+    with transaction.atomic():
+        Finding.objects.filter(pk__in=[f.pk for f in findings]).update(
+            status=FindingStatus.BLOCKED)
+        suspend_agent(agent, actor=SYSTEM,
+                      reason="; ".join(f.reason for f in findings)[:1000])
+
+
+@transaction.atomic
+def assign_unregistered(name: str, *, actor: Any, owner: Any) -> UnregisteredAgent:
+    """Compliance hands a shadow agent to an owner, who then registers it."""
+    from config.errors import Invalid, NotFound
+
+    if not has_role(actor, Role.COMPLIANCE):
+        raise NotAllowed("Only compliance staff assign unregistered agents.")
+    if owner is None or not has_role(owner, Role.OWNER):
+        raise Invalid("Assign to a person holding the owner role.",
+                      details=[{"pointer": "/owner", "message": "expected an owner's username"}])
+    shadow = UnregisteredAgent.objects.select_for_update().filter(name=name).first()
+    if shadow is None or shadow.registered:
+        raise NotFound(f"No unregistered agent named {name!r}.")
+    before = shadow.assigned_owner.username if shadow.assigned_owner_id else None
+    shadow.assigned_owner = owner
+    shadow.save(update_fields=["assigned_owner"])
+    audit.record(actor=actor, action=AuditAction.UNREGISTERED_ASSIGNED,
+                 target=f"unregistered:{name}", before={"owner": before},
+                 after={"owner": owner.username})
+    return shadow
+
+
+def adopt_unregistered(agent: Agent, *, actor: Any) -> int:
+    """When a shadow agent is registered, its earlier events become its own (call inside the
+    registration's transaction). Returns how many events it adopted."""
+    shadow = UnregisteredAgent.objects.select_for_update().filter(name=agent.name).first()
+    if shadow is None:
+        return 0
+    if shadow.assigned_owner_id and shadow.assigned_owner_id != getattr(actor, "pk", None) \
+            and not has_role(actor, Role.ADMIN):
+        raise NotAllowed(f"{agent.name} was assigned to {shadow.assigned_owner.username}; "
+                         "only they may register it.")
+    adopted = BehaviourEvent.objects.filter(agent_name=agent.name, agent__isnull=True).update(
+        agent=agent)
+    shadow.registered = True
+    shadow.save(update_fields=["registered"])
+    audit.record(actor=actor, action=AuditAction.UNREGISTERED_ADOPTED,
+                 target=f"agent:{agent.name}", agent=agent.name, after={"events": adopted},
+                 reason="a shadow agent was registered")
+    return adopted

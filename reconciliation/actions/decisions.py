@@ -1,0 +1,166 @@
+"""Runtime decisions: an agent asks before a sensitive action and gets allow, deny, or pending
+a human. A human's allow is single-use and bound to the request's parameters; a pending request
+nobody answers expires to deny."""
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+import audit
+from audit.choices import AuditAction
+from config.errors import Conflict, Invalid, NotAllowed, NotFound
+from reconciliation import windows
+from reconciliation.actions.common import SYSTEM, alert, desired_now, state_hash
+from reconciliation.behaviour import window_checks
+from reconciliation.choices import DecisionOutcome, DecisionStatus, EscalationStatus
+from reconciliation.events import Event
+from reconciliation.models import Decision, Escalation
+from registry.choices import Lifecycle, Role
+from registry.manifest import duration_seconds
+from registry.models import Agent
+from registry.roles import has_role
+
+
+def _amount(value: float) -> str:
+    return f"${value:,.0f}" if float(value).is_integer() else f"${value:,.2f}"
+
+
+def evaluate(spec: dict[str, Any], request: dict[str, Any], agent: Agent,
+             now: datetime) -> tuple[str, str]:
+    """(outcome, rule) for a request against the effective desired state and live windows."""
+    if agent.lifecycle != Lifecycle.ACTIVE:
+        return DecisionOutcome.DENY, f"{agent.name} is {agent.lifecycle}"
+    tool, resource = request.get("tool"), request.get("resource")
+    if tool and tool not in spec["tools"]:
+        return DecisionOutcome.DENY, f"tool {tool} is not approved"
+    if resource and resource not in {d["resource"] for d in spec["data"]}:
+        return DecisionOutcome.DENY, f"resource {resource} is not approved"
+    if resource:
+        probe = Event(id="decision-probe", agent=agent.name, ts=now, kind="data_access",
+                      resource=resource, record=request.get("record") or "")
+        durations = {limit["per"]: duration_seconds(limit["per"]) for limit in spec["limits"]}
+        for check in window_checks(spec, probe, agent.pk, durations):
+            if windows.peek(check, now) + 1 > check.limit:
+                return DecisionOutcome.DENY, f"{check.rule} (the window is full)"
+    action, amount = request.get("action"), request.get("amount")
+    limits = spec["actions"].get(action or "")
+    if limits and amount is not None:
+        if limits["max"] is not None and amount > limits["max"]:
+            return DecisionOutcome.DENY, (f"{action} of {_amount(amount)} is above the maximum "
+                                          f"{_amount(limits['max'])}")
+        if limits["approval_above"] is not None and amount > limits["approval_above"]:
+            return DecisionOutcome.PENDING, (f"{action} of {_amount(amount)} is above "
+                                             f"{_amount(limits['approval_above'])}: a human "
+                                             "must sign off")
+    return DecisionOutcome.ALLOW, "within the approved state"
+
+
+@transaction.atomic
+def request_decision(agent: Agent, request: dict[str, Any], *, actor: Any,
+                     callback_url: str = "") -> Decision:
+    """Decide now, or open an escalation for an approver and wait (pending)."""
+    if agent.active_version_id is None:
+        raise Conflict(f"{agent.name} has no approved desired state.", code="not_approved")
+    now = timezone.now()
+    outcome, rule = evaluate(desired_now(agent, now), request, agent, now)
+    pending = outcome == DecisionOutcome.PENDING
+    decision = Decision.objects.create(
+        agent=agent, request=request, request_sha256=state_hash(request), outcome=outcome,
+        status=DecisionStatus.PENDING if pending else DecisionStatus.DECIDED, rule=rule,
+        callback_url=callback_url, generation=agent.generation, created_at=now,
+        expires_at=now + timedelta(seconds=settings.DECISION_TIMEOUT_SECONDS) if pending
+        else None)
+    audit.record(actor=actor, action=AuditAction.DECISION_MADE, target=f"decision:{decision.pk}",
+                 agent=agent.name, after={"request": request, "outcome": outcome}, reason=rule)
+    if pending:
+        escalation = Escalation.objects.create(agent=agent, decision=decision,
+                                               reason=f"decision pending: {rule}")
+        audit.record(actor=SYSTEM, action=AuditAction.ESCALATION_OPENED,
+                     target=f"escalation:{escalation.pk}", agent=agent.name,
+                     after={"decision": str(decision.pk)}, reason=escalation.reason)
+        alert("decision.pending", agent, decision=str(decision.pk), escalation=escalation.pk,
+              message=rule, severity="high")
+        _schedule_expiry(decision)
+    return decision
+
+
+def _schedule_expiry(decision: Decision) -> None:
+    def schedule() -> None:
+        import django_rq
+
+        from reconciliation.jobs import expire_decision_job
+
+        django_rq.get_queue("default", commit_mode="auto").enqueue_at(
+            decision.expires_at, expire_decision_job, str(decision.pk))
+
+    transaction.on_commit(schedule)
+
+
+def _notify(decision: Decision) -> None:
+    if decision.callback_url:
+        from reconciliation.jobs import notify_decision_job
+
+        transaction.on_commit(lambda: notify_decision_job(str(decision.pk)))
+
+
+def _close(decision: Decision, *, actor: Any, status: str, outcome: str, comment: str) -> None:
+    now = timezone.now()
+    decision.status, decision.outcome = status, outcome
+    decision.decided_at = now
+    decision.comment = comment
+    if getattr(actor, "pk", None) and not isinstance(actor, str):
+        decision.decided_by = actor
+    decision.save()
+    Escalation.objects.filter(decision=decision, status=EscalationStatus.OPEN).update(
+        status=EscalationStatus.RESOLVED, resolution=outcome, comment=comment,
+        resolved_by=decision.decided_by, resolved_at=now)
+    audit.record(actor=actor, target=f"decision:{decision.pk}", agent=decision.agent.name,
+                 action=AuditAction.DECISION_EXPIRED if status == DecisionStatus.EXPIRED
+                 else AuditAction.DECISION_DECIDED,
+                 after={"outcome": outcome, "status": status}, reason=comment)
+    alert("escalation.resolved", decision.agent, decision=str(decision.pk), resolution=outcome)
+    _notify(decision)
+
+
+@transaction.atomic
+def decide_pending(decision_id: str, *, actor: Any, allow: bool, comment: str) -> Decision:
+    """An approver answers a pending decision (never for an agent they own)."""
+    if not has_role(actor, Role.APPROVER) or not getattr(actor, "pk", None):
+        raise NotAllowed("Only approvers answer pending decisions.")
+    if not comment.strip():
+        raise Invalid("Answering a decision needs a comment.",
+                      details=[{"pointer": "/comment", "message": "required"}])
+    decision = (Decision.objects.select_for_update(of=("self",)).select_related("agent")
+                .filter(pk=decision_id).first())
+    if decision is None:
+        raise NotFound(f"No decision {decision_id}.")
+    if decision.agent.owner_id == actor.pk:
+        raise NotAllowed("Four eyes: you cannot sign off an action of an agent you own.",
+                         code="four_eyes")
+    if decision.status != DecisionStatus.PENDING:
+        raise Conflict(f"Decision {decision_id} is {decision.status}.", code="not_pending")
+    if decision.expires_at and decision.expires_at <= timezone.now():
+        _close(decision, actor=SYSTEM, status=DecisionStatus.EXPIRED,
+               outcome=DecisionOutcome.DENY, comment="nobody answered in time")
+        raise Conflict("The decision expired before it was answered.", code="expired")
+    _close(decision, actor=actor,
+           status=DecisionStatus.APPROVED if allow else DecisionStatus.REJECTED,
+           outcome=DecisionOutcome.ALLOW if allow else DecisionOutcome.DENY, comment=comment)
+    return decision
+
+
+@transaction.atomic
+def expire_decision(decision_id: str, *, now: datetime | None = None) -> bool:
+    """A pending decision past its time becomes deny; True when it expired now."""
+    decision = (Decision.objects.select_for_update(of=("self",)).select_related("agent")
+                .filter(pk=decision_id).first())
+    now = now or timezone.now()
+    if decision is None or decision.status != DecisionStatus.PENDING or (
+            decision.expires_at and decision.expires_at > now):
+        return False
+    _close(decision, actor=SYSTEM, status=DecisionStatus.EXPIRED,
+           outcome=DecisionOutcome.DENY, comment="nobody answered in time")
+    return True

@@ -1,0 +1,237 @@
+"""The behaviour API: events, OTLP traces, runtime decisions, unregistered agents, backtests."""
+
+from datetime import timedelta
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.http import HttpResponse
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from config.errors import DomainError, NotAllowed, NotFound, TooLarge
+from reconciliation import actions
+from reconciliation.api import agent_for
+from reconciliation.behaviour import backtest
+from reconciliation.events import MAX_EVENTS, BatchError, parse_batch, spans_to_events
+from reconciliation.models import BehaviourEvent, Decision, UnregisteredAgent
+from reconciliation.otlp import decode
+from registry.api import IsPerson, ManifestTextParser
+from registry.choices import Role
+from registry.intake import Malformed
+from registry.models import DesiredStateVersion
+from registry.principals import AgentPrincipal, acting_agent
+from registry.roles import HasRole, has_role
+
+BACKTEST_DAYS = 7
+
+
+def _check_reporter(user: Any) -> None:
+    if not (isinstance(user, AgentPrincipal) or has_role(user, Role.OWNER, Role.ADMIN)):
+        raise NotAllowed("Events come from agents, or platforms with an owner's or admin's "
+                         "token.")
+
+
+def _batch_error(error: BatchError) -> DomainError:
+    text = str(error)
+    return TooLarge(text) if f"at most {MAX_EVENTS}" in text else Malformed(text)
+
+
+IngestResult = inline_serializer("IngestResult", {
+    "accepted": serializers.IntegerField(), "duplicates": serializers.IntegerField(),
+    "rejected": serializers.IntegerField(),
+    "results": serializers.ListField(child=serializers.DictField())})
+
+
+class EventsView(APIView):
+    """`POST /api/v1/events`: a JSON array or NDJSON of behaviour events; idempotent on id."""
+
+    parser_classes = [ManifestTextParser]
+
+    @extend_schema(request={"application/json": OpenApiTypes.OBJECT,
+                            "application/x-ndjson": OpenApiTypes.STR},
+                   responses=IngestResult)
+    def post(self, request: Request) -> Response:
+        _check_reporter(request.user)
+        body = request.data if isinstance(request.data, str) else ""
+        ndjson = "ndjson" in (request.content_type or "")
+        try:
+            items = parse_batch(body, ndjson=ndjson)
+        except BatchError as error:
+            raise _batch_error(error) from None
+        report = actions.ingest_events(items, actor=request.user)
+        return Response(report.to_dict())
+
+
+class TracesView(APIView):
+    """`POST /v1/traces`: OTLP/HTTP (protobuf or JSON); GenAI tool spans become events."""
+
+    parser_classes = [ManifestTextParser]
+
+    @extend_schema(request={"application/x-protobuf": OpenApiTypes.BINARY,
+                            "application/json": OpenApiTypes.OBJECT},
+                   responses={200: OpenApiTypes.OBJECT})
+    def post(self, request: Request) -> HttpResponse | Response:
+        _check_reporter(request.user)
+        try:
+            payload = decode(request._request.body, content_type=request.content_type or "",
+                             content_encoding=request.headers.get("Content-Encoding", ""))
+            items = spans_to_events(payload)
+        except BatchError as error:
+            raise _batch_error(error) from None
+        if len(items) > MAX_EVENTS:
+            raise TooLarge(f"at most {MAX_EVENTS} spans per export")
+        report = actions.ingest_events(items, actor=request.user, source="otlp").to_dict()
+        rejected = report["rejected"]
+        if "protobuf" in (request.content_type or ""):
+            from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+                ExportTraceServiceResponse,
+            )
+
+            reply = ExportTraceServiceResponse()
+            if rejected:
+                reply.partial_success.rejected_spans = rejected
+                reply.partial_success.error_message = _first_reason(report)
+            return HttpResponse(reply.SerializeToString(),
+                                content_type="application/x-protobuf")
+        body: dict[str, Any] = {}
+        if rejected:
+            body["partialSuccess"] = {"rejectedSpans": rejected,
+                                      "errorMessage": _first_reason(report)}
+        return Response(body)
+
+
+def _first_reason(report: dict[str, Any]) -> str:
+    return next((r.get("reason", "") for r in report["results"] if r["status"] == "rejected"),
+                "")
+
+
+class DecisionRequest(serializers.Serializer):
+    action = serializers.CharField(required=False, max_length=128)
+    amount = serializers.FloatField(required=False, min_value=0, max_value=1e12)
+    tool = serializers.CharField(required=False, max_length=128)
+    resource = serializers.CharField(required=False, max_length=256)
+    record = serializers.CharField(required=False, max_length=256)
+    callback_url = serializers.URLField(required=False, max_length=500)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if not any(attrs.get(k) for k in ("action", "tool", "resource")):
+            raise serializers.ValidationError("name an action, a tool or a resource")
+        if attrs.get("callback_url", "").split(":")[0] not in ("", "http", "https"):
+            raise serializers.ValidationError({"callback_url": "http or https only"})
+        return attrs
+
+
+DecisionSerializer = inline_serializer("Decision", {
+    "id": serializers.UUIDField(), "agent": serializers.CharField(),
+    "request": serializers.DictField(), "outcome": serializers.CharField(),
+    "status": serializers.CharField(), "rule": serializers.CharField(),
+    "expires_at": serializers.DateTimeField(allow_null=True),
+    "decided_by": serializers.CharField(allow_null=True),
+    "decided_at": serializers.DateTimeField(allow_null=True),
+    "comment": serializers.CharField()})
+
+
+class DecisionRequestView(APIView):
+    """`POST /api/v1/agents/{name}/decisions`: allow, deny, or pending a human."""
+
+    @extend_schema(request=DecisionRequest, responses={201: DecisionSerializer})
+    def post(self, request: Request, name: str) -> Response:
+        agent = agent_for(request, name, people=(Role.ADMIN,))
+        body = DecisionRequest(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = dict(body.validated_data)
+        callback = data.pop("callback_url", "")
+        decision = actions.request_decision(agent, data, actor=request.user,
+                                            callback_url=callback)
+        return Response(decision.to_dict(), status=status.HTTP_201_CREATED)
+
+
+class DecisionView(APIView):
+    """`GET /api/v1/decisions/{id}`: the agent polls for a human's answer."""
+
+    @extend_schema(responses=DecisionSerializer)
+    def get(self, request: Request, decision_id: str) -> Response:
+        decision = Decision.objects.select_related("agent", "decided_by").filter(
+            pk=decision_id).first()
+        own = acting_agent(request.user)
+        if decision is None or (own is not None and decision.agent_id != own.pk):
+            raise NotFound(f"No decision {decision_id}.")
+        if own is None and not (has_role(request.user, Role.APPROVER, Role.COMPLIANCE)
+                                or decision.agent.owner_id == request.user.pk):
+            raise NotAllowed("You may not read this decision.")
+        if actions.expire_decision(decision_id):  # past its time: deny now, not at the next tick
+            decision.refresh_from_db()
+        return Response(decision.to_dict())
+
+
+class UnregisteredSerializer(serializers.ModelSerializer):
+    assigned_owner = serializers.CharField(source="assigned_owner.username", default=None)
+
+    class Meta:
+        model = UnregisteredAgent
+        fields = ["name", "first_seen", "last_seen", "events", "assigned_owner", "registered"]
+
+
+class UnregisteredView(APIView):
+    """`GET /api/v1/unregistered`: shadow agents seen in events and reports."""
+
+    permission_classes = [IsPerson, HasRole]
+    required_roles = (Role.COMPLIANCE, Role.APPROVER)
+
+    @extend_schema(responses=UnregisteredSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        rows = UnregisteredAgent.objects.select_related("assigned_owner").filter(
+            registered=False).order_by("-last_seen")[:500]
+        return Response(UnregisteredSerializer(rows, many=True).data)
+
+
+class AssignSerializer(serializers.Serializer):
+    owner = serializers.CharField(max_length=150)
+
+
+class AssignUnregisteredView(APIView):
+    """`POST /api/v1/unregistered/{name}/assign`: compliance hands it to an owner."""
+
+    permission_classes = [IsPerson]
+
+    @extend_schema(request=AssignSerializer, responses=UnregisteredSerializer)
+    def post(self, request: Request, name: str) -> Response:
+        body = AssignSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        owner = User.objects.filter(username=body.validated_data["owner"],
+                                    is_active=True).first()
+        shadow = actions.assign_unregistered(name, actor=request.user, owner=owner)
+        return Response(UnregisteredSerializer(shadow).data)
+
+
+class BacktestView(APIView):
+    """`GET /api/v1/proposals/{id}/backtest`: what the proposal would have changed over the
+    agent's last 7 days of events."""
+
+    permission_classes = [IsPerson]
+
+    @extend_schema(responses=inline_serializer("Backtest", {
+        "days": serializers.IntegerField(), "events": serializers.IntegerField(),
+        "changes": serializers.ListField(child=serializers.DictField())}))
+    def get(self, request: Request, pk: int) -> Response:
+        version = DesiredStateVersion.objects.select_related(
+            "agent__active_version").filter(pk=pk).first()
+        if version is None:
+            raise NotFound(f"No proposal {pk}.")
+        return Response(run_backtest(version))
+
+
+def run_backtest(version: DesiredStateVersion) -> dict[str, Any]:
+    """The backtest of one proposal (shared by the API and the proposal page)."""
+    agent = version.agent
+    since = timezone.now() - timedelta(days=BACKTEST_DAYS)
+    events = list(BehaviourEvent.objects.filter(agent=agent, ts__gte=since).values(
+        "tool", "resource", "action", "amount")[:200_000])
+    active = agent.active_version.spec if agent.active_version_id else None
+    return {"days": BACKTEST_DAYS, "events": len(events),
+            "changes": backtest(active, version.spec, events)}

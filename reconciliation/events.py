@@ -1,0 +1,190 @@
+"""Behaviour events in: parsing a batch (JSON array or NDJSON), validating each event, and
+mapping OpenTelemetry GenAI spans (OTLP JSON) to events. Pure Python.
+
+Each event stands alone: a bad one is rejected with its reason while the rest are accepted.
+"""
+
+import json
+import math
+import re
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+KINDS = ("tool_call", "data_access", "action")
+MAX_EVENTS = 5000
+MAX_PAST = timedelta(days=30)
+MAX_FUTURE = timedelta(minutes=5)
+NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+TEXT_FIELDS = {"tool": 128, "resource": 256, "record": 256, "action": 128, "approved_by": 150,
+               "decision_id": 64, "trace_id": 64, "span_id": 32}
+FIELDS = {"id", "agent", "ts", "kind", "amount", *TEXT_FIELDS}
+
+
+class BatchError(ValueError):
+    """The body as a whole cannot be read (not one event could be taken from it)."""
+
+
+@dataclass(frozen=True)
+class Event:
+    """One validated behaviour event."""
+
+    id: str
+    agent: str
+    ts: datetime
+    kind: str
+    tool: str = ""
+    resource: str = ""
+    record: str = ""
+    action: str = ""
+    amount: float | None = None
+    approved_by: str = ""
+    decision_id: str = ""
+    trace_id: str = ""
+    span_id: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["ts"] = self.ts.isoformat()
+        return data
+
+
+def parse_batch(body: str, *, ndjson: bool) -> list[Any]:
+    """The items of a batch: a JSON array, or one JSON value per line (NDJSON)."""
+    if ndjson:
+        items = []
+        for number, line in enumerate(body.splitlines(), start=1):
+            if line.strip():
+                try:
+                    items.append(json.loads(line))
+                except json.JSONDecodeError as error:
+                    items.append(ParseFailure(f"line {number} is not JSON: {error.msg}"))
+    else:
+        try:
+            items = json.loads(body)
+        except json.JSONDecodeError as error:
+            raise BatchError(f"the body is not JSON: {error.msg} at line {error.lineno}") from None
+        if not isinstance(items, list):
+            raise BatchError("expected a JSON array of events (or NDJSON)")
+    if len(items) > MAX_EVENTS:
+        raise BatchError(f"at most {MAX_EVENTS} events per batch; got {len(items)}")
+    return items
+
+
+@dataclass(frozen=True)
+class ParseFailure:
+    """An NDJSON line that could not be parsed."""
+
+    reason: str
+
+
+def _timestamp(value: Any, now: datetime) -> datetime | str:
+    if not isinstance(value, str):
+        return "ts must be an RFC 3339 string with a zone"
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return "ts must be an RFC 3339 string with a zone"
+    if moment.tzinfo is None:
+        return "ts has no zone"
+    if moment < now - MAX_PAST:
+        return f"ts is more than {MAX_PAST.days} days in the past"
+    if moment > now + MAX_FUTURE:
+        return "ts is in the future"
+    return moment.astimezone(UTC)
+
+
+def validate_event(raw: Any, now: datetime) -> Event | str:
+    """A validated event, or the reason it is rejected."""
+    if isinstance(raw, ParseFailure):
+        return raw.reason
+    if not isinstance(raw, dict):
+        return "expected a JSON object"
+    unknown = sorted(set(raw) - FIELDS)
+    if unknown:
+        return f"unknown field {unknown[0]!r}"
+    event_id = raw.get("id")
+    if not isinstance(event_id, str) or not 1 <= len(event_id) <= 128:
+        return "id must be a string of 1 to 128 characters"
+    agent = raw.get("agent")
+    if not isinstance(agent, str) or not NAME.match(agent):
+        return "agent must be an agent name (lowercase letters, digits, '-')"
+    if raw.get("kind") not in KINDS:
+        return f"kind must be one of {', '.join(KINDS)}"
+    moment = _timestamp(raw.get("ts"), now)
+    if isinstance(moment, str):
+        return moment
+    texts = {}
+    for field, limit in TEXT_FIELDS.items():
+        value = raw.get(field)
+        if value is None:
+            continue
+        if not isinstance(value, str) or len(value) > limit:
+            return f"{field} must be a string of at most {limit} characters"
+        texts[field] = value
+    amount = raw.get("amount")
+    if amount is not None and (isinstance(amount, bool) or not isinstance(amount, int | float)
+                               or not math.isfinite(amount) or not 0 <= amount <= 1e12):
+        return "amount must be a number between 0 and 1e12"
+    if raw["kind"] == "action" and not texts.get("action"):
+        return "an action event needs its action"
+    if raw["kind"] == "data_access" and not texts.get("resource"):
+        return "a data_access event needs its resource"
+    if raw["kind"] == "tool_call" and not texts.get("tool"):
+        return "a tool_call event needs its tool"
+    return Event(id=event_id, agent=agent, ts=moment, kind=raw["kind"],
+                 amount=float(amount) if amount is not None else None, **texts)
+
+
+# --- OpenTelemetry -------------------------------------------------------------------------
+
+
+def _attribute_value(value: dict[str, Any]) -> Any:
+    for key in ("stringValue", "intValue", "doubleValue", "boolValue"):
+        if key in value:
+            return int(value[key]) if key == "intValue" else value[key]
+    return None
+
+
+def _attributes(items: list[dict[str, Any]] | None) -> dict[str, Any]:
+    return {item["key"]: _attribute_value(item.get("value", {})) for item in items or []
+            if isinstance(item, dict) and "key" in item}
+
+
+def spans_to_events(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    """OTLP trace data (JSON encoding) to raw events: GenAI spans whose operation is
+    `execute_tool` become tool calls; `governance.*` attributes add resource, record, action
+    and amount (a span with governance.action becomes an action event). Other spans are
+    ignored. The event id is the span's trace and span id, so a re-sent export is a repeat."""
+    events = []
+    for resource_spans in payload.get("resourceSpans") or []:
+        resource = _attributes((resource_spans.get("resource") or {}).get("attributes"))
+        for scope_spans in resource_spans.get("scopeSpans") or []:
+            for span in scope_spans.get("spans") or []:
+                attrs = {**resource, **_attributes(span.get("attributes"))}
+                if attrs.get("gen_ai.operation.name") != "execute_tool" and (
+                        "governance.action" not in attrs):
+                    continue
+                agent = (attrs.get("gen_ai.agent.name") or attrs.get("gen_ai.agent.id")
+                         or attrs.get("service.name"))
+                start = int(span.get("startTimeUnixNano") or 0)
+                event: dict[str, Any] = {
+                    "id": f"otel-{span.get('traceId', '')}-{span.get('spanId', '')}",
+                    "agent": agent,
+                    "ts": datetime.fromtimestamp(start / 1e9, UTC).isoformat(),
+                    "kind": "tool_call",
+                    "trace_id": span.get("traceId", ""),
+                    "span_id": span.get("spanId", ""),
+                }
+                if attrs.get("gen_ai.tool.name"):
+                    event["tool"] = attrs["gen_ai.tool.name"]
+                for field in ("resource", "record", "action", "amount", "approved_by",
+                              "decision_id"):
+                    if f"governance.{field}" in attrs:
+                        event[field] = attrs[f"governance.{field}"]
+                if "action" in event:
+                    event["kind"] = "action"
+                elif "resource" in event and "tool" not in event:
+                    event["kind"] = "data_access"
+                events.append(event)
+    return events

@@ -1,0 +1,49 @@
+"""Sliding windows in Redis: each event is a member of a sorted set scored by its time, so a
+retried event (same id) is counted once, and counting a window is one ZCOUNT."""
+
+from collections.abc import Iterable
+from datetime import datetime
+
+import django_rq
+from redis import Redis
+
+from reconciliation.behaviour import WindowCheck
+
+
+def connection() -> Redis:
+    return django_rq.get_connection("ingest")
+
+
+def count(checks: Iterable[tuple[WindowCheck, str, datetime]], now: datetime) -> list[int]:
+    """Add each (check, event id, time) to its window and return the window's count at that
+    time, in order; expired members are trimmed as it goes (one round trip)."""
+    checks = list(checks)
+    if not checks:
+        return []
+    pipe = connection().pipeline(transaction=False)
+    for check, event_id, moment in checks:
+        pipe.zadd(check.key, {event_id: moment.timestamp()})
+        pipe.zremrangebyscore(check.key, "-inf", now.timestamp() - check.seconds)
+        pipe.expire(check.key, check.seconds + 60)
+    for check, _, moment in checks:
+        pipe.zcount(check.key, moment.timestamp() - check.seconds, moment.timestamp())
+    return pipe.execute()[-len(checks):]
+
+
+def peek(check: WindowCheck, now: datetime) -> int:
+    """How many members a window holds now (for a decision about an action not yet taken)."""
+    return connection().zcount(check.key, now.timestamp() - check.seconds, now.timestamp())
+
+
+def window_ids(keys: list[tuple[str, str, int]]) -> list[str]:
+    """For each (rule key, candidate id, seconds): the id of the dedupe window it falls in.
+    The first violation of a rule opens a window named after it; later ones within `seconds`
+    land in the same window, so they are one finding."""
+    if not keys:
+        return []
+    pipe = connection().pipeline(transaction=False)
+    for rule_key, candidate, seconds in keys:
+        pipe.set(f"bw:dedupe:{rule_key}", candidate, nx=True, ex=seconds)
+        pipe.get(f"bw:dedupe:{rule_key}")
+    replies = pipe.execute()
+    return [value.decode() if isinstance(value, bytes) else value for value in replies[1::2]]

@@ -1,0 +1,116 @@
+"""watch(): the sidecar pulls the desired state, applies it through the owner's callback when
+it changes, and reports the result, so the push connector's corrections reach the agent and
+verification sees them."""
+
+import threading
+
+import pytest
+from agentgov import Client, Unauthenticated
+
+from reconciliation import actions as reconciliation
+from reconciliation.models import Correction, Finding, ObservedState
+from tests.clients.conftest import FAST, ScriptedTransport, approve_new_version
+from tests.conftest import eventually
+
+
+def latest_report(agent) -> dict:
+    return agent.observations.order_by("-observed_at").first().state
+
+
+class Runtime:
+    """A pretend agent framework: the configuration the agent really runs with."""
+
+    def __init__(self, state: dict | None = None) -> None:
+        self.state = state or {}
+        self.applied: list[int] = []
+
+    def apply(self, desired) -> None:
+        self.applied.append(desired.generation)
+        self.state = desired.as_observed()
+
+    def observe(self) -> dict:
+        return dict(self.state)
+
+
+def in_background(client, runtime, **options):
+    stop = threading.Event()
+    thread = threading.Thread(target=client.watch, args=(runtime.apply,),
+                              kwargs={"interval": 0.05, "stop": stop, **options}, daemon=True)
+    thread.start()
+    return stop, thread
+
+
+def test_a_new_generation_is_applied_and_reported_back(server, agent_key, push_agent, people):
+    transport = ScriptedTransport()
+    client = Client(server, agent_key, agent="refund-agent", transport=transport)
+    runtime = Runtime()
+    stop, thread = in_background(client, runtime)
+    eventually(lambda: runtime.applied == [1] and push_agent.observations.exists())
+    eventually(lambda: transport.statuses.count(304) >= 3)  # polling an unchanged state
+    assert runtime.applied == [1]
+
+    approve_new_version(people, tools=["orders.lookup"])
+    eventually(lambda: runtime.applied == [1, 2])
+    eventually(lambda: latest_report(push_agent)["tools"] == ["orders.lookup"])
+    stop.set()
+    thread.join(timeout=5)
+    assert not thread.is_alive()
+    assert reconciliation.reconcile_agent(push_agent.pk, trigger="manual").result == "converged"
+    client.close()
+
+
+def test_a_push_correction_reaches_the_agent_and_verification_sees_it(agent_client, push_agent):
+    desired = agent_client.desired_state()
+    bad = {**desired.as_observed(), "tools": [*desired.spec["tools"], "crm.search"]}
+    agent_client.report_observed(bad)  # a bad deployment, reported before the sidecar runs
+    run = reconciliation.reconcile_agent(push_agent.pk, trigger="observation")
+    assert run.result == "correcting" and [c["outcome"] for c in run.changes] == ["published"]
+    assert Finding.objects.get().status == "correcting"
+
+    runtime = Runtime(bad)
+    assert agent_client.watch(runtime.apply, observe=runtime.observe, iterations=1) == desired
+    assert "crm.search" not in runtime.state["tools"]
+    assert reconciliation.reconcile_agent(push_agent.pk, trigger="observation").result == (
+        "converged")
+    assert Finding.objects.get().status == "corrected"
+    assert Correction.objects.get().result == "verified"
+
+
+@pytest.mark.parametrize("restore", [True, False])
+def test_drift_behind_the_sidecars_back_is_reported_and_restored_unless_told_not_to(
+        agent_client, push_agent, restore):
+    runtime = Runtime()
+    stop, thread = in_background(agent_client, runtime, observe=runtime.observe,
+                                 restore_drift=restore)
+    eventually(lambda: runtime.applied == [1] and push_agent.observations.exists())
+    approved = runtime.observe()
+    runtime.state = {**approved, "tools": [*approved["tools"], "crm.search"]}  # someone did it
+    reported = eventually(lambda: ObservedState.objects.filter(
+        agent=push_agent, state__tools__contains=["crm.search"]).exists())
+    assert reported
+    if restore:
+        eventually(lambda: runtime.applied == [1, 1] and latest_report(push_agent) == approved)
+        assert runtime.state == approved
+    stop.set()
+    thread.join(timeout=5)
+    if not restore:
+        assert runtime.applied == [1] and "crm.search" in latest_report(push_agent)["tools"]
+
+
+def test_a_failing_apply_is_tried_again_on_the_next_tick(agent_client, push_agent):
+    calls = []
+
+    def flaky(desired):
+        calls.append(desired.generation)
+        if len(calls) == 1:
+            raise RuntimeError("the framework was restarting")
+
+    assert agent_client.watch(flaky, interval=0.01, iterations=3).generation == 1
+    assert calls == [1, 1]  # failed, then applied; the third tick found nothing new
+    assert latest_report(push_agent)["running"] is True
+
+
+def test_a_refused_token_stops_the_sidecar(server, push_agent):
+    client = Client(server, "revoked-or-wrong", agent="refund-agent", retry=FAST)
+    with pytest.raises(Unauthenticated):
+        client.watch(lambda desired: None, interval=0.01, iterations=5)

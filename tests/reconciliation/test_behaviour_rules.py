@@ -1,0 +1,146 @@
+"""Cross-call rules end to end on real workers: the customer-database scenario, refunds with
+and without sign-off, decisions that time out, replays, and the backtest of a proposal."""
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from rest_framework.test import APIClient
+
+from reconciliation import actions
+from reconciliation.behaviour import backtest
+from reconciliation.models import Decision, Escalation, Finding
+from registry import actions as registry_actions
+from registry.models import Agent
+from tests.conftest import eventually, refund_manifest
+
+SUPPORT = {
+    "data": [{"resource": "customers_db", "access": "read"},
+             {"resource": "orders_db", "access": "read"},
+             {"resource": "payments", "access": "write"}],
+    "limits": [{"resource": "customers_db", "max_calls": 40, "per": "1h"},
+               {"resource": "customers_db", "max_same_record": 3, "per": "1h"}],
+}
+
+
+def register(people, **spec) -> tuple[Agent, APIClient]:
+    (outcome,) = registry_actions.apply_manifests([refund_manifest(**{**SUPPORT, **spec})],
+                                                  actor=people.alice, source="yaml")
+    registry_actions.approve_proposal(outcome.version.pk, actor=people.bob)
+    agent = Agent.objects.get(name="refund-agent")
+    _, key = registry_actions.issue_agent_token(agent, actor=people.alice)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    return agent, client
+
+
+def read(record: str, minutes_ago: int = 0) -> dict:
+    ts = (datetime.now(UTC) - timedelta(minutes=minutes_ago)).isoformat()
+    return {"id": uuid.uuid4().hex, "agent": "refund-agent", "ts": ts, "kind": "data_access",
+            "resource": "customers_db", "record": record}
+
+
+def refund(amount: float, **extra) -> dict:
+    return {"id": uuid.uuid4().hex, "agent": "refund-agent", "ts": datetime.now(UTC).isoformat(),
+            "kind": "action", "action": "payments.refund", "amount": amount, **extra}
+
+
+@pytest.mark.parametrize("mode, status", [("block", "blocked"), ("log", "logged")])
+def test_nine_reads_of_one_record_are_one_finding_and_the_configured_enforcement(
+        people, start_worker, mode, status):
+    agent, client = register(people, enforcement={"default": "correct", "behaviour": mode})
+    worker = start_worker("ingest", "reconcile", "default")
+    reads = [read("customer-42", minutes_ago=50 - i) for i in range(9)]
+    assert client.post("/api/v1/events", reads[:5], format="json").json()["accepted"] == 5
+    assert client.post("/api/v1/events", reads[5:], format="json").json()["accepted"] == 4
+    assert client.post("/api/v1/events", reads, format="json").json()["duplicates"] == 9
+    finding = eventually(lambda: Finding.objects.filter(agent=agent, behaviour=True).first(),
+                         message="no behaviour finding")
+    eventually(lambda: Finding.objects.get(pk=finding.pk).status == status,
+               message=f"not {status}; worker said:\n{worker.output()}")
+    assert Finding.objects.filter(agent=agent, behaviour=True).count() == 1
+    assert (finding.kind, finding.pointer) == ("same_record_exceeded",
+                                               "/limits/customers_db/max_same_record")
+    agent.refresh_from_db()
+    assert agent.lifecycle == ("suspended" if mode == "block" else "active")
+    # Nine reads is within forty calls an hour: no rate-limit finding.
+    assert not Finding.objects.filter(kind="rate_limit_exceeded").exists()
+
+
+def test_a_700_refund_without_sign_off_is_caught_and_with_a_decision_it_is_not(people,
+                                                                               start_worker):
+    agent, client = register(people, enforcement={"default": "correct", "actions": "escalate"})
+    start_worker("ingest", "reconcile", "default")
+    client.post("/api/v1/events", [refund(700)], format="json")
+    caught = eventually(lambda: Finding.objects.filter(kind="action_without_signoff").first())
+    eventually(lambda: Escalation.objects.filter(finding=caught).exists())
+
+    asked = client.post("/api/v1/agents/refund-agent/decisions",
+                        {"action": "payments.refund", "amount": 650}, format="json").json()
+    assert asked["outcome"] == "pending" and "above $500" in asked["rule"]
+    escalation = Escalation.objects.get(decision_id=asked["id"])
+    actions.resolve_escalation(escalation.pk, actor=people.bob, resolution="allow",
+                               comment="damaged order confirmed")
+    answer = client.get(f"/api/v1/decisions/{asked['id']}").json()
+    assert (answer["outcome"], answer["status"], answer["decided_by"]) == (
+        "allow", "approved", "bob")
+    client.post("/api/v1/events", [refund(650, decision_id=asked["id"])], format="json")
+    assert Decision.objects.get(pk=asked["id"]).status == "used"
+    # Single use: the same sign-off cannot cover a second refund.
+    client.post("/api/v1/events", [refund(600, decision_id=asked["id"])], format="json")
+    eventually(lambda: Finding.objects.filter(kind="decision_reused").exists())
+    assert Finding.objects.filter(kind="action_without_signoff").count() == 1
+
+
+def test_decisions_allow_deny_and_a_pending_one_times_out_to_deny(people, start_worker,
+                                                                  settings):
+    agent, client = register(people)
+    ask = lambda body: client.post("/api/v1/agents/refund-agent/decisions", body,  # noqa: E731
+                                   format="json").json()
+    assert ask({"action": "payments.refund", "amount": 100})["outcome"] == "allow"
+    over = ask({"action": "payments.refund", "amount": 9000})
+    assert over["outcome"] == "deny" and "above the maximum $5,000" in over["rule"]
+    assert ask({"tool": "crm.search"})["outcome"] == "deny"
+    settings.DECISION_TIMEOUT_SECONDS = 2
+    pending = ask({"action": "payments.refund", "amount": 800})
+    assert pending["outcome"] == "pending"
+    # Nobody answers: the expiry job, scheduled at the deadline, turns it into a deny.
+    start_worker("default")
+    eventually(lambda: Decision.objects.get(pk=pending["id"]).status == "expired", timeout=30)
+    expired = client.get(f"/api/v1/decisions/{pending['id']}").json()
+    assert (expired["outcome"], expired["status"]) == ("deny", "expired")
+    assert Escalation.objects.get(decision_id=pending["id"]).status == "resolved"
+
+
+def test_the_rate_window_denies_a_decision_once_it_is_full(people, redis_client):
+    agent, client = register(people, limits=[
+        {"resource": "customers_db", "max_calls": 3, "per": "1h"}])
+    client.post("/api/v1/events", [read(f"c{i}") for i in range(3)], format="json")
+    answer = client.post("/api/v1/agents/refund-agent/decisions",
+                         {"resource": "customers_db", "record": "c9"}, format="json").json()
+    assert answer["outcome"] == "deny" and "window is full" in answer["rule"]
+
+
+def test_backtest_shows_what_a_proposal_would_have_allowed(people, api_as, redis_client):
+    agent, client = register(people)
+    client.post("/api/v1/events", [refund(700), refund(800), refund(300), refund(1200)],
+                format="json")
+    proposal = registry_actions.propose(
+        agent, refund_manifest(**SUPPORT, actions={
+            "payments.refund": {"approval_above": 1000, "max": 5000}}).spec,
+        agent.active_version.metadata, actor=people.alice, source="api").version
+    body = api_as(people.bob).get(f"/api/v1/proposals/{proposal.pk}/backtest").json()
+    assert body["events"] == 4
+    assert body["changes"] == [{
+        "subject": "payments.refund actions", "before": "needs_signoff", "after": "allowed",
+        "events": 2,
+        "text": "would have allowed 2 payments.refund actions that needed a human sign-off"}]
+
+
+def test_backtest_pure_tools_and_resources():
+    active = {"tools": ["a"], "data": [{"resource": "r", "access": "read"}], "actions": {}}
+    proposed = {"tools": ["a", "b"], "data": [], "actions": {}}
+    events = [{"tool": "b"}, {"tool": "b"}, {"resource": "r"}, {"tool": "a"}]
+    assert [c["text"] for c in backtest(active, proposed, events)] == [
+        "would have blocked 1 accesses to r",
+        "would have allowed 2 calls of b that were outside the approved state"]

@@ -1,0 +1,110 @@
+"""POST /api/v1/events: batches in, each event accepted, duplicate or rejected on its own;
+replays never double-count; unregistered agents are kept and can be adopted."""
+
+import json
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from rest_framework.test import APIClient
+
+from audit.models import AuditEntry
+from reconciliation.models import BehaviourEvent, UnregisteredAgent
+from registry import actions as registry_actions
+from registry.models import Agent
+from tests.conftest import refund_manifest
+
+pytestmark = pytest.mark.django_db
+
+
+def now_iso(offset_seconds: int = 0) -> str:
+    return (datetime.now(UTC) + timedelta(seconds=offset_seconds)).isoformat()
+
+
+def event(agent="refund-agent", **fields):
+    return {"id": uuid.uuid4().hex, "agent": agent, "ts": now_iso(), "kind": "data_access",
+            "resource": "orders_db", "record": "order-1", **fields}
+
+
+@pytest.fixture
+def agent_client(people, refund_agent):
+    _, key = registry_actions.issue_agent_token(refund_agent, actor=people.alice)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    return client
+
+
+def post(client, events, ndjson=False):
+    if ndjson:
+        body = "\n".join(json.dumps(e) for e in events)
+        return client.generic("POST", "/api/v1/events", body,
+                              content_type="application/x-ndjson")
+    return client.post("/api/v1/events", events, format="json")
+
+
+def test_a_batch_is_stored_and_a_replay_is_not_counted_twice(agent_client, redis_client):
+    batch = [event(record=f"order-{i}") for i in range(5)]
+    first = post(agent_client, batch)
+    assert first.status_code == 200
+    assert first.json()["accepted"] == 5 and first.json()["duplicates"] == 0
+    replay = post(agent_client, batch, ndjson=True)
+    assert replay.json() == {"accepted": 0, "duplicates": 5, "rejected": 0,
+                             "results": [{"id": e["id"], "status": "duplicate"} for e in batch]}
+    assert BehaviourEvent.objects.count() == 5
+
+
+def test_each_bad_event_is_rejected_with_its_reason_and_the_rest_accepted(agent_client):
+    good = event()
+    batch = [good, event(kind="teleport"), event(ts="2026-01-01T00:00:00"),
+             event(ts=now_iso(3600)), {"id": "x"}, event(amount="lots", kind="action",
+                                                         action="payments.refund"),
+             event(agent="other-agent"), "not an object"]
+    body = post(agent_client, batch).json()
+    assert body["accepted"] == 1 and body["rejected"] == 7
+    reasons = [r.get("reason", "") for r in body["results"]]
+    assert reasons[1].startswith("kind must be one of")
+    assert reasons[2] == "ts has no zone"
+    assert reasons[3] == "ts is in the future"
+    assert reasons[4].startswith("agent must be")
+    assert reasons[5].startswith("amount must be a number")
+    assert reasons[6] == "an agent token sends its own events only"
+    assert reasons[7] == "expected a JSON object"
+    assert list(BehaviourEvent.objects.values_list("event_id", flat=True)) == [good["id"]]
+
+
+def test_an_agent_token_cannot_send_another_agents_events(agent_client):
+    response = post(agent_client, [event(agent="other-agent")])
+    assert response.status_code == 403
+    assert not BehaviourEvent.objects.exists()
+
+
+@pytest.mark.parametrize("body, status", [
+    ("[{", 400), ('{"id": 1}', 400), ("[" + ",".join(["{}"] * 5001) + "]", 413)])
+def test_malformed_and_oversize_batches(agent_client, body, status):
+    response = agent_client.generic("POST", "/api/v1/events", body,
+                                    content_type="application/json")
+    assert response.status_code == status
+    assert response.json()["error"]["code"] == {400: "malformed", 413: "too_large"}[status]
+
+
+def test_unregistered_agents_are_kept_assigned_and_adopted_on_registration(people, api_as):
+    platform = api_as(people.admin)
+    body = post(platform, [event(agent="mystery-bot"), event(agent="mystery-bot")]).json()
+    assert body["accepted"] == 2
+    dana = api_as(people.dana)
+    (shadow,) = dana.get("/api/v1/unregistered").json()
+    assert (shadow["name"], shadow["events"], shadow["assigned_owner"]) == (
+        "mystery-bot", 2, None)
+    assert dana.post("/api/v1/unregistered/mystery-bot/assign", {"owner": "bob"},
+                     format="json").status_code == 422  # bob is not an owner
+    assigned = dana.post("/api/v1/unregistered/mystery-bot/assign", {"owner": "alice"},
+                         format="json")
+    assert assigned.json()["assigned_owner"] == "alice"
+    manifest = refund_manifest()
+    object.__setattr__(manifest, "name", "mystery-bot")
+    registry_actions.apply_manifests([manifest], actor=people.alice, source="yaml")
+    agent = Agent.objects.get(name="mystery-bot")
+    assert BehaviourEvent.objects.filter(agent=agent).count() == 2
+    assert UnregisteredAgent.objects.get(name="mystery-bot").registered
+    assert dana.get("/api/v1/unregistered").json() == []
+    assert AuditEntry.objects.filter(action="unregistered.adopted").get().after == {"events": 2}
