@@ -144,3 +144,42 @@ def test_backtest_pure_tools_and_resources():
     assert [c["text"] for c in backtest(active, proposed, events)] == [
         "would have blocked 1 accesses to r",
         "would have allowed 2 calls of b that were outside the approved state"]
+
+
+def test_a_human_answer_is_posted_to_the_agents_webhook(people, transactional_db,
+                                                        redis_client):
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    import django_rq
+    from rq import SimpleWorker
+
+    received: list[dict] = []
+
+    class Hook(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        agent, client = register(people)
+        asked = client.post("/api/v1/agents/refund-agent/decisions",
+                            {"action": "payments.refund", "amount": 900, "callback_url":
+                             f"http://127.0.0.1:{server.server_address[1]}/decided"},
+                            format="json").json()
+        escalation = Escalation.objects.get(decision_id=asked["id"])
+        actions.resolve_escalation(escalation.pk, actor=people.carol, resolution="deny",
+                                   comment="no receipt")
+        queue = django_rq.get_queue("default")
+        SimpleWorker([queue], connection=queue.connection).work(burst=True)
+    finally:
+        server.shutdown()
+    assert [(r["id"], r["outcome"], r["status"], r["decided_by"]) for r in received] == [
+        (asked["id"], "deny", "rejected", "carol")]
