@@ -22,6 +22,7 @@ def build_cluster(count: int) -> list[int]:
     owner, _ = User.objects.get_or_create(username="bench-owner")
     document = yaml.safe_load((ROOT / "examples" / "manifests" / "refund-agent.yaml").read_text())
     document["spec"]["enforcement"] = {"default": "correct"}
+    document["spec"]["data"].append({"resource": "customers_db", "access": "read"})
     manifest = validate_manifest(document)
     state = {k: v for k, v in manifest.spec.items() if k != "enforcement"}
     state["running"] = True

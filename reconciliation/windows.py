@@ -16,15 +16,19 @@ def connection() -> Redis:
 
 def count(checks: Iterable[tuple[WindowCheck, str, datetime]], now: datetime) -> list[int]:
     """Add each (check, event id, time) to its window and return the window's count at that
-    time, in order; expired members are trimmed as it goes (one round trip)."""
+    time, in order; expired members are trimmed as it goes (one round trip, one ZADD, trim
+    and expiry per window, one ZCOUNT per event)."""
     checks = list(checks)
     if not checks:
         return []
-    pipe = connection().pipeline(transaction=False)
+    by_key: dict[str, tuple[WindowCheck, dict[str, float]]] = {}
     for check, event_id, moment in checks:
-        pipe.zadd(check.key, {event_id: moment.timestamp()})
-        pipe.zremrangebyscore(check.key, "-inf", now.timestamp() - check.seconds)
-        pipe.expire(check.key, check.seconds + 60)
+        by_key.setdefault(check.key, (check, {}))[1][event_id] = moment.timestamp()
+    pipe = connection().pipeline(transaction=False)
+    for key, (check, members) in by_key.items():
+        pipe.zadd(key, members)
+        pipe.zremrangebyscore(key, "-inf", now.timestamp() - check.seconds)
+        pipe.expire(key, check.seconds + 60)
     for check, _, moment in checks:
         pipe.zcount(check.key, moment.timestamp() - check.seconds, moment.timestamp())
     return pipe.execute()[-len(checks):]

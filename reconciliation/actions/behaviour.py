@@ -125,11 +125,13 @@ def ingest_events(items: list[Any], *, actor: Any, source: str = "api",
                      .select_related("agent").filter(pk__in=_uuids(decision_ids))}
         decisions.update({str(d.pk): d for d in decisions.values()})
         used: set[str] = set()
+        specs: dict[str, dict[str, Any]] = {}  # effective desired state, once per agent
         for event in fresh:
             agent = agents.get(event.agent)
             if agent is None or agent.active_version is None:
                 continue
-            spec = desired_now(agent, now)
+            spec = specs.get(agent.name) or specs.setdefault(agent.name,
+                                                            desired_now(agent, now))
             signed, reused = _signed_off(event, decisions, used)
             found = static_violations(spec, event, signed_off=signed, reused_decision=reused)
             violations.setdefault(agent.pk, []).extend(found)
@@ -177,12 +179,15 @@ def _note_unregistered(events: list[Event], now: datetime) -> None:
 def _count_windows(events: list[Event], agents: dict[str, Agent],
                    violations: dict[int, list[Violation]], now: datetime) -> None:
     checks = []
+    durations: dict[str, int] = {}
     for event in events:
         agent = agents.get(event.agent)
         if agent is None or agent.active_version is None:
             continue
         spec = agent.active_version.spec
-        durations = {limit["per"]: duration_seconds(limit["per"]) for limit in spec["limits"]}
+        for limit in spec["limits"]:
+            if limit["per"] not in durations:
+                durations[limit["per"]] = duration_seconds(limit["per"])
         checks.extend((agent, event, check)
                       for check in window_checks(spec, event, agent.pk, durations))
     counts = windows.count([(check, event.id, event.ts) for _, event, check in checks], now)
@@ -197,14 +202,28 @@ def _queue_violations(violations: dict[int, list[Violation]]) -> None:
     from reconciliation.jobs import record_violations_job
 
     for agent_id, found in violations.items():
-        if not found:
+        # One rule broken many times in a batch is one window: keep its latest count.
+        by_rule: dict[str, Violation] = {}
+        for violation in found:
+            rule = f"{agent_id}:{violation.kind}:{violation.pointer}:{violation.expected}"
+            by_rule[rule] = _later(by_rule[rule], violation) if rule in by_rule else violation
+        if not by_rule:
             continue
-        rules = [(f"{agent_id}:{v.kind}:{v.pointer}:{v.expected}", v.event_id, v.window_seconds)
-                 for v in found]
+        rules = [(rule, v.event_id, v.window_seconds) for rule, v in by_rule.items()]
         window_of = windows.window_ids(rules)
-        payload = [{**v.to_dict(), "window": window} for v, window in zip(found, window_of,
-                                                                         strict=True)]
+        payload = [{**v.to_dict(), "window": window}
+                   for v, window in zip(by_rule.values(), window_of, strict=True)]
         transaction.on_commit(lambda a=agent_id, p=payload: record_violations_job(a, p))
+
+
+def _later(first: Violation, then: Violation) -> Violation:
+    """Of two breaks of one rule, the one with the larger observed count (the window's peak),
+    keeping the first event that opened it."""
+    if isinstance(then.actual, int | float) and isinstance(first.actual, int | float) and (
+            then.actual > first.actual):
+        return Violation(first.kind, first.pointer, first.expected, then.actual, first.area,
+                         first.event_id, then.rule, first.window_seconds)
+    return first
 
 
 def _fingerprint(violation: dict[str, Any]) -> str:

@@ -3,12 +3,13 @@ it changes, and reports the result, so the push connector's corrections reach th
 verification sees them."""
 
 import threading
+from contextlib import contextmanager
 
 import pytest
 from agentgov import Client, Unauthenticated
 
 from reconciliation import actions as reconciliation
-from reconciliation.models import Correction, Finding, ObservedState
+from reconciliation.models import Correction, Finding
 from tests.clients.conftest import FAST, ScriptedTransport, approve_new_version
 from tests.conftest import eventually
 
@@ -32,28 +33,32 @@ class Runtime:
         return dict(self.state)
 
 
+@contextmanager
 def in_background(client, runtime, **options):
+    """watch() in a thread, stopped (and joined) however the test ends."""
     stop = threading.Event()
     thread = threading.Thread(target=client.watch, args=(runtime.apply,),
                               kwargs={"interval": 0.05, "stop": stop, **options}, daemon=True)
     thread.start()
-    return stop, thread
+    try:
+        yield thread
+    finally:
+        stop.set()
+        thread.join(timeout=5)
 
 
 def test_a_new_generation_is_applied_and_reported_back(server, agent_key, push_agent, people):
     transport = ScriptedTransport()
     client = Client(server, agent_key, agent="refund-agent", transport=transport)
     runtime = Runtime()
-    stop, thread = in_background(client, runtime)
-    eventually(lambda: runtime.applied == [1] and push_agent.observations.exists())
-    eventually(lambda: transport.statuses.count(304) >= 3)  # polling an unchanged state
-    assert runtime.applied == [1]
+    with in_background(client, runtime) as thread:
+        eventually(lambda: runtime.applied == [1] and push_agent.observations.exists())
+        eventually(lambda: transport.statuses.count(304) >= 3)  # polling an unchanged state
+        assert runtime.applied == [1]
 
-    approve_new_version(people, tools=["orders.lookup"])
-    eventually(lambda: runtime.applied == [1, 2])
-    eventually(lambda: latest_report(push_agent)["tools"] == ["orders.lookup"])
-    stop.set()
-    thread.join(timeout=5)
+        approve_new_version(people, tools=["orders.lookup"])
+        eventually(lambda: runtime.applied == [1, 2])
+        eventually(lambda: latest_report(push_agent)["tools"] == ["orders.lookup"])
     assert not thread.is_alive()
     assert reconciliation.reconcile_agent(push_agent.pk, trigger="manual").result == "converged"
     client.close()
@@ -80,21 +85,17 @@ def test_a_push_correction_reaches_the_agent_and_verification_sees_it(agent_clie
 def test_drift_behind_the_sidecars_back_is_reported_and_restored_unless_told_not_to(
         agent_client, push_agent, restore):
     runtime = Runtime()
-    stop, thread = in_background(agent_client, runtime, observe=runtime.observe,
-                                 restore_drift=restore)
-    eventually(lambda: runtime.applied == [1] and push_agent.observations.exists())
-    approved = runtime.observe()
-    runtime.state = {**approved, "tools": [*approved["tools"], "crm.search"]}  # someone did it
-    reported = eventually(lambda: ObservedState.objects.filter(
-        agent=push_agent, state__tools__contains=["crm.search"]).exists())
-    assert reported
-    if restore:
-        eventually(lambda: runtime.applied == [1, 1] and latest_report(push_agent) == approved)
-        assert runtime.state == approved
-    stop.set()
-    thread.join(timeout=5)
+    with in_background(agent_client, runtime, observe=runtime.observe, restore_drift=restore):
+        eventually(lambda: runtime.applied == [1] and push_agent.observations.exists())
+        approved = runtime.observe()
+        drifted = {**approved, "tools": [*approved["tools"], "crm.search"]}
+        runtime.state = drifted  # someone changed the agent behind the sidecar's back
+        eventually(lambda: any(o.state == drifted for o in push_agent.observations.all()))
+        if restore:
+            eventually(lambda: latest_report(push_agent) == approved)
+            assert runtime.applied == [1, 1] and runtime.state == approved
     if not restore:
-        assert runtime.applied == [1] and "crm.search" in latest_report(push_agent)["tools"]
+        assert runtime.applied == [1] and latest_report(push_agent) == drifted
 
 
 def test_a_failing_apply_is_tried_again_on_the_next_tick(agent_client, push_agent):

@@ -38,42 +38,50 @@ def watch(client: Client, apply: Callable[[DesiredState], State | None], *,
       (enforcement `escalate` or `log`): the agent then changes only when its desired state
       does.
 
-    Errors from the control plane or from `apply` are logged and retried on the next tick,
-    except a refused token (401, 403), which is raised. Runs until `stop` is set or after
-    `iterations` ticks; returns the desired state last applied."""
+    `apply` should be idempotent. Its failures (and `observe`'s, and the control plane's) are
+    logged and tried again on the next tick, except a refused token (401, 403), which is
+    raised. Runs until `stop` is set or for `iterations` ticks; returns the desired state
+    last applied."""
     stop = stop or threading.Event()
     applied: DesiredState | None = None
     reported: State | None = None
     ticks = 0
 
-    def apply_and_report(desired: DesiredState) -> State:
-        result = apply(desired)
-        state = observe() if observe is not None else (
-            result if isinstance(result, dict) else desired.as_observed())
-        client.report_observed(state, agent)
-        return state
+    def owners(function: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
+        # The owner's callbacks may fail in any way; the loop must survive them.
+        try:
+            return True, function(*args)
+        except Exception:
+            name = getattr(function, "__name__", "the callback")
+            log.exception("%s failed; trying again in %ss", name, interval)
+            return False, None
 
     while not stop.is_set():
         try:
             desired = client.desired_state(agent)
-            if applied is None or desired.sha256 != applied.sha256:
-                log.info("applying %s generation %s", desired.agent, desired.generation)
-                reported = apply_and_report(desired)
-                applied = desired
-            elif observe is not None:
-                actual = observe()
-                if actual != reported:
+            if observe is not None and applied is not None and desired.sha256 == applied.sha256:
+                ok, actual = owners(observe)
+                if ok and actual != reported:
                     log.warning("%s drifted from its desired state", desired.agent)
                     client.report_observed(actual, agent)
-                    reported = apply_and_report(desired) if restore_drift else actual
+                    reported = actual
+                    if restore_drift:
+                        applied = None  # apply it again now
+            if applied is None or desired.sha256 != applied.sha256:
+                log.info("applying %s generation %s", desired.agent, desired.generation)
+                ok, result = owners(apply, desired)
+                if ok and observe is not None:
+                    ok, result = owners(observe)
+                if ok:
+                    state = result if isinstance(result, dict) else desired.as_observed()
+                    client.report_observed(state, agent)
+                    reported, applied = state, desired
         except (Unauthenticated, Forbidden):
             raise
         except NotFound as error:
             log.info("no desired state yet: %s", error.message)
         except AgentGovError as error:
-            log.warning("control plane: %s; retrying in %ss", error, interval)
-        except Exception:
-            log.exception("applying the desired state failed; retrying in %ss", interval)
+            log.warning("control plane: %s; trying again in %ss", error, interval)
         ticks += 1
         if iterations is not None and ticks >= iterations:
             break
