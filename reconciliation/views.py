@@ -50,3 +50,38 @@ def agent_state_context(agent) -> dict:
         "escalations": list(Escalation.objects.filter(agent=agent, status="open")
                             .select_related("finding").order_by("opened_at")),
     }
+
+
+@login_required
+def escalations(request: HttpRequest) -> HttpResponse:
+    """Open escalations for approvers: drift (revert / accept / suspend) and pending runtime
+    decisions (allow / deny), oldest first, each resolved with a required comment."""
+    from django.contrib import messages
+    from django.shortcuts import redirect
+
+    from config.errors import DomainError
+    from reconciliation import actions
+    from reconciliation.models import Escalation
+    from registry.choices import Role
+    from registry.roles import has_role
+
+    if not has_role(request.user, Role.APPROVER, Role.COMPLIANCE):
+        return render(request, "registry/forbidden.html",
+                      {"message": "Escalations are for approvers and compliance staff."},
+                      status=403)
+    if request.method == "POST":
+        try:
+            escalation = actions.resolve_escalation(
+                int(request.POST.get("escalation", "0") or 0), actor=request.user,
+                resolution=request.POST.get("resolution", ""),
+                comment=request.POST.get("comment", ""))
+        except (DomainError, ValueError) as error:
+            messages.error(request, getattr(error, "message", str(error)))
+        else:
+            messages.success(request, f"Escalation {escalation.pk} resolved: "
+                                      f"{escalation.resolution}.")
+        return redirect("escalations")
+    rows = list(Escalation.objects.filter(status="open")
+                .select_related("agent", "finding", "decision").order_by("opened_at")[:200])
+    return render(request, "reconciliation/escalations.html", {
+        "escalations": rows, "can_resolve": has_role(request.user, Role.APPROVER)})

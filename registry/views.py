@@ -20,6 +20,7 @@ from django.views.decorators.http import require_POST
 from audit.jsondiff import Change, flat_changes
 from audit.models import AuditEntry
 from config.errors import Conflict, DomainError
+from reconciliation.behaviour_api import run_backtest
 from reconciliation.views import agent_state_context
 from registry import actions
 from registry.api import AgentFilter, agent_queryset, filter_agents, inbox_order
@@ -303,6 +304,7 @@ def proposal_detail(request: HttpRequest, pk: int) -> HttpResponse:
     return _page(request, "registry/proposal_detail.html", {
         "card": _card(version, request.user), "here": request.get_full_path(),
         "spec_yaml": _manifest_yaml(version.agent, version),
+        "backtest": run_backtest(version),
     })
 
 

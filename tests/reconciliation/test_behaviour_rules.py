@@ -135,6 +135,10 @@ def test_backtest_shows_what_a_proposal_would_have_allowed(people, api_as, redis
         "subject": "payments.refund actions", "before": "needs_signoff", "after": "allowed",
         "events": 2,
         "text": "would have allowed 2 payments.refund actions that needed a human sign-off"}]
+    client_page = APIClient()
+    client_page.force_login(people.bob)
+    page = client_page.get(f"/proposals/{proposal.pk}/").content.decode()
+    assert "This change would have allowed 2 payments.refund actions" in page
 
 
 def test_backtest_pure_tools_and_resources():
@@ -183,3 +187,22 @@ def test_a_human_answer_is_posted_to_the_agents_webhook(people, transactional_db
         server.shutdown()
     assert [(r["id"], r["outcome"], r["status"], r["decided_by"]) for r in received] == [
         (asked["id"], "deny", "rejected", "carol")]
+
+
+def test_approvers_resolve_a_pending_decision_from_the_escalations_page(people, client,
+                                                                        redis_client, db):
+    agent, agent_client = register(people)
+    asked = agent_client.post("/api/v1/agents/refund-agent/decisions",
+                              {"action": "payments.refund", "amount": 700}, format="json").json()
+    escalation = Escalation.objects.get(decision_id=asked["id"])
+    client.force_login(people.bob)
+    page = client.get("/escalations/").content.decode()
+    assert "Allow once" in page and "above $500" in page
+    refused = client.post("/escalations/", {"escalation": escalation.pk, "resolution": "allow",
+                                            "comment": ""}, follow=True)
+    assert "needs a comment" in refused.content.decode()
+    client.post("/escalations/", {"escalation": escalation.pk, "resolution": "allow",
+                                  "comment": "ok"})
+    assert Decision.objects.get(pk=asked["id"]).status == "approved"
+    client.force_login(people.alice)
+    assert client.get("/escalations/").status_code == 403

@@ -1,0 +1,169 @@
+"""agentctl against a real server: apply -f, get agents, describe agent, diff, approve, and
+audit verify --file doing exactly the README's offline procedure."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from agentgov import Client
+from agentgov.cli import main
+
+from config.embedded_redis import free_port
+from reconciliation import actions as reconciliation
+from registry.models import Agent, DesiredStateVersion
+from tests.conftest import REFUND_AGENT_YAML, ROOT
+
+AGENTCTL = Path(sys.executable).parent / "agentctl"
+
+
+@pytest.fixture
+def ctl(server, capsys):
+    """Run agentctl with a token; returns (exit status, stdout, stderr)."""
+
+    def run(token: str | None, *argv: str) -> tuple[int, str, str]:
+        status = main(["--url", server, *(["--token", token] if token else []), *argv])
+        out, err = capsys.readouterr()
+        return status, out, err
+
+    return run
+
+
+def readme_verifier(tmp_path: Path) -> Path:
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"<!-- offline-verify:start -->\s*```python\n(.*?)```", text, re.S).group(1)
+    script = tmp_path / "readme_verify.py"
+    script.write_text(block)
+    return script
+
+
+def test_an_owner_applies_an_approver_approves_and_everyone_reads(ctl, keys, tmp_path, people):
+    manifest = tmp_path / "refund.yaml"
+    manifest.write_text(REFUND_AGENT_YAML)
+    status, out, _ = ctl(keys.alice, "apply", "-f", str(manifest))
+    proposal = DesiredStateVersion.objects.get()
+    assert status == 0
+    assert out.splitlines()[0] == f"agent/refund-agent created as proposal {proposal.pk}"
+    assert "  + tool payments.refund" in out.splitlines() or "payments.refund" in out
+
+    status, out, _ = ctl(keys.alice, "get", "agents")
+    header, row = out.splitlines()
+    assert header.split() == ["NAME", "OWNER", "LIFECYCLE", "GENERATION", "READY", "DRIFTED",
+                              "PENDING"]
+    assert row.split() == ["refund-agent", "alice", "active", "0", "-", "-", "1"]
+
+    status, _, err = ctl(keys.alice, "approve", str(proposal.pk))
+    assert status == 1 and "(403 forbidden)" in err  # four eyes: never her own agent
+    status, out, _ = ctl(keys.bob, "approve", str(proposal.pk), "-m", "looks right")
+    assert status == 0
+    assert out == f"proposal {proposal.pk} (refund-agent): approved, generation 1\n"
+
+    reconciliation.reconcile_agent(Agent.objects.get().pk, trigger="manual")
+    status, out, _ = ctl(keys.dana, "describe", "agent", "refund-agent")
+    assert status == 0
+    assert re.search(r"^Generation:\s+1 \(sha256 [0-9a-f]{64}\)$", out, re.M)
+    assert re.search(r"^  Ready\s+True\s+Converged\s+matches generation 1", out, re.M)
+    assert out.rstrip().endswith("Findings:\n  (none)")
+    status, out, _ = ctl(keys.alice, "describe", "agent", "refund-agent")
+    assert "(not shown: reading findings needs the approver or compliance role)" in out
+
+    status, out, _ = ctl(keys.alice, "get", "agents", "-l", "team=payments", "-o", "json")
+    assert [a["name"] for a in json.loads(out)] == ["refund-agent"]
+    status, out, _ = ctl(keys.alice, "get", "agents", "-l", "team=search")
+    assert out == "No agents found.\n"
+
+
+def test_a_directory_is_applied_all_or_nothing_and_errors_name_file_and_line(ctl, keys, tmp_path,
+                                                                            people):
+    (tmp_path / "a-refund.yaml").write_text(REFUND_AGENT_YAML)
+    (tmp_path / "b-broken.yaml").write_text(
+        REFUND_AGENT_YAML.replace("name: refund-agent", "name: other-agent")
+        .replace("access: read}", "access: own}"))
+    status, _, err = ctl(keys.alice, "apply", "-f", str(tmp_path))
+    assert status == 1
+    assert "b-broken.yaml" in err.splitlines()[0] and "(422 invalid)" in err
+    assert re.search(r"^  /spec/data/0/access \(line \d+\): ", err, re.M)
+    assert not Agent.objects.exists()
+
+    (tmp_path / "b-broken.yaml").unlink()
+    assert ctl(keys.alice, "apply", "-f", str(tmp_path), "--dry-run")[1].startswith(
+        "agent/refund-agent created (dry run)")
+    assert not Agent.objects.exists()
+
+
+def test_diff_shows_drift_until_it_is_corrected(ctl, keys, server, agent_key, push_agent,
+                                                tmp_path):
+    assert ctl(keys.dana, "diff", "refund-agent")[:2] == (
+        0, "agent/refund-agent generation 1: 0 unresolved drift(s) between desired and actual "
+           "state\n")
+    agent = Client(server, agent_key, agent="refund-agent")
+    desired = agent.desired_state()
+    agent.report_observed({**desired.as_observed(), "tools": ["crm.search", "orders.lookup",
+                                                              "payments.refund"]})
+    reconciliation.reconcile_agent(push_agent.pk, trigger="observation")
+    status, out, _ = ctl(keys.dana, "diff", "refund-agent")
+    assert status == 1 and "1 unresolved drift(s)" in out
+    assert re.search(r'^  /tools.*: expected absent, actual "crm.search" \(\w+, correcting\)$',
+                     out, re.M)
+
+    agent.report_observed(desired.as_observed())
+    reconciliation.reconcile_agent(push_agent.pk, trigger="observation")
+    assert ctl(keys.dana, "diff", "refund-agent")[0] == 0
+    agent.close()
+
+    manifest = tmp_path / "refund.yaml"
+    manifest.write_text(REFUND_AGENT_YAML.replace(
+        "connector: {type: sandbox}", "connector: {type: push}").replace(
+        "[orders.lookup, payments.refund]", "[orders.lookup, payments.refund, crm.search]"))
+    status, out, _ = ctl(keys.alice, "diff", "refund-agent", "-f", str(manifest))
+    assert status == 1 and "crm.search" in out
+    assert not DesiredStateVersion.objects.filter(state="pending").exists()  # a dry run
+
+
+def test_an_exported_trail_verifies_offline_exactly_as_the_readme_says(ctl, keys, tmp_path,
+                                                                       refund_agent):
+    trail = tmp_path / "export.jsonl"
+    assert ctl(keys.dana, "audit", "export", "-o", str(trail))[0] == 0
+    status, out, err = ctl(None, "audit", "verify", "--file", str(trail))
+    readme = subprocess.run([sys.executable, str(readme_verifier(tmp_path)), str(trail)],
+                            capture_output=True, text=True)
+    assert status == 0 and out == readme.stdout and readme.returncode == 0
+    server_head = json.loads(ctl(keys.dana, "audit", "verify")[1])["head_hash"]
+    assert out.strip().endswith(f"head {server_head}")
+    assert ctl(None, "audit", "verify", "--file", str(trail), "--head", server_head)[0] == 0
+    status, _, err = ctl(None, "audit", "verify", "--file", str(trail), "--head", "0" * 64)
+    assert status == 1 and err.startswith("HEAD MISMATCH")
+
+    entries = [json.loads(line) for line in trail.read_text(encoding="utf-8").splitlines()]
+    entries[2]["actor"] = "mallory"
+    trail.write_text("".join(json.dumps(e) + "\n" for e in entries), encoding="utf-8")
+    status, _, err = ctl(None, "audit", "verify", "--file", str(trail))
+    readme = subprocess.run([sys.executable, str(readme_verifier(tmp_path)), str(trail)],
+                            capture_output=True, text=True)
+    assert status == 1 and err == "BROKEN at seq 3\n" == readme.stderr
+
+    csv_trail = tmp_path / "export.csv"
+    assert ctl(keys.dana, "audit", "export", "--format", "csv", "-o", str(csv_trail))[0] == 0
+    status, out, _ = ctl(None, "audit", "verify", "--file", str(csv_trail))
+    assert status == 0 and out.startswith(f"OK {len(entries) + 1} entries, head ")
+
+
+def test_usage_mistakes_and_an_unreachable_server_are_reported_plainly(keys, capsys):
+    assert main(["--url", "http://127.0.0.1:1", "get", "agents"]) == 2
+    assert "no token" in capsys.readouterr().err
+    url = f"http://127.0.0.1:{free_port()}"
+    assert main(["--url", url, "--token", keys.alice, "get", "agents"]) == 1
+    assert capsys.readouterr().err.startswith("error: GET ")
+    assert main(["audit", "verify", "--file", "/no/such/export.jsonl"]) == 1
+
+
+def test_the_installed_console_script_works(server, keys):
+    env = {**os.environ, "AGENTGOV_URL": server, "AGENTGOV_TOKEN": keys.alice}
+    shown = subprocess.run([str(AGENTCTL), "--help"], capture_output=True, text=True)
+    assert shown.returncode == 0 and "apply" in shown.stdout and "audit" in shown.stdout
+    listed = subprocess.run([str(AGENTCTL), "get", "agents"], capture_output=True, text=True,
+                            env=env, timeout=60)
+    assert listed.returncode == 0 and listed.stdout == "No agents found.\n"
