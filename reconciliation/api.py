@@ -1,6 +1,7 @@
 """The reconciliation API: observed and desired state for agents, manual reconcile, findings,
 escalations and the control plane's switches."""
 
+import re
 from typing import Any
 
 from django.db import transaction
@@ -54,6 +55,8 @@ class ObservedStateView(APIView):
                                 "sha256": serializers.CharField(),
                                 "observed_at": serializers.DateTimeField()})})
     def put(self, request: Request, name: str) -> Response:
+        if acting_agent(request.user) is None and not Agent.objects.filter(name=name).exists():
+            return self._unregistered(request, name)
         agent = agent_for(request, name, people=(Role.ADMIN,))
         try:
             state = validate_observed(request.data)
@@ -67,6 +70,25 @@ class ObservedStateView(APIView):
                                                   source=source)
         return Response({"changed": changed, "sha256": row.state_sha256,
                          "observed_at": row.observed_at}, status=status.HTTP_202_ACCEPTED)
+
+
+    def _unregistered(self, request: Request, name: str) -> Response:
+        """A platform reports an agent the registry does not know: kept, listed as shadow."""
+        if not has_role(request.user, Role.OWNER, Role.ADMIN):
+            raise NotFound(f"No agent named {name!r}.")
+        if not re.match(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", name):
+            raise Invalid("An agent name is a slug.", details=[
+                {"pointer": "/name", "message": "lowercase letters, digits and '-'"}])
+        try:
+            state = validate_observed(request.data)
+        except ObservedStateError as error:
+            raise Invalid("The observed state is not valid.",
+                          details=[{"pointer": p, "message": m} for p, m in error.errors]
+                          ) from None
+        actions.note_unregistered_observation(name, state)
+        return Response({"changed": True, "sha256": actions.state_hash(state),
+                         "observed_at": timezone.now(), "registered": False},
+                        status=status.HTTP_202_ACCEPTED)
 
 
 class DesiredStateView(APIView):

@@ -5,6 +5,7 @@ from reconciliation.actions.behaviour import (
     adopt_unregistered,
     assign_unregistered,
     ingest_events,
+    note_unregistered_observation,
     record_violations,
 )
 from reconciliation.actions.common import (
@@ -29,7 +30,8 @@ from reconciliation.actions.switches import reset_breaker, set_shadow
 __all__ = [
     "SYSTEM", "acknowledge_finding", "adopt_unregistered", "assign_unregistered", "audit_label",
     "converged_check", "decide_pending", "desired_now", "ensure_sandbox", "expire_decision",
-    "ingest_events", "open_escalation", "reconcile_agent", "record_observation",
+    "ingest_events", "note_unregistered_observation", "open_escalation", "reconcile_agent",
+    "record_observation",
     "record_violations", "request_decision", "reset_breaker", "resolve_escalation", "resume_agent",
     "sandbox_deploy", "sandbox_faults", "set_shadow", "state_hash", "suspend_agent",
 ]

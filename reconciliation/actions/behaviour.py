@@ -345,3 +345,14 @@ def adopt_unregistered(agent: Agent, *, actor: Any) -> int:
                  target=f"agent:{agent.name}", agent=agent.name, after={"events": adopted},
                  reason="a shadow agent was registered")
     return adopted
+
+
+def note_unregistered_observation(name: str, state: dict[str, Any]) -> UnregisteredAgent:
+    """Keep what a platform reported for an agent the registry does not know."""
+    now = timezone.now()
+    shadow, created = UnregisteredAgent.objects.get_or_create(
+        name=name, defaults={"first_seen": now, "last_seen": now, "last_observation": state})
+    if not created:
+        UnregisteredAgent.objects.filter(pk=shadow.pk).update(last_seen=now,
+                                                              last_observation=state)
+    return shadow

@@ -25,7 +25,7 @@ def ctl(server, capsys):
     """Run agentctl with a token; returns (exit status, stdout, stderr)."""
 
     def run(token: str | None, *argv: str) -> tuple[int, str, str]:
-        status = main(["--url", server, *(["--token", token] if token else []), *argv])
+        status = main(["--url", server, *([f"--token={token}"] if token else []), *argv])
         out, err = capsys.readouterr()
         return status, out, err
 
@@ -155,7 +155,7 @@ def test_usage_mistakes_and_an_unreachable_server_are_reported_plainly(keys, cap
     assert main(["--url", "http://127.0.0.1:1", "get", "agents"]) == 2
     assert "no token" in capsys.readouterr().err
     url = f"http://127.0.0.1:{free_port()}"
-    assert main(["--url", url, "--token", keys.alice, "get", "agents"]) == 1
+    assert main(["--url", url, f"--token={keys.alice}", "get", "agents"]) == 1
     assert capsys.readouterr().err.startswith("error: GET ")
     assert main(["audit", "verify", "--file", "/no/such/export.jsonl"]) == 1
 

@@ -47,13 +47,15 @@ def refund(amount: float, **extra) -> dict:
 
 @pytest.mark.parametrize("mode, status", [("block", "blocked"), ("log", "logged")])
 def test_nine_reads_of_one_record_are_one_finding_and_the_configured_enforcement(
-        people, start_worker, mode, status):
+        people, start_worker, redis_client, mode, status):
     agent, client = register(people, enforcement={"default": "correct", "behaviour": mode})
     worker = start_worker("ingest", "reconcile", "default")
     reads = [read("customer-42", minutes_ago=50 - i) for i in range(9)]
     assert client.post("/api/v1/events", reads[:5], format="json").json()["accepted"] == 5
     assert client.post("/api/v1/events", reads[5:], format="json").json()["accepted"] == 4
     assert client.post("/api/v1/events", reads, format="json").json()["duplicates"] == 9
+    window = f"bw:{agent.pk}:customers_db:record:customer-42:3600"
+    assert redis_client.zcard(window) == 9  # the replay added nothing to the window
     finding = eventually(lambda: Finding.objects.filter(agent=agent, behaviour=True).first(),
                          message="no behaviour finding")
     eventually(lambda: Finding.objects.get(pk=finding.pk).status == status,

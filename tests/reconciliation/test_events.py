@@ -108,3 +108,14 @@ def test_unregistered_agents_are_kept_assigned_and_adopted_on_registration(peopl
     assert UnregisteredAgent.objects.get(name="mystery-bot").registered
     assert dana.get("/api/v1/unregistered").json() == []
     assert AuditEntry.objects.filter(action="unregistered.adopted").get().after == {"events": 2}
+
+
+def test_a_platform_reporting_an_unknown_agent_is_kept_as_a_shadow_agent(people, api_as):
+    platform = api_as(people.admin)
+    response = platform.put("/api/v1/agents/ghost-agent/observed-state",
+                            {"tools": ["crm.search"], "running": True}, format="json")
+    assert response.status_code == 202 and response.json()["registered"] is False
+    shadow = UnregisteredAgent.objects.get(name="ghost-agent")
+    assert shadow.last_observation == {"tools": ["crm.search"], "running": True}
+    assert api_as(people.bob).put("/api/v1/agents/ghost-agent/observed-state", {},
+                                  format="json").status_code == 404
