@@ -41,6 +41,7 @@ bench: install
 	$(PY) bench/audit_append.py
 	$(PY) bench/resync.py
 	$(PY) bench/drift_latency.py
+	$(PY) bench/ingest.py
 
 clean:
 	rm -rf var .pytest_cache .hypothesis
