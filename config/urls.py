@@ -17,6 +17,7 @@ api_v1 = [*registry_api, *reconciliation_api, *audit_api]
 urlpatterns = [
     path("", reconciliation_views.overview, name="home"),
     path("escalations/", reconciliation_views.escalations, name="escalations"),
+    path("vendor/plotly.min.js", reconciliation_views.plotly_js, name="plotly-js"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     *audit_pages,

@@ -297,3 +297,15 @@ class BreakerResetView(APIView):
         body.is_valid(raise_exception=True)
         actions.reset_breaker(actor=request.user, reason=body.validated_data["reason"])
         return Response(control_body())
+
+
+class DashboardView(APIView):
+    """`GET /api/v1/dashboard`: counts by health and the overview's charts (plotly JSON)."""
+
+    permission_classes = [IsPerson]
+
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    def get(self, request: Request) -> Response:
+        from reconciliation.dashboard import summary
+
+        return Response(summary())

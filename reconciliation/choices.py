@@ -125,3 +125,15 @@ class BehaviourKind(models.TextChoices):
     TOOL_NOT_APPROVED = "tool_not_approved"
     RESOURCE_NOT_APPROVED = "resource_not_approved"
     DECISION_REUSED = "decision_reused"
+
+
+class Health(models.TextChoices):
+    """One word for where an agent stands, for counts and lists."""
+
+    IN_POLICY = "in_policy"
+    DRIFTED = "drifted"
+    CORRECTING = "correcting"
+    ESCALATED = "escalated"
+    SUSPENDED = "suspended"
+    FAILED = "failed"
+    UNKNOWN = "unknown"

@@ -14,6 +14,7 @@ from reconciliation.choices import (
     DecisionStatus,
     EscalationStatus,
     FindingStatus,
+    Health,
     RunResult,
     Trigger,
 )
@@ -68,6 +69,8 @@ class AgentStatus(models.Model):
     converged_generation = models.PositiveIntegerField(null=True, blank=True)
     last_reconciled_at = models.DateTimeField(null=True, blank=True)
     open_findings = models.PositiveIntegerField(default=0)
+    health = models.CharField(max_length=12, choices=Health.choices, default=Health.UNKNOWN,
+                              db_index=True)
 
     def __str__(self) -> str:
         return f"status of {self.agent_id}"
@@ -125,6 +128,9 @@ class Finding(models.Model):
     revert_ordered = models.BooleanField(default=False)
     first_seen = models.DateTimeField(default=timezone.now)
     detected_at = models.DateTimeField(default=timezone.now)  # start of this occurrence
+    # When the state (or event) that shows the drift was observed: detected_at - observed_at
+    # is the time to detect.
+    observed_at = models.DateTimeField(null=True, blank=True)
     last_seen = models.DateTimeField(default=timezone.now)
     corrected_at = models.DateTimeField(null=True, blank=True)
     hold_until = models.DateTimeField(null=True, blank=True)
@@ -295,3 +301,26 @@ class Decision(models.Model):
                 "decided_by": self.decided_by.username if self.decided_by_id else None,
                 "decided_at": self.decided_at.isoformat() if self.decided_at else None,
                 "comment": self.comment}
+
+
+class AlertEvent(models.Model):
+    """A live alert, kept so that a browser that lost its connection catches up by id."""
+
+    at = models.DateTimeField(default=timezone.now)
+    event = models.CharField(max_length=32)
+    agent_name = models.CharField(max_length=63, blank=True, default="")
+    owner_id = models.IntegerField(null=True, blank=True)  # for "my agents" subscriptions
+    severity = models.CharField(max_length=8, blank=True, default="")
+    payload = models.JSONField(default=dict)
+
+    class Meta:
+        indexes = [models.Index(fields=["at"], name="alert_at")]
+
+    def __str__(self) -> str:
+        return f"alert {self.pk} {self.event}"
+
+    def to_message(self) -> dict[str, Any]:
+        """What a websocket client receives."""
+        return {**self.payload, "id": self.pk, "event": self.event,
+                "at": self.at.isoformat(), "agent": self.agent_name or None,
+                "severity": self.severity or None, "owner_id": self.owner_id}

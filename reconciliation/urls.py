@@ -15,6 +15,7 @@ api_urlpatterns = [
     path("agents/<slug:name>/reconcile", api.ReconcileNowView.as_view(), name="reconcile-now"),
     path("agents/<slug:name>/shadow", api.AgentShadowView.as_view(), name="agent-shadow"),
     path("control", api.ControlView.as_view(), name="control"),
+    path("dashboard", api.DashboardView.as_view(), name="dashboard"),
     path("control/shadow", api.ControlShadowView.as_view(), name="control-shadow"),
     path("control/breaker/reset", api.BreakerResetView.as_view(), name="breaker-reset"),
     path("events", behaviour_api.EventsView.as_view(), name="events"),

@@ -277,7 +277,8 @@ def _finding_for(agent: Agent, violation: dict[str, Any], now: datetime) -> tupl
         pointer=violation["pointer"], expected=violation["expected"],
         actual=violation["actual"], severity="high", area=violation["area"],
         generation=agent.generation, behaviour=True, reason=violation["rule"],
-        first_seen=now, detected_at=now, last_seen=now)
+        first_seen=now, detected_at=now, last_seen=now,
+        observed_at=violation.get("observed_at") or now)
     audit.record(actor=SYSTEM, action=AuditAction.FINDING_OPENED,
                  target=f"finding:{finding.pk}", agent=agent.name,
                  after={**finding.to_dict(), "event": violation["event_id"]},

@@ -41,7 +41,7 @@ def link(agent: Agent) -> str:
 
 
 def alert(event: str, agent: Agent, finding: Finding | None = None, **extra: Any) -> None:
-    payload = {"agent": agent.name, "link": link(agent), **extra}
+    payload = {"agent": agent.name, "owner_id": agent.owner_id, "link": link(agent), **extra}
     if finding is not None:
         payload.update(finding=finding.pk, severity=finding.severity, kind=finding.kind,
                        pointer=finding.pointer)

@@ -24,6 +24,7 @@ from reconciliation.choices import (
     CorrectionResult,
     EscalationStatus,
     FindingStatus,
+    Health,
     RunResult,
     Trigger,
 )
@@ -52,6 +53,7 @@ class PassContext:
     started: float
     generation: int
     shadow: bool
+    observed_at: datetime | None = None  # when the state this pass judges was first seen
 
 
 def _finding_views(agent: Agent) -> dict[str, FindingView]:
@@ -84,6 +86,7 @@ def _upsert_findings(ctx: PassContext, drifts: list[Drift],
                 agent=agent, fingerprint=drift.fingerprint, kind=drift.kind,
                 pointer=drift.pointer, expected=drift.expected, actual=drift.actual,
                 severity=drift.severity, area=drift.area, operation=drift.operation.to_dict(),
+                observed_at=ctx.observed_at,
                 generation=ctx.generation, first_seen=now, detected_at=now, last_seen=now)
             audit.record(actor=SYSTEM, action=AuditAction.FINDING_OPENED,
                          target=f"finding:{finding.pk}", agent=agent.name,
@@ -95,6 +98,7 @@ def _upsert_findings(ctx: PassContext, drifts: list[Drift],
             finding.occurrence += 1
             finding.attempts = finding.attempts if came_back else 0
             finding.detected_at = finding.last_seen = now
+            finding.observed_at = ctx.observed_at
             finding.generation = ctx.generation
             finding.save()
             audit.record(
@@ -171,6 +175,10 @@ def _settle(ctx: PassContext, *, failed: str = "") -> dict[str, int]:
     status.observed_generation = ctx.generation
     status.last_reconciled_at = ctx.now
     status.open_findings = counts["drifted"]
+    status.health = (
+        Health.SUSPENDED if suspended else Health.FAILED if failed
+        else Health.ESCALATED if counts["escalated"] else Health.CORRECTING
+        if counts["correcting"] else Health.DRIFTED if counts["drifted"] else Health.IN_POLICY)
     status.save()
     return counts
 
@@ -200,8 +208,12 @@ def reconcile_agent(agent_id: int, *, trigger: str, now: datetime | None = None
         with transaction.atomic():
             return _run(ctx, RunResult.SKIPPED, error="no observed state yet")
     if connector.name != "push":
-        record_observation(agent, actual, actor=f"connector:{connector.name}",
-                           source=connector.name, trigger_reconcile=False)
+        row, _ = record_observation(agent, actual, actor=f"connector:{connector.name}",
+                                    source=connector.name, trigger_reconcile=False)
+        ctx.observed_at = row.observed_at
+    else:
+        ctx.observed_at = (ObservedState.objects.filter(agent=agent).order_by("-observed_at")
+                           .values_list("observed_at", flat=True).first())
 
     with transaction.atomic():  # detection
         control = ControlState.objects.select_for_update().get(pk=control.pk)

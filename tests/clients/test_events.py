@@ -62,7 +62,7 @@ def test_while_the_control_plane_is_down_memory_is_bounded_and_the_oldest_go_fir
 
 def test_a_batch_is_sent_again_with_the_same_ids_until_it_is_answered():
     plane = FakeControlPlane(down=True)
-    sender = batcher(plane, batch_size=10)
+    sender = batcher(plane, batch_size=10, flush_interval=0.2)
     for n in range(3):
         sender.add({"id": f"e{n}"})
     eventually(lambda: len(plane.calls) >= 3, timeout=5)

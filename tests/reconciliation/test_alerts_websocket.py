@@ -64,3 +64,52 @@ async def test_an_alert_broadcast_after_commit_reaches_a_signed_in_reviewer(peop
     assert message["agent"] == "refund-agent" and message["severity"] == "high"
     assert await comm.receive_nothing(timeout=0.5)  # the rolled-back alert never went out
     await comm.disconnect()
+
+
+def publish(*alerts_to_send) -> None:
+    try:
+        with transaction.atomic():
+            for event, payload in alerts_to_send:
+                alerts.broadcast(event, payload)
+    finally:
+        connection.close()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.asyncio
+async def test_a_reconnecting_browser_catches_up_on_what_it_missed(people):
+    await sync_to_async(publish)(("drift.detected", {"agent": "a1", "severity": "high"}))
+    first = communicator(people.dana)
+    await first.connect()
+    await sync_to_async(publish)(("drift.detected", {"agent": "a2", "severity": "low"}))
+    seen = await first.receive_json_from(timeout=5)
+    await first.disconnect()
+    # While disconnected, two more alerts happen.
+    await sync_to_async(publish)(("drift.corrected", {"agent": "a2", "severity": "low"}),
+                                 ("escalation.opened", {"agent": "a3", "severity": "high"}))
+    again = WebsocketCommunicator(AlertsConsumer.as_asgi(), f"/ws/alerts?since={seen['id']}")
+    again.scope["user"] = people.dana
+    again.scope["query_string"] = f"since={seen['id']}".encode()
+    await again.connect()
+    caught_up = [await again.receive_json_from(timeout=5) for _ in range(2)]
+    assert [(m["event"], m["agent"], m["replayed"]) for m in caught_up] == [
+        ("drift.corrected", "a2", True), ("escalation.opened", "a3", True)]
+    assert await again.receive_nothing(timeout=0.3)
+    await again.disconnect()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.asyncio
+async def test_subscriptions_filter_by_severity_and_agent(people):
+    comm = WebsocketCommunicator(AlertsConsumer.as_asgi(), "/ws/alerts")
+    comm.scope["user"] = people.bob
+    comm.scope["query_string"] = b"scope=agent&agent=refund-agent&min_severity=high"
+    await comm.connect()
+    await sync_to_async(publish)(
+        ("drift.detected", {"agent": "refund-agent", "severity": "low"}),
+        ("drift.detected", {"agent": "other-agent", "severity": "high"}),
+        ("drift.detected", {"agent": "refund-agent", "severity": "high"}))
+    message = await comm.receive_json_from(timeout=5)
+    assert (message["agent"], message["severity"]) == ("refund-agent", "high")
+    assert await comm.receive_nothing(timeout=0.3)
+    await comm.disconnect()

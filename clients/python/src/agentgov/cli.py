@@ -169,7 +169,8 @@ def cmd_diff(client: Client, args: argparse.Namespace, out: TextIO) -> int:
         if not results:
             raise UsageError(f"{args.filename}: no manifest for agent {args.name}")
         changes = [c for r in results for c in r.get("diff") or []]
-        out.write(f"agent/{args.name}: {len(changes)} change(s) against the approved state\n")
+        out.write(f"agent/{args.name} {results[0]['action']} (dry run): {len(changes)} "
+                  f"change(s) against the approved state\n")
         for result in results:
             for change in result.get("changes") or []:
                 out.write(f"  {change['text']}\n")
@@ -240,7 +241,8 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--url", default=os.environ.get("AGENTGOV_URL", DEFAULT_URL),
                      help=f"the control plane (default: $AGENTGOV_URL or {DEFAULT_URL})")
     top.add_argument("--token", default=os.environ.get("AGENTGOV_TOKEN"),
-                     help="API token (default: $AGENTGOV_TOKEN)")
+                     help="API token (default: $AGENTGOV_TOKEN); write --token=KEY when the "
+                          "key starts with '-'")
     verbs = top.add_subparsers(dest="verb", required=True, metavar="COMMAND")
 
     apply = verbs.add_parser("apply", help="register agents / propose versions from manifests")

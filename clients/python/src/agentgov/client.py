@@ -41,13 +41,10 @@ class RetryPolicy:
         return random.uniform(0, min(self.cap, self.base * 2 ** (attempt - 1)))
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat()
-
-
 def _timestamp(ts: datetime | str | None) -> str:
+    """RFC 3339 with a zone, as the events API requires."""
     if ts is None:
-        return _now()
+        return datetime.now(UTC).isoformat()
     if isinstance(ts, str):
         return ts
     if ts.tzinfo is None:
@@ -89,11 +86,11 @@ class Client:
 
     @property
     def base_url(self) -> str:
+        """The control plane's address; settable, e.g. to move queued events to a replica."""
         return str(self._http.base_url).rstrip("/")
 
     @base_url.setter
     def base_url(self, url: str) -> None:
-        """Point the client (and events still waiting to be sent) at another address."""
         self._http.base_url = url.rstrip("/")
 
     @property
@@ -195,7 +192,7 @@ class Client:
 
     def record_event(self, kind: str, *, tool: str | None = None, resource: str | None = None,
                      record: str | None = None, action: str | None = None,
-                     amount: float | int | str | None = None, approved_by: str | None = None,
+                     amount: float | None = None, approved_by: str | None = None,
                      decision_id: str | None = None, trace_id: str | None = None,
                      span_id: str | None = None, ts: datetime | str | None = None,
                      id: str | None = None, agent: str | None = None) -> str:
@@ -221,7 +218,7 @@ class Client:
         """Queue a data_access event (one record of a resource, when known)."""
         return self.record_event("data_access", resource=resource, record=record, **fields)
 
-    def action(self, action: str, amount: float | int | str | None = None,
+    def action(self, action: str, amount: float | None = None,
                **fields: Any) -> str:
         """Queue an action event (with the decision_id that allowed it, if one did)."""
         return self.record_event("action", action=action, amount=amount, **fields)
@@ -241,7 +238,7 @@ class Client:
             self.request("POST", "/api/v1/events", json=events, idempotent=True,
                          retry=False).json())
 
-    def decide(self, action: str, *, amount: float | int | str | None = None,
+    def decide(self, action: str, *, amount: float | None = None,
                tool: str | None = None, resource: str | None = None, record: str | None = None,
                callback_url: str | None = None, wait: float = 0.0, poll: float = 1.0,
                agent: str | None = None) -> Decision:

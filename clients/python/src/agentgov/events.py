@@ -175,6 +175,10 @@ class EventBatcher:
                 self.last_error = error
                 log.error("the control plane refused %d event(s): %s", len(batch), error)
                 self._settle(None)
+            except Exception as error:  # a bug must not silently kill the sender
+                self.last_error = error
+                log.exception("sending %d event(s) failed", len(batch))
+                self._settle(None)
             else:
                 if result.rejected:
                     log.warning("%d event(s) rejected, e.g. %s", result.rejected,

@@ -1,0 +1,117 @@
+"""The cluster overview's figures: counts by health and plotly charts, each from a fixed number
+of aggregate queries whatever the number of agents, findings or audit rows."""
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import plotly.graph_objects as go
+from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Q
+from django.db.models.functions import TruncHour
+from django.utils import timezone
+
+from reconciliation.choices import Health
+from reconciliation.models import AgentStatus, ControlState, Escalation, Finding
+from registry.models import Agent
+
+SEVERITIES = ("high", "medium", "low")
+AGE_BUCKETS = [("< 5 min", timedelta(minutes=5)), ("< 1 h", timedelta(hours=1)),
+               ("< 1 day", timedelta(days=1)), ("older", None)]
+LAYOUT = {"margin": {"l": 40, "r": 10, "t": 30, "b": 40}, "height": 260,
+          "legend": {"orientation": "h"}, "font": {"size": 12},
+          "xaxis": {"nticks": 8}, "yaxis": {"rangemode": "tozero"}}
+
+
+def health_counts() -> dict[str, int]:
+    """How many approved agents are in each health state."""
+    counts = {h.value: 0 for h in Health}
+    for row in AgentStatus.objects.values("health").annotate(n=Count("pk")):
+        counts[row["health"]] = row["n"]
+    approved = Agent.objects.filter(active_version__isnull=False).count()
+    counts[Health.UNKNOWN] += max(0, approved - sum(counts.values()))
+    return counts
+
+
+def _hours(now: datetime) -> list[datetime]:
+    start = now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=23)
+    return [start + timedelta(hours=i) for i in range(24)]
+
+
+def drift_over_time(now: datetime) -> dict[str, Any]:
+    """Drift found and corrected per hour over the last day, by severity."""
+    hours = _hours(now)
+    since = hours[0]
+    found = {(r["hour"], r["severity"]): r["n"] for r in Finding.objects.filter(
+        detected_at__gte=since).annotate(hour=TruncHour("detected_at")).values(
+        "hour", "severity").annotate(n=Count("pk"))}
+    fixed = {r["hour"]: r["n"] for r in Finding.objects.filter(
+        corrected_at__gte=since, status="corrected").annotate(hour=TruncHour("corrected_at"))
+        .values("hour").annotate(n=Count("pk"))}
+    figure = go.Figure(layout={**LAYOUT, "title": "Drift found and corrected (last 24 h)",
+                               "barmode": "stack"})
+    labels = [h.strftime("%H:00") for h in hours]
+    for severity in SEVERITIES:
+        figure.add_bar(name=f"found: {severity}", x=labels,
+                       y=[found.get((h, severity), 0) for h in hours])
+    figure.add_scatter(name="corrected", x=labels, y=[fixed.get(h, 0) for h in hours],
+                       mode="lines+markers")
+    return figure.to_plotly_json()
+
+
+def _seconds(value: timedelta | None) -> float:
+    return round(value.total_seconds(), 3) if value else 0.0
+
+
+def response_times(now: datetime) -> dict[str, Any]:
+    """Mean time to detect and to a verified correction, per hour."""
+    hours = _hours(now)
+    detect = ExpressionWrapper(F("detected_at") - F("observed_at"), output_field=DurationField())
+    verify = ExpressionWrapper(F("corrected_at") - F("detected_at"),
+                               output_field=DurationField())
+    rows = {r["hour"]: r for r in Finding.objects.filter(detected_at__gte=hours[0]).annotate(
+        hour=TruncHour("detected_at")).values("hour").annotate(
+        detect=Avg(detect, filter=Q(observed_at__isnull=False)),
+        verify=Avg(verify, filter=Q(corrected_at__isnull=False)))}
+    labels = [h.strftime("%H:00") for h in hours]
+    figure = go.Figure(layout={**LAYOUT, "title": "Mean seconds to detect / to fix"})
+    figure.add_scatter(name="to detect", x=labels, mode="lines+markers",
+                       y=[_seconds(rows.get(h, {}).get("detect")) for h in hours])
+    figure.add_scatter(name="to verified correction", x=labels, mode="lines+markers",
+                       y=[_seconds(rows.get(h, {}).get("verify")) for h in hours])
+    return figure.to_plotly_json()
+
+
+def escalations_by_age(now: datetime) -> dict[str, Any]:
+    """Open escalations by how long they have waited."""
+    filters = {}
+    lower = None
+    for index, (_, span) in enumerate(AGE_BUCKETS):
+        condition = Q()
+        if span is not None:
+            condition &= Q(opened_at__gt=now - span)
+        if lower is not None:
+            condition &= Q(opened_at__lte=now - lower)
+        filters[f"bucket_{index}"] = Count("pk", filter=condition)
+        lower = span
+    counts = Escalation.objects.filter(status="open").aggregate(**filters)
+    figure = go.Figure(layout={**LAYOUT, "title": "Open escalations by age"})
+    figure.add_bar(x=[label for label, _ in AGE_BUCKETS],
+                   y=[counts[f"bucket_{i}"] for i in range(len(AGE_BUCKETS))],
+                   name="open escalations")
+    return figure.to_plotly_json()
+
+
+def summary(now: datetime | None = None) -> dict[str, Any]:
+    """Everything the overview shows (also served as JSON for live updates)."""
+    now = now or timezone.now()
+    control = ControlState.load()
+    return {
+        "at": now.isoformat(),
+        "health": health_counts(),
+        "post_convergence_drift": control.post_convergence_drift,
+        "breaker": {"tripped_at": control.breaker_tripped_at.isoformat()
+                    if control.breaker_tripped_at else None, "reason": control.breaker_reason},
+        "shadow": control.shadow,
+        "open_escalations": Escalation.objects.filter(status="open").count(),
+        "charts": {"drift": drift_over_time(now), "response": response_times(now),
+                   "escalations": escalations_by_age(now)},
+    }
