@@ -99,3 +99,91 @@ def escalations(request: HttpRequest) -> HttpResponse:
                 .select_related("agent", "finding", "decision").order_by("opened_at")[:200])
     return render(request, "reconciliation/escalations.html", {
         "escalations": rows, "can_resolve": has_role(request.user, Role.APPROVER)})
+
+
+def _forbidden(request: HttpRequest, message: str) -> HttpResponse:
+    return render(request, "registry/forbidden.html", {"message": message}, status=403)
+
+
+@login_required
+def findings(request: HttpRequest) -> HttpResponse:
+    """Findings for compliance: filter, acknowledge with a reason, follow to the audit trail."""
+    from django.contrib import messages
+    from django.core.paginator import Paginator
+    from django.shortcuts import redirect
+
+    from config.errors import DomainError
+    from reconciliation import actions
+    from reconciliation.choices import FindingStatus
+    from reconciliation.models import Finding
+    from registry.choices import Role
+    from registry.roles import has_role
+
+    if not has_role(request.user, Role.COMPLIANCE, Role.APPROVER):
+        return _forbidden(request, "Findings are for compliance staff and approvers.")
+    if request.method == "POST":
+        try:
+            actions.acknowledge_finding(int(request.POST.get("finding") or 0),
+                                        actor=request.user,
+                                        reason=request.POST.get("reason", ""))
+        except (DomainError, ValueError, Finding.DoesNotExist) as error:
+            messages.error(request, getattr(error, "message", "No such finding."))
+        else:
+            messages.success(request, "Finding acknowledged.")
+        return redirect(request.get_full_path())
+    rows = Finding.objects.select_related("agent", "acknowledged_by").order_by("-last_seen",
+                                                                               "-pk")
+    filters = {key: request.GET.get(key, "").strip() for key in
+               ("agent", "status", "severity", "kind", "source")}
+    if filters["agent"]:
+        rows = rows.filter(agent__name=filters["agent"])
+    if filters["status"] in FindingStatus.values:
+        rows = rows.filter(status=filters["status"])
+    if filters["severity"] in ("high", "medium", "low"):
+        rows = rows.filter(severity=filters["severity"])
+    if filters["kind"]:
+        rows = rows.filter(kind=filters["kind"])
+    if filters["source"] in ("config", "behaviour"):
+        rows = rows.filter(behaviour=filters["source"] == "behaviour")
+    page = Paginator(rows, 50).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(request, "reconciliation/findings.html", {
+        "page": page, "filters": filters, "statuses": FindingStatus.values,
+        "query": query.urlencode(), "can_acknowledge": has_role(request.user, Role.COMPLIANCE)})
+
+
+@login_required
+def lab(request: HttpRequest) -> HttpResponse:
+    """The drift lab: inject drift and faults into the demo's sandbox agents."""
+    from django.contrib import messages
+    from django.shortcuts import redirect
+
+    from config.errors import DomainError
+    from reconciliation.lab import inject, mass_drift
+    from registry.choices import Role
+    from registry.models import Agent
+    from registry.roles import has_role
+
+    if not has_role(request.user, Role.COMPLIANCE, Role.ADMIN):
+        return _forbidden(request, "The drift lab is for compliance staff and admins.")
+    agents = list(Agent.objects.filter(connector__type="sandbox", active_version__isnull=False)
+                  .select_related("active_version").order_by("name"))
+    if request.method == "POST":
+        what = request.POST.get("what", "")
+        try:
+            if what == "mass":
+                done = mass_drift(int(request.POST.get("count") or 10), actor=request.user)
+                messages.success(request, f"Bad deployment across {len(done)} agents.")
+            else:
+                agent = next((a for a in agents if a.name == request.POST.get("agent")), None)
+                if agent is None:
+                    raise ValueError("Choose a sandbox agent.")
+                messages.success(request, inject(
+                    agent, what, actor=request.user,
+                    after_changes=int(request.POST.get("after") or 1),
+                    lag_seconds=int(request.POST.get("seconds") or 20)))
+        except (DomainError, ValueError) as error:
+            messages.error(request, getattr(error, "message", str(error)))
+        return redirect("lab")
+    return render(request, "reconciliation/lab.html", {"agents": agents})

@@ -1,0 +1,89 @@
+"""The reconciliation pages: findings for compliance, the drift lab, escalations, the overview
+and its dashboard API, each refusing the wrong people and using a fixed number of queries."""
+
+import pytest
+
+from reconciliation import actions
+from reconciliation.models import Finding, SandboxAgent
+from registry import actions as registry_actions
+from registry.models import Agent
+from tests.conftest import BAD_DEPLOYMENT, refund_manifest
+
+pytestmark = pytest.mark.django_db
+
+
+def sandbox_agents(people, count: int, start: int = 0) -> list[Agent]:
+    made = []
+    for index in range(start, start + count):
+        manifest = refund_manifest(enforcement={"default": "correct"})
+        object.__setattr__(manifest, "name", f"agent-{index:02d}")
+        (outcome,) = registry_actions.apply_manifests([manifest], actor=people.alice,
+                                                      source="yaml")
+        registry_actions.approve_proposal(outcome.version.pk, actor=people.bob)
+        agent = Agent.objects.get(name=manifest.name)
+        actions.reconcile_agent(agent.pk, trigger="approved")
+        made.append(agent)
+    return made
+
+
+def drift_and_correct(agent: Agent) -> None:
+    actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
+    actions.reconcile_agent(agent.pk, trigger="observation")
+
+
+def test_findings_filter_and_acknowledge_with_a_reason(people, client):
+    (agent,) = sandbox_agents(people, 1)
+    drift_and_correct(agent)
+    client.force_login(people.dana)
+    page = client.get("/findings/?severity=high&source=config").content.decode()
+    assert "tool_added" in page and "action_limit_missing" in page
+    assert "tool_added" not in client.get("/findings/?kind=data_added").content.decode()
+    finding = Finding.objects.get(kind="tool_added")
+    client.post("/findings/", {"finding": finding.pk, "reason": "deployment rolled back"})
+    finding.refresh_from_db()
+    assert finding.acknowledged_by == people.dana
+    client.force_login(people.alice)
+    assert client.get("/findings/").status_code == 403
+
+
+def test_the_lab_injects_a_bad_deployment_for_compliance_only(people, client):
+    (agent,) = sandbox_agents(people, 1)
+    client.force_login(people.alice)
+    assert client.get("/lab/").status_code == 403
+    client.force_login(people.dana)
+    assert "agent-00" in client.get("/lab/").content.decode()
+    response = client.post("/lab/", {"agent": "agent-00", "what": "drift"}, follow=True)
+    assert "bad deployment" in response.content.decode()
+    assert "crm.search" in SandboxAgent.objects.get(agent=agent).state["tools"]
+
+
+def test_overview_and_dashboard_api_count_agents_by_health(people, client, api_as):
+    agents = sandbox_agents(people, 3)
+    actions.sandbox_deploy(agents[0], actor="system:test", changes=BAD_DEPLOYMENT,
+                           reason="bad")
+    actions.set_shadow(actor=people.alice, agent=agents[0], enabled=True)
+    actions.reconcile_agent(agents[0].pk, trigger="observation")
+    summary = api_as(people.bob).get("/api/v1/dashboard").json()
+    assert summary["health"]["in_policy"] == 2 and summary["health"]["drifted"] == 1
+    assert summary["post_convergence_drift"] == 1
+    assert summary["charts"]["drift"]["data"][0]["name"] == "found: high"
+    client.force_login(people.bob)
+    page = client.get("/").content.decode()
+    assert 'data-health="drifted">1<' in page and "/vendor/plotly.min.js" in page
+    js = client.get("/vendor/plotly.min.js")
+    assert js.status_code == 200 and b"plotly" in js.content[:2000].lower()
+
+
+@pytest.mark.parametrize("path", ["/", "/findings/", "/escalations/"])
+def test_pages_use_a_fixed_number_of_queries_whatever_the_cluster_size(
+        people, client, path, django_assert_max_num_queries):
+    client.force_login(people.dana)
+    agents = sandbox_agents(people, 2)
+    drift_and_correct(agents[0])
+    with django_assert_max_num_queries(40) as few:
+        assert client.get(path).status_code == 200
+    for agent in sandbox_agents(people, 4, start=2):
+        drift_and_correct(agent)
+    with django_assert_max_num_queries(40) as many:
+        assert client.get(path).status_code == 200
+    assert len(many.captured_queries) == len(few.captured_queries)
