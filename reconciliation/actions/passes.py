@@ -210,7 +210,7 @@ def reconcile_agent(agent_id: int, *, trigger: str, now: datetime | None = None
     if connector.name != "push":
         row, _ = record_observation(agent, actual, actor=f"connector:{connector.name}",
                                     source=connector.name, trigger_reconcile=False)
-        ctx.observed_at = row.observed_at
+        ctx.observed_at = min(row.observed_at, ctx.now)  # read by this pass: seen now
     else:
         ctx.observed_at = (ObservedState.objects.filter(agent=agent).order_by("-observed_at")
                            .values_list("observed_at", flat=True).first())

@@ -19,6 +19,8 @@
     const post = document.getElementById("post-convergence");
     if (post) post.textContent = summary.post_convergence_drift;
     draw(summary.charts);
+    const counters = document.getElementById("counters");
+    if (counters) counters.dataset.refreshed = summary.at;
   }
   const initial = document.getElementById("charts-data");
   if (initial) draw(JSON.parse(initial.textContent));
