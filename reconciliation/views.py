@@ -1,5 +1,7 @@
 """Pages of the reconciliation app: the cluster overview (home)."""
 
+from datetime import timedelta
+
 import django_rq
 import redis
 from django.contrib.auth.decorators import login_required
@@ -41,18 +43,32 @@ def plotly_js(request: HttpRequest) -> HttpResponse:
     return response
 
 RECENT = 20
+TIMELINE = timedelta(hours=24)
 
 
 def agent_state_context(agent) -> dict:
     """The reconciler's side of an agent's page: conditions, the latest observation, and its
     recent findings, corrections, runs and open escalations (a fixed number of queries)."""
     import yaml
+    from django.utils import timezone
 
+    from reconciliation.actions import desired_now
+    from reconciliation.compare import side_by_side, timeline
     from reconciliation.models import AgentStatus, Correction, Escalation, Finding, ReconcileRun
 
     status = AgentStatus.objects.filter(agent=agent).first()
     observation = agent.observations.order_by("-observed_at").first()
+    now = timezone.now()
+    desired = None
+    if agent.active_version_id:
+        desired = desired_now(agent, now)
+        desired.pop("enforcement", None)
+    runs = list(ReconcileRun.objects.filter(agent=agent, started_at__gte=now - TIMELINE)
+                .order_by("started_at").values_list("started_at", "result")[:5000])
     return {
+        "comparison": side_by_side(desired, observation.state) if desired and observation
+        else [],
+        "timeline": timeline(runs, now, TIMELINE),
         "status": status,
         "observation": observation,
         "observed_yaml": yaml.safe_dump(observation.state, sort_keys=True)

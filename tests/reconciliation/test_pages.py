@@ -87,3 +87,25 @@ def test_pages_use_a_fixed_number_of_queries_whatever_the_cluster_size(
     with django_assert_max_num_queries(40) as many:
         assert client.get(path).status_code == 200
     assert len(many.captured_queries) == len(few.captured_queries)
+
+
+def test_the_agent_page_marks_where_desired_and_actual_differ_and_draws_its_timeline(
+        people, client):
+    (agent,) = sandbox_agents(people, 1)
+    actions.set_shadow(actor=people.alice, agent=agent, enabled=True)  # keep the drift
+    actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
+    actions.reconcile_agent(agent.pk, trigger="observation")
+    client.force_login(people.bob)
+    page = client.get(f"/agents/{agent.name}/").content.decode()
+    assert "Desired versus actual" in page
+    assert '<tr class="only_actual">' in page and "crm.search" in page
+    assert "✔ in policy from" in page and "✖ out of policy (drifted) from" in page
+
+
+def test_side_by_side_rows_are_aligned():
+    from reconciliation.compare import side_by_side
+
+    rows = side_by_side({"a": 1, "b": [1, 2]}, {"a": 2, "b": [1, 2], "c": 3})
+    assert [(r.tag, r.left, r.right) for r in rows] == [
+        ("changed", "a: 1", "a: 2"), ("equal", "b:", "b:"), ("equal", "- 1", "- 1"),
+        ("equal", "- 2", "- 2"), ("only_actual", "", "c: 3")]
