@@ -40,6 +40,7 @@ class AuditAction(models.TextChoices):
     CORRECTION_SHADOWED = "correction.shadowed"
     ESCALATION_OPENED = "escalation.opened"
     ESCALATION_RESOLVED = "escalation.resolved"
+    ESCALATION_TRIAGED = "escalation.triaged"
     AGENT_SUSPENDED = "agent.suspended"
     AGENT_RESUMED = "agent.resumed"
     SHADOW_CHANGED = "shadow.changed"

@@ -45,6 +45,8 @@ RECONCILE_LOCK_SECONDS = env_int("RECONCILE_LOCK_SECONDS", 120, minimum=5)
 RECONCILE_MAX_RETRIES = env_int("RECONCILE_MAX_RETRIES", 5, minimum=0)
 # Tests of dead workers: the sandbox's injected crash kills the worker process for real.
 SANDBOX_CRASH_KILLS_PROCESS = env_bool("SANDBOX_CRASH_KILLS_PROCESS", False)
+# The demo's background simulator drifts a random sandbox agent this often (0: off).
+DEMO_SIMULATOR_SECONDS = env_int("DEMO_SIMULATOR_SECONDS", 0, minimum=0)
 DECISION_TIMEOUT_SECONDS = env_int("DECISION_TIMEOUT_SECONDS", 300, minimum=5)
 BREAKER_SHARE_PERCENT = env_int("BREAKER_SHARE_PERCENT", 20, minimum=1)
 BREAKER_WINDOW_SECONDS = env_int("BREAKER_WINDOW_SECONDS", 300, minimum=10)

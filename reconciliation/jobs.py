@@ -158,3 +158,10 @@ def notify_decision(decision_id: str, attempt: int = 0) -> str:
             timedelta(seconds=backoff_seconds(attempt + 1)), notify_decision, decision_id,
             attempt + 1)
         return "retrying"
+
+
+def simulate_drift() -> str:
+    """The demo simulator's tick (registered by config.cron only when DEMO_SIMULATOR is on)."""
+    from reconciliation.lab import simulate
+
+    return simulate()

@@ -53,3 +53,19 @@ def mass_drift(count: int, *, actor: Any) -> list[str]:
                                    active_version__isnull=False)
               .select_related("active_version").order_by("name")[:count])
     return [inject(agent, "drift", actor=actor) for agent in agents]
+
+
+def simulate(*, actor: Any = "system:demo-simulator", rng: Any = None) -> str:
+    """The demo's background simulator: now and then a random sandbox agent drifts (a bad
+    deployment, sometimes with a lagging platform), so a new user sees the loop at work."""
+    import random
+
+    rng = rng or random.Random()
+    agents = list(Agent.objects.filter(connector__type="sandbox", lifecycle="active",
+                                       active_version__isnull=False)
+                  .select_related("active_version"))
+    if not agents:
+        return "no sandbox agents"
+    agent = rng.choice(agents)
+    return inject(agent, "lag" if rng.random() < 0.2 else "drift", actor=actor,
+                  lag_seconds=8)

@@ -192,6 +192,10 @@ class Escalation(models.Model):
                                   default="")
     comment = models.TextField(blank=True, default="")
     opened_at = models.DateTimeField(default=timezone.now)
+    assignee = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                 on_delete=models.PROTECT, related_name="+")
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+    snoozed_until = models.DateTimeField(null=True, blank=True)
     resolved_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                     on_delete=models.PROTECT, related_name="+")
     resolved_at = models.DateTimeField(null=True, blank=True)

@@ -99,6 +99,19 @@ def escalations(request: HttpRequest) -> HttpResponse:
         return render(request, "registry/forbidden.html",
                       {"message": "Escalations are for approvers and compliance staff."},
                       status=403)
+    if request.method == "POST" and request.POST.get("triage"):
+        from datetime import timedelta as span
+
+        choice = request.POST["triage"]
+        hours = {"snooze_1h": 1, "snooze_4h": 4, "snooze_1d": 24}.get(choice)
+        try:
+            actions.triage_escalation(
+                int(request.POST.get("escalation") or 0), actor=request.user,
+                assign=choice == "assign", acknowledge=choice == "acknowledge",
+                snooze_for=span(hours=hours) if hours else None)
+        except (DomainError, ValueError) as error:
+            messages.error(request, getattr(error, "message", str(error)))
+        return redirect("escalations")
     if request.method == "POST":
         try:
             escalation = actions.resolve_escalation(
@@ -111,10 +124,19 @@ def escalations(request: HttpRequest) -> HttpResponse:
             messages.success(request, f"Escalation {escalation.pk} resolved: "
                                       f"{escalation.resolution}.")
         return redirect("escalations")
-    rows = list(Escalation.objects.filter(status="open")
-                .select_related("agent", "finding", "decision").order_by("opened_at")[:200])
+    from django.db.models import Q
+    from django.utils import timezone
+
+    show_snoozed = request.GET.get("snoozed") == "1"
+    rows = Escalation.objects.filter(status="open").select_related(
+        "agent", "finding", "decision", "assignee").order_by("opened_at")
+    if not show_snoozed:
+        rows = rows.filter(Q(snoozed_until__isnull=True) | Q(snoozed_until__lte=timezone.now()))
     return render(request, "reconciliation/escalations.html", {
-        "escalations": rows, "can_resolve": has_role(request.user, Role.APPROVER)})
+        "escalations": list(rows[:200]), "show_snoozed": show_snoozed,
+        "snoozed": Escalation.objects.filter(status="open",
+                                             snoozed_until__gt=timezone.now()).count(),
+        "can_resolve": has_role(request.user, Role.APPROVER)})
 
 
 def _forbidden(request: HttpRequest, message: str) -> HttpResponse:

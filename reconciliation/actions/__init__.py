@@ -21,6 +21,7 @@ from reconciliation.actions.escalations import (
     acknowledge_finding,
     resolve_escalation,
     resume_agent,
+    triage_escalation,
 )
 from reconciliation.actions.observations import record_observation
 from reconciliation.actions.passes import converged_check, reconcile_agent
@@ -34,4 +35,5 @@ __all__ = [
     "record_observation",
     "record_violations", "request_decision", "reset_breaker", "resolve_escalation", "resume_agent",
     "sandbox_deploy", "sandbox_faults", "set_shadow", "state_hash", "suspend_agent",
+    "triage_escalation",
 ]

@@ -1,5 +1,6 @@
 """Humans resolving escalations, clearing blocks and acknowledging findings."""
 
+from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
@@ -152,3 +153,40 @@ def acknowledge_finding(finding_id: int, *, actor: Any, reason: str) -> Finding:
     audit.record(actor=actor, action=AuditAction.FINDING_ACKNOWLEDGED,
                  target=f"finding:{finding.pk}", agent=finding.agent.name, reason=reason)
     return finding
+
+
+SNOOZE_LIMIT = timedelta(days=7)
+
+
+@transaction.atomic
+def triage_escalation(escalation_id: int, *, actor: Any, assign: bool = False,
+                      acknowledge: bool = False, snooze_for: timedelta | None = None
+                      ) -> Escalation:
+    """An approver takes an escalation (assign to me), acknowledges it, or snoozes it."""
+    _check_decider(actor)
+    escalation = Escalation.objects.select_for_update().select_related("agent").filter(
+        pk=escalation_id, status=EscalationStatus.OPEN).first()
+    if escalation is None:
+        raise Conflict(f"Escalation {escalation_id} is not open.", code="not_open")
+    before = {"assignee": escalation.assignee_id, "acknowledged": bool(escalation.acknowledged_at),
+              "snoozed_until": escalation.snoozed_until.isoformat()
+              if escalation.snoozed_until else None}
+    now = timezone.now()
+    if assign:
+        escalation.assignee = actor
+    if acknowledge:
+        escalation.acknowledged_at = now
+    if snooze_for is not None:
+        if not timedelta(0) < snooze_for <= SNOOZE_LIMIT:
+            raise Invalid("Snooze for up to 7 days.",
+                          details=[{"pointer": "/snooze", "message": "1 minute to 7 days"}])
+        escalation.snoozed_until = now + snooze_for
+    escalation.save()
+    audit.record(actor=actor, action=AuditAction.ESCALATION_TRIAGED,
+                 target=f"escalation:{escalation.pk}", agent=escalation.agent.name,
+                 before=before,
+                 after={"assignee": escalation.assignee_id,
+                        "acknowledged": bool(escalation.acknowledged_at),
+                        "snoozed_until": escalation.snoozed_until.isoformat()
+                        if escalation.snoozed_until else None})
+    return escalation

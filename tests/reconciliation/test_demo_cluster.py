@@ -60,3 +60,16 @@ def test_a_mass_bad_deployment_trips_the_breaker_on_real_workers(start_worker, s
     assert "automatic correction paused" in control.breaker_reason
     # Some drift is left in place for a human instead of a mass revocation storm.
     eventually(lambda: Finding.objects.filter(status="open").exists(), timeout=30)
+
+
+def test_the_simulator_drifts_a_random_sandbox_agent(db, settings, tmp_path, capsys):
+    import random
+
+    from reconciliation.lab import simulate
+    from reconciliation.models import SandboxAgent
+
+    settings.VAR_DIR = tmp_path
+    call_command("seed_demo", "--force")
+    said = simulate(rng=random.Random(3))
+    name = said.split(":")[0]
+    assert "crm.search" in SandboxAgent.objects.get(agent__name=name).state["tools"]

@@ -109,3 +109,23 @@ def test_side_by_side_rows_are_aligned():
     assert [(r.tag, r.left, r.right) for r in rows] == [
         ("changed", "a: 1", "a: 2"), ("equal", "b:", "b:"), ("equal", "- 1", "- 1"),
         ("equal", "- 2", "- 2"), ("only_actual", "", "c: 3")]
+
+
+def test_approvers_assign_acknowledge_and_snooze_escalations(people, client):
+    from reconciliation.models import Escalation
+
+    agents = sandbox_agents(people, 1)
+    from reconciliation.actions import open_escalation
+
+    escalation = open_escalation(agents[0], None, reason="look at this")
+    client.force_login(people.bob)
+    client.post("/escalations/", {"escalation": escalation.pk, "triage": "assign"})
+    client.post("/escalations/", {"escalation": escalation.pk, "triage": "acknowledge"})
+    escalation.refresh_from_db()
+    assert escalation.assignee == people.bob and escalation.acknowledged_at is not None
+    assert "Assigned to bob" in client.get("/escalations/").content.decode()
+    client.post("/escalations/", {"escalation": escalation.pk, "triage": "snooze_1h"})
+    page = client.get("/escalations/").content.decode()
+    assert "look at this" not in page and "1 snoozed" in page
+    assert "look at this" in client.get("/escalations/?snoozed=1").content.decode()
+    assert Escalation.objects.get(pk=escalation.pk).snoozed_until is not None
