@@ -42,6 +42,7 @@ bench: install
 	$(PY) bench/resync.py
 	$(PY) bench/drift_latency.py
 	$(PY) bench/ingest.py
+	$(PY) bench/pages.py
 
 clean:
 	rm -rf var .pytest_cache .hypothesis

@@ -15,6 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.cluster import build_audit_rows  # noqa: E402
 from bench.scratch import setup_django  # noqa: E402
 
 WRITERS, EACH, VERIFY_ROWS = 8, 250, 100_000
@@ -37,28 +38,10 @@ def main() -> None:
         spans.append(json.loads(out.strip().splitlines()[-1]))
     append_seconds = max(s["finished"] for s in spans) - min(s["started"] for s in spans)
 
-    from django.utils import timezone
 
-    from audit.chain import entry_hash, format_time
-    from audit.models import AuditChainHead, AuditEntry
     from audit.verify import verify_trail
 
-    head = AuditChainHead.objects.get(pk=1)
-    seq, previous = head.seq, head.hash
-    batch = []
-    for i in range(VERIFY_ROWS - seq):
-        seq += 1
-        fields = {"seq": seq, "at": timezone.now(), "actor": "system:bench",
-                  "action": "role.granted", "target": f"bench:{i}", "agent": "refund-agent",
-                  "before": {"roles": []}, "after": {"roles": ["owner"], "i": i}, "reason": "",
-                  "request_id": "", "prev_hash": previous}
-        previous = entry_hash({**fields, "at": format_time(fields["at"])})
-        batch.append(AuditEntry(**fields, hash=previous))
-        if len(batch) == 5000:
-            AuditEntry.objects.bulk_create(batch)
-            batch = []
-    AuditEntry.objects.bulk_create(batch)
-    AuditChainHead.objects.filter(pk=1).update(seq=seq, hash=previous)
+    build_audit_rows(VERIFY_ROWS)
 
     started = time.perf_counter()
     report = verify_trail()

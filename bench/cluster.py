@@ -74,3 +74,30 @@ class Workers:
             process.terminate()
         for process in self.processes:
             process.wait(timeout=30)
+
+
+def build_audit_rows(total: int, agent_names: list[str] | None = None) -> None:
+    """Extend the audit chain to `total` entries with valid hashes (bulk inserts)."""
+    from django.utils import timezone
+
+    from audit.chain import entry_hash, format_time
+    from audit.models import AuditChainHead, AuditEntry
+
+    head = AuditChainHead.objects.get(pk=1)
+    seq, previous = head.seq, head.hash
+    names = agent_names or ["refund-agent"]
+    batch = []
+    for i in range(total - seq):
+        seq += 1
+        fields = {"seq": seq, "at": timezone.now(), "actor": "system:bench",
+                  "action": "role.granted", "target": f"bench:{i}",
+                  "agent": names[i % len(names)], "before": {"roles": []},
+                  "after": {"roles": ["owner"], "i": i}, "reason": "", "request_id": "",
+                  "prev_hash": previous}
+        previous = entry_hash({**fields, "at": format_time(fields["at"])})
+        batch.append(AuditEntry(**fields, hash=previous))
+        if len(batch) == 5000:
+            AuditEntry.objects.bulk_create(batch)
+            batch = []
+    AuditEntry.objects.bulk_create(batch)
+    AuditChainHead.objects.filter(pk=1).update(seq=seq, hash=previous)
