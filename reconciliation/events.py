@@ -59,11 +59,15 @@ def parse_batch(body: str, *, ndjson: bool) -> list[Any]:
                     items.append(json.loads(line))
                 except json.JSONDecodeError as error:
                     items.append(ParseFailure(f"line {number} is not JSON: {error.msg}"))
+                except RecursionError:
+                    items.append(ParseFailure(f"line {number} is nested too deeply"))
     else:
         try:
             items = json.loads(body)
         except json.JSONDecodeError as error:
             raise BatchError(f"the body is not JSON: {error.msg} at line {error.lineno}") from None
+        except RecursionError:
+            raise BatchError("the body is nested too deeply") from None
         if not isinstance(items, list):
             raise BatchError("expected a JSON array of events (or NDJSON)")
     if len(items) > MAX_EVENTS:

@@ -43,7 +43,7 @@ def decode(body: bytes, *, content_type: str, content_encoding: str = "") -> dic
         return payload
     try:
         payload = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as error:
         raise BatchError(f"the body is not OTLP JSON: {error}") from None
     if not isinstance(payload, dict):
         raise BatchError("expected an OTLP ExportTraceServiceRequest object")

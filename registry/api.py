@@ -7,13 +7,14 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, pagination, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.parsers import BaseParser, JSONParser
+from rest_framework.parsers import BaseParser
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.errors import NotAllowed, NotFound
+from config.parsers import SafeJSONParser
 from registry import actions
 from registry.choices import GuardrailEffect, Lifecycle, Role, VersionSource, VersionState
 from registry.intake import decode_body, read_manifests, read_spec
@@ -273,7 +274,7 @@ class ProposalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
 class AgentProposalView(APIView):
     """`POST /api/v1/agents/{name}/proposals`: the owner, or the agent itself, proposes a spec."""
 
-    parser_classes = [JSONParser]
+    parser_classes = [SafeJSONParser]
 
     @extend_schema(request=ProposeSerializer, responses={200: OutcomeSerializer,
                                                          201: OutcomeSerializer})
