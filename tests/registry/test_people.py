@@ -123,3 +123,31 @@ def test_sign_in_sign_in_failure_and_sign_out_are_audited(people, client):
 def test_pages_need_a_sign_in(db, client):
     response = client.get("/")
     assert response.status_code == 302 and response["Location"].startswith("/login/")
+
+
+def test_sign_in_is_rate_limited_per_account(people, client, redis_client):
+    for _ in range(5):
+        assert client.post("/login/", {"username": "dana", "password": "wrong"}).status_code == 200
+    limited = client.post("/login/", {"username": "dana", "password": PASSWORD})
+    assert limited.status_code == 429 and "Too many failed sign-ins" in limited.content.decode()
+    assert "_auth_user_id" not in client.session
+    # Another account from another address is not affected.
+    other = client.post("/login/", {"username": "bob", "password": PASSWORD},
+                        REMOTE_ADDR="10.1.2.3")
+    assert other.status_code == 302
+
+
+def test_deploy_checks_are_clean_with_debug_off(tmp_path):
+    import secrets
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    env = {"PATH": "/usr/bin:/bin", "DEBUG": "false", "SECRET_KEY": secrets.token_urlsafe(60),
+           "AUDIT_SIGNING_KEY": secrets.token_urlsafe(32), "REDIS_URL": "redis://127.0.0.1:1/0",
+           "ALLOWED_HOSTS": "gov.example.com", "VAR_DIR": str(tmp_path)}
+    result = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level",
+                             "WARNING"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
