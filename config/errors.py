@@ -46,3 +46,9 @@ class TooLarge(DomainError):
     """The body is over a size or count limit."""
 
     status, code = 413, "too_large"
+
+
+class Unavailable(DomainError):
+    """A part the request needs (the work queue) is down; retry later."""
+
+    status, code = 503, "unavailable"

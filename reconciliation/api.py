@@ -4,7 +4,7 @@ escalations and the control plane's switches."""
 import re
 from typing import Any
 
-from django.db import transaction
+import redis
 from django.db.models import QuerySet
 from django.http import HttpResponse
 from django.utils import timezone
@@ -16,7 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config.errors import Invalid, NotAllowed, NotFound
+from config.errors import Invalid, NotAllowed, NotFound, Unavailable
 from reconciliation import actions
 from reconciliation.choices import FindingStatus, Resolution, Trigger
 from reconciliation.models import ControlState, Escalation, Finding
@@ -129,11 +129,12 @@ class ReconcileNowView(APIView):
         "ReconcileQueued", {"queued": serializers.BooleanField()})})
     def post(self, request: Request, name: str) -> Response:
         agent = agent_for(request, name, people=(Role.COMPLIANCE,))
-        queued: list[bool] = []
-        transaction.on_commit(lambda: queued.append(enqueue_reconcile(agent.pk,
-                                                                      Trigger.MANUAL)))
-        return Response({"queued": bool(queued and queued[0])},
-                        status=status.HTTP_202_ACCEPTED)
+        try:
+            queued = enqueue_reconcile(agent.pk, Trigger.MANUAL)
+        except redis.RedisError:
+            raise Unavailable("The work queue is unavailable; the periodic resync will "
+                              "reconcile the agent once it is back.") from None
+        return Response({"queued": queued}, status=status.HTTP_202_ACCEPTED)
 
 
 class FindingSerializer(serializers.ModelSerializer):

@@ -165,3 +165,10 @@ def simulate_drift() -> str:
     from reconciliation.lab import simulate
 
     return simulate()
+
+
+def recount_events() -> int:
+    """Cron: rules for events stored while Redis was down."""
+    from reconciliation.actions.behaviour import recount_events as recount
+
+    return recount()

@@ -245,10 +245,14 @@ class BehaviourEvent(models.Model):
     span_id = models.CharField(max_length=32, blank=True, default="")
     source = models.CharField(max_length=8, default="api")  # api | otlp
     received_at = models.DateTimeField(default=timezone.now)
+    # False while the cross-call rules still have to count it (Redis was down at ingest).
+    counted = models.BooleanField(default=True)
 
     class Meta:
         indexes = [models.Index(fields=["agent", "ts"], name="event_agent_ts"),
-                   models.Index(fields=["agent_name", "ts"], name="event_name_ts")]
+                   models.Index(fields=["agent_name", "ts"], name="event_name_ts"),
+                   models.Index(fields=["counted"], name="event_uncounted",
+                                condition=models.Q(counted=False))]
 
     def __str__(self) -> str:
         return f"{self.agent_name} {self.kind} {self.event_id}"

@@ -22,7 +22,8 @@ def enqueue_reconcile(agent_id: int, trigger: str) -> bool:
 
 def request_reconcile(agent_id: int, trigger: str) -> None:
     """Queue a pass once the current transaction commits (never for a rolled-back change)."""
-    transaction.on_commit(lambda: enqueue_reconcile(agent_id, trigger))
+    # robust: with Redis down the change still stands; the periodic resync re-derives the pass.
+    transaction.on_commit(lambda: enqueue_reconcile(agent_id, trigger), robust=True)
 
 
 def schedule_grant_expiries(agent_id: int, spec: dict) -> None:
@@ -34,4 +35,4 @@ def schedule_grant_expiries(agent_id: int, spec: dict) -> None:
         for grant in spec.get("grants", []):
             schedule_grant_expiry(agent_id, grant["expires_at"])
 
-    transaction.on_commit(schedule)
+    transaction.on_commit(schedule, robust=True)

@@ -2,11 +2,13 @@
 windows, and turning broken rules into findings that go through the enforcement path."""
 
 import hashlib
+import logging
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import redis
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
@@ -36,12 +38,15 @@ from registry.models import Agent
 from registry.principals import AgentPrincipal
 from registry.roles import has_role
 
+log = logging.getLogger(__name__)
+
 
 @dataclass
 class IngestReport:
     """Per-event results of a batch."""
 
     results: list[dict[str, Any]] = field(default_factory=list)
+    rules_pending: bool = False
 
     def add(self, event_id: Any, status: str, reason: str = "") -> None:
         row = {"id": event_id if isinstance(event_id, str) else None, "status": status}
@@ -51,8 +56,11 @@ class IngestReport:
 
     def to_dict(self) -> dict[str, Any]:
         counts = Counter(r["status"] for r in self.results)
-        return {"accepted": counts["accepted"], "duplicates": counts["duplicate"],
+        body = {"accepted": counts["accepted"], "duplicates": counts["duplicate"],
                 "rejected": counts["rejected"], "results": self.results}
+        if self.rules_pending:
+            body["rules"] = "pending: the work queue is down; stored events are checked later"
+        return body
 
 
 def _may_report(actor: Any, name: str, agent: Agent | None) -> str:
@@ -118,23 +126,14 @@ def ingest_events(items: list[Any], *, actor: Any, source: str = "api",
     for row in report.results:
         if row["status"] == "accepted" and row["id"] in existing:
             row["status"] = "duplicate"
-    violations: dict[int, list[Violation]] = {}
     with transaction.atomic():
         decision_ids = {e.decision_id for e in fresh if e.decision_id}
         decisions = {d.pk.hex: d for d in Decision.objects.select_for_update(of=("self",))
                      .select_related("agent").filter(pk__in=_uuids(decision_ids))}
         decisions.update({str(d.pk): d for d in decisions.values()})
         used: set[str] = set()
-        specs: dict[str, dict[str, Any]] = {}  # effective desired state, once per agent
-        for event in fresh:
-            agent = agents.get(event.agent)
-            if agent is None or agent.active_version is None:
-                continue
-            spec = specs.get(agent.name) or specs.setdefault(agent.name,
-                                                            desired_now(agent, now))
-            signed, reused = _signed_off(event, decisions, used)
-            found = static_violations(spec, event, signed_off=signed, reused_decision=reused)
-            violations.setdefault(agent.pk, []).extend(found)
+        signed = {e.id: _signed_off(e, decisions, used) for e in fresh if e.decision_id}
+        violations = _static(fresh, agents, signed, now)
         for decision in decisions.values():
             if decision.pk.hex in used and decision.status == DecisionStatus.APPROVED:
                 event_id = next(e.id for e in fresh if e.decision_id in (
@@ -150,9 +149,52 @@ def ingest_events(items: list[Any], *, actor: Any, source: str = "api",
                             received_at=now) for e in fresh],
             ignore_conflicts=True, batch_size=1000)
         _note_unregistered([e for e in fresh if e.agent not in agents], now)
-    _count_windows(fresh, agents, violations, now)
-    _queue_violations(violations)
+    try:
+        _count_windows(fresh, agents, violations, now)
+        _queue_violations(violations)
+    except redis.RedisError as error:
+        # The events are stored; their rules run when Redis is back (recount_events).
+        log.warning("Redis unavailable, %d events wait for their rules: %s", len(fresh), error)
+        BehaviourEvent.objects.filter(event_id__in=[e.id for e in fresh]).update(counted=False)
+        report.rules_pending = True
     return report
+
+
+def _static(events: list[Event], agents: dict[str, Agent],
+            signed: dict[str, tuple[bool, bool]], now: datetime) -> dict[int, list[Violation]]:
+    """What each event breaks on its own, per agent (effective desired state once each)."""
+    violations: dict[int, list[Violation]] = {}
+    specs: dict[str, dict[str, Any]] = {}
+    for event in events:
+        agent = agents.get(event.agent)
+        if agent is None or agent.active_version is None:
+            continue
+        spec = specs.get(agent.name) or specs.setdefault(agent.name, desired_now(agent, now))
+        signed_off, reused = signed.get(event.id, (False, False))
+        violations.setdefault(agent.pk, []).extend(
+            static_violations(spec, event, signed_off=signed_off, reused_decision=reused))
+    return violations
+
+
+def recount_events(limit: int = 5000) -> int:
+    """Run the rules over events stored while Redis was down (the outbox); returns how many."""
+    now = timezone.now()
+    rows = list(BehaviourEvent.objects.filter(counted=False, agent__isnull=False)
+                .select_related("agent__active_version").order_by("received_at")[:limit])
+    if not rows:
+        return 0
+    events = [Event(id=r.event_id, agent=r.agent_name, ts=r.ts, kind=r.kind, tool=r.tool,
+                    resource=r.resource, record=r.record, action=r.action, amount=r.amount,
+                    approved_by=r.approved_by, decision_id=r.decision_id) for r in rows]
+    agents = {r.agent.name: r.agent for r in rows}
+    used_by = dict(Decision.objects.filter(used_by_event__in=[e.id for e in events])
+                   .values_list("used_by_event", "pk"))
+    signed = {e.id: (e.id in used_by, False) for e in events if e.decision_id}
+    violations = _static(events, agents, signed, now)
+    _count_windows(events, agents, violations, now)
+    _queue_violations(violations)
+    BehaviourEvent.objects.filter(pk__in=[r.pk for r in rows]).update(counted=True)
+    return len(rows)
 
 
 def _uuids(values: set[str]) -> list[str]:
@@ -213,7 +255,8 @@ def _queue_violations(violations: dict[int, list[Violation]]) -> None:
         window_of = windows.window_ids(rules)
         payload = [{**v.to_dict(), "window": window}
                    for v, window in zip(by_rule.values(), window_of, strict=True)]
-        transaction.on_commit(lambda a=agent_id, p=payload: record_violations_job(a, p))
+        transaction.on_commit(lambda a=agent_id, p=payload: record_violations_job(a, p),
+                              robust=True)
 
 
 def _later(first: Violation, then: Violation) -> Violation:

@@ -5,6 +5,7 @@ nobody answers expires to deny."""
 from datetime import datetime, timedelta
 from typing import Any
 
+import redis
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -43,7 +44,12 @@ def evaluate(spec: dict[str, Any], request: dict[str, Any], agent: Agent,
                       resource=resource, record=request.get("record") or "")
         durations = {limit["per"]: duration_seconds(limit["per"]) for limit in spec["limits"]}
         for check in window_checks(spec, probe, agent.pk, durations):
-            if windows.peek(check, now) + 1 > check.limit:
+            try:
+                seen = windows.peek(check, now)
+            except redis.RedisError:
+                return DecisionOutcome.DENY, (f"{check.rule}: the window cannot be read right "
+                                              "now, so the answer is no (fail closed)")
+            if seen + 1 > check.limit:
                 return DecisionOutcome.DENY, f"{check.rule} (the window is full)"
     action, amount = request.get("action"), request.get("amount")
     limits = spec["actions"].get(action or "")
@@ -96,14 +102,14 @@ def _schedule_expiry(decision: Decision) -> None:
         django_rq.get_queue("default", commit_mode="auto").enqueue_at(
             decision.expires_at, expire_decision_job, str(decision.pk))
 
-    transaction.on_commit(schedule)
+    transaction.on_commit(schedule, robust=True)
 
 
 def _notify(decision: Decision) -> None:
     if decision.callback_url:
         from reconciliation.jobs import notify_decision_job
 
-        transaction.on_commit(lambda: notify_decision_job(str(decision.pk)))
+        transaction.on_commit(lambda: notify_decision_job(str(decision.pk)), robust=True)
 
 
 def _close(decision: Decision, *, actor: Any, status: str, outcome: str, comment: str) -> None:

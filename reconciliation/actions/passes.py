@@ -287,7 +287,7 @@ def _suspended(agent: Agent) -> bool:
 def _schedule_verify(agent: Agent) -> None:
     from reconciliation.jobs import schedule_verify
 
-    transaction.on_commit(lambda: schedule_verify(agent.pk))
+    transaction.on_commit(lambda: schedule_verify(agent.pk), robust=True)
 
 
 def _shadow(ctx: PassContext, finding: Finding, step: Any) -> None:

@@ -1,0 +1,83 @@
+"""Faults: Redis down (the site stays up, says so, stores what it is sent and catches up when
+Redis is back), and the audit trail whole at the end of each."""
+
+import uuid
+from datetime import UTC, datetime
+
+import django_rq
+import pytest
+from rest_framework.test import APIClient
+from rq import SimpleWorker
+
+from audit.verify import verify_trail
+from config import embedded_redis
+from reconciliation.actions.behaviour import recount_events
+from reconciliation.models import BehaviourEvent, Finding, ObservedState
+from registry import actions as registry_actions
+from tests.conftest import refund_manifest
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def limited_agent(people):
+    manifest = refund_manifest(
+        data=[{"resource": "customers_db", "access": "read"}],
+        limits=[{"resource": "customers_db", "max_same_record": 2, "per": "1h"}],
+        enforcement={"default": "correct", "behaviour": "log"})
+    (outcome,) = registry_actions.apply_manifests([manifest], actor=people.alice, source="yaml")
+    registry_actions.approve_proposal(outcome.version.pk, actor=people.bob)
+    agent = outcome.version.agent
+    _, key = registry_actions.issue_agent_token(agent, actor=people.alice)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    return agent, client
+
+
+def reads(count: int) -> list[dict]:
+    now = datetime.now(UTC).isoformat()
+    return [{"id": uuid.uuid4().hex, "agent": "refund-agent", "ts": now, "kind": "data_access",
+             "resource": "customers_db", "record": "c-1"} for _ in range(count)]
+
+
+def point_redis_at(settings, url: str) -> None:
+    settings.REDIS_URL = url
+    settings.RQ_QUEUES = {name: {"URL": url, "DEFAULT_TIMEOUT": 300}
+                          for name in ("reconcile", "ingest", "default")}
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
+                                           "CONFIG": {"hosts": [url]}}}
+
+
+def test_with_redis_down_the_site_stays_up_stores_everything_and_catches_up(
+        people, settings, client, redis_client):
+    agent, agent_client = limited_agent(people)
+    working = settings.REDIS_URL
+    dead = f"redis://127.0.0.1:{embedded_redis.free_port()}/0"
+    point_redis_at(settings, dead)
+
+    ready = client.get("/readyz")
+    assert ready.status_code == 503 and ready.json()["checks"]["database"] == "ok"
+    observed = agent_client.put("/api/v1/agents/refund-agent/observed-state",
+                                {"tools": ["crm.search"], "running": True}, format="json")
+    assert observed.status_code == 202
+    assert ObservedState.objects.filter(agent=agent).count() == 1
+    sent = agent_client.post("/api/v1/events", reads(4), format="json")
+    assert sent.status_code == 200
+    assert sent.json()["accepted"] == 4 and sent.json()["rules"].startswith("pending")
+    assert BehaviourEvent.objects.filter(counted=False).count() == 4
+    decision = agent_client.post("/api/v1/agents/refund-agent/decisions",
+                                 {"resource": "customers_db", "record": "c-1"}, format="json")
+    assert decision.status_code == 201 and decision.json()["outcome"] == "deny"
+    assert "fail closed" in decision.json()["rule"]
+    manual = APIClient()
+    manual.force_authenticate(people.alice)
+    queued = manual.post("/api/v1/agents/refund-agent/reconcile")
+    assert queued.status_code == 503 and queued.json()["error"]["code"] == "unavailable"
+
+    point_redis_at(settings, working)  # Redis is back: the outbox drains
+    assert recount_events() == 4
+    queue = django_rq.get_queue("ingest")
+    SimpleWorker([queue], connection=queue.connection).work(burst=True)
+    finding = Finding.objects.get(agent=agent, kind="same_record_exceeded")
+    assert finding.actual == 4 and finding.status == "logged"
+    assert not BehaviourEvent.objects.filter(counted=False).exists()
+    assert verify_trail().ok
