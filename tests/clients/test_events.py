@@ -173,7 +173,7 @@ def test_recording_is_cheap_and_safe_from_many_threads(agent_client):
         thread.start()
     for thread in threads:
         thread.join()
-    assert agent_client.flush_events(timeout=20)
+    assert agent_client.flush_events(timeout=60)
     assert agent_client.events.accepted == 200
     assert BehaviourEvent.objects.filter(agent_name="refund-agent").count() == 200
 
