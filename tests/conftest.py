@@ -8,6 +8,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -174,6 +175,29 @@ def refund_manifest(**spec_changes):
     document = yaml.safe_load(REFUND_AGENT_YAML)
     document["spec"].update(spec_changes)
     return validate_manifest(document)
+
+
+def approved_agent(people: People, name: str, **spec_changes) -> Any:
+    """An agent like the refund agent under another name, registered by alice and approved by
+    bob (generation 1)."""
+    from registry.choices import VersionSource
+    from registry.models import Agent
+
+    manifest = refund_manifest(**spec_changes)
+    object.__setattr__(manifest, "name", name)
+    (outcome,) = actions.apply_manifests([manifest], actor=people.alice,
+                                         source=VersionSource.YAML)
+    actions.approve_proposal(outcome.version.pk, actor=people.bob)
+    return Agent.objects.get(name=name)
+
+
+@pytest.fixture
+def agent_client(people, refund_agent) -> APIClient:
+    """An API client holding the refund agent's own token."""
+    _, key = actions.issue_agent_token(refund_agent, actor=people.alice)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    return client
 
 
 @pytest.fixture

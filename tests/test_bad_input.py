@@ -2,7 +2,6 @@
 and changes nothing."""
 
 import pytest
-from rest_framework.test import APIClient
 
 from audit.models import AuditEntry
 from reconciliation.models import BehaviourEvent, Decision, ObservedState
@@ -35,13 +34,6 @@ def snapshot() -> tuple:
             Decision.objects.count(), BehaviourEvent.objects.count(),
             AuditEntry.objects.count())
 
-
-@pytest.fixture
-def agent_client(people, refund_agent):
-    _, key = registry_actions.issue_agent_token(refund_agent, actor=people.alice)
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
-    return client
 
 
 @pytest.mark.parametrize("method, path", ENDPOINTS)

@@ -10,20 +10,12 @@ from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.contrib.auth.models import User
 
 from reconciliation.models import Escalation
-from registry import actions as registry_actions
 from registry.models import Agent
-from tests.conftest import PASSWORD, eventually, refund_manifest
+from tests.conftest import PASSWORD, approved_agent, eventually
 from tests.test_demo import ARTIFACTS, CHROMIUM_ARGS
 
 pytestmark = pytest.mark.browser
 
-
-def approved(people, name: str, enforcement: dict) -> Agent:
-    manifest = refund_manifest(enforcement=enforcement)
-    object.__setattr__(manifest, "name", name)
-    (outcome,) = registry_actions.apply_manifests([manifest], actor=people.alice, source="yaml")
-    registry_actions.approve_proposal(outcome.version.pk, actor=people.bob)
-    return Agent.objects.get(name=name)
 
 
 class Browser:
@@ -62,8 +54,9 @@ def test_drift_arrives_live_is_corrected_and_bob_resolves_an_escalation(
     # The server process checks passwords with the production hashers.
     hasher = PBKDF2PasswordHasher()
     User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
-    refund = approved(people, "refund-agent", {"default": "correct"})
-    approved(people, "payouts-agent", {"default": "correct", "actions": "escalate"})
+    refund = approved_agent(people, "refund-agent", enforcement={"default": "correct"})
+    approved_agent(people, "payouts-agent",
+                   enforcement={"default": "correct", "actions": "escalate"})
     worker = start_worker("reconcile", "ingest", "default")
     eventually(lambda: Agent.objects.filter(status__health="in_policy").count() == 2,
                timeout=60, message=f"never converged; worker said:\n{worker.output()}")

@@ -14,7 +14,7 @@ from reconciliation import actions
 from reconciliation.models import Finding, ReconcileRun
 from registry import actions as registry_actions
 from registry.models import Agent
-from tests.conftest import BAD_DEPLOYMENT, ROOT, child_env, eventually, refund_manifest
+from tests.conftest import BAD_DEPLOYMENT, ROOT, approved_agent, child_env, eventually
 
 AGENTS = 8
 
@@ -33,14 +33,8 @@ def web_process():
 def test_two_web_processes_and_three_workers_converge_everything_one_pass_at_a_time(
         people, start_worker, settings):
     settings.BREAKER_SHARE_PERCENT = 100  # drifting every agent at once on purpose
-    agents = []
-    for index in range(AGENTS):
-        manifest = refund_manifest(enforcement={"default": "correct"})
-        object.__setattr__(manifest, "name", f"scale-{index}")
-        (outcome,) = registry_actions.apply_manifests([manifest], actor=people.alice,
-                                                      source="yaml")
-        registry_actions.approve_proposal(outcome.version.pk, actor=people.bob)
-        agents.append(Agent.objects.get(name=manifest.name))
+    agents = [approved_agent(people, f"scale-{index}", enforcement={"default": "correct"})
+              for index in range(AGENTS)]
     _, key = registry_actions.issue_api_token(people.dana, actor=people.dana)
     webs = [web_process() for _ in range(2)]
     workers = [start_worker("reconcile", "ingest", "default", BREAKER_SHARE_PERCENT="100")

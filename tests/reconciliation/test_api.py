@@ -1,7 +1,6 @@
 """The agent-facing and reviewer-facing reconciliation API."""
 
 import pytest
-from rest_framework.test import APIClient
 
 from audit.models import AuditEntry
 from reconciliation import actions
@@ -12,13 +11,6 @@ from tests.conftest import refund_manifest
 
 pytestmark = pytest.mark.django_db
 
-
-@pytest.fixture
-def agent_client(people, refund_agent):
-    _, key = registry_actions.issue_agent_token(refund_agent, actor=people.alice)
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
-    return client
 
 
 def report(**changes):

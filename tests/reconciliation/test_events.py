@@ -6,7 +6,6 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from rest_framework.test import APIClient
 
 from audit.models import AuditEntry
 from reconciliation.models import BehaviourEvent, UnregisteredAgent
@@ -25,13 +24,6 @@ def event(agent="refund-agent", **fields):
     return {"id": uuid.uuid4().hex, "agent": agent, "ts": now_iso(), "kind": "data_access",
             "resource": "orders_db", "record": "order-1", **fields}
 
-
-@pytest.fixture
-def agent_client(people, refund_agent):
-    _, key = registry_actions.issue_agent_token(refund_agent, actor=people.alice)
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
-    return client
 
 
 def post(client, events, ndjson=False):

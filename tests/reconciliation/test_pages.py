@@ -5,24 +5,17 @@ import pytest
 
 from reconciliation import actions
 from reconciliation.models import Finding, SandboxAgent
-from registry import actions as registry_actions
 from registry.models import Agent
-from tests.conftest import BAD_DEPLOYMENT, refund_manifest
+from tests.conftest import BAD_DEPLOYMENT, approved_agent
 
 pytestmark = pytest.mark.django_db
 
 
 def sandbox_agents(people, count: int, start: int = 0) -> list[Agent]:
-    made = []
-    for index in range(start, start + count):
-        manifest = refund_manifest(enforcement={"default": "correct"})
-        object.__setattr__(manifest, "name", f"agent-{index:02d}")
-        (outcome,) = registry_actions.apply_manifests([manifest], actor=people.alice,
-                                                      source="yaml")
-        registry_actions.approve_proposal(outcome.version.pk, actor=people.bob)
-        agent = Agent.objects.get(name=manifest.name)
+    made = [approved_agent(people, f"agent-{index:02d}", enforcement={"default": "correct"})
+            for index in range(start, start + count)]
+    for agent in made:
         actions.reconcile_agent(agent.pk, trigger="approved")
-        made.append(agent)
     return made
 
 

@@ -8,24 +8,17 @@ from django.test.utils import CaptureQueriesContext
 
 from reconciliation import actions, jobs
 from reconciliation.models import AgentStatus
-from registry import actions as registry_actions
 from registry.models import Agent
-from tests.conftest import refund_manifest
+from tests.conftest import approved_agent
 
 pytestmark = pytest.mark.django_db
 
 
 def converged_agents(people, count: int) -> list[Agent]:
-    made = []
-    for index in range(count):
-        manifest = refund_manifest(enforcement={"default": "correct"})
-        object.__setattr__(manifest, "name", f"agent-{index:03d}")
-        (outcome,) = registry_actions.apply_manifests([manifest], actor=people.alice,
-                                                      source="yaml")
-        registry_actions.approve_proposal(outcome.version.pk, actor=people.bob)
-        agent = Agent.objects.get(name=manifest.name)
+    made = [approved_agent(people, f"agent-{index:03d}", enforcement={"default": "correct"})
+            for index in range(count)]
+    for agent in made:
         actions.reconcile_agent(agent.pk, trigger="approved")
-        made.append(agent)
     return made
 
 
