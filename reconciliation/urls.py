@@ -16,6 +16,7 @@ api_urlpatterns = [
     path("agents/<slug:name>/shadow", api.AgentShadowView.as_view(), name="agent-shadow"),
     path("control", api.ControlView.as_view(), name="control"),
     path("dashboard", api.DashboardView.as_view(), name="dashboard"),
+    path("inbox", api.InboxView.as_view(), name="inbox"),
     path("control/shadow", api.ControlShadowView.as_view(), name="control-shadow"),
     path("control/breaker/reset", api.BreakerResetView.as_view(), name="breaker-reset"),
     path("events", behaviour_api.EventsView.as_view(), name="events"),

@@ -225,3 +225,36 @@ def lab(request: HttpRequest) -> HttpResponse:
             messages.error(request, getattr(error, "message", str(error)))
         return redirect("lab")
     return render(request, "reconciliation/lab.html", {"agents": agents})
+
+
+def inbox_counts() -> dict[str, int]:
+    """What waits for an approver: pending proposals, open escalations (not snoozed) and
+    pending runtime decisions among them (three COUNT queries)."""
+    from django.db.models import Q
+    from django.utils import timezone
+
+    from reconciliation.models import Escalation
+    from registry.choices import VersionState
+    from registry.models import DesiredStateVersion
+
+    awake = Escalation.objects.filter(status="open").filter(
+        Q(snoozed_until__isnull=True) | Q(snoozed_until__lte=timezone.now()))
+    counts = {
+        "proposals": DesiredStateVersion.objects.filter(state=VersionState.PENDING).count(),
+        "escalations": awake.filter(decision__isnull=True).count(),
+        "decisions": awake.filter(decision__isnull=False).count(),
+    }
+    counts["total"] = sum(counts.values())
+    return counts
+
+
+def escalation_queue(limit: int = 100) -> list:
+    """Open, awake escalations and pending decisions, oldest first (the inbox's other half)."""
+    from django.db.models import Q
+    from django.utils import timezone
+
+    from reconciliation.models import Escalation
+
+    return list(Escalation.objects.filter(status="open").filter(
+        Q(snoozed_until__isnull=True) | Q(snoozed_until__lte=timezone.now()))
+        .select_related("agent", "finding", "decision", "assignee").order_by("opened_at")[:limit])

@@ -30,8 +30,17 @@ def has_role(user: Any, *roles: str) -> bool:
 
 
 def roles_context(request: HttpRequest) -> dict[str, Any]:
-    """Template context: the signed-in person's roles, for navigation."""
-    return {"my_roles": user_roles(getattr(request, "user", None))}
+    """Template context: the signed-in person's roles, and for approvers how much waits in
+    their inbox (counted only when a page shows it)."""
+    from django.utils.functional import SimpleLazyObject
+
+    roles = user_roles(getattr(request, "user", None))
+    context: dict[str, Any] = {"my_roles": roles}
+    if Role.APPROVER in roles or Role.ADMIN in roles:
+        from reconciliation.views import inbox_counts
+
+        context["nav_pending_count"] = SimpleLazyObject(lambda: inbox_counts()["total"])
+    return context
 
 
 class HasRole(BasePermission):

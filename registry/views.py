@@ -21,7 +21,7 @@ from audit.jsondiff import Change, flat_changes
 from audit.models import AuditEntry
 from config.errors import Conflict, DomainError
 from reconciliation.behaviour_api import run_backtest
-from reconciliation.views import agent_state_context
+from reconciliation.views import agent_state_context, escalation_queue, inbox_counts
 from registry import actions
 from registry.api import AgentFilter, agent_queryset, filter_agents, inbox_order
 from registry.choices import Lifecycle, Role, VersionSource, VersionState
@@ -52,8 +52,7 @@ def _page(request: HttpRequest, template: str, context: dict[str, Any],
           status: int = 200) -> HttpResponse:
     """Render a registry page; approvers also get the inbox count for the navigation."""
     if has_role(request.user, Role.APPROVER) and "nav_pending_count" not in context:
-        context["nav_pending_count"] = DesiredStateVersion.objects.filter(
-            state=VersionState.PENDING).count()
+        context["nav_pending_count"] = inbox_counts()["total"]
     return render(request, template, context, status=status)
 
 
@@ -290,10 +289,11 @@ def approvals_inbox(request: HttpRequest) -> HttpResponse:
         return _forbidden(request, "The approvals inbox is for approvers.")
     pending = inbox_order(_proposals().filter(state=VersionState.PENDING))
     page = Paginator(pending, PAGE_SIZE).get_page(request.GET.get("page"))
+    counts = inbox_counts()
     return _page(request, "registry/approvals.html", {
         "page": page, "cards": [_card(version, request.user) for version in page],
         "here": request.get_full_path(), "base_query": _query_without(request, "page"),
-        "nav_pending_count": page.paginator.count,
+        "queue": escalation_queue(), "counts": counts, "nav_pending_count": counts["total"],
     })
 
 

@@ -64,6 +64,15 @@ class ProposalOutcome:
         }
 
 
+def _announce(event: str, version: DesiredStateVersion, agent: Agent) -> None:
+    """A live alert so approvers' inbox counts and feeds update (sent after commit)."""
+    from reconciliation.alerts import broadcast
+
+    broadcast(event, {"agent": agent.name, "owner_id": agent.owner_id,
+                      "proposal": version.pk, "state": version.state, "risk": version.risk,
+                      "link": f"/proposals/{version.pk}/"})
+
+
 def _raw_diff(before: dict | None, after: dict) -> list[dict[str, Any]]:
     return [{"pointer": c.pointer, "kind": c.kind, "before": c.before, "after": c.after}
             for c in flat_changes(before, after)]
@@ -171,6 +180,7 @@ def propose(agent: Agent, spec: dict, metadata: dict, *, actor: Any, source: str
         audit.record(actor=actor, action=AuditAction.PROPOSAL_UPDATED,
                      target=f"proposal:{mine.pk}", agent=agent.name, before=before, after=spec,
                      reason=f"revision {mine.revision}; earlier approvals no longer count")
+        _announce("proposal.pending", mine, agent)
         return ProposalOutcome(agent.name, "updated", mine, assessment)
     version = DesiredStateVersion.objects.create(
         agent=agent, source=source, comment=comment, created_at=now,
@@ -178,6 +188,7 @@ def propose(agent: Agent, spec: dict, metadata: dict, *, actor: Any, source: str
     audit.record(actor=actor, action=AuditAction.PROPOSAL_CREATED,
                  target=f"proposal:{version.pk}", agent=agent.name,
                  before=active.spec if active else None, after=spec, reason=comment)
+    _announce("proposal.pending", version, agent)
     return ProposalOutcome(agent.name, "proposed", version, assessment)
 
 
@@ -280,6 +291,7 @@ def approve_proposal(version_id: int, *, actor: Any, comment: str = "",
                         "revision": version.revision})
     if count >= version.required_approvals:
         _activate(version, agent, actor)
+        _announce("proposal.decided", version, agent)
     return version
 
 
@@ -334,6 +346,7 @@ def reject_proposal(version_id: int, *, actor: Any, comment: str) -> DesiredStat
     version.save(update_fields=["state", "decided_by", "decided_at", "decision_comment"])
     audit.record(actor=actor, action=AuditAction.PROPOSAL_REJECTED,
                  target=f"proposal:{version.pk}", agent=agent.name, reason=comment)
+    _announce("proposal.decided", version, agent)
     return version
 
 
@@ -351,6 +364,7 @@ def withdraw_proposal(version_id: int, *, actor: Any) -> DesiredStateVersion:
     version.save(update_fields=["state", "decided_at"])
     audit.record(actor=actor, action=AuditAction.PROPOSAL_WITHDRAWN,
                  target=f"proposal:{version.pk}", agent=agent.name)
+    _announce("proposal.decided", version, agent)
     return version
 
 

@@ -1,12 +1,15 @@
 """The reconciliation pages: findings for compliance, the drift lab, escalations, the overview
 and its dashboard API, each refusing the wrong people and using a fixed number of queries."""
 
+from datetime import timedelta
+
 import pytest
 
 from reconciliation import actions
 from reconciliation.models import Finding, SandboxAgent
+from registry import actions as registry_actions
 from registry.models import Agent
-from tests.conftest import BAD_DEPLOYMENT, approved_agent
+from tests.conftest import BAD_DEPLOYMENT, approved_agent, refund_manifest
 
 pytestmark = pytest.mark.django_db
 
@@ -122,3 +125,22 @@ def test_approvers_assign_acknowledge_and_snooze_escalations(people, client):
     assert "look at this" not in page and "1 snoozed" in page
     assert "look at this" in client.get("/escalations/?snoozed=1").content.decode()
     assert Escalation.objects.get(pk=escalation.pk).snoozed_until is not None
+
+
+def test_the_inbox_is_one_queue_and_its_count_is_served_for_live_updates(people, client,
+                                                                        api_as):
+    (agent,) = sandbox_agents(people, 1)
+    registry_actions.propose(agent, refund_manifest(model="gpt-5").spec,
+                             agent.active_version.metadata, actor=people.alice, source="api")
+    escalation = actions.open_escalation(agent, None, reason="drift for a human")
+    counts = api_as(people.bob).get("/api/v1/inbox").json()
+    assert counts == {"proposals": 1, "escalations": 1, "decisions": 0, "total": 2}
+    client.force_login(people.bob)
+    page = client.get("/approvals/").content.decode()
+    assert "drift for a human" in page and 'id="inbox-count"' in page and ">2<" in page
+    actions.triage_escalation(escalation.pk, actor=people.bob,
+                              snooze_for=timedelta(hours=1))
+    assert api_as(people.bob).get("/api/v1/inbox").json()["total"] == 1
+    from reconciliation.models import AlertEvent
+
+    assert AlertEvent.objects.filter(event="proposal.pending", agent_name=agent.name).exists()

@@ -114,7 +114,7 @@ def test_navigation_shows_the_links_each_role_uses(client, people, pages):
     client.force_login(people.bob)
     nav = page(client.get("/agents/")).split("<main")[0]
     assert 'href="/approvals/"' in nav and 'href="/manifests/new"' not in nav
-    assert re.search(r'class="count">1<span class="visually-hidden"> pending', nav)
+    assert re.search(r'id="inbox-count" >1</span><span class="visually-hidden"> waiting', nav)
 
 
 # --- the agent list ----------------------------------------------------------------------------

@@ -1,0 +1,25 @@
+// The approver's inbox count in the navigation, kept live: any alert about proposals,
+// escalations or decisions refetches the counts.
+(function () {
+  const badge = document.getElementById("inbox-count");
+  if (!badge || !window.WebSocket) return;
+  const kinds = /^(proposal|escalation|decision)\./;
+  let delay = 1000;
+  function refresh() {
+    fetch("/api/v1/inbox", { credentials: "same-origin" })
+      .then((r) => (r.ok ? r.json() : null))
+      .then((counts) => {
+        if (!counts) return;
+        badge.textContent = counts.total;
+        badge.hidden = counts.total === 0;
+      }).catch(() => {});
+  }
+  function connect() {
+    const scheme = location.protocol === "https:" ? "wss" : "ws";
+    const socket = new WebSocket(`${scheme}://${location.host}/ws/alerts`);
+    socket.onopen = () => { delay = 1000; };
+    socket.onmessage = (message) => { if (kinds.test(JSON.parse(message.data).event)) refresh(); };
+    socket.onclose = () => { setTimeout(connect, delay); delay = Math.min(delay * 2, 30000); };
+  }
+  connect();
+})();
