@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PORT_OPEN = $(PY) -c "import socket,sys; s=socket.socket(); s.settimeout(0.5); sys.exit(s.connect_ex(('127.0.0.1', $(1))))"
 
-.PHONY: demo test lint install chromium bench clean
+.PHONY: demo test lint install chromium bench clean example example-bad-deploy
 
 $(VENV)/.installed: pyproject.toml clients/python/pyproject.toml
 	test -x $(PY) || python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
@@ -16,6 +16,13 @@ install: $(VENV)/.installed
 
 demo: install
 	$(PY) -m config.launcher
+
+# The worked example (with `make demo` running in another shell).
+example: install
+	examples/refund_agent/start.sh
+
+example-bad-deploy: install
+	$(PY) examples/refund_agent/agent.py deploy-bad
 
 # Browser tests drive Debian's Chromium; install it once when it is missing.
 chromium:

@@ -18,8 +18,8 @@ from rest_framework.views import APIView
 
 from config.errors import Invalid, NotAllowed, NotFound, Unavailable
 from reconciliation import actions
-from reconciliation.choices import FindingStatus, Resolution, Trigger
-from reconciliation.models import ControlState, Escalation, Finding
+from reconciliation.choices import CorrectionResult, FindingStatus, Resolution, Trigger
+from reconciliation.models import ControlState, Correction, Escalation, Finding
 from reconciliation.observed import ObservedStateError, validate_observed
 from reconciliation.triggers import enqueue_reconcile
 from registry.api import IsPerson, Page
@@ -99,6 +99,7 @@ class DesiredStateView(APIView):
         "DesiredState", {"agent": serializers.CharField(),
                          "generation": serializers.IntegerField(),
                          "spec": serializers.DictField(), "running": serializers.BooleanField(),
+                         "corrections": serializers.ListField(child=serializers.CharField()),
                          "sha256": serializers.CharField()}), 304: None})
     def get(self, request: Request, name: str) -> Response | HttpResponse:
         agent = agent_for(request, name, people=(Role.APPROVER, Role.COMPLIANCE, Role.OWNER))
@@ -106,8 +107,13 @@ class DesiredStateView(APIView):
             raise NotFound(f"{name} has no approved desired state yet.")
         effective = actions.desired_now(agent, timezone.now())
         running = effective.pop("running")
+        # Corrections published to a push agent and not yet verified: listing them changes the
+        # body (and its ETag), so a sidecar re-applies even though the spec did not change.
+        pending = sorted(Correction.objects.filter(
+            agent=agent, result=CorrectionResult.APPLIED).values_list("idempotency_key",
+                                                                      flat=True))
         body = {"agent": agent.name, "generation": agent.generation, "spec": effective,
-                "running": running}
+                "running": running, "corrections": pending}
         digest = actions.state_hash(body)
         etag = f'"{digest}"'
         if etag in [t.strip() for t in request.headers.get("If-None-Match", "").split(",")]:

@@ -29,11 +29,15 @@ class DesiredState:
     running: bool
     sha256: str
     etag: str = ""
+    # Idempotency keys of corrections the control plane published and has not verified yet:
+    # a new one changes sha256, so the sidecar applies the (unchanged) spec again.
+    corrections: tuple[str, ...] = ()
 
     @classmethod
     def from_json(cls, body: dict[str, Any], etag: str = "") -> DesiredState:
         return cls(agent=body["agent"], generation=body["generation"], spec=body["spec"],
-                   running=body["running"], sha256=body["sha256"], etag=etag)
+                   running=body["running"], sha256=body["sha256"], etag=etag,
+                   corrections=tuple(body.get("corrections") or ()))
 
     def as_observed(self) -> dict[str, Any]:
         """This state as the observed state of an agent that runs exactly it (the spec minus
