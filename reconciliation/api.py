@@ -145,7 +145,8 @@ class ReconcileNowView(APIView):
 
 class FindingSerializer(serializers.ModelSerializer):
     agent = serializers.CharField(source="agent.name")
-    acknowledged_by = serializers.CharField(source="acknowledged_by.username", default=None)
+    acknowledged_by = serializers.CharField(source="acknowledged_by.username", default=None,
+                                allow_null=True)
 
     class Meta:
         model = Finding
@@ -199,8 +200,10 @@ class FindingViewSet(ReviewerOnly, viewsets.ReadOnlyModelViewSet):
 class EscalationSerializer(serializers.ModelSerializer):
     agent = serializers.CharField(source="agent.name")
     finding = FindingSerializer(allow_null=True)
-    decision = serializers.JSONField(source="decision.to_dict", default=None)
-    resolved_by = serializers.CharField(source="resolved_by.username", default=None)
+    decision = serializers.JSONField(source="decision.to_dict", default=None,
+                                allow_null=True)
+    resolved_by = serializers.CharField(source="resolved_by.username", default=None,
+                                allow_null=True)
 
     class Meta:
         model = Escalation

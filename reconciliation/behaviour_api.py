@@ -170,7 +170,8 @@ class DecisionView(APIView):
 
 
 class UnregisteredSerializer(serializers.ModelSerializer):
-    assigned_owner = serializers.CharField(source="assigned_owner.username", default=None)
+    assigned_owner = serializers.CharField(source="assigned_owner.username", default=None,
+                                allow_null=True)
 
     class Meta:
         model = UnregisteredAgent

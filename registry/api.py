@@ -56,17 +56,30 @@ class AgentSerializer(serializers.ModelSerializer):
     """An agent with its active generation."""
 
     owner = serializers.CharField(source="owner.username")
-    active_spec = serializers.JSONField(source="active_version.spec", default=None)
-    spec_sha256 = serializers.CharField(source="active_version.spec_sha256", default=None)
+    active_spec = serializers.JSONField(source="active_version.spec", default=None,
+                                allow_null=True)
+    spec_sha256 = serializers.CharField(source="active_version.spec_sha256", default=None,
+                                allow_null=True)
     pending_proposals = serializers.IntegerField(read_only=True, default=0)
-    conditions = serializers.JSONField(source="status.conditions", default=list)
-    shadow = serializers.BooleanField(source="status.shadow", default=False)
+    conditions = serializers.SerializerMethodField()
+    shadow = serializers.SerializerMethodField()
 
     class Meta:
         model = Agent
         fields = ["name", "owner", "labels", "description", "framework", "connector",
                   "lifecycle", "generation", "spec_sha256", "active_spec", "pending_proposals",
                   "conditions", "shadow", "created_at", "updated_at"]
+
+    def _status(self, agent: Agent) -> Any:
+        return getattr(agent, "status", None)  # none until the first reconcile
+
+    def get_conditions(self, agent: Agent) -> list[dict[str, Any]]:
+        status = self._status(agent)
+        return status.conditions if status else []
+
+    def get_shadow(self, agent: Agent) -> bool:
+        status = self._status(agent)
+        return bool(status and status.shadow)
 
 
 class AgentFilter(serializers.Serializer):
@@ -173,7 +186,8 @@ class ProposalSerializer(serializers.ModelSerializer):
 
     agent = serializers.CharField(source="agent.name")
     proposed_by = serializers.SerializerMethodField()
-    decided_by = serializers.CharField(source="decided_by.username", default=None)
+    decided_by = serializers.CharField(source="decided_by.username", default=None,
+                                allow_null=True)
     agent_made = serializers.BooleanField(source="is_agent_made")
     changes = serializers.JSONField(source="permission_changes")
     guardrails = serializers.JSONField(source="guardrail_results")

@@ -146,7 +146,12 @@ def acknowledge_finding(finding_id: int, *, actor: Any, reason: str) -> Finding:
     if not reason.strip():
         raise Invalid("Acknowledging needs a reason.",
                       details=[{"pointer": "/reason", "message": "required"}])
-    finding = Finding.objects.select_for_update().select_related("agent").get(pk=finding_id)
+    finding = Finding.objects.select_for_update().select_related("agent").filter(
+        pk=finding_id).first()
+    if finding is None:
+        from config.errors import NotFound
+
+        raise NotFound(f"No finding {finding_id}.")
     finding.acknowledged_by = actor
     finding.acknowledged_at = timezone.now()
     finding.save(update_fields=["acknowledged_by", "acknowledged_at"])

@@ -1,0 +1,39 @@
+"""OpenAPI post-processing: every operation documents the error document it can answer with."""
+
+from typing import Any
+
+ERROR_STATUSES = {
+    "400": "Malformed request", "401": "Not signed in or token refused",
+    "403": "Not allowed for this principal", "404": "Not found",
+    "409": "Conflict with the current state (e.g. a stale generation)",
+    "413": "Body over the size or count limit",
+    "422": "Invalid content (spec, guardrail denial, expression)",
+    "429": "Rate limited", "503": "A part the request needs is unavailable",
+}
+ERROR_SCHEMA = {
+    "type": "object", "required": ["error"],
+    "properties": {"error": {
+        "type": "object", "required": ["code", "message", "details"],
+        "properties": {
+            "code": {"type": "string"}, "message": {"type": "string"},
+            "details": {"type": "array", "items": {
+                "type": "object", "required": ["pointer", "message"],
+                "properties": {"pointer": {"type": "string"}, "message": {"type": "string"}},
+                "additionalProperties": True}},
+        }}},
+}
+
+
+def add_error_responses(result: dict[str, Any], generator: Any, request: Any,
+                        public: bool) -> dict[str, Any]:
+    """drf-spectacular postprocessing hook: the documented error shape on every operation."""
+    result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR_SCHEMA
+    reference = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    for path in result.get("paths", {}).values():
+        for operation in path.values():
+            if not isinstance(operation, dict) or "responses" not in operation:
+                continue
+            for status, description in ERROR_STATUSES.items():
+                operation["responses"].setdefault(status, {"description": description,
+                                                           "content": reference})
+    return result
