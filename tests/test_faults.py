@@ -1,6 +1,7 @@
 """Faults: Redis down (the site stays up, says so, stores what it is sent and catches up when
 Redis is back), and the audit trail whole at the end of each."""
 
+import os
 import uuid
 from datetime import UTC, datetime
 
@@ -81,3 +82,36 @@ def test_with_redis_down_the_site_stays_up_stores_everything_and_catches_up(
     assert finding.actual == 4 and finding.status == "logged"
     assert not BehaviourEvent.objects.filter(counted=False).exists()
     assert verify_trail().ok
+
+
+@pytest.mark.skipif(not os.environ.get("DATABASE_URL", "").startswith("postgres"),
+                    reason="a PostgreSQL server restart; CI runs the suite on PostgreSQL")
+def test_database_connections_lost_under_a_running_server_recover_without_a_restart(
+        people, live_server_process):
+    """What a PostgreSQL restart does to the web process: every connection it holds dies.
+    Requests fail cleanly (or reconnect) and the process serves again, unrestarted."""
+    import urllib.error
+    import urllib.request
+
+    from django.db import connection
+
+    _, key = registry_actions.issue_api_token(people.dana, actor=people.dana)
+
+    def get(path: str) -> int:
+        request = urllib.request.Request(f"{live_server_process.url}{path}",
+                                         headers={"Authorization": f"Token {key}"})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return response.status
+        except urllib.error.HTTPError as error:
+            return error.code
+
+    assert get("/api/v1/audit/verify") == 200
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+    statuses = [get("/api/v1/audit/verify") for _ in range(3)]
+    assert all(status in (200, 500, 503) for status in statuses)
+    assert statuses[-1] == 200  # reconnected, same process
+    assert get("/readyz") == 200
+    assert live_server_process.process.poll() is None
