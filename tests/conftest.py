@@ -220,7 +220,13 @@ class Worker:
         self.process = subprocess.Popen(
             [sys.executable, "manage.py", "rqworker", *(queues or ("reconcile",)),
              "--with-scheduler"],
-            cwd=ROOT, env=child_env(**env), stdout=self.log, stderr=subprocess.STDOUT)
+            cwd=ROOT, env=child_env(**env), stdout=self.log, stderr=subprocess.STDOUT,
+            start_new_session=True)
+
+    def kill(self) -> None:
+        """SIGKILL the worker and its work-horse at once: nothing gets to clean up."""
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=15)
 
     def stop(self) -> None:
         if self.process.poll() is None:

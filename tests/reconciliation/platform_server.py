@@ -5,6 +5,7 @@ import hashlib
 import hmac
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -20,6 +21,8 @@ class Platform:
         self.applied: dict[str, dict[str, Any]] = {}  # idempotency key -> operation
         self.apply_count = 0
         self.fail_next = 0  # answer 503 to this many requests
+        self.hold_change: int | None = None  # hold the Nth change open (a worker dies meanwhile)
+        self.changes_seen = 0
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -89,6 +92,11 @@ class Platform:
                 key = self.headers.get("Idempotency-Key", "")
                 if not key:
                     return self._reply(400, {"error": "Idempotency-Key required"})
+                with platform.lock:
+                    platform.changes_seen += 1
+                    hold = platform.changes_seen == platform.hold_change
+                if hold:
+                    time.sleep(3)  # the caller is killed while waiting for this answer
                 operation = json.loads(body)["operation"]
                 with platform.lock:
                     if key in platform.applied:

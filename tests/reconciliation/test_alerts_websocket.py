@@ -113,3 +113,32 @@ async def test_subscriptions_filter_by_severity_and_agent(people):
     assert (message["agent"], message["severity"]) == ("refund-agent", "high")
     assert await comm.receive_nothing(timeout=0.3)
     await comm.disconnect()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.asyncio
+async def test_alerts_sent_while_the_channel_layer_is_down_are_caught_up(people, settings):
+    from channels.layers import channel_layers
+
+    from config import embedded_redis
+    from reconciliation.models import AlertEvent
+
+    working = settings.CHANNEL_LAYERS
+    settings.CHANNEL_LAYERS = {"default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [f"redis://127.0.0.1:{embedded_redis.free_port()}/0"]}}}
+    channel_layers.backends.clear()
+    try:
+        # The change commits and its alert row is kept, though nobody could be told live.
+        await sync_to_async(publish)(("drift.detected", {"agent": "a9", "severity": "high"}))
+    finally:
+        settings.CHANNEL_LAYERS = working
+        channel_layers.backends.clear()
+    missed = await sync_to_async(lambda: AlertEvent.objects.get(agent_name="a9").pk)()
+    comm = WebsocketCommunicator(AlertsConsumer.as_asgi(), "/ws/alerts")
+    comm.scope["user"] = people.dana
+    comm.scope["query_string"] = f"since={missed - 1}".encode()
+    await comm.connect()
+    message = await comm.receive_json_from(timeout=5)
+    assert (message["id"], message["agent"], message["replayed"]) == (missed, "a9", True)
+    await comm.disconnect()

@@ -81,3 +81,27 @@ def test_a_wrong_secret_or_an_unreachable_platform_fails_the_pass_cleanly(people
     with pytest.raises(ConnectorError, match="unreachable"):
         actions.reconcile_agent(agent.pk, trigger="manual")
     assert platform.apply_count == 0
+
+
+def test_a_worker_killed_mid_correction_over_http_applies_nothing_twice(
+        people, start_worker, redis_client, monkeypatch, transactional_db):
+    from reconciliation.triggers import enqueue_reconcile
+    from tests.conftest import eventually
+
+    monkeypatch.setenv("PLATFORM_SECRET", SECRET)
+    with Platform(SECRET) as platform:
+        agent = http_agent(people, platform)
+        platform.states["refund-agent"]["data"].append({"resource": "crm", "access": "write"})
+        platform.hold_change = 2
+        first = start_worker(RECONCILE_LOCK_SECONDS="5", PLATFORM_SECRET=SECRET)
+        eventually(lambda: platform.changes_seen >= 2, timeout=60, message=first.output())
+        first.kill()  # in the middle of the second change
+        eventually(lambda: platform.apply_count >= 2, timeout=10)  # the held change lands
+        second = start_worker(PLATFORM_SECRET=SECRET)
+        enqueue_reconcile(agent.pk, "manual")
+        eventually(lambda: set(agent.findings.values_list("status", flat=True))
+                   == {"corrected"}, timeout=60, message=second.output())
+        state = platform.states["refund-agent"]
+        assert "crm.search" not in state["tools"]
+        assert all(d["resource"] != "crm" for d in state["data"])
+        assert platform.apply_count == 3 and len(platform.applied) == 3  # none twice
