@@ -50,6 +50,7 @@ bench: install
 	$(PY) bench/drift_latency.py
 	$(PY) bench/ingest.py
 	$(PY) bench/pages.py
+	$(PY) bench/soak.py
 
 clean:
 	rm -rf var .pytest_cache .hypothesis
