@@ -73,7 +73,10 @@ def test_a_push_correction_reaches_the_agent_and_verification_sees_it(agent_clie
     assert Finding.objects.get().status == "correcting"
 
     runtime = Runtime(bad)
-    assert agent_client.watch(runtime.apply, observe=runtime.observe, iterations=1) == desired
+    applied = agent_client.watch(runtime.apply, observe=runtime.observe, iterations=1)
+    # The same spec, now listing the published correction (which is what changed its ETag).
+    assert (applied.generation, applied.spec) == (desired.generation, desired.spec)
+    assert applied.corrections == (Correction.objects.get().idempotency_key,)
     assert "crm.search" not in runtime.state["tools"]
     assert reconciliation.reconcile_agent(push_agent.pk, trigger="observation").result == (
         "converged")
