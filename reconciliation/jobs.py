@@ -125,10 +125,24 @@ def record_violations(agent_id: int, violations: list[dict]) -> int:
 
 
 def expire_decision_job(decision_id: str) -> bool:
-    """Scheduled at a pending decision's expiry time."""
-    from reconciliation.actions.decisions import expire_decision
+    """Scheduled at a pending decision's expiry time; runs again if it ran early."""
+    from reconciliation.actions.decisions import expire_decision, pending_deadline
 
-    return expire_decision(decision_id)
+    if expire_decision(decision_id):
+        return True
+    # RQ's scheduler counts whole seconds, so this can run up to a second before the deadline.
+    deadline = pending_deadline(decision_id)
+    if deadline is not None:
+        django_rq.get_queue("default", commit_mode="auto").enqueue_at(
+            deadline + timedelta(seconds=1), expire_decision_job, decision_id)
+    return False
+
+
+def expire_overdue_decisions() -> int:
+    """Cron: pending decisions whose scheduled expiry was lost (Redis down at the time)."""
+    from reconciliation.actions.decisions import expire_overdue_decisions as expire
+
+    return expire()
 
 
 def notify_decision_job(decision_id: str) -> None:

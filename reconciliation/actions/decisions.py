@@ -170,3 +170,17 @@ def expire_decision(decision_id: str, *, now: datetime | None = None) -> bool:
     _close(decision, actor=SYSTEM, status=DecisionStatus.EXPIRED,
            outcome=DecisionOutcome.DENY, comment="nobody answered in time")
     return True
+
+
+def pending_deadline(decision_id: str) -> datetime | None:
+    """When a still-pending decision expires; None once it is answered, expired or gone."""
+    return (Decision.objects.filter(pk=decision_id, status=DecisionStatus.PENDING)
+            .values_list("expires_at", flat=True).first())
+
+
+def expire_overdue_decisions(*, now: datetime | None = None) -> int:
+    """Expire every pending decision past its deadline; the safety net for lost schedules."""
+    now = now or timezone.now()
+    overdue = Decision.objects.filter(status=DecisionStatus.PENDING, expires_at__lte=now)
+    return sum(expire_decision(pk, now=now)
+               for pk in overdue.values_list("pk", flat=True))

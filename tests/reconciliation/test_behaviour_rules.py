@@ -114,6 +114,52 @@ def test_decisions_allow_deny_and_a_pending_one_times_out_to_deny(people, start_
     assert Escalation.objects.get(decision_id=pending["id"]).status == "resolved"
 
 
+def test_an_expiry_job_that_runs_early_comes_back_at_the_deadline(people, redis_client):
+    # RQ's scheduler counts whole seconds, so the job may run just before the deadline.
+    import django_rq
+    from rq.registry import ScheduledJobRegistry
+
+    from reconciliation.jobs import expire_decision_job
+
+    agent, client = register(people)
+    pending = client.post("/api/v1/agents/refund-agent/decisions",
+                          {"action": "payments.refund", "amount": 800}, format="json").json()
+    deadline = Decision.objects.get(pk=pending["id"]).expires_at
+    queue = django_rq.get_queue("default")
+    assert ScheduledJobRegistry(queue=queue).get_job_ids() == []  # on-commit never ran here
+    assert expire_decision_job(pending["id"]) is False
+    assert Decision.objects.get(pk=pending["id"]).status == "pending"
+    (job_id,) = ScheduledJobRegistry(queue=queue).get_job_ids()
+    again = queue.fetch_job(job_id)
+    assert again.func_name.endswith("expire_decision_job") and again.args == (pending["id"],)
+    when = ScheduledJobRegistry(queue=queue).get_scheduled_time(job_id)
+    assert deadline < when <= deadline + timedelta(seconds=2)
+    # Once answered there is nothing to come back for.
+    actions.decide_pending(pending["id"], actor=people.bob, allow=True, comment="fine")
+    assert expire_decision_job(pending["id"]) is False
+    assert ScheduledJobRegistry(queue=queue).get_job_ids() == [job_id]
+
+
+def test_the_sweep_expires_decisions_whose_scheduled_expiry_was_lost(people, redis_client):
+    from audit.models import AuditEntry
+    from reconciliation.jobs import expire_overdue_decisions
+
+    agent, client = register(people)
+    ask = lambda amount: client.post(  # noqa: E731
+        "/api/v1/agents/refund-agent/decisions",
+        {"action": "payments.refund", "amount": amount}, format="json").json()["id"]
+    overdue, waiting = ask(800), ask(900)
+    Decision.objects.filter(pk=overdue).update(
+        expires_at=datetime.now(UTC) - timedelta(minutes=5))
+    assert expire_overdue_decisions() == 1
+    assert Decision.objects.get(pk=overdue).status == "expired"
+    assert Decision.objects.get(pk=waiting).status == "pending"
+    assert Escalation.objects.get(decision_id=overdue).status == "resolved"
+    assert AuditEntry.objects.filter(target=f"decision:{overdue}",
+                                     action="decision.expired").count() == 1
+    assert expire_overdue_decisions() == 0  # the second sweep changes nothing
+
+
 def test_the_rate_window_denies_a_decision_once_it_is_full(people, redis_client):
     agent, client = register(people, limits=[
         {"resource": "customers_db", "max_calls": 3, "per": "1h"}])
