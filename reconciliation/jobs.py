@@ -8,7 +8,7 @@ the controller-runtime work queue.
 import logging
 import random
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import django_rq
 from django.conf import settings
@@ -32,6 +32,13 @@ if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) 
 
 def _queue():
     return django_rq.get_queue("reconcile", commit_mode="auto")
+
+
+def not_before(when: datetime) -> datetime:
+    """`when` rounded up to a whole second: RQ's scheduler stores whole seconds (truncating),
+    so a job scheduled at 12:00:05.4 would otherwise run at 12:00:05, before it is due."""
+    return when if not when.microsecond else (
+        when.replace(microsecond=0) + timedelta(seconds=1))
 
 
 def backoff_seconds(attempt: int) -> float:
@@ -78,11 +85,9 @@ def schedule_verify(agent_id: int) -> None:
 
 def schedule_grant_expiry(agent_id: int, expires_at: str) -> None:
     """A pass exactly when a grant expires, so it is revoked without any new proposal."""
-    from datetime import datetime
-
     when = datetime.fromisoformat(expires_at.replace("Z", "+00:00"))
     if when > timezone.now():
-        _queue().enqueue_at(when, reconcile_agent, agent_id, Trigger.GRANT_EXPIRED)
+        _queue().enqueue_at(not_before(when), reconcile_agent, agent_id, Trigger.GRANT_EXPIRED)
 
 
 RESYNC_BATCH = 500
@@ -130,11 +135,11 @@ def expire_decision_job(decision_id: str) -> bool:
 
     if expire_decision(decision_id):
         return True
-    # RQ's scheduler counts whole seconds, so this can run up to a second before the deadline.
+    # Not due yet (the clock of the worker that ran it is behind): come back at the deadline.
     deadline = pending_deadline(decision_id)
     if deadline is not None:
         django_rq.get_queue("default", commit_mode="auto").enqueue_at(
-            deadline + timedelta(seconds=1), expire_decision_job, decision_id)
+            not_before(deadline + timedelta(seconds=1)), expire_decision_job, decision_id)
     return False
 
 

@@ -97,10 +97,10 @@ def _schedule_expiry(decision: Decision) -> None:
     def schedule() -> None:
         import django_rq
 
-        from reconciliation.jobs import expire_decision_job
+        from reconciliation.jobs import expire_decision_job, not_before
 
         django_rq.get_queue("default", commit_mode="auto").enqueue_at(
-            decision.expires_at, expire_decision_job, str(decision.pk))
+            not_before(decision.expires_at), expire_decision_job, str(decision.pk))
 
     transaction.on_commit(schedule, robust=True)
 

@@ -112,3 +112,19 @@ def test_approving_a_grant_schedules_a_pass_at_its_exact_expiry(transactional_db
     job = queue.fetch_job(job_id)
     assert job.args[1] == "grant_expired"
     assert registry.get_scheduled_time(job) == datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+
+def test_a_grant_expiring_within_a_second_is_not_revisited_before_it_expires(
+        transactional_db, people, redis_client):
+    # RQ's scheduler truncates to whole seconds: 03:04:05.250 must not run at 03:04:05.
+    from datetime import UTC, datetime
+
+    from rq.registry import ScheduledJobRegistry
+
+    manifest = refund_manifest(grants=[{"resource": "crm", "access": "read", "reason": "audit",
+                                        "expires_at": "2030-01-02T03:04:05.250Z"}])
+    (outcome,) = registry_actions.apply_manifests([manifest], actor=people.alice, source="yaml")
+    registry_actions.approve_proposal(outcome.version.pk, actor=people.bob)
+    registry = ScheduledJobRegistry(queue=django_rq.get_queue("reconcile"))
+    (job_id,) = registry.get_job_ids()
+    assert registry.get_scheduled_time(job_id) == datetime(2030, 1, 2, 3, 4, 6, tzinfo=UTC)
