@@ -48,6 +48,10 @@ SANDBOX_CRASH_KILLS_PROCESS = env_bool("SANDBOX_CRASH_KILLS_PROCESS", False)
 # The demo's background simulator drifts a random sandbox agent this often (0: off).
 DEMO_SIMULATOR_SECONDS = env_int("DEMO_SIMULATOR_SECONDS", 0, minimum=0)
 DECISION_TIMEOUT_SECONDS = env_int("DECISION_TIMEOUT_SECONDS", 300, minimum=5)
+# Hosts an agent's decision callback_url may name (`*.corp.example` globs); none: no webhooks.
+DECISION_WEBHOOK_HOSTS = env_list("DECISION_WEBHOOK_HOSTS", [])
+# When set, webhook calls carry X-AgentGov-Signature (HMAC-SHA256) for the agent to check.
+DECISION_WEBHOOK_SECRET = env_str("DECISION_WEBHOOK_SECRET", "") or ""
 BREAKER_SHARE_PERCENT = env_int("BREAKER_SHARE_PERCENT", 20, minimum=1)
 BREAKER_WINDOW_SECONDS = env_int("BREAKER_WINDOW_SECONDS", 300, minimum=10)
 BREAKER_MIN_AGENTS = env_int("BREAKER_MIN_AGENTS", 5, minimum=1)

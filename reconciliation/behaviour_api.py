@@ -3,6 +3,7 @@
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.http import HttpResponse
 from django.utils import timezone
@@ -20,6 +21,7 @@ from reconciliation.behaviour import backtest
 from reconciliation.events import MAX_EVENTS, BatchError, parse_batch, spans_to_events
 from reconciliation.models import BehaviourEvent, Decision, UnregisteredAgent
 from reconciliation.otlp import decode
+from reconciliation.webhooks import host_allowed
 from registry.api import IsPerson, ManifestTextParser
 from registry.choices import Role
 from registry.intake import Malformed
@@ -121,8 +123,12 @@ class DecisionRequest(serializers.Serializer):
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if not any(attrs.get(k) for k in ("action", "tool", "resource")):
             raise serializers.ValidationError("name an action, a tool or a resource")
-        if attrs.get("callback_url", "").split(":")[0] not in ("", "http", "https"):
-            raise serializers.ValidationError({"callback_url": "http or https only"})
+        url = attrs.get("callback_url", "")
+        if url and not host_allowed(url, settings.DECISION_WEBHOOK_HOSTS):
+            raise serializers.ValidationError({"callback_url": (
+                "http(s) to a host listed in DECISION_WEBHOOK_HOSTS only"
+                if settings.DECISION_WEBHOOK_HOSTS else
+                "webhooks are off here (DECISION_WEBHOOK_HOSTS is empty); poll the decision")})
         return attrs
 
 

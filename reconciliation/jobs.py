@@ -7,6 +7,9 @@ the controller-runtime work queue.
 
 import logging
 import random
+import time
+import urllib.error
+import urllib.request
 import uuid
 from datetime import datetime, timedelta
 
@@ -155,28 +158,55 @@ def notify_decision_job(decision_id: str) -> None:
     django_rq.get_queue("default", commit_mode="auto").enqueue(notify_decision, decision_id)
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A webhook answering with a redirect is not followed: it could point anywhere."""
+
+    def redirect_request(self, *args: object, **kwargs: object) -> None:
+        return None
+
+
+_webhook_opener = urllib.request.build_opener(_NoRedirects)
+
+
 def notify_decision(decision_id: str, attempt: int = 0) -> str:
-    """POST the decision to the webhook the agent gave; retried with backoff."""
+    """POST the decision to the webhook the agent gave, signed; retried with backoff."""
     import json
-    import urllib.request
 
     from reconciliation.models import Decision
+    from reconciliation.webhooks import SIGNATURE_HEADER, host_allowed, signature
 
     decision = Decision.objects.select_related("agent", "decided_by").get(pk=decision_id)
+    if not host_allowed(decision.callback_url, settings.DECISION_WEBHOOK_HOSTS):
+        # Checked again at send time: the allow-list may have shrunk since the agent asked.
+        log.warning("decision %s webhook host no longer allowed; not sent", decision_id)
+        return "not allowed"
     body = json.dumps(decision.to_dict()).encode()
+    headers = {"Content-Type": "application/json"}
+    if settings.DECISION_WEBHOOK_SECRET:
+        headers[SIGNATURE_HEADER] = signature(body, settings.DECISION_WEBHOOK_SECRET,
+                                              int(time.time()))
     request = urllib.request.Request(decision.callback_url, data=body, method="POST",
-                                     headers={"Content-Type": "application/json"})
+                                     headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=5) as response:
+        with _webhook_opener.open(request, timeout=5) as response:
             return f"delivered {response.status}"
+    except urllib.error.HTTPError as error:
+        if error.code < 500 and error.code != 429:  # a redirect or refusal: same answer again
+            log.warning("decision %s webhook answered %s; not retried", decision_id, error.code)
+            return f"refused {error.code}"
+        return _retry_notify(decision_id, attempt, error)
     except OSError as error:
-        if attempt >= 4:
-            log.warning("decision %s webhook failed: %s", decision_id, error)
-            return "gave up"
-        django_rq.get_queue("default", commit_mode="auto").enqueue_in(
-            timedelta(seconds=backoff_seconds(attempt + 1)), notify_decision, decision_id,
-            attempt + 1)
-        return "retrying"
+        return _retry_notify(decision_id, attempt, error)
+
+
+def _retry_notify(decision_id: str, attempt: int, error: OSError) -> str:
+    if attempt >= 4:
+        log.warning("decision %s webhook failed: %s", decision_id, error)
+        return "gave up"
+    django_rq.get_queue("default", commit_mode="auto").enqueue_in(
+        timedelta(seconds=backoff_seconds(attempt + 1)), notify_decision, decision_id,
+        attempt + 1)
+    return "retrying"
 
 
 def simulate_drift() -> str:

@@ -198,43 +198,111 @@ def test_backtest_pure_tools_and_resources():
         "would have allowed 2 calls of b that were outside the approved state"]
 
 
-def test_a_human_answer_is_posted_to_the_agents_webhook(people, transactional_db,
-                                                        redis_client):
-    import json
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+class Hook:
+    """A local HTTP server standing in for the agent's webhook receiver."""
 
+    def __init__(self, status: int = 204, location: str = "") -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.received: list[tuple[bytes, dict[str, str]]] = []
+        hook = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                hook.received.append((body, dict(self.headers)))
+                self.send_response(status)
+                if location:
+                    self.send_header("Location", location)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/decided"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def answer_and_send(people, client, url: str) -> str:
+    """The agent asks with a webhook, carol denies, the default queue runs; the decision id."""
     import django_rq
     from rq import SimpleWorker
 
-    received: list[dict] = []
+    asked = client.post("/api/v1/agents/refund-agent/decisions",
+                        {"action": "payments.refund", "amount": 900, "callback_url": url},
+                        format="json").json()
+    escalation = Escalation.objects.get(decision_id=asked["id"])
+    actions.resolve_escalation(escalation.pk, actor=people.carol, resolution="deny",
+                               comment="no receipt")
+    queue = django_rq.get_queue("default")
+    SimpleWorker([queue], connection=queue.connection).work(burst=True)
+    return asked["id"]
 
-    class Hook(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802
-            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            self.send_response(204)
-            self.end_headers()
 
-        def log_message(self, *args):
-            pass
+def test_a_human_answer_is_posted_signed_to_the_agents_webhook(people, transactional_db,
+                                                               redis_client, settings):
+    import json
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    from agentgov.webhooks import BadSignature, verify
+
+    settings.DECISION_WEBHOOK_HOSTS = ["127.0.0.1"]
+    settings.DECISION_WEBHOOK_SECRET = "hook-secret"
+    hook = Hook()
     try:
         agent, client = register(people)
-        asked = client.post("/api/v1/agents/refund-agent/decisions",
-                            {"action": "payments.refund", "amount": 900, "callback_url":
-                             f"http://127.0.0.1:{server.server_address[1]}/decided"},
-                            format="json").json()
-        escalation = Escalation.objects.get(decision_id=asked["id"])
-        actions.resolve_escalation(escalation.pk, actor=people.carol, resolution="deny",
-                                   comment="no receipt")
-        queue = django_rq.get_queue("default")
-        SimpleWorker([queue], connection=queue.connection).work(burst=True)
+        decision_id = answer_and_send(people, client, hook.url)
     finally:
-        server.shutdown()
-    assert [(r["id"], r["outcome"], r["status"], r["decided_by"]) for r in received] == [
-        (asked["id"], "deny", "rejected", "carol")]
+        hook.close()
+    ((body, headers),) = hook.received
+    sent = verify(body, headers, "hook-secret")  # what the agent does with the client library
+    assert (sent["id"], sent["outcome"], sent["status"], sent["decided_by"]) == (
+        decision_id, "deny", "rejected", "carol")
+    with pytest.raises(BadSignature):
+        verify(body, headers, "another-secret")
+    with pytest.raises(BadSignature):
+        verify(body.replace(b'"deny"', b'"allow"'), headers, "hook-secret")
+    assert json.loads(body) == sent
+
+
+def test_a_webhook_that_redirects_is_not_followed(people, transactional_db, redis_client,
+                                                  settings):
+    settings.DECISION_WEBHOOK_HOSTS = ["127.0.0.1"]
+    elsewhere = Hook()
+    hook = Hook(status=302, location=elsewhere.url)
+    try:
+        agent, client = register(people)
+        answer_and_send(people, client, hook.url)
+    finally:
+        hook.close()
+        elsewhere.close()
+    assert len(hook.received) == 1 and elsewhere.received == []
+
+
+@pytest.mark.parametrize("allowed, url, message", [
+    ([], "http://127.0.0.1:9/decided", "webhooks are off here"),
+    (["hooks.corp.example"], "http://169.254.169.254/latest/meta-data", "DECISION_WEBHOOK_HOSTS"),
+    (["*.corp.example"], "http://corp.example.evil.test/x", "DECISION_WEBHOOK_HOSTS"),
+    (["*.corp.example"], "ftp://a.corp.example/x", "http(s) to a host"),
+])
+def test_a_callback_to_a_host_not_allowed_is_refused_and_nothing_is_asked(
+        people, redis_client, settings, allowed, url, message):
+    settings.DECISION_WEBHOOK_HOSTS = allowed
+    agent, client = register(people)
+    answer = client.post("/api/v1/agents/refund-agent/decisions",
+                         {"action": "payments.refund", "amount": 900, "callback_url": url},
+                         format="json")
+    assert answer.status_code == 400, answer.content
+    error = answer.json()["error"]
+    assert error["code"] == "malformed"
+    assert any(d["pointer"] == "/callback_url" and message in d["message"]
+               for d in error["details"]), error
+    assert not Decision.objects.exists() and not Escalation.objects.exists()
 
 
 def test_approvers_resolve_a_pending_decision_from_the_escalations_page(people, client,

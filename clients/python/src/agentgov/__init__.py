@@ -21,10 +21,13 @@ from agentgov.events import EventBatcher
 from agentgov.responses import Decision, DesiredState, EventsResult, Observation
 from agentgov.sidecar import watch
 from agentgov.version import VERSION as __version__
+from agentgov.webhooks import BadSignature
+from agentgov.webhooks import verify as verify_webhook
 
 __all__ = [
-    "AgentGovError", "ApiError", "BadRequest", "Client", "Conflict", "Decision", "DesiredState",
-    "ErrorDetail", "EventBatcher", "EventsResult", "Forbidden", "Invalid", "NotFound",
-    "Observation", "RateLimited", "RetryPolicy", "ServerError", "TooLarge", "TrailCheck",
-    "Unauthenticated", "Unreachable", "__version__", "verify_file", "watch",
+    "AgentGovError", "ApiError", "BadRequest", "BadSignature", "Client", "Conflict", "Decision",
+    "DesiredState", "ErrorDetail", "EventBatcher", "EventsResult", "Forbidden", "Invalid",
+    "NotFound", "Observation", "RateLimited", "RetryPolicy", "ServerError", "TooLarge",
+    "TrailCheck", "Unauthenticated", "Unreachable", "__version__", "verify_file",
+    "verify_webhook", "watch",
 ]

@@ -1,0 +1,43 @@
+"""The decision webhook rules as pure functions: which hosts, and the signature both sides use."""
+
+import pytest
+from agentgov.webhooks import BadSignature, verify
+
+from reconciliation.webhooks import host_allowed, signature
+
+
+@pytest.mark.parametrize("url, allowed", [
+    ("https://hooks.corp.example/decided", True),
+    ("http://a.b.corp.example:8443/x", True),
+    ("https://HOOKS.CORP.EXAMPLE/x", True),
+    ("https://corp.example/x", False),                 # the glob needs a subdomain
+    ("https://corp.example.attacker.test/x", False),
+    ("https://user:pw@hooks.corp.example/x", False),   # credentials in a URL: refused
+    ("ftp://hooks.corp.example/x", False),
+    ("http://127.0.0.1/x", False),
+    ("http://[::1/x", False),                           # unparsable
+    ("", False),
+])
+def test_only_listed_hosts_over_http_are_allowed(url, allowed):
+    assert host_allowed(url, ["*.corp.example", "ops.internal"]) is allowed
+
+
+def test_no_patterns_means_no_webhooks():
+    assert not host_allowed("https://hooks.corp.example/x", [])
+
+
+def test_a_signature_checks_out_only_for_its_body_secret_and_time():
+    body = b'{"id": "d1", "outcome": "deny"}'
+    headers = {"x-agentgov-signature": signature(body, "k", 1_700_000_000)}
+    assert verify(body, headers, "k", now=1_700_000_100) == {"id": "d1", "outcome": "deny"}
+    for wrong_body, secret, now, reason in [
+            (body + b" ", "k", 1_700_000_100, "does not match"),
+            (body, "other", 1_700_000_100, "does not match"),
+            (body, "k", 1_700_000_000 + 301, "tolerance"),     # a replay, later
+    ]:
+        with pytest.raises(BadSignature, match=reason):
+            verify(wrong_body, headers, secret, now=now)
+    with pytest.raises(BadSignature, match="no X-AgentGov-Signature"):
+        verify(body, {}, "k")
+    with pytest.raises(BadSignature, match="malformed"):
+        verify(body, {"X-AgentGov-Signature": "v1=abc"}, "k")
