@@ -22,7 +22,7 @@ def _manage(*args: str) -> list[str]:
 
 def main() -> int:
     env = dict(os.environ)
-    env.setdefault("DEMO_SIMULATOR_SECONDS", "45")  # a living cluster: now and then a drift
+    env.setdefault("DEMO_SIMULATOR_SECONDS", "90")  # a living cluster: now and then a drift
     var_dir = Path(env.get("VAR_DIR", BASE_DIR / "var"))
     started_redis = False
     if not env.get("REDIS_URL"):

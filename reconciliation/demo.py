@@ -8,6 +8,10 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import User
 
+from reconciliation import actions
+from reconciliation.choices import Trigger
+from reconciliation.lab import inject
+from reconciliation.models import ReconcileRun
 from registry import actions as registry_actions
 from registry.choices import VersionSource
 from registry.intake import read_manifests
@@ -87,3 +91,37 @@ def seed_cluster(*, generated: int = 37) -> list[str]:
             registry_actions.approve_proposal(outcome.version.pk, actor=approver)
         created.append(manifest.name)
     return created
+
+
+# What the demo has already lived through when a new user first looks. Kept below the breaker's
+# share (20% of 40 agents) together with the simulator's drifts in the same five minutes.
+HISTORY_CORRECTED = ["support-triage", "payments-agent-00", "support-agent-02"]
+HISTORY_ESCALATED = "finance-agent-01"  # enforcement escalate: an approver decides
+HISTORY_PROPOSAL = ("refund-agent", "orders.cancel")
+
+
+def seed_history() -> bool:
+    """Real passes, once, on a freshly seeded cluster: every agent converges, a bad deployment
+    on three agents is corrected and verified, one drift waits in the approvers' inbox, and an
+    owner's proposal waits for approval. Nothing is backdated: the audit trail is the truth.
+    False when the cluster already has history."""
+    if ReconcileRun.objects.exists():
+        return False
+    agents = {agent.name: agent for agent in Agent.objects.filter(
+        active_version__isnull=False).select_related("active_version", "owner").order_by("name")}
+    for agent in agents.values():
+        actions.reconcile_agent(agent.pk, trigger=Trigger.APPROVED)
+    actor = "system:demo-history"
+    for name in [*HISTORY_CORRECTED, HISTORY_ESCALATED]:
+        if name in agents:
+            inject(agents[name], "drift", actor=actor)
+            actions.reconcile_agent(agents[name].pk, trigger=Trigger.OBSERVATION)
+    name, tool = HISTORY_PROPOSAL
+    if name in agents:
+        agent = agents[name]
+        spec = {**agent.active_version.spec,
+                "tools": sorted({*agent.active_version.spec["tools"], tool})}
+        registry_actions.propose(agent, spec, agent.active_version.metadata, actor=agent.owner,
+                                 source=VersionSource.API,
+                                 comment=f"Let the agent cancel orders it refunds ({tool}).")
+    return True

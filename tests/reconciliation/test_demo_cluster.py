@@ -3,9 +3,10 @@
 import pytest
 from django.core.management import CommandError, call_command
 
+from audit.verify import verify_trail
 from reconciliation import actions
-from reconciliation.models import ControlState, Finding
-from registry.models import Agent, Guardrail
+from reconciliation.models import ControlState, Correction, Escalation, Finding, ReconcileRun
+from registry.models import Agent, DesiredStateVersion, Guardrail
 from tests.conftest import eventually
 
 
@@ -23,11 +24,33 @@ def test_seed_demo_registers_forty_approved_agents_and_the_three_guardrails(db, 
         "refund-threshold-at-most-1000"]
     crm = Agent.objects.get(name="crm-enricher").active_version
     assert crm.required_approvals == 2 and crm.approvals.count() == 2
+    assert_history()
+    runs = ReconcileRun.objects.count()
     call_command("seed_demo", "--force")  # idempotent
     assert Agent.objects.count() == 40
+    assert ReconcileRun.objects.count() == runs
+    assert_history()
     with pytest.raises(CommandError, match="DEBUG"):
         settings.DEBUG = False
         call_command("seed_demo")
+
+
+def assert_history() -> None:
+    """What a new user finds: real passes, three corrections verified, one drift escalated,
+    one proposal pending; every other agent in policy."""
+    corrected = set(Finding.objects.filter(status="corrected")
+                    .values_list("agent__name", flat=True))
+    assert corrected == {"support-triage", "payments-agent-00", "support-agent-02"}
+    assert set(Correction.objects.values_list("result", flat=True)) == {"verified"}
+    escalated = Escalation.objects.filter(status="open")
+    assert {(e.agent.name, e.finding.kind) for e in escalated} == {
+        ("finance-agent-01", "tool_added"), ("finance-agent-01", "data_added")}
+    assert set(Agent.objects.filter(status__converged=False)
+               .values_list("name", flat=True)) == {"finance-agent-01"}
+    (proposal,) = DesiredStateVersion.objects.filter(state="pending")
+    assert proposal.agent.name == "refund-agent" and "orders.cancel" in proposal.spec["tools"]
+    assert not ControlState.load().breaker_tripped_at
+    assert verify_trail().ok
 
 
 def test_the_lab_plays_the_bad_deployment_and_the_loop_corrects_it(db, settings, tmp_path,
@@ -51,7 +74,8 @@ def test_a_mass_bad_deployment_trips_the_breaker_on_real_workers(start_worker, s
     settings.VAR_DIR = tmp_path
     call_command("seed_demo", "--force")
     worker = start_worker()
-    eventually(lambda: Agent.objects.filter(status__converged=True).count() == 40, timeout=90,
+    # All but finance-agent-01, whose seeded drift waits for an approver.
+    eventually(lambda: Agent.objects.filter(status__converged=True).count() == 39, timeout=90,
                message=f"the demo never converged; worker said:\n{worker.output()}")
     call_command("lab", "mass", "12")
     eventually(lambda: ControlState.load().breaker_tripped_at is not None, timeout=60,

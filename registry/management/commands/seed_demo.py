@@ -48,9 +48,11 @@ class Command(BaseCommand):
         store.parent.mkdir(parents=True, exist_ok=True)
         store.write_text(json.dumps(logins, indent=2))
         store.chmod(0o600)
-        from reconciliation.demo import seed_cluster
+        from reconciliation.demo import seed_cluster, seed_history
 
         created = seed_cluster()
+        if seed_history():
+            self.stderr.write("seeded history: converged, corrected, escalated, proposed")
         width = max(len(name) for name, _, _ in PERSONAS)
         for username, role, what in PERSONAS:
             password = logins[username]
