@@ -122,6 +122,26 @@ def test_evaluation_errors_fail_closed_and_hold_the_proposal(people, refund_agen
         actions.approve_proposal(version.pk, actor=people.bob)
 
 
+@pytest.mark.parametrize("expression, error", [
+    ('spec.data[0].access != "admin"', "index out of bounds"),          # IndexError
+    ("size(spec.tools) / size(spec.data) < 100", "division by zero"),   # ZeroDivisionError
+    ("9223372036854775807 + size(spec.tools) > 0", "overflow"),         # OverflowError
+])
+def test_any_evaluation_error_holds_the_proposal_over_the_api(people, refund_agent, api_as,
+                                                               expression, error):
+    actions.create_guardrail(actor=people.dana, name="fragile", expression=expression,
+                             effect="deny", message="m")
+    body = api_as(people.alice).post(
+        "/api/v1/agents/refund-agent/proposals",
+        {"spec": {**refund_agent.active_version.spec, "data": []}}, format="json")
+    assert body.status_code == 201, body.content
+    (result,) = body.json()["guardrails"]
+    assert result["outcome"] == "error" and error in result["message"].lower()
+    assert body.json()["held"] is True
+    version = DesiredStateVersion.objects.get(pk=body.json()["proposal"])
+    assert version.held and version.state == "pending"
+
+
 def test_changing_a_guardrail_re_evaluates_pending_proposals(people, refund_agent):
     version = propose(people, refund_agent, model="gpt-5").version
     guardrail = actions.create_guardrail(actor=people.dana, name="models", effect="warn",
