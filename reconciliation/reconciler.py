@@ -128,7 +128,14 @@ def decide(
             decision.escalate.append((drift, f"enforcement mode escalate for {drift.area}"))
             continue
         if mode == "block":
-            decision.block.append(drift)
+            if hold_applied:  # shadow mode or a tripped breaker: record the suspension only
+                suspend = Operation(OperationKind.SUSPEND, "agent")
+                if not any(step.operation == suspend for step in decision.shadow):
+                    decision.shadow.append(Step(
+                        drift, suspend, idempotency_key(agent, generation, suspend, occurrence),
+                        occurrence, attempt))
+            else:
+                decision.block.append(drift)
             continue
         if finding and finding.status == "correcting" and finding.applied_at:
             if now - finding.applied_at < verify_timeout:

@@ -29,7 +29,14 @@ from reconciliation.choices import DecisionStatus, FindingStatus, Trigger
 from reconciliation.connectors import connector_for
 from reconciliation.diff import Operation, OperationKind
 from reconciliation.events import Event, validate_event
-from reconciliation.models import BehaviourEvent, Decision, Finding, UnregisteredAgent
+from reconciliation.models import (
+    AgentStatus,
+    BehaviourEvent,
+    ControlState,
+    Decision,
+    Finding,
+    UnregisteredAgent,
+)
 from reconciliation.reconciler import idempotency_key, mode_for
 from reconciliation.triggers import request_reconcile
 from registry.choices import Lifecycle, Role
@@ -340,6 +347,16 @@ class _AreaOnly:
 def _block_for_behaviour(agent: Agent, findings: list[Finding]) -> None:
     operation = Operation(OperationKind.SUSPEND, "agent")
     key = idempotency_key(agent.name, agent.generation, operation, findings[0].pk)
+    held = _enforcement_held(agent)
+    if held:  # recorded, not applied: the same promise as for configuration drift
+        with transaction.atomic():
+            Finding.objects.filter(pk__in=[f.pk for f in findings]).update(
+                status=FindingStatus.LOGGED,
+                reason=f"enforcement mode block, not applied: {held}")
+            audit.record(actor=SYSTEM, action=AuditAction.CORRECTION_SHADOWED,
+                         target=f"agent:{agent.name}", agent=agent.name,
+                         after={**operation.to_dict(), "key": key}, reason=held)
+        return
     if agent.lifecycle != Lifecycle.SUSPENDED:
         connector_for(agent).apply(agent, operation.to_dict(), key)
     with transaction.atomic():
@@ -400,3 +417,13 @@ def note_unregistered_observation(name: str, state: dict[str, Any]) -> Unregiste
         UnregisteredAgent.objects.filter(pk=shadow.pk).update(last_seen=now,
                                                               last_observation=state)
     return shadow
+
+
+def _enforcement_held(agent: Agent) -> str:
+    """Why enforcement is recorded and not applied right now ("" when it is applied)."""
+    control = ControlState.load()
+    if control.breaker_tripped_at is not None:
+        return "breaker tripped"
+    if control.shadow or AgentStatus.objects.filter(agent=agent, shadow=True).exists():
+        return "shadow mode"
+    return ""

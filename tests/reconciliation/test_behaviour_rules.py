@@ -69,6 +69,31 @@ def test_nine_reads_of_one_record_are_one_finding_and_the_configured_enforcement
     assert not Finding.objects.filter(kind="rate_limit_exceeded").exists()
 
 
+@pytest.mark.parametrize("hold", ["shadow", "breaker"])
+def test_a_behaviour_block_under_shadow_or_the_breaker_is_recorded_not_applied(people, hold):
+    from audit.models import AuditEntry
+    from reconciliation.actions.behaviour import record_violations
+    from reconciliation.behaviour import Violation
+    from reconciliation.models import ControlState
+
+    agent, _ = register(people, enforcement={"default": "correct", "behaviour": "block"})
+    if hold == "shadow":
+        actions.set_shadow(actor=people.alice, agent=agent, enabled=True)
+    else:
+        control = ControlState.load()
+        control.breaker_tripped_at = datetime.now(UTC)
+        control.save()
+    violation = Violation("same_record_exceeded", "/limits/customers_db/max_same_record", 3, 9,
+                          "behaviour", uuid.uuid4().hex, "9 reads of one record in 1h")
+    (finding,) = record_violations(agent.pk, [{**violation.to_dict(), "window": 1}])
+    finding.refresh_from_db()
+    agent.refresh_from_db()
+    assert agent.lifecycle == "active" and finding.status == "logged"
+    assert "not applied" in finding.reason
+    assert AuditEntry.objects.filter(action="correction.shadowed",
+                                     agent="refund-agent").count() == 1
+
+
 def test_a_700_refund_without_sign_off_is_caught_and_with_a_decision_it_is_not(people,
                                                                                start_worker):
     agent, client = register(people, enforcement={"default": "correct", "actions": "escalate"})

@@ -96,6 +96,17 @@ def test_shadow_records_what_would_change_and_applies_nothing():
     assert decision.apply == [] and len(decision.shadow) == 3
 
 
+def test_under_shadow_or_the_breaker_a_block_is_recorded_once_and_not_applied():
+    blocking = {**SPEC, "enforcement": {"default": "block"}}
+    held = decide(blocking, bad_deployment(), NOW, agent="refund-agent", generation=1,
+                  hold_applied=True)
+    assert held.block == [] and held.apply == []
+    assert [step.operation.to_dict() for step in held.shadow] == [
+        {"op": "suspend", "target": "agent", "value": None}]
+    applied = decide(blocking, bad_deployment(), NOW, agent="refund-agent", generation=1)
+    assert len(applied.block) == 3 and applied.shadow == []
+
+
 def test_lagging_reads_wait_instead_of_reapplying_then_retry_then_escalate():
     drifted = run(bad_deployment())
     views = {s.drift.fingerprint: FindingView(s.drift.fingerprint, "correcting", 1, 1,
