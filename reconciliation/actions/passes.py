@@ -169,7 +169,7 @@ def _settle(ctx: PassContext, *, failed: str = "") -> dict[str, int]:
         status.conditions, generation=ctx.generation, now=ctx.now, suspended=suspended,
         failed=failed, **counts)
     converged = not failed and not any(counts.values())
-    if converged and not status.converged:
+    if converged:  # at this generation, even if it never looked unconverged in between
         status.converged_generation = ctx.generation
     status.converged = converged
     status.observed_generation = ctx.generation

@@ -142,6 +142,24 @@ def test_a_grant_is_revoked_at_its_expiry_without_any_new_proposal(people):
     assert agent.versions.count() == versions
 
 
+def test_after_a_new_version_converges_outside_drift_still_counts_and_resync_skips_it(people):
+    agent = approved_agent(people)
+    passes(agent, "approved")
+    outcome = registry_actions.propose(
+        agent, {**agent.active_version.spec, "tools": [*agent.active_version.spec["tools"],
+                                                         "orders.cancel"]},
+        agent.active_version.metadata, actor=people.alice, source=VersionSource.API)
+    registry_actions.approve_proposal(outcome.version.pk, actor=people.bob)
+    agent.refresh_from_db()
+    assert passes(agent, "approved").result == "corrected"  # generation 2 rolled out
+    status = AgentStatus.objects.get(agent=agent)
+    assert (status.converged, status.converged_generation) == (True, 2)
+    assert actions.converged_check([agent.pk]) == []  # the cheap path, not a full pass
+    actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
+    passes(agent, "observation")
+    assert ControlState.load().post_convergence_drift == 1
+
+
 def test_shadow_mode_records_and_applies_nothing(people):
     agent = approved_agent(people)
     passes(agent)
