@@ -33,6 +33,7 @@ class AuditAction(models.TextChoices):
     FINDING_REGRESSED = "finding.regressed"
     FINDING_CORRECTED = "finding.corrected"
     FINDING_RESOLVED = "finding.resolved"
+    FINDING_REOPENED = "finding.reopened"
     FINDING_LOGGED = "finding.logged"
     FINDING_ACKNOWLEDGED = "finding.acknowledged"
     CORRECTION_APPLIED = "correction.applied"

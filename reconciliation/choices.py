@@ -23,12 +23,13 @@ class FindingStatus(models.TextChoices):
     REGRESSED = "regressed"  # came back within the hold window
     BLOCKED = "blocked"  # the agent was suspended until a human clears it
     ESCALATED = "escalated"  # handed to an approver
+    ACCEPTED = "accepted"  # an approver accepted it into a proposal; held while that is decided
     LOGGED = "logged"  # recorded and allowed by enforcement mode `log`
     RESOLVED = "resolved"  # closed by a human or by a new approved version
 
 
 OPEN_STATUSES = (FindingStatus.OPEN, FindingStatus.CORRECTING, FindingStatus.REGRESSED,
-                 FindingStatus.BLOCKED, FindingStatus.ESCALATED)
+                 FindingStatus.BLOCKED, FindingStatus.ESCALATED, FindingStatus.ACCEPTED)
 
 
 class CorrectionResult(models.TextChoices):

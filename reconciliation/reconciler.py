@@ -93,15 +93,15 @@ def decide(
     decision = Decision(drifts=drifts)
     seen = {d.fingerprint for d in drifts}
     decision.gone = sorted(fp for fp, f in findings.items() if fp not in seen and f.status in (
-        "open", "correcting", "regressed", "blocked", "escalated", "logged"))
+        "open", "correcting", "regressed", "blocked", "escalated", "accepted", "logged"))
     by_key = {}
     for drift in drifts:
         by_key.setdefault(drift.operation.key, drift)
     for operation in plan(desired, actual, now, suspended=suspended):
         drift = by_key[operation.key]
         finding = findings.get(drift.fingerprint)
-        if finding and finding.status in ("escalated", "blocked"):
-            continue  # a human holds it until they resolve it
+        if finding and finding.status in ("escalated", "blocked", "accepted"):
+            continue  # a human holds it (accepted: until the proposal is decided)
         occurrence = finding.occurrence if finding else 1
         attempt = (finding.attempts if finding else 0) + 1
         if finding and finding.status == "corrected":

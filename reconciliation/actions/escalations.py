@@ -96,8 +96,9 @@ def resolve_escalation(escalation_id: int, *, actor: Any, resolution: str,
             source=VersionSource.UI, comment=f"accepted from escalation {escalation.pk}",
             from_escalation=True)
         if finding is not None:
-            Finding.objects.filter(pk=finding.pk).update(status=FindingStatus.RESOLVED,
-                                                         reason="accepted into a proposal")
+            Finding.objects.filter(pk=finding.pk).update(
+                status=FindingStatus.ACCEPTED,
+                reason="accepted into a proposal: held until it is approved or refused")
     else:
         suspend_agent(agent, actor=actor, reason=f"escalation {escalation.pk}: {comment}")
         if finding is not None:

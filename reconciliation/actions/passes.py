@@ -41,7 +41,7 @@ from reconciliation.models import (
     ReconcileRun,
 )
 from reconciliation.reconciler import FindingView, decide, idempotency_key
-from registry.choices import Lifecycle
+from registry.choices import Lifecycle, VersionState
 from registry.models import Agent
 
 
@@ -67,6 +67,22 @@ def _finding_views(agent: Agent) -> dict[str, FindingView]:
                                    applied.get(f.fingerprint), f.hold_until, f.revert_ordered)
         for f in Finding.objects.filter(agent=agent, behaviour=False)
     }
+
+
+def _release_accepted(ctx: PassContext) -> None:
+    """Drift an approver accepted into a proposal is held while the proposal is pending; once
+    it is refused or withdrawn the drift is back in the loop (approved: the drift is gone)."""
+    held = list(Finding.objects.filter(agent=ctx.agent, status=FindingStatus.ACCEPTED))
+    if not held or ctx.agent.versions.filter(state=VersionState.PENDING).exists():
+        return
+    for finding in held:
+        Finding.objects.filter(pk=finding.pk).update(
+            status=FindingStatus.OPEN, reason="the proposal that accepted it was not approved")
+        audit.record(actor=SYSTEM, action=AuditAction.FINDING_REOPENED,
+                     target=f"finding:{finding.pk}", agent=ctx.agent.name,
+                     before={"status": FindingStatus.ACCEPTED},
+                     after={"status": FindingStatus.OPEN},
+                     reason="the proposal that accepted it was not approved")
 
 
 def _status(agent: Agent) -> AgentStatus:
@@ -216,6 +232,7 @@ def reconcile_agent(agent_id: int, *, trigger: str, now: datetime | None = None
                            .values_list("observed_at", flat=True).first())
 
     with transaction.atomic():  # detection
+        _release_accepted(ctx)
         control = ControlState.objects.select_for_update().get(pk=control.pk)
         status = _status(agent)
         was_converged = status.converged and status.converged_generation == agent.generation

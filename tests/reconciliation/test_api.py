@@ -4,7 +4,7 @@ import pytest
 
 from audit.models import AuditEntry
 from reconciliation import actions
-from reconciliation.models import Escalation, ObservedState
+from reconciliation.models import Escalation, Finding, ObservedState, SandboxAgent
 from reconciliation.triggers import QUEUED_KEY
 from registry import actions as registry_actions
 from tests.conftest import refund_manifest
@@ -116,7 +116,8 @@ def test_reviewers_list_findings_and_resolve_escalations(people, api_as, refund_
     assert Escalation.objects.get().resolved_by == people.bob
 
 
-def test_accepting_an_escalation_turns_the_observed_state_into_a_proposal(people, refund_agent):
+def accept_the_drift(people, refund_agent):
+    """A tighter refund threshold deployed, escalated, and accepted by carol."""
     actions.sandbox_deploy(refund_agent, actor="system:test",
                            changes={"actions": {"payments.refund": {"approval_above": 400,
                                                                     "max": 5000}}},
@@ -128,6 +129,43 @@ def test_accepting_an_escalation_turns_the_observed_state_into_a_proposal(people
     proposal = refund_agent.versions.filter(state="pending").get()
     assert proposal.spec["actions"]["payments.refund"]["approval_above"] == 400
     assert proposal.proposed_by == people.carol
+    # While the proposal waits, the loop neither reverts the drift nor escalates it again.
+    for _ in range(2):
+        actions.reconcile_agent(refund_agent.pk, trigger="resync")
+    assert SandboxAgent.objects.get(agent=refund_agent).state["actions"]["payments.refund"][
+        "approval_above"] == 400
+    assert Escalation.objects.count() == 1
+    assert Finding.objects.get(pk=escalation.finding_id).status == "accepted"
+    return proposal
+
+
+def test_accepting_an_escalation_turns_the_observed_state_into_a_proposal(people, refund_agent):
+    proposal = accept_the_drift(people, refund_agent)
+    assert proposal.state == "pending" and proposal.guardrail_results == []
+
+
+def test_an_accepted_drift_ends_with_its_proposal(people, refund_agent):
+    from registry import actions as registry_actions
+
+    proposal = accept_the_drift(people, refund_agent)
+    registry_actions.approve_proposal(proposal.pk, actor=people.bob)
+    run = actions.reconcile_agent(refund_agent.pk, trigger="approved")
+    assert run.result == "converged" and run.changes == []
+    assert Finding.objects.get().status == "resolved"
+
+
+def test_an_accepted_drift_whose_proposal_is_refused_is_back_in_the_loop(people, refund_agent):
+    from audit.models import AuditEntry
+    from registry import actions as registry_actions
+
+    proposal = accept_the_drift(people, refund_agent)
+    registry_actions.reject_proposal(proposal.pk, actor=people.bob, comment="keep 500")
+    actions.reconcile_agent(refund_agent.pk, trigger="resync")
+    finding = Finding.objects.get()
+    assert finding.status == "escalated"  # the agent's mode for actions, as before
+    assert Escalation.objects.filter(status="open", finding=finding).count() == 1
+    assert AuditEntry.objects.filter(action="finding.reopened",
+                                     target=f"finding:{finding.pk}").count() == 1
 
 
 def test_shadow_and_breaker_switches(people, api_as, refund_agent):
