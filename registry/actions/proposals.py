@@ -150,6 +150,8 @@ def propose(agent: Agent, spec: dict, metadata: dict, *, actor: Any, source: str
     if base_generation is not None and base_generation != agent.generation:
         raise Conflict(f"{agent.name} is at generation {agent.generation}, not "
                        f"{base_generation}; reload and propose again", code="stale_generation")
+    if metadata.get("owner", agent.owner.username) != agent.owner.username:
+        _owner_named(agent.name, metadata["owner"])  # a hand-over goes to a real owner
     digest = spec_hash(spec)
     active = agent.active_version
     if active and active.spec_sha256 == digest and active.metadata == metadata:
@@ -192,6 +194,15 @@ def propose(agent: Agent, spec: dict, metadata: dict, *, actor: Any, source: str
     return ProposalOutcome(agent.name, "proposed", version, assessment)
 
 
+def _owner_named(agent_name: str, username: str) -> User:
+    """The active person with the owner role that metadata.owner names (422 otherwise)."""
+    owner = User.objects.filter(username=username, is_active=True).first()
+    if owner is None or not has_role(owner, Role.OWNER):
+        raise Invalid(f"{agent_name}: {username!r} is not an owner", details=[
+            {"pointer": "/metadata/owner", "message": "expected the username of an owner"}])
+    return owner
+
+
 def _register(manifest: Manifest, *, actor: Any, source: str) -> ProposalOutcome:
     if isinstance(actor, AgentPrincipal) or not has_role(actor, Role.OWNER):
         raise NotAllowed("Only owners register agents.")
@@ -199,10 +210,7 @@ def _register(manifest: Manifest, *, actor: Any, source: str) -> ProposalOutcome
         raise NotAllowed(f"{manifest.name}: owners register agents they own; metadata.owner "
                          f"is {manifest.owner!r}", details=[
                              {"pointer": "/metadata/owner", "message": "must be you"}])
-    owner = User.objects.filter(username=manifest.owner, is_active=True).first()
-    if owner is None or not has_role(owner, Role.OWNER):
-        raise Invalid(f"{manifest.name}: {manifest.owner!r} is not an owner", details=[
-            {"pointer": "/metadata/owner", "message": "expected the username of an owner"}])
+    owner = _owner_named(manifest.name, manifest.owner)
     agent = Agent.objects.create(
         name=manifest.name, owner=owner, labels=manifest.labels,
         description=manifest.description, framework=manifest.spec["framework"],
@@ -259,9 +267,9 @@ def _check_four_eyes(version: DesiredStateVersion, agent: Agent, actor: Any) -> 
         raise NotAllowed("Only approvers decide on proposals.")
     if version.proposed_by_id == actor.pk:
         raise NotAllowed("Four eyes: you cannot approve a proposal you made.", code="four_eyes")
-    if agent.owner_id == actor.pk:
-        raise NotAllowed("Four eyes: you cannot approve a proposal for an agent you own.",
-                         code="four_eyes")
+    if agent.owner_id == actor.pk or version.metadata.get("owner") == actor.username:
+        raise NotAllowed("Four eyes: you cannot approve a proposal for an agent you own "
+                         "or that would hand it to you.", code="four_eyes")
 
 
 @transaction.atomic

@@ -379,7 +379,7 @@ def test_an_owner_who_approves_cannot_approve_her_own_agent(client, people, refu
     before = state_snapshot()
     response = client.post(f"/proposals/{proposal.pk}/approve", {"next": "/approvals/"},
                            follow=True)
-    assert "Four eyes: you cannot approve a proposal for an agent you own." in page(response)
+    assert "Four eyes: you cannot approve a proposal for an agent you own" in page(response)
     assert state_snapshot() == before
 
 

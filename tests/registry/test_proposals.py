@@ -90,6 +90,29 @@ def test_owners_propose_only_for_their_own_agents(people, refund_agent):
     assert state_snapshot() == before
 
 
+@pytest.mark.parametrize("new_owner", ["nobody", "dana"])  # unknown; a person, not an owner
+def test_a_hand_over_must_name_a_real_owner_and_changes_nothing_otherwise(people, refund_agent,
+                                                                           new_owner):
+    before = state_snapshot()
+    metadata = {**refund_agent.active_version.metadata, "owner": new_owner}
+    with pytest.raises(Invalid, match="is not an owner") as refused:
+        actions.propose(refund_agent, refund_agent.active_version.spec, metadata,
+                        actor=people.alice, source=VersionSource.API)
+    assert refused.value.details[0]["pointer"] == "/metadata/owner"
+    assert state_snapshot() == before
+
+
+def test_an_approver_cannot_approve_a_hand_over_to_themselves(people, refund_agent):
+    actions.grant_role(people.bob, "owner", actor="system:test")
+    metadata = {**refund_agent.active_version.metadata, "owner": "bob"}
+    version = actions.propose(refund_agent, refund_agent.active_version.spec, metadata,
+                              actor=people.alice, source=VersionSource.API).version
+    with pytest.raises(NotAllowed, match="hand it to you"):
+        actions.approve_proposal(version.pk, actor=people.bob)
+    actions.approve_proposal(version.pk, actor=people.carol)
+    assert Agent.objects.get(pk=refund_agent.pk).owner == people.bob
+
+
 def test_re_editing_a_pending_proposal_resets_its_approvals(people, refund_agent):
     actions.create_guardrail(actor=people.dana, name="model-changes-need-two",
                              expression='spec.model == "gpt-4.1"', effect="require_approvals",
