@@ -40,3 +40,19 @@ def test_apply_reports_every_error_with_pointer_and_line_and_changes_nothing(peo
     assert not Agent.objects.exists()
     with pytest.raises(CommandError, match="no such file"):
         call_command("apply", "-f", str(tmp_path / "missing.yaml"))
+
+
+def test_a_directory_is_applied_all_or_nothing(people, tmp_path):
+    from audit.models import AuditEntry
+
+    (tmp_path / "a-refund.yaml").write_text(REFUND_AGENT_YAML)
+    (tmp_path / "b-payouts.yaml").write_text(
+        REFUND_AGENT_YAML.replace("name: refund-agent", "name: payouts-agent"))
+    actions.create_guardrail(actor=people.dana, name="no-payouts", effect="deny",
+                             expression='metadata.name != "payouts-agent"',
+                             message="payouts run elsewhere")
+    before = AuditEntry.objects.count()
+    with pytest.raises(CommandError, match="nothing was applied"):
+        call_command("apply", "-f", str(tmp_path))
+    assert not Agent.objects.exists() and not DesiredStateVersion.objects.exists()
+    assert AuditEntry.objects.count() == before

@@ -5,6 +5,7 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
 
 from config.errors import DomainError
 from registry import actions
@@ -51,15 +52,17 @@ class Command(BaseCommand):
             raise CommandError(f"{filename}: no manifests found")
         outcomes = []
         try:
-            for manifest in manifests:
-                username = as_user or manifest.owner
-                actor = User.objects.filter(username=username, is_active=True).first()
-                if actor is None:
-                    raise CommandError(f"{manifest.name}: no active user {username!r}")
-                outcomes.extend(actions.apply_manifests(
-                    [manifest], actor=actor, source=VersionSource.YAML, dry_run=dry_run))
+            with transaction.atomic():  # all or nothing, as through the API
+                for manifest in manifests:
+                    username = as_user or manifest.owner
+                    actor = User.objects.filter(username=username, is_active=True).first()
+                    if actor is None:
+                        raise CommandError(f"{manifest.name}: no active user {username!r}; "
+                                           "nothing was applied")
+                    outcomes.extend(actions.apply_manifests(
+                        [manifest], actor=actor, source=VersionSource.YAML, dry_run=dry_run))
         except DomainError as error:
-            raise CommandError(f"{error.message}") from None
+            raise CommandError(f"{error.message}; nothing was applied") from None
         suffix = " (dry run)" if dry_run else ""
         for outcome in outcomes:
             proposal = f" as proposal {outcome.version.pk}" if (
