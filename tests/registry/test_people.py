@@ -151,3 +151,23 @@ def test_deploy_checks_are_clean_with_debug_off(tmp_path):
                              "WARNING"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout
+
+
+def test_the_admin_shows_people_and_roles_but_never_changes_them_unaudited(people, client):
+    from django.contrib.auth.models import Group
+
+    User.objects.filter(pk=people.admin.pk).update(is_staff=True, is_superuser=True)  # as seeded
+    client.force_login(people.admin)
+    alice = f"/admin/auth/user/{people.alice.pk}/change/"
+    assert client.get(alice).status_code == 200  # read-only view
+    approvers = Group.objects.get(name="approver")
+    answer = client.post(alice, {"username": "alice", "groups": [approvers.pk],
+                                 "is_superuser": "on", "is_active": "on"})
+    assert answer.status_code == 403
+    assert client.post("/admin/auth/user/add/", {"username": "mallory"}).status_code == 403
+    assert client.post(f"/admin/auth/group/{approvers.pk}/delete/",
+                       {"post": "yes"}).status_code == 403
+    people.alice.refresh_from_db()
+    assert user_roles(people.alice) == {"owner"} and not people.alice.is_superuser
+    assert not User.objects.filter(username="mallory").exists()
+    assert Group.objects.filter(pk=approvers.pk).exists()
