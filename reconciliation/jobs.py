@@ -7,6 +7,7 @@ the controller-runtime work queue.
 
 import logging
 import random
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -21,7 +22,7 @@ from audit.context import request_id_scope
 from reconciliation import actions
 from reconciliation.choices import Trigger
 from reconciliation.connectors import ConnectorError
-from reconciliation.triggers import QUEUED_KEY, enqueue_reconcile
+from reconciliation.triggers import QUEUED_KEY, QUEUED_TTL, enqueue_reconcile
 
 LOCK_KEY = "reconcile:lock:{agent_id}"
 VERIFY_KEY = "reconcile:verify:{agent_id}"
@@ -30,6 +31,11 @@ log = logging.getLogger(__name__)
 # Releases the lock only if it still holds our token (it may have expired and moved on).
 _RELEASE = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end
+"""
+# Extends the lock only while it still holds our token.
+_EXTEND = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2])
+else return 0 end
 """
 
 
@@ -49,20 +55,29 @@ def backoff_seconds(attempt: int) -> float:
     return random.uniform(0.5, 1.0) * min(300, 2 ** max(0, attempt - 1))  # noqa: S311
 
 
-def reconcile_agent(agent_id: int, trigger: str, attempt: int = 0) -> str:
-    """Run one pass for an agent, holding its lock; requeue on failure or contention."""
+def reconcile_agent(agent_id: int, trigger: str, attempt: int = 0, queued: str = "") -> str:
+    """Run one pass for an agent, holding its lock; requeue on failure or contention.
+
+    `queued` is the token of the waiting-pass key this job owns (see `enqueue_reconcile`):
+    while the lock is busy the key stays set, so further triggers collapse into this job."""
     queue = _queue()
     connection = queue.connection
-    connection.delete(QUEUED_KEY.format(agent_id=agent_id))
     lock = LOCK_KEY.format(agent_id=agent_id)
     token = uuid.uuid4().hex
     if not connection.set(lock, token, nx=True, ex=settings.RECONCILE_LOCK_SECONDS):
         # Another worker is reconciling this agent: come back once it is likely done.
+        if queued:
+            connection.expire(QUEUED_KEY.format(agent_id=agent_id), QUEUED_TTL)
         queue.enqueue_in(timedelta(seconds=1 + random.random()), reconcile_agent, agent_id,
-                         trigger, attempt)
+                         trigger, attempt, queued=queued)
         return "busy"
+    if queued:  # from here on a new trigger must queue a new pass: this one reads state now
+        connection.eval(_RELEASE, 1, QUEUED_KEY.format(agent_id=agent_id), f"{trigger} {queued}")
+    if trigger == Trigger.VERIFY:  # likewise: this pass may need to schedule the next one
+        connection.delete(VERIFY_KEY.format(agent_id=agent_id))
     try:
-        with request_id_scope(f"reconcile-{agent_id}-{token[:8]}"):
+        with request_id_scope(f"reconcile-{agent_id}-{token[:8]}"), LockRenewal(
+                connection, lock, token, settings.RECONCILE_LOCK_SECONDS):
             run = actions.reconcile_agent(agent_id, trigger=trigger)
         return run.result if run else "skipped"
     except ConnectorError as error:
@@ -78,12 +93,50 @@ def reconcile_agent(agent_id: int, trigger: str, attempt: int = 0) -> str:
         connection.eval(_RELEASE, 1, lock, token)
 
 
+class LockRenewal:
+    """Keeps a held lock alive while a pass runs (a slow platform can take longer than the
+    lock's expiry): a daemon thread extends it every third of its lifetime, only while it
+    still holds our token. A dead worker's thread dies with it, so its lock still lapses."""
+
+    def __init__(self, connection, key: str, token: str, seconds: int) -> None:
+        self.connection, self.key, self.token, self.seconds = connection, key, token, seconds
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True,
+                                        name=f"lock-renewal {key}")
+        self.lost = False
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.seconds / 3):
+            try:
+                held = self.connection.eval(_EXTEND, 1, self.key, self.token,
+                                            int(self.seconds * 1000))
+            except Exception:  # noqa: BLE001 - Redis blinked: try again next tick
+                log.warning("could not extend %s", self.key, exc_info=True)
+                continue
+            if not held:
+                self.lost = True
+                log.error("lost %s while a pass was running", self.key)
+                return
+
+    def __enter__(self) -> "LockRenewal":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def schedule_verify(agent_id: int) -> None:
     """A verification pass a few seconds from now (at most one waiting per agent)."""
     queue = _queue()
     delay = settings.RECONCILE_VERIFY_DELAY_SECONDS
-    if queue.connection.set(VERIFY_KEY.format(agent_id=agent_id), "1", nx=True, ex=delay):
-        queue.enqueue_in(timedelta(seconds=delay), reconcile_agent, agent_id, Trigger.VERIFY)
+    # The key lives until the verify pass starts (it deletes it); the expiry only frees an
+    # agent whose verify job was lost.
+    if queue.connection.set(VERIFY_KEY.format(agent_id=agent_id), "1", nx=True,
+                            ex=delay + QUEUED_TTL):
+        queue.enqueue_at(not_before(timezone.now() + timedelta(seconds=delay)), reconcile_agent,
+                         agent_id, Trigger.VERIFY)
 
 
 def schedule_grant_expiry(agent_id: int, expires_at: str) -> None:

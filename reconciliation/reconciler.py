@@ -104,6 +104,12 @@ def decide(
             continue  # a human holds it (accepted: until the proposal is decided)
         occurrence = finding.occurrence if finding else 1
         attempt = (finding.attempts if finding else 0) + 1
+        if finding and finding.status in ("open", "regressed") and (
+                finding.attempts >= max_attempts):
+            # every attempt failed at the platform (it refused or kept failing): a human decides
+            decision.escalate.append(
+                (drift, f"correction failed at the platform {finding.attempts} times"))
+            continue
         if finding and finding.status == "corrected":
             if finding.hold_until and now <= finding.hold_until:
                 decision.regressed.append(drift)

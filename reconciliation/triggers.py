@@ -10,13 +10,19 @@ QUEUED_TTL = 600  # a lost job cannot block an agent's triggers for longer than 
 
 
 def enqueue_reconcile(agent_id: int, trigger: str) -> bool:
-    """Queue a pass unless one is already waiting for this agent; True when queued."""
+    """Queue a pass unless one is already waiting for this agent; True when queued.
+
+    The queued key names the waiting job ("<trigger> <token>"). It stays set while that job
+    waits, including while it waits for a running pass's lock, and only the job holding the
+    token clears it, once it holds the lock: so triggers arriving during a running pass
+    collapse into one pass after it, as in controller-runtime's work queue."""
     queue = django_rq.get_queue("reconcile", commit_mode="auto")
     key = QUEUED_KEY.format(agent_id=agent_id)
-    if not queue.connection.set(key, trigger, nx=True, ex=QUEUED_TTL):
+    token = uuid.uuid4().hex[:12]
+    if not queue.connection.set(key, f"{trigger} {token}", nx=True, ex=QUEUED_TTL):
         return False  # triggers for an agent already queued collapse into that pass
     queue.enqueue("reconciliation.jobs.reconcile_agent", agent_id, trigger,
-                  job_id=f"reconcile-{agent_id}-{uuid.uuid4().hex[:12]}")
+                  job_id=f"reconcile-{agent_id}-{token}", queued=token)
     return True
 
 

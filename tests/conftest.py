@@ -216,7 +216,9 @@ class Worker:
     """A real `manage.py rqworker` process (with the RQ scheduler) on the test database."""
 
     def __init__(self, *queues: str, **env: str) -> None:
-        self.log = open(ROOT / "var" / f"test-worker-{os.getpid()}-{id(self)}.log", "w+")  # noqa: SIM115
+        Path(settings.VAR_DIR).mkdir(parents=True, exist_ok=True)
+        self.log = open(Path(settings.VAR_DIR) / f"test-worker-{os.getpid()}-{id(self)}.log",  # noqa: SIM115
+                        "w+")
         self.process = subprocess.Popen(
             [sys.executable, "manage.py", "rqworker", *(queues or ("reconcile",)),
              "--with-scheduler"],

@@ -320,9 +320,11 @@ def _shadow(ctx: PassContext, finding: Finding, step: Any) -> None:
 
 
 def _pending(ctx: PassContext, finding: Finding, step: Any) -> None:
-    Correction.objects.get_or_create(
+    correction, created = Correction.objects.get_or_create(
         idempotency_key=step.key,
         defaults={"finding": finding, "agent": ctx.agent, "operation": step.operation.to_dict()})
+    if not created and correction.result == CorrectionResult.FAILED:  # tried again, same key
+        Correction.objects.filter(pk=correction.pk).update(result=CorrectionResult.PENDING)
 
 
 def _log(ctx: PassContext, finding: Finding) -> None:
@@ -354,10 +356,15 @@ def _applied(ctx: PassContext, finding: Finding, step: Any, outcome: str) -> Non
 
 
 def _failed(ctx: PassContext, decision: Any, error: str) -> None:
+    """The steps not applied failed this attempt: counted on their findings, so a platform
+    that keeps refusing is escalated after `RECONCILE_MAX_ATTEMPTS` instead of retried
+    at every resync for ever."""
     for step in decision.apply:
-        Correction.objects.filter(idempotency_key=step.key,
-                                  result=CorrectionResult.PENDING).update(
-            result=CorrectionResult.FAILED, error=error[:2000])
+        if Correction.objects.filter(idempotency_key=step.key,
+                                     result=CorrectionResult.PENDING).update(
+                result=CorrectionResult.FAILED, error=error[:2000]):
+            Finding.objects.filter(agent=ctx.agent, fingerprint=step.drift.fingerprint).update(
+                attempts=step.attempt, occurrence=step.occurrence)
     audit.record(actor=SYSTEM, action=AuditAction.CORRECTION_FAILED,
                  target=f"agent:{ctx.agent.name}", agent=ctx.agent.name, reason=error)
 

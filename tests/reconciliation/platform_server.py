@@ -21,6 +21,7 @@ class Platform:
         self.applied: dict[str, dict[str, Any]] = {}  # idempotency key -> operation
         self.apply_count = 0
         self.fail_next = 0  # answer 503 to this many requests
+        self.refuse_changes = False  # answer 409 to every change (a platform-side policy)
         self.hold_change: int | None = None  # hold the Nth change open (a worker dies meanwhile)
         self.changes_seen = 0
         self.lock = threading.Lock()
@@ -89,6 +90,8 @@ class Platform:
                     return self._reply(401, {"error": "bad signature"})
                 if self._flaky():
                     return self._reply(503, {"error": "try again"})
+                if platform.refuse_changes:
+                    return self._reply(409, {"error": "change refused by platform policy"})
                 key = self.headers.get("Idempotency-Key", "")
                 if not key:
                     return self._reply(400, {"error": "Idempotency-Key required"})

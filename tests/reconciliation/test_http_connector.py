@@ -105,3 +105,29 @@ def test_a_worker_killed_mid_correction_over_http_applies_nothing_twice(
         assert "crm.search" not in state["tools"]
         assert all(d["resource"] != "crm" for d in state["data"])
         assert platform.apply_count == 3 and len(platform.applied) == 3  # none twice
+
+
+def test_a_platform_that_keeps_refusing_the_correction_goes_to_a_human(people, platform,
+                                                                       settings):
+    from reconciliation.models import Correction, Escalation, Finding
+
+    settings.RECONCILE_MAX_ATTEMPTS = 3
+    agent = http_agent(people, platform)
+    platform.refuse_changes = True
+    for _ in range(3):  # each pass tries the same keyed changes and is refused
+        with pytest.raises(ConnectorError, match="409"):
+            actions.reconcile_agent(agent.pk, trigger="retry")
+    findings = Finding.objects.filter(agent=agent)
+    assert sorted(findings.values_list("status", "attempts")) == [("open", 3), ("open", 3)]
+    assert Correction.objects.filter(agent=agent).count() == 2  # same keys every time
+    assert set(Correction.objects.filter(agent=agent).values_list("result", flat=True)) == {
+        "failed"}
+    held = actions.reconcile_agent(agent.pk, trigger="resync")  # no more calls: a human decides
+    assert held.result == "drifted" and held.changes == []
+    escalations = Escalation.objects.filter(agent=agent, status="open")
+    assert escalations.count() == 2
+    assert {e.reason for e in escalations} == {"correction failed at the platform 3 times"}
+    assert set(findings.values_list("status", flat=True)) == {"escalated"}
+    assert platform.apply_count == 0
+    actions.reconcile_agent(agent.pk, trigger="resync")
+    assert Escalation.objects.filter(agent=agent).count() == 2  # not opened again

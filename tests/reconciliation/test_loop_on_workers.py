@@ -8,7 +8,7 @@ from audit.verify import verify_trail
 from reconciliation import actions
 from reconciliation.jobs import LOCK_KEY
 from reconciliation.models import Finding, ReconcileRun, SandboxAgent
-from reconciliation.triggers import enqueue_reconcile
+from reconciliation.triggers import QUEUED_KEY, enqueue_reconcile
 from registry import actions as registry_actions
 from registry.models import Agent
 from tests.conftest import BAD_DEPLOYMENT, eventually, refund_manifest
@@ -58,6 +58,50 @@ def test_triggers_for_an_agent_already_queued_collapse_into_one_pass(transaction
     assert django_rq.get_queue("reconcile").count == 1
 
 
+def test_triggers_arriving_while_a_pass_runs_collapse_into_one_pass_after_it(
+        transactional_db, people, redis_client):
+    from rq.registry import ScheduledJobRegistry
+
+
+    agent = register_and_approve(people)
+    queue = django_rq.get_queue("reconcile")
+    queue.empty()
+    redis_client.delete(QUEUED_KEY.format(agent_id=agent.pk))
+    redis_client.set(LOCK_KEY.format(agent_id=agent.pk), "another worker's pass", ex=60)
+    assert [enqueue_reconcile(agent.pk, "observation") for _ in range(5)] == [
+        True, False, False, False, False]
+    (waiting,) = queue.get_jobs()
+    # The waiting job finds the pass still running: it comes back later and keeps its place.
+    assert waiting.perform() == "busy"
+    assert enqueue_reconcile(agent.pk, "finding") is False
+    scheduled = ScheduledJobRegistry(queue=queue)
+    (again_id,) = scheduled.get_job_ids()
+    assert queue.count == 1 and not ReconcileRun.objects.filter(trigger="observation").exists()
+    redis_client.delete(LOCK_KEY.format(agent_id=agent.pk))  # the running pass ends
+    queue.fetch_job(again_id).perform()
+    assert ReconcileRun.objects.filter(agent=agent, trigger="observation").count() == 1
+    # Once the collapsed pass has started, a new trigger queues a new pass.
+    assert enqueue_reconcile(agent.pk, "observation") is True
+
+
+def test_a_long_pass_keeps_its_lock_and_a_dead_one_lets_it_lapse(redis_client):
+    import time
+
+    from reconciliation.jobs import LockRenewal
+
+    key = "reconcile:lock:test-renewal"
+    redis_client.set(key, "mine", ex=1)
+    with LockRenewal(redis_client, key, "mine", 1) as renewal:
+        time.sleep(2.5)  # over twice the lock's life
+        assert redis_client.get(key) == b"mine" and not renewal.lost
+    time.sleep(1.2)  # nobody renews it any more: it lapses
+    assert not redis_client.exists(key)
+    redis_client.set(key, "someone else's", ex=5)  # lost while running: never extended
+    with LockRenewal(redis_client, key, "mine", 1) as renewal:
+        time.sleep(0.6)
+    assert renewal.lost and redis_client.ttl(key) <= 5
+
+
 def test_a_failing_platform_is_retried_with_backoff_until_it_converges(people, start_worker):
     agent = register_and_approve(people)
     actions.ensure_sandbox(agent)
@@ -73,15 +117,17 @@ def test_a_failing_platform_is_retried_with_backoff_until_it_converges(people, s
     assert SandboxAgent.objects.get(agent=agent).apply_count == 3
 
 
+@pytest.mark.parametrize("after_changes", [1, 2])
 def test_a_worker_killed_mid_correction_leaves_a_lock_that_expires_and_the_work_finishes(
-        people, start_worker, redis_client):
+        people, start_worker, redis_client, after_changes):
     agent = register_and_approve(people)
     actions.ensure_sandbox(agent)
-    actions.sandbox_faults(agent, actor="system:test", fault="crash", after_changes=1)
+    actions.sandbox_faults(agent, actor="system:test", fault="crash",
+                           after_changes=after_changes)
     actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
     worker = start_worker(SANDBOX_CRASH_KILLS_PROCESS="true", RECONCILE_LOCK_SECONDS="5")
     lock = LOCK_KEY.format(agent_id=agent.pk)
-    eventually(lambda: SandboxAgent.objects.get(agent=agent).apply_count == 1 and
+    eventually(lambda: SandboxAgent.objects.get(agent=agent).apply_count == after_changes and
                not SandboxAgent.objects.get(agent=agent).fault, timeout=40,
                message=f"the crash never happened; worker said:\n{worker.output()}")
     assert redis_client.exists(lock)  # the killed work-horse never released it
@@ -128,3 +174,29 @@ def test_a_grant_expiring_within_a_second_is_not_revisited_before_it_expires(
     registry = ScheduledJobRegistry(queue=django_rq.get_queue("reconcile"))
     (job_id,) = registry.get_job_ids()
     assert registry.get_scheduled_time(job_id) == datetime(2030, 1, 2, 3, 4, 6, tzinfo=UTC)
+
+
+def test_a_grant_is_revoked_by_a_worker_at_its_expiry_without_a_new_proposal(people,
+                                                                            start_worker):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    worker = start_worker()
+    expires = (timezone.now() + timedelta(seconds=10)).isoformat().replace("+00:00", "Z")
+    (outcome,) = registry_actions.apply_manifests(
+        [refund_manifest(enforcement={"default": "correct"}, grants=[
+            {"resource": "crm", "access": "read", "reason": "Q4 audit", "expires_at": expires}])],
+        actor=people.alice, source="yaml")
+    registry_actions.approve_proposal(outcome.version.pk, actor=people.bob)
+    agent = Agent.objects.get(name="refund-agent")
+    actions.ensure_sandbox(agent)  # the platform deploys it as approved, grant included
+    eventually(lambda: ReconcileRun.objects.filter(agent=agent, result="converged").exists(),
+               message=worker.output())
+    assert {"resource": "crm", "access": "read"} in sandbox_state(agent)["data"]
+    run = eventually(
+        lambda: ReconcileRun.objects.filter(agent=agent, trigger="grant_expired").first(),
+        timeout=30, message=f"no pass at the expiry; worker said:\n{worker.output()}")
+    assert all(d["resource"] != "crm" for d in sandbox_state(agent)["data"])
+    assert [c["op"] for c in run.changes] == ["remove_data"]
+    assert agent.versions.count() == 1  # no new proposal was needed

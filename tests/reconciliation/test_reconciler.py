@@ -146,3 +146,21 @@ def test_a_human_ordered_revert_overrides_the_escalate_mode():
                                             revert_ordered=True)}
     decision = decide(spec, bad_deployment(), NOW, agent="a", generation=1, findings=views)
     assert [s.drift.fingerprint for s in decision.apply] == [drift.fingerprint]
+
+
+def test_a_platform_that_keeps_refusing_is_retried_under_the_same_key_then_escalated():
+    first = run(bad_deployment())
+    # Each failed pass leaves the findings open with one more attempt counted.
+    failed_once = {s.drift.fingerprint: FindingView(s.drift.fingerprint, "open", 1, 1)
+                   for s in first.apply}
+    retry = run(bad_deployment(), findings=failed_once)
+    assert [s.key for s in retry.apply] == [s.key for s in first.apply]  # nothing new applied
+    assert [s.attempt for s in retry.apply] == [2, 2, 2]
+    exhausted = {fp: FindingView(fp, "open", 1, 3) for fp in failed_once}
+    gave_up = run(bad_deployment(), findings=exhausted)
+    assert gave_up.apply == [] and len(gave_up.escalate) == 3
+    assert {reason for _, reason in gave_up.escalate} == {
+        "correction failed at the platform 3 times"}
+    # A revert a human orders starts again from attempt one.
+    ordered = {fp: FindingView(fp, "open", 1, 0, revert_ordered=True) for fp in failed_once}
+    assert [s.attempt for s in run(bad_deployment(), findings=ordered).apply] == [1, 1, 1]

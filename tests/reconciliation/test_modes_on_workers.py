@@ -1,0 +1,111 @@
+"""Each enforcement mode, shadow mode and a lagging platform on a real RQ worker, read back
+through the API the way an operator or a dashboard sees them (conditions with
+observedGeneration)."""
+
+import pytest
+from rest_framework.test import APIClient
+
+from reconciliation import actions
+from reconciliation.models import Correction, Escalation, Finding, ReconcileRun, SandboxAgent
+from registry import actions as registry_actions
+from registry.models import Agent
+from tests.conftest import BAD_DEPLOYMENT, eventually, refund_manifest
+
+QUICK = {"RECONCILE_VERIFY_DELAY_SECONDS": "1"}
+
+
+def approved(people, enforcement: dict) -> Agent:
+    (outcome,) = registry_actions.apply_manifests(
+        [refund_manifest(enforcement=enforcement)], actor=people.alice, source="yaml")
+    registry_actions.approve_proposal(outcome.version.pk, actor=people.bob)  # queues a pass
+    return Agent.objects.get(name="refund-agent")
+
+
+def converged(agent: Agent) -> bool:
+    return ReconcileRun.objects.filter(agent=agent, result="converged").exists()
+
+
+def conditions(people) -> dict[str, dict]:
+    client = APIClient()
+    client.force_login(people.dana)
+    response = client.get("/api/v1/agents/refund-agent")
+    assert response.status_code == 200
+    return {c["type"]: c for c in response.json()["conditions"]}
+
+
+def sandbox(agent: Agent) -> SandboxAgent:
+    return SandboxAgent.objects.get(agent=agent)
+
+
+def statuses(agent: Agent) -> set[str]:
+    return set(Finding.objects.filter(agent=agent).values_list("status", flat=True))
+
+
+def test_escalate_mode_hands_the_limit_to_a_human_and_corrects_the_rest(people, start_worker):
+    worker = start_worker(**QUICK)
+    agent = approved(people, {"default": "correct", "actions": "escalate"})
+    eventually(lambda: converged(agent), message=worker.output())
+    actions.sandbox_deploy(agent, actor="system:deploy-bot", changes=BAD_DEPLOYMENT,
+                           reason="a deployment quietly widened access")
+    eventually(lambda: statuses(agent) == {"corrected", "escalated"}, timeout=30,
+               message=f"findings {statuses(agent)}; worker said:\n{worker.output()}")
+    (escalation,) = Escalation.objects.filter(agent=agent, status="open")
+    assert escalation.finding.kind == "action_limit_missing"
+    assert sandbox(agent).state["actions"]["payments.refund"] == {"max": 5000}  # left alone
+    assert "crm.search" not in sandbox(agent).state["tools"]
+    now = conditions(people)
+    assert (now["Escalated"]["status"], now["Escalated"]["reason"]) == ("True", "AwaitingHuman")
+    assert (now["Ready"]["status"], now["Ready"]["reason"]) == ("False", "Drifted")
+    assert {c["observedGeneration"] for c in now.values()} == {1}
+
+
+def test_block_mode_suspends_the_agent_through_the_platform(people, start_worker):
+    worker = start_worker(**QUICK)
+    agent = approved(people, {"default": "block"})
+    eventually(lambda: converged(agent), message=worker.output())
+    actions.sandbox_deploy(agent, actor="system:deploy-bot", changes=BAD_DEPLOYMENT,
+                           reason="a deployment quietly widened access")
+    eventually(lambda: sandbox(agent).state["running"] is False, timeout=30,
+               message=worker.output())
+    agent.refresh_from_db()
+    assert agent.lifecycle == "suspended" and statuses(agent) == {"blocked"}
+    assert "crm.search" in sandbox(agent).state["tools"]  # suspended, not corrected
+    eventually(lambda: conditions(people)["Suspended"]["status"] == "True",
+               message=worker.output())
+
+
+def test_shadow_mode_on_a_worker_records_the_corrections_and_applies_none(people,
+                                                                         start_worker):
+    worker = start_worker(**QUICK)
+    agent = approved(people, {"default": "correct"})
+    eventually(lambda: converged(agent), message=worker.output())
+    actions.set_shadow(actor=people.alice, agent=agent, enabled=True)
+    actions.sandbox_deploy(agent, actor="system:deploy-bot", changes=BAD_DEPLOYMENT,
+                           reason="a deployment quietly widened access")
+    eventually(lambda: ReconcileRun.objects.filter(agent=agent, shadow=True,
+                                                   result="drifted").exists(),
+               timeout=30, message=worker.output())
+    assert Correction.objects.filter(agent=agent, result="shadow").count() == 3
+    assert sandbox(agent).apply_count == 0 and "crm.search" in sandbox(agent).state["tools"]
+    now = conditions(people)
+    assert (now["Drifted"]["status"], now["Drifted"]["reason"]) == ("True", "DriftFound")
+    assert now["Drifted"]["message"] == "3 open finding(s)"
+
+
+@pytest.mark.parametrize("lag_seconds", [4])
+def test_a_lagging_platform_is_waited_for_not_corrected_twice(people, start_worker,
+                                                              lag_seconds):
+    worker = start_worker(**QUICK)
+    agent = approved(people, {"default": "correct"})
+    eventually(lambda: converged(agent), message=worker.output())
+    actions.sandbox_faults(agent, actor="system:test", lag_seconds=lag_seconds)
+    actions.sandbox_deploy(agent, actor="system:deploy-bot", changes=BAD_DEPLOYMENT,
+                           reason="a deployment quietly widened access")
+    eventually(lambda: statuses(agent) == {"correcting"}, timeout=30, message=worker.output())
+    assert conditions(people)["Reconciling"]["reason"] == "Verifying"
+    eventually(lambda: statuses(agent) == {"corrected"}, timeout=30,
+               message=f"findings {statuses(agent)}; worker said:\n{worker.output()}")
+    assert sandbox(agent).apply_count == 3  # stale reads never made it apply again
+    now = conditions(people)
+    assert (now["Ready"]["status"], now["Ready"]["reason"]) == ("True", "Converged")
+    assert now["Ready"]["message"] == "matches generation 1"
