@@ -258,6 +258,16 @@ def start_worker(transactional_db, redis_client):
         worker.stop()
 
 
+def assert_trail_whole() -> None:
+    """The audit trail verifies end to end: every seq there, linked and hashed, the head where
+    the chain ends and every checkpoint signed. Fault tests end with it."""
+    from audit.verify import verify_trail
+
+    report = verify_trail()
+    assert report.ok and report.first_broken_seq is None, report.to_dict()
+    assert report.count > 0
+
+
 def eventually(check, timeout: float = 30, interval: float = 0.2, message: str = ""):
     """Poll `check` until it returns a truthy value; fail with `message` after `timeout`."""
     deadline = time.monotonic() + timeout

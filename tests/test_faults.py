@@ -10,12 +10,11 @@ import pytest
 from rest_framework.test import APIClient
 from rq import SimpleWorker
 
-from audit.verify import verify_trail
 from config import embedded_redis
 from reconciliation.actions.behaviour import recount_events
 from reconciliation.models import BehaviourEvent, Finding, ObservedState
 from registry import actions as registry_actions
-from tests.conftest import refund_manifest
+from tests.conftest import assert_trail_whole, refund_manifest
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -81,7 +80,7 @@ def test_with_redis_down_the_site_stays_up_stores_everything_and_catches_up(
     finding = Finding.objects.get(agent=agent, kind="same_record_exceeded")
     assert finding.actual == 4 and finding.status == "logged"
     assert not BehaviourEvent.objects.filter(counted=False).exists()
-    assert verify_trail().ok
+    assert_trail_whole()
 
 
 @pytest.mark.skipif(not os.environ.get("DATABASE_URL", "").startswith("postgres"),
@@ -115,3 +114,4 @@ def test_database_connections_lost_under_a_running_server_recover_without_a_rest
     assert statuses[-1] == 200  # reconnected, same process
     assert get("/readyz") == 200
     assert live_server_process.process.poll() is None
+    assert_trail_whole()  # no entry lost or half-written when the connections died

@@ -14,7 +14,14 @@ from reconciliation import actions
 from reconciliation.models import Finding, ReconcileRun
 from registry import actions as registry_actions
 from registry.models import Agent
-from tests.conftest import BAD_DEPLOYMENT, ROOT, approved_agent, child_env, eventually
+from tests.conftest import (
+    BAD_DEPLOYMENT,
+    ROOT,
+    approved_agent,
+    assert_trail_whole,
+    child_env,
+    eventually,
+)
 
 AGENTS = 8
 
@@ -66,3 +73,4 @@ def test_two_web_processes_and_three_workers_converge_everything_one_pass_at_a_t
         for (start, ms), (next_start, _) in zip(runs, runs[1:], strict=False):
             end = start.timestamp() + ms / 1000
             assert end <= next_start.timestamp() + 0.001, f"{agent.name}: overlapping passes"
+    assert_trail_whole()  # five processes appending at once left one unbroken chain

@@ -174,6 +174,10 @@ def triage_escalation(escalation_id: int, *, actor: Any, assign: bool = False,
         pk=escalation_id, status=EscalationStatus.OPEN).first()
     if escalation is None:
         raise Conflict(f"Escalation {escalation_id} is not open.", code="not_open")
+    if escalation.agent.owner_id == actor.pk:
+        # Snoozing or claiming it would keep it from the other approvers who must decide it.
+        raise NotAllowed("Four eyes: you cannot triage an escalation for an agent you own.",
+                         code="four_eyes")
     before = {"assignee": escalation.assignee_id, "acknowledged": bool(escalation.acknowledged_at),
               "snoozed_until": escalation.snoozed_until.isoformat()
               if escalation.snoozed_until else None}

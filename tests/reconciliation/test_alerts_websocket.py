@@ -9,6 +9,7 @@ from django.db import connection, transaction
 from config.asgi import application
 from reconciliation import alerts
 from reconciliation.consumers import AlertsConsumer
+from tests.conftest import assert_trail_whole
 
 
 def communicator(user) -> WebsocketCommunicator:
@@ -142,3 +143,4 @@ async def test_alerts_sent_while_the_channel_layer_is_down_are_caught_up(people,
     message = await comm.receive_json_from(timeout=5)
     assert (message["id"], message["agent"], message["replayed"]) == (missed, "a9", True)
     await comm.disconnect()
+    await sync_to_async(assert_trail_whole)()

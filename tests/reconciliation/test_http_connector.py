@@ -86,7 +86,7 @@ def test_a_wrong_secret_or_an_unreachable_platform_fails_the_pass_cleanly(people
 def test_a_worker_killed_mid_correction_over_http_applies_nothing_twice(
         people, start_worker, redis_client, monkeypatch, transactional_db):
     from reconciliation.triggers import enqueue_reconcile
-    from tests.conftest import eventually
+    from tests.conftest import assert_trail_whole, eventually
 
     monkeypatch.setenv("PLATFORM_SECRET", SECRET)
     with Platform(SECRET) as platform:
@@ -105,6 +105,7 @@ def test_a_worker_killed_mid_correction_over_http_applies_nothing_twice(
         assert "crm.search" not in state["tools"]
         assert all(d["resource"] != "crm" for d in state["data"])
         assert platform.apply_count == 3 and len(platform.applied) == 3  # none twice
+    assert_trail_whole()
 
 
 def test_a_platform_that_keeps_refusing_the_correction_goes_to_a_human(people, platform,

@@ -11,7 +11,7 @@ from reconciliation.models import Finding, ReconcileRun, SandboxAgent
 from reconciliation.triggers import QUEUED_KEY, enqueue_reconcile
 from registry import actions as registry_actions
 from registry.models import Agent
-from tests.conftest import BAD_DEPLOYMENT, eventually, refund_manifest
+from tests.conftest import BAD_DEPLOYMENT, assert_trail_whole, eventually, refund_manifest
 
 
 def register_and_approve(people) -> Agent:
@@ -135,6 +135,7 @@ def test_a_worker_killed_mid_correction_leaves_a_lock_that_expires_and_the_work_
     eventually(lambda: all_corrected(agent), timeout=40,
                message=f"not finished after the lock expired; worker said:\n{worker.output()}")
     assert SandboxAgent.objects.get(agent=agent).apply_count == 3  # nothing applied twice
+    assert_trail_whole()  # the killed work-horse's open transaction left no broken seq
 
 
 @pytest.fixture(autouse=True)

@@ -127,6 +127,27 @@ def test_approvers_assign_acknowledge_and_snooze_escalations(people, client):
     assert Escalation.objects.get(pk=escalation.pk).snoozed_until is not None
 
 
+def test_an_approver_cannot_triage_an_escalation_about_an_agent_they_own(people, client):
+    from config.errors import NotAllowed
+    from reconciliation.models import Escalation
+    from registry.choices import Role
+
+    registry_actions.grant_role(people.bob, Role.OWNER, actor="system:test")
+    manifest = refund_manifest()
+    object.__setattr__(manifest, "owner", "bob")
+    (outcome,) = registry_actions.apply_manifests([manifest], actor=people.bob, source="yaml")
+    registry_actions.approve_proposal(outcome.version.pk, actor=people.carol)
+    escalation = actions.open_escalation(outcome.version.agent, None, reason="bob's agent")
+    for how in ({"assign": True}, {"acknowledge": True}, {"snooze_for": timedelta(days=7)}):
+        with pytest.raises(NotAllowed, match="Four eyes"):
+            actions.triage_escalation(escalation.pk, actor=people.bob, **how)
+    client.force_login(people.bob)
+    client.post("/escalations/", {"escalation": escalation.pk, "triage": "snooze_1d"})
+    escalation = Escalation.objects.get(pk=escalation.pk)
+    assert escalation.snoozed_until is None and escalation.assignee is None
+    actions.triage_escalation(escalation.pk, actor=people.carol, assign=True)  # another may
+
+
 def test_the_inbox_is_one_queue_and_its_count_is_served_for_live_updates(people, client,
                                                                         api_as):
     (agent,) = sandbox_agents(people, 1)
