@@ -148,3 +148,28 @@ def test_audit_explorer_query_count_does_not_grow_with_the_trail(people, client,
     assert older is not None
     with django_assert_max_num_queries(8):
         assert client.get(f"/audit/?before={older.group(1)}").status_code == 200
+
+
+def test_the_operator_commands_export_verify_and_name_the_broken_seq(people, tmp_path):
+    from django.core.management import CommandError, call_command
+
+    audit.record(actor=people.alice, action=AuditAction.TOKEN_ISSUED, target="user:alice")
+    export = tmp_path / "trail.jsonl"
+    call_command("audit", "export", "--format", "jsonl", "--output", str(export))
+    lines = [json.loads(line) for line in export.read_text(encoding="utf-8").splitlines()]
+    assert lines[-1]["action"] == "audit.exported"  # the export is itself in the trail
+    assert lines[-1]["actor"].startswith("system:manage.py")
+    ok = subprocess.run([sys.executable, str(readme_verifier(tmp_path)), str(export)],
+                        capture_output=True, text=True)
+    assert ok.returncode == 0 and ok.stdout.startswith(f"OK {len(lines)} entries")
+    out = io.StringIO()
+    call_command("audit", "verify", stdout=out)
+    report = json.loads(out.getvalue())
+    assert report["ok"] is True and report["count"] == len(lines)
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("ALTER TABLE audit_auditentry DISABLE TRIGGER USER")
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE audit_auditentry SET actor = 'mallory' WHERE seq = 2")
+    with pytest.raises(CommandError, match="audit trail broken at seq 2"):
+        call_command("audit", "verify", stdout=io.StringIO())

@@ -1,14 +1,26 @@
 """`manage.py audit verify|export|checkpoint`: the operator's view of the trail."""
 
+import getpass
 import json
 import sys
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
 
+import audit
 from audit.actions import checkpoint_head
+from audit.choices import AuditAction
 from audit.export import FORMATS, export_chunks
 from audit.verify import verify_trail
+
+
+def _os_user() -> str:
+    """Who ran the command, as the operating system knows them (containers may not)."""
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):
+        return "unknown"
 
 
 class Command(BaseCommand):
@@ -30,6 +42,10 @@ class Command(BaseCommand):
             if not report.ok:
                 raise CommandError(f"audit trail broken at seq {report.first_broken_seq}")
         elif verb == "export":
+            with transaction.atomic():  # recorded first, as through the API: it is exported too
+                audit.record(actor=f"system:manage.py ({_os_user()})",
+                             action=AuditAction.AUDIT_EXPORTED, target="audit:trail",
+                             after={"format": options["format"]})
             out = sys.stdout if options["output"] == "-" else open(  # noqa: SIM115
                 options["output"], "w", encoding="utf-8", newline=""
             )
