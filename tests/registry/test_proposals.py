@@ -128,6 +128,9 @@ def test_re_editing_a_pending_proposal_resets_its_approvals(people, refund_agent
     assert edited.action == "updated" and edited.version.pk == first.pk
     version = DesiredStateVersion.objects.get(pk=first.pk)
     assert version.revision == 2 and version.spec["model"] == "gpt-5.1"
+    updated = AuditEntry.objects.filter(action="proposal.updated").get()
+    assert (updated.actor, updated.before["model"], updated.after["model"]) == (
+        "alice", "gpt-5", "gpt-5.1")
     # bob's approval was for revision 1: carol's alone is not enough; bob must approve again.
     actions.approve_proposal(first.pk, actor=people.carol)
     assert DesiredStateVersion.objects.get(pk=first.pk).state == "pending"
@@ -158,6 +161,8 @@ def test_approving_supersedes_older_pending_proposals_and_stale_newer_ones_get_4
     states = dict(DesiredStateVersion.objects.filter(
         pk__in=[older.pk, agent_made.pk, newer.pk]).values_list("pk", "state"))
     assert states == {older.pk: "superseded", agent_made.pk: "approved", newer.pk: "pending"}
+    (superseded,) = AuditEntry.objects.filter(action="proposal.superseded")
+    assert superseded.target == f"proposal:{older.pk}" and superseded.agent == "refund-agent"
     before = state_snapshot()
     with pytest.raises(Conflict) as stale:
         actions.approve_proposal(newer.pk, actor=people.carol)
@@ -200,6 +205,8 @@ def test_reject_needs_a_comment_and_withdraw_is_the_proposers(people, refund_age
     actions.reject_proposal(version.pk, actor=people.bob, comment="model not approved")
     rejected = DesiredStateVersion.objects.get(pk=version.pk)
     assert (rejected.state, rejected.decision_comment) == ("rejected", "model not approved")
+    refusal = AuditEntry.objects.filter(action="proposal.rejected").get()
+    assert (refusal.actor, refusal.reason) == ("bob", "model not approved")
     with pytest.raises(Conflict):
         actions.withdraw_proposal(version.pk, actor=people.alice)
     again = actions.propose(refund_agent, refund_manifest(model="y").spec, metadata,
