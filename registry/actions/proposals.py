@@ -380,6 +380,7 @@ def reevaluate_pending(*, actor: Any) -> int:
     """Re-run the guardrails over every pending proposal (after a guardrail changed); a proposal
     a guardrail now denies is rejected. Call inside the guardrail change's transaction."""
     changed = 0
+    lowered: list[int] = []
     now = timezone.now()
     pending = (DesiredStateVersion.objects.select_for_update(of=("self",))
                .filter(state=VersionState.PENDING).select_related("agent__active_version"))
@@ -414,4 +415,26 @@ def reevaluate_pending(*, actor: Any) -> int:
                          target=f"proposal:{version.pk}", agent=agent.name, before=before,
                          after=after)
             changed += 1
+            if assessment.required_approvals < before["required_approvals"]:
+                lowered.append(version.pk)
+    if lowered:  # in their own transactions, locking agent then proposal as approvals do
+        transaction.on_commit(lambda: [activate_if_approved(pk) for pk in lowered])
     return changed
+
+
+@transaction.atomic
+def activate_if_approved(version_id: int) -> DesiredStateVersion | None:
+    """A proposal whose required approvals were lowered by a guardrail change, and that already
+    holds enough for its current revision, is activated as if its last approval had just been
+    given (otherwise nobody could complete it: its approvers cannot approve twice)."""
+    version, agent = _locked_version(version_id)
+    if version.state != VersionState.PENDING or version.held or (
+            version.base_generation != agent.generation):
+        return None
+    approvals = list(version.approvals.filter(revision=version.revision)
+                     .select_related("approver").order_by("pk"))
+    if not approvals or len(approvals) < version.required_approvals:
+        return None
+    _activate(version, agent, approvals[-1].approver)
+    _announce("proposal.decided", version, agent)
+    return version

@@ -180,3 +180,29 @@ def test_every_guardrail_change_is_audited_with_before_and_after(people):
         ("guardrail.deleted", "dana")]
     assert entries[1].before["message"] == "m" and entries[1].after["message"] == "changed"
     assert entries[2].after is None and entries[2].before["name"] == "g"
+
+
+def test_lowering_required_approvals_activates_a_proposal_that_already_has_enough(
+        people, refund_agent, guardrails, django_capture_on_commit_callbacks):
+    version = propose(people, refund_agent,
+                      data=[{"resource": "orders_db", "access": "read"},
+                            {"resource": "crm", "access": "write"}]).version
+    actions.approve_proposal(version.pk, actor=people.bob)  # one of the two it needs
+    assert DesiredStateVersion.objects.get(pk=version.pk).state == "pending"
+    waiting = actions.propose(refund_agent, refund_manifest(model="gpt-5").spec,
+                              refund_agent.active_version.metadata, actor=people.admin,
+                              source=VersionSource.API).version  # needs one, has none
+    crm_rule = Guardrail.objects.get(name="crm-write-two-approvers")
+    with django_capture_on_commit_callbacks(execute=True):
+        actions.delete_guardrail(crm_rule, actor=people.dana)
+    activated = DesiredStateVersion.objects.get(pk=version.pk)
+    assert (activated.state, activated.required_approvals, activated.decided_by) == (
+        "approved", 1, people.bob)
+    refund_agent.refresh_from_db()
+    assert refund_agent.active_version_id == version.pk and refund_agent.generation == 2
+    trail = list(AuditEntry.objects.filter(agent="refund-agent").values_list(
+        "action", "actor", "target"))
+    assert ("proposal.reevaluated", "dana", f"proposal:{version.pk}") in trail
+    assert trail[-1][:2] == ("version.activated", "bob")
+    # The newer proposal never had an approval: lowering a rule does not decide it.
+    assert DesiredStateVersion.objects.get(pk=waiting.pk).state == "pending"
