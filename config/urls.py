@@ -18,6 +18,10 @@ api_v1 = [*registry_api, *reconciliation_api, *audit_api]
 urlpatterns = [
     path("", reconciliation_views.overview, name="home"),
     path("escalations/", reconciliation_views.escalations, name="escalations"),
+    path("escalations/<int:pk>/triage", reconciliation_views.escalation_triage,
+         name="escalations-triage"),
+    path("escalations/<int:pk>/resolve", reconciliation_views.escalation_resolve,
+         name="escalations-resolve"),
     path("findings/", reconciliation_views.findings, name="findings"),
     path("lab/", reconciliation_views.lab, name="lab"),
     path("vendor/plotly.min.js", reconciliation_views.plotly_js, name="plotly-js"),

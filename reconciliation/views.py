@@ -7,6 +7,7 @@ import redis
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.views.decorators.http import require_POST
 
 from audit.models import AuditChainHead, AuditCheckpoint
 from config.observability import QUEUE_NAMES
@@ -86,11 +87,6 @@ def agent_state_context(agent) -> dict:
 def escalations(request: HttpRequest) -> HttpResponse:
     """Open escalations for approvers: drift (revert / accept / suspend) and pending runtime
     decisions (allow / deny), oldest first, each resolved with a required comment."""
-    from django.contrib import messages
-    from django.shortcuts import redirect
-
-    from config.errors import DomainError
-    from reconciliation import actions
     from reconciliation.models import Escalation
     from registry.choices import Role
     from registry.roles import has_role
@@ -99,44 +95,145 @@ def escalations(request: HttpRequest) -> HttpResponse:
         return render(request, "registry/forbidden.html",
                       {"message": "Escalations are for approvers and compliance staff."},
                       status=403)
-    if request.method == "POST" and request.POST.get("triage"):
-        from datetime import timedelta as span
-
-        choice = request.POST["triage"]
-        hours = {"snooze_1h": 1, "snooze_4h": 4, "snooze_1d": 24}.get(choice)
-        try:
-            actions.triage_escalation(
-                int(request.POST.get("escalation") or 0), actor=request.user,
-                assign=choice == "assign", acknowledge=choice == "acknowledge",
-                snooze_for=span(hours=hours) if hours else None)
-        except (DomainError, ValueError) as error:
-            messages.error(request, getattr(error, "message", str(error)))
-        return redirect("escalations")
     if request.method == "POST":
-        try:
-            escalation = actions.resolve_escalation(
-                int(request.POST.get("escalation", "0") or 0), actor=request.user,
-                resolution=request.POST.get("resolution", ""),
-                comment=request.POST.get("comment", ""))
-        except (DomainError, ValueError) as error:
-            messages.error(request, getattr(error, "message", str(error)))
-        else:
-            messages.success(request, f"Escalation {escalation.pk} resolved: "
-                                      f"{escalation.resolution}.")
-        return redirect("escalations")
-    from django.db.models import Q
-    from django.utils import timezone
-
+        # The forms post to /escalations/<id>/...; this keeps older clients of the page working.
+        raw = request.POST.get("escalation", "")
+        pk = int(raw) if raw.isdigit() else 0
+        return (escalation_triage if request.POST.get("triage") else escalation_resolve)(
+            request, pk)
     show_snoozed = request.GET.get("snoozed") == "1"
-    rows = Escalation.objects.filter(status="open").select_related(
-        "agent", "finding", "decision", "assignee").order_by("opened_at")
-    if not show_snoozed:
-        rows = rows.filter(Q(snoozed_until__isnull=True) | Q(snoozed_until__lte=timezone.now()))
+    rows = (Escalation.objects.filter(status="open") if show_snoozed
+            else Escalation.objects.awake())
     return render(request, "reconciliation/escalations.html", {
-        "escalations": list(rows[:200]), "show_snoozed": show_snoozed,
-        "snoozed": Escalation.objects.filter(status="open",
-                                             snoozed_until__gt=timezone.now()).count(),
-        "can_resolve": has_role(request.user, Role.APPROVER)})
+        "escalations": with_row_errors(request, list(
+            rows.select_related("agent", "finding", "decision", "assignee")
+            .order_by("opened_at")[:200])),
+        "show_snoozed": show_snoozed, "snoozed": Escalation.objects.snoozed().count(),
+        **escalation_form_context(request)})
+
+
+def escalation_form_context(request: HttpRequest) -> dict:
+    """What the shared escalation card needs besides the escalation (see _escalation.html)."""
+    from reconciliation.forms import SNOOZE_PRESETS, snooze_bounds
+    from registry.choices import Role
+    from registry.roles import has_role
+
+    earliest, latest = snooze_bounds()
+    return {"can_resolve": has_role(request.user, Role.APPROVER),
+            "here": request.get_full_path(), "snooze_presets": [
+                (key, label) for key, (label, _) in SNOOZE_PRESETS.items()],
+            "snooze_min": earliest, "snooze_max": latest}
+
+
+def _row_tag(pk: int) -> str:
+    return f"escalation-{pk}"
+
+
+def with_row_errors(request: HttpRequest, rows: list) -> list:
+    """Attach to each escalation the errors its last form post left and the fields they are
+    about (shown at its card, as well as at the top of the page)."""
+    from django.contrib import messages
+
+    errors: dict[str, list[str]] = {}
+    fields: dict[str, set[str]] = {}
+    for message in messages.get_messages(request):
+        tags = (message.extra_tags or "").split()
+        for tag in (t for t in tags if t.startswith("escalation-")):
+            errors.setdefault(tag, []).append(str(message))
+            fields.setdefault(tag, set()).update(t[6:] for t in tags if t.startswith("field-"))
+    for row in rows:
+        row.errors = errors.get(_row_tag(row.pk), [])
+        row.error_fields = fields.get(_row_tag(row.pk), set())
+    return rows
+
+
+def _back(request: HttpRequest, pk: int) -> HttpResponse:
+    """Back to the page the form was on (this site's only), at the escalation's card."""
+    from django.shortcuts import redirect
+    from django.urls import reverse
+    from django.utils.http import url_has_allowed_host_and_scheme
+
+    target = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
+                                           require_https=request.is_secure()):
+        target = reverse("escalations")
+    return redirect(f"{target.split('#')[0]}#esc-{pk}" if pk else target)
+
+
+# Which form field a refusal is about, by the pointer the action names or the form field.
+_FIELDS = {"/snooze_until": "until", "/comment": "comment", "until": "until",
+           "comment": "comment", "/resolution": "resolution", "resolution": "resolution"}
+
+
+def _refused(request: HttpRequest, pk: int, text: str, about: list[str]) -> None:
+    from django.contrib import messages
+
+    fields = " ".join(f"field-{_FIELDS[name]}" for name in about if name in _FIELDS)
+    messages.error(request, f"Escalation #{pk}: {text}",
+                   extra_tags=f"{_row_tag(pk)} {fields}".strip())
+
+
+def _form_refused(request: HttpRequest, pk: int, form) -> None:
+    _refused(request, pk, " ".join(str(error) for errors in form.errors.values()
+                                   for error in errors), list(form.errors))
+
+
+def _action_refused(request: HttpRequest, pk: int, error) -> None:
+    _refused(request, pk, error.message, [d.get("pointer", "") for d in error.details])
+
+
+@login_required
+@require_POST
+def escalation_triage(request: HttpRequest, pk: int) -> HttpResponse:
+    """Assign to me, acknowledge, or snooze one escalation; back to the page it was on."""
+    from django.contrib import messages
+
+    from config.errors import DomainError
+    from reconciliation import actions
+    from reconciliation.forms import TriageForm
+
+    form = TriageForm(request.POST)
+    if not form.is_valid():
+        _form_refused(request, pk, form)
+        return _back(request, pk)
+    try:
+        escalation = actions.triage_escalation(pk, actor=request.user,
+                                               **form.action_arguments())
+    except DomainError as error:
+        _action_refused(request, pk, error)
+    else:
+        choice = form.cleaned_data["triage"]
+        done = ("assigned to you" if choice == "assign" else "acknowledged"
+                if choice == "acknowledge" else
+                f"snoozed until {escalation.snoozed_until:%Y-%m-%d %H:%M} UTC; it comes back "
+                "to the queue by itself then")
+        messages.success(request, f"Escalation #{pk} {done}.")
+    return _back(request, pk)
+
+
+@login_required
+@require_POST
+def escalation_resolve(request: HttpRequest, pk: int) -> HttpResponse:
+    """Resolve one escalation with one of its resolutions and a comment; back to the page."""
+    from django.contrib import messages
+
+    from config.errors import DomainError
+    from reconciliation import actions
+    from reconciliation.forms import ResolveForm
+
+    form = ResolveForm(request.POST)
+    if not form.is_valid():
+        _form_refused(request, pk, form)
+        return _back(request, pk)
+    try:
+        escalation = actions.resolve_escalation(pk, actor=request.user,
+                                                **form.cleaned_data)
+    except DomainError as error:
+        _action_refused(request, pk, error)
+    else:
+        messages.success(request, f"Escalation {escalation.pk} resolved: "
+                                  f"{escalation.resolution}.")
+    return _back(request, pk)
 
 
 def _forbidden(request: HttpRequest, message: str) -> HttpResponse:
@@ -230,15 +327,11 @@ def lab(request: HttpRequest) -> HttpResponse:
 def inbox_counts() -> dict[str, int]:
     """What waits for an approver: pending proposals, open escalations (not snoozed) and
     pending runtime decisions among them (three COUNT queries)."""
-    from django.db.models import Q
-    from django.utils import timezone
-
     from reconciliation.models import Escalation
     from registry.choices import VersionState
     from registry.models import DesiredStateVersion
 
-    awake = Escalation.objects.filter(status="open").filter(
-        Q(snoozed_until__isnull=True) | Q(snoozed_until__lte=timezone.now()))
+    awake = Escalation.objects.awake()
     counts = {
         "proposals": DesiredStateVersion.objects.filter(state=VersionState.PENDING).count(),
         "escalations": awake.filter(decision__isnull=True).count(),
@@ -246,15 +339,3 @@ def inbox_counts() -> dict[str, int]:
     }
     counts["total"] = sum(counts.values())
     return counts
-
-
-def escalation_queue(limit: int = 100) -> list:
-    """Open, awake escalations and pending decisions, oldest first (the inbox's other half)."""
-    from django.db.models import Q
-    from django.utils import timezone
-
-    from reconciliation.models import Escalation
-
-    return list(Escalation.objects.filter(status="open").filter(
-        Q(snoozed_until__isnull=True) | Q(snoozed_until__lte=timezone.now()))
-        .select_related("agent", "finding", "decision", "assignee").order_by("opened_at")[:limit])
