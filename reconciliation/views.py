@@ -13,9 +13,13 @@ from audit.models import AuditChainHead, AuditCheckpoint
 from config.observability import QUEUE_NAMES
 
 
+FEED_HISTORY = 20  # alerts drawn with the overview, so a fresh tab's feed is never empty
+
+
 @login_required
 def overview(request: HttpRequest) -> HttpResponse:
     """The home page: the cluster at a glance, charts and counts that update live."""
+    from reconciliation.alerts import recent
     from reconciliation.dashboard import summary
 
     head = AuditChainHead.objects.filter(pk=1).first()
@@ -26,7 +30,7 @@ def overview(request: HttpRequest) -> HttpResponse:
         queues = None
     return render(request, "reconciliation/overview.html", {
         "head": head, "last_checkpoint": last_checkpoint, "queues": queues,
-        "summary": summary()})
+        "summary": summary(), "recent_alerts": recent(FEED_HISTORY)})
 
 
 _PLOTLY_JS: bytes | None = None

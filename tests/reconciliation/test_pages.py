@@ -1,6 +1,7 @@
 """The reconciliation pages: findings for compliance, the drift lab, escalations, the overview
 and its dashboard API, each refusing the wrong people and using a fixed number of queries."""
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -144,3 +145,23 @@ def test_the_inbox_is_one_queue_and_its_count_is_served_for_live_updates(people,
     from reconciliation.models import AlertEvent
 
     assert AlertEvent.objects.filter(event="proposal.pending", agent_name=agent.name).exists()
+
+
+def test_the_overview_draws_the_newest_alerts_so_a_fresh_feed_is_not_empty(people, client):
+    from reconciliation.alerts import broadcast
+    from reconciliation.views import FEED_HISTORY
+
+    client.force_login(people.dana)
+    assert "No alerts yet." in client.get("/").content.decode()
+    for index in range(FEED_HISTORY + 5):
+        broadcast("drift.detected", {"agent": f"agent-{index:02d}", "severity": "high",
+                                     "kind": "tool_added", "pointer": "/tools/2",
+                                     "link": f"/agents/agent-{index:02d}/"})
+    page = client.get("/").content.decode()
+    drawn = re.findall(r'<li data-id="(\d+)" data-event="drift.detected" '
+                       r'data-agent="(agent-\d+)"', page)
+    assert [agent for _, agent in drawn] == [f"agent-{i:02d}" for i in range(
+        FEED_HISTORY + 4, 4, -1)]  # the newest FEED_HISTORY, newest first
+    assert f'data-last-id="{drawn[0][0]}"' in page
+    assert ('<a href="/agents/agent-24/">drift.detected · agent-24 · severity high · '
+            "tool_added /tools/2</a>") in page
