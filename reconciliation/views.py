@@ -12,7 +12,6 @@ from django.views.decorators.http import require_POST
 from audit.models import AuditChainHead, AuditCheckpoint
 from config.observability import QUEUE_NAMES
 
-
 FEED_HISTORY = 20  # alerts drawn with the overview, so a fresh tab's feed is never empty
 
 
@@ -48,17 +47,51 @@ def plotly_js(request: HttpRequest) -> HttpResponse:
     return response
 
 RECENT = 20
-TIMELINE = timedelta(hours=24)
+TIMELINES = {"24h": timedelta(hours=24), "7d": timedelta(days=7)}
+TIMELINE_STEPS = 10_000  # transitions drawn at most; before the oldest of them: not shown
 
 
-def agent_state_context(agent) -> dict:
-    """The reconciler's side of an agent's page: conditions, the latest observation, and its
-    recent findings, corrections, runs and open escalations (a fixed number of queries)."""
+def compliance_timeline(agent, now, span: timedelta) -> list:
+    """In or out of policy over the span, from what changes it (findings opened and closed,
+    suspensions, as audited) worked back from the state now: a stable converged agent is one
+    solid in-policy span however long ago its last pass ran (four queries)."""
+    from audit.models import AuditEntry
+    from reconciliation.choices import OPEN_STATUSES
+    from reconciliation.compare import TRANSITIONS, Transition, timeline
+    from reconciliation.models import Finding, ReconcileRun
+    from registry.choices import Lifecycle
+
+    start = now - span
+    # Entries are numbered in the order they are written, at the time they are written: the
+    # window starts at the first seq after `start` (found on the `at` index).
+    first_seq = (AuditEntry.objects.filter(at__gt=start).order_by("at")
+                 .values_list("seq", flat=True).first())
+    steps = [] if first_seq is None else [
+        Transition(at, action, target, (before or {}).get("status"))
+        for at, action, target, before in AuditEntry.objects.filter(
+            agent=agent.name, seq__gte=first_seq, action__in=TRANSITIONS)
+        .order_by("-seq").values_list("at", "action", "target", "before")[:TIMELINE_STEPS]]
+    first_run = (ReconcileRun.objects.filter(agent=agent).order_by("started_at")
+                 .values_list("started_at", flat=True).first())
+    known = [t for t in (first_run, steps[-1].at if steps else None) if t is not None]
+    if len(steps) == TIMELINE_STEPS:
+        known = [steps[-1].at]  # too many changes to draw further back
+    return timeline(
+        now=now, span=span, judged_since=min(known) if known else None,
+        open_findings=set(Finding.objects.filter(agent=agent, status__in=OPEN_STATUSES)
+                          .values_list("pk", flat=True)),
+        suspended=agent.lifecycle == Lifecycle.SUSPENDED, transitions=steps)
+
+
+def agent_state_context(agent, timeline_span: str = "24h") -> dict:
+    """The reconciler's side of an agent's page: conditions, the latest observation, its
+    compliance timeline, and its recent findings, corrections, runs and open escalations (a
+    fixed number of queries)."""
     import yaml
     from django.utils import timezone
 
     from reconciliation.actions import desired_now
-    from reconciliation.compare import side_by_side, timeline
+    from reconciliation.compare import side_by_side
     from reconciliation.models import AgentStatus, Correction, Escalation, Finding, ReconcileRun
 
     status = AgentStatus.objects.filter(agent=agent).first()
@@ -68,12 +101,12 @@ def agent_state_context(agent) -> dict:
     if agent.active_version_id:
         desired = desired_now(agent, now)
         desired.pop("enforcement", None)
-    runs = list(ReconcileRun.objects.filter(agent=agent, started_at__gte=now - TIMELINE)
-                .order_by("started_at").values_list("started_at", "result")[:5000])
+    span = timeline_span if timeline_span in TIMELINES else "24h"
     return {
         "comparison": side_by_side(desired, observation.state) if desired and observation
         else [],
-        "timeline": timeline(runs, now, TIMELINE),
+        "timeline": compliance_timeline(agent, now, TIMELINES[span]),
+        "timeline_span": span, "timeline_spans": list(TIMELINES),
         "status": status,
         "observation": observation,
         "observed_yaml": yaml.safe_dump(observation.state, sort_keys=True)

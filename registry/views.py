@@ -138,7 +138,7 @@ def agent_detail(request: HttpRequest, name: str) -> HttpResponse:
         "entries": entries,
         "can_propose": _may_propose_for(request.user, agent),
         "can_explore_audit": has_role(request.user, Role.COMPLIANCE),
-        **agent_state_context(agent),
+        **agent_state_context(agent, request.GET.get("timeline", "24h")),
     })
 
 
