@@ -86,8 +86,9 @@
     } else {
       item.append(document.createTextNode(label(event)));
     }
-    // The gap notice sits just below the alerts replayed after it.
-    place(item, event.id || event.before_id - 0.5);
+    // The gap notice sits just below the alerts replayed after it; anything without an id
+    // is news.
+    place(item, event.id || (event.before_id ? event.before_id - 0.5 : Infinity));
     if (toasts && !event.replayed) {
       const toast = document.createElement("div");
       toast.className = `toast sev-${event.severity || "none"}`;
