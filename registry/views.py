@@ -21,13 +21,9 @@ from audit.jsondiff import Change, flat_changes
 from audit.models import AuditEntry
 from config.errors import Conflict, DomainError
 from reconciliation.behaviour_api import run_backtest
+from reconciliation.escalation_pages import escalation_form_context, with_row_errors
 from reconciliation.models import Escalation
-from reconciliation.views import (
-    agent_state_context,
-    escalation_form_context,
-    inbox_counts,
-    with_row_errors,
-)
+from reconciliation.views import agent_state_context, inbox_counts
 from registry import actions, inbox
 from registry.api import AgentFilter, agent_queryset, filter_agents
 from registry.choices import Lifecycle, Role, VersionSource, VersionState
