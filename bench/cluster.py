@@ -9,19 +9,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def build_cluster(count: int) -> list[int]:
-    """`count` approved, converged sandbox agents owned by one owner; returns their ids."""
+def build_cluster(count: int, connector: str = "sandbox") -> list[int]:
+    """`count` approved, converged agents owned by one owner on the sandbox connector (the
+    simulated platform holds their state) or on push (each has reported its approved state);
+    returns their ids."""
     import yaml
     from django.contrib.auth.models import User
     from django.utils import timezone
 
-    from reconciliation.models import AgentStatus, SandboxAgent
+    from reconciliation.actions import state_hash
+    from reconciliation.models import AgentStatus, ObservedState, SandboxAgent
     from registry.manifest import validate_manifest
     from registry.models import Agent, DesiredStateVersion
 
     owner, _ = User.objects.get_or_create(username="bench-owner")
     document = yaml.safe_load((ROOT / "examples" / "manifests" / "refund-agent.yaml").read_text())
     document["spec"]["enforcement"] = {"default": "correct"}
+    document["spec"]["connector"] = {"type": connector}
     document["spec"]["data"].append({"resource": "customers_db", "access": "read"})
     manifest = validate_manifest(document)
     state = {k: v for k, v in manifest.spec.items() if k != "enforcement"}
@@ -42,8 +46,14 @@ def build_cluster(count: int) -> list[int]:
     AgentStatus.objects.bulk_create(
         [AgentStatus(agent=a, converged=True, converged_generation=1, observed_generation=1,
                      last_reconciled_at=now) for a in agents], batch_size=2000)
-    SandboxAgent.objects.bulk_create([SandboxAgent(agent=a, state=state) for a in agents],
-                                     batch_size=2000)
+    if connector == "sandbox":
+        SandboxAgent.objects.bulk_create([SandboxAgent(agent=a, state=state) for a in agents],
+                                         batch_size=2000)
+    else:
+        ObservedState.objects.bulk_create(
+            [ObservedState(agent=a, state=state, state_sha256=state_hash(state), source="push",
+                           reported_by=f"agent:{a.name}", observed_at=now, last_seen_at=now)
+             for a in agents], batch_size=2000)
     return [a.pk for a in agents]
 
 

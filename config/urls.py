@@ -6,6 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from audit.urls import api_urlpatterns as audit_api
 from audit.urls import page_urlpatterns as audit_pages
 from config import observability
+from reconciliation import escalation_pages
 from reconciliation import views as reconciliation_views
 from reconciliation.urls import api_urlpatterns as reconciliation_api
 from reconciliation.urls import otlp_urlpatterns
@@ -17,7 +18,11 @@ api_v1 = [*registry_api, *reconciliation_api, *audit_api]
 
 urlpatterns = [
     path("", reconciliation_views.overview, name="home"),
-    path("escalations/", reconciliation_views.escalations, name="escalations"),
+    path("escalations/", escalation_pages.escalations, name="escalations"),
+    path("escalations/<int:pk>/triage", escalation_pages.escalation_triage,
+         name="escalations-triage"),
+    path("escalations/<int:pk>/resolve", escalation_pages.escalation_resolve,
+         name="escalations-resolve"),
     path("findings/", reconciliation_views.findings, name="findings"),
     path("lab/", reconciliation_views.lab, name="lab"),
     path("vendor/plotly.min.js", reconciliation_views.plotly_js, name="plotly-js"),

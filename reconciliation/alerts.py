@@ -1,6 +1,12 @@
 """Live alerts: written in the same transaction as the change they announce (so a rolled-back
 change announces nothing), sent through the Redis channel layer after commit, and kept so a
-browser that lost its connection catches up by the last id it saw."""
+browser that lost its connection catches up by the last id it saw.
+
+An alert's id is taken when its row is inserted, not when its transaction commits, so ids do
+not arrive in order: a long transaction's alert can commit after a higher id was delivered.
+Catch-up therefore re-reads a window before the last id seen (see consumers.py) and browsers
+drop ids they already have.
+"""
 
 import logging
 from typing import Any
@@ -8,6 +14,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
+from django.db.models import Q
 
 ALERTS_GROUP = "alerts"
 SEVERITY_RANK = {"": 0, "low": 1, "medium": 2, "high": 3}
@@ -54,3 +61,41 @@ def wanted(message: dict[str, Any], subscription: dict[str, Any]) -> bool:
     if scope == "mine":
         return message.get("owner_id") == subscription.get("user_id")
     return True
+
+
+def wanted_filter(subscription: dict[str, Any]) -> Q:
+    """`wanted` as a database filter on AlertEvent rows, for catch-up and counting."""
+    condition = Q()
+    floor = SEVERITY_RANK.get(subscription.get("min_severity") or "", 0)
+    if floor:
+        condition &= Q(severity__in=[name for name, rank in SEVERITY_RANK.items()
+                                     if rank >= floor])
+    scope = subscription.get("scope") or "all"
+    if scope == "agent":
+        condition &= Q(agent_name=subscription.get("agent") or "")
+    elif scope == "mine":
+        condition &= Q(owner_id=subscription.get("user_id"))
+    return condition
+
+
+def describe(message: dict[str, Any]) -> str:
+    """One line for a feed item (static/js/alerts.js writes the same for live ones)."""
+    parts = [message["event"]]
+    if message.get("agent"):
+        parts.append(message["agent"])
+    if message.get("severity"):
+        parts.append(f"severity {message['severity']}")
+    if message.get("kind"):
+        parts.append(f"{message['kind']} {message.get('pointer') or ''}".strip())
+    if message.get("message"):
+        parts.append(str(message["message"]))
+    return " · ".join(parts)
+
+
+def recent(limit: int = 20) -> list[dict[str, Any]]:
+    """The newest alerts, newest first, with their feed line: the overview draws them so a
+    fresh tab never shows an empty feed while there is history."""
+    from reconciliation.models import AlertEvent
+
+    return [{**message, "line": describe(message)} for message in
+            (row.to_message() for row in AlertEvent.objects.order_by("-pk")[:limit])]

@@ -2,6 +2,7 @@
 escalations and the control plane's switches."""
 
 import re
+from datetime import timedelta
 from typing import Any
 
 import redis
@@ -204,11 +205,18 @@ class EscalationSerializer(serializers.ModelSerializer):
                                 allow_null=True)
     resolved_by = serializers.CharField(source="resolved_by.username", default=None,
                                 allow_null=True)
+    assignee = serializers.CharField(source="assignee.username", default=None, allow_null=True)
+    resolutions = serializers.SerializerMethodField()
 
     class Meta:
         model = Escalation
         fields = ["id", "agent", "finding", "decision", "reason", "status", "resolution",
-                  "comment", "opened_at", "resolved_by", "resolved_at"]
+                  "resolutions", "comment", "opened_at", "assignee", "acknowledged_at",
+                  "snoozed_until", "resolved_by", "resolved_at"]
+
+    def get_resolutions(self, escalation: Escalation) -> list[str]:
+        """What `resolve` accepts for this escalation."""
+        return [str(option.value) for option in escalation.resolutions()]
 
 
 class ResolveSerializer(serializers.Serializer):
@@ -216,6 +224,31 @@ class ResolveSerializer(serializers.Serializer):
 
     resolution = serializers.ChoiceField(choices=Resolution.choices)
     comment = serializers.CharField(max_length=2000, allow_blank=True, default="")
+
+
+class TriageSerializer(serializers.Serializer):
+    """Assign to me, acknowledge, and/or snooze for some minutes or until a time (at most 7
+    days ahead); a snoozed escalation leaves the inbox until then and comes back by itself."""
+
+    assign = serializers.BooleanField(default=False)
+    acknowledge = serializers.BooleanField(default=False)
+    snooze_minutes = serializers.IntegerField(required=False, min_value=1,
+                                              max_value=7 * 24 * 60)
+    snooze_until = serializers.DateTimeField(required=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if "snooze_minutes" in attrs and "snooze_until" in attrs:
+            raise serializers.ValidationError(
+                {"snooze_until": "Give snooze_minutes or snooze_until, not both."})
+        return attrs
+
+    def action_arguments(self) -> dict[str, Any]:
+        """Keyword arguments of triage_escalation."""
+        data = dict(self.validated_data)
+        minutes = data.pop("snooze_minutes", None)
+        if minutes is not None:
+            data["snooze_for"] = timedelta(minutes=minutes)
+        return data
 
 
 class EscalationViewSet(ReviewerOnly, mixins.ListModelMixin, mixins.RetrieveModelMixin,
@@ -228,7 +261,8 @@ class EscalationViewSet(ReviewerOnly, mixins.ListModelMixin, mixins.RetrieveMode
     def get_queryset(self) -> QuerySet[Escalation]:
         queryset = Escalation.objects.select_related("agent", "finding__agent", "decision__agent",
                                                      "decision__decided_by",
-                                                     "finding__acknowledged_by", "resolved_by")
+                                                     "finding__acknowledged_by", "resolved_by",
+                                                     "assignee")
         wanted = self.request.query_params.get("status")
         if wanted in ("open", "resolved"):
             queryset = queryset.filter(status=wanted)
@@ -240,6 +274,14 @@ class EscalationViewSet(ReviewerOnly, mixins.ListModelMixin, mixins.RetrieveMode
         body = ResolveSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         actions.resolve_escalation(int(pk), actor=request.user, **body.validated_data)
+        return Response(EscalationSerializer(self.get_queryset().get(pk=pk)).data)
+
+    @extend_schema(request=TriageSerializer, responses=EscalationSerializer)
+    @action(detail=True, methods=["post"])
+    def triage(self, request: Request, pk: str) -> Response:
+        body = TriageSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        actions.triage_escalation(int(pk), actor=request.user, **body.action_arguments())
         return Response(EscalationSerializer(self.get_queryset().get(pk=pk)).data)
 
 

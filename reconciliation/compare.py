@@ -8,6 +8,8 @@ from typing import Any
 
 import yaml
 
+from reconciliation.choices import OPEN_STATUSES
+
 
 @dataclass(frozen=True)
 class Row:
@@ -49,31 +51,80 @@ def side_by_side(desired: dict[str, Any], actual: dict[str, Any] | None) -> list
 
 @dataclass(frozen=True)
 class Segment:
-    """A stretch of time the agent was in (or out of) policy."""
+    """A stretch of time the agent was in (or out of) policy, or not yet judged."""
 
     start: datetime
     end: datetime
-    in_policy: bool
+    in_policy: bool | None  # None: not reconciled yet, nothing known
     label: str
     share: float  # of the whole timeline, for drawing
 
 
-def timeline(runs: list[tuple[datetime, str]], now: datetime,
-             span: timedelta = timedelta(hours=24)) -> list[Segment]:
-    """Segments from reconcile runs (time, result), oldest first: each run's verdict holds
-    until the next run changes it."""
+@dataclass(frozen=True)
+class Transition:
+    """An audited moment that may change whether an agent is in policy: a finding opened,
+    came back, was reopened, corrected, resolved or allowed (logged), or the agent was
+    suspended or resumed."""
+
+    at: datetime
+    action: str  # an AuditAction value
+    target: str  # "finding:<pk>" or "agent:<name>"
+    before: str | None = None  # the finding's status before, when the entry records it
+
+
+# Statuses of a finding that still counts against the agent.
+OUT_OF_POLICY = frozenset(str(status) for status in OPEN_STATUSES)
+# When an entry does not record the status before it, whether the finding counted before.
+_COUNTED_BEFORE = {"finding.opened": False, "finding.regressed": False,
+                   "finding.reopened": True, "finding.corrected": True,
+                   "finding.resolved": True, "finding.logged": True}
+TRANSITIONS = (*_COUNTED_BEFORE, "agent.suspended", "agent.resumed")
+
+
+def timeline(*, now: datetime, span: timedelta, judged_since: datetime | None,
+             open_findings: set[int], suspended: bool,
+             transitions: list[Transition]) -> list[Segment]:
+    """Segments over (now - span, now], oldest first, worked backwards from the state now
+    (the findings that count and whether the agent is suspended) through the transitions in
+    the window: nothing changed means one solid span. Before `judged_since` (the first pass
+    or transition) nothing is known."""
     start = now - span
-    points: list[tuple[datetime, bool, str]] = []
-    for at, result in sorted(runs):
-        ok = result in ("converged", "corrected")
-        label = "in policy" if ok else result
-        if points and points[-1][1] == ok:
+    if judged_since is None:
+        return [Segment(start, now, None, "not reconciled yet", 1.0)]
+    counting, held = set(open_findings), suspended
+    stretches: list[tuple[datetime, datetime, bool | None, str]] = []
+    end = now
+    for step in sorted(transitions, key=lambda t: t.at, reverse=True):
+        if step.at <= start:
+            break
+        stretches.append((step.at, end, *_verdict(counting, held)))
+        end = step.at
+        kind, _, key = step.target.partition(":")
+        if step.action == "agent.suspended":
+            held = False
+        elif step.action == "agent.resumed":
+            held = True
+        elif kind == "finding" and key.isdigit():
+            before = (step.before in OUT_OF_POLICY if step.before is not None
+                      else _COUNTED_BEFORE.get(step.action, False))
+            (counting.add if before else counting.discard)(int(key))
+    known_from = max(start, min(judged_since, end))
+    stretches.append((known_from, end, *_verdict(counting, held)))
+    if known_from > start:
+        stretches.append((start, known_from, None, "not reconciled yet"))
+    segments: list[Segment] = []
+    for begin, finish, ok, label in reversed(stretches):
+        if finish <= begin:
             continue
-        points.append((max(at, start), ok, label))
-    segments = []
-    for index, (begin, ok, label) in enumerate(points):
-        end = points[index + 1][0] if index + 1 < len(points) else now
-        if end <= begin:
-            continue
-        segments.append(Segment(begin, end, ok, label, (end - begin) / span))
+        if segments and (segments[-1].in_policy, segments[-1].label) == (ok, label):
+            begin = segments.pop().start
+        segments.append(Segment(begin, finish, ok, label, (finish - begin) / span))
     return segments
+
+
+def _verdict(counting: set[int], suspended: bool) -> tuple[bool, str]:
+    if suspended:
+        return False, "suspended"
+    if counting:
+        return False, "drifted"
+    return True, "in policy"

@@ -206,6 +206,11 @@ def expire_overdue_decisions() -> int:
     return expire()
 
 
+def wake_escalation_job(escalation_id: int) -> bool:
+    """Scheduled at a snooze's end: tell the approvers' inboxes it is back."""
+    return actions.announce_awake(escalation_id)
+
+
 def notify_decision_job(decision_id: str) -> None:
     """Queue the call to the agent's webhook."""
     django_rq.get_queue("default", commit_mode="auto").enqueue(notify_decision, decision_id)

@@ -2,6 +2,8 @@
 agent status (conditions) and the control plane's own switches (shadow mode, breaker)."""
 
 import uuid
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -15,6 +17,7 @@ from reconciliation.choices import (
     EscalationStatus,
     FindingStatus,
     Health,
+    Resolution,
     RunResult,
     Trigger,
 )
@@ -176,6 +179,28 @@ class Correction(models.Model):
         return f"correction {self.idempotency_key[:12]} ({self.result})"
 
 
+@dataclass(frozen=True)
+class ResolutionOption:
+    """One way to resolve an escalation, as its resolve form offers it."""
+
+    value: str  # a Resolution
+    label: str
+    danger: bool = False
+
+
+class EscalationQuerySet(models.QuerySet):
+    def awake(self, now: datetime | None = None) -> "EscalationQuerySet":
+        """Open and not snoozed at `now`: what waits in the approvers' queue."""
+        now = now or timezone.now()
+        return self.filter(status=EscalationStatus.OPEN).filter(
+            models.Q(snoozed_until__isnull=True) | models.Q(snoozed_until__lte=now))
+
+    def snoozed(self, now: datetime | None = None) -> "EscalationQuerySet":
+        """Open and snoozed at `now`: out of the queue until their time comes."""
+        return self.filter(status=EscalationStatus.OPEN,
+                           snoozed_until__gt=now or timezone.now())
+
+
 class Escalation(models.Model):
     """Drift or a runtime action handed to an approver: revert, accept or suspend (drift), or
     allow or deny (a pending decision)."""
@@ -200,11 +225,28 @@ class Escalation(models.Model):
                                     on_delete=models.PROTECT, related_name="+")
     resolved_at = models.DateTimeField(null=True, blank=True)
 
+    objects = EscalationQuerySet.as_manager()
+
     class Meta:
         indexes = [models.Index(fields=["status", "opened_at"], name="escalation_open")]
 
     def __str__(self) -> str:
         return f"escalation {self.pk} for {self.agent_id} ({self.status})"
+
+    def resolutions(self) -> list[ResolutionOption]:
+        """The ways this escalation may be resolved: the resolve form offers exactly these and
+        resolve_escalation accepts nothing else."""
+        if self.decision_id is not None:
+            return [ResolutionOption(Resolution.ALLOW, "✔ Allow once"),
+                    ResolutionOption(Resolution.DENY, "✖ Deny", danger=True)]
+        return [ResolutionOption(Resolution.REVERT, "↺ Revert"),
+                ResolutionOption(Resolution.ACCEPT, "✚ Accept into a proposal"),
+                ResolutionOption(Resolution.SUSPEND, "⊘ Suspend the agent", danger=True)]
+
+    @property
+    def is_snoozed(self) -> bool:
+        """Snoozed now (a past snooze time means it is back in the queue)."""
+        return self.snoozed_until is not None and self.snoozed_until > timezone.now()
 
 
 class ControlState(models.Model):

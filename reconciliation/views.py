@@ -11,10 +11,13 @@ from django.shortcuts import render
 from audit.models import AuditChainHead, AuditCheckpoint
 from config.observability import QUEUE_NAMES
 
+FEED_HISTORY = 20  # alerts drawn with the overview, so a fresh tab's feed is never empty
+
 
 @login_required
 def overview(request: HttpRequest) -> HttpResponse:
     """The home page: the cluster at a glance, charts and counts that update live."""
+    from reconciliation.alerts import recent
     from reconciliation.dashboard import summary
 
     head = AuditChainHead.objects.filter(pk=1).first()
@@ -25,7 +28,7 @@ def overview(request: HttpRequest) -> HttpResponse:
         queues = None
     return render(request, "reconciliation/overview.html", {
         "head": head, "last_checkpoint": last_checkpoint, "queues": queues,
-        "summary": summary()})
+        "summary": summary(), "recent_alerts": recent(FEED_HISTORY)})
 
 
 _PLOTLY_JS: bytes | None = None
@@ -43,17 +46,51 @@ def plotly_js(request: HttpRequest) -> HttpResponse:
     return response
 
 RECENT = 20
-TIMELINE = timedelta(hours=24)
+TIMELINES = {"24h": timedelta(hours=24), "7d": timedelta(days=7)}
+TIMELINE_STEPS = 10_000  # transitions drawn at most; before the oldest of them: not shown
 
 
-def agent_state_context(agent) -> dict:
-    """The reconciler's side of an agent's page: conditions, the latest observation, and its
-    recent findings, corrections, runs and open escalations (a fixed number of queries)."""
+def compliance_timeline(agent, now, span: timedelta) -> list:
+    """In or out of policy over the span, from what changes it (findings opened and closed,
+    suspensions, as audited) worked back from the state now: a stable converged agent is one
+    solid in-policy span however long ago its last pass ran (four queries)."""
+    from audit.models import AuditEntry
+    from reconciliation.choices import OPEN_STATUSES
+    from reconciliation.compare import TRANSITIONS, Transition, timeline
+    from reconciliation.models import Finding, ReconcileRun
+    from registry.choices import Lifecycle
+
+    start = now - span
+    # Entries are numbered in the order they are written, at the time they are written: the
+    # window starts at the first seq after `start` (found on the `at` index).
+    first_seq = (AuditEntry.objects.filter(at__gt=start).order_by("at")
+                 .values_list("seq", flat=True).first())
+    steps = [] if first_seq is None else [
+        Transition(at, action, target, (before or {}).get("status"))
+        for at, action, target, before in AuditEntry.objects.filter(
+            agent=agent.name, seq__gte=first_seq, action__in=TRANSITIONS)
+        .order_by("-seq").values_list("at", "action", "target", "before")[:TIMELINE_STEPS]]
+    first_run = (ReconcileRun.objects.filter(agent=agent).order_by("started_at")
+                 .values_list("started_at", flat=True).first())
+    known = [t for t in (first_run, steps[-1].at if steps else None) if t is not None]
+    if len(steps) == TIMELINE_STEPS:
+        known = [steps[-1].at]  # too many changes to draw further back
+    return timeline(
+        now=now, span=span, judged_since=min(known) if known else None,
+        open_findings=set(Finding.objects.filter(agent=agent, status__in=OPEN_STATUSES)
+                          .values_list("pk", flat=True)),
+        suspended=agent.lifecycle == Lifecycle.SUSPENDED, transitions=steps)
+
+
+def agent_state_context(agent, timeline_span: str = "24h") -> dict:
+    """The reconciler's side of an agent's page: conditions, the latest observation, its
+    compliance timeline, and its recent findings, corrections, runs and open escalations (a
+    fixed number of queries)."""
     import yaml
     from django.utils import timezone
 
     from reconciliation.actions import desired_now
-    from reconciliation.compare import side_by_side, timeline
+    from reconciliation.compare import side_by_side
     from reconciliation.models import AgentStatus, Correction, Escalation, Finding, ReconcileRun
 
     status = AgentStatus.objects.filter(agent=agent).first()
@@ -63,12 +100,12 @@ def agent_state_context(agent) -> dict:
     if agent.active_version_id:
         desired = desired_now(agent, now)
         desired.pop("enforcement", None)
-    runs = list(ReconcileRun.objects.filter(agent=agent, started_at__gte=now - TIMELINE)
-                .order_by("started_at").values_list("started_at", "result")[:5000])
+    span = timeline_span if timeline_span in TIMELINES else "24h"
     return {
         "comparison": side_by_side(desired, observation.state) if desired and observation
         else [],
-        "timeline": timeline(runs, now, TIMELINE),
+        "timeline": compliance_timeline(agent, now, TIMELINES[span]),
+        "timeline_span": span, "timeline_spans": list(TIMELINES),
         "status": status,
         "observation": observation,
         "observed_yaml": yaml.safe_dump(observation.state, sort_keys=True)
@@ -80,63 +117,6 @@ def agent_state_context(agent) -> dict:
         "escalations": list(Escalation.objects.filter(agent=agent, status="open")
                             .select_related("finding").order_by("opened_at")),
     }
-
-
-@login_required
-def escalations(request: HttpRequest) -> HttpResponse:
-    """Open escalations for approvers: drift (revert / accept / suspend) and pending runtime
-    decisions (allow / deny), oldest first, each resolved with a required comment."""
-    from django.contrib import messages
-    from django.shortcuts import redirect
-
-    from config.errors import DomainError
-    from reconciliation import actions
-    from reconciliation.models import Escalation
-    from registry.choices import Role
-    from registry.roles import has_role
-
-    if not has_role(request.user, Role.APPROVER, Role.COMPLIANCE):
-        return render(request, "registry/forbidden.html",
-                      {"message": "Escalations are for approvers and compliance staff."},
-                      status=403)
-    if request.method == "POST" and request.POST.get("triage"):
-        from datetime import timedelta as span
-
-        choice = request.POST["triage"]
-        hours = {"snooze_1h": 1, "snooze_4h": 4, "snooze_1d": 24}.get(choice)
-        try:
-            actions.triage_escalation(
-                int(request.POST.get("escalation") or 0), actor=request.user,
-                assign=choice == "assign", acknowledge=choice == "acknowledge",
-                snooze_for=span(hours=hours) if hours else None)
-        except (DomainError, ValueError) as error:
-            messages.error(request, getattr(error, "message", str(error)))
-        return redirect("escalations")
-    if request.method == "POST":
-        try:
-            escalation = actions.resolve_escalation(
-                int(request.POST.get("escalation", "0") or 0), actor=request.user,
-                resolution=request.POST.get("resolution", ""),
-                comment=request.POST.get("comment", ""))
-        except (DomainError, ValueError) as error:
-            messages.error(request, getattr(error, "message", str(error)))
-        else:
-            messages.success(request, f"Escalation {escalation.pk} resolved: "
-                                      f"{escalation.resolution}.")
-        return redirect("escalations")
-    from django.db.models import Q
-    from django.utils import timezone
-
-    show_snoozed = request.GET.get("snoozed") == "1"
-    rows = Escalation.objects.filter(status="open").select_related(
-        "agent", "finding", "decision", "assignee").order_by("opened_at")
-    if not show_snoozed:
-        rows = rows.filter(Q(snoozed_until__isnull=True) | Q(snoozed_until__lte=timezone.now()))
-    return render(request, "reconciliation/escalations.html", {
-        "escalations": list(rows[:200]), "show_snoozed": show_snoozed,
-        "snoozed": Escalation.objects.filter(status="open",
-                                             snoozed_until__gt=timezone.now()).count(),
-        "can_resolve": has_role(request.user, Role.APPROVER)})
 
 
 def _forbidden(request: HttpRequest, message: str) -> HttpResponse:
@@ -230,15 +210,11 @@ def lab(request: HttpRequest) -> HttpResponse:
 def inbox_counts() -> dict[str, int]:
     """What waits for an approver: pending proposals, open escalations (not snoozed) and
     pending runtime decisions among them (three COUNT queries)."""
-    from django.db.models import Q
-    from django.utils import timezone
-
     from reconciliation.models import Escalation
     from registry.choices import VersionState
     from registry.models import DesiredStateVersion
 
-    awake = Escalation.objects.filter(status="open").filter(
-        Q(snoozed_until__isnull=True) | Q(snoozed_until__lte=timezone.now()))
+    awake = Escalation.objects.awake()
     counts = {
         "proposals": DesiredStateVersion.objects.filter(state=VersionState.PENDING).count(),
         "escalations": awake.filter(decision__isnull=True).count(),
@@ -246,15 +222,3 @@ def inbox_counts() -> dict[str, int]:
     }
     counts["total"] = sum(counts.values())
     return counts
-
-
-def escalation_queue(limit: int = 100) -> list:
-    """Open, awake escalations and pending decisions, oldest first (the inbox's other half)."""
-    from django.db.models import Q
-    from django.utils import timezone
-
-    from reconciliation.models import Escalation
-
-    return list(Escalation.objects.filter(status="open").filter(
-        Q(snoozed_until__isnull=True) | Q(snoozed_until__lte=timezone.now()))
-        .select_related("agent", "finding", "decision", "assignee").order_by("opened_at")[:limit])

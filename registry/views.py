@@ -21,9 +21,11 @@ from audit.jsondiff import Change, flat_changes
 from audit.models import AuditEntry
 from config.errors import Conflict, DomainError
 from reconciliation.behaviour_api import run_backtest
-from reconciliation.views import agent_state_context, escalation_queue, inbox_counts
-from registry import actions
-from registry.api import AgentFilter, agent_queryset, filter_agents, inbox_order
+from reconciliation.escalation_pages import escalation_form_context, with_row_errors
+from reconciliation.models import Escalation
+from reconciliation.views import agent_state_context, inbox_counts
+from registry import actions, inbox
+from registry.api import AgentFilter, agent_queryset, filter_agents
 from registry.choices import Lifecycle, Role, VersionSource, VersionState
 from registry.forms import DecisionForm, GuardrailForm, ManifestForm, selector_to_text
 from registry.intake import read_manifests
@@ -132,7 +134,7 @@ def agent_detail(request: HttpRequest, name: str) -> HttpResponse:
         "entries": entries,
         "can_propose": _may_propose_for(request.user, agent),
         "can_explore_audit": has_role(request.user, Role.COMPLIANCE),
-        **agent_state_context(agent),
+        **agent_state_context(agent, request.GET.get("timeline", "24h")),
     })
 
 
@@ -282,18 +284,39 @@ def _proposals() -> QuerySet[DesiredStateVersion]:
     ).prefetch_related(_current_approvals())
 
 
+@dataclass
+class InboxItem:
+    """One place in the approvals queue: a proposal card or an escalation card."""
+
+    entry: inbox.Entry
+    card: ProposalCard | None = None
+    escalation: Any = None
+
+
 @login_required
 def approvals_inbox(request: HttpRequest) -> HttpResponse:
-    """Pending proposals, riskiest then newest, each with what it changes and the decision forms."""
+    """One queue, longest waiting first: pending proposals (approve or reject with the diff in
+    view), escalations (assign, acknowledge, snooze, resolve) and pending runtime decisions
+    (allow or deny), each decided in place; every form comes back here with a message."""
     if not has_role(request.user, Role.APPROVER):
         return _forbidden(request, "The approvals inbox is for approvers.")
-    pending = inbox_order(_proposals().filter(state=VersionState.PENDING))
-    page = Paginator(pending, PAGE_SIZE).get_page(request.GET.get("page"))
+    page = Paginator(inbox.queue(), PAGE_SIZE).get_page(request.GET.get("page"))
+    entries = inbox.entries(list(page))
+    versions = {v.pk: v for v in _proposals().filter(
+        pk__in=[e.pk for e in entries if e.kind == inbox.PROPOSAL])}
+    escalations = inbox.escalations_for(entries)
+    with_row_errors(request, list(escalations.values()))
+    items = [InboxItem(entry, card=_card(versions[entry.pk], request.user))
+             if entry.kind == inbox.PROPOSAL else InboxItem(entry,
+                                                            escalation=escalations[entry.pk])
+             for entry in entries
+             if entry.pk in (versions if entry.kind == inbox.PROPOSAL else escalations)]
     counts = inbox_counts()
     return _page(request, "registry/approvals.html", {
-        "page": page, "cards": [_card(version, request.user) for version in page],
-        "here": request.get_full_path(), "base_query": _query_without(request, "page"),
-        "queue": escalation_queue(), "counts": counts, "nav_pending_count": counts["total"],
+        "page": page, "items": items, "here": request.get_full_path(),
+        "base_query": _query_without(request, "page"), "counts": counts,
+        "snoozed": Escalation.objects.snoozed().count(),
+        "nav_pending_count": counts["total"], **escalation_form_context(request),
     })
 
 

@@ -4,12 +4,14 @@ token the page rendered; session-authenticated API writes need the token too, wh
 an `Authorization: Token` header (which a forged cross-site request cannot carry) do not."""
 
 from dataclasses import dataclass, field
+from datetime import timedelta
 from html.parser import HTMLParser
 from urllib.parse import urlsplit
 
 import pytest
 from django.test import Client
 from django.urls import resolve
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from audit.models import AuditEntry
@@ -139,11 +141,17 @@ FORMS = {
                          "expression", {"message": "changed"}, "guardrail.updated"),
     "delete a guardrail": ("dana", "/guardrails/no-crm/delete", "registry-guardrail-delete",
                            None, {}, "guardrail.deleted"),
-    "triage an escalation": ("bob", "/escalations/", "escalations", "triage",
+    "triage an escalation": ("bob", "/escalations/", "escalations-triage", "triage",
                              {"triage": "assign"}, "escalation.triaged"),
-    "resolve an escalation": ("bob", "/escalations/", "escalations", "resolution",
+    "resolve an escalation": ("bob", "/escalations/", "escalations-resolve", "resolution",
                               {"resolution": "suspend", "comment": "stop it"},
                               "escalation.resolved"),
+    "snooze from the inbox": ("bob", "/approvals/", "escalations-triage", "until",
+                              {"triage": "snooze_until", "until": "{tomorrow}"},
+                              "escalation.triaged"),
+    "resolve from the inbox": ("bob", "/approvals/", "escalations-resolve", "resolution",
+                               {"resolution": "suspend", "comment": "stop it"},
+                               "escalation.resolved"),
     "acknowledge a finding": ("dana", "/findings/", "findings", "reason",
                               {"reason": "known"}, "finding.acknowledged"),
     "inject drift in the lab": ("dana", "/lab/", "lab", "agent", {"what": "drift"},
@@ -169,7 +177,10 @@ def test_a_form_without_its_token_is_refused_and_with_it_does_its_work(cluster, 
         client.force_login(getattr(people, who))
     page = page.format(**cluster)
     form = form_for(client, page, url_name, marker)
-    data = {**form.fields, **filled}
+    tomorrow = (timezone.now() + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M")
+    data = {**form.fields, **{key: value.replace("{tomorrow}", tomorrow)
+                              if isinstance(value, str) else value
+                              for key, value in filled.items()}}
     token = data.pop("csrfmiddlewaretoken")
     before = AuditEntry.objects.filter(action=audited).count()
 

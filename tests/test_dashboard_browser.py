@@ -1,17 +1,23 @@
 """The live dashboard in a real browser against the real ASGI server, a real RQ worker and
-real Redis: dana watches a drift arrive and get corrected without reloading; bob resolves an
-escalation from his queue; the charts render from the local plotly.js; nothing leaves the
-machine. Screenshots go to artifacts/."""
+real Redis: dana watches a drift arrive and get corrected without reloading; bob sees his inbox
+count rise live and resolves the escalation in place from the inbox; a fresh tab shows recent
+alerts and a reconnect repeats none; the charts render from the local plotly.js; nothing leaves
+the machine. Screenshots go to artifacts/."""
 
 import re
+import signal
+import subprocess
+import sys
+import threading
 
 import pytest
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.contrib.auth.models import User
 
+from config import embedded_redis
 from reconciliation.models import Escalation
 from registry.models import Agent
-from tests.conftest import PASSWORD, approved_agent, eventually
+from tests.conftest import PASSWORD, ROOT, approved_agent, child_env, eventually
 from tests.test_demo import ARTIFACTS, CHROMIUM_ARGS
 
 pytestmark = pytest.mark.browser
@@ -87,6 +93,12 @@ def test_drift_arrives_live_is_corrected_and_bob_resolves_an_escalation(
         dana.screenshot(path=str(ARTIFACTS / "overview-live.png"), full_page=True)
         assert refund.findings.filter(status="corrected").count() == 3
 
+        # bob has his inbox open before the escalation exists: its count goes up live.
+        bob = browser.page("bob")
+        bob.goto(f"{live_server_process.url}/approvals/")
+        expect(bob.locator("#inbox-count")).to_be_hidden()
+        bob.wait_for_timeout(1000)  # the inbox's socket is connected
+
         lab.select_option("#lab-agent", "payouts-agent")
         lab.click("button[value=drift]")
         escalation = eventually(lambda: Escalation.objects.filter(
@@ -94,25 +106,121 @@ def test_drift_arrives_live_is_corrected_and_bob_resolves_an_escalation(
             message=f"no escalation; worker said:\n{worker.output()}")
         expect(feed.locator("li[data-event='escalation.opened']").first).to_contain_text(
             "payouts-agent", timeout=15_000)
+        expect(bob.locator("#inbox-count")).to_have_text("1", timeout=15_000)
+        expect(bob.locator("[data-inbox-count='escalations']")).to_have_text("1")
+        bob.click("#inbox-stale a")  # "show the current queue"
 
-        bob = browser.page("bob")
-        bob.goto(f"{live_server_process.url}/escalations/")
-        card = bob.locator(f"#esc-{escalation.pk}").locator("xpath=..")
-        bob.screenshot(path=str(ARTIFACTS / "escalations.png"), full_page=True)
+        # He resolves it in place, in the inbox, and lands back there.
+        card = bob.locator(f"article[data-escalation='{escalation.pk}']")
+        expect(card).to_contain_text("action_limit_missing")
+        bob.screenshot(path=str(ARTIFACTS / "approvals-escalation.png"), full_page=True)
+        card.locator("button[value=assign]").click()
+        expect(bob.locator(".messages")).to_contain_text(f"#{escalation.pk} assigned to you")
         card.locator("textarea").fill("the $500 rule is policy")
         card.locator("button[value=revert]").click()
         expect(bob.locator(".messages")).to_contain_text("resolved: revert")
+        assert re.search(r"/approvals/#esc-\d+$", bob.url), bob.url
+        expect(card).to_have_count(0)
+        expect(bob.locator("#inbox-count")).to_be_hidden()
         eventually(lambda: Escalation.objects.get(pk=escalation.pk).status == "resolved")
+        assert Escalation.objects.get(pk=escalation.pk).assignee.username == "bob"
         eventually(lambda: Agent.objects.get(name="payouts-agent").sandbox.state["actions"][
             "payments.refund"].get("approval_above") == 500, timeout=30,
             message=f"revert not applied; worker said:\n{worker.output()}")
 
         for path, name in (("/agents/refund-agent/", "agent"), ("/findings/", "findings"),
-                           ("/approvals/", "approvals"), ("/lab/", "lab")):
-            viewer = bob if name == "approvals" else dana
+                           ("/approvals/", "approvals"), ("/escalations/", "escalations"),
+                           ("/lab/", "lab")):
+            viewer = bob if name in ("approvals", "escalations") else dana
             viewer.goto(f"{live_server_process.url}{path}")
             viewer.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
         phone = browser.page("dana", width=390)
         phone.screenshot(path=str(ARTIFACTS / "overview-phone.png"), full_page=True)
         browser.browser.close()
     assert browser.problems == []
+
+
+def publish(*agents: str) -> None:
+    """Alerts as the loop writes them: kept, then sent to the browsers once committed (from
+    another thread: Playwright keeps an event loop on this one, where async_to_sync refuses)."""
+    from django.db import connection, transaction
+
+    from reconciliation import alerts
+
+    def send() -> None:
+        try:
+            for agent in agents:
+                with transaction.atomic():
+                    alerts.broadcast("drift.detected", {
+                        "agent": agent, "severity": "high", "kind": "tool_added",
+                        "pointer": "/tools/0"})
+        finally:
+            connection.close()
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    sender.join()
+
+
+def restart(server, stopped=None) -> subprocess.Popen:
+    """Stop the web server (every browser loses its socket), run `stopped` meanwhile, and
+    start it again on the same port."""
+    server.process.send_signal(signal.SIGTERM)
+    server.process.wait(timeout=15)
+    if stopped:
+        stopped()
+    port = int(server.url.rsplit(":", 1)[1])
+    process = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+         "config.asgi:application"], cwd=ROOT, env=child_env(), stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    eventually(lambda: embedded_redis.port_answers("127.0.0.1", port), timeout=30,
+               message="the web server did not come back")
+    return process
+
+
+def test_a_fresh_tab_shows_recent_alerts_and_a_reconnect_repeats_none(
+        people, live_server_process, monkeypatch):
+    from playwright.sync_api import expect, sync_playwright
+
+    from reconciliation.models import AlertEvent
+
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    hasher = PBKDF2PasswordHasher()
+    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+    publish("history-1", "history-2", "history-3")
+    again = None
+    with sync_playwright() as playwright:
+        browser = Browser(playwright, live_server_process.url)
+        try:
+            dana = browser.page("dana")  # a fresh tab: nothing remembered
+            items = dana.locator("#alerts li")
+            # Drawn with the page, newest first, before any live alert.
+            expect(items).to_have_count(3)
+            expect(items.first).to_contain_text("drift.detected · history-3 · severity high")
+            expect(dana.locator("#ws-status")).to_have_attribute("data-state", "open")
+            publish("live-1")
+            expect(items).to_have_count(4)
+            expect(items.first).to_contain_text("live-1")
+
+            # The server goes away; an alert happens while the browser is cut off.
+            again = restart(live_server_process, stopped=lambda: publish("while-away"))
+            expect(dana.locator("#ws-status")).to_have_attribute("data-state", "open",
+                                                                 timeout=30_000)
+            publish("after")
+            expect(items.first).to_contain_text("after", timeout=15_000)
+            ids = items.evaluate_all("items => items.map(i => Number(i.dataset.id))")
+            # Every alert once, newest first, though catch-up re-sent the recent ones.
+            assert ids == sorted(AlertEvent.objects.values_list("pk", flat=True),
+                                 reverse=True), ids
+            assert items.count() == 6
+            dana.screenshot(path=str(ARTIFACTS / "overview-reconnected.png"), full_page=True)
+        finally:
+            browser.browser.close()
+            if again is not None:
+                again.send_signal(signal.SIGTERM)
+                again.wait(timeout=15)
+    # While the server was away the browser said so (its socket, a refresh of the counters);
+    # nothing else went wrong.
+    assert [p for p in browser.problems
+            if "WebSocket" not in p and "ERR_CONNECTION_REFUSED" not in p] == []

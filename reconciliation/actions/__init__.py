@@ -19,6 +19,7 @@ from reconciliation.actions.common import (
 from reconciliation.actions.decisions import decide_pending, expire_decision, request_decision
 from reconciliation.actions.escalations import (
     acknowledge_finding,
+    announce_awake,
     resolve_escalation,
     resume_agent,
     triage_escalation,
@@ -29,7 +30,8 @@ from reconciliation.actions.sandbox import ensure_sandbox, sandbox_deploy, sandb
 from reconciliation.actions.switches import reset_breaker, set_shadow
 
 __all__ = [
-    "SYSTEM", "acknowledge_finding", "adopt_unregistered", "assign_unregistered", "audit_label",
+    "SYSTEM", "acknowledge_finding", "adopt_unregistered", "announce_awake",
+    "assign_unregistered", "audit_label",
     "converged_check", "decide_pending", "desired_now", "ensure_sandbox", "expire_decision",
     "ingest_events", "note_unregistered_observation", "open_escalation", "reconcile_agent",
     "record_observation",

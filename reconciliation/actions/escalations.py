@@ -1,6 +1,6 @@
 """Humans resolving escalations, clearing blocks and acknowledging findings."""
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
@@ -34,8 +34,9 @@ def _check_decider(actor: Any) -> None:
 @transaction.atomic
 def resolve_escalation(escalation_id: int, *, actor: Any, resolution: str,
                        comment: str) -> Escalation:
-    """An approver resolves: revert (correct back), accept (propose the observed state), or
-    suspend. Always with a comment; never for an agent they own."""
+    """An approver resolves with one of `escalation.resolutions()`: revert (correct back),
+    accept (propose the observed state) or suspend for drift; allow or deny for a pending
+    decision. Always with a comment; never for an agent they own."""
     from registry import actions as registry_actions
     from registry.choices import VersionSource
 
@@ -43,7 +44,6 @@ def resolve_escalation(escalation_id: int, *, actor: Any, resolution: str,
     if not comment.strip():
         raise Invalid("Resolving an escalation needs a comment.",
                       details=[{"pointer": "/comment", "message": "required"}])
-    resolution = Resolution(resolution)
     escalation = (Escalation.objects.select_for_update(of=("self",))
                   .select_related("agent__active_version", "finding").filter(pk=escalation_id)
                   .first())
@@ -54,20 +54,21 @@ def resolve_escalation(escalation_id: int, *, actor: Any, resolution: str,
     if escalation.status != EscalationStatus.OPEN:
         raise Conflict(f"Escalation {escalation_id} is already resolved.", code="not_open")
     agent = escalation.agent
+    offered = [option.value for option in escalation.resolutions()]
+    if resolution not in offered:
+        what = "A pending decision" if escalation.decision_id is not None else "Drift"
+        listed = f"{', '.join(offered[:-1])} or {offered[-1]}" if len(offered) > 1 else offered[0]
+        raise Invalid(f"{what} is resolved with {listed}.",
+                      details=[{"pointer": "/resolution", "message": ", ".join(offered)}])
+    resolution = Resolution(resolution)
     if escalation.decision_id is not None:
         # A pending runtime decision: the answer is allow or deny, nothing else.
-        if resolution not in (Resolution.ALLOW, Resolution.DENY):
-            raise Invalid("A pending decision is resolved with allow or deny.",
-                          details=[{"pointer": "/resolution", "message": "allow or deny"}])
         from reconciliation.actions.decisions import decide_pending
 
         decide_pending(str(escalation.decision_id), actor=actor,
                        allow=resolution == Resolution.ALLOW, comment=comment)
         escalation.refresh_from_db()
         return escalation
-    if resolution in (Resolution.ALLOW, Resolution.DENY):
-        raise Invalid("Drift is resolved with revert, accept or suspend.",
-                      details=[{"pointer": "/resolution", "message": "revert, accept, suspend"}])
     if agent.owner_id == actor.pk:
         raise NotAllowed("Four eyes: you cannot resolve an escalation for an agent you own.",
                          code="four_eyes")
@@ -131,8 +132,16 @@ def resume_agent(agent: Agent, *, actor: Any, reason: str) -> None:
         lifecycle=Lifecycle.ACTIVE, updated_at=timezone.now())
     if not updated:
         raise Conflict(f"{agent.name} is not suspended.", code="not_suspended")
-    Finding.objects.filter(agent=agent, status=FindingStatus.BLOCKED).update(
+    cleared = list(Finding.objects.select_for_update().filter(
+        agent=agent, status=FindingStatus.BLOCKED).order_by("pk"))
+    Finding.objects.filter(pk__in=[f.pk for f in cleared]).update(
         status=FindingStatus.RESOLVED, reason=f"cleared by {audit_label(actor)}: {reason}")
+    for finding in cleared:
+        # One row per finding: the compliance timeline reads when each drift stopped counting.
+        audit.record(actor=actor, action=AuditAction.FINDING_RESOLVED,
+                     target=f"finding:{finding.pk}", agent=agent.name,
+                     before={"status": FindingStatus.BLOCKED},
+                     after={"status": FindingStatus.RESOLVED}, reason=reason)
     audit.record(actor=actor, action=AuditAction.AGENT_RESUMED, target=f"agent:{agent.name}",
                  agent=agent.name, before={"lifecycle": "suspended"},
                  after={"lifecycle": "active"}, reason=reason)
@@ -166,10 +175,27 @@ SNOOZE_LIMIT = timedelta(days=7)
 
 @transaction.atomic
 def triage_escalation(escalation_id: int, *, actor: Any, assign: bool = False,
-                      acknowledge: bool = False, snooze_for: timedelta | None = None
-                      ) -> Escalation:
-    """An approver takes an escalation (assign to me), acknowledges it, or snoozes it."""
+                      acknowledge: bool = False, snooze_for: timedelta | None = None,
+                      snooze_until: datetime | None = None) -> Escalation:
+    """An approver takes an escalation (assign to me), acknowledges it, or snoozes it for a
+    while or until a time (in the future, at most 7 days away); it comes back on its own."""
     _check_decider(actor)
+    now = timezone.now()
+    if snooze_for is not None and snooze_until is not None:
+        raise Invalid("Snooze for a while or until a time, not both.",
+                      details=[{"pointer": "/snooze_until", "message": "one of the two"}])
+    if snooze_for is not None:
+        snooze_until = now + snooze_for
+    if snooze_until is not None:
+        if timezone.is_naive(snooze_until):
+            raise Invalid("A snooze time needs its time zone.",
+                          details=[{"pointer": "/snooze_until", "message": "with an offset"}])
+        if snooze_until <= now:
+            raise Invalid("Snooze until a time in the future.",
+                          details=[{"pointer": "/snooze_until", "message": "in the future"}])
+        if snooze_until > now + SNOOZE_LIMIT:
+            raise Invalid("Snooze for at most 7 days.",
+                          details=[{"pointer": "/snooze_until", "message": "at most 7 days"}])
     escalation = Escalation.objects.select_for_update().select_related("agent").filter(
         pk=escalation_id, status=EscalationStatus.OPEN).first()
     if escalation is None:
@@ -178,25 +204,50 @@ def triage_escalation(escalation_id: int, *, actor: Any, assign: bool = False,
         # Snoozing or claiming it would keep it from the other approvers who must decide it.
         raise NotAllowed("Four eyes: you cannot triage an escalation for an agent you own.",
                          code="four_eyes")
-    before = {"assignee": escalation.assignee_id, "acknowledged": bool(escalation.acknowledged_at),
-              "snoozed_until": escalation.snoozed_until.isoformat()
-              if escalation.snoozed_until else None}
-    now = timezone.now()
+    before = _triage_state(escalation)
     if assign:
         escalation.assignee = actor
     if acknowledge:
         escalation.acknowledged_at = now
-    if snooze_for is not None:
-        if not timedelta(0) < snooze_for <= SNOOZE_LIMIT:
-            raise Invalid("Snooze for up to 7 days.",
-                          details=[{"pointer": "/snooze", "message": "1 minute to 7 days"}])
-        escalation.snoozed_until = now + snooze_for
+    if snooze_until is not None:
+        escalation.snoozed_until = snooze_until
+        transaction.on_commit(lambda: _schedule_wake(escalation.pk, snooze_until), robust=True)
     escalation.save()
     audit.record(actor=actor, action=AuditAction.ESCALATION_TRIAGED,
                  target=f"escalation:{escalation.pk}", agent=escalation.agent.name,
-                 before=before,
-                 after={"assignee": escalation.assignee_id,
-                        "acknowledged": bool(escalation.acknowledged_at),
-                        "snoozed_until": escalation.snoozed_until.isoformat()
-                        if escalation.snoozed_until else None})
+                 before=before, after=_triage_state(escalation))
+    if snooze_until is not None:
+        # Other approvers' inbox counts drop now; the wake-up alert raises them again.
+        alert("escalation.snoozed", escalation.agent, escalation=escalation.pk,
+              until=snooze_until.isoformat())
     return escalation
+
+
+def _triage_state(escalation: Escalation) -> dict[str, Any]:
+    return {"assignee": escalation.assignee_id,
+            "acknowledged": bool(escalation.acknowledged_at),
+            "snoozed_until": escalation.snoozed_until.isoformat()
+            if escalation.snoozed_until else None}
+
+
+def _schedule_wake(escalation_id: int, until: datetime) -> None:
+    import django_rq
+
+    from reconciliation.jobs import not_before, wake_escalation_job
+
+    django_rq.get_queue("default", commit_mode="auto").enqueue_at(
+        not_before(until), wake_escalation_job, escalation_id)
+
+
+@transaction.atomic
+def announce_awake(escalation_id: int) -> bool:
+    """A snoozed escalation whose time came is back in the queue by itself (the queue filters
+    on the time); this only tells the approvers' inboxes so their counts go up live. Changes
+    no state, so it writes an alert and no audit row. True when it announced."""
+    escalation = Escalation.objects.select_related("agent").filter(pk=escalation_id).first()
+    if escalation is None or escalation.status != EscalationStatus.OPEN or (
+            escalation.snoozed_until is None or escalation.is_snoozed):
+        return False  # resolved meanwhile, or snoozed again (that snooze has its own wake-up)
+    alert("escalation.woke", escalation.agent, escalation=escalation.pk,
+          message=f"back from snooze: {escalation.reason}")
+    return True

@@ -110,6 +110,7 @@ def _upsert_findings(ctx: PassContext, drifts: list[Drift],
             alert("drift.detected", agent, finding)
         elif finding.status in (FindingStatus.CORRECTED, FindingStatus.RESOLVED):
             came_back = drift.fingerprint in regressed
+            was = finding.status
             finding.status = FindingStatus.REGRESSED if came_back else FindingStatus.OPEN
             finding.occurrence += 1
             finding.attempts = finding.attempts if came_back else 0
@@ -120,7 +121,7 @@ def _upsert_findings(ctx: PassContext, drifts: list[Drift],
             audit.record(
                 actor=SYSTEM, target=f"finding:{finding.pk}", agent=agent.name,
                 action=AuditAction.FINDING_REGRESSED if came_back else AuditAction.FINDING_OPENED,
-                after=finding.to_dict(),
+                before={"status": was}, after=finding.to_dict(),
                 reason="the same drift came back within the hold window" if came_back
                 else "the drift is back")
             alert("drift.regressed" if came_back else "drift.detected", agent, finding)
@@ -330,12 +331,13 @@ def _pending(ctx: PassContext, finding: Finding, step: Any) -> None:
 def _log(ctx: PassContext, finding: Finding) -> None:
     if finding.status == FindingStatus.LOGGED:
         return
+    was = finding.status
     finding.status = FindingStatus.LOGGED
     finding.reason = f"allowed: enforcement mode log for {finding.area}"
     finding.save(update_fields=["status", "reason"])
     audit.record(actor=SYSTEM, action=AuditAction.FINDING_LOGGED,
-                 target=f"finding:{finding.pk}", agent=ctx.agent.name, after=finding.to_dict(),
-                 reason=finding.reason)
+                 target=f"finding:{finding.pk}", agent=ctx.agent.name, before={"status": was},
+                 after=finding.to_dict(), reason=finding.reason)
 
 
 @transaction.atomic
@@ -395,6 +397,7 @@ def _verify(ctx: PassContext, remaining: set[str]) -> None:
         if finding.fingerprint in remaining:
             continue
         corrected = finding.status in (FindingStatus.CORRECTING, FindingStatus.REGRESSED)
+        was = finding.status
         finding.status = FindingStatus.CORRECTED if corrected else FindingStatus.RESOLVED
         finding.corrected_at = now
         finding.hold_until = now + hold if corrected else None
@@ -405,7 +408,7 @@ def _verify(ctx: PassContext, remaining: set[str]) -> None:
         audit.record(
             actor=SYSTEM, agent=ctx.agent.name, target=f"finding:{finding.pk}",
             action=AuditAction.FINDING_CORRECTED if corrected else AuditAction.FINDING_RESOLVED,
-            after=finding.to_dict(),
+            before={"status": was}, after=finding.to_dict(),
             reason="verified by a fresh observation" if corrected else "no longer observed")
         if corrected:
             seconds = (now - finding.detected_at).total_seconds()

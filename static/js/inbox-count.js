@@ -1,8 +1,12 @@
-// The approver's inbox count in the navigation, kept live: any alert about proposals,
-// escalations or decisions refetches the counts.
+// The approver's inbox count in the navigation (and on the inbox page, its figures), kept
+// live: any alert about proposals, escalations or decisions refetches the counts. On the inbox
+// page a changed total offers to show the current queue rather than moving rows under the
+// reader's hands.
 (function () {
   const badge = document.getElementById("inbox-count");
   if (!badge || !window.WebSocket) return;
+  const summary = document.getElementById("inbox-summary");
+  const stale = document.getElementById("inbox-stale");
   const kinds = /^(proposal|escalation|decision)\./;
   let delay = 1000;
   function refresh() {
@@ -12,6 +16,11 @@
         if (!counts) return;
         badge.textContent = counts.total;
         badge.hidden = counts.total === 0;
+        for (const node of document.querySelectorAll("[data-inbox-count]")) {
+          const value = counts[node.dataset.inboxCount];
+          if (value !== undefined) node.textContent = value;
+        }
+        if (summary && stale) stale.hidden = String(counts.total) === summary.dataset.total;
       }).catch(() => {});
   }
   function connect() {

@@ -92,8 +92,11 @@ async def test_a_reconnecting_browser_catches_up_on_what_it_missed(people):
     again.scope["user"] = people.dana
     again.scope["query_string"] = f"since={seen['id']}".encode()
     await again.connect()
-    caught_up = [await again.receive_json_from(timeout=5) for _ in range(2)]
-    assert [(m["event"], m["agent"], m["replayed"]) for m in caught_up] == [
+    caught_up = [await again.receive_json_from(timeout=5) for _ in range(4)]
+    # First the recent ones up to the last seen, re-read in case one committed late (the
+    # browser drops the ids it has), then what was missed.
+    assert [m["agent"] for m in caught_up[:2]] == ["a1", "a2"] and caught_up[1]["id"] == seen["id"]
+    assert [(m["event"], m["agent"], m["replayed"]) for m in caught_up[2:]] == [
         ("drift.corrected", "a2", True), ("escalation.opened", "a3", True)]
     assert await again.receive_nothing(timeout=0.3)
     await again.disconnect()
@@ -144,3 +147,104 @@ async def test_alerts_sent_while_the_channel_layer_is_down_are_caught_up(people,
     assert (message["id"], message["agent"], message["replayed"]) == (missed, "a9", True)
     await comm.disconnect()
     await sync_to_async(assert_trail_whole)()
+
+
+def connect_since(user, since: int) -> WebsocketCommunicator:
+    comm = WebsocketCommunicator(AlertsConsumer.as_asgi(), f"/ws/alerts?since={since}")
+    comm.scope["user"] = user
+    comm.scope["query_string"] = f"since={since}".encode()
+    return comm
+
+
+def make_alerts(count: int, **fields) -> list[int]:
+    """`count` kept alerts, as broadcast writes them (bulk: the catch-up cap is 500)."""
+    from django.utils import timezone
+
+    from reconciliation.models import AlertEvent
+
+    try:
+        now = timezone.now()
+        rows = AlertEvent.objects.bulk_create(
+            [AlertEvent(event="drift.detected", agent_name=f"agent-{i}", severity="high",
+                        at=now, payload={}, **fields) for i in range(count)])
+        return sorted(AlertEvent.objects.values_list("pk", flat=True))[-len(rows):]
+    finally:
+        connection.close()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.asyncio
+@pytest.mark.parametrize("viewer, link", [("dana", "/audit/?since="), ("bob", "/findings/")])
+async def test_a_catch_up_over_the_cap_says_how_many_it_left_out_and_where_to_read_them(
+        people, viewer, link):
+    from reconciliation.consumers import CATCH_UP_LIMIT
+
+    ids = await sync_to_async(make_alerts)(CATCH_UP_LIMIT + 12)
+    comm = connect_since(getattr(people, viewer), ids[0])  # 511 missed
+    await comm.connect()
+    notice = await comm.receive_json_from(timeout=5)
+    assert notice["event"] == "catchup.truncated" and notice["missed"] == 11
+    assert notice["link"].startswith(link) and notice["replayed"] is True
+    replayed = [await comm.receive_json_from(timeout=5) for _ in range(CATCH_UP_LIMIT)]
+    assert [m["id"] for m in replayed] == ids[-CATCH_UP_LIMIT:]  # the newest, oldest first
+    assert notice["before_id"] == replayed[0]["id"]
+    assert await comm.receive_nothing(timeout=0.3)
+    await comm.disconnect()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.asyncio
+async def test_an_alert_committed_late_with_a_lower_id_is_still_caught_up(people):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from reconciliation.models import AlertEvent
+
+    def history() -> tuple[int, int, int]:
+        try:
+            now = timezone.now()
+            old = AlertEvent.objects.create(event="drift.detected", agent_name="old",
+                                            at=now - timedelta(minutes=10))
+            # A long transaction took id old+5 at insert; meanwhile old+10 committed and was
+            # delivered: the browser saw old+10 and disconnected.
+            seen = AlertEvent.objects.create(pk=old.pk + 10, event="drift.corrected",
+                                             agent_name="seen", at=now)
+            # Now the long transaction commits.
+            late = AlertEvent.objects.create(pk=old.pk + 5, event="escalation.opened",
+                                             agent_name="late", at=now - timedelta(seconds=2))
+            return old.pk, late.pk, seen.pk
+        finally:
+            connection.close()
+
+    old, late, seen = await sync_to_async(history)()
+    comm = connect_since(people.dana, seen)
+    await comm.connect()
+    caught_up = [await comm.receive_json_from(timeout=5) for _ in range(2)]
+    # The late one, and the one already seen (re-read around it: the browser drops it).
+    assert [(m["id"], m["agent"]) for m in caught_up] == [(late, "late"), (seen, "seen")]
+    assert await comm.receive_nothing(timeout=0.3)  # nothing from long before
+    await comm.disconnect()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.asyncio
+async def test_an_alert_both_caught_up_and_sent_live_reaches_the_browser_once(people):
+    from reconciliation.models import AlertEvent
+
+    await sync_to_async(publish)(("drift.detected", {"agent": "a1", "severity": "high"}))
+    first = await sync_to_async(lambda: AlertEvent.objects.get(agent_name="a1").pk)()
+    # Committed while the browser reconnects: read by catch-up, and its live send (after
+    # commit) reaches the new connection too.
+    await sync_to_async(publish)(("drift.corrected", {"agent": "a2", "severity": "high"}))
+    both = await sync_to_async(lambda: AlertEvent.objects.get(agent_name="a2"))()
+    comm = connect_since(people.dana, first)
+    await comm.connect()
+    replayed = [await comm.receive_json_from(timeout=5) for _ in range(2)]
+    assert [m["id"] for m in replayed] == [first, both.pk]  # first: re-read, as above
+    await sync_to_async(alerts.send_now)(both.to_message())
+    await sync_to_async(publish)(("escalation.opened", {"agent": "a3", "severity": "high"}))
+    live = await comm.receive_json_from(timeout=5)
+    assert live["agent"] == "a3" and "replayed" not in live
+    assert await comm.receive_nothing(timeout=0.3)
+    await comm.disconnect()

@@ -1,6 +1,7 @@
 """The reconciliation pages: findings for compliance, the drift lab, escalations, the overview
 and its dashboard API, each refusing the wrong people and using a fixed number of queries."""
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -165,3 +166,103 @@ def test_the_inbox_is_one_queue_and_its_count_is_served_for_live_updates(people,
     from reconciliation.models import AlertEvent
 
     assert AlertEvent.objects.filter(event="proposal.pending", agent_name=agent.name).exists()
+
+
+def test_the_overview_draws_the_newest_alerts_so_a_fresh_feed_is_not_empty(people, client):
+    from reconciliation.alerts import broadcast
+    from reconciliation.views import FEED_HISTORY
+
+    client.force_login(people.dana)
+    assert "No alerts yet." in client.get("/").content.decode()
+    for index in range(FEED_HISTORY + 5):
+        broadcast("drift.detected", {"agent": f"agent-{index:02d}", "severity": "high",
+                                     "kind": "tool_added", "pointer": "/tools/2",
+                                     "link": f"/agents/agent-{index:02d}/"})
+    page = client.get("/").content.decode()
+    drawn = re.findall(r'<li data-id="(\d+)" data-event="drift.detected" '
+                       r'data-agent="(agent-\d+)"', page)
+    assert [agent for _, agent in drawn] == [f"agent-{i:02d}" for i in range(
+        FEED_HISTORY + 4, 4, -1)]  # the newest FEED_HISTORY, newest first
+    assert f'data-last-id="{drawn[0][0]}"' in page
+    assert ('<a href="/agents/agent-24/">drift.detected · agent-24 · severity high · '
+            "tool_added /tools/2</a>") in page
+
+
+def grow_inbox(people, start: int, count: int) -> str:
+    """Pending proposals, escalations (one snoozed), and pending decisions, `count` each."""
+    for agent in sandbox_agents(people, count, start=start):
+        registry_actions.propose(agent, refund_manifest(model="gpt-5").spec,
+                                 agent.active_version.metadata, actor=people.alice,
+                                 source="api")
+        drift_and_correct(agent)
+        escalation = actions.open_escalation(agent, agent.findings.first(), reason="look")
+        actions.triage_escalation(escalation.pk, actor=people.carol, assign=True)
+        actions.request_decision(agent, {"action": "payments.refund", "amount": 800},
+                                 actor=people.alice)
+    snoozed = actions.open_escalation(agent, None, reason="later")
+    actions.triage_escalation(snoozed.pk, actor=people.bob, snooze_for=timedelta(hours=1))
+    return "/approvals/"
+
+
+def grow_proposal(people, start: int, count: int) -> str:
+    """One pending proposal whose backtest reads more events, under more guardrails, beside
+    more of its agent's versions."""
+    import uuid
+
+    from django.utils import timezone
+
+    from reconciliation.models import BehaviourEvent
+
+    agent = Agent.objects.filter(name="refund-agent").first() or approved_agent(
+        people, "refund-agent")
+    for index in range(start, start + count):
+        registry_actions.create_guardrail(actor=people.dana, name=f"rule-{index}",
+                                          effect="warn", expression="true", message="noted")
+        old = registry_actions.propose(agent, refund_manifest(version=f"3.{index}.0").spec,
+                                       agent.active_version.metadata, actor=people.alice,
+                                       source="api").version
+        registry_actions.withdraw_proposal(old.pk, actor=people.alice)
+    BehaviourEvent.objects.bulk_create([BehaviourEvent(
+        event_id=uuid.uuid4().hex, agent=agent, agent_name=agent.name, ts=timezone.now(),
+        kind="action", action="payments.refund", amount=100 + i) for i in range(count * 50)])
+    pending = agent.versions.filter(state="pending", proposed_by=people.admin).first() or (
+        registry_actions.propose(agent, refund_manifest(tools=["orders.lookup"]).spec,
+                                 agent.active_version.metadata, actor=people.admin,
+                                 source="api").version)
+    return f"/proposals/{pending.pk}/"
+
+
+def grow_lab(people, start: int, count: int) -> str:
+    for agent in sandbox_agents(people, count, start=start):
+        drift_and_correct(agent)
+    return "/lab/"
+
+
+def grow_guardrails(people, start: int, count: int) -> str:
+    for index in range(start, start + count):
+        registry_actions.create_guardrail(
+            actor=people.dana, name=f"rule-{index}", effect="require_approvals",
+            required_approvals=2, selector={"team": f"team-{index}"},
+            expression='spec.data.all(d, d.access != "admin")', message="admin is rare")
+    return "/guardrails/"
+
+
+@pytest.mark.parametrize("grow, viewer", [(grow_inbox, "bob"), (grow_proposal, "bob"),
+                                          (grow_lab, "dana"), (grow_guardrails, "dana")])
+def test_more_pages_use_a_fixed_number_of_queries_whatever_their_rows(
+        people, client, grow, viewer, django_assert_max_num_queries):
+    client.force_login(getattr(people, viewer))
+    path = grow(people, 0, 2)
+    with django_assert_max_num_queries(40) as few:
+        assert client.get(path).status_code == 200
+    assert grow(people, 2, 5) == path
+    with django_assert_max_num_queries(40) as many:
+        response = client.get(path)
+    assert response.status_code == 200
+    assert len(many.captured_queries) == len(few.captured_queries)
+    body = response.content.decode()  # what grew is on the page
+    if grow is grow_inbox:
+        assert body.count('class="card escalation"') == 14  # 7 drift, 7 decisions
+        assert body.count('class="card proposal"') == 7
+    else:
+        assert ("agent-06" if grow is grow_lab else "rule-6") in body

@@ -338,18 +338,18 @@ def two_proposals(people, refund_agent):
     return narrow, wide
 
 
-def test_inbox_lists_pending_proposals_riskiest_first(client, people, two_proposals):
-    narrow, wide = two_proposals
+def test_inbox_lists_pending_proposals_longest_waiting_first(client, people, two_proposals):
+    narrow, wide = two_proposals  # narrow was proposed first: it has waited longest
     client.force_login(people.bob)
     body = page(client.get("/approvals/"))
     wide_at, narrow_at = (body.index(f'id="proposal-{v.pk}"') for v in (wide, narrow))
-    assert wide_at < narrow_at
-    wide_card = body[wide_at:narrow_at]
-    assert "agent-made" in wide_card
+    assert narrow_at < wide_at
+    wide_card = body[wide_at:]
+    assert "agent-made" in wide_card and f"risk {wide.risk}" in wide_card
     assert "▲" in wide_card and "widening" in wide_card and "crm" in wide_card
     assert "<code>/data/" in wide_card  # the raw diff, pointers relative to the spec
     assert "0 of 1 required" in wide_card
-    narrow_card = body[narrow_at:]
+    narrow_card = body[narrow_at:wide_at]
     assert "▼" in narrow_card and "narrowing" in narrow_card and "alice" in narrow_card
     assert body.count('name="csrfmiddlewaretoken"') >= 5  # sign-out plus two forms a proposal
 
@@ -523,10 +523,10 @@ def test_agent_detail_queries_do_not_grow_with_the_versions(client, people, refu
 
     add_versions(4)
     client.force_login(people.carol)
-    with django_assert_max_num_queries(18) as few:
+    with django_assert_max_num_queries(21) as few:
         assert client.get("/agents/refund-agent/").status_code == 200
     add_versions(25)
-    with django_assert_max_num_queries(18) as many:
+    with django_assert_max_num_queries(21) as many:
         body = page(client.get("/agents/refund-agent/"))
     assert "3.29.0" in body and body.count("<td>bob</td>") >= 30
     assert len(many.captured_queries) == len(few.captured_queries)
