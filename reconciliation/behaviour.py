@@ -115,6 +115,14 @@ def window_checks(spec: dict[str, Any], event: Event, agent_id: int,
     return checks
 
 
+def window_violation(check: WindowCheck, seen: int, event_id: str) -> Violation | None:
+    """The violation of a window that holds `seen` members once this event is in it."""
+    if seen <= check.limit:
+        return None
+    return Violation(check.kind, check.pointer, check.limit, seen, "behaviour", event_id,
+                     f"{check.rule}: {seen} in the window", window_seconds=check.seconds)
+
+
 # --- backtest ----------------------------------------------------------------------------------
 
 

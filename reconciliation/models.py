@@ -9,9 +9,11 @@ from django.db import models
 from django.utils import timezone
 
 from reconciliation.choices import (
+    RESOLUTIONS,
     CorrectionResult,
     DecisionOutcome,
     DecisionStatus,
+    EscalationKind,
     EscalationStatus,
     FindingStatus,
     Health,
@@ -24,7 +26,11 @@ from registry.models import Agent
 class ObservedState(models.Model):
     """A reported actual state; a new row only when it changed (heartbeats bump last_seen_at)."""
 
-    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="observations")
+    # Null while the reporter is an unregistered (shadow) agent; set when it is adopted.
+    agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.CASCADE,
+                              related_name="observations")
+    unregistered = models.ForeignKey("UnregisteredAgent", null=True, blank=True,
+                                     on_delete=models.SET_NULL, related_name="observations")
     state = models.JSONField()
     state_sha256 = models.CharField(max_length=64)
     source = models.CharField(max_length=16)  # push | http | sandbox
@@ -33,10 +39,13 @@ class ObservedState(models.Model):
     last_seen_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        indexes = [models.Index(fields=["agent", "-observed_at"], name="observed_agent_latest")]
+        indexes = [models.Index(fields=["agent", "-observed_at"], name="observed_agent_latest"),
+                   models.Index(fields=["unregistered", "-observed_at"],
+                                name="observed_shadow_latest")]
 
     def __str__(self) -> str:
-        return f"{self.agent_id} observed {self.observed_at:%Y-%m-%d %H:%M:%S}"
+        who = self.agent_id or f"unregistered {self.unregistered_id}"
+        return f"{who} observed {self.observed_at:%Y-%m-%d %H:%M:%S}"
 
 
 class SandboxAgent(models.Model):
@@ -137,6 +146,9 @@ class Finding(models.Model):
     acknowledged_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                         on_delete=models.PROTECT, related_name="+")
     acknowledged_at = models.DateTimeField(null=True, blank=True)
+    # The proposal an approver accepted it into (held as `accepted` until that is decided).
+    proposal = models.ForeignKey("registry.DesiredStateVersion", null=True, blank=True,
+                                 on_delete=models.SET_NULL, related_name="+")
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["agent", "fingerprint"],
@@ -177,8 +189,8 @@ class Correction(models.Model):
 
 
 class Escalation(models.Model):
-    """Drift or a runtime action handed to an approver: revert, accept or suspend (drift), or
-    allow or deny (a pending decision)."""
+    """Drift, behaviour or a runtime action handed to an approver; what they may answer
+    depends on its kind (see choices.RESOLUTIONS)."""
 
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="escalations")
     decision = models.OneToOneField("Decision", null=True, blank=True, on_delete=models.CASCADE,
@@ -188,8 +200,7 @@ class Escalation(models.Model):
     reason = models.TextField()
     status = models.CharField(max_length=10, choices=EscalationStatus.choices,
                               default=EscalationStatus.OPEN)
-    resolution = models.CharField(max_length=10, blank=True,
-                                  default="")
+    resolution = models.CharField(max_length=16, blank=True, default="")
     comment = models.TextField(blank=True, default="")
     opened_at = models.DateTimeField(default=timezone.now)
     assignee = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
@@ -205,6 +216,20 @@ class Escalation(models.Model):
 
     def __str__(self) -> str:
         return f"escalation {self.pk} for {self.agent_id} ({self.status})"
+
+    @property
+    def kind(self) -> str:
+        """decision, behaviour (a broken runtime rule) or drift (configuration)."""
+        if self.decision_id is not None:
+            return EscalationKind.DECISION
+        if self.finding is not None and self.finding.behaviour:
+            return EscalationKind.BEHAVIOUR
+        return EscalationKind.DRIFT
+
+    @property
+    def resolutions(self) -> tuple[str, ...]:
+        """The answers that make sense for this kind of escalation."""
+        return tuple(r.value for r in RESOLUTIONS[self.kind])
 
 
 class ControlState(models.Model):
@@ -245,8 +270,9 @@ class BehaviourEvent(models.Model):
     span_id = models.CharField(max_length=32, blank=True, default="")
     source = models.CharField(max_length=8, default="api")  # api | otlp
     received_at = models.DateTimeField(default=timezone.now)
-    # False while the cross-call rules still have to count it (Redis was down at ingest).
-    counted = models.BooleanField(default=True)
+    # The outbox flag: stored False, set once the cross-call rules counted it in Redis (after
+    # commit); whatever stays False (Redis down, a process died) is drained by recount_events.
+    counted = models.BooleanField(default=False)
 
     class Meta:
         indexes = [models.Index(fields=["agent", "ts"], name="event_agent_ts"),
@@ -262,6 +288,8 @@ class UnregisteredAgent(models.Model):
     """A shadow agent: something reported under a name the registry does not know."""
 
     name = models.CharField(max_length=63, unique=True)
+    # The name as the agent or its telemetry spelled it ("Math Tutor" for math-tutor).
+    display_name = models.CharField(max_length=256, blank=True, default="")
     first_seen = models.DateTimeField(default=timezone.now)
     last_seen = models.DateTimeField(default=timezone.now)
     events = models.PositiveIntegerField(default=0)

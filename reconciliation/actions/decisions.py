@@ -14,6 +14,7 @@ import audit
 from audit.choices import AuditAction
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from reconciliation import windows
+from reconciliation.actions.behaviour import ensure_windows
 from reconciliation.actions.common import SYSTEM, alert, desired_now, state_hash
 from reconciliation.behaviour import window_checks
 from reconciliation.choices import DecisionOutcome, DecisionStatus, EscalationStatus
@@ -45,6 +46,7 @@ def evaluate(spec: dict[str, Any], request: dict[str, Any], agent: Agent,
         durations = {limit["per"]: duration_seconds(limit["per"]) for limit in spec["limits"]}
         for check in window_checks(spec, probe, agent.pk, durations):
             try:
+                ensure_windows([agent], now)
                 seen = windows.peek(check, now)
             except redis.RedisError:
                 return DecisionOutcome.DENY, (f"{check.rule}: the window cannot be read right "
