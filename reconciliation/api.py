@@ -18,7 +18,13 @@ from rest_framework.views import APIView
 
 from config.errors import Invalid, NotAllowed, NotFound, Unavailable
 from reconciliation import actions
-from reconciliation.choices import CorrectionResult, FindingStatus, Resolution, Trigger
+from reconciliation.choices import (
+    CorrectionResult,
+    EscalationKind,
+    FindingStatus,
+    Resolution,
+    Trigger,
+)
 from reconciliation.models import ControlState, Correction, Escalation, Finding
 from reconciliation.observed import ObservedStateError, validate_observed
 from reconciliation.triggers import enqueue_reconcile
@@ -85,9 +91,9 @@ class ObservedStateView(APIView):
             raise Invalid("The observed state is not valid.",
                           details=[{"pointer": p, "message": m} for p, m in error.errors]
                           ) from None
-        actions.note_unregistered_observation(name, state)
-        return Response({"changed": True, "sha256": actions.state_hash(state),
-                         "observed_at": timezone.now(), "registered": False},
+        _, row, changed = actions.note_unregistered_observation(name, state, actor=request.user)
+        return Response({"changed": changed, "sha256": row.state_sha256,
+                         "observed_at": row.observed_at, "registered": False},
                         status=status.HTTP_202_ACCEPTED)
 
 
@@ -204,15 +210,19 @@ class EscalationSerializer(serializers.ModelSerializer):
                                 allow_null=True)
     resolved_by = serializers.CharField(source="resolved_by.username", default=None,
                                 allow_null=True)
+    kind = serializers.ChoiceField(choices=EscalationKind.choices, read_only=True)
+    resolutions = serializers.ListField(child=serializers.CharField(), read_only=True)
 
     class Meta:
         model = Escalation
-        fields = ["id", "agent", "finding", "decision", "reason", "status", "resolution",
-                  "comment", "opened_at", "resolved_by", "resolved_at"]
+        fields = ["id", "agent", "kind", "finding", "decision", "reason", "status",
+                  "resolutions", "resolution", "comment", "opened_at", "resolved_by",
+                  "resolved_at"]
 
 
 class ResolveSerializer(serializers.Serializer):
-    """revert, accept or suspend for drift; allow or deny for a pending decision."""
+    """revert, accept or suspend for drift; acknowledge, suspend or raise_limit for behaviour;
+    allow or deny for a pending decision (an escalation lists its own `resolutions`)."""
 
     resolution = serializers.ChoiceField(choices=Resolution.choices)
     comment = serializers.CharField(max_length=2000, allow_blank=True, default="")

@@ -176,12 +176,19 @@ class DecisionView(APIView):
 
 
 class UnregisteredSerializer(serializers.ModelSerializer):
+    display_name = serializers.SerializerMethodField()
     assigned_owner = serializers.CharField(source="assigned_owner.username", default=None,
                                 allow_null=True)
 
     class Meta:
         model = UnregisteredAgent
-        fields = ["name", "first_seen", "last_seen", "events", "assigned_owner", "registered"]
+        fields = ["name", "display_name", "first_seen", "last_seen", "events",
+                  "assigned_owner", "registered"]
+
+
+    def get_display_name(self, shadow: UnregisteredAgent) -> str:
+        """The name as the agent or its telemetry spelled it ("Math Tutor")."""
+        return shadow.display_name or shadow.name
 
 
 class UnregisteredView(APIView):

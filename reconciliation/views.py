@@ -84,8 +84,9 @@ def agent_state_context(agent) -> dict:
 
 @login_required
 def escalations(request: HttpRequest) -> HttpResponse:
-    """Open escalations for approvers: drift (revert / accept / suspend) and pending runtime
-    decisions (allow / deny), oldest first, each resolved with a required comment."""
+    """Open escalations for approvers: drift (revert / accept / suspend), behaviour
+    (acknowledge / raise the limit / suspend) and pending runtime decisions (allow / deny),
+    oldest first, each resolved with a required comment."""
     from django.contrib import messages
     from django.shortcuts import redirect
 
@@ -129,14 +130,33 @@ def escalations(request: HttpRequest) -> HttpResponse:
 
     show_snoozed = request.GET.get("snoozed") == "1"
     rows = Escalation.objects.filter(status="open").select_related(
-        "agent", "finding", "decision", "assignee").order_by("opened_at")
+        "agent__active_version", "finding", "decision", "assignee").order_by("opened_at")
     if not show_snoozed:
         rows = rows.filter(Q(snoozed_until__isnull=True) | Q(snoozed_until__lte=timezone.now()))
+    shown = list(rows[:200])
+    for escalation in shown:
+        escalation.raise_offer, escalation.raise_refusal = _raise_offer(escalation)
     return render(request, "reconciliation/escalations.html", {
-        "escalations": list(rows[:200]), "show_snoozed": show_snoozed,
+        "escalations": shown, "show_snoozed": show_snoozed,
         "snoozed": Escalation.objects.filter(status="open",
                                              snoozed_until__gt=timezone.now()).count(),
         "can_resolve": has_role(request.user, Role.APPROVER)})
+
+
+def _raise_offer(escalation) -> tuple[str, str]:
+    """For a behaviour escalation: what "raise the limit" would propose, or why it cannot."""
+    from reconciliation.behaviour import raise_limit
+    from reconciliation.choices import EscalationKind
+
+    finding, agent = escalation.finding, escalation.agent
+    if escalation.kind != EscalationKind.BEHAVIOUR or agent.active_version is None:
+        return "", ""
+    try:
+        _, change = raise_limit(agent.active_version.spec, finding.kind, finding.pointer,
+                                finding.actual)
+    except ValueError as error:
+        return "", str(error)
+    return change, ""
 
 
 def _forbidden(request: HttpRequest, message: str) -> HttpResponse:

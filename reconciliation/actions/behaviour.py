@@ -21,9 +21,11 @@ from reconciliation.actions.common import (
     SYSTEM,
     alert,
     desired_now,
+    enforcement_held,
     open_escalation,
     suspend_agent,
 )
+from reconciliation.actions.passes import refresh_status
 from reconciliation.behaviour import (
     Violation,
     static_violations,
@@ -35,11 +37,10 @@ from reconciliation.connectors import connector_for
 from reconciliation.diff import Operation, OperationKind
 from reconciliation.events import Event, validate_event
 from reconciliation.models import (
-    AgentStatus,
     BehaviourEvent,
-    ControlState,
     Decision,
     Finding,
+    ObservedState,
     UnregisteredAgent,
 )
 from reconciliation.reconciler import idempotency_key, mode_for
@@ -247,12 +248,18 @@ def _uuids(values: set[str]) -> list[str]:
 
 
 def _note_unregistered(events: list[Event], now: datetime) -> None:
+    """Shadow agents: counted, and their name kept as sent for the unregistered list."""
+    labels = {e.agent: e.label for e in events if e.label}
     for name, count in Counter(e.agent for e in events).items():
+        label = labels.get(name, "")
         shadow, created = UnregisteredAgent.objects.get_or_create(
-            name=name, defaults={"first_seen": now, "last_seen": now, "events": count})
+            name=name, defaults={"first_seen": now, "last_seen": now, "events": count,
+                                 "display_name": label})
         if not created:
-            UnregisteredAgent.objects.filter(pk=shadow.pk).update(
-                last_seen=now, events=F("events") + count)
+            changes: dict[str, Any] = {"last_seen": now, "events": F("events") + count}
+            if label:
+                changes["display_name"] = label
+            UnregisteredAgent.objects.filter(pk=shadow.pk).update(**changes)
 
 
 def _count_windows(events: list[Event], agents: dict[str, Agent],
@@ -375,6 +382,11 @@ def record_violations(agent_id: int, violations: list[dict[str, Any]]) -> list[F
                     request_reconcile(agent.pk, Trigger.FINDING)
     if to_block:
         _block_for_behaviour(agent, to_block)
+    if opened:
+        # The agent's conditions show it now (Drifted, Escalated or Suspended), not at the
+        # next pass: a converged agent's resync has no reason to run one.
+        with transaction.atomic():
+            refresh_status(agent, now=timezone.now())
     return opened
 
 
@@ -411,7 +423,7 @@ class _AreaOnly:
 def _block_for_behaviour(agent: Agent, findings: list[Finding]) -> None:
     operation = Operation(OperationKind.SUSPEND, "agent")
     key = idempotency_key(agent.name, agent.generation, operation, findings[0].pk)
-    held = _enforcement_held(agent)
+    held = enforcement_held(agent)
     if held:  # recorded, not applied: the same promise as for configuration drift
         with transaction.atomic():
             Finding.objects.filter(pk__in=[f.pk for f in findings]).update(
@@ -464,30 +476,14 @@ def adopt_unregistered(agent: Agent, *, actor: Any) -> int:
                          "only they may register it.")
     adopted = BehaviourEvent.objects.filter(agent_name=agent.name, agent__isnull=True).update(
         agent=agent)
+    # What it reported becomes its observed-state history, as if it had been registered.
+    observations = ObservedState.objects.filter(unregistered=shadow, agent__isnull=True).update(
+        agent=agent)
     shadow.registered = True
     shadow.save(update_fields=["registered"])
     audit.record(actor=actor, action=AuditAction.UNREGISTERED_ADOPTED,
-                 target=f"agent:{agent.name}", agent=agent.name, after={"events": adopted},
-                 reason="a shadow agent was registered")
+                 target=f"agent:{agent.name}", agent=agent.name,
+                 after={"events": adopted, "observations": observations},
+                 reason="a shadow agent was registered; its events count in the rule windows "
+                        "once it is approved")
     return adopted
-
-
-def note_unregistered_observation(name: str, state: dict[str, Any]) -> UnregisteredAgent:
-    """Keep what a platform reported for an agent the registry does not know."""
-    now = timezone.now()
-    shadow, created = UnregisteredAgent.objects.get_or_create(
-        name=name, defaults={"first_seen": now, "last_seen": now, "last_observation": state})
-    if not created:
-        UnregisteredAgent.objects.filter(pk=shadow.pk).update(last_seen=now,
-                                                              last_observation=state)
-    return shadow
-
-
-def _enforcement_held(agent: Agent) -> str:
-    """Why enforcement is recorded and not applied right now ("" when it is applied)."""
-    control = ControlState.load()
-    if control.breaker_tripped_at is not None:
-        return "breaker tripped"
-    if control.shadow or AgentStatus.objects.filter(agent=agent, shadow=True).exists():
-        return "shadow mode"
-    return ""

@@ -99,7 +99,8 @@ def test_unregistered_agents_are_kept_assigned_and_adopted_on_registration(peopl
     assert BehaviourEvent.objects.filter(agent=agent).count() == 2
     assert UnregisteredAgent.objects.get(name="mystery-bot").registered
     assert dana.get("/api/v1/unregistered").json() == []
-    assert AuditEntry.objects.filter(action="unregistered.adopted").get().after == {"events": 2}
+    assert AuditEntry.objects.filter(action="unregistered.adopted").get().after == {
+        "events": 2, "observations": 0}
 
 
 def test_a_platform_reporting_an_unknown_agent_is_kept_as_a_shadow_agent(people, api_as):
