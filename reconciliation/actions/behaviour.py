@@ -28,6 +28,7 @@ from reconciliation.actions.common import (
 from reconciliation.actions.passes import refresh_status
 from reconciliation.behaviour import (
     Violation,
+    covers,
     static_violations,
     window_checks,
     window_violation,
@@ -93,10 +94,7 @@ def _signed_off(event: Event, decisions: dict[str, Decision], used: set[str]) ->
     decision = decisions.get(event.decision_id) if event.decision_id else None
     if decision is None or decision.agent.name != event.agent:
         return False, False
-    request = decision.request
-    bound = request.get("action") == event.action and (
-        event.amount is None or event.amount <= (request.get("amount") or 0))
-    if not bound:
+    if not covers(decision.request, event):
         return False, False
     if decision.status == DecisionStatus.USED or decision.pk.hex in used:
         return False, True
