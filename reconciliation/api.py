@@ -19,7 +19,13 @@ from rest_framework.views import APIView
 
 from config.errors import Invalid, NotAllowed, NotFound, Unavailable
 from reconciliation import actions
-from reconciliation.choices import CorrectionResult, FindingStatus, Resolution, Trigger
+from reconciliation.choices import (
+    CorrectionResult,
+    EscalationKind,
+    FindingStatus,
+    Resolution,
+    Trigger,
+)
 from reconciliation.models import ControlState, Correction, Escalation, Finding
 from reconciliation.observed import ObservedStateError, validate_observed
 from reconciliation.triggers import enqueue_reconcile
@@ -86,9 +92,9 @@ class ObservedStateView(APIView):
             raise Invalid("The observed state is not valid.",
                           details=[{"pointer": p, "message": m} for p, m in error.errors]
                           ) from None
-        actions.note_unregistered_observation(name, state)
-        return Response({"changed": True, "sha256": actions.state_hash(state),
-                         "observed_at": timezone.now(), "registered": False},
+        _, row, changed = actions.note_unregistered_observation(name, state, actor=request.user)
+        return Response({"changed": changed, "sha256": row.state_sha256,
+                         "observed_at": row.observed_at, "registered": False},
                         status=status.HTTP_202_ACCEPTED)
 
 
@@ -206,13 +212,14 @@ class EscalationSerializer(serializers.ModelSerializer):
     resolved_by = serializers.CharField(source="resolved_by.username", default=None,
                                 allow_null=True)
     assignee = serializers.CharField(source="assignee.username", default=None, allow_null=True)
+    kind = serializers.ChoiceField(choices=EscalationKind.choices, read_only=True)
     resolutions = serializers.SerializerMethodField()
 
     class Meta:
         model = Escalation
-        fields = ["id", "agent", "finding", "decision", "reason", "status", "resolution",
-                  "resolutions", "comment", "opened_at", "assignee", "acknowledged_at",
-                  "snoozed_until", "resolved_by", "resolved_at"]
+        fields = ["id", "agent", "kind", "finding", "decision", "reason", "status",
+                  "resolution", "resolutions", "comment", "opened_at", "assignee",
+                  "acknowledged_at", "snoozed_until", "resolved_by", "resolved_at"]
 
     def get_resolutions(self, escalation: Escalation) -> list[str]:
         """What `resolve` accepts for this escalation."""
@@ -220,7 +227,8 @@ class EscalationSerializer(serializers.ModelSerializer):
 
 
 class ResolveSerializer(serializers.Serializer):
-    """revert, accept or suspend for drift; allow or deny for a pending decision."""
+    """revert, accept or suspend for drift; acknowledge, suspend or raise_limit for behaviour;
+    allow or deny for a pending decision (an escalation lists its own `resolutions`)."""
 
     resolution = serializers.ChoiceField(choices=Resolution.choices)
     comment = serializers.CharField(max_length=2000, allow_blank=True, default="")

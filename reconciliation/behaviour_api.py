@@ -1,12 +1,10 @@
 """The behaviour API: events, OTLP traces, runtime decisions, unregistered agents, backtests."""
 
-from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.http import HttpResponse
-from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status
@@ -17,9 +15,9 @@ from rest_framework.views import APIView
 from config.errors import DomainError, NotAllowed, NotFound, TooLarge
 from reconciliation import actions
 from reconciliation.api import agent_for
-from reconciliation.behaviour import backtest
+from reconciliation.backtest import run_backtest
 from reconciliation.events import MAX_EVENTS, BatchError, parse_batch, spans_to_events
-from reconciliation.models import BehaviourEvent, Decision, UnregisteredAgent
+from reconciliation.models import Decision, UnregisteredAgent
 from reconciliation.otlp import decode
 from reconciliation.webhooks import host_allowed
 from registry.api import IsPerson, ManifestTextParser
@@ -28,8 +26,6 @@ from registry.intake import Malformed
 from registry.models import DesiredStateVersion
 from registry.principals import AgentPrincipal, acting_agent
 from registry.roles import HasRole, has_role
-
-BACKTEST_DAYS = 7
 
 
 def _check_reporter(user: Any) -> None:
@@ -176,12 +172,19 @@ class DecisionView(APIView):
 
 
 class UnregisteredSerializer(serializers.ModelSerializer):
+    display_name = serializers.SerializerMethodField()
     assigned_owner = serializers.CharField(source="assigned_owner.username", default=None,
                                 allow_null=True)
 
     class Meta:
         model = UnregisteredAgent
-        fields = ["name", "first_seen", "last_seen", "events", "assigned_owner", "registered"]
+        fields = ["name", "display_name", "first_seen", "last_seen", "events",
+                  "assigned_owner", "registered"]
+
+
+    def get_display_name(self, shadow: UnregisteredAgent) -> str:
+        """The name as the agent or its telemetry spelled it ("Math Tutor")."""
+        return shadow.display_name or shadow.name
 
 
 class UnregisteredView(APIView):
@@ -217,13 +220,18 @@ class AssignUnregisteredView(APIView):
 
 
 class BacktestView(APIView):
-    """`GET /api/v1/proposals/{id}/backtest`: what the proposal would have changed over the
-    agent's last 7 days of events."""
+    """`GET /api/v1/proposals/{id}/backtest`: what the proposal would have allowed or flagged,
+    per rule, over the agent's last 7 days of events, next to the active version."""
 
     permission_classes = [IsPerson]
 
     @extend_schema(responses=inline_serializer("Backtest", {
-        "days": serializers.IntegerField(), "events": serializers.IntegerField(),
+        "days": serializers.IntegerField(), "since": serializers.DateTimeField(),
+        "events": serializers.IntegerField(help_text="events replayed"),
+        "total": serializers.IntegerField(help_text="events in the period"),
+        "capped": serializers.BooleanField(help_text="only the latest `cap` were replayed"),
+        "cap": serializers.IntegerField(),
+        "rules": serializers.ListField(child=serializers.DictField()),
         "changes": serializers.ListField(child=serializers.DictField())}))
     def get(self, request: Request, pk: int) -> Response:
         version = DesiredStateVersion.objects.select_related(
@@ -231,14 +239,3 @@ class BacktestView(APIView):
         if version is None:
             raise NotFound(f"No proposal {pk}.")
         return Response(run_backtest(version))
-
-
-def run_backtest(version: DesiredStateVersion) -> dict[str, Any]:
-    """The backtest of one proposal (shared by the API and the proposal page)."""
-    agent = version.agent
-    since = timezone.now() - timedelta(days=BACKTEST_DAYS)
-    events = list(BehaviourEvent.objects.filter(agent=agent, ts__gte=since).values(
-        "tool", "resource", "action", "amount")[:200_000])
-    active = agent.active_version.spec if agent.active_version_id else None
-    return {"days": BACKTEST_DAYS, "events": len(events),
-            "changes": backtest(active, version.spec, events)}

@@ -26,6 +26,7 @@ class FindingStatus(models.TextChoices):
     ACCEPTED = "accepted"  # an approver accepted it into a proposal; held while that is decided
     LOGGED = "logged"  # recorded and allowed by enforcement mode `log`
     RESOLVED = "resolved"  # closed by a human or by a new approved version
+    ACKNOWLEDGED = "acknowledged"  # behaviour an approver accepted as a one-off
 
 
 OPEN_STATUSES = (FindingStatus.OPEN, FindingStatus.CORRECTING, FindingStatus.REGRESSED,
@@ -76,11 +77,29 @@ class EscalationStatus(models.TextChoices):
 class Resolution(models.TextChoices):
     """How an approver resolves an escalation."""
 
-    REVERT = "revert"  # correct the agent back to its approved state
-    ACCEPT = "accept"  # accept the observed state into a new proposal
-    SUSPEND = "suspend"  # suspend the agent
+    REVERT = "revert"  # drift: correct the agent back to its approved state
+    ACCEPT = "accept"  # drift: accept the observed state into a new proposal
+    SUSPEND = "suspend"  # drift or behaviour: suspend the agent
+    ACKNOWLEDGE = "acknowledge"  # behaviour: allowed as a one-off; the finding is closed
+    RAISE_LIMIT = "raise_limit"  # behaviour: propose a spec that allows what was seen
     ALLOW = "allow"  # a pending runtime decision: allow it (once)
     DENY = "deny"  # a pending runtime decision: deny it
+
+
+class EscalationKind(models.TextChoices):
+    """What an escalation hands to a human, which decides how it can be resolved."""
+
+    DRIFT = "drift"  # the configuration differs from the approved state
+    BEHAVIOUR = "behaviour"  # what the agent did broke a rule (limits, sign-off, tools)
+    DECISION = "decision"  # a runtime action waits for a human sign-off
+
+
+RESOLUTIONS: dict[str, tuple[Resolution, ...]] = {
+    EscalationKind.DRIFT: (Resolution.REVERT, Resolution.ACCEPT, Resolution.SUSPEND),
+    EscalationKind.BEHAVIOUR: (Resolution.ACKNOWLEDGE, Resolution.SUSPEND,
+                               Resolution.RAISE_LIMIT),
+    EscalationKind.DECISION: (Resolution.ALLOW, Resolution.DENY),
+}
 
 
 class ConditionType(models.TextChoices):

@@ -11,11 +11,15 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.utils.text import slugify
+
 KINDS = ("tool_call", "data_access", "action")
 MAX_EVENTS = 5000
 MAX_PAST = timedelta(days=30)
 MAX_FUTURE = timedelta(minutes=5)
 NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+MAX_RAW_NAME = 256  # longest display name kept for an agent ("Math Tutor")
+SEPARATORS = re.compile(r"[\s_./:@]+")
 TEXT_FIELDS = {"tool": 128, "resource": 256, "record": 256, "action": 128, "approved_by": 150,
                "decision_id": 64, "trace_id": 64, "span_id": 32}
 FIELDS = {"id", "agent", "ts", "kind", "amount", *TEXT_FIELDS}
@@ -42,6 +46,7 @@ class Event:
     decision_id: str = ""
     trace_id: str = ""
     span_id: str = ""
+    label: str = ""  # the agent's name as sent, when it was not already a slug
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -111,8 +116,15 @@ def validate_event(raw: Any, now: datetime) -> Event | str:
     if not isinstance(event_id, str) or not 1 <= len(event_id) <= 128:
         return "id must be a string of 1 to 128 characters"
     agent = raw.get("agent")
-    if not isinstance(agent, str) or not NAME.match(agent):
+    if not isinstance(agent, str) or not agent.strip():
         return "agent must be an agent name (lowercase letters, digits, '-')"
+    if len(agent) > MAX_RAW_NAME:
+        return f"agent must be at most {MAX_RAW_NAME} characters"
+    slug = agent_slug(agent)
+    if not slug:
+        return (f"agent {agent[:80]!r} has no letters or digits to make an agent name of"
+                if not _slugged(agent) else
+                f"agent {agent[:80]!r} makes an agent name longer than 63 characters")
     if raw.get("kind") not in KINDS:
         return f"kind must be one of {', '.join(KINDS)}"
     moment = _timestamp(raw.get("ts"), now)
@@ -136,8 +148,23 @@ def validate_event(raw: Any, now: datetime) -> Event | str:
         return "a data_access event needs its resource"
     if raw["kind"] == "tool_call" and not texts.get("tool"):
         return "a tool_call event needs its tool"
-    return Event(id=event_id, agent=agent, ts=moment, kind=raw["kind"],
-                 amount=float(amount) if amount is not None else None, **texts)
+    return Event(id=event_id, agent=slug, ts=moment, kind=raw["kind"],
+                 amount=float(amount) if amount is not None else None,
+                 label=agent if agent != slug else "", **texts)
+
+
+def _slugged(name: str) -> str:
+    return slugify(SEPARATORS.sub("-", name)).strip("-")
+
+
+def agent_slug(name: str) -> str:
+    """The registry's spelling of an agent name: a slug as it is, anything else normalised the
+    way telemetry names need ("Math Tutor" -> "math-tutor", "support_bot" -> "support-bot");
+    "" when nothing usable is left (no letters or digits, or longer than 63 characters)."""
+    if NAME.match(name):
+        return name
+    slug = _slugged(name)
+    return slug if NAME.match(slug) else ""
 
 
 # --- OpenTelemetry -------------------------------------------------------------------------

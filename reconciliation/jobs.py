@@ -275,7 +275,8 @@ def simulate_drift() -> str:
 
 
 def recount_events() -> int:
-    """Cron: rules for events stored while Redis was down."""
+    """Cron: drain the event outbox (rules for events stored but not counted: Redis was down,
+    or a web process died between commit and counting)."""
     from reconciliation.actions.behaviour import recount_events as recount
 
-    return recount()
+    return recount(settled_seconds=10)

@@ -11,9 +11,11 @@ from django.db import models
 from django.utils import timezone
 
 from reconciliation.choices import (
+    RESOLUTIONS,
     CorrectionResult,
     DecisionOutcome,
     DecisionStatus,
+    EscalationKind,
     EscalationStatus,
     FindingStatus,
     Health,
@@ -27,7 +29,11 @@ from registry.models import Agent
 class ObservedState(models.Model):
     """A reported actual state; a new row only when it changed (heartbeats bump last_seen_at)."""
 
-    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="observations")
+    # Null while the reporter is an unregistered (shadow) agent; set when it is adopted.
+    agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.CASCADE,
+                              related_name="observations")
+    unregistered = models.ForeignKey("UnregisteredAgent", null=True, blank=True,
+                                     on_delete=models.SET_NULL, related_name="observations")
     state = models.JSONField()
     state_sha256 = models.CharField(max_length=64)
     source = models.CharField(max_length=16)  # push | http | sandbox
@@ -36,10 +42,13 @@ class ObservedState(models.Model):
     last_seen_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        indexes = [models.Index(fields=["agent", "-observed_at"], name="observed_agent_latest")]
+        indexes = [models.Index(fields=["agent", "-observed_at"], name="observed_agent_latest"),
+                   models.Index(fields=["unregistered", "-observed_at"],
+                                name="observed_shadow_latest")]
 
     def __str__(self) -> str:
-        return f"{self.agent_id} observed {self.observed_at:%Y-%m-%d %H:%M:%S}"
+        who = self.agent_id or f"unregistered {self.unregistered_id}"
+        return f"{who} observed {self.observed_at:%Y-%m-%d %H:%M:%S}"
 
 
 class SandboxAgent(models.Model):
@@ -140,6 +149,9 @@ class Finding(models.Model):
     acknowledged_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                         on_delete=models.PROTECT, related_name="+")
     acknowledged_at = models.DateTimeField(null=True, blank=True)
+    # The proposal an approver accepted it into (held as `accepted` until that is decided).
+    proposal = models.ForeignKey("registry.DesiredStateVersion", null=True, blank=True,
+                                 on_delete=models.SET_NULL, related_name="+")
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["agent", "fingerprint"],
@@ -186,6 +198,17 @@ class ResolutionOption:
     value: str  # a Resolution
     label: str
     danger: bool = False
+    disabled: str = ""  # why it cannot be chosen here (shown next to the disabled button)
+
+
+RESOLUTION_LABELS: dict[str, tuple[str, bool]] = {
+    Resolution.REVERT: ("↺ Revert", False),
+    Resolution.ACCEPT: ("✚ Accept into a proposal", False),
+    Resolution.SUSPEND: ("⊘ Suspend the agent", True),
+    Resolution.ACKNOWLEDGE: ("✔ Acknowledge as a one-off", False),
+    Resolution.ALLOW: ("✔ Allow once", False),
+    Resolution.DENY: ("✖ Deny", True),
+}
 
 
 class EscalationQuerySet(models.QuerySet):
@@ -202,8 +225,8 @@ class EscalationQuerySet(models.QuerySet):
 
 
 class Escalation(models.Model):
-    """Drift or a runtime action handed to an approver: revert, accept or suspend (drift), or
-    allow or deny (a pending decision)."""
+    """Drift, behaviour or a runtime action handed to an approver; what they may answer
+    depends on its kind (see choices.RESOLUTIONS)."""
 
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="escalations")
     decision = models.OneToOneField("Decision", null=True, blank=True, on_delete=models.CASCADE,
@@ -213,8 +236,7 @@ class Escalation(models.Model):
     reason = models.TextField()
     status = models.CharField(max_length=10, choices=EscalationStatus.choices,
                               default=EscalationStatus.OPEN)
-    resolution = models.CharField(max_length=10, blank=True,
-                                  default="")
+    resolution = models.CharField(max_length=16, blank=True, default="")
     comment = models.TextField(blank=True, default="")
     opened_at = models.DateTimeField(default=timezone.now)
     assignee = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
@@ -233,15 +255,42 @@ class Escalation(models.Model):
     def __str__(self) -> str:
         return f"escalation {self.pk} for {self.agent_id} ({self.status})"
 
-    def resolutions(self) -> list[ResolutionOption]:
-        """The ways this escalation may be resolved: the resolve form offers exactly these and
-        resolve_escalation accepts nothing else."""
+    @property
+    def kind(self) -> str:
+        """decision, behaviour (a broken runtime rule) or drift (configuration)."""
         if self.decision_id is not None:
-            return [ResolutionOption(Resolution.ALLOW, "✔ Allow once"),
-                    ResolutionOption(Resolution.DENY, "✖ Deny", danger=True)]
-        return [ResolutionOption(Resolution.REVERT, "↺ Revert"),
-                ResolutionOption(Resolution.ACCEPT, "✚ Accept into a proposal"),
-                ResolutionOption(Resolution.SUSPEND, "⊘ Suspend the agent", danger=True)]
+            return EscalationKind.DECISION
+        if self.finding is not None and self.finding.behaviour:
+            return EscalationKind.BEHAVIOUR
+        return EscalationKind.DRIFT
+
+    def resolutions(self) -> list[ResolutionOption]:
+        """The ways this escalation may be resolved (by its kind, choices.RESOLUTIONS): the
+        resolve form offers exactly these, the API lists them and resolve_escalation accepts
+        nothing else. A behaviour limit that cannot be raised is offered disabled, saying why."""
+        return [self._option(Resolution(value)) for value in RESOLUTIONS[self.kind]]
+
+    def _option(self, resolution: Resolution) -> ResolutionOption:
+        if resolution == Resolution.RAISE_LIMIT:
+            offer, refusal = self.raise_offer()
+            if refusal:
+                return ResolutionOption(resolution, "⇧ Raise the limit", disabled=refusal)
+            return ResolutionOption(resolution, f"⇧ Propose: {offer}")
+        return ResolutionOption(resolution, *RESOLUTION_LABELS[resolution])
+
+    def raise_offer(self) -> tuple[str, str]:
+        """For a behaviour escalation: what "raise the limit" would propose, or why it cannot."""
+        from reconciliation.behaviour import raise_limit
+
+        finding, agent = self.finding, self.agent
+        if self.kind != EscalationKind.BEHAVIOUR or agent.active_version is None:
+            return "", "only a behaviour finding on an approved agent has a limit to raise"
+        try:
+            _, change = raise_limit(agent.active_version.spec, finding.kind, finding.pointer,
+                                    finding.actual)
+        except ValueError as error:
+            return "", str(error)
+        return change, ""
 
     @property
     def is_snoozed(self) -> bool:
@@ -287,8 +336,9 @@ class BehaviourEvent(models.Model):
     span_id = models.CharField(max_length=32, blank=True, default="")
     source = models.CharField(max_length=8, default="api")  # api | otlp
     received_at = models.DateTimeField(default=timezone.now)
-    # False while the cross-call rules still have to count it (Redis was down at ingest).
-    counted = models.BooleanField(default=True)
+    # The outbox flag: stored False, set once the cross-call rules counted it in Redis (after
+    # commit); whatever stays False (Redis down, a process died) is drained by recount_events.
+    counted = models.BooleanField(default=False)
 
     class Meta:
         indexes = [models.Index(fields=["agent", "ts"], name="event_agent_ts"),
@@ -304,6 +354,8 @@ class UnregisteredAgent(models.Model):
     """A shadow agent: something reported under a name the registry does not know."""
 
     name = models.CharField(max_length=63, unique=True)
+    # The name as the agent or its telemetry spelled it ("Math Tutor" for math-tutor).
+    display_name = models.CharField(max_length=256, blank=True, default="")
     first_seen = models.DateTimeField(default=timezone.now)
     last_seen = models.DateTimeField(default=timezone.now)
     events = models.PositiveIntegerField(default=0)

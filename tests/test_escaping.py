@@ -4,6 +4,7 @@ decision requests, guardrail texts, event values, and what people type into filt
 Data embedded for scripts is JSON that cannot close its <script> element."""
 
 import json
+import re
 import uuid
 from datetime import UTC, datetime
 from html.parser import HTMLParser
@@ -224,18 +225,26 @@ def test_the_browsable_api_escapes_markup_too(world, client, people):
     assert problems == []
 
 
-def test_markup_cannot_name_an_agent_or_an_unregistered_one(world, api_as, people):
+def test_markup_never_names_an_agent_and_a_shadow_agents_raw_name_is_escaped(
+        world, api_as, people, client):
     admin = api_as(people.admin)
     now = datetime.now(UTC).isoformat()
     sent = admin.post("/api/v1/events", [
         {"id": uuid.uuid4().hex, "agent": name, "ts": now, "kind": "tool_call", "tool": "x"}
         for name in (SCRIPT, IMG, "Shadow<b>")], format="json").json()
-    assert sent["accepted"] == 0 and sent["rejected"] == 3
+    # Kept as shadow agents under slugs (as OTLP display names are), the name as sent beside.
+    assert sent["accepted"] == 3 and sent["rejected"] == 0
     reported = admin.put(f"/api/v1/agents/{IMG_NO_SPACE}/observed-state", {"running": True},
                          format="json")
-    assert reported.status_code == 404  # not even a route: names are slugs
-    assert list(UnregisteredAgent.objects.values_list("name", flat=True)) == ["shadow-agent"]
+    assert reported.status_code == 404  # not even a route: names in URLs are slugs
+    shadows = dict(UnregisteredAgent.objects.values_list("name", "display_name"))
+    assert all(re.fullmatch(r"[a-z0-9][a-z0-9-]*", name) for name in shadows)
+    assert {SCRIPT, IMG, "Shadow<b>"} <= set(shadows.values())
     assert not BehaviourEvent.objects.filter(agent_name__contains="<").exists()
+    client.force_login(people.admin)
+    response = client.get("/api/v1/unregistered", HTTP_ACCEPT="text/html")
+    assert response.status_code == 200
+    assert problems_in("/api/v1/unregistered", response.content.decode()) == []
 
 
 def test_forms_echo_what_was_typed_as_text(world, client, people):

@@ -75,6 +75,8 @@ def test_with_redis_down_the_site_stays_up_stores_everything_and_catches_up(
 
     point_redis_at(settings, working)  # Redis is back: the outbox drains
     assert recount_events() == 4
+    assert recount_events() == 0  # each event once
+    assert redis_client.zcard(f"bw:{agent.pk}:customers_db:record:c-1:3600") == 4
     queue = django_rq.get_queue("ingest")
     SimpleWorker([queue], connection=queue.connection).work(burst=True)
     finding = Finding.objects.get(agent=agent, kind="same_record_exceeded")

@@ -416,7 +416,8 @@ def build_scene() -> Scene:
                                      actor=alice)
     decided = actions.request_decision(refund, {"action": "payments.refund", "amount": 10},
                                        actor=alice)
-    actions.note_unregistered_observation("shadow-agent", {"running": True})
+    actions.note_unregistered_observation("shadow-agent", {"running": True},
+                                          actor="system:test")
     registry_actions.create_guardrail(actor=people["dana"], name="g-existing",
                                       expression="true", effect="warn", message="m")
     ControlState.objects.update_or_create(pk=1, defaults={

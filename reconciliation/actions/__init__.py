@@ -5,7 +5,6 @@ from reconciliation.actions.behaviour import (
     adopt_unregistered,
     assign_unregistered,
     ingest_events,
-    note_unregistered_observation,
     record_violations,
 )
 from reconciliation.actions.common import (
@@ -24,7 +23,10 @@ from reconciliation.actions.escalations import (
     resume_agent,
     triage_escalation,
 )
-from reconciliation.actions.observations import record_observation
+from reconciliation.actions.observations import (
+    note_unregistered_observation,
+    record_observation,
+)
 from reconciliation.actions.passes import converged_check, reconcile_agent
 from reconciliation.actions.sandbox import ensure_sandbox, sandbox_deploy, sandbox_faults
 from reconciliation.actions.switches import reset_breaker, set_shadow

@@ -5,7 +5,7 @@ import hashlib
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import redis
@@ -21,20 +21,27 @@ from reconciliation.actions.common import (
     SYSTEM,
     alert,
     desired_now,
+    enforcement_held,
     open_escalation,
     suspend_agent,
 )
-from reconciliation.behaviour import Violation, static_violations, window_checks
+from reconciliation.actions.passes import refresh_status
+from reconciliation.behaviour import (
+    Violation,
+    covers,
+    static_violations,
+    window_checks,
+    window_violation,
+)
 from reconciliation.choices import DecisionStatus, FindingStatus, Trigger
 from reconciliation.connectors import connector_for
 from reconciliation.diff import Operation, OperationKind
 from reconciliation.events import Event, validate_event
 from reconciliation.models import (
-    AgentStatus,
     BehaviourEvent,
-    ControlState,
     Decision,
     Finding,
+    ObservedState,
     UnregisteredAgent,
 )
 from reconciliation.reconciler import idempotency_key, mode_for
@@ -87,10 +94,7 @@ def _signed_off(event: Event, decisions: dict[str, Decision], used: set[str]) ->
     decision = decisions.get(event.decision_id) if event.decision_id else None
     if decision is None or decision.agent.name != event.agent:
         return False, False
-    request = decision.request
-    bound = request.get("action") == event.action and (
-        event.amount is None or event.amount <= (request.get("amount") or 0))
-    if not bound:
+    if not covers(decision.request, event):
         return False, False
     if decision.status == DecisionStatus.USED or decision.pk.hex in used:
         return False, True
@@ -147,24 +151,41 @@ def ingest_events(items: list[Any], *, actor: Any, source: str = "api",
                     decision.pk.hex, str(decision.pk)))
                 Decision.objects.filter(pk=decision.pk).update(
                     status=DecisionStatus.USED, used_at=now, used_by_event=event_id)
+        # Stored uncounted (the outbox): marked counted only once their windows and broken
+        # rules are in Redis, so a process that dies after commit loses no rule check.
         BehaviourEvent.objects.bulk_create(
             [BehaviourEvent(event_id=e.id, agent=agents.get(e.agent), agent_name=e.agent,
                             ts=e.ts, kind=e.kind, tool=e.tool, resource=e.resource,
                             record=e.record, action=e.action, amount=e.amount,
                             approved_by=e.approved_by, decision_id=e.decision_id,
                             trace_id=e.trace_id, span_id=e.span_id, source=source,
-                            received_at=now) for e in fresh],
+                            received_at=now, counted=False) for e in fresh],
             ignore_conflicts=True, batch_size=1000)
         _note_unregistered([e for e in fresh if e.agent not in agents], now)
+        if fresh:
+            transaction.on_commit(
+                lambda: _count_stored(fresh, agents, violations, now, report), robust=True)
+    return report
+
+
+def _count_stored(events: list[Event], agents: dict[str, Agent],
+                  violations: dict[int, list[Violation]], now: datetime,
+                  report: IngestReport | None = None) -> bool:
+    """After commit: count stored events in their windows, queue the rules they broke, and
+    only then mark them counted. When Redis fails they stay uncounted for recount_events."""
     try:
-        _count_windows(fresh, agents, violations, now)
+        _count_windows(events, agents, violations, now)
         _queue_violations(violations)
     except redis.RedisError as error:
-        # The events are stored; their rules run when Redis is back (recount_events).
-        log.warning("Redis unavailable, %d events wait for their rules: %s", len(fresh), error)
-        BehaviourEvent.objects.filter(event_id__in=[e.id for e in fresh]).update(counted=False)
-        report.rules_pending = True
-    return report
+        log.warning("Redis unavailable, %d events wait for their rules: %s", len(events), error)
+        if report is not None:
+            report.rules_pending = True
+        return False
+    ids = [e.id for e in events]
+    for start in range(0, len(ids), 1000):
+        BehaviourEvent.objects.filter(event_id__in=ids[start:start + 1000],
+                                      counted=False).update(counted=True)
+    return True
 
 
 def _static(events: list[Event], agents: dict[str, Agent],
@@ -183,17 +204,25 @@ def _static(events: list[Event], agents: dict[str, Agent],
     return violations
 
 
-def recount_events(limit: int = 5000) -> int:
-    """Run the rules over events stored while Redis was down (the outbox); returns how many."""
+def recount_events(limit: int = 5000, *, settled_seconds: float = 0) -> int:
+    """Drain the outbox: run the rules over events stored but not yet counted (Redis was down,
+    or the process died between commit and counting); returns how many. Counting is
+    idempotent (window members are event ids, a broken rule lands in its dedupe window's
+    finding), so an event counted by its own request meanwhile is not counted twice.
+    `settled_seconds` leaves alone events so fresh their own request may still be counting."""
     now = timezone.now()
-    rows = list(BehaviourEvent.objects.filter(counted=False, agent__isnull=False)
-                .select_related("agent__active_version").order_by("received_at")[:limit])
+    rows = list(BehaviourEvent.objects.filter(
+        counted=False, received_at__lte=now - timedelta(seconds=settled_seconds))
+        .select_related("agent__active_version").order_by("received_at")[:limit])
     if not rows:
         return 0
+    # Events of agents with no approved state are not judged (nothing to judge them by);
+    # they enter the windows once the agent is approved (ensure_windows).
+    judged = [r for r in rows if r.agent is not None and r.agent.active_version is not None]
     events = [Event(id=r.event_id, agent=r.agent_name, ts=r.ts, kind=r.kind, tool=r.tool,
                     resource=r.resource, record=r.record, action=r.action, amount=r.amount,
-                    approved_by=r.approved_by, decision_id=r.decision_id) for r in rows]
-    agents = {r.agent.name: r.agent for r in rows}
+                    approved_by=r.approved_by, decision_id=r.decision_id) for r in judged]
+    agents = {r.agent.name: r.agent for r in judged}
     used_by = dict(Decision.objects.filter(used_by_event__in=[e.id for e in events])
                    .values_list("used_by_event", "pk"))
     signed = {e.id: (e.id in used_by, False) for e in events if e.decision_id}
@@ -217,16 +246,23 @@ def _uuids(values: set[str]) -> list[str]:
 
 
 def _note_unregistered(events: list[Event], now: datetime) -> None:
+    """Shadow agents: counted, and their name kept as sent for the unregistered list."""
+    labels = {e.agent: e.label for e in events if e.label}
     for name, count in Counter(e.agent for e in events).items():
+        label = labels.get(name, "")
         shadow, created = UnregisteredAgent.objects.get_or_create(
-            name=name, defaults={"first_seen": now, "last_seen": now, "events": count})
+            name=name, defaults={"first_seen": now, "last_seen": now, "events": count,
+                                 "display_name": label})
         if not created:
-            UnregisteredAgent.objects.filter(pk=shadow.pk).update(
-                last_seen=now, events=F("events") + count)
+            changes: dict[str, Any] = {"last_seen": now, "events": F("events") + count}
+            if label:
+                changes["display_name"] = label
+            UnregisteredAgent.objects.filter(pk=shadow.pk).update(**changes)
 
 
 def _count_windows(events: list[Event], agents: dict[str, Agent],
                    violations: dict[int, list[Violation]], now: datetime) -> None:
+    ensure_windows(list({a.pk: a for a in agents.values()}.values()), now)
     checks = []
     durations: dict[str, int] = {}
     for event in events:
@@ -241,13 +277,47 @@ def _count_windows(events: list[Event], agents: dict[str, Agent],
                       for check in window_checks(spec, event, agent.pk, durations))
     counts = windows.count([(check, event.id, event.ts) for _, event, check in checks], now)
     for (agent, event, check), seen in zip(checks, counts, strict=True):
-        if seen > check.limit:
-            violations.setdefault(agent.pk, []).append(Violation(
-                check.kind, check.pointer, check.limit, seen, "behaviour", event.id,
-                f"{check.rule}: {seen} in the window", window_seconds=check.seconds))
+        if violation := window_violation(check, seen, event.id):
+            violations.setdefault(agent.pk, []).append(violation)
+
+
+REFILL_MAX_EVENTS = 50_000
+
+
+def ensure_windows(agents: list[Agent], now: datetime) -> None:
+    """Make an agent's windows hold every stored event still inside them before they are
+    counted or peeked: events adopted from an unregistered agent or sent before the first
+    approval, events under limits a new version added, and whatever a Redis restart lost.
+    A marker per agent says which generation they were filled for; without it the stored
+    events go in (into the windows only: they are not judged again). Raises RedisError."""
+    limited = [a for a in agents if a.active_version is not None and a.active_version.spec.get(
+        "limits")]
+    for agent, generation in zip(limited, windows.filled_generations([a.pk for a in limited]),
+                                 strict=True):
+        if generation != agent.generation:
+            _refill(agent, now)
+
+
+def _refill(agent: Agent, now: datetime) -> None:
+    spec = agent.active_version.spec
+    durations = {limit["per"]: duration_seconds(limit["per"]) for limit in spec["limits"]}
+    horizon = max(durations.values())
+    rows = (BehaviourEvent.objects.filter(agent=agent, ts__gte=now - timedelta(seconds=horizon))
+            .exclude(resource="").order_by("-ts")
+            .values_list("event_id", "ts", "kind", "resource", "record")[:REFILL_MAX_EVENTS])
+    checks = []
+    for event_id, ts, kind, resource, record in rows:
+        event = Event(id=event_id, agent=agent.name, ts=ts, kind=kind, resource=resource,
+                      record=record)
+        checks.extend((check, event_id, ts)
+                      for check in window_checks(spec, event, agent.pk, durations))
+    windows.fill(checks, now)
+    windows.mark_filled(agent.pk, agent.generation, horizon)
 
 
 def _queue_violations(violations: dict[int, list[Violation]]) -> None:
+    """Hand broken rules to the ingest workers (called after commit; raises RedisError, so
+    the events stay uncounted when they could not be queued)."""
     from reconciliation.jobs import record_violations_job
 
     for agent_id, found in violations.items():
@@ -262,8 +332,7 @@ def _queue_violations(violations: dict[int, list[Violation]]) -> None:
         window_of = windows.window_ids(rules)
         payload = [{**v.to_dict(), "window": window}
                    for v, window in zip(by_rule.values(), window_of, strict=True)]
-        transaction.on_commit(lambda a=agent_id, p=payload: record_violations_job(a, p),
-                              robust=True)
+        record_violations_job(agent_id, payload)
 
 
 def _later(first: Violation, then: Violation) -> Violation:
@@ -311,6 +380,11 @@ def record_violations(agent_id: int, violations: list[dict[str, Any]]) -> list[F
                     request_reconcile(agent.pk, Trigger.FINDING)
     if to_block:
         _block_for_behaviour(agent, to_block)
+    if opened:
+        # The agent's conditions show it now (Drifted, Escalated or Suspended), not at the
+        # next pass: a converged agent's resync has no reason to run one.
+        with transaction.atomic():
+            refresh_status(agent, now=timezone.now())
     return opened
 
 
@@ -347,7 +421,7 @@ class _AreaOnly:
 def _block_for_behaviour(agent: Agent, findings: list[Finding]) -> None:
     operation = Operation(OperationKind.SUSPEND, "agent")
     key = idempotency_key(agent.name, agent.generation, operation, findings[0].pk)
-    held = _enforcement_held(agent)
+    held = enforcement_held(agent)
     if held:  # recorded, not applied: the same promise as for configuration drift
         with transaction.atomic():
             Finding.objects.filter(pk__in=[f.pk for f in findings]).update(
@@ -400,30 +474,14 @@ def adopt_unregistered(agent: Agent, *, actor: Any) -> int:
                          "only they may register it.")
     adopted = BehaviourEvent.objects.filter(agent_name=agent.name, agent__isnull=True).update(
         agent=agent)
+    # What it reported becomes its observed-state history, as if it had been registered.
+    observations = ObservedState.objects.filter(unregistered=shadow, agent__isnull=True).update(
+        agent=agent)
     shadow.registered = True
     shadow.save(update_fields=["registered"])
     audit.record(actor=actor, action=AuditAction.UNREGISTERED_ADOPTED,
-                 target=f"agent:{agent.name}", agent=agent.name, after={"events": adopted},
-                 reason="a shadow agent was registered")
+                 target=f"agent:{agent.name}", agent=agent.name,
+                 after={"events": adopted, "observations": observations},
+                 reason="a shadow agent was registered; its events count in the rule windows "
+                        "once it is approved")
     return adopted
-
-
-def note_unregistered_observation(name: str, state: dict[str, Any]) -> UnregisteredAgent:
-    """Keep what a platform reported for an agent the registry does not know."""
-    now = timezone.now()
-    shadow, created = UnregisteredAgent.objects.get_or_create(
-        name=name, defaults={"first_seen": now, "last_seen": now, "last_observation": state})
-    if not created:
-        UnregisteredAgent.objects.filter(pk=shadow.pk).update(last_seen=now,
-                                                              last_observation=state)
-    return shadow
-
-
-def _enforcement_held(agent: Agent) -> str:
-    """Why enforcement is recorded and not applied right now ("" when it is applied)."""
-    control = ControlState.load()
-    if control.breaker_tripped_at is not None:
-        return "breaker tripped"
-    if control.shadow or AgentStatus.objects.filter(agent=agent, shadow=True).exists():
-        return "shadow mode"
-    return ""

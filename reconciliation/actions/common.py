@@ -16,6 +16,8 @@ from reconciliation.choices import (
 )
 from reconciliation.diff import effective_desired
 from reconciliation.models import (
+    AgentStatus,
+    ControlState,
     Escalation,
     Finding,
 )
@@ -70,6 +72,17 @@ def open_escalation(agent: Agent, finding: Finding | None, *, reason: str) -> Es
                  after={"finding": finding.to_dict() if finding else None}, reason=reason)
     alert("escalation.opened", agent, finding, escalation=escalation.pk, message=reason)
     return escalation
+
+
+def enforcement_held(agent: Agent) -> str:
+    """Why enforcement is recorded and not applied right now ("" when it is applied): shadow
+    mode, global or for this agent, or the tripped breaker."""
+    control = ControlState.load()
+    if control.breaker_tripped_at is not None:
+        return "breaker tripped"
+    if control.shadow or AgentStatus.objects.filter(agent=agent, shadow=True).exists():
+        return "shadow mode"
+    return ""
 
 
 def suspend_agent(agent: Agent, *, actor: Any, reason: str) -> bool:

@@ -14,6 +14,7 @@ import audit
 from audit.choices import AuditAction
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from reconciliation import windows
+from reconciliation.actions.behaviour import ensure_windows
 from reconciliation.actions.common import SYSTEM, alert, desired_now, state_hash
 from reconciliation.behaviour import window_checks
 from reconciliation.choices import DecisionOutcome, DecisionStatus, EscalationStatus
@@ -43,13 +44,16 @@ def evaluate(spec: dict[str, Any], request: dict[str, Any], agent: Agent,
         probe = Event(id="decision-probe", agent=agent.name, ts=now, kind="data_access",
                       resource=resource, record=request.get("record") or "")
         durations = {limit["per"]: duration_seconds(limit["per"]) for limit in spec["limits"]}
-        for check in window_checks(spec, probe, agent.pk, durations):
-            try:
-                seen = windows.peek(check, now)
-            except redis.RedisError:
-                return DecisionOutcome.DENY, (f"{check.rule}: the window cannot be read right "
-                                              "now, so the answer is no (fail closed)")
-            if seen + 1 > check.limit:
+        checks = window_checks(spec, probe, agent.pk, durations)
+        try:
+            if checks:  # windows hold every stored event first (adopted, refilled)
+                ensure_windows([agent], now)
+            seen = [windows.peek(check, now) for check in checks]
+        except redis.RedisError:
+            return DecisionOutcome.DENY, (f"{checks[0].rule}: the window cannot be read right "
+                                          "now, so the answer is no (fail closed)")
+        for check, count in zip(checks, seen, strict=True):
+            if count + 1 > check.limit:
                 return DecisionOutcome.DENY, f"{check.rule} (the window is full)"
     action, amount = request.get("action"), request.get("amount")
     limits = spec["actions"].get(action or "")

@@ -1,5 +1,6 @@
 """Humans resolving escalations, clearing blocks and acknowledging findings."""
 
+import logging
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -9,21 +10,29 @@ from django.utils import timezone
 import audit
 from audit.choices import AuditAction
 from config.errors import Conflict, Invalid, NotAllowed
-from reconciliation.actions.common import alert, audit_label, suspend_agent
+from reconciliation.actions.common import alert, audit_label, enforcement_held, suspend_agent
+from reconciliation.actions.passes import refresh_status
+from reconciliation.behaviour import raise_limit
 from reconciliation.choices import (
+    RESOLUTIONS,
+    EscalationKind,
     EscalationStatus,
     FindingStatus,
     Resolution,
     Trigger,
 )
+from reconciliation.diff import Operation, OperationKind
 from reconciliation.models import (
     Escalation,
     Finding,
 )
+from reconciliation.reconciler import idempotency_key
 from reconciliation.triggers import request_reconcile
 from registry.choices import Lifecycle, Role
 from registry.models import Agent
 from registry.roles import has_role
+
+log = logging.getLogger(__name__)
 
 
 def _check_decider(actor: Any) -> None:
@@ -31,19 +40,31 @@ def _check_decider(actor: Any) -> None:
         raise NotAllowed("Only approvers resolve escalations.")
 
 
+WRONG_RESOLUTION = {
+    EscalationKind.DECISION: "A pending decision is resolved with allow or deny.",
+    EscalationKind.DRIFT: "Drift is resolved with revert, accept or suspend.",
+    EscalationKind.BEHAVIOUR: (
+        "What an agent did cannot be reverted or accepted as observed state: behaviour is "
+        "resolved with acknowledge (a one-off), suspend, or raise_limit (propose a spec that "
+        "allows it)."),
+}
+
+
 @transaction.atomic
 def resolve_escalation(escalation_id: int, *, actor: Any, resolution: str,
                        comment: str) -> Escalation:
-    """An approver resolves with one of `escalation.resolutions()`: revert (correct back),
-    accept (propose the observed state) or suspend for drift; allow or deny for a pending
-    decision. Always with a comment; never for an agent they own."""
-    from registry import actions as registry_actions
-    from registry.choices import VersionSource
-
+    """An approver resolves, with what fits the escalation's kind: drift is reverted, accepted
+    into a proposal or the agent suspended; behaviour is acknowledged, the agent suspended, or
+    the limit raised in a proposal; a pending decision is allowed or denied. Always with a
+    comment; never for an agent they own."""
     _check_decider(actor)
     if not comment.strip():
         raise Invalid("Resolving an escalation needs a comment.",
                       details=[{"pointer": "/comment", "message": "required"}])
+    if resolution not in Resolution.values:
+        raise Invalid(f"Unknown resolution {resolution!r}.", details=[
+            {"pointer": "/resolution", "message": f"one of {', '.join(Resolution.values)}"}])
+    resolution = Resolution(resolution)
     escalation = (Escalation.objects.select_for_update(of=("self",))
                   .select_related("agent__active_version", "finding").filter(pk=escalation_id)
                   .first())
@@ -54,15 +75,12 @@ def resolve_escalation(escalation_id: int, *, actor: Any, resolution: str,
     if escalation.status != EscalationStatus.OPEN:
         raise Conflict(f"Escalation {escalation_id} is already resolved.", code="not_open")
     agent = escalation.agent
-    offered = [option.value for option in escalation.resolutions()]
-    if resolution not in offered:
-        what = "A pending decision" if escalation.decision_id is not None else "Drift"
-        listed = f"{', '.join(offered[:-1])} or {offered[-1]}" if len(offered) > 1 else offered[0]
-        raise Invalid(f"{what} is resolved with {listed}.",
-                      details=[{"pointer": "/resolution", "message": ", ".join(offered)}])
-    resolution = Resolution(resolution)
-    if escalation.decision_id is not None:
-        # A pending runtime decision: the answer is allow or deny, nothing else.
+    kind = escalation.kind
+    if resolution not in RESOLUTIONS[kind]:  # a limit that cannot be raised says why below
+        raise Invalid(WRONG_RESOLUTION[kind], code="wrong_resolution", details=[
+            {"pointer": "/resolution",
+             "message": f"a {kind} escalation takes {', '.join(RESOLUTIONS[kind])}"}])
+    if kind == EscalationKind.DECISION:
         from reconciliation.actions.decisions import decide_pending
 
         decide_pending(str(escalation.decision_id), actor=actor,
@@ -74,37 +92,11 @@ def resolve_escalation(escalation_id: int, *, actor: Any, resolution: str,
                          code="four_eyes")
     finding = escalation.finding
     now = timezone.now()
-    if resolution == Resolution.REVERT:
-        if finding is not None:
-            # Back to the loop as an ordinary correction under a fresh key.
-            # Back to the loop as an ordinary correction, whatever the area's mode says.
-            Finding.objects.filter(pk=finding.pk).update(
-                status=FindingStatus.OPEN, attempts=0, revert_ordered=True,
-                reason=f"revert ordered by {actor.username}")
-    elif resolution == Resolution.ACCEPT:
-        latest = agent.observations.order_by("-observed_at").first()
-        if latest is None:
-            raise Conflict("There is no observed state to accept.", code="no_observation")
-        spec = dict(agent.active_version.spec)
-        accepted = {key: latest.state[key] for key in ("tools", "data", "actions", "limits",
-                                                       "grants", "model", "version")
-                    if key in latest.state}
-        spec.update(accepted)
-        from registry.intake import read_spec
-
-        registry_actions.propose(
-            agent, read_spec(spec), agent.active_version.metadata, actor=actor,
-            source=VersionSource.UI, comment=f"accepted from escalation {escalation.pk}",
-            from_escalation=True)
-        if finding is not None:
-            Finding.objects.filter(pk=finding.pk).update(
-                status=FindingStatus.ACCEPTED,
-                reason="accepted into a proposal: held until it is approved or refused")
+    if kind == EscalationKind.BEHAVIOUR:
+        outcome = _resolve_behaviour(escalation, finding, resolution, actor=actor,
+                                     comment=comment, now=now)
     else:
-        suspend_agent(agent, actor=actor, reason=f"escalation {escalation.pk}: {comment}")
-        if finding is not None:
-            Finding.objects.filter(pk=finding.pk).update(status=FindingStatus.BLOCKED,
-                                                         reason="suspended by an approver")
+        outcome = _resolve_drift(escalation, finding, resolution, actor=actor, comment=comment)
     escalation.status = EscalationStatus.RESOLVED
     escalation.resolution = resolution
     escalation.comment = comment
@@ -113,11 +105,134 @@ def resolve_escalation(escalation_id: int, *, actor: Any, resolution: str,
     escalation.save()
     audit.record(actor=actor, action=AuditAction.ESCALATION_RESOLVED,
                  target=f"escalation:{escalation.pk}", agent=agent.name,
-                 after={"resolution": resolution.value}, reason=comment)
+                 after={"resolution": resolution.value, **outcome}, reason=comment)
     alert("escalation.resolved", agent, finding, escalation=escalation.pk,
-           resolution=resolution.value)
+          resolution=resolution.value)
+    refresh_status(agent, now=now)
     request_reconcile(agent.pk, Trigger.ESCALATION)
     return escalation
+
+
+def _resolve_drift(escalation: Escalation, finding: Finding | None, resolution: Resolution, *,
+                   actor: Any, comment: str) -> dict[str, Any]:
+    """Configuration drift: back to the loop as a correction, into a proposal, or suspend."""
+    from registry import actions as registry_actions
+    from registry.choices import VersionSource
+    from registry.intake import read_spec
+
+    agent = escalation.agent
+    if resolution == Resolution.REVERT:
+        if finding is not None:
+            # Back to the loop as an ordinary correction, whatever the area's mode says.
+            Finding.objects.filter(pk=finding.pk).update(
+                status=FindingStatus.OPEN, attempts=0, revert_ordered=True,
+                reason=f"revert ordered by {actor.username}")
+        return {}
+    if resolution == Resolution.ACCEPT:
+        latest = agent.observations.order_by("-observed_at").first()
+        if latest is None:
+            raise Conflict("There is no observed state to accept.", code="no_observation")
+        spec = dict(agent.active_version.spec)
+        accepted = {key: latest.state[key] for key in ("tools", "data", "actions", "limits",
+                                                       "grants", "model", "version")
+                    if key in latest.state}
+        spec.update(accepted)
+        outcome = registry_actions.propose(
+            agent, read_spec(spec), agent.active_version.metadata, actor=actor,
+            source=VersionSource.UI, comment=f"accepted from escalation {escalation.pk}",
+            from_escalation=True)
+        if finding is not None:
+            Finding.objects.filter(pk=finding.pk).update(
+                status=FindingStatus.ACCEPTED, proposal=outcome.version,
+                reason="accepted into a proposal: held until it is approved or refused")
+        return {"proposal": outcome.version.pk}
+    suspend_agent(agent, actor=actor, reason=f"escalation {escalation.pk}: {comment}")
+    if finding is not None:
+        Finding.objects.filter(pk=finding.pk).update(status=FindingStatus.BLOCKED,
+                                                     reason="suspended by an approver")
+    return {}
+
+
+def _resolve_behaviour(escalation: Escalation, finding: Finding, resolution: Resolution, *,
+                       actor: Any, comment: str, now: datetime) -> dict[str, Any]:
+    """Behaviour already happened: allow it this once, stop the agent, or propose a spec that
+    allows it (four-eyes approval as for any proposal)."""
+    agent = escalation.agent
+    before = {"status": finding.status}
+    if resolution == Resolution.ACKNOWLEDGE:
+        finding.status = FindingStatus.ACKNOWLEDGED
+        finding.acknowledged_by = actor
+        finding.acknowledged_at = now
+        finding.reason = f"acknowledged by {actor.username} as a one-off: {comment}"[:2000]
+        finding.save(update_fields=["status", "acknowledged_by", "acknowledged_at", "reason"])
+        audit.record(actor=actor, action=AuditAction.FINDING_ACKNOWLEDGED,
+                     target=f"finding:{finding.pk}", agent=agent.name, before=before,
+                     after={"status": finding.status}, reason=comment)
+        return {"finding": {"status": finding.status}}
+    if resolution == Resolution.SUSPEND:
+        return _suspend_for_behaviour(escalation, finding, actor=actor, comment=comment)
+    return _raise_limit(escalation, finding, actor=actor)
+
+
+def _suspend_for_behaviour(escalation: Escalation, finding: Finding, *, actor: Any,
+                           comment: str) -> dict[str, Any]:
+    """Suspend through the connector as enforcement mode block does; under shadow mode or a
+    tripped breaker the suspension is recorded, not applied."""
+    agent = escalation.agent
+    operation = Operation(OperationKind.SUSPEND, "agent")
+    key = idempotency_key(agent.name, agent.generation, operation, finding.pk)
+    held = enforcement_held(agent)
+    if held:
+        reason = f"suspend ordered by {actor.username}, not applied: {held}"
+        Finding.objects.filter(pk=finding.pk).update(status=FindingStatus.LOGGED, reason=reason)
+        audit.record(actor=actor, action=AuditAction.CORRECTION_SHADOWED,
+                     target=f"agent:{agent.name}", agent=agent.name,
+                     after={**operation.to_dict(), "key": key}, reason=reason)
+        return {"finding": {"status": FindingStatus.LOGGED}, "applied": False, "held": held}
+    suspend_agent(agent, actor=actor, reason=f"escalation {escalation.pk}: {comment}")
+    Finding.objects.filter(pk=finding.pk).update(status=FindingStatus.BLOCKED,
+                                                 reason=f"suspended by {actor.username}")
+    transaction.on_commit(lambda: _tell_connector(agent, operation, key), robust=True)
+    return {"finding": {"status": FindingStatus.BLOCKED}, "applied": True, "key": key}
+
+
+def _tell_connector(agent: Agent, operation: Operation, key: str) -> None:
+    from reconciliation.connectors import ConnectorError, connector_for
+
+    try:
+        connector_for(agent).apply(agent, operation.to_dict(), key)
+    except ConnectorError as error:
+        # The agent is suspended in the desired state; the pass queued with the resolution
+        # corrects a platform still running it (a suspension is always corrected).
+        log.warning("suspending %s through its connector failed: %s", agent.name, error)
+
+
+def _raise_limit(escalation: Escalation, finding: Finding, *, actor: Any) -> dict[str, Any]:
+    """Propose the approved spec with the broken limit raised to what was seen (on top of the
+    approver's own pending proposal for the agent, so several raises make one proposal)."""
+    from registry import actions as registry_actions
+    from registry.choices import VersionSource, VersionState
+    from registry.intake import read_spec
+
+    agent = escalation.agent
+    if agent.active_version is None:
+        raise Conflict(f"{agent.name} has no approved desired state.", code="not_approved")
+    mine = (agent.versions.filter(state=VersionState.PENDING, proposed_by=actor)
+            .order_by("-created_at").first())
+    base = mine or agent.active_version
+    try:
+        spec, change = raise_limit(base.spec, finding.kind, finding.pointer, finding.actual)
+    except ValueError as error:
+        raise Invalid(f"Nothing to raise: {error}.", code="nothing_to_raise", details=[
+            {"pointer": "/resolution", "message": str(error)}]) from None
+    outcome = registry_actions.propose(
+        agent, read_spec(spec), base.metadata, actor=actor, source=VersionSource.UI,
+        comment=f"from escalation {escalation.pk}: {change}", from_escalation=True)
+    reason = f"{change}: proposal {outcome.version.pk}, held until it is approved or refused"
+    Finding.objects.filter(pk=finding.pk).update(status=FindingStatus.ACCEPTED,
+                                                 proposal=outcome.version, reason=reason)
+    return {"finding": {"status": FindingStatus.ACCEPTED}, "proposal": outcome.version.pk,
+            "change": change}
 
 
 @transaction.atomic

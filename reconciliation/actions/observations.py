@@ -1,8 +1,10 @@
-"""Recording what an agent reports or a connector reads."""
+"""Recording what an agent reports or a connector reads, for registered agents and for
+unregistered (shadow) ones alike: a new history row only when the state changed."""
 
 from typing import Any
 
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 import audit
@@ -13,9 +15,30 @@ from reconciliation.choices import (
 )
 from reconciliation.models import (
     ObservedState,
+    UnregisteredAgent,
 )
 from reconciliation.triggers import request_reconcile
 from registry.models import Agent
+
+
+def _store(history: QuerySet[ObservedState], state: dict[str, Any], *, actor: Any, source: str,
+           target: str, agent_name: str, **owner: Any) -> tuple[ObservedState, bool]:
+    """Append `state` to a history unless it equals the latest row (then that row's
+    last_seen_at moves: a heartbeat). Call inside a transaction."""
+    now = timezone.now()
+    digest = state_hash(state)
+    latest = history.select_for_update().order_by("-observed_at").first()
+    if latest is not None and latest.state_sha256 == digest:
+        latest.last_seen_at = now
+        latest.save(update_fields=["last_seen_at"])
+        return latest, False
+    row = ObservedState.objects.create(state=state, state_sha256=digest, source=source,
+                                       reported_by=audit_label(actor), observed_at=now,
+                                       last_seen_at=now, **owner)
+    audit.record(actor=actor, action=AuditAction.OBSERVATION_RECORDED, target=target,
+                 agent=agent_name, before=latest.state if latest else None, after=state,
+                 reason=f"reported through {source}")
+    return row, True
 
 
 @transaction.atomic
@@ -23,23 +46,29 @@ def record_observation(agent: Agent, state: dict[str, Any], *, actor: Any, sourc
                        trigger_reconcile: bool = True) -> tuple[ObservedState, bool]:
     """Store an observed state; only a changed state is a new history row (a heartbeat just
     moves last_seen_at). Queues a reconcile after commit. Returns (row, changed)."""
-    now = timezone.now()
-    digest = state_hash(state)
-    latest = (ObservedState.objects.select_for_update().filter(agent=agent)
-              .order_by("-observed_at").first())
-    if latest is not None and latest.state_sha256 == digest:
-        latest.last_seen_at = now
-        latest.save(update_fields=["last_seen_at"])
-        row, changed = latest, False
-    else:
-        row = ObservedState.objects.create(agent=agent, state=state, state_sha256=digest,
-                                           source=source, reported_by=audit_label(actor),
-                                           observed_at=now, last_seen_at=now)
-        audit.record(actor=actor, action=AuditAction.OBSERVATION_RECORDED,
-                     target=f"agent:{agent.name}", agent=agent.name,
-                     before=latest.state if latest else None, after=state,
-                     reason=f"reported through {source}")
-        changed = True
+    row, changed = _store(ObservedState.objects.filter(agent=agent), state, actor=actor,
+                          source=source, target=f"agent:{agent.name}", agent_name=agent.name,
+                          agent=agent)
     if trigger_reconcile:
         request_reconcile(agent.pk, Trigger.OBSERVATION)
     return row, changed
+
+
+@transaction.atomic
+def note_unregistered_observation(name: str, state: dict[str, Any], *, actor: Any,
+                                  source: str = "platform"
+                                  ) -> tuple[UnregisteredAgent, ObservedState, bool]:
+    """Keep what a platform reported for an agent the registry does not know, with the same
+    history a registered agent gets (it becomes the agent's own history when it is
+    registered). Returns (shadow agent, row, changed)."""
+    now = timezone.now()
+    shadow, _ = UnregisteredAgent.objects.get_or_create(
+        name=name, defaults={"first_seen": now, "last_seen": now})
+    shadow = UnregisteredAgent.objects.select_for_update().get(pk=shadow.pk)
+    row, changed = _store(ObservedState.objects.filter(unregistered=shadow, agent__isnull=True),
+                          state, actor=actor, source=source, target=f"unregistered:{name}",
+                          agent_name=name, unregistered=shadow)
+    shadow.last_seen = now
+    shadow.last_observation = state
+    shadow.save(update_fields=["last_seen", "last_observation"])
+    return shadow, row, changed

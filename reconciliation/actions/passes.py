@@ -71,8 +71,18 @@ def _finding_views(agent: Agent) -> dict[str, FindingView]:
 
 def _release_accepted(ctx: PassContext) -> None:
     """Drift an approver accepted into a proposal is held while the proposal is pending; once
-    it is refused or withdrawn the drift is back in the loop (approved: the drift is gone)."""
-    held = list(Finding.objects.filter(agent=ctx.agent, status=FindingStatus.ACCEPTED))
+    it is refused or withdrawn the drift is back in the loop (approved: the drift is gone).
+    Behaviour cannot be observed again, so a behaviour finding follows its own proposal: once
+    approved the raised limit covers it (resolved); otherwise it is escalated again."""
+    held = list(Finding.objects.filter(agent=ctx.agent, status=FindingStatus.ACCEPTED)
+                .select_related("proposal"))
+    decided = [f for f in held if f.behaviour and f.proposal_id
+               and f.proposal.state != VersionState.PENDING]
+    for finding in decided:
+        _release_behaviour(ctx, finding)
+    if decided:
+        refresh_status(ctx.agent, now=ctx.now)
+    held = [f for f in held if not (f.behaviour and f.proposal_id)]
     if not held or ctx.agent.versions.filter(state=VersionState.PENDING).exists():
         return
     for finding in held:
@@ -83,6 +93,26 @@ def _release_accepted(ctx: PassContext) -> None:
                      before={"status": FindingStatus.ACCEPTED},
                      after={"status": FindingStatus.OPEN},
                      reason="the proposal that accepted it was not approved")
+
+
+def _release_behaviour(ctx: PassContext, finding: Finding) -> None:
+    proposal = finding.proposal
+    if proposal.state == VersionState.APPROVED:
+        reason = (f"allowed from generation {proposal.generation} on (proposal {proposal.pk} "
+                  "was approved)")
+        Finding.objects.filter(pk=finding.pk).update(status=FindingStatus.RESOLVED,
+                                                     reason=reason)
+        audit.record(actor=SYSTEM, action=AuditAction.FINDING_RESOLVED,
+                     target=f"finding:{finding.pk}", agent=ctx.agent.name,
+                     before={"status": FindingStatus.ACCEPTED},
+                     after={"status": FindingStatus.RESOLVED}, reason=reason)
+        return
+    reason = f"proposal {proposal.pk} to allow it was {proposal.state}: a human decides again"
+    audit.record(actor=SYSTEM, action=AuditAction.FINDING_REOPENED,
+                 target=f"finding:{finding.pk}", agent=ctx.agent.name,
+                 before={"status": FindingStatus.ACCEPTED},
+                 after={"status": FindingStatus.ESCALATED}, reason=reason)
+    open_escalation(ctx.agent, finding, reason=reason)
 
 
 def _status(agent: Agent) -> AgentStatus:
@@ -170,9 +200,10 @@ def _run(ctx: PassContext, result: str, *, drift_found: int = 0,
     return run
 
 
-def _settle(ctx: PassContext, *, failed: str = "") -> dict[str, int]:
-    """Recompute the agent's conditions from its findings and escalations."""
-    agent = ctx.agent
+def _apply_counts(agent: Agent, status: AgentStatus, *, generation: int, now: datetime,
+                  failed: str = "") -> dict[str, int]:
+    """Conditions, health and open findings of `status` from the agent's findings and
+    escalations (not saved)."""
     findings = Finding.objects.filter(agent=agent)
     counts = {
         "drifted": findings.filter(status__in=OPEN_STATUSES).count(),
@@ -180,24 +211,43 @@ def _settle(ctx: PassContext, *, failed: str = "") -> dict[str, int]:
         "escalated": Escalation.objects.filter(agent=agent,
                                                status=EscalationStatus.OPEN).count(),
     }
-    status = _status(agent)
     suspended = Agent.objects.filter(pk=agent.pk, lifecycle=Lifecycle.SUSPENDED).exists()
     status.conditions = compute_conditions(
-        status.conditions, generation=ctx.generation, now=ctx.now, suspended=suspended,
+        status.conditions, generation=generation, now=now, suspended=suspended,
         failed=failed, **counts)
+    status.open_findings = counts["drifted"]
+    status.health = (
+        Health.SUSPENDED if suspended else Health.FAILED if failed
+        else Health.ESCALATED if counts["escalated"] else Health.CORRECTING
+        if counts["correcting"] else Health.DRIFTED if counts["drifted"] else Health.IN_POLICY)
+    return counts
+
+
+def _settle(ctx: PassContext, *, failed: str = "") -> dict[str, int]:
+    """Recompute the agent's conditions from its findings and escalations."""
+    status = _status(ctx.agent)
+    counts = _apply_counts(ctx.agent, status, generation=ctx.generation, now=ctx.now,
+                           failed=failed)
     converged = not failed and not any(counts.values())
     if converged:  # at this generation, even if it never looked unconverged in between
         status.converged_generation = ctx.generation
     status.converged = converged
     status.observed_generation = ctx.generation
     status.last_reconciled_at = ctx.now
-    status.open_findings = counts["drifted"]
-    status.health = (
-        Health.SUSPENDED if suspended else Health.FAILED if failed
-        else Health.ESCALATED if counts["escalated"] else Health.CORRECTING
-        if counts["correcting"] else Health.DRIFTED if counts["drifted"] else Health.IN_POLICY)
     status.save()
     return counts
+
+
+def refresh_status(agent: Agent, *, now: datetime) -> None:
+    """Conditions and health again, right after a human changed findings or escalations (in
+    their transaction), so the agent's page is right before the next pass. Convergence is
+    left to that pass: only it has looked at the actual state."""
+    status = _status(agent)
+    ready = status.condition("Ready")
+    failed = ready["message"] if ready and ready["reason"] == "ReconcileFailed" else ""
+    _apply_counts(agent, status, generation=status.observed_generation or agent.generation,
+                  now=now, failed=failed)
+    status.save(update_fields=["conditions", "open_findings", "health"])
 
 
 def reconcile_agent(agent_id: int, *, trigger: str, now: datetime | None = None
@@ -213,6 +263,8 @@ def reconcile_agent(agent_id: int, *, trigger: str, now: datetime | None = None
     status = AgentStatus.objects.get_or_create(agent=agent)[0]
     ctx = PassContext(agent, trigger, now, time.monotonic(), agent.generation,
                       shadow=control.shadow or status.shadow)
+    with transaction.atomic():  # before observing: a push agent may not have reported yet
+        _release_accepted(ctx)
     connector = connector_for(agent)
     try:
         actual = connector.observe(agent)
@@ -233,7 +285,6 @@ def reconcile_agent(agent_id: int, *, trigger: str, now: datetime | None = None
                            .values_list("observed_at", flat=True).first())
 
     with transaction.atomic():  # detection
-        _release_accepted(ctx)
         control = ControlState.objects.select_for_update().get(pk=control.pk)
         status = _status(agent)
         was_converged = status.converged and status.converged_generation == agent.generation

@@ -1,5 +1,6 @@
 """Cross-call rules end to end on real workers: the customer-database scenario, refunds with
-and without sign-off, decisions that time out, replays, and the backtest of a proposal."""
+and without sign-off, decisions that time out, and replays (the backtest of a proposal is in
+test_backtest.py)."""
 
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -8,7 +9,6 @@ import pytest
 from rest_framework.test import APIClient
 
 from reconciliation import actions
-from reconciliation.behaviour import backtest
 from reconciliation.models import Decision, Escalation, Finding
 from registry import actions as registry_actions
 from registry.models import Agent
@@ -192,35 +192,6 @@ def test_the_rate_window_denies_a_decision_once_it_is_full(people, redis_client)
     answer = client.post("/api/v1/agents/refund-agent/decisions",
                          {"resource": "customers_db", "record": "c9"}, format="json").json()
     assert answer["outcome"] == "deny" and "window is full" in answer["rule"]
-
-
-def test_backtest_shows_what_a_proposal_would_have_allowed(people, api_as, redis_client):
-    agent, client = register(people)
-    client.post("/api/v1/events", [refund(700), refund(800), refund(300), refund(1200)],
-                format="json")
-    proposal = registry_actions.propose(
-        agent, refund_manifest(**SUPPORT, actions={
-            "payments.refund": {"approval_above": 1000, "max": 5000}}).spec,
-        agent.active_version.metadata, actor=people.alice, source="api").version
-    body = api_as(people.bob).get(f"/api/v1/proposals/{proposal.pk}/backtest").json()
-    assert body["events"] == 4
-    assert body["changes"] == [{
-        "subject": "payments.refund actions", "before": "needs_signoff", "after": "allowed",
-        "events": 2,
-        "text": "would have allowed 2 payments.refund actions that needed a human sign-off"}]
-    client_page = APIClient()
-    client_page.force_login(people.bob)
-    page = client_page.get(f"/proposals/{proposal.pk}/").content.decode()
-    assert "This change would have allowed 2 payments.refund actions" in page
-
-
-def test_backtest_pure_tools_and_resources():
-    active = {"tools": ["a"], "data": [{"resource": "r", "access": "read"}], "actions": {}}
-    proposed = {"tools": ["a", "b"], "data": [], "actions": {}}
-    events = [{"tool": "b"}, {"tool": "b"}, {"resource": "r"}, {"tool": "a"}]
-    assert [c["text"] for c in backtest(active, proposed, events)] == [
-        "would have blocked 1 accesses to r",
-        "would have allowed 2 calls of b that were outside the approved state"]
 
 
 class Hook:

@@ -99,7 +99,8 @@ def test_unregistered_agents_are_kept_assigned_and_adopted_on_registration(peopl
     assert BehaviourEvent.objects.filter(agent=agent).count() == 2
     assert UnregisteredAgent.objects.get(name="mystery-bot").registered
     assert dana.get("/api/v1/unregistered").json() == []
-    assert AuditEntry.objects.filter(action="unregistered.adopted").get().after == {"events": 2}
+    assert AuditEntry.objects.filter(action="unregistered.adopted").get().after == {
+        "events": 2, "observations": 0}
 
 
 def test_a_platform_reporting_an_unknown_agent_is_kept_as_a_shadow_agent(people, api_as):
@@ -111,3 +112,71 @@ def test_a_platform_reporting_an_unknown_agent_is_kept_as_a_shadow_agent(people,
     assert shadow.last_observation == {"tools": ["crm.search"], "running": True}
     assert api_as(people.bob).put("/api/v1/agents/ghost-agent/observed-state", {},
                                   format="json").status_code == 404
+
+
+def test_a_shadow_agents_observations_keep_their_history_and_become_its_own(people, api_as):
+    from reconciliation.models import ObservedState
+
+    platform = api_as(people.admin)
+    first = {"tools": ["crm.search"], "running": True}
+    changed = {"tools": ["crm.search", "orders.lookup"], "running": True}
+    for state in (first, first, changed):
+        assert platform.put("/api/v1/agents/ghost-agent/observed-state", state,
+                            format="json").status_code == 202
+    shadow = UnregisteredAgent.objects.get(name="ghost-agent")
+    history = ObservedState.objects.filter(unregistered=shadow).order_by("observed_at")
+    assert [row.state for row in history] == [first, changed]  # the heartbeat added no row
+    assert shadow.last_observation == changed
+    assert list(AuditEntry.objects.filter(action="observation.recorded").values_list(
+        "target", flat=True)) == ["unregistered:ghost-agent"] * 2
+
+    api_as(people.dana).post("/api/v1/unregistered/ghost-agent/assign", {"owner": "alice"},
+                             format="json")
+    manifest = refund_manifest()
+    object.__setattr__(manifest, "name", "ghost-agent")
+    registry_actions.apply_manifests([manifest], actor=people.alice, source="yaml")
+    agent = Agent.objects.get(name="ghost-agent")
+    assert [row.state for row in agent.observations.order_by("observed_at")] == [first, changed]
+    assert AuditEntry.objects.get(action="unregistered.adopted").after == {
+        "events": 0, "observations": 2}
+
+
+def test_events_from_before_registration_count_in_the_windows_from_approval_on(
+        people, api_as, redis_client, django_capture_on_commit_callbacks):
+    import django_rq
+    from rq import SimpleWorker
+
+    from reconciliation.models import Finding
+
+    def read(minutes_ago: int) -> dict:
+        return event(agent="mystery-bot", resource="customers_db", record="c-1",
+                     ts=(datetime.now(UTC) - timedelta(minutes=minutes_ago)).isoformat())
+
+    def ingest_worker() -> None:
+        queue = django_rq.get_queue("ingest")
+        SimpleWorker([queue], connection=queue.connection).work(burst=True)
+
+    platform = api_as(people.admin)
+    with django_capture_on_commit_callbacks(execute=True):
+        post(platform, [read(40), read(39), read(38)])  # nobody governs mystery-bot yet
+    api_as(people.dana).post("/api/v1/unregistered/mystery-bot/assign", {"owner": "alice"},
+                             format="json")
+    manifest = refund_manifest(
+        data=[{"resource": "customers_db", "access": "read"}],
+        limits=[{"resource": "customers_db", "max_same_record": 3, "per": "1h"}],
+        enforcement={"default": "correct", "behaviour": "log"})
+    object.__setattr__(manifest, "name", "mystery-bot")
+    (outcome,) = registry_actions.apply_manifests([manifest], actor=people.alice,
+                                                  source="yaml")
+    registry_actions.approve_proposal(outcome.version.pk, actor=people.bob)
+    agent = Agent.objects.get(name="mystery-bot")
+    ingest_worker()
+    assert not Finding.objects.filter(agent=agent).exists()  # the adopted reads are not judged
+
+    with django_capture_on_commit_callbacks(execute=True):
+        post(platform, [read(10)])  # the fourth read of c-1 within the hour
+    ingest_worker()
+    (finding,) = Finding.objects.filter(agent=agent)
+    assert (finding.kind, finding.expected, finding.actual, finding.status) == (
+        "same_record_exceeded", 3, 4, "logged")
+    assert redis_client.zcard(f"bw:{agent.pk}:customers_db:record:c-1:3600") == 4

@@ -7,8 +7,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from reconciliation.events import spans_to_events
-from reconciliation.models import BehaviourEvent
+from reconciliation.events import agent_slug, spans_to_events, validate_event
+from reconciliation.models import BehaviourEvent, UnregisteredAgent
 from registry import actions as registry_actions
 
 
@@ -71,3 +71,51 @@ def test_a_corrupt_export_is_a_400(people, api_as):
     response = api_as(people.admin).generic("POST", "/v1/traces", b"\xff\x00garbage",
                                             content_type="application/x-protobuf")
     assert response.status_code == 400 and response.json()["error"]["code"] == "malformed"
+
+
+def test_spans_under_a_display_name_are_kept_as_an_unregistered_agent(live_server_process,
+                                                                      people, api_as):
+    # A platform exports spans of agents nobody registered, under their display names.
+    _, key = registry_actions.issue_api_token(people.admin, actor="system:test")
+    exporter = OTLPSpanExporter(endpoint=f"{live_server_process.url}/v1/traces",
+                                headers={"Authorization": f"Token {key}"})
+    provider = TracerProvider(resource=Resource.create({"service.name": "tutoring-platform"}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("tutoring-platform")
+    for name, tool in (("Math Tutor", "calculator"), ("Math Tutor", "plotter"),
+                       ("数学", "calculator"), ("x" * 300, "calculator")):
+        with tracer.start_as_current_span(f"execute_tool {tool}") as span:
+            span.set_attribute("gen_ai.operation.name", "execute_tool")
+            span.set_attribute("gen_ai.tool.name", tool)
+            span.set_attribute("gen_ai.agent.name", name)
+    assert provider.force_flush()
+    provider.shutdown()
+    assert list(BehaviourEvent.objects.order_by("ts").values_list(
+        "agent_name", "agent_id", "tool", "source")) == [
+        ("math-tutor", None, "calculator", "otlp"), ("math-tutor", None, "plotter", "otlp")]
+    shadow = UnregisteredAgent.objects.get()
+    assert (shadow.name, shadow.display_name, shadow.events) == ("math-tutor", "Math Tutor", 2)
+    (listed,) = api_as(people.dana).get("/api/v1/unregistered").json()
+    assert (listed["name"], listed["display_name"], listed["events"]) == (
+        "math-tutor", "Math Tutor", 2)
+
+
+def test_agent_names_are_made_slugs_and_only_unusable_ones_are_refused():
+    assert [agent_slug(name) for name in (
+        "refund-agent", "Math Tutor", "support_bot", "Ünïcödé Bot", "  Team/Agent.v2 ",
+        "数学", "a" * 64)] == [
+        "refund-agent", "math-tutor", "support-bot", "unicode-bot", "team-agent-v2", "", ""]
+    from datetime import UTC, datetime
+
+    now = datetime.now(UTC)
+    base = {"id": "e1", "ts": now.isoformat(), "kind": "tool_call", "tool": "calculator"}
+    event = validate_event({**base, "agent": "Math Tutor"}, now)
+    assert (event.agent, event.label) == ("math-tutor", "Math Tutor")
+    assert validate_event({**base, "agent": "math-tutor"}, now).label == ""
+    assert validate_event({**base, "agent": "数学"}, now) == (
+        "agent '数学' has no letters or digits to make an agent name of")
+    assert validate_event({**base, "agent": "a" * 64}, now).endswith(
+        "makes an agent name longer than 63 characters")
+    assert validate_event({**base, "agent": "a" * 257}, now) == (
+        "agent must be at most 256 characters")
+    assert validate_event({**base, "agent": "   "}, now).startswith("agent must be an agent name")

@@ -1,0 +1,103 @@
+"""Events are an outbox: stored uncounted in the ingest transaction, counted in their Redis
+windows after commit, and drained by recount_events when that never happened (a process died,
+Redis was down). Counting is idempotent on the event id, so nothing is counted twice; windows a
+Redis restart lost are refilled from the stored events."""
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import django_rq
+import pytest
+from rest_framework.test import APIClient
+from rq import SimpleWorker
+
+from reconciliation.actions.behaviour import recount_events
+from reconciliation.models import BehaviourEvent, Finding
+from registry import actions as registry_actions
+from registry.models import Agent
+from tests.conftest import refund_manifest
+
+WINDOW = "bw:{agent_id}:customers_db:record:c-1:3600"
+
+
+@pytest.fixture
+def limited(people, redis_client) -> tuple[Agent, APIClient]:
+    """An agent allowed 3 reads of one customer record an hour, logging what it breaks."""
+    manifest = refund_manifest(
+        data=[{"resource": "customers_db", "access": "read"}],
+        limits=[{"resource": "customers_db", "max_same_record": 3, "per": "1h"}],
+        enforcement={"default": "correct", "behaviour": "log"})
+    (outcome,) = registry_actions.apply_manifests([manifest], actor=people.alice, source="yaml")
+    registry_actions.approve_proposal(outcome.version.pk, actor=people.bob)
+    agent = Agent.objects.get(name="refund-agent")
+    _, key = registry_actions.issue_agent_token(agent, actor=people.alice)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    return agent, client
+
+
+def reads(count: int, minutes_ago: int = 30) -> list[dict]:
+    return [{"id": uuid.uuid4().hex, "agent": "refund-agent",
+             "ts": (datetime.now(UTC) - timedelta(minutes=minutes_ago - i)).isoformat(),
+             "kind": "data_access", "resource": "customers_db", "record": "c-1"}
+            for i in range(count)]
+
+
+def run_ingest_worker() -> None:
+    queue = django_rq.get_queue("ingest")
+    SimpleWorker([queue], connection=queue.connection).work(burst=True)
+
+
+def test_a_normal_ingest_counts_every_event_and_leaves_none_in_the_outbox(
+        limited, redis_client, django_capture_on_commit_callbacks):
+    agent, client = limited
+    with django_capture_on_commit_callbacks(execute=True):
+        body = client.post("/api/v1/events", reads(5), format="json").json()
+    assert body["accepted"] == 5 and "rules" not in body
+    assert not BehaviourEvent.objects.filter(counted=False).exists()
+    assert redis_client.zcard(WINDOW.format(agent_id=agent.pk)) == 5
+    run_ingest_worker()
+    (finding,) = Finding.objects.filter(agent=agent, kind="same_record_exceeded")
+    assert (finding.actual, finding.status) == (5, "logged")
+    assert recount_events() == 0  # nothing left for the drain
+
+
+def test_events_whose_request_died_after_commit_are_counted_once_by_the_drain(
+        limited, redis_client, django_capture_on_commit_callbacks):
+    agent, client = limited
+    # The request commits its events and dies before its after-commit counting runs.
+    with django_capture_on_commit_callbacks(execute=False) as never_ran:
+        assert client.post("/api/v1/events", reads(4), format="json").json()["accepted"] == 4
+    assert BehaviourEvent.objects.filter(counted=False).count() == 4
+    window = WINDOW.format(agent_id=agent.pk)
+    assert redis_client.zcard(window) == 0
+
+    assert recount_events() == 4  # the cron's drain
+    assert not BehaviourEvent.objects.filter(counted=False).exists()
+    assert redis_client.zcard(window) == 4
+    run_ingest_worker()
+    (finding,) = Finding.objects.filter(agent=agent, kind="same_record_exceeded")
+    assert finding.actual == 4
+
+    # Had the request only been slow, its counting now comes late: nothing is counted twice.
+    for callback in never_ran:
+        callback()
+    run_ingest_worker()
+    assert redis_client.zcard(window) == 4
+    (finding,) = Finding.objects.filter(agent=agent, kind="same_record_exceeded")
+    assert finding.actual == 4
+    assert recount_events() == 0
+
+
+def test_windows_lost_in_a_redis_restart_are_refilled_from_the_stored_events(
+        limited, redis_client, django_capture_on_commit_callbacks):
+    agent, client = limited
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post("/api/v1/events", reads(2, minutes_ago=40), format="json")
+    redis_client.flushdb()  # Redis restarted without persistence: every window is gone
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post("/api/v1/events", reads(2, minutes_ago=20), format="json")
+    assert redis_client.zcard(WINDOW.format(agent_id=agent.pk)) == 4
+    run_ingest_worker()
+    (finding,) = Finding.objects.filter(agent=agent, kind="same_record_exceeded")
+    assert finding.actual == 4  # two reads before the restart and two after
