@@ -191,13 +191,25 @@ def approved_agent(people: People, name: str, **spec_changes) -> Any:
     return Agent.objects.get(name=name)
 
 
-@pytest.fixture
-def agent_client(people, refund_agent) -> APIClient:
-    """An API client holding the refund agent's own token."""
-    _, key = actions.issue_agent_token(refund_agent, actor=people.alice)
+def token_client(people: People, agent: Any) -> APIClient:
+    """An API client holding `agent`'s own token (issued by alice, its owner)."""
+    _, key = actions.issue_agent_token(agent, actor=people.alice)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     return client
+
+
+def approved_with_client(people: People, **spec_changes) -> tuple[Any, APIClient]:
+    """The refund agent with these spec changes, registered by alice and approved by bob, and
+    an API client holding its own token."""
+    agent = approved_agent(people, "refund-agent", **spec_changes)
+    return agent, token_client(people, agent)
+
+
+@pytest.fixture
+def agent_client(people, refund_agent) -> APIClient:
+    """An API client holding the refund agent's own token."""
+    return token_client(people, refund_agent)
 
 
 @pytest.fixture

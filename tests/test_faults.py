@@ -14,23 +14,16 @@ from config import embedded_redis
 from reconciliation.actions.behaviour import recount_events
 from reconciliation.models import BehaviourEvent, Finding, ObservedState
 from registry import actions as registry_actions
-from tests.conftest import assert_trail_whole, refund_manifest
+from tests.conftest import approved_with_client, assert_trail_whole
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def limited_agent(people):
-    manifest = refund_manifest(
-        data=[{"resource": "customers_db", "access": "read"}],
+    return approved_with_client(
+        people, data=[{"resource": "customers_db", "access": "read"}],
         limits=[{"resource": "customers_db", "max_same_record": 2, "per": "1h"}],
         enforcement={"default": "correct", "behaviour": "log"})
-    (outcome,) = registry_actions.apply_manifests([manifest], actor=people.alice, source="yaml")
-    registry_actions.approve_proposal(outcome.version.pk, actor=people.bob)
-    agent = outcome.version.agent
-    _, key = registry_actions.issue_agent_token(agent, actor=people.alice)
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
-    return agent, client
 
 
 def reads(count: int) -> list[dict]:

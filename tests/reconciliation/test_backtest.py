@@ -13,7 +13,7 @@ from reconciliation.events import Event
 from reconciliation.models import Escalation
 from registry import actions as registry_actions
 from registry.models import Agent
-from tests.conftest import refund_manifest
+from tests.conftest import approved_with_client, refund_manifest
 
 T = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)  # the crm grant of the active version ends here
 DATA = [{"resource": "customers_db", "access": "read"},
@@ -91,14 +91,7 @@ def test_a_new_agent_is_backtested_against_nothing_approved():
 
 
 def register(people) -> tuple[Agent, APIClient]:
-    (outcome,) = registry_actions.apply_manifests([refund_manifest(data=DATA)],
-                                                  actor=people.alice, source="yaml")
-    registry_actions.approve_proposal(outcome.version.pk, actor=people.bob)
-    agent = Agent.objects.get(name="refund-agent")
-    _, key = registry_actions.issue_agent_token(agent, actor=people.alice)
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
-    return agent, client
+    return approved_with_client(people, data=DATA)
 
 
 def refund_event(amount: float, **extra) -> dict:

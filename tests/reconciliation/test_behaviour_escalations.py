@@ -15,7 +15,7 @@ from reconciliation import actions
 from reconciliation.models import AgentStatus, Escalation, Finding, SandboxAgent
 from registry import actions as registry_actions
 from registry.models import Agent, DesiredStateVersion
-from tests.conftest import refund_manifest
+from tests.conftest import approved_with_client
 
 SUPPORT = {
     "data": [{"resource": "customers_db", "access": "read"},
@@ -30,14 +30,7 @@ SUPPORT = {
 @pytest.fixture
 def agent_and_client(people, redis_client) -> tuple[Agent, APIClient]:
     """The refund agent under behaviour: escalate, and a client holding its token."""
-    (outcome,) = registry_actions.apply_manifests([refund_manifest(**SUPPORT)],
-                                                  actor=people.alice, source="yaml")
-    registry_actions.approve_proposal(outcome.version.pk, actor=people.bob)
-    agent = Agent.objects.get(name="refund-agent")
-    _, key = registry_actions.issue_agent_token(agent, actor=people.alice)
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
-    return agent, client
+    return approved_with_client(people, **SUPPORT)
 
 
 def read(record: str, minutes_ago: int) -> dict:

@@ -10,9 +10,8 @@ from rest_framework.test import APIClient
 
 from reconciliation import actions
 from reconciliation.models import Decision, Escalation, Finding
-from registry import actions as registry_actions
 from registry.models import Agent
-from tests.conftest import eventually, refund_manifest
+from tests.conftest import approved_with_client, eventually
 
 SUPPORT = {
     "data": [{"resource": "customers_db", "access": "read"},
@@ -24,14 +23,7 @@ SUPPORT = {
 
 
 def register(people, **spec) -> tuple[Agent, APIClient]:
-    (outcome,) = registry_actions.apply_manifests([refund_manifest(**{**SUPPORT, **spec})],
-                                                  actor=people.alice, source="yaml")
-    registry_actions.approve_proposal(outcome.version.pk, actor=people.bob)
-    agent = Agent.objects.get(name="refund-agent")
-    _, key = registry_actions.issue_agent_token(agent, actor=people.alice)
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
-    return agent, client
+    return approved_with_client(people, **{**SUPPORT, **spec})
 
 
 def read(record: str, minutes_ago: int = 0) -> dict:

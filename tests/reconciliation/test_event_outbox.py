@@ -13,9 +13,8 @@ from rq import SimpleWorker
 
 from reconciliation.actions.behaviour import recount_events
 from reconciliation.models import BehaviourEvent, Finding
-from registry import actions as registry_actions
 from registry.models import Agent
-from tests.conftest import refund_manifest
+from tests.conftest import approved_with_client
 
 WINDOW = "bw:{agent_id}:customers_db:record:c-1:3600"
 
@@ -23,17 +22,10 @@ WINDOW = "bw:{agent_id}:customers_db:record:c-1:3600"
 @pytest.fixture
 def limited(people, redis_client) -> tuple[Agent, APIClient]:
     """An agent allowed 3 reads of one customer record an hour, logging what it breaks."""
-    manifest = refund_manifest(
-        data=[{"resource": "customers_db", "access": "read"}],
+    return approved_with_client(
+        people, data=[{"resource": "customers_db", "access": "read"}],
         limits=[{"resource": "customers_db", "max_same_record": 3, "per": "1h"}],
         enforcement={"default": "correct", "behaviour": "log"})
-    (outcome,) = registry_actions.apply_manifests([manifest], actor=people.alice, source="yaml")
-    registry_actions.approve_proposal(outcome.version.pk, actor=people.bob)
-    agent = Agent.objects.get(name="refund-agent")
-    _, key = registry_actions.issue_agent_token(agent, actor=people.alice)
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
-    return agent, client
 
 
 def reads(count: int, minutes_ago: int = 30) -> list[dict]:

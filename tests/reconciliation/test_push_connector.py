@@ -2,13 +2,12 @@
 next report."""
 
 import pytest
-from rest_framework.test import APIClient
 
 from reconciliation import actions
 from reconciliation.models import Correction, Finding
 from registry import actions as registry_actions
 from registry.models import Agent
-from tests.conftest import refund_manifest
+from tests.conftest import refund_manifest, token_client
 
 pytestmark = pytest.mark.django_db
 
@@ -18,9 +17,7 @@ def test_the_agent_pulls_the_correction_and_its_next_report_verifies_it(people):
     (outcome,) = registry_actions.apply_manifests([manifest], actor=people.alice, source="yaml")
     registry_actions.approve_proposal(outcome.version.pk, actor=people.bob)
     agent = Agent.objects.get(name="refund-agent")
-    _, key = registry_actions.issue_agent_token(agent, actor=people.alice)
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    client = token_client(people, agent)
 
     assert actions.reconcile_agent(agent.pk, trigger="manual").result == "skipped"  # no report
     drifted = {k: v for k, v in manifest.spec.items() if k != "enforcement"}
