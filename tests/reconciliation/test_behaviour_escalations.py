@@ -16,15 +16,11 @@ from reconciliation.models import AgentStatus, Escalation, Finding, SandboxAgent
 from registry import actions as registry_actions
 from registry.models import Agent, DesiredStateVersion
 from tests.conftest import approved_with_client
+from tests.reconciliation.test_behaviour_rules import SUPPORT as BEHAVIOUR_SPEC
 
-SUPPORT = {
-    "data": [{"resource": "customers_db", "access": "read"},
-             {"resource": "orders_db", "access": "read"},
-             {"resource": "payments", "access": "write"}],
-    "limits": [{"resource": "customers_db", "max_calls": 40, "per": "1h"},
-               {"resource": "customers_db", "max_same_record": 3, "per": "1h"}],
-    "enforcement": {"default": "correct", "behaviour": "escalate", "actions": "escalate"},
-}
+# The customer-database agent of the behaviour rules' tests, under behaviour: escalate.
+SUPPORT = {**BEHAVIOUR_SPEC,
+           "enforcement": {"default": "correct", "behaviour": "escalate", "actions": "escalate"}}
 
 
 @pytest.fixture
