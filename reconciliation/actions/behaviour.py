@@ -22,6 +22,7 @@ from reconciliation import windows
 from reconciliation.actions.common import (
     SYSTEM,
     alert,
+    audit_label,
     desired_now,
     enforcement_held,
     open_escalation,
@@ -112,7 +113,7 @@ def _sender(actor: Any, token: Any) -> dict[str, Any]:
     if isinstance(actor, AgentPrincipal):
         return {"sender": actor.audit_label, "sender_user": None, "sender_token": actor.token}
     person = actor if getattr(actor, "pk", None) is not None else None
-    label = getattr(actor, "username", "") or str(actor)
+    label = audit_label(actor)
     if token is not None:
         label = f"{label} ({token.audit_label})"
     return {"sender": label[:160], "sender_user": person, "sender_token": token}
@@ -518,9 +519,10 @@ def assign_unregistered(name: str, *, actor: Any, owner: Any) -> UnregisteredAge
 
 
 def adopt_unregistered(agent: Agent, *, actor: Any) -> int:
-    """When a shadow agent is registered, its earlier events become its own (call inside the
-    registration's transaction); those others sent under its name are kept but flagged foreign,
-    so they never count toward its rules. Returns how many events it adopted."""
+    """When a shadow agent is registered, its earlier events and observations become its own
+    (call inside the registration's transaction); events others sent under its name are kept but
+    flagged foreign, so they never count toward its rules, and observations others reported stay
+    with the shadow. Returns how many events it adopted."""
     shadow = UnregisteredAgent.objects.select_for_update().filter(name=agent.name).first()
     if shadow is None:
         return 0
@@ -531,15 +533,21 @@ def adopt_unregistered(agent: Agent, *, actor: Any) -> int:
     waiting = BehaviourEvent.objects.filter(agent_name=agent.name, agent__isnull=True)
     foreign = waiting.exclude(_own_traffic(agent, waiting)).update(agent=agent, foreign=True)
     adopted = waiting.update(agent=agent) + foreign
-    # What it reported becomes its observed-state history, as if it had been registered.
-    observations = ObservedState.objects.filter(unregistered=shadow, agent__isnull=True).update(
-        agent=agent)
+    # What its owner's or an admin's platform reported becomes its observed-state history, as
+    # if it had been registered. Others' reports stay with the shadow: a push agent's latest
+    # report is its actual state, and another owner's would start its first pass with drift.
+    reports = ObservedState.objects.filter(unregistered=shadow, agent__isnull=True)
+    reporters = User.objects.filter(username__in=reports.values("reported_by").distinct())
+    trusted = [u.username for u in reporters
+               if u.pk == agent.owner_id or has_role(u, Role.ADMIN)]
+    observations = reports.filter(reported_by__in=trusted).update(agent=agent)
+    left = reports.count()
     shadow.registered = True
     shadow.save(update_fields=["registered"])
     audit.record(actor=actor, action=AuditAction.UNREGISTERED_ADOPTED,
                  target=f"agent:{agent.name}", agent=agent.name,
                  after={"events": adopted - foreign, "foreign_events": foreign,
-                        "observations": observations},
+                        "observations": observations, "foreign_observations": left},
                  reason="a shadow agent was registered; its events count in the rule windows "
                         "once it is approved, except those others sent under its name")
     return adopted

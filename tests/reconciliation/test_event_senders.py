@@ -108,7 +108,7 @@ def test_another_owner_cannot_preload_an_agents_windows_before_it_is_registered(
     assert stored.count() == 5
     assert {row.sender.split(" ")[0] for row in stored} == {"mallory"}
     assert AuditEntry.objects.get(action="unregistered.adopted").after == {
-        "events": 0, "foreign_events": 5, "observations": 0}
+        "events": 0, "foreign_events": 5, "observations": 0, "foreign_observations": 0}
 
     # Its own traffic still counts: three more reads of c-1 break its limit of 3.
     send(own, [read("victim-bot", minutes_ago=4 - n) for n in range(3)],
@@ -141,3 +141,25 @@ def test_the_owners_own_events_from_before_registration_still_count(
     (finding,) = Finding.objects.filter(agent=agent)
     assert (finding.kind, finding.actual) == ("same_record_exceeded", 4)
     assert not BehaviourEvent.objects.filter(foreign=True).exists()
+
+
+def test_another_owners_report_of_an_unregistered_name_does_not_become_the_agents_state(
+        people, api_as, redis_client):
+    from reconciliation import actions
+
+    owner_report = {"running": True, "tools": ["orders.lookup"], "framework": "langgraph"}
+    assert api_as(people.alice).put("/api/v1/agents/victim-bot/observed-state", owner_report,
+                                    format="json").status_code == 202
+    # Mallory's report comes last: adopted, it would be the push agent's actual state.
+    mallory = api_as(make_person("mallory", Role.OWNER))
+    hostile = {"running": True, "tools": ["shell.exec"], "framework": "langgraph"}
+    assert mallory.put("/api/v1/agents/victim-bot/observed-state", hostile,
+                       format="json").status_code == 202
+
+    victim = register(people, "victim-bot", connector={"type": "push"},
+                      tools=["orders.lookup"])
+    assert [row.state for row in victim.observations.all()] == [owner_report]
+    assert AuditEntry.objects.get(action="unregistered.adopted").after == {
+        "events": 0, "foreign_events": 0, "observations": 1, "foreign_observations": 1}
+    actions.reconcile_agent(victim.pk, trigger="manual")  # its first pass
+    assert not Finding.objects.filter(agent=victim, pointer__startswith="/tools").exists()
