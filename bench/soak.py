@@ -69,6 +69,8 @@ def post(base: str, key: str, path: str, body: object, method: str = "POST") -> 
 def main(seconds: int, count: int) -> None:
     os.environ["BREAKER_SHARE_PERCENT"] = "50"
     os.environ["RECONCILE_RESYNC_SECONDS"] = "10"  # the backstop finishes crashed passes
+    # The listeners are one person's tabs; leave room above them for reconnects.
+    os.environ["WS_MAX_CONNECTIONS_PER_USER"] = str(LISTENERS * 2)
     setup_django()
     from django.conf import settings
     from django.contrib.auth.models import User

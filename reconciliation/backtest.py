@@ -25,7 +25,10 @@ def run_backtest(version: DesiredStateVersion) -> dict[str, Any]:
     now = timezone.now()
     since = now - timedelta(days=BACKTEST_DAYS)
     cap = settings.BACKTEST_MAX_EVENTS
-    recent = BehaviourEvent.objects.filter(agent=agent, ts__gte=since, ts__lte=now)
+    # Foreign events (others' word about the agent, sent before it was registered) are left
+    # out, as they are from its rules.
+    recent = BehaviourEvent.objects.filter(agent=agent, foreign=False, ts__gte=since,
+                                           ts__lte=now)
     rows = list(recent.order_by("-ts", "-pk").values_list(
         "event_id", "ts", "kind", "tool", "resource", "record", "action", "amount",
         "decision_id")[:cap + 1])

@@ -23,7 +23,7 @@ from reconciliation.webhooks import host_allowed
 from registry.api import IsPerson, ManifestTextParser
 from registry.choices import Role
 from registry.intake import Malformed
-from registry.models import DesiredStateVersion
+from registry.models import ApiToken, DesiredStateVersion
 from registry.principals import AgentPrincipal, acting_agent
 from registry.roles import HasRole, has_role
 
@@ -32,6 +32,11 @@ def _check_reporter(user: Any) -> None:
     if not (isinstance(user, AgentPrincipal) or has_role(user, Role.OWNER, Role.ADMIN)):
         raise NotAllowed("Events come from agents, or platforms with an owner's or admin's "
                          "token.")
+
+
+def _token(request: Request) -> ApiToken | None:
+    """The token a request was made with (None for a signed-in browser)."""
+    return request.auth if isinstance(request.auth, ApiToken) else None
 
 
 def _batch_error(error: BatchError) -> DomainError:
@@ -61,7 +66,7 @@ class EventsView(APIView):
             items = parse_batch(body, ndjson=ndjson)
         except BatchError as error:
             raise _batch_error(error) from None
-        report = actions.ingest_events(items, actor=request.user)
+        report = actions.ingest_events(items, actor=request.user, token=_token(request))
         return Response(report.to_dict())
 
 
@@ -83,7 +88,8 @@ class TracesView(APIView):
             raise _batch_error(error) from None
         if len(items) > MAX_EVENTS:
             raise TooLarge(f"at most {MAX_EVENTS} spans per export")
-        report = actions.ingest_events(items, actor=request.user, source="otlp").to_dict()
+        report = actions.ingest_events(items, actor=request.user, token=_token(request),
+                                       source="otlp").to_dict()
         rejected = report["rejected"]
         if "protobuf" in (request.content_type or ""):
             from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (

@@ -1,14 +1,32 @@
 """The websocket that carries live alerts to signed-in people."""
 
+import asyncio
+import contextlib
+import logging
+import re
 from datetime import timedelta
 from typing import Any
 from urllib.parse import parse_qs, urlencode
 
+from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from redis import RedisError
 
+from reconciliation import live_connections
 from reconciliation.alerts import ALERTS_GROUP, SEVERITY_RANK, wanted, wanted_filter
 
+log = logging.getLogger(__name__)
+
+# ASCII digits only (str.isdigit also takes "²", which int() refuses), and few enough that the
+# id fits the database's bigint.
+SINCE = re.compile(r"[0-9]{1,18}")
+SCOPES = ("all", "mine", "agent")
+# Close codes (servers may send 1000 and 3000-4999 only). Before the handshake completes the
+# browser sees a 403 instead.
+REFUSED = 4400  # a malformed query, or a text frame that is not JSON
+NOT_TEXT = 4415  # a binary frame
+TOO_MANY = 4429  # the person is at WS_MAX_CONNECTIONS_PER_USER
 CATCH_UP_LIMIT = 500
 # Ids are taken at insert, so an alert whose transaction commits late carries a lower id than
 # alerts already delivered. Catch-up re-reads the alerts inserted up to this long before the
@@ -60,40 +78,126 @@ def catch_up(last_id: int, subscription: dict[str, Any], user: Any) -> list[dict
     return [row.to_message() for row in (*late, *sent)]
 
 
+def _query(raw: bytes) -> dict[str, str] | None:
+    """The subscription's query parameters, or None when any is malformed."""
+    try:
+        pairs = parse_qs(raw.decode("ascii"), strict_parsing=False, errors="strict")
+    except (UnicodeDecodeError, ValueError):
+        return None
+    query = {key: values[-1] for key, values in pairs.items()}
+    if not SINCE.fullmatch(query.get("since", "0")):
+        return None
+    if query.get("scope", "all") not in SCOPES:
+        return None
+    if query.get("min_severity", "") not in ("", *SEVERITY_RANK):
+        return None
+    return query  # `agent` is free text, compared to alerts' agent names only
+
+
 class AlertsConsumer(AsyncJsonWebsocketConsumer):
     """`WS /ws/alerts?since=ID&scope=all|mine|agent&agent=NAME&min_severity=high`: refuses
-    anonymous connections; replays what was missed since the last id seen, then relays live
-    alerts the subscription wants (each id once per connection)."""
+    anonymous connections, malformed queries and people at their connection cap before joining
+    anything; replays what was missed since the last id seen, then relays live alerts the
+    subscription wants (each id once per connection). Frames from the browser are not part of
+    the protocol: a malformed or binary one closes the connection. However it ends, the
+    connection leaves its group and frees its place under the cap."""
+
+    joined: bool = False
+    claimed_by: int | None = None
+    renewing: asyncio.Task | None = None
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            # Every exit: a clean close, a handler that raised, or a task cancelled by the
+            # server. A channel left in the group would be sent every broadcast for 24 hours.
+            await self._leave()
 
     async def connect(self) -> None:
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=4401)
             return
-        query = {k: v[-1] for k, v in parse_qs(self.scope.get("query_string", b"").decode())
-                 .items()}
-        severity = query.get("min_severity", "")
+        query = _query(self.scope.get("query_string", b""))
+        if query is None:
+            await self.close(code=REFUSED)
+            return
+        if not await self._claim(user.pk):
+            await self.close(code=TOO_MANY)
+            return
         self.subscription = {
-            "scope": query.get("scope") if query.get("scope") in ("all", "mine", "agent")
-            else "all",
+            "scope": query.get("scope", "all"),
             "agent": query.get("agent", ""),
-            "min_severity": severity if severity in SEVERITY_RANK else "",
+            "min_severity": query.get("min_severity", ""),
             "user_id": user.pk,
         }
         self.replayed: set[int] = set()
         # Joined before reading the catch-up, so nothing committed in between is lost; what
         # arrives both ways is sent once.
+        self.joined = True
         await self.channel_layer.group_add(ALERTS_GROUP, self.channel_name)
         await self.accept()
-        since = query.get("since", "")
-        if since.isdigit():
-            for message in await catch_up(int(since), self.subscription, user):
+        if "since" in query:
+            for message in await catch_up(int(query["since"]), self.subscription, user):
                 if message.get("id") is not None:
                     self.replayed.add(message["id"])
                 await self.send_json({**message, "replayed": True})
 
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None,
+                      **kwargs: Any) -> None:
+        """The browser only listens: a binary frame (NOT_TEXT) or text that is not JSON
+        (REFUSED) closes the connection; well-formed JSON is ignored."""
+        if bytes_data is not None:
+            await self.close(code=NOT_TEXT)
+            return
+        try:
+            await self.decode_json(text_data or "")
+        except ValueError:
+            await self.close(code=REFUSED)
+
     async def disconnect(self, code: int) -> None:
-        await self.channel_layer.group_discard(ALERTS_GROUP, self.channel_name)
+        await self._leave()
+
+    async def _claim(self, user_id: int) -> bool:
+        """A place under the person's cap (kept while the connection lives)."""
+        try:
+            if not await sync_to_async(live_connections.claim, thread_sensitive=False)(
+                    user_id, self.channel_name):
+                return False
+        except RedisError as error:
+            # Without Redis there are no live alerts either; catch-up still works.
+            log.warning("websocket cap not checked, Redis unavailable: %s", error)
+            return True
+        self.claimed_by = user_id
+        self.renewing = asyncio.create_task(self._renew(user_id))
+        return True
+
+    async def _renew(self, user_id: int) -> None:
+        while True:
+            await asyncio.sleep(live_connections.RENEW_SECONDS)
+            with contextlib.suppress(RedisError):
+                await sync_to_async(live_connections.renew, thread_sensitive=False)(
+                    user_id, self.channel_name)
+
+    async def _leave(self) -> None:
+        """Leave the group and free the place under the cap (safe to call twice)."""
+        if self.renewing is not None:
+            self.renewing.cancel()
+            self.renewing = None
+        if self.joined:
+            self.joined = False
+            try:
+                await self.channel_layer.group_discard(ALERTS_GROUP, self.channel_name)
+            except Exception:  # the group's expiry removes it in the end
+                log.warning("could not leave the alerts group", exc_info=True)
+        if self.claimed_by is not None:
+            user_id, self.claimed_by = self.claimed_by, None
+            try:
+                await sync_to_async(live_connections.release, thread_sensitive=False)(
+                    user_id, self.channel_name)
+            except RedisError:
+                log.warning("could not free a websocket place; it lapses", exc_info=True)
 
     async def alert_message(self, event: dict[str, Any]) -> None:
         message = event["message"]

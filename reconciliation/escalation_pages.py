@@ -32,7 +32,7 @@ def escalations(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         # The forms post to /escalations/<id>/...; this keeps older clients of the page working.
         raw = request.POST.get("escalation", "")
-        pk = int(raw) if raw.isdigit() else 0
+        pk = int(raw) if raw.isascii() and raw.isdigit() else 0  # "²".isdigit(), too
         return (escalation_triage if request.POST.get("triage") else escalation_resolve)(
             request, pk)
     show_snoozed = request.GET.get("snoozed") == "1"

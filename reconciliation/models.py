@@ -317,9 +317,10 @@ class ControlState(models.Model):
 
 
 class BehaviourEvent(models.Model):
-    """One thing an agent did (tool call, data access, action), as reported; idempotent on id."""
+    """One thing an agent did (tool call, data access, action), as reported; idempotent on
+    (agent, id)."""
 
-    event_id = models.CharField(max_length=128, unique=True)
+    event_id = models.CharField(max_length=128)
     agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.CASCADE,
                               related_name="events")
     agent_name = models.CharField(max_length=63)  # kept for agents the registry does not know
@@ -339,8 +340,22 @@ class BehaviourEvent(models.Model):
     # The outbox flag: stored False, set once the cross-call rules counted it in Redis (after
     # commit); whatever stays False (Redis down, a process died) is drained by recount_events.
     counted = models.BooleanField(default=False)
+    # Who sent it: the audit label of the principal, and the person or token behind it.
+    sender = models.CharField(max_length=160, blank=True, default="")
+    sender_user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                    on_delete=models.SET_NULL, related_name="+")
+    sender_token = models.ForeignKey("registry.ApiToken", null=True, blank=True,
+                                     on_delete=models.SET_NULL, related_name="+")
+    # Sent under the name before it was registered by someone who turned out not to be its
+    # owner (nor an admin): kept and shown, never counted toward the agent's rules.
+    foreign = models.BooleanField(default=False)
 
     class Meta:
+        # Ids are the sender's: two agents may use one id. Foreign events do not reserve an id,
+        # so nobody can pre-send an agent's ids to have its own events dropped as repeats.
+        constraints = [models.UniqueConstraint(fields=["agent_name", "event_id"],
+                                               condition=models.Q(foreign=False),
+                                               name="event_id_per_agent")]
         indexes = [models.Index(fields=["agent", "ts"], name="event_agent_ts"),
                    models.Index(fields=["agent_name", "ts"], name="event_name_ts"),
                    models.Index(fields=["counted"], name="event_uncounted",

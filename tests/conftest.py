@@ -103,25 +103,35 @@ class LiveServer:
     process: subprocess.Popen
 
 
-@pytest.fixture
-def live_server_process(transactional_db):
+def start_daphne(**env: str) -> LiveServer:
+    """Start a daphne process on the test database and Redis (with extra environment)."""
     port = embedded_redis.free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
          "config.asgi:application"],
-        cwd=ROOT, env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        cwd=ROOT, env=child_env(**env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     deadline = time.monotonic() + 30
     while not embedded_redis.port_answers("127.0.0.1", port):
         if process.poll() is not None or time.monotonic() > deadline:
             raise RuntimeError(process.stderr.read().decode() if process.stderr else "daphne died")
         time.sleep(0.1)
-    yield LiveServer(f"http://127.0.0.1:{port}", process)
-    process.send_signal(signal.SIGTERM)
+    return LiveServer(f"http://127.0.0.1:{port}", process)
+
+
+def stop_daphne(server: LiveServer) -> None:
+    server.process.send_signal(signal.SIGTERM)
     try:
-        process.wait(timeout=10)
+        server.process.wait(timeout=10)
     except subprocess.TimeoutExpired:
-        process.kill()
+        server.process.kill()
+
+
+@pytest.fixture
+def live_server_process(transactional_db):
+    server = start_daphne()
+    yield server
+    stop_daphne(server)
 
 
 @pytest.fixture(autouse=True)

@@ -1,5 +1,6 @@
-"""Behaviour in: ingesting events (idempotent on id, in bulk), counting them in sliding
-windows, and turning broken rules into findings that go through the enforcement path."""
+"""Behaviour in: ingesting events (idempotent on the agent and id, in bulk, each with who sent
+it), counting them in sliding windows, and turning broken rules into findings that go through
+the enforcement path."""
 
 import hashlib
 import logging
@@ -9,8 +10,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import redis
+from django.contrib.auth.models import User
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 import audit
@@ -20,6 +22,7 @@ from reconciliation import windows
 from reconciliation.actions.common import (
     SYSTEM,
     alert,
+    audit_label,
     desired_now,
     enforcement_held,
     open_escalation,
@@ -27,6 +30,7 @@ from reconciliation.actions.common import (
 )
 from reconciliation.actions.passes import refresh_status
 from reconciliation.behaviour import (
+    DEDUPE_SECONDS,
     Violation,
     covers,
     static_violations,
@@ -104,14 +108,26 @@ def _signed_off(event: Event, decisions: dict[str, Decision], used: set[str]) ->
     return False, False
 
 
-def ingest_events(items: list[Any], *, actor: Any, source: str = "api",
+def _sender(actor: Any, token: Any) -> dict[str, Any]:
+    """The sender columns of an event: who sent it, and the person or token behind it."""
+    if isinstance(actor, AgentPrincipal):
+        return {"sender": actor.audit_label, "sender_user": None, "sender_token": actor.token}
+    person = actor if getattr(actor, "pk", None) is not None else None
+    label = audit_label(actor)
+    if token is not None:
+        label = f"{label} ({token.audit_label})"
+    return {"sender": label[:160], "sender_user": person, "sender_token": token}
+
+
+def ingest_events(items: list[Any], *, actor: Any, token: Any = None, source: str = "api",
                   now: datetime | None = None) -> IngestReport:
-    """Store a batch of events (each accepted, duplicate or rejected on its own), count them in
-    their windows, and queue broken rules for the ingest workers."""
+    """Store a batch of events (each accepted, duplicate or rejected on its own) with who sent
+    them, count them in their windows, and queue broken rules for the ingest workers. An id is
+    a repeat only for the same agent: two agents may use the same id."""
     now = now or timezone.now()
     report = IngestReport()
     valid: list[Event] = []
-    seen: set[str] = set()
+    seen: set[tuple[str, str]] = set()
     parsed = [validate_event(item, now) for item in items]
     names = {e.agent for e in parsed if isinstance(e, Event)}
     agents = {a.name: a for a in Agent.objects.filter(name__in=names).select_related(
@@ -122,28 +138,31 @@ def ingest_events(items: list[Any], *, actor: Any, source: str = "api",
             report.add(raw_id, "rejected", event)
         elif refusal := _may_report(actor, event.agent, agents.get(event.agent)):
             report.add(event.id, "rejected", refusal)
-        elif event.id in seen:
+        elif (event.agent, event.id) in seen:
             report.add(event.id, "duplicate")
         else:
-            seen.add(event.id)
+            seen.add((event.agent, event.id))
             valid.append(event)
             report.add(event.id, "accepted")
     if isinstance(actor, AgentPrincipal) and not valid and any(
             r.get("reason", "").startswith("an agent token") for r in report.results):
         raise NotAllowed("An agent token sends its own agent's events only.")
-    existing = set(BehaviourEvent.objects.filter(event_id__in=[e.id for e in valid])
-                   .values_list("event_id", flat=True))
-    fresh = [e for e in valid if e.id not in existing]
-    for row in report.results:
-        if row["status"] == "accepted" and row["id"] in existing:
+    existing = _stored_keys(valid)
+    fresh = [e for e in valid if (e.agent, e.id) not in existing]
+    accepted = iter(row for row in report.results if row["status"] == "accepted")
+    for event in valid:  # the accepted rows are the valid events, in order
+        row = next(accepted)
+        if (event.agent, event.id) in existing:
             row["status"] = "duplicate"
+    sender = _sender(actor, token)
     with transaction.atomic():
         decision_ids = {e.decision_id for e in fresh if e.decision_id}
         decisions = {d.pk.hex: d for d in Decision.objects.select_for_update(of=("self",))
                      .select_related("agent").filter(pk__in=_uuids(decision_ids))}
         decisions.update({str(d.pk): d for d in decisions.values()})
         used: set[str] = set()
-        signed = {e.id: _signed_off(e, decisions, used) for e in fresh if e.decision_id}
+        signed = {(e.agent, e.id): _signed_off(e, decisions, used)
+                  for e in fresh if e.decision_id}
         violations = _static(fresh, agents, signed, now)
         for decision in decisions.values():
             if decision.pk.hex in used and decision.status == DecisionStatus.APPROVED:
@@ -159,7 +178,7 @@ def ingest_events(items: list[Any], *, actor: Any, source: str = "api",
                             record=e.record, action=e.action, amount=e.amount,
                             approved_by=e.approved_by, decision_id=e.decision_id,
                             trace_id=e.trace_id, span_id=e.span_id, source=source,
-                            received_at=now, counted=False) for e in fresh],
+                            received_at=now, counted=False, **sender) for e in fresh],
             ignore_conflicts=True, batch_size=1000)
         _note_unregistered([e for e in fresh if e.agent not in agents], now)
         if fresh:
@@ -181,15 +200,34 @@ def _count_stored(events: list[Event], agents: dict[str, Agent],
         if report is not None:
             report.rules_pending = True
         return False
-    ids = [e.id for e in events]
-    for start in range(0, len(ids), 1000):
-        BehaviourEvent.objects.filter(event_id__in=ids[start:start + 1000],
-                                      counted=False).update(counted=True)
+    ids: dict[str, list[str]] = {}
+    for event in events:
+        ids.setdefault(event.agent, []).append(event.id)
+    for name, agent_ids in ids.items():
+        for start in range(0, len(agent_ids), 1000):
+            BehaviourEvent.objects.filter(agent_name=name, foreign=False, counted=False,
+                                          event_id__in=agent_ids[start:start + 1000]
+                                          ).update(counted=True)
     return True
 
 
+def _stored_keys(events: list[Event]) -> set[tuple[str, str]]:
+    """The (agent, id) pairs of these events already stored (foreign events reserve none)."""
+    ids: dict[str, list[str]] = {}
+    for event in events:
+        ids.setdefault(event.agent, []).append(event.id)
+    stored: set[tuple[str, str]] = set()
+    for name, agent_ids in ids.items():
+        for start in range(0, len(agent_ids), 1000):
+            stored.update(BehaviourEvent.objects.filter(
+                agent_name=name, foreign=False, event_id__in=agent_ids[start:start + 1000])
+                .values_list("agent_name", "event_id"))
+    return stored
+
+
 def _static(events: list[Event], agents: dict[str, Agent],
-            signed: dict[str, tuple[bool, bool]], now: datetime) -> dict[int, list[Violation]]:
+            signed: dict[tuple[str, str], tuple[bool, bool]],
+            now: datetime) -> dict[int, list[Violation]]:
     """What each event breaks on its own, per agent (effective desired state once each)."""
     violations: dict[int, list[Violation]] = {}
     specs: dict[str, dict[str, Any]] = {}
@@ -198,7 +236,7 @@ def _static(events: list[Event], agents: dict[str, Agent],
         if agent is None or agent.active_version is None:
             continue
         spec = specs.get(agent.name) or specs.setdefault(agent.name, desired_now(agent, now))
-        signed_off, reused = signed.get(event.id, (False, False))
+        signed_off, reused = signed.get((event.agent, event.id), (False, False))
         violations.setdefault(agent.pk, []).extend(
             static_violations(spec, event, signed_off=signed_off, reused_decision=reused))
     return violations
@@ -217,15 +255,19 @@ def recount_events(limit: int = 5000, *, settled_seconds: float = 0) -> int:
     if not rows:
         return 0
     # Events of agents with no approved state are not judged (nothing to judge them by);
-    # they enter the windows once the agent is approved (ensure_windows).
-    judged = [r for r in rows if r.agent is not None and r.agent.active_version is not None]
+    # they enter the windows once the agent is approved (ensure_windows). Foreign events are
+    # never judged: they are someone else's word about the agent.
+    judged = [r for r in rows if r.agent is not None and r.agent.active_version is not None
+              and not r.foreign]
     events = [Event(id=r.event_id, agent=r.agent_name, ts=r.ts, kind=r.kind, tool=r.tool,
                     resource=r.resource, record=r.record, action=r.action, amount=r.amount,
                     approved_by=r.approved_by, decision_id=r.decision_id) for r in judged]
     agents = {r.agent.name: r.agent for r in judged}
-    used_by = dict(Decision.objects.filter(used_by_event__in=[e.id for e in events])
-                   .values_list("used_by_event", "pk"))
-    signed = {e.id: (e.id in used_by, False) for e in events if e.decision_id}
+    used_by = set(Decision.objects.filter(
+        agent__in=[r.agent for r in judged], used_by_event__in=[e.id for e in events])
+        .values_list("agent__name", "used_by_event"))
+    signed = {(e.agent, e.id): ((e.agent, e.id) in used_by, False)
+              for e in events if e.decision_id}
     violations = _static(events, agents, signed, now)
     _count_windows(events, agents, violations, now)
     _queue_violations(violations)
@@ -302,7 +344,8 @@ def _refill(agent: Agent, now: datetime) -> None:
     spec = agent.active_version.spec
     durations = {limit["per"]: duration_seconds(limit["per"]) for limit in spec["limits"]}
     horizon = max(durations.values())
-    rows = (BehaviourEvent.objects.filter(agent=agent, ts__gte=now - timedelta(seconds=horizon))
+    rows = (BehaviourEvent.objects.filter(agent=agent, foreign=False,
+                                          ts__gte=now - timedelta(seconds=horizon))
             .exclude(resource="").order_by("-ts")
             .values_list("event_id", "ts", "kind", "resource", "record")[:REFILL_MAX_EVENTS])
     checks = []
@@ -393,6 +436,8 @@ def _finding_for(agent: Agent, violation: dict[str, Any], now: datetime) -> tupl
     fingerprint = _fingerprint(violation)
     finding = Finding.objects.select_for_update().filter(agent=agent,
                                                          fingerprint=fingerprint).first()
+    if finding is None:
+        finding = _same_window(agent, violation, now)
     if finding is not None:
         Finding.objects.filter(pk=finding.pk).update(last_seen=now, actual=violation["actual"])
         return finding, False
@@ -409,6 +454,17 @@ def _finding_for(agent: Agent, violation: dict[str, Any], now: datetime) -> tupl
                  reason=violation["rule"])
     alert("drift.detected", agent, finding, message=violation["rule"])
     return finding, True
+
+
+def _same_window(agent: Agent, violation: dict[str, Any], now: datetime) -> Finding | None:
+    """The finding this rule opened less than its dedupe window ago, found in the database: a
+    Redis restart loses the window's name, and the next break must not open a second finding
+    (and escalation) for the same window."""
+    seconds = int(violation.get("window_seconds") or DEDUPE_SECONDS)
+    candidates = Finding.objects.select_for_update().filter(
+        agent=agent, behaviour=True, kind=violation["kind"], pointer=violation["pointer"],
+        first_seen__gt=now - timedelta(seconds=seconds)).order_by("-first_seen")
+    return next((f for f in candidates if f.expected == violation["expected"]), None)
 
 
 @dataclass(frozen=True)
@@ -463,8 +519,10 @@ def assign_unregistered(name: str, *, actor: Any, owner: Any) -> UnregisteredAge
 
 
 def adopt_unregistered(agent: Agent, *, actor: Any) -> int:
-    """When a shadow agent is registered, its earlier events become its own (call inside the
-    registration's transaction). Returns how many events it adopted."""
+    """When a shadow agent is registered, its earlier events and observations become its own
+    (call inside the registration's transaction); events others sent under its name are kept but
+    flagged foreign, so they never count toward its rules, and observations others reported stay
+    with the shadow. Returns how many events it adopted."""
     shadow = UnregisteredAgent.objects.select_for_update().filter(name=agent.name).first()
     if shadow is None:
         return 0
@@ -472,16 +530,33 @@ def adopt_unregistered(agent: Agent, *, actor: Any) -> int:
             and not has_role(actor, Role.ADMIN):
         raise NotAllowed(f"{agent.name} was assigned to {shadow.assigned_owner.username}; "
                          "only they may register it.")
-    adopted = BehaviourEvent.objects.filter(agent_name=agent.name, agent__isnull=True).update(
-        agent=agent)
-    # What it reported becomes its observed-state history, as if it had been registered.
-    observations = ObservedState.objects.filter(unregistered=shadow, agent__isnull=True).update(
-        agent=agent)
+    waiting = BehaviourEvent.objects.filter(agent_name=agent.name, agent__isnull=True)
+    foreign = waiting.exclude(_own_traffic(agent, waiting)).update(agent=agent, foreign=True)
+    adopted = waiting.update(agent=agent) + foreign
+    # What its owner's or an admin's platform reported becomes its observed-state history, as
+    # if it had been registered. Others' reports stay with the shadow: a push agent's latest
+    # report is its actual state, and another owner's would start its first pass with drift.
+    reports = ObservedState.objects.filter(unregistered=shadow, agent__isnull=True)
+    reporters = User.objects.filter(username__in=reports.values("reported_by").distinct())
+    trusted = [u.username for u in reporters
+               if u.pk == agent.owner_id or has_role(u, Role.ADMIN)]
+    observations = reports.filter(reported_by__in=trusted).update(agent=agent)
+    left = reports.count()
     shadow.registered = True
     shadow.save(update_fields=["registered"])
     audit.record(actor=actor, action=AuditAction.UNREGISTERED_ADOPTED,
                  target=f"agent:{agent.name}", agent=agent.name,
-                 after={"events": adopted, "observations": observations},
+                 after={"events": adopted - foreign, "foreign_events": foreign,
+                        "observations": observations, "foreign_observations": left},
                  reason="a shadow agent was registered; its events count in the rule windows "
-                        "once it is approved")
+                        "once it is approved, except those others sent under its name")
     return adopted
+
+
+def _own_traffic(agent: Agent, events: Any) -> Q:
+    """Events a shadow agent's new owner would have counted: sent by that owner or by an admin
+    (a platform's principal), or stored before senders were recorded."""
+    senders = User.objects.filter(pk__in=events.exclude(sender_user=None)
+                                  .values("sender_user").distinct())
+    trusted = [u.pk for u in senders if u.pk == agent.owner_id or has_role(u, Role.ADMIN)]
+    return Q(sender_user__in=trusted) | Q(sender="")

@@ -1,15 +1,22 @@
 """WS /ws/alerts: signed-in people receive alerts sent after commit, through Redis."""
 
+import contextlib
+import json
+
 import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
+from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.db import connection, transaction
+from django.test import Client
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.sync import client as ws_client
 
 from config.asgi import application
 from reconciliation import alerts
 from reconciliation.consumers import AlertsConsumer
-from tests.conftest import assert_trail_whole
+from tests.conftest import assert_trail_whole, eventually, start_daphne, stop_daphne
 
 
 def communicator(user) -> WebsocketCommunicator:
@@ -248,3 +255,91 @@ async def test_an_alert_both_caught_up_and_sent_live_reaches_the_browser_once(pe
     assert live["agent"] == "a3" and "replayed" not in live
     assert await comm.receive_nothing(timeout=0.3)
     await comm.disconnect()
+
+
+# --- as an attacker would, against a real daphne server ---------------------------------------
+
+CAP = 3
+
+
+@pytest.fixture
+def daphne_capped(transactional_db, redis_client):
+    """A daphne server allowing each person CAP live alert connections."""
+    server = start_daphne(WS_MAX_CONNECTIONS_PER_USER=str(CAP))
+    yield server
+    stop_daphne(server)
+
+
+def open_alerts(server, user, query: str = "since=0"):
+    """A websocket to /ws/alerts as a signed-in `user`, from the product's own origin."""
+    browser = Client()
+    browser.force_login(user)
+    session = browser.cookies[settings.SESSION_COOKIE_NAME].value
+    origin = server.url
+    return ws_client.connect(f"{origin.replace('http', 'ws', 1)}/ws/alerts?{query}",
+                             origin=origin, proxy=None, open_timeout=10,
+                             additional_headers={
+                                 "Cookie": f"{settings.SESSION_COOKIE_NAME}={session}"})
+
+
+def group_size(redis_client) -> int:
+    return redis_client.zcard(f"{settings.CHANNEL_LAYERS['default']['CONFIG']['prefix']}"
+                              ":group:alerts")
+
+
+def places_held(redis_client, user) -> int:
+    return redis_client.zcard(f"ws:live:{user.pk}")
+
+
+ATTACKS = ["since=%C2%B2", "since=99999999999999999999", "since=-1", "scope=everyone",
+           "min_severity=%00", "malformed frame", "binary frame"]
+
+
+def test_bad_input_never_leaves_a_member_in_the_alerts_group(
+        people, daphne_capped, redis_client):
+    def crash_once(attack: str) -> None:
+        if attack.endswith("frame"):
+            with open_alerts(daphne_capped, people.dana) as socket:
+                socket.send(b"\x00\xff" if attack == "binary frame" else "{'not': json")
+                with pytest.raises(ConnectionClosed) as closed:
+                    socket.recv(timeout=10)
+            assert closed.value.rcvd.code == (4415 if attack == "binary frame" else 4400)
+        else:
+            with pytest.raises(InvalidStatus) as refused:
+                open_alerts(daphne_capped, people.dana, attack)
+            assert refused.value.response.status_code == 403
+
+    # More than the cap of each, one after another: each one's place under the cap is freed.
+    for attack in ATTACKS:
+        for _ in range(CAP + 2):
+            crash_once(attack)
+            eventually(lambda: group_size(redis_client) == 0
+                       and places_held(redis_client, people.dana) == 0, timeout=15,
+                       message=f"after {attack!r}, a connection stayed in the alerts group "
+                               "or kept its place under the cap")
+
+    # The server still serves: a good connection joins, and broadcasts reach it.
+    with open_alerts(daphne_capped, people.dana) as socket:
+        eventually(lambda: group_size(redis_client) == 1, timeout=15)
+        publish(("drift.detected", {"agent": "refund-agent", "severity": "high"}))
+        assert json.loads(socket.recv(timeout=10))["agent"] == "refund-agent"
+    eventually(lambda: group_size(redis_client) == 0, timeout=15)
+
+
+def test_one_person_holds_a_bounded_number_of_live_connections(
+        people, daphne_capped, redis_client):
+    with contextlib.ExitStack() as tabs:
+        for _ in range(CAP - 1):
+            tabs.enter_context(open_alerts(daphne_capped, people.dana))
+        with open_alerts(daphne_capped, people.dana):
+            with pytest.raises(InvalidStatus) as refused:
+                open_alerts(daphne_capped, people.dana)
+            assert refused.value.response.status_code == 403
+            eventually(lambda: group_size(redis_client) == CAP, timeout=15)
+            with open_alerts(daphne_capped, people.bob):  # someone else is not affected
+                pass
+        # A tab closed: its place is free again.
+        eventually(lambda: places_held(redis_client, people.dana) == CAP - 1, timeout=15)
+        tabs.enter_context(open_alerts(daphne_capped, people.dana))
+    eventually(lambda: group_size(redis_client) == 0
+               and places_held(redis_client, people.dana) == 0, timeout=15)

@@ -1,7 +1,8 @@
 """Events are an outbox: stored uncounted in the ingest transaction, counted in their Redis
 windows after commit, and drained by recount_events when that never happened (a process died,
 Redis was down). Counting is idempotent on the event id, so nothing is counted twice; windows a
-Redis restart lost are refilled from the stored events."""
+Redis restart lost are refilled from the stored events, and a rule broken again in a window it
+broke before the restart is still one finding."""
 
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -11,8 +12,9 @@ import pytest
 from rest_framework.test import APIClient
 from rq import SimpleWorker
 
+from audit.models import AuditEntry
 from reconciliation.actions.behaviour import recount_events
-from reconciliation.models import BehaviourEvent, Finding
+from reconciliation.models import BehaviourEvent, Escalation, Finding
 from registry.models import Agent
 from tests.conftest import approved_with_client
 
@@ -93,3 +95,48 @@ def test_windows_lost_in_a_redis_restart_are_refilled_from_the_stored_events(
     run_ingest_worker()
     (finding,) = Finding.objects.filter(agent=agent, kind="same_record_exceeded")
     assert finding.actual == 4  # two reads before the restart and two after
+
+
+@pytest.fixture
+def escalating(people, redis_client) -> tuple[Agent, APIClient]:
+    """The same limits under behaviour: escalate, so each finding opens an escalation."""
+    return approved_with_client(
+        people, data=[{"resource": "customers_db", "access": "read"}],
+        limits=[{"resource": "customers_db", "max_same_record": 3, "per": "1h"}],
+        enforcement={"default": "correct", "behaviour": "escalate"})
+
+
+def test_a_window_broken_before_and_after_a_redis_restart_is_one_finding_and_one_escalation(
+        escalating, redis_client, django_capture_on_commit_callbacks):
+    agent, client = escalating
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post("/api/v1/events", reads(4, minutes_ago=40), format="json")
+    run_ingest_worker()
+    redis_client.flushdb()  # Redis restarted: windows and the window's dedupe name are gone
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post("/api/v1/events", reads(1, minutes_ago=10), format="json")
+    run_ingest_worker()
+    (finding,) = Finding.objects.filter(agent=agent)
+    assert (finding.kind, finding.actual, finding.status) == ("same_record_exceeded", 5,
+                                                               "escalated")
+    assert Escalation.objects.filter(agent=agent).count() == 1
+    assert AuditEntry.objects.filter(action="finding.opened").count() == 1
+
+
+def test_an_unapproved_tool_used_before_and_after_a_redis_restart_is_one_finding(
+        escalating, redis_client, django_capture_on_commit_callbacks):
+    agent, client = escalating
+
+    def use_tool() -> None:
+        event = {"id": uuid.uuid4().hex, "agent": "refund-agent", "kind": "tool_call",
+                 "tool": "shell.exec", "ts": datetime.now(UTC).isoformat()}
+        with django_capture_on_commit_callbacks(execute=True):
+            client.post("/api/v1/events", [event], format="json")
+        run_ingest_worker()
+
+    use_tool()
+    redis_client.flushdb()
+    use_tool()
+    (finding,) = Finding.objects.filter(agent=agent)
+    assert finding.kind == "tool_not_approved"
+    assert Escalation.objects.filter(agent=agent).count() == 1

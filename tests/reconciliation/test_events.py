@@ -100,7 +100,7 @@ def test_unregistered_agents_are_kept_assigned_and_adopted_on_registration(peopl
     assert UnregisteredAgent.objects.get(name="mystery-bot").registered
     assert dana.get("/api/v1/unregistered").json() == []
     assert AuditEntry.objects.filter(action="unregistered.adopted").get().after == {
-        "events": 2, "observations": 0}
+        "events": 2, "foreign_events": 0, "observations": 0, "foreign_observations": 0}
 
 
 def test_a_platform_reporting_an_unknown_agent_is_kept_as_a_shadow_agent(people, api_as):
@@ -138,7 +138,7 @@ def test_a_shadow_agents_observations_keep_their_history_and_become_its_own(peop
     agent = Agent.objects.get(name="ghost-agent")
     assert [row.state for row in agent.observations.order_by("observed_at")] == [first, changed]
     assert AuditEntry.objects.get(action="unregistered.adopted").after == {
-        "events": 0, "observations": 2}
+        "events": 0, "foreign_events": 0, "observations": 2, "foreign_observations": 0}
 
 
 def test_events_from_before_registration_count_in_the_windows_from_approval_on(

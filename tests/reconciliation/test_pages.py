@@ -128,6 +128,21 @@ def test_approvers_assign_acknowledge_and_snooze_escalations(people, client):
     assert Escalation.objects.get(pk=escalation.pk).snoozed_until is not None
 
 
+@pytest.mark.parametrize("raw", ["\u00b2", "99999999999999999999", "-1", ""])
+def test_an_escalation_id_that_is_not_a_number_is_refused_without_a_crash(people, client, raw):
+    from reconciliation.actions import open_escalation
+    from reconciliation.models import Escalation
+
+    escalation = open_escalation(sandbox_agents(people, 1)[0], None, reason="look at this")
+    client.force_login(people.bob)
+    for form in ({"triage": "assign"}, {"resolution": "acknowledge", "comment": "seen"}):
+        response = client.post("/escalations/", {"escalation": raw, **form})
+        assert response.status_code < 500
+    escalation.refresh_from_db()
+    assert escalation.assignee is None and escalation.status == "open"
+    assert Escalation.objects.count() == 1
+
+
 def test_an_approver_cannot_triage_an_escalation_about_an_agent_they_own(people, client):
     from config.errors import NotAllowed
     from reconciliation.models import Escalation
