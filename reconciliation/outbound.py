@@ -56,8 +56,8 @@ def parse_entry(text: str) -> Entry:
     text = text.strip()
     port_text = ""
     if text.startswith("["):
-        host, _, rest = text[1:].partition("]")
-        if rest and not rest.startswith(":"):
+        host, bracket, rest = text[1:].partition("]")
+        if not bracket or (rest and not rest.startswith(":")):
             raise ValueError(f"bad allow-list entry {text!r}")
         port_text = rest[1:]
     elif text.count(":") == 1:
