@@ -67,6 +67,8 @@ CONNECTOR_ALLOWED_HOSTS = env_allow_list("CONNECTOR_ALLOWED_HOSTS")
 # Platform secrets an http connector may sign with: names of environment variables (or of
 # NAME_FILE variables holding a file's path). Admin grants each to owners; manifests name them.
 CONNECTOR_SECRETS = env_connector_secrets("CONNECTOR_SECRETS")
+# The longest answer a platform or a webhook receiver may give; longer fails the call.
+OUTBOUND_MAX_ANSWER_BYTES = env_int("OUTBOUND_MAX_ANSWER_BYTES", 1_048_576, minimum=1024)
 # When set, webhook calls carry X-AgentGov-Signature (HMAC-SHA256) for the agent to check.
 DECISION_WEBHOOK_SECRET = env_str("DECISION_WEBHOOK_SECRET", "") or ""
 BREAKER_SHARE_PERCENT = env_int("BREAKER_SHARE_PERCENT", 20, minimum=1)

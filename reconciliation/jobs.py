@@ -240,7 +240,7 @@ def notify_decision(decision_id: str, attempt: int = 0) -> str:
     path = target.path + (f"?{target.query}" if target.query else "")
     try:
         answer = outbound.send(destination, "POST", path or "/", headers, body,
-                               timeout=5, max_bytes=65536)
+                               timeout=5, max_bytes=settings.OUTBOUND_MAX_ANSWER_BYTES)
     except OSError as error:
         return _retry_notify(decision_id, attempt, error)
     if answer.status >= 500 or answer.status == 429:

@@ -27,7 +27,6 @@ log = logging.getLogger(__name__)
 
 TIMEOUT_SECONDS = 5
 ATTEMPTS = 3
-MAX_ANSWER_BYTES = 1_048_576
 UNREACHABLE = "platform unreachable"
 
 
@@ -72,7 +71,8 @@ class HttpConnector:
             headers["Content-Type"] = "application/json"
         try:
             answer = outbound.send(destination, method, path, headers, body or None,
-                                   timeout=TIMEOUT_SECONDS, max_bytes=MAX_ANSWER_BYTES)
+                                   timeout=TIMEOUT_SECONDS,
+                                   max_bytes=settings.OUTBOUND_MAX_ANSWER_BYTES)
         except OSError as error:
             raise _Retry(f"{destination.host}:{destination.port} unreachable: {error}") from None
         if answer.status >= 500:
