@@ -148,6 +148,43 @@ def test_a_handed_over_agent_does_not_carry_its_secret_grant_to_the_new_owner(
     assert erin_server.received == []  # a revoked grant signs nothing more
 
 
+def test_an_agent_registered_before_grants_signs_nothing_with_a_secret_not_granted(
+        people, erin, api_as, admin_config, erin_server):
+    """A row from before the upgrade: erin's approved agent names alice's platform secret."""
+    agent = approved_http_agent(people, api_as, erin, "erin-agent", erin_server.url,
+                                "ERIN_SECRET", erin_server)
+    legacy = {**agent.connector, "secret_env": "PLATFORM_SECRET"}
+    Agent.objects.filter(pk=agent.pk).update(connector=legacy)
+    with pytest.raises(ConnectorError, match=f"^{UNREACHABLE}$"):
+        actions.reconcile_agent(agent.pk, trigger="manual")
+    assert erin_server.received == []
+
+
+def test_the_admin_grants_lists_and_revokes_from_the_command_line(people, erin, settings,
+                                                                   monkeypatch):
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    settings.CONNECTOR_SECRETS = ["PLATFORM_SECRET", "ERIN_SECRET"]
+    monkeypatch.setenv("PLATFORM_SECRET", ALICE_SECRET)
+    monkeypatch.delenv("ERIN_SECRET", raising=False)
+
+    def run(*args: str) -> str:
+        out = StringIO()
+        call_command("connector_secret", *args, stdout=out)
+        return out.getvalue()
+
+    assert run("grant", "PLATFORM_SECRET", "alice") == "PLATFORM_SECRET → alice: granted\n"
+    assert "already granted" in run("grant", "PLATFORM_SECRET", "alice")
+    assert run("list") == ("PLATFORM_SECRET (set): alice\n"
+                           "ERIN_SECRET (NOT SET): nobody\n")
+    with pytest.raises(CommandError, match="not in CONNECTOR_SECRETS"):
+        run("grant", "SECRET_KEY", "erin")
+    assert run("revoke", "PLATFORM_SECRET", "alice") == "PLATFORM_SECRET → alice: revoked\n"
+    assert run("list").startswith("PLATFORM_SECRET (set): nobody")
+
+
 def test_the_control_planes_own_secrets_cannot_be_declared_connector_secrets():
     import subprocess
     import sys
