@@ -11,7 +11,7 @@ import threading
 import time
 import uuid
 from datetime import datetime, timedelta
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import django_rq
 from django.conf import settings
@@ -236,10 +236,10 @@ def notify_decision(decision_id: str, attempt: int = 0) -> str:
     if settings.DECISION_WEBHOOK_SECRET:
         headers[SIGNATURE_HEADER] = signature(body, settings.DECISION_WEBHOOK_SECRET,
                                               int(time.time()))
-    target = urlsplit(decision.callback_url)
-    path = target.path + (f"?{target.query}" if target.query else "")
+    query = urlsplit(decision.callback_url).query
+    target = quote(destination.path, safe="/%") + (f"?{query}" if query else "")
     try:
-        answer = outbound.send(destination, "POST", path or "/", headers, body,
+        answer = outbound.send(destination, "POST", target, headers, body,
                                timeout=5, max_bytes=settings.OUTBOUND_MAX_ANSWER_BYTES)
     except OSError as error:
         return _retry_notify(decision_id, attempt, error)

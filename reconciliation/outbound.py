@@ -205,7 +205,9 @@ def send(destination: Destination, method: str, target: str, headers: dict[str, 
         if len(data) > max_bytes:
             raise TooLarge(f"answer over {max_bytes} bytes")
         return Answer(response.status, data)
-    except http.client.HTTPException as error:
-        raise OSError(f"bad HTTP answer: {error!r}") from None
+    except OSError:
+        raise  # including ssl.SSLCertVerificationError, which is also a ValueError
+    except (http.client.HTTPException, ValueError) as error:  # ValueError: unsendable target
+        raise OSError(f"bad HTTP exchange: {error!r}") from None
     finally:
         connection.close()

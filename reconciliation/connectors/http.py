@@ -13,7 +13,7 @@ import logging
 import random
 import time
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from django.conf import settings
 
@@ -42,7 +42,7 @@ class HttpConnector:
     def __init__(self, url: str, secret_name: str) -> None:
         self.url = url
         self.secret_name = secret_name
-        self.base_path = urlsplit(url).path.rstrip("/")
+        self.base_path = quote(urlsplit(url).path.rstrip("/"), safe="/%")
 
     def _fail(self, agent: Agent, detail: str) -> ConnectorError:
         log.warning("http connector of %s: %s", agent.name, detail)

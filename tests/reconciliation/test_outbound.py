@@ -132,3 +132,9 @@ def test_https_goes_to_the_checked_address_with_the_name_in_sni_and_the_certific
     elsewhere = outbound.Destination("https", "other.test", port, "127.0.0.1", "/")
     with pytest.raises(ssl.SSLCertVerificationError):  # the certificate is checked by name
         outbound.send(elsewhere, "GET", "/", {})
+
+
+def test_a_target_that_cannot_be_sent_fails_like_an_unreachable_platform():
+    destination = outbound.Destination("http", "127.0.0.1", 9, "127.0.0.1", "/")
+    with pytest.raises(OSError):  # never a UnicodeEncodeError escaping into a pass or a job
+        outbound.send(destination, "GET", "/plätform/agents/a/state", {})
