@@ -130,6 +130,23 @@ def test_no_environment_variable_can_be_named_and_the_answer_never_tells_which_e
     assert erin_server.received == []  # no request signed under anything, ever
 
 
+def test_a_compromised_agent_cannot_propose_a_connector_with_a_secret_not_granted(
+        people, erin, api_as, admin_config, erin_server):
+    from rest_framework.test import APIClient
+
+    agent = approved_http_agent(people, api_as, erin, "erin-agent", erin_server.url,
+                                "ERIN_SECRET", erin_server)
+    spec = dict(agent.active_version.spec, connector={
+        "type": "http", "url": erin_server.url, "secret_env": "PLATFORM_SECRET"})
+    _, key = registry_actions.issue_agent_token(agent, actor=erin)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    answer = client.post("/api/v1/agents/erin-agent/proposals", {"spec": spec}, format="json")
+    assert answer.status_code == 422, answer.content
+    assert answer.json()["error"]["details"][0]["pointer"] == "/spec/connector/secret_env"
+    assert agent.versions.count() == 1
+
+
 def test_a_handed_over_agent_does_not_carry_its_secret_grant_to_the_new_owner(
         people, erin, api_as, admin_config, erin_server):
     agent = approved_http_agent(people, api_as, erin, "erin-agent", erin_server.url,
