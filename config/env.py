@@ -83,6 +83,7 @@ def env_allow_list(name: str) -> list[str]:
 # The control plane's own secrets: never a connector secret, whatever an admin lists.
 OWN_SECRETS = frozenset({"SECRET_KEY", "AUDIT_SIGNING_KEY", "DATABASE_URL", "REDIS_URL",
                          "DECISION_WEBHOOK_SECRET"})
+OWN_PREFIXES = ("AUDIT_", "DJANGO_")  # the audit trail's keys, present and future
 
 
 def env_connector_secrets(name: str) -> list[str]:
@@ -92,6 +93,7 @@ def env_connector_secrets(name: str) -> list[str]:
     for secret in names:
         if not re.fullmatch(r"[A-Z_][A-Z0-9_]*", secret):
             raise SettingError(f"{name}: {secret!r} is not an environment variable name")
-        if secret in OWN_SECRETS or secret.removesuffix("_FILE") in OWN_SECRETS:
+        if (secret in OWN_SECRETS or secret.removesuffix("_FILE") in OWN_SECRETS
+                or secret.startswith(OWN_PREFIXES)):
             raise SettingError(f"{name}: {secret} is the control plane's own secret")
     return names

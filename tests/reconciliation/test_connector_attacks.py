@@ -208,7 +208,7 @@ def test_the_control_planes_own_secrets_cannot_be_declared_connector_secrets():
 
     from tests.conftest import ROOT, child_env
 
-    for name in ("SECRET_KEY", "DATABASE_URL", "AUDIT_SIGNING_KEY_FILE"):
+    for name in ("SECRET_KEY", "DATABASE_URL", "AUDIT_SIGNING_KEY_FILE", "AUDIT_ED25519_KEY"):
         done = subprocess.run(
             [sys.executable, "manage.py", "check"], cwd=ROOT, capture_output=True, text=True,
             env=child_env(CONNECTOR_SECRETS=f"PLATFORM_SECRET,{name}"), timeout=120)
