@@ -14,6 +14,8 @@ class AuditAction(models.TextChoices):
     ROLE_REVOKED = "role.revoked"
     TOKEN_ISSUED = "token.issued"
     TOKEN_REVOKED = "token.revoked"
+    CONNECTOR_SECRET_GRANTED = "connector_secret.granted"
+    CONNECTOR_SECRET_REVOKED = "connector_secret.revoked"
     AGENT_REGISTERED = "agent.registered"
     AGENT_TOKEN_ISSUED = "agent.token_issued"
     PROPOSAL_CREATED = "proposal.created"

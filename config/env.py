@@ -1,6 +1,7 @@
 """Typed readers for environment settings that fail loudly on bad values."""
 
 import os
+import re
 from urllib.parse import urlparse
 
 
@@ -64,3 +65,35 @@ def env_url(name: str, schemes: set[str]) -> str | None:
         expected = ", ".join(sorted(schemes))
         raise SettingError(f"{name} must be a URL with scheme {expected}; got {value!r}")
     return value
+
+
+def env_allow_list(name: str) -> list[str]:
+    """Outbound `host[:port]` entries (reconciliation/outbound.py); a bad entry is an error."""
+    from reconciliation.outbound import parse_entry
+
+    entries = env_list(name, [])
+    for entry in entries:
+        try:
+            parse_entry(entry)
+        except ValueError as error:
+            raise SettingError(f"{name}: {error}") from None
+    return entries
+
+
+# The control plane's own secrets: never a connector secret, whatever an admin lists.
+OWN_SECRETS = frozenset({"SECRET_KEY", "AUDIT_SIGNING_KEY", "DATABASE_URL", "REDIS_URL",
+                         "DECISION_WEBHOOK_SECRET"})
+OWN_PREFIXES = ("AUDIT_", "DJANGO_")  # the audit trail's keys, present and future
+
+
+def env_connector_secrets(name: str) -> list[str]:
+    """Names of platform secrets (environment variable names); the control plane's own secrets
+    and anything that is not a variable name are errors."""
+    names = env_list(name, [])
+    for secret in names:
+        if not re.fullmatch(r"[A-Z_][A-Z0-9_]*", secret):
+            raise SettingError(f"{name}: {secret!r} is not an environment variable name")
+        if (secret in OWN_SECRETS or secret.removesuffix("_FILE") in OWN_SECRETS
+                or secret.startswith(OWN_PREFIXES)):
+            raise SettingError(f"{name}: {secret} is the control plane's own secret")
+    return names

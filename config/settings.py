@@ -6,7 +6,16 @@ from pathlib import Path
 import dj_database_url
 
 from config import embedded_redis
-from config.env import SettingError, env_bool, env_int, env_list, env_str, env_url
+from config.env import (
+    SettingError,
+    env_allow_list,
+    env_bool,
+    env_connector_secrets,
+    env_int,
+    env_list,
+    env_str,
+    env_url,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("VAR_DIR", str(BASE_DIR / "var")))
@@ -50,8 +59,16 @@ DEMO_SIMULATOR_SECONDS = env_int("DEMO_SIMULATOR_SECONDS", 0, minimum=0)
 DECISION_TIMEOUT_SECONDS = env_int("DECISION_TIMEOUT_SECONDS", 300, minimum=5)
 # A proposal's backtest replays at most this many of the agent's latest events (and says so).
 BACKTEST_MAX_EVENTS = env_int("BACKTEST_MAX_EVENTS", 10000, minimum=1)
-# Hosts an agent's decision callback_url may name (`*.corp.example` globs); none: no webhooks.
-DECISION_WEBHOOK_HOSTS = env_list("DECISION_WEBHOOK_HOSTS", [])
+# Where outbound requests may go: `host[:port]` entries (host a `*.corp.example` glob, an IP or
+# a CIDR; no port: the scheme's default). Private, loopback and link-local addresses only when
+# an IP/CIDR entry names them (reconciliation/outbound.py). None: no webhooks / http connectors.
+DECISION_WEBHOOK_HOSTS = env_allow_list("DECISION_WEBHOOK_HOSTS")
+CONNECTOR_ALLOWED_HOSTS = env_allow_list("CONNECTOR_ALLOWED_HOSTS")
+# Platform secrets an http connector may sign with: names of environment variables (or of
+# NAME_FILE variables holding a file's path). Admin grants each to owners; manifests name them.
+CONNECTOR_SECRETS = env_connector_secrets("CONNECTOR_SECRETS")
+# The longest answer a platform or a webhook receiver may give; longer fails the call.
+OUTBOUND_MAX_ANSWER_BYTES = env_int("OUTBOUND_MAX_ANSWER_BYTES", 1_048_576, minimum=1024)
 # When set, webhook calls carry X-AgentGov-Signature (HMAC-SHA256) for the agent to check.
 DECISION_WEBHOOK_SECRET = env_str("DECISION_WEBHOOK_SECRET", "") or ""
 BREAKER_SHARE_PERCENT = env_int("BREAKER_SHARE_PERCENT", 20, minimum=1)

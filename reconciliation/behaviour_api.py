@@ -19,7 +19,7 @@ from reconciliation.backtest import run_backtest
 from reconciliation.events import MAX_EVENTS, BatchError, parse_batch, spans_to_events
 from reconciliation.models import Decision, UnregisteredAgent
 from reconciliation.otlp import decode
-from reconciliation.webhooks import host_allowed
+from reconciliation.outbound import listed
 from registry.api import IsPerson, ManifestTextParser
 from registry.choices import Role
 from registry.intake import Malformed
@@ -126,9 +126,9 @@ class DecisionRequest(serializers.Serializer):
         if not any(attrs.get(k) for k in ("action", "tool", "resource")):
             raise serializers.ValidationError("name an action, a tool or a resource")
         url = attrs.get("callback_url", "")
-        if url and not host_allowed(url, settings.DECISION_WEBHOOK_HOSTS):
+        if url and not listed(url, settings.DECISION_WEBHOOK_HOSTS):
             raise serializers.ValidationError({"callback_url": (
-                "http(s) to a host listed in DECISION_WEBHOOK_HOSTS only"
+                "http(s) to a host and port listed in DECISION_WEBHOOK_HOSTS only"
                 if settings.DECISION_WEBHOOK_HOSTS else
                 "webhooks are off here (DECISION_WEBHOOK_HOSTS is empty); poll the decision")})
         return attrs

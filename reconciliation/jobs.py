@@ -9,10 +9,9 @@ import logging
 import random
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 from datetime import datetime, timedelta
+from urllib.parse import quote, urlsplit
 
 import django_rq
 from django.conf import settings
@@ -216,45 +215,40 @@ def notify_decision_job(decision_id: str) -> None:
     django_rq.get_queue("default", commit_mode="auto").enqueue(notify_decision, decision_id)
 
 
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    """A webhook answering with a redirect is not followed: it could point anywhere."""
-
-    def redirect_request(self, *args: object, **kwargs: object) -> None:
-        return None
-
-
-_webhook_opener = urllib.request.build_opener(_NoRedirects)
-
-
 def notify_decision(decision_id: str, attempt: int = 0) -> str:
     """POST the decision to the webhook the agent gave, signed; retried with backoff."""
     import json
 
+    from reconciliation import outbound
     from reconciliation.models import Decision
-    from reconciliation.webhooks import SIGNATURE_HEADER, host_allowed, signature
+    from reconciliation.webhooks import SIGNATURE_HEADER, signature
 
     decision = Decision.objects.select_related("agent", "decided_by").get(pk=decision_id)
-    if not host_allowed(decision.callback_url, settings.DECISION_WEBHOOK_HOSTS):
-        # Checked again at send time: the allow-list may have shrunk since the agent asked.
-        log.warning("decision %s webhook host no longer allowed; not sent", decision_id)
+    try:
+        # Checked again at send time, on the address it resolves to now, which is the one
+        # called: the allow-list may have shrunk, or the name may now point inside.
+        destination = outbound.check(decision.callback_url, settings.DECISION_WEBHOOK_HOSTS)
+    except outbound.Refused as error:
+        log.warning("decision %s webhook not sent: %s", decision_id, error)
         return "not allowed"
     body = json.dumps(decision.to_dict()).encode()
     headers = {"Content-Type": "application/json"}
     if settings.DECISION_WEBHOOK_SECRET:
         headers[SIGNATURE_HEADER] = signature(body, settings.DECISION_WEBHOOK_SECRET,
                                               int(time.time()))
-    request = urllib.request.Request(decision.callback_url, data=body, method="POST",
-                                     headers=headers)
+    query = urlsplit(decision.callback_url).query
+    target = quote(destination.path, safe="/%") + (f"?{query}" if query else "")
     try:
-        with _webhook_opener.open(request, timeout=5) as response:
-            return f"delivered {response.status}"
-    except urllib.error.HTTPError as error:
-        if error.code < 500 and error.code != 429:  # a redirect or refusal: same answer again
-            log.warning("decision %s webhook answered %s; not retried", decision_id, error.code)
-            return f"refused {error.code}"
-        return _retry_notify(decision_id, attempt, error)
+        answer = outbound.send(destination, "POST", target, headers, body,
+                               timeout=5, max_bytes=settings.OUTBOUND_MAX_ANSWER_BYTES)
     except OSError as error:
         return _retry_notify(decision_id, attempt, error)
+    if answer.status >= 500 or answer.status == 429:
+        return _retry_notify(decision_id, attempt, OSError(f"answered {answer.status}"))
+    if answer.status >= 300:  # a redirect (never followed: it could point anywhere) or refusal
+        log.warning("decision %s webhook answered %s; not retried", decision_id, answer.status)
+        return f"refused {answer.status}"
+    return f"delivered {answer.status}"
 
 
 def _retry_notify(decision_id: str, attempt: int, error: OSError) -> str:

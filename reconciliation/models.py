@@ -104,7 +104,9 @@ class ReconcileRun(models.Model):
     changes = models.JSONField(default=list)
     result = models.CharField(max_length=16, choices=RunResult.choices)
     shadow = models.BooleanField(default=False)
-    error = models.TextField(blank=True, default="")
+    error = models.TextField(blank=True, default="")  # what people see
+    # What really failed (an address, a status); shown to admins only: it can map the network.
+    error_detail = models.TextField(blank=True, default="")
 
     class Meta:
         indexes = [models.Index(fields=["agent", "-started_at"], name="run_agent_latest"),

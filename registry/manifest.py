@@ -414,7 +414,8 @@ def _connector(c: _Checker, raw: Any, p: str) -> dict[str, str] | None:
         elif parts.username or parts.password:
             c.error(f"{p}/url", "expected a URL without credentials (name them in secret_env)")
     secret = _present(c.string, conn, "secret_env", p,
-                      "an environment variable name like AGENT_SECRET ([A-Z_][A-Z0-9_]*)",
+                      "a connector secret name like REFUND_PLATFORM_SECRET ([A-Z_][A-Z0-9_]*)"
+                      " that an admin granted to the owner",
                       pattern=_ENV_VAR)
     return {"type": "http", "url": url, "secret_env": secret}
 

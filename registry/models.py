@@ -171,3 +171,20 @@ class ApiToken(models.Model):
     @property
     def audit_label(self) -> str:
         return f"token:{self.key_prefix}"
+
+
+class ConnectorSecretGrant(models.Model):
+    """An admin's grant: this person's agents may sign their http connector with this secret."""
+
+    secret = models.CharField(max_length=128)  # a name in settings.CONNECTOR_SECRETS
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                             related_name="connector_secret_grants")
+    granted_by = models.CharField(max_length=200)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["secret", "user"],
+                                               name="unique_connector_secret_grant")]
+
+    def __str__(self) -> str:
+        return f"{self.secret} for {self.user}"

@@ -204,7 +204,7 @@ def _tell_connector(agent: Agent, operation: Operation, key: str) -> None:
     except ConnectorError as error:
         # The agent is suspended in the desired state; the pass queued with the resolution
         # corrects a platform still running it (a suspension is always corrected).
-        log.warning("suspending %s through its connector failed: %s", agent.name, error)
+        log.warning("suspending %s through its connector failed: %s", agent.name, error.detail)
 
 
 def _raise_limit(escalation: Escalation, finding: Finding, *, actor: Any) -> dict[str, Any]:

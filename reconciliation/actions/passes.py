@@ -185,12 +185,13 @@ def _check_breaker(ctx: PassContext, control: ControlState) -> None:
 
 
 def _run(ctx: PassContext, result: str, *, drift_found: int = 0,
-         changes: list[dict[str, Any]] | None = None, error: str = "") -> ReconcileRun:
+         changes: list[dict[str, Any]] | None = None, error: str = "",
+         error_detail: str = "") -> ReconcileRun:
     duration = int((time.monotonic() - ctx.started) * 1000)
     run = ReconcileRun.objects.create(
         agent=ctx.agent, trigger=ctx.trigger, generation=ctx.generation, started_at=ctx.now,
         duration_ms=duration, drift_found=drift_found, changes=changes or [], result=result,
-        shadow=ctx.shadow, error=error)
+        shadow=ctx.shadow, error=error, error_detail=error_detail)
     if changes or error:
         audit.record(actor=SYSTEM, action=AuditAction.RECONCILE_RUN, target=f"run:{run.pk}",
                      agent=ctx.agent.name, after={"result": result, "changes": changes or [],
@@ -271,7 +272,7 @@ def reconcile_agent(agent_id: int, *, trigger: str, now: datetime | None = None
     except ConnectorError as error:
         with transaction.atomic():
             _settle(ctx, failed=str(error))
-            _run(ctx, RunResult.FAILED, error=str(error))
+            _run(ctx, RunResult.FAILED, error=str(error), error_detail=error.detail)
         raise
     if actual is None:
         with transaction.atomic():
@@ -324,7 +325,7 @@ def reconcile_agent(agent_id: int, *, trigger: str, now: datetime | None = None
             _failed(ctx, decision, str(error))
             _settle(ctx, failed=str(error))
             _run(ctx, RunResult.FAILED, drift_found=len(decision.drifts), changes=changes,
-                 error=str(error))
+                 error=str(error), error_detail=error.detail)
         raise
 
     verified_state = connector.observe(agent) if changes else actual

@@ -14,7 +14,7 @@ def connector_for(agent: Agent) -> Connector:
     if kind == "sandbox":
         return SandboxConnector()
     if kind == "http":
-        return HttpConnector(agent.connector["url"], agent.connector["secret_env"])
+        return HttpConnector(agent.connector["url"], agent.connector.get("secret_env", ""))
     return PushConnector()
 
 

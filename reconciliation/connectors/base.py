@@ -7,7 +7,15 @@ from registry.models import Agent
 
 
 class ConnectorError(RuntimeError):
-    """The platform refused or could not be reached; the pass fails and is retried."""
+    """The platform refused or could not be reached; the pass fails and is retried.
+
+    `str()` is what people are shown; `detail` (what really happened, which could map the
+    network behind the control plane) is for the log only.
+    """
+
+    def __init__(self, message: str, *, detail: str = "") -> None:
+        super().__init__(message)
+        self.detail = detail or message
 
 
 class SimulatedCrash(BaseException):  # noqa: N818 (it is not an error a handler should catch)

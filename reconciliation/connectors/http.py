@@ -1,30 +1,37 @@
 """http: the control plane calls the agent platform's API.
 
-GET {url}/agents/{name}/state and POST {url}/agents/{name}/changes with an Idempotency-Key
-header and X-Signature: sha256=<HMAC-SHA256 of the body> under the secret in the environment
-variable the manifest names. Timeouts, and retries with backoff for what is safe to retry.
+GET {url}/agents/{name}/state and POST {url}/agents/{name}/changes with an Idempotency-Key,
+each signed (connectors/signing.py) under the platform secret the manifest names, which an admin
+must have granted to the agent's owner. Every request goes through the outbound guard
+(reconciliation/outbound.py): allow-listed host and port, checked resolved address, no
+redirects. Timeouts, and retries with backoff for what is safe to retry. Whatever goes wrong,
+the error people see says only "platform unreachable"; the detail goes to the log.
 """
 
-import hashlib
-import hmac
 import json
-import os
+import logging
 import random
 import time
-import urllib.error
-import urllib.request
 from typing import Any
+from urllib.parse import quote, urlsplit
 
+from django.conf import settings
+
+from reconciliation import outbound
 from reconciliation.connectors.base import ApplyOutcome, ConnectorError
+from reconciliation.connectors.signing import SIGNATURE_HEADER, sign_request
+from registry.connector_secrets import granted, secret_value
 from registry.models import Agent
+
+log = logging.getLogger(__name__)
 
 TIMEOUT_SECONDS = 5
 ATTEMPTS = 3
+UNREACHABLE = "platform unreachable"
 
 
-def sign(secret: str, body: bytes) -> str:
-    """The X-Signature header value for a body."""
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+class _Retry(Exception):
+    """This attempt failed in a way worth trying again."""
 
 
 class HttpConnector:
@@ -32,46 +39,74 @@ class HttpConnector:
 
     name = "http"
 
-    def __init__(self, url: str, secret_env: str) -> None:
-        self.url = url.rstrip("/")
-        self.secret_env = secret_env
+    def __init__(self, url: str, secret_name: str) -> None:
+        self.url = url
+        self.secret_name = secret_name
+        self.base_path = quote(urlsplit(url).path.rstrip("/"), safe="/%")
 
-    def _secret(self) -> str:
-        secret = os.environ.get(self.secret_env)
-        if not secret:
-            raise ConnectorError(f"the environment variable {self.secret_env} is not set")
-        return secret
+    def _fail(self, agent: Agent, detail: str) -> ConnectorError:
+        log.warning("http connector of %s: %s", agent.name, detail)
+        return ConnectorError(UNREACHABLE, detail=detail)
 
-    def _call(self, request: urllib.request.Request) -> tuple[int, dict[str, Any]]:
+    def _secret(self, agent: Agent) -> str:
+        # Checked on every call: a revoked grant or a new owner stops the signing at once.
+        value = secret_value(self.secret_name)
+        if not granted(agent.owner, self.secret_name) or not value:
+            raise self._fail(agent, f"connector secret {self.secret_name} is not granted to "
+                             f"{agent.owner.username}, or not set")
+        return value
+
+    def _attempt(self, agent: Agent, method: str, path: str, key: str, body: bytes,
+                 secret: str) -> dict[str, Any]:
+        try:
+            destination = outbound.check(self.url, settings.CONNECTOR_ALLOWED_HOSTS)
+        except outbound.Refused as error:
+            raise self._fail(agent, f"refused: {error}") from None
+        headers = {"Accept": "application/json", "Cache-Control": "no-cache",
+                   SIGNATURE_HEADER: sign_request(secret, method, path, key, body,
+                                                  int(time.time()))}
+        if key:
+            headers["Idempotency-Key"] = key
+        if method == "POST":
+            headers["Content-Type"] = "application/json"
+        try:
+            answer = outbound.send(destination, method, path, headers, body or None,
+                                   timeout=TIMEOUT_SECONDS,
+                                   max_bytes=settings.OUTBOUND_MAX_ANSWER_BYTES)
+        except OSError as error:
+            raise _Retry(f"{destination.host}:{destination.port} unreachable: {error}") from None
+        if answer.status >= 500:
+            raise _Retry(f"{destination.host}:{destination.port} answered {answer.status}")
+        if answer.status >= 300:  # redirects are never followed: they could point anywhere
+            raise self._fail(agent, f"{method} {path} answered {answer.status}")
+        try:
+            reply = json.loads(answer.body or b"{}")
+        except ValueError:
+            reply = None
+        if not isinstance(reply, dict):
+            raise self._fail(agent, f"{method} {path} answered something not a JSON object")
+        return reply
+
+    def _call(self, agent: Agent, method: str, suffix: str, key: str = "",
+              body: bytes = b"") -> dict[str, Any]:
+        secret = self._secret(agent)
+        path = f"{self.base_path}/agents/{agent.name}/{suffix}"
         delay = 0.2
         for attempt in range(1, ATTEMPTS + 1):
             try:
-                with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as response:
-                    return response.status, json.loads(response.read() or b"{}")
-            except urllib.error.HTTPError as error:
-                if error.code < 500 or attempt == ATTEMPTS:
-                    raise ConnectorError(f"{request.full_url} answered {error.code}") from None
-            except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
+                return self._attempt(agent, method, path, key, body, secret)
+            except _Retry as error:
                 if attempt == ATTEMPTS:
-                    raise ConnectorError(f"{request.full_url} unreachable: {error}") from None
+                    raise self._fail(agent, str(error)) from None
             time.sleep(delay + random.uniform(0, delay))  # noqa: S311 (jitter, not crypto)
             delay *= 2
-        raise ConnectorError("unreachable")  # pragma: no cover (the loop returns or raises)
+        raise ConnectorError(UNREACHABLE)  # pragma: no cover (the loop returns or raises)
 
     def observe(self, agent: Agent) -> dict[str, Any] | None:
-        request = urllib.request.Request(
-            f"{self.url}/agents/{agent.name}/state",
-            headers={"Accept": "application/json", "Cache-Control": "no-cache",
-                     "X-Signature": sign(self._secret(), b"")})
-        _, state = self._call(request)
-        return state
+        return self._call(agent, "GET", "state")
 
     def apply(self, agent: Agent, operation: dict[str, Any], key: str) -> ApplyOutcome:
         body = json.dumps({"operation": operation}, sort_keys=True).encode()
-        request = urllib.request.Request(
-            f"{self.url}/agents/{agent.name}/changes", data=body, method="POST",
-            headers={"Content-Type": "application/json", "Idempotency-Key": key,
-                     "X-Signature": sign(self._secret(), body)})
         # POST is safe to retry here: the key makes a repeat a no-op on the platform.
-        status, reply = self._call(request)
+        reply = self._call(agent, "POST", "changes", key, body)
         return ApplyOutcome.DUPLICATE if reply.get("duplicate") else ApplyOutcome.APPLIED

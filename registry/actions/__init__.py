@@ -1,5 +1,6 @@
 """Every state change of the registry; each writes its audit row in the same transaction."""
 
+from registry.actions.connector_secrets import grant_connector_secret, revoke_connector_secret
 from registry.actions.guardrails import create_guardrail, delete_guardrail, update_guardrail
 from registry.actions.people import (
     create_person,
@@ -23,7 +24,8 @@ from registry.actions.proposals import (
 
 __all__ = [
     "ProposalOutcome", "apply_manifests", "approve_proposal", "create_guardrail", "create_person",
-    "delete_guardrail", "grant_role", "issue_agent_token", "issue_api_token", "propose",
-    "record_sign_in", "record_sign_in_failure", "record_sign_out", "reject_proposal",
-    "revoke_api_token", "revoke_role", "update_guardrail", "withdraw_proposal",
+    "delete_guardrail", "grant_connector_secret", "grant_role", "issue_agent_token",
+    "issue_api_token", "propose", "record_sign_in", "record_sign_in_failure", "record_sign_out",
+    "reject_proposal", "revoke_api_token", "revoke_connector_secret", "revoke_role",
+    "update_guardrail", "withdraw_proposal",
 ]

@@ -4,6 +4,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
@@ -12,8 +13,10 @@ import audit
 from audit.choices import AuditAction
 from audit.jsondiff import flat_changes
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
+from reconciliation.outbound import listed
 from reconciliation.triggers import request_reconcile, schedule_grant_expiries
 from registry.choices import GuardrailOutcome, Role, VersionSource, VersionState
+from registry.connector_secrets import granted
 from registry.guardrails import GuardrailResult, evaluate, selector_matches
 from registry.manifest import Manifest, spec_hash
 from registry.models import Agent, Approval, DesiredStateVersion, Guardrail
@@ -150,8 +153,10 @@ def propose(agent: Agent, spec: dict, metadata: dict, *, actor: Any, source: str
     if base_generation is not None and base_generation != agent.generation:
         raise Conflict(f"{agent.name} is at generation {agent.generation}, not "
                        f"{base_generation}; reload and propose again", code="stale_generation")
+    owner = agent.owner
     if metadata.get("owner", agent.owner.username) != agent.owner.username:
-        _owner_named(agent.name, metadata["owner"])  # a hand-over goes to a real owner
+        owner = _owner_named(agent.name, metadata["owner"])  # a hand-over goes to a real owner
+    _check_connector(agent.name, spec.get("connector"), owner)
     digest = spec_hash(spec)
     active = agent.active_version
     if active and active.spec_sha256 == digest and active.metadata == metadata:
@@ -201,6 +206,24 @@ def _owner_named(agent_name: str, username: str) -> User:
         raise Invalid(f"{agent_name}: {username!r} is not an owner", details=[
             {"pointer": "/metadata/owner", "message": "expected the username of an owner"}])
     return owner
+
+
+def _check_connector(agent_name: str, connector: dict | None, owner: User) -> None:
+    """An http connector goes to an allowed platform host with a secret granted to the agent's
+    (new) owner: a grant never moves with the agent. One answer whether or not the secret exists,
+    so the manifest cannot probe the control plane's environment."""
+    if not connector or connector.get("type") != "http":
+        return
+    details = []
+    if not listed(connector["url"], settings.CONNECTOR_ALLOWED_HOSTS):
+        details.append({"pointer": "/spec/connector/url", "message": (
+            "expected a platform whose host and port CONNECTOR_ALLOWED_HOSTS lists")})
+    if not granted(owner, connector["secret_env"]):
+        details.append({"pointer": "/spec/connector/secret_env", "message": (
+            f"expected a connector secret an admin granted to {owner.username}")})
+    if details:
+        raise Invalid(f"{agent_name}: {details[0]['message']}", code="invalid_connector",
+                      details=details)
 
 
 def _register(manifest: Manifest, *, actor: Any, source: str) -> ProposalOutcome:

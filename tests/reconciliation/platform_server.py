@@ -1,13 +1,16 @@
 """A small but real agent platform over HTTP, for the http connector's tests: it keeps each
-agent's state, checks the HMAC signature and honours Idempotency-Key like a real platform."""
+agent's state, checks each request's signature (method, path, key, body, time) with the client
+library as a platform following our contract would, refuses replays older than the window, and
+honours Idempotency-Key. It records every request, so it also plays the attacker's server."""
 
-import hashlib
-import hmac
 import json
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from agentgov.platform import verify_request
+from agentgov.webhooks import BadSignature
 
 from reconciliation.diff import apply_operations
 
@@ -15,8 +18,11 @@ from reconciliation.diff import apply_operations
 class Platform:
     """The platform's state, shared with its request handler."""
 
-    def __init__(self, secret: str) -> None:
+    def __init__(self, secret: str, host: str = "127.0.0.1", port: int = 0) -> None:
         self.secret = secret
+        self.clock_offset = 0.0  # seconds this platform's clock runs ahead (replays, later)
+        self.redirect_to: str | None = None  # answer every request with a 302 to here
+        self.received: list[dict[str, Any]] = []  # every request, as it arrived
         self.states: dict[str, dict[str, Any]] = {}
         self.applied: dict[str, dict[str, Any]] = {}  # idempotency key -> operation
         self.apply_count = 0
@@ -25,8 +31,9 @@ class Platform:
         self.hold_change: int | None = None  # hold the Nth change open (a worker dies meanwhile)
         self.changes_seen = 0
         self.lock = threading.Lock()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.server = ThreadingHTTPServer((host, port), self._handler())
+        self.port = self.server.server_address[1]
+        self.url = f"http://{host}:{self.port}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     def __enter__(self) -> "Platform":
@@ -53,9 +60,24 @@ class Platform:
                 self.wfile.write(data)
 
             def _signed(self, body: bytes) -> bool:
-                expected = "sha256=" + hmac.new(platform.secret.encode(), body,
-                                                hashlib.sha256).hexdigest()
-                return hmac.compare_digest(expected, self.headers.get("X-Signature", ""))
+                try:
+                    verify_request(self.command, self.path.split("?")[0], self.headers, body,
+                                   platform.secret, now=time.time() + platform.clock_offset)
+                except BadSignature:
+                    return False
+                return True
+
+            def _record(self, body: bytes) -> bool:
+                """Keep the request; True when it was answered here with a redirect."""
+                platform.received.append({"method": self.command, "path": self.path,
+                                          "headers": dict(self.headers), "body": body})
+                if platform.redirect_to is None:
+                    return False
+                self.send_response(302)
+                self.send_header("Location", platform.redirect_to + self.path)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return True
 
             def _agent(self, suffix: str) -> str | None:
                 parts = self.path.strip("/").split("/")
@@ -71,6 +93,8 @@ class Platform:
                 return False
 
             def do_GET(self) -> None:  # noqa: N802
+                if self._record(b""):
+                    return None
                 name = self._agent("state")
                 if name is None or name not in platform.states:
                     return self._reply(404, {"error": "no such agent"})
@@ -84,6 +108,8 @@ class Platform:
             def do_POST(self) -> None:  # noqa: N802
                 name = self._agent("changes")
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if self._record(body):
+                    return None
                 if name is None or name not in platform.states:
                     return self._reply(404, {"error": "no such agent"})
                 if not self._signed(body):

@@ -209,7 +209,9 @@ class Hook:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/decided"
+        self.port = self.server.server_address[1]
+        self.allowed = f"127.0.0.1:{self.port}"  # its DECISION_WEBHOOK_HOSTS entry
+        self.url = f"http://127.0.0.1:{self.port}/decided"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def close(self) -> None:
@@ -239,9 +241,9 @@ def test_a_human_answer_is_posted_signed_to_the_agents_webhook(people, transacti
 
     from agentgov.webhooks import BadSignature, verify
 
-    settings.DECISION_WEBHOOK_HOSTS = ["127.0.0.1"]
     settings.DECISION_WEBHOOK_SECRET = "hook-secret"
     hook = Hook()
+    settings.DECISION_WEBHOOK_HOSTS = [hook.allowed]
     try:
         agent, client = register(people)
         decision_id = answer_and_send(people, client, hook.url)
@@ -260,9 +262,9 @@ def test_a_human_answer_is_posted_signed_to_the_agents_webhook(people, transacti
 
 def test_a_webhook_that_redirects_is_not_followed(people, transactional_db, redis_client,
                                                   settings):
-    settings.DECISION_WEBHOOK_HOSTS = ["127.0.0.1"]
     elsewhere = Hook()
     hook = Hook(status=302, location=elsewhere.url)
+    settings.DECISION_WEBHOOK_HOSTS = [hook.allowed, elsewhere.allowed]
     try:
         agent, client = register(people)
         answer_and_send(people, client, hook.url)
@@ -272,8 +274,31 @@ def test_a_webhook_that_redirects_is_not_followed(people, transactional_db, redi
     assert len(hook.received) == 1 and elsewhere.received == []
 
 
+def test_a_webhook_name_that_resolves_inside_is_not_called(people, transactional_db,
+                                                          redis_client, settings, monkeypatch):
+    """hooks.corp.test is allowed by name; at send time it resolves to loopback, which the
+    allow-list does not name: nothing is sent there."""
+    import socket
+
+    hook = Hook()
+    real = socket.getaddrinfo
+    monkeypatch.setattr(socket, "getaddrinfo", lambda host, *rest, **kw: real(
+        "127.0.0.1" if host == "hooks.corp.test" else host, *rest, **kw))
+    settings.DECISION_WEBHOOK_HOSTS = [f"*.corp.test:{hook.port}"]
+    try:
+        agent, client = register(people)
+        decision_id = answer_and_send(people, client, f"http://hooks.corp.test:{hook.port}/x")
+    finally:
+        hook.close()
+    assert hook.received == []
+    assert Decision.objects.get(pk=decision_id).status == "rejected"
+
+
 @pytest.mark.parametrize("allowed, url, message", [
     ([], "http://127.0.0.1:9/decided", "webhooks are off here"),
+    (["127.0.0.1"], "http://127.0.0.1:6379/decided", "DECISION_WEBHOOK_HOSTS"),  # any port
+    (["hooks.corp.example:8443"], "https://hooks.corp.example:9200/x", "DECISION_WEBHOOK_HOSTS"),
+    (["hooks.corp.example"], "http://hooks.corp.example:22/x", "DECISION_WEBHOOK_HOSTS"),
     (["hooks.corp.example"], "http://169.254.169.254/latest/meta-data", "DECISION_WEBHOOK_HOSTS"),
     (["*.corp.example"], "http://corp.example.evil.test/x", "DECISION_WEBHOOK_HOSTS"),
     (["*.corp.example"], "ftp://a.corp.example/x", "http(s) to a host"),

@@ -17,13 +17,29 @@ SECRET = "s3cret-shared-with-the-platform"
 
 
 @pytest.fixture
-def platform(monkeypatch):
+def platform(monkeypatch, settings):
     monkeypatch.setenv("PLATFORM_SECRET", SECRET)
     with Platform(SECRET) as server:
+        allow_platform(settings, server)
         yield server
 
 
+def allow_platform(settings, platform: Platform) -> dict[str, str]:
+    """The admin's configuration for this platform (also as a worker's environment)."""
+    env = {"CONNECTOR_SECRETS": "PLATFORM_SECRET",
+           "CONNECTOR_ALLOWED_HOSTS": f"127.0.0.1:{platform.port}"}
+    settings.CONNECTOR_SECRETS = env["CONNECTOR_SECRETS"].split(",")
+    settings.CONNECTOR_ALLOWED_HOSTS = env["CONNECTOR_ALLOWED_HOSTS"].split(",")
+    return env
+
+
 def http_agent(people, platform) -> Agent:
+    from django.contrib.auth.models import User
+
+    if not User.objects.filter(connector_secret_grants__secret="PLATFORM_SECRET",
+                               pk=people.alice.pk).exists():
+        registry_actions.grant_connector_secret("PLATFORM_SECRET", people.alice,
+                                                actor=people.admin)
     manifest = refund_manifest(
         enforcement={"default": "correct"},
         connector={"type": "http", "url": platform.url, "secret_env": "PLATFORM_SECRET"})
@@ -70,34 +86,38 @@ def test_a_wrong_secret_or_an_unreachable_platform_fails_the_pass_cleanly(people
                                                                           monkeypatch):
     agent = http_agent(people, platform)
     monkeypatch.setenv("PLATFORM_SECRET", "wrong")
-    with pytest.raises(ConnectorError, match="401"):
+    with pytest.raises(ConnectorError, match="^platform unreachable$") as failure:
         actions.reconcile_agent(agent.pk, trigger="manual")
+    assert "401" in failure.value.detail  # for the log; people see only "platform unreachable"
     assert agent.runs.latest("pk").result == "failed"
     monkeypatch.delenv("PLATFORM_SECRET")
-    with pytest.raises(ConnectorError, match="PLATFORM_SECRET is not set"):
+    with pytest.raises(ConnectorError, match="^platform unreachable$") as failure:
         actions.reconcile_agent(agent.pk, trigger="manual")
+    assert "not granted to alice, or not set" in failure.value.detail
     platform.__exit__()
     monkeypatch.setenv("PLATFORM_SECRET", SECRET)
-    with pytest.raises(ConnectorError, match="unreachable"):
+    with pytest.raises(ConnectorError, match="^platform unreachable$"):
         actions.reconcile_agent(agent.pk, trigger="manual")
     assert platform.apply_count == 0
+    assert set(agent.runs.values_list("error", flat=True)) == {"platform unreachable"}
 
 
 def test_a_worker_killed_mid_correction_over_http_applies_nothing_twice(
-        people, start_worker, redis_client, monkeypatch, transactional_db):
+        people, start_worker, redis_client, monkeypatch, transactional_db, settings):
     from reconciliation.triggers import enqueue_reconcile
     from tests.conftest import assert_trail_whole, eventually
 
     monkeypatch.setenv("PLATFORM_SECRET", SECRET)
     with Platform(SECRET) as platform:
+        env = allow_platform(settings, platform)
         agent = http_agent(people, platform)
         platform.states["refund-agent"]["data"].append({"resource": "crm", "access": "write"})
         platform.hold_change = 2
-        first = start_worker(RECONCILE_LOCK_SECONDS="5", PLATFORM_SECRET=SECRET)
+        first = start_worker(RECONCILE_LOCK_SECONDS="5", PLATFORM_SECRET=SECRET, **env)
         eventually(lambda: platform.changes_seen >= 2, timeout=60, message=first.output())
         first.kill()  # in the middle of the second change
         eventually(lambda: platform.apply_count >= 2, timeout=10)  # the held change lands
-        second = start_worker(PLATFORM_SECRET=SECRET)
+        second = start_worker(PLATFORM_SECRET=SECRET, **env)
         enqueue_reconcile(agent.pk, "manual")
         eventually(lambda: set(agent.findings.values_list("status", flat=True))
                    == {"corrected"}, timeout=60, message=second.output())
@@ -116,8 +136,9 @@ def test_a_platform_that_keeps_refusing_the_correction_goes_to_a_human(people, p
     agent = http_agent(people, platform)
     platform.refuse_changes = True
     for _ in range(3):  # each pass tries the same keyed changes and is refused
-        with pytest.raises(ConnectorError, match="409"):
+        with pytest.raises(ConnectorError) as failure:
             actions.reconcile_agent(agent.pk, trigger="retry")
+        assert "409" in failure.value.detail
     findings = Finding.objects.filter(agent=agent)
     assert sorted(findings.values_list("status", "attempts")) == [("open", 3), ("open", 3)]
     assert Correction.objects.filter(agent=agent).count() == 2  # same keys every time

@@ -1,14 +1,19 @@
-"""The decision webhook rules as pure functions: which hosts, and the signature both sides use."""
+"""The decision webhook rules as pure functions: which hosts and ports, and the signature both
+sides use."""
 
 import pytest
 from agentgov.webhooks import BadSignature, verify
 
-from reconciliation.webhooks import host_allowed, signature
+from reconciliation.outbound import listed
+from reconciliation.webhooks import signature
 
 
 @pytest.mark.parametrize("url, allowed", [
     ("https://hooks.corp.example/decided", True),
-    ("http://a.b.corp.example:8443/x", True),
+    ("http://a.b.corp.example/x", True),
+    ("http://a.b.corp.example:8443/x", False),         # no port listed: the scheme's default
+    ("https://ops.internal:8443/x", True),
+    ("https://ops.internal/x", False),
     ("https://HOOKS.CORP.EXAMPLE/x", True),
     ("https://corp.example/x", False),                 # the glob needs a subdomain
     ("https://corp.example.attacker.test/x", False),
@@ -19,11 +24,11 @@ from reconciliation.webhooks import host_allowed, signature
     ("", False),
 ])
 def test_only_listed_hosts_over_http_are_allowed(url, allowed):
-    assert host_allowed(url, ["*.corp.example", "ops.internal"]) is allowed
+    assert listed(url, ["*.corp.example", "ops.internal:8443"]) is allowed
 
 
 def test_no_patterns_means_no_webhooks():
-    assert not host_allowed("https://hooks.corp.example/x", [])
+    assert not listed("https://hooks.corp.example/x", [])
 
 
 def test_a_signature_checks_out_only_for_its_body_secret_and_time():

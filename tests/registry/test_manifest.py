@@ -200,7 +200,7 @@ BAD_MANIFESTS = [
     ], id="http-connector-without-url"),
     pytest.param(agent(connector="{type: http, url: 'ftp://agents.example', secret_env: x}"), [
         ("/spec/connector/url", "expected an http or https URL with a host; got 'ftp://"),
-        ("/spec/connector/secret_env", "expected an environment variable name"),
+        ("/spec/connector/secret_env", "expected a connector secret name"),
     ], id="http-connector-bad-url-and-secret"),
     pytest.param(agent(connector="{type: push, url: 'https://agents.example'}"), [
         ("/spec/connector/url", "expected no url: only connector type http takes one"),

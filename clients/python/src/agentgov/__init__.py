@@ -18,6 +18,7 @@ from agentgov.errors import (
     Unreachable,
 )
 from agentgov.events import EventBatcher
+from agentgov.platform import verify_request
 from agentgov.responses import Decision, DesiredState, EventsResult, Observation
 from agentgov.sidecar import watch
 from agentgov.version import VERSION as __version__
@@ -29,5 +30,5 @@ __all__ = [
     "DesiredState", "ErrorDetail", "EventBatcher", "EventsResult", "Forbidden", "Invalid",
     "NotFound", "Observation", "RateLimited", "RetryPolicy", "ServerError", "TooLarge",
     "TrailCheck", "Unauthenticated", "Unreachable", "__version__", "verify_file",
-    "verify_webhook", "watch",
+    "verify_request", "verify_webhook", "watch",
 ]
