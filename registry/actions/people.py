@@ -10,6 +10,7 @@ from django.utils import timezone
 
 import audit
 from audit.choices import AuditAction
+from config.client_address import client_address
 from config.errors import NotAllowed
 from registry.choices import Role
 from registry.models import ApiToken, hash_token_key
@@ -107,7 +108,7 @@ def issue_agent_token(agent: Any, *, actor: User, name: str = "",
 def _client(request: Any) -> dict[str, str]:
     if request is None:
         return {}
-    return {"ip": request.META.get("REMOTE_ADDR", ""),
+    return {"ip": client_address(request),
             "user_agent": request.META.get("HTTP_USER_AGENT", "")[:200]}
 
 
