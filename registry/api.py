@@ -189,13 +189,16 @@ class ProposalSerializer(serializers.ModelSerializer):
     decided_by = serializers.CharField(source="decided_by.username", default=None,
                                 allow_null=True)
     agent_made = serializers.BooleanField(source="is_agent_made")
+    token_holder = serializers.CharField(source="token_holder.username", default=None,
+                                         allow_null=True)
     changes = serializers.JSONField(source="permission_changes")
     guardrails = serializers.JSONField(source="guardrail_results")
     approvals = serializers.SerializerMethodField()
 
     class Meta:
         model = DesiredStateVersion
-        fields = ["id", "agent", "state", "source", "agent_made", "proposed_by", "revision",
+        fields = ["id", "agent", "state", "source", "agent_made", "proposed_by", "token_holder",
+                  "origin", "revision",
                   "base_generation", "generation", "spec_sha256", "spec", "metadata", "changes",
                   "risk", "guardrails", "required_approvals", "approvals", "held", "comment",
                   "decided_by", "decision_comment", "created_at", "updated_at", "decided_at"]

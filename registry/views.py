@@ -265,6 +265,9 @@ def _card(version: DesiredStateVersion, user: Any) -> ProposalCard:
         why_not = "Only approvers decide on proposals."
     elif version.proposed_by_id == user.pk:
         why_not = "Four eyes: you made this proposal, so another approver decides."
+    elif version.token_holder_id == user.pk:
+        why_not = ("Four eyes: the agent made this with a token you hold, so another approver "
+                   "decides.")
     elif agent.owner_id == user.pk:
         why_not = "Four eyes: you own this agent, so another approver decides."
     return ProposalCard(
