@@ -9,7 +9,6 @@ from registry.actions.people import (
     record_sign_in,
     record_sign_in_failure,
     record_sign_out,
-    revoke_api_token,
     revoke_role,
 )
 from registry.actions.proposals import (
@@ -20,10 +19,13 @@ from registry.actions.proposals import (
     reject_proposal,
     withdraw_proposal,
 )
+from registry.actions.tokens import keep_agent_token, revoke_api_token, visible_tokens
 
 __all__ = [
     "ProposalOutcome", "apply_manifests", "approve_proposal", "create_guardrail", "create_person",
-    "delete_guardrail", "grant_role", "issue_agent_token", "issue_api_token", "propose",
+    "delete_guardrail", "grant_role", "issue_agent_token", "issue_api_token",
+    "keep_agent_token", "propose",
     "record_sign_in", "record_sign_in_failure", "record_sign_out", "reject_proposal",
-    "revoke_api_token", "revoke_role", "update_guardrail", "withdraw_proposal",
+    "revoke_api_token", "revoke_role", "update_guardrail", "visible_tokens",
+    "withdraw_proposal",
 ]

@@ -73,19 +73,6 @@ def issue_api_token(user: User, *, actor: Any, name: str = "",
 
 
 @transaction.atomic
-def revoke_api_token(token: ApiToken, *, actor: Any, reason: str = "") -> None:
-    """Revoke a token at once; later requests with it get 401."""
-    token = ApiToken.objects.select_for_update().get(pk=token.pk)
-    if token.revoked_at is not None:
-        return
-    token.revoked_at = timezone.now()
-    token.save(update_fields=["revoked_at"])
-    audit.record(actor=actor, action=AuditAction.TOKEN_REVOKED,
-                 target=f"user:{token.user.username}", before={"token": token.key_prefix},
-                 reason=reason)
-
-
-@transaction.atomic
 def issue_agent_token(agent: Any, *, actor: User, name: str = "",
                       expires_in_days: int | None = None) -> tuple[ApiToken, str]:
     """A token that acts as one agent only; its owner (or an admin) issues it."""

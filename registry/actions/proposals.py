@@ -13,6 +13,7 @@ from audit.choices import AuditAction
 from audit.jsondiff import flat_changes
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from reconciliation.triggers import request_reconcile, schedule_grant_expiries
+from registry.actions.tokens import suspend_for_handover
 from registry.choices import GuardrailOutcome, Role, VersionSource, VersionState
 from registry.guardrails import GuardrailResult, evaluate, selector_matches
 from registry.manifest import Manifest, spec_hash
@@ -333,7 +334,7 @@ def _activate(version: DesiredStateVersion, agent: Agent, actor: Any) -> None:
     owner = User.objects.filter(username=version.metadata.get("owner")).first() or agent.owner
     agent.generation = version.generation
     agent.active_version = version
-    agent.owner = owner
+    old_owner, agent.owner = agent.owner, owner
     agent.labels = version.metadata.get("labels", {})
     agent.description = version.metadata.get("description", "")
     agent.framework = version.spec["framework"]
@@ -343,6 +344,12 @@ def _activate(version: DesiredStateVersion, agent: Agent, actor: Any) -> None:
     audit.record(actor=actor, action=AuditAction.VERSION_ACTIVATED, target=f"agent:{agent.name}",
                  agent=agent.name, before=before, after=version.spec,
                  reason=f"generation {version.generation} from proposal {version.pk}")
+    if old_owner.pk != owner.pk:
+        audit.record(actor=actor, action=AuditAction.AGENT_HANDED_OVER,
+                     target=f"agent:{agent.name}", agent=agent.name,
+                     before={"owner": old_owner.username}, after={"owner": owner.username},
+                     reason=f"proposal {version.pk}")
+        suspend_for_handover(agent, old_owner, actor=actor)
     older = agent.versions.select_for_update().filter(
         state=VersionState.PENDING, created_at__lte=version.created_at).exclude(pk=version.pk)
     for stale in older:
