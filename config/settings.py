@@ -65,6 +65,8 @@ CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
     "daphne",
+    # Before django.contrib.auth, so its `createsuperuser` (which audits) is the one that runs.
+    "registry",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -79,7 +81,6 @@ INSTALLED_APPS = [
     "django_htmx",
     "axes",
     "audit",
-    "registry",
     "reconciliation",
 ]
 
@@ -168,6 +169,8 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    # Validates nothing: writes every password change, by any path, to the audit trail.
+    {"NAME": "registry.password_audit.AuditPasswordChanges"},
 ]
 # Every sign-in goes through authenticate(request, ...): axes' backend refuses it first while the
 # account and client address are locked out (registry/signin.py).

@@ -6,10 +6,13 @@ from registry.actions.people import (
     grant_role,
     issue_agent_token,
     issue_api_token,
+    record_account_created,
+    record_password_change,
     record_sign_in,
     record_sign_in_failure,
     record_sign_out,
     revoke_role,
+    set_account_flags,
 )
 from registry.actions.proposals import (
     ProposalOutcome,
@@ -24,8 +27,9 @@ from registry.actions.tokens import keep_agent_token, revoke_api_token, visible_
 __all__ = [
     "ProposalOutcome", "apply_manifests", "approve_proposal", "create_guardrail", "create_person",
     "delete_guardrail", "grant_role", "issue_agent_token", "issue_api_token",
-    "keep_agent_token", "propose",
+    "keep_agent_token", "propose", "record_account_created", "record_password_change",
     "record_sign_in", "record_sign_in_failure", "record_sign_out", "reject_proposal",
-    "revoke_api_token", "revoke_role", "update_guardrail", "visible_tokens",
+    "revoke_api_token", "revoke_role", "set_account_flags", "update_guardrail",
+    "visible_tokens",
     "withdraw_proposal",
 ]

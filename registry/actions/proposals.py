@@ -139,7 +139,7 @@ def _proposer_filter(actor: Any) -> dict[str, Any]:
 
 def _provenance(actor: Any, origin: str) -> tuple[User | None, str]:
     """Who holds the token behind an agent-made proposal, and how the proposal arrived."""
-    if isinstance(actor, AgentPrincipal):
+    if isinstance(actor, AgentPrincipal) and actor.token is not None:
         holder = actor.token.user
         return holder, f"agent token {actor.token.key_prefix}… held by {holder.username}"
     return None, origin
