@@ -78,3 +78,22 @@ def test_apply_on_the_command_line_says_so_and_who_ran_it(people, tmp_path, api_
     rows = AuditEntry.objects.filter(action__in=["agent.registered", "proposal.created"])
     assert rows.count() == 2
     assert all("command line" in row.reason and getpass.getuser() in row.reason for row in rows)
+
+
+def test_an_approver_cannot_sign_off_a_runtime_action_asked_through_their_agent_token(
+        people, refund_agent, api_as, capsys):
+    from reconciliation.models import Escalation
+
+    borrowed = cli_agent_token(capsys, "admin", "refund-agent")
+    asked = borrowed.post("/api/v1/agents/refund-agent/decisions",
+                          {"action": "payments.refund", "amount": 900}, format="json").json()
+    assert asked["outcome"] == "pending"
+    escalation = Escalation.objects.get(decision_id=asked["id"])
+    answer = api_as(people.admin).post(f"/api/v1/escalations/{escalation.pk}/resolve",
+                                       {"resolution": "allow", "comment": "fine by me"},
+                                       format="json")
+    assert answer.status_code == 403 and answer.json()["error"]["code"] == "four_eyes"
+    assert borrowed.get(f"/api/v1/decisions/{asked['id']}").json()["status"] == "pending"
+    assert api_as(people.bob).post(f"/api/v1/escalations/{escalation.pk}/resolve",
+                                   {"resolution": "allow", "comment": "checked"},
+                                   format="json").status_code == 200
