@@ -121,3 +121,16 @@ def test_with_redis_down_the_limit_still_holds(people, client, settings):
     client.post("/logout/")
     assert guess(client, "/login/", "dana", REMOTE_ADDR=ATTACKER).status_code == 429
     assert guess(client, "/login/", "dana", PASSWORD, REMOTE_ADDR=ATTACKER).status_code == 429
+
+
+def test_a_sign_in_path_added_later_gets_the_same_limit_or_fails_closed(people, client):
+    from axes.exceptions import AxesBackendRequestParameterRequired
+    from django.contrib.auth import authenticate
+    from django.test import RequestFactory
+
+    for _ in range(5):
+        guess(client, "/login/", "carol", REMOTE_ADDR=ATTACKER)
+    request = RequestFactory().post("/some/new/login", REMOTE_ADDR=ATTACKER)
+    assert authenticate(request, username="carol", password=PASSWORD) is None
+    with pytest.raises(AxesBackendRequestParameterRequired):
+        authenticate(username="carol", password=PASSWORD)  # forgot the request: refused
