@@ -270,5 +270,6 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"django.channels.server": {"level": "WARNING"}},
+    # axes logs every failed sign-in at INFO; the audit trail has them, lockouts stay WARNING.
+    "loggers": {"django.channels.server": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
 }
