@@ -74,3 +74,17 @@ def test_revoking_the_admin_role_takes_the_superuser_flag_too_and_both_are_audit
         == 302
     assert client.get("/lab/").status_code == 403
     assert client.get("/admin/").status_code == 302
+
+
+def test_deactivating_a_person_stops_their_session_and_tokens_at_once_and_is_audited(
+        people, client, api_as, capsys):
+    alice_api = api_as(people.alice)
+    client.force_login(people.alice)
+    assert client.get("/agents/").status_code == 200
+    call_command("set_active", "alice", "no", "--reason", "left the company")
+    assert "alice: inactive" in capsys.readouterr().out
+    assert client.get("/agents/").status_code == 302  # back to the sign-in page
+    assert alice_api.get("/api/v1/agents").status_code == 401
+    (row,) = rows("user.flags_changed", "user:alice")
+    assert row.before["is_active"] is True and row.after["is_active"] is False
+    assert row.reason == "left the company" and row.actor.startswith("system:cli")
