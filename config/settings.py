@@ -1,6 +1,8 @@
 """One settings module, driven by environment variables (see README, "Configuration")."""
 
+import ipaddress
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -80,6 +82,8 @@ CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
     "daphne",
+    # Before django.contrib.auth, so its `createsuperuser` (which audits) is the one that runs.
+    "registry",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -92,8 +96,8 @@ INSTALLED_APPS = [
     "django_rq",
     "channels",
     "django_htmx",
+    "axes",
     "audit",
-    "registry",
     "reconciliation",
 ]
 
@@ -110,6 +114,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Turns a sign-in refused by the limit into its 429, on every sign-in path.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -182,7 +188,38 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    # Validates nothing: writes every password change, by any path, to the audit trail.
+    {"NAME": "registry.password_audit.AuditPasswordChanges"},
 ]
+# Every sign-in goes through authenticate(request, ...): axes' backend refuses it first while the
+# account and client address are locked out (registry/signin.py).
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"  # shared, and needs no Redis
+AXES_FAILURE_LIMIT = env_int("SIGNIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("SIGNIN_LOCKOUT_MINUTES", 15, minimum=1))
+# Account and address together: guesses under random usernames from one address lock out
+# nobody else behind the same proxy, and carol is not locked out by guesses from elsewhere.
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_CLIENT_IP_CALLABLE = "config.client_address.client_address"
+AXES_LOCKOUT_CALLABLE = "registry.signin.locked_out"
+AXES_ENABLE_ADMIN = False  # unlocking goes through `manage.py axes_reset_username`, not a click
+AXES_DISABLE_ACCESS_LOG = True  # successful sign-ins are in the audit trail already
+AXES_VERBOSE = False
+
+
+def _networks(name: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    try:
+        return [ipaddress.ip_network(value, strict=False) for value in env_list(name, [])]
+    except ValueError as error:
+        raise SettingError(f"{name}: {error}") from None
+
+
+# Proxies whose X-Forwarded-For is believed for the client's address (config/client_address.py).
+TRUSTED_PROXIES = _networks("TRUSTED_PROXIES")
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -252,5 +289,6 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"django.channels.server": {"level": "WARNING"}},
+    # axes logs every failed sign-in at INFO; the audit trail has them, lockouts stay WARNING.
+    "loggers": {"django.channels.server": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
 }

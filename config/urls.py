@@ -10,7 +10,6 @@ from reconciliation import escalation_pages
 from reconciliation import views as reconciliation_views
 from reconciliation.urls import api_urlpatterns as reconciliation_api
 from reconciliation.urls import otlp_urlpatterns
-from registry.signin import RateLimitedLoginView
 from registry.urls import api_urlpatterns as registry_api
 from registry.urls import page_urlpatterns as registry_pages
 
@@ -26,7 +25,7 @@ urlpatterns = [
     path("findings/", reconciliation_views.findings, name="findings"),
     path("lab/", reconciliation_views.lab, name="lab"),
     path("vendor/plotly.min.js", reconciliation_views.plotly_js, name="plotly-js"),
-    path("login/", RateLimitedLoginView.as_view(), name="login"),
+    path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     *audit_pages,
     *registry_pages,

@@ -399,6 +399,10 @@ class Decision(models.Model):
     generation = models.PositiveIntegerField()
     created_at = models.DateTimeField(default=timezone.now)
     expires_at = models.DateTimeField(null=True, blank=True)
+    # The person behind the request (who holds the agent token that asked, or who asked):
+    # four eyes keeps them from answering it.
+    asked_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                 on_delete=models.PROTECT, related_name="+")
     decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                    on_delete=models.PROTECT, related_name="+")
     decided_at = models.DateTimeField(null=True, blank=True)

@@ -18,7 +18,7 @@ from config.parsers import SafeJSONParser
 from registry import actions
 from registry.choices import GuardrailEffect, Lifecycle, Role, VersionSource, VersionState
 from registry.intake import decode_body, read_manifests, read_spec
-from registry.models import Agent, DesiredStateVersion, Guardrail
+from registry.models import Agent, ApiToken, DesiredStateVersion, Guardrail
 from registry.principals import AgentPrincipal, acting_agent
 from registry.roles import HasRole, has_role
 
@@ -189,13 +189,16 @@ class ProposalSerializer(serializers.ModelSerializer):
     decided_by = serializers.CharField(source="decided_by.username", default=None,
                                 allow_null=True)
     agent_made = serializers.BooleanField(source="is_agent_made")
+    token_holder = serializers.CharField(source="token_holder.username", default=None,
+                                         allow_null=True)
     changes = serializers.JSONField(source="permission_changes")
     guardrails = serializers.JSONField(source="guardrail_results")
     approvals = serializers.SerializerMethodField()
 
     class Meta:
         model = DesiredStateVersion
-        fields = ["id", "agent", "state", "source", "agent_made", "proposed_by", "revision",
+        fields = ["id", "agent", "state", "source", "agent_made", "proposed_by", "token_holder",
+                  "origin", "revision",
                   "base_generation", "generation", "spec_sha256", "spec", "metadata", "changes",
                   "risk", "guardrails", "required_approvals", "approvals", "held", "comment",
                   "decided_by", "decision_comment", "created_at", "updated_at", "decided_at"]
@@ -363,3 +366,53 @@ class GuardrailViewSet(viewsets.ModelViewSet):
     def perform_destroy(self, instance: Guardrail) -> None:
         self._writer()
         actions.delete_guardrail(instance, actor=self.request.user)
+
+
+# --- tokens --------------------------------------------------------------------------------
+
+
+class TokenSerializer(serializers.ModelSerializer):
+    """A token as its holder, its agent's owner or an admin sees it (never its key)."""
+
+    prefix = serializers.CharField(source="key_prefix")
+    holder = serializers.CharField(source="user.username")
+    agent = serializers.CharField(source="agent.name", default=None, allow_null=True)
+    status = serializers.ChoiceField(choices=["active", "expired", "suspended", "revoked"])
+
+    class Meta:
+        model = ApiToken
+        fields = ["id", "prefix", "name", "holder", "agent", "status", "created_at",
+                  "expires_at", "last_used_at", "revoked_at", "suspended_at"]
+
+
+class RevokeSerializer(serializers.Serializer):
+    """`POST /tokens/{id}/revoke`: why, for the trail."""
+
+    reason = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
+
+
+class TokenViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
+    """Your tokens and your agents' tokens (every token for admin): revoke one at once; keep a
+    token your new agent's previous owner held."""
+
+    serializer_class = TokenSerializer
+    permission_classes = [IsPerson]
+    pagination_class = Page
+    lookup_value_regex = r"[0-9]{1,18}"
+
+    def get_queryset(self) -> QuerySet[ApiToken]:
+        return actions.visible_tokens(self.request.user)
+
+    @extend_schema(request=RevokeSerializer, responses=TokenSerializer)
+    @action(detail=True, methods=["post"])
+    def revoke(self, request: Request, pk: str) -> Response:
+        body = RevokeSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        token = actions.revoke_api_token(int(pk), actor=request.user,
+                                         reason=body.validated_data["reason"])
+        return Response(TokenSerializer(token).data)
+
+    @extend_schema(request=None, responses=TokenSerializer)
+    @action(detail=True, methods=["post"])
+    def keep(self, request: Request, pk: str) -> Response:
+        return Response(TokenSerializer(actions.keep_agent_token(int(pk), actor=request.user)).data)

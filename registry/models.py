@@ -62,6 +62,13 @@ class DesiredStateVersion(models.Model):
     source = models.CharField(max_length=8, choices=VersionSource.choices)
     proposed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                     on_delete=models.PROTECT, related_name="proposals")
+    # For an agent-made proposal, the person holding the agent token it came through (who issued
+    # it, or kept it after a hand-over): four eyes counts them as its proposer.
+    token_holder = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                     on_delete=models.PROTECT, related_name="+")
+    # How it arrived, when more than the proposer says it: the agent token, or the command line
+    # and the OS user who ran it. Shown to approvers.
+    origin = models.CharField(max_length=200, blank=True, default="")
     # Re-editing a pending proposal bumps the revision; approvals count for one revision only.
     revision = models.PositiveIntegerField(default=1)
     required_approvals = models.PositiveSmallIntegerField(default=1)
@@ -158,15 +165,30 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # Set when its agent was handed to a new owner: refused until that owner keeps it (or an
+    # admin does), so an old owner keeps no way to act as the agent.
+    suspended_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"{self.key_prefix}… for {self.user}"
 
     def is_usable(self, now: timezone.datetime | None = None) -> bool:
-        """Not revoked and not expired."""
+        """Not revoked, not suspended by a hand-over, and not expired."""
         now = now or timezone.now()
-        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
+        return (self.revoked_at is None and self.suspended_at is None
+                and (self.expires_at is None or self.expires_at > now))
+
+    @property
+    def status(self) -> str:
+        """active, expired, suspended (its agent changed owner) or revoked."""
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.suspended_at is not None:
+            return "suspended"
+        if self.expires_at is not None and self.expires_at <= timezone.now():
+            return "expired"
+        return "active"
 
     @property
     def audit_label(self) -> str:

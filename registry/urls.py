@@ -7,6 +7,7 @@ router = SimpleRouter(trailing_slash=False)
 router.register("agents", api.AgentViewSet, basename="agent")
 router.register("proposals", api.ProposalViewSet, basename="proposal")
 router.register("guardrails", api.GuardrailViewSet, basename="guardrail")
+router.register("tokens", api.TokenViewSet, basename="token")
 
 api_urlpatterns = [
     path("manifests", api.ManifestView.as_view(), name="manifests"),
@@ -24,6 +25,9 @@ page_urlpatterns = [
     path("proposals/<int:pk>/reject", views.proposal_reject, name="registry-proposal-reject"),
     path("proposals/<int:pk>/withdraw", views.proposal_withdraw,
          name="registry-proposal-withdraw"),
+    path("tokens/", views.token_list, name="registry-tokens"),
+    path("tokens/<int:pk>/revoke", views.token_revoke, name="registry-token-revoke"),
+    path("tokens/<int:pk>/keep", views.token_keep, name="registry-token-keep"),
     path("guardrails/", views.guardrail_list, name="registry-guardrails"),
     path("guardrails/new", views.guardrail_create, name="registry-guardrail-new"),
     path("guardrails/<slug:name>/edit", views.guardrail_edit, name="registry-guardrail-edit"),

@@ -1,4 +1,5 @@
-"""The registry's pages: agents, the apply form, the approvals inbox, proposals and guardrails.
+"""The registry's pages: agents, the apply form, the approvals inbox, proposals, guardrails and
+tokens.
 
 Views validate input and call registry.actions; a refused action (a DomainError) is shown to the
 person and has changed nothing.
@@ -11,7 +12,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Prefetch, QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -19,7 +20,7 @@ from django.views.decorators.http import require_POST
 
 from audit.jsondiff import Change, flat_changes
 from audit.models import AuditEntry
-from config.errors import Conflict, DomainError
+from config.errors import Conflict, DomainError, NotFound
 from reconciliation.behaviour_api import run_backtest
 from reconciliation.escalation_pages import escalation_form_context, with_row_errors
 from reconciliation.models import Escalation
@@ -265,6 +266,9 @@ def _card(version: DesiredStateVersion, user: Any) -> ProposalCard:
         why_not = "Only approvers decide on proposals."
     elif version.proposed_by_id == user.pk:
         why_not = "Four eyes: you made this proposal, so another approver decides."
+    elif version.token_holder_id == user.pk:
+        why_not = ("Four eyes: the agent made this with a token you hold, so another approver "
+                   "decides.")
     elif agent.owner_id == user.pk:
         why_not = "Four eyes: you own this agent, so another approver decides."
     return ProposalCard(
@@ -478,3 +482,44 @@ def guardrail_delete(request: HttpRequest, name: str) -> HttpResponse:
             messages.success(request, f"Deleted guardrail {name}.")
         return redirect("registry-guardrails")
     return _page(request, "registry/guardrail_delete.html", {"guardrail": guardrail})
+
+
+# --- tokens ------------------------------------------------------------------------------------
+
+
+@login_required
+def token_list(request: HttpRequest) -> HttpResponse:
+    """Your tokens and your agents' tokens (every token for admin), to revoke or keep."""
+    tokens = actions.visible_tokens(request.user)
+    return _page(request, "registry/token_list.html", {
+        "tokens": tokens[:500], "me": request.user})
+
+
+def _token_change(request: HttpRequest, change: Any, done: str) -> HttpResponse:
+    try:
+        token = change()
+    except NotFound as error:
+        raise Http404(error.message) from None
+    except DomainError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, f"{done} token {token.key_prefix}….")
+    return redirect("registry-tokens")
+
+
+@login_required
+@require_POST
+def token_revoke(request: HttpRequest, pk: int) -> HttpResponse:
+    """Revoke a token at once."""
+    reason = request.POST.get("reason", "")[:500]
+    return _token_change(
+        request, lambda: actions.revoke_api_token(pk, actor=request.user, reason=reason),
+        "Revoked")
+
+
+@login_required
+@require_POST
+def token_keep(request: HttpRequest, pk: int) -> HttpResponse:
+    """The agent's new owner keeps a token its previous owner held."""
+    return _token_change(request, lambda: actions.keep_agent_token(pk, actor=request.user),
+                         "Kept")

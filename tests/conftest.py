@@ -300,13 +300,3 @@ def eventually(check, timeout: float = 30, interval: float = 0.2, message: str =
         if time.monotonic() > deadline:
             raise AssertionError(message or f"condition not met within {timeout}s")
         time.sleep(interval)
-
-
-@pytest.fixture(autouse=True)
-def _fresh_sign_in_limits():
-    # Failed sign-ins are counted in Redis across processes; each test starts with none.
-    client = redis.Redis.from_url(settings.REDIS_URL)
-    keys = list(client.scan_iter("signin:fail:*"))
-    if keys:
-        client.delete(*keys)
-    client.close()

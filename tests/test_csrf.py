@@ -112,6 +112,12 @@ def cluster(people, redis_client):
     escalation = actions.open_escalation(agent, None, reason="look at this")
     registry_actions.create_guardrail(actor=people.dana, name="no-crm", expression="true",
                                       effect="warn", message="m")
+    registry_actions.issue_agent_token(agent, actor=people.alice)
+    # A token admin held for the agent, suspended as by a hand-over: alice may keep it.
+    from registry.actions.tokens import suspend_for_handover
+
+    registry_actions.issue_agent_token(agent, actor=people.admin)
+    suspend_for_handover(agent, people.admin, actor="system:test")
     return {"proposal": pending.pk, "escalation": escalation.pk,
             "finding": Finding.objects.filter(agent=agent).first().pk}
 
@@ -154,6 +160,9 @@ FORMS = {
                                "escalation.resolved"),
     "acknowledge a finding": ("dana", "/findings/", "findings", "reason",
                               {"reason": "known"}, "finding.acknowledged"),
+    "revoke a token": ("alice", "/tokens/", "registry-token-revoke", "reason",
+                       {"reason": "rotated"}, "token.revoked"),
+    "keep a token": ("alice", "/tokens/", "registry-token-keep", None, {}, "token.kept"),
     "inject drift in the lab": ("dana", "/lab/", "lab", "agent", {"what": "drift"},
                                 "sandbox.changed"),
     "mass drift in the lab": ("dana", "/lab/", "lab", "count", {"what": "mass", "count": "1"},
@@ -195,7 +204,8 @@ def test_a_form_without_its_token_is_refused_and_with_it_does_its_work(cluster, 
 
 CRAWL = {
     "anonymous": ["/login/"],
-    "alice": ["/", "/manifests/new", "/proposals/{proposal}/", "/agents/refund-agent/"],
+    "alice": ["/", "/manifests/new", "/proposals/{proposal}/", "/agents/refund-agent/",
+              "/tokens/"],
     "bob": ["/approvals/", "/proposals/{proposal}/", "/escalations/"],
     "dana": ["/findings/", "/lab/", "/guardrails/", "/guardrails/new",
              "/guardrails/no-crm/edit", "/guardrails/no-crm/delete", "/audit/"],

@@ -150,6 +150,13 @@ API = [
         body={"message": "patched"}),
     Row("DELETE /api/v1/guardrails/g-existing",
         (401,     403,    403,    403,    403,    204,    204,    403,    403)),
+    # tokens: each person sees their own and their agents' (admin every one); others get 404
+    Row("GET /api/v1/tokens",
+        (401,     200,    200,    200,    200,    200,    200,    403,    403)),
+    Row("POST /api/v1/tokens/{token}/revoke",  # a token alice holds for refund-agent
+        (401,     200,    404,    404,    404,    404,    200,    403,    403), body={}),
+    Row("POST /api/v1/tokens/{token}/keep",  # only a token suspended by a hand-over is kept
+        (401,     409,    404,    404,    404,    404,    403,    403,    403), body={}),
     # desired and observed state
     Row("GET /api/v1/agents/refund-agent/desired-state",
         (401,     200,    200,    200,    200,    200,    200,    200,    403)),
@@ -267,6 +274,7 @@ PAGES = [
     Row("GET /guardrails/g-existing/edit", (L, 403, 403, 403, 403, 200, 200, L, L)),
     Row("GET /guardrails/g-existing/delete", (L, 403, 403, 403, 403, 200, 200, L, L)),
     Row("GET /audit/",                  (L, 403, 403, 403, 403, 200, 200, L, L)),
+    Row("GET /tokens/",                 (L, 200, 200, 200, 200, 200, 200, L, L)),
     Row("GET /login/",                  (200, 200, 200, 200, 200, 200, 200, 200, 200)),
     Row("GET /vendor/plotly.min.js",    (200, 200, 200, 200, 200, 200, 200, 200, 200)),
     # The Django admin (read-only, see tests/registry/test_people.py) and the RQ dashboard.
@@ -297,6 +305,10 @@ FORMS = [
         body={"comment": "no"}, audited=("proposal.rejected",)),
     Row("POST /proposals/{pending}/withdraw", (L, D, R, R, R, R, R, L, L),
         body={}, audited=("proposal.withdrawn",)),
+    Row("POST /tokens/{token}/revoke",  (L, D, 404, 404, 404, 404, D, L, L),
+        body={"reason": "rotated"}, audited=("token.revoked",)),
+    Row("POST /tokens/{token}/keep",    (L, R, 404, 404, 404, 404, R, L, L),
+        body={}, audited=("token.kept",)),
     Row("POST /guardrails/new",         (L, 403, 403, 403, 403, D, D, L, L),
         body={**GUARDRAIL, "name": "g-new", "required_approvals": 2},
         audited=("guardrail.created",)),
@@ -426,7 +438,8 @@ def build_scene() -> Scene:
     scene = Scene(ids={
         "pending": pending.pk, "erins": erins.pk, "escalation": escalation.pk,
         "erins_esc": erins_esc.pk, "decision_esc": Escalation.objects.get(decision=asked).pk,
-        "decision": decided.pk, "finding": Finding.objects.filter(agent=refund).first().pk})
+        "decision": decided.pk, "finding": Finding.objects.filter(agent=refund).first().pk,
+        "token": registry_actions.issue_agent_token(refund, actor=alice, name="spare")[0].pk})
     scene.api["anonymous"] = APIClient()
     for name, user in people.items():
         _, key = registry_actions.issue_api_token(user, actor="system:test")
@@ -590,7 +603,8 @@ def test_every_route_and_api_method_is_in_the_table():
     for row in API + PAGES + FORMS:
         method, path = row.request.split(" ", 1)
         path = path.split("?")[0].format(pending=1, erins=1, escalation=1, erins_esc=1,
-                                         decision_esc=1, finding=1, decision=uuid.uuid4())
+                                         decision_esc=1, finding=1, decision=uuid.uuid4(),
+                                         token=1)
         covered.add((method, resolve(path).route))
     missing = []
     for route, callback in every_route():

@@ -23,6 +23,7 @@ from reconciliation.models import Decision, Escalation
 from registry.choices import Lifecycle, Role
 from registry.manifest import duration_seconds
 from registry.models import Agent
+from registry.principals import acting_agent
 from registry.roles import has_role
 
 
@@ -69,6 +70,14 @@ def evaluate(spec: dict[str, Any], request: dict[str, Any], agent: Agent,
 
 
 @transaction.atomic
+def _person_behind(actor: Any) -> Any:
+    """The person an agent's token belongs to, or the person asking; None for the system."""
+    token = getattr(actor, "token", None) if acting_agent(actor) is not None else None
+    if token is not None:
+        return token.user
+    return actor if getattr(actor, "pk", None) else None
+
+
 def request_decision(agent: Agent, request: dict[str, Any], *, actor: Any,
                      callback_url: str = "") -> Decision:
     """Decide now, or open an escalation for an approver and wait (pending)."""
@@ -81,6 +90,7 @@ def request_decision(agent: Agent, request: dict[str, Any], *, actor: Any,
         agent=agent, request=request, request_sha256=state_hash(request), outcome=outcome,
         status=DecisionStatus.PENDING if pending else DecisionStatus.DECIDED, rule=rule,
         callback_url=callback_url, generation=agent.generation, created_at=now,
+        asked_by=_person_behind(actor),
         expires_at=now + timedelta(seconds=settings.DECISION_TIMEOUT_SECONDS) if pending
         else None)
     audit.record(actor=actor, action=AuditAction.DECISION_MADE, target=f"decision:{decision.pk}",
@@ -150,6 +160,9 @@ def decide_pending(decision_id: str, *, actor: Any, allow: bool, comment: str) -
     if decision.agent.owner_id == actor.pk:
         raise NotAllowed("Four eyes: you cannot sign off an action of an agent you own.",
                          code="four_eyes")
+    if decision.asked_by_id == actor.pk:
+        raise NotAllowed("Four eyes: you asked for this, yourself or through an agent token "
+                         "you hold; another approver answers it.", code="four_eyes")
     if decision.status != DecisionStatus.PENDING:
         raise Conflict(f"Decision {decision_id} is {decision.status}.", code="not_pending")
     if decision.expires_at and decision.expires_at <= timezone.now():

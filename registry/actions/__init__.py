@@ -7,11 +7,13 @@ from registry.actions.people import (
     grant_role,
     issue_agent_token,
     issue_api_token,
+    record_account_created,
+    record_password_change,
     record_sign_in,
     record_sign_in_failure,
     record_sign_out,
-    revoke_api_token,
     revoke_role,
+    set_account_flags,
 )
 from registry.actions.proposals import (
     ProposalOutcome,
@@ -21,11 +23,13 @@ from registry.actions.proposals import (
     reject_proposal,
     withdraw_proposal,
 )
+from registry.actions.tokens import keep_agent_token, revoke_api_token, visible_tokens
 
 __all__ = [
     "ProposalOutcome", "apply_manifests", "approve_proposal", "create_guardrail", "create_person",
     "delete_guardrail", "grant_connector_secret", "grant_role", "issue_agent_token",
-    "issue_api_token", "propose", "record_sign_in", "record_sign_in_failure", "record_sign_out",
+    "issue_api_token", "keep_agent_token", "propose", "record_account_created",
+    "record_password_change", "record_sign_in", "record_sign_in_failure", "record_sign_out",
     "reject_proposal", "revoke_api_token", "revoke_connector_secret", "revoke_role",
-    "update_guardrail", "withdraw_proposal",
+    "set_account_flags", "update_guardrail", "visible_tokens", "withdraw_proposal",
 ]

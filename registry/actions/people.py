@@ -10,9 +10,11 @@ from django.utils import timezone
 
 import audit
 from audit.choices import AuditAction
+from config.client_address import client_address
 from config.errors import NotAllowed
 from registry.choices import Role
 from registry.models import ApiToken, hash_token_key
+from registry.password_audit import AUDITED_BY_CALLER, password_changed_by
 from registry.roles import has_role
 
 
@@ -21,10 +23,52 @@ def create_person(username: str, *, actor: Any, password: str | None = None,
                   email: str = "") -> tuple[User, str]:
     """Create a sign-in account; returns it with its password (random unless given)."""
     password = password or secrets.token_urlsafe(12)
-    user = User.objects.create_user(username=username, email=email, password=password)
+    with password_changed_by(AUDITED_BY_CALLER):  # the creation's row says it was set
+        user = User.objects.create_user(username=username, email=email, password=password)
     audit.record(actor=actor, action=AuditAction.USER_CREATED, target=f"user:{username}",
-                 after={"username": username, "email": email})
+                 after={"username": username, "email": email, "password": "set"})
     return user, password
+
+
+@transaction.atomic
+def record_password_change(user: User, *, actor: Any) -> None:
+    """Audit a changed password (never the password or its hash)."""
+    audit.record(actor=actor, action=AuditAction.USER_PASSWORD_CHANGED,
+                 target=f"user:{user.username}",
+                 after={"usable": user.has_usable_password()})
+
+
+ACCOUNT_FLAGS = ("is_active", "is_staff", "is_superuser")
+
+
+def account_flags(user: User) -> dict[str, bool]:
+    """The account switches that change what a person can do."""
+    return {flag: getattr(user, flag) for flag in ACCOUNT_FLAGS}
+
+
+@transaction.atomic
+def set_account_flags(user: User, *, actor: Any, reason: str = "", **flags: bool) -> bool:
+    """Change is_active / is_staff / is_superuser; False when nothing changed."""
+    if set(flags) - set(ACCOUNT_FLAGS):
+        raise ValueError(f"unknown account flags {sorted(set(flags) - set(ACCOUNT_FLAGS))}")
+    user = User.objects.select_for_update().get(pk=user.pk)
+    before = account_flags(user)
+    after = {**before, **flags}
+    if after == before:
+        return False
+    User.objects.filter(pk=user.pk).update(**flags)
+    audit.record(actor=actor, action=AuditAction.USER_FLAGS_CHANGED,
+                 target=f"user:{user.username}", before=before, after=after, reason=reason)
+    return True
+
+
+@transaction.atomic
+def record_account_created(user: User, *, actor: Any) -> None:
+    """Audit an account made outside create_person (Django's createsuperuser)."""
+    audit.record(actor=actor, action=AuditAction.USER_CREATED, target=f"user:{user.username}",
+                 after={"username": user.username, "email": user.email,
+                        "password": "set" if user.has_usable_password() else "unusable",
+                        **account_flags(user)})
 
 
 @transaction.atomic
@@ -52,6 +96,9 @@ def revoke_role(user: User, role: Role | str, *, actor: Any) -> bool:
     user.groups.remove(group)
     audit.record(actor=actor, action=AuditAction.ROLE_REVOKED, target=f"user:{user.username}",
                  before={"roles": before}, after={"roles": [r for r in before if r != role]})
+    if role == Role.ADMIN:  # a superuser holds every role: the flag must go with the role
+        set_account_flags(user, actor=actor, is_staff=False, is_superuser=False,
+                          reason="admin role revoked")
     return True
 
 
@@ -69,19 +116,6 @@ def issue_api_token(user: User, *, actor: Any, name: str = "",
                "expires_at": expires_at.isoformat() if expires_at else None},
     )
     return token, key
-
-
-@transaction.atomic
-def revoke_api_token(token: ApiToken, *, actor: Any, reason: str = "") -> None:
-    """Revoke a token at once; later requests with it get 401."""
-    token = ApiToken.objects.select_for_update().get(pk=token.pk)
-    if token.revoked_at is not None:
-        return
-    token.revoked_at = timezone.now()
-    token.save(update_fields=["revoked_at"])
-    audit.record(actor=actor, action=AuditAction.TOKEN_REVOKED,
-                 target=f"user:{token.user.username}", before={"token": token.key_prefix},
-                 reason=reason)
 
 
 @transaction.atomic
@@ -107,7 +141,7 @@ def issue_agent_token(agent: Any, *, actor: User, name: str = "",
 def _client(request: Any) -> dict[str, str]:
     if request is None:
         return {}
-    return {"ip": request.META.get("REMOTE_ADDR", ""),
+    return {"ip": client_address(request),
             "user_agent": request.META.get("HTTP_USER_AGENT", "")[:200]}
 
 

@@ -15,6 +15,7 @@ from audit.jsondiff import flat_changes
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from reconciliation.outbound import listed
 from reconciliation.triggers import request_reconcile, schedule_grant_expiries
+from registry.actions.tokens import suspend_for_handover
 from registry.choices import GuardrailOutcome, Role, VersionSource, VersionState
 from registry.connector_secrets import granted
 from registry.guardrails import GuardrailResult, evaluate, selector_matches
@@ -139,10 +140,22 @@ def _proposer_filter(actor: Any) -> dict[str, Any]:
     return {"proposed_by": actor}
 
 
+def _provenance(actor: Any, origin: str) -> tuple[User | None, str]:
+    """Who holds the token behind an agent-made proposal, and how the proposal arrived."""
+    if isinstance(actor, AgentPrincipal) and actor.token is not None:
+        holder = actor.token.user
+        return holder, f"agent token {actor.token.key_prefix}… held by {holder.username}"
+    return None, origin
+
+
+def _reason(origin: str, comment: str) -> str:
+    return "; ".join(part for part in (origin, comment) if part)
+
+
 @transaction.atomic
 def propose(agent: Agent, spec: dict, metadata: dict, *, actor: Any, source: str,
             base_generation: int | None = None, comment: str = "",
-            from_escalation: bool = False) -> ProposalOutcome:
+            from_escalation: bool = False, origin: str = "") -> ProposalOutcome:
     """Propose a canonical spec for an agent; re-editing the proposer's pending proposal resets
     its approvals. Unchanged specs change nothing; a guardrail denial refuses with 422."""
     agent = (Agent.objects.select_for_update(of=("self",))
@@ -169,7 +182,9 @@ def propose(agent: Agent, spec: dict, metadata: dict, *, actor: Any, source: str
     now = timezone.now()
     assessment = assess(agent.name, active.spec if active else None, spec, metadata, now)
     _refuse_denied(agent.name, assessment)
+    token_holder, origin = _provenance(actor, origin)
     fields = {
+        "token_holder": token_holder, "origin": origin[:200],
         "spec": spec, "spec_sha256": digest, "metadata": metadata,
         "base_generation": agent.generation, "guardrail_results": [
             r.to_dict() for r in assessment.guardrails],
@@ -186,7 +201,8 @@ def propose(agent: Agent, spec: dict, metadata: dict, *, actor: Any, source: str
         mine.save()
         audit.record(actor=actor, action=AuditAction.PROPOSAL_UPDATED,
                      target=f"proposal:{mine.pk}", agent=agent.name, before=before, after=spec,
-                     reason=f"revision {mine.revision}; earlier approvals no longer count")
+                     reason=_reason(origin, f"revision {mine.revision}; earlier approvals no "
+                                    "longer count"))
         _announce("proposal.pending", mine, agent)
         return ProposalOutcome(agent.name, "updated", mine, assessment)
     version = DesiredStateVersion.objects.create(
@@ -194,7 +210,8 @@ def propose(agent: Agent, spec: dict, metadata: dict, *, actor: Any, source: str
         proposed_by=None if isinstance(actor, AgentPrincipal) else actor, **fields)
     audit.record(actor=actor, action=AuditAction.PROPOSAL_CREATED,
                  target=f"proposal:{version.pk}", agent=agent.name,
-                 before=active.spec if active else None, after=spec, reason=comment)
+                 before=active.spec if active else None, after=spec,
+                 reason=_reason(origin, comment))
     _announce("proposal.pending", version, agent)
     return ProposalOutcome(agent.name, "proposed", version, assessment)
 
@@ -226,7 +243,7 @@ def _check_connector(agent_name: str, connector: dict | None, owner: User) -> No
                       details=details)
 
 
-def _register(manifest: Manifest, *, actor: Any, source: str) -> ProposalOutcome:
+def _register(manifest: Manifest, *, actor: Any, source: str, origin: str) -> ProposalOutcome:
     if isinstance(actor, AgentPrincipal) or not has_role(actor, Role.OWNER):
         raise NotAllowed("Only owners register agents.")
     if manifest.owner != actor.username and not has_role(actor, Role.ADMIN):
@@ -239,18 +256,20 @@ def _register(manifest: Manifest, *, actor: Any, source: str) -> ProposalOutcome
         description=manifest.description, framework=manifest.spec["framework"],
         connector=manifest.spec["connector"])
     audit.record(actor=actor, action=AuditAction.AGENT_REGISTERED, target=f"agent:{agent.name}",
-                 agent=agent.name, after={"owner": owner.username, "labels": agent.labels})
+                 agent=agent.name, after={"owner": owner.username, "labels": agent.labels},
+                 reason=origin)
     from reconciliation.actions.behaviour import adopt_unregistered
 
     adopt_unregistered(agent, actor=actor)  # a shadow agent's earlier events count from now
-    outcome = propose(agent, manifest.spec, _metadata(manifest), actor=actor, source=source)
+    outcome = propose(agent, manifest.spec, _metadata(manifest), actor=actor, source=source,
+                      origin=origin)
     outcome.action = "created"
     return outcome
 
 
 @transaction.atomic
 def apply_manifests(manifests: list[Manifest], *, actor: Any, source: str,
-                    dry_run: bool = False) -> list[ProposalOutcome]:
+                    dry_run: bool = False, origin: str = "") -> list[ProposalOutcome]:
     """Register new agents and propose new versions for known ones, all or nothing.
 
     A dry run does exactly the same work and then rolls it back, so it reports exactly what a
@@ -260,10 +279,10 @@ def apply_manifests(manifests: list[Manifest], *, actor: Any, source: str,
     for manifest in manifests:
         agent = Agent.objects.filter(name=manifest.name).first()
         if agent is None:
-            outcomes.append(_register(manifest, actor=actor, source=source))
+            outcomes.append(_register(manifest, actor=actor, source=source, origin=origin))
         else:
             outcomes.append(propose(agent, manifest.spec, _metadata(manifest), actor=actor,
-                                    source=source))
+                                    source=source, origin=origin))
     if dry_run:
         transaction.set_rollback(True)
     return outcomes
@@ -288,8 +307,9 @@ def _check_pending(version: DesiredStateVersion) -> None:
 def _check_four_eyes(version: DesiredStateVersion, agent: Agent, actor: Any) -> None:
     if isinstance(actor, AgentPrincipal) or not has_role(actor, Role.APPROVER):
         raise NotAllowed("Only approvers decide on proposals.")
-    if version.proposed_by_id == actor.pk:
-        raise NotAllowed("Four eyes: you cannot approve a proposal you made.", code="four_eyes")
+    if actor.pk in (version.proposed_by_id, version.token_holder_id):
+        raise NotAllowed("Four eyes: you cannot approve a proposal you made, yourself or "
+                         "through an agent token you hold.", code="four_eyes")
     if agent.owner_id == actor.pk or version.metadata.get("owner") == actor.username:
         raise NotAllowed("Four eyes: you cannot approve a proposal for an agent you own "
                          "or that would hand it to you.", code="four_eyes")
@@ -337,7 +357,7 @@ def _activate(version: DesiredStateVersion, agent: Agent, actor: Any) -> None:
     owner = User.objects.filter(username=version.metadata.get("owner")).first() or agent.owner
     agent.generation = version.generation
     agent.active_version = version
-    agent.owner = owner
+    old_owner, agent.owner = agent.owner, owner
     agent.labels = version.metadata.get("labels", {})
     agent.description = version.metadata.get("description", "")
     agent.framework = version.spec["framework"]
@@ -347,6 +367,12 @@ def _activate(version: DesiredStateVersion, agent: Agent, actor: Any) -> None:
     audit.record(actor=actor, action=AuditAction.VERSION_ACTIVATED, target=f"agent:{agent.name}",
                  agent=agent.name, before=before, after=version.spec,
                  reason=f"generation {version.generation} from proposal {version.pk}")
+    if old_owner.pk != owner.pk:
+        audit.record(actor=actor, action=AuditAction.AGENT_HANDED_OVER,
+                     target=f"agent:{agent.name}", agent=agent.name,
+                     before={"owner": old_owner.username}, after={"owner": owner.username},
+                     reason=f"proposal {version.pk}")
+        suspend_for_handover(agent, old_owner, actor=actor)
     older = agent.versions.select_for_update().filter(
         state=VersionState.PENDING, created_at__lte=version.created_at).exclude(pk=version.pk)
     for stale in older:

@@ -168,3 +168,22 @@ def test_the_installed_console_script_works(server, keys):
     listed = subprocess.run([str(AGENTCTL), "get", "agents"], capture_output=True, text=True,
                             env=env, timeout=60)
     assert listed.returncode == 0 and listed.stdout == "No agents found.\n"
+
+
+def test_an_owner_lists_and_revokes_their_agents_token_with_agentctl(ctl, keys, people,
+                                                                      server):
+    from registry import actions as registry_actions
+    from tests.conftest import approved_agent
+
+    agent = approved_agent(people, "refund-agent")
+    token, key = registry_actions.issue_agent_token(agent, actor=people.admin)
+    status, out, _ = ctl(keys.alice, "token", "list")
+    assert status == 0
+    (row,) = [line.split() for line in out.splitlines() if line.startswith(str(token.pk))]
+    assert row[1:5] == [key[:8], "admin", "refund-agent", "active"]
+    assert ctl(keys.bob, "token", "revoke", str(token.pk))[0] == 1  # not bob's: 404
+    status, out, _ = ctl(keys.alice, "token", "revoke", str(token.pk), "-m", "not mine")
+    assert status == 0 and out.strip().endswith("revoked")
+    with Client(server, key, agent="refund-agent") as client, pytest.raises(Exception) as error:
+        client.desired_state()
+    assert getattr(error.value, "status", None) == 401

@@ -1,5 +1,6 @@
 """`manage.py apply -f FILE_OR_DIR [--dry-run] [--as USER]`: kubectl-like manifest apply."""
 
+import getpass
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,9 @@ class Command(BaseCommand):
                 raise CommandError("\n".join(lines)) from None
         if not manifests:
             raise CommandError(f"{filename}: no manifests found")
+        # Whoever has this shell can act as any owner: say so on every proposal and audit row.
+        origin = (f"command line (manage.py apply) run by OS user {getpass.getuser()}, "
+                  + (f"--as {as_user}" if as_user else "no --as: as each manifest's owner"))
         outcomes = []
         try:
             with transaction.atomic():  # all or nothing, as through the API
@@ -60,7 +64,8 @@ class Command(BaseCommand):
                         raise CommandError(f"{manifest.name}: no active user {username!r}; "
                                            "nothing was applied")
                     outcomes.extend(actions.apply_manifests(
-                        [manifest], actor=actor, source=VersionSource.YAML, dry_run=dry_run))
+                        [manifest], actor=actor, source=VersionSource.YAML, dry_run=dry_run,
+                        origin=origin))
         except DomainError as error:
             raise CommandError(f"{error.message}; nothing was applied") from None
         suffix = " (dry run)" if dry_run else ""

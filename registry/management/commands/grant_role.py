@@ -1,4 +1,4 @@
-"""`manage.py grant_role USER ROLE [--create]`."""
+"""`manage.py grant_role USER ROLE [--create | --revoke]`."""
 
 from typing import Any
 
@@ -17,16 +17,25 @@ class Command(BaseCommand):
         parser.add_argument("role", choices=Role.values)
         parser.add_argument("--create", action="store_true",
                             help="create the account if missing and print its password")
+        parser.add_argument("--revoke", action="store_true", help="take the role away instead")
 
-    def handle(self, *args: Any, username: str, role: str, create: bool, **options: Any) -> None:
+    def handle(self, *args: Any, username: str, role: str, create: bool, revoke: bool,
+               **options: Any) -> None:
         actor = "system:cli"
         user = User.objects.filter(username=username).first()
+        if revoke:
+            if user is None:
+                raise CommandError(f"no user {username!r}")
+            revoked = actions.revoke_role(user, role, actor=actor)
+            self.stdout.write(f"{username}: {role} {'revoked' if revoked else 'not held'}")
+            return
         if user is None:
             if not create:
                 raise CommandError(f"no user {username!r}; pass --create to create it")
             user, password = actions.create_person(username, actor=actor)
             self.stdout.write(f"created {username} with password {password}")
-        if role == Role.ADMIN and not (user.is_staff and user.is_superuser):
-            User.objects.filter(pk=user.pk).update(is_staff=True, is_superuser=True)
         granted = actions.grant_role(user, role, actor=actor)
+        if role == Role.ADMIN:  # the Django admin and the RQ dashboard need the flags
+            actions.set_account_flags(user, actor=actor, is_staff=True, is_superuser=True,
+                                      reason="admin role granted")
         self.stdout.write(f"{username}: {role} {'granted' if granted else 'already held'}")

@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from registry import actions
 from registry.choices import Role
+from registry.password_audit import password_changed_by
 
 PERSONAS = [
     ("alice", Role.OWNER, "owns agents and proposes their desired state"),
@@ -39,10 +40,12 @@ class Command(BaseCommand):
             if user is None:
                 user, _ = actions.create_person(username, actor="system:demo", password=password)
             elif not user.check_password(password):
-                user.set_password(password)
-                user.save(update_fields=["password"])
+                with password_changed_by("system:demo"):
+                    user.set_password(password)
+                    user.save(update_fields=["password"])
             if role == Role.ADMIN:
-                User.objects.filter(pk=user.pk).update(is_staff=True, is_superuser=True)
+                actions.set_account_flags(user, actor="system:demo", is_staff=True,
+                                          is_superuser=True, reason="admin role granted")
             actions.grant_role(user, role, actor="system:demo")
             logins[username] = password
         store.parent.mkdir(parents=True, exist_ok=True)

@@ -202,6 +202,24 @@ def cmd_approve(client: Client, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def cmd_token_list(client: Client, args: argparse.Namespace, out: TextIO) -> int:
+    tokens = list(client.tokens())
+    if not tokens:
+        out.write("No tokens.\n")
+        return 0
+    rows: list[list[Any]] = [["ID", "PREFIX", "HOLDER", "AGENT", "STATUS", "LAST USED"]]
+    rows += [[t["id"], t["prefix"], t["holder"], t["agent"] or "-", t["status"],
+              t["last_used_at"] or "never"] for t in tokens]
+    table(rows, out)
+    return 0
+
+
+def cmd_token_revoke(client: Client, args: argparse.Namespace, out: TextIO) -> int:
+    token = client.revoke_token(args.id, reason=args.reason)
+    out.write(f"token {token['prefix']} (holder {token['holder']}): {token['status']}\n")
+    return 0
+
+
 def cmd_audit_verify(client: Client | None, args: argparse.Namespace, out: TextIO) -> int:
     if args.file:
         check = verify_file(args.file, args.format)
@@ -279,6 +297,14 @@ def parser() -> argparse.ArgumentParser:
     approve.add_argument("--expected-generation", type=int,
                          help="refuse if the agent moved on from this generation")
     approve.set_defaults(run=cmd_approve)
+
+    token = verbs.add_parser("token", help="your API tokens and your agents'")
+    token_verbs = token.add_subparsers(dest="token_verb", required=True, metavar="COMMAND")
+    token_verbs.add_parser("list", help="tokens you may revoke").set_defaults(run=cmd_token_list)
+    revoke = token_verbs.add_parser("revoke", help="revoke a token at once (by its ID)")
+    revoke.add_argument("id", type=int)
+    revoke.add_argument("-m", "--reason", default="", help="why, for the audit trail")
+    revoke.set_defaults(run=cmd_token_revoke)
 
     audit = verbs.add_parser("audit", help="the audit trail")
     audit_verbs = audit.add_subparsers(dest="audit_verb", required=True, metavar="COMMAND")

@@ -308,6 +308,15 @@ class Client:
         return self.request("POST", f"/api/v1/proposals/{int(proposal_id)}/approve",
                             json=body).json()
 
+    def tokens(self) -> Iterator[dict[str, Any]]:
+        """Your tokens and your agents' tokens (every token for an admin), newest first."""
+        return self._pages("/api/v1/tokens", {})
+
+    def revoke_token(self, token_id: int, *, reason: str = "") -> dict[str, Any]:
+        """Revoke a token at once; requests with it get 401 from then on."""
+        return self.request("POST", f"/api/v1/tokens/{int(token_id)}/revoke",
+                            json={"reason": reason}).json()
+
     def audit_verify(self) -> dict[str, Any]:
         """The server's own walk of the trail: ok, count, head_hash, first_broken_seq."""
         return self.request("GET", "/api/v1/audit/verify").json()
