@@ -197,6 +197,7 @@ class FindingViewSet(ReviewerOnly, viewsets.ReadOnlyModelViewSet):
     @extend_schema(request=ReasonSerializer, responses=FindingSerializer)
     @action(detail=True, methods=["post"])
     def acknowledge(self, request: Request, pk: str) -> Response:
+        actions.authorise_acknowledgement(int(pk), actor=request.user)
         body = ReasonSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         actions.acknowledge_finding(int(pk), actor=request.user,
@@ -279,6 +280,7 @@ class EscalationViewSet(ReviewerOnly, mixins.ListModelMixin, mixins.RetrieveMode
     @extend_schema(request=ResolveSerializer, responses=EscalationSerializer)
     @action(detail=True, methods=["post"])
     def resolve(self, request: Request, pk: str) -> Response:
+        actions.authorise_escalation(int(pk), actor=request.user)
         body = ResolveSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         actions.resolve_escalation(int(pk), actor=request.user, **body.validated_data)
@@ -287,6 +289,7 @@ class EscalationViewSet(ReviewerOnly, mixins.ListModelMixin, mixins.RetrieveMode
     @extend_schema(request=TriageSerializer, responses=EscalationSerializer)
     @action(detail=True, methods=["post"])
     def triage(self, request: Request, pk: str) -> Response:
+        actions.authorise_escalation(int(pk), actor=request.user, triage=True)
         body = TriageSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         actions.triage_escalation(int(pk), actor=request.user, **body.action_arguments())
@@ -338,7 +341,8 @@ class ControlView(APIView):
 
 
 class ControlShadowView(APIView):
-    permission_classes = [IsPerson]
+    permission_classes = [IsPerson, HasRole]  # decided before the body is read
+    required_roles = (Role.COMPLIANCE,)
 
     @extend_schema(request=SwitchSerializer, responses=ControlSerializer)
     def post(self, request: Request) -> Response:
@@ -349,7 +353,8 @@ class ControlShadowView(APIView):
 
 
 class BreakerResetView(APIView):
-    permission_classes = [IsPerson]
+    permission_classes = [IsPerson, HasRole]  # decided before the body is read
+    required_roles = (Role.COMPLIANCE,)
 
     @extend_schema(request=ReasonSerializer, responses=ControlSerializer)
     def post(self, request: Request) -> Response:

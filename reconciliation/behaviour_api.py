@@ -207,7 +207,8 @@ class AssignSerializer(serializers.Serializer):
 class AssignUnregisteredView(APIView):
     """`POST /api/v1/unregistered/{name}/assign`: compliance hands it to an owner."""
 
-    permission_classes = [IsPerson]
+    permission_classes = [IsPerson, HasRole]  # decided before the body is read
+    required_roles = (Role.COMPLIANCE,)
 
     @extend_schema(request=AssignSerializer, responses=UnregisteredSerializer)
     def post(self, request: Request, name: str) -> Response:

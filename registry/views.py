@@ -5,6 +5,7 @@ person and has changed nothing.
 """
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from django.contrib import messages
@@ -223,7 +224,9 @@ def manifest_apply(request: HttpRequest) -> HttpResponse:
         text, dry_run = form.cleaned_data["manifest"], form.cleaned_data["dry_run"]
         context.update(text=text, dry_run=dry_run)
         try:
-            outcomes = actions.apply_manifests(read_manifests(text), actor=request.user,
+            authorise = partial(actions.check_can_apply, actor=request.user)
+            outcomes = actions.apply_manifests(read_manifests(text, authorise=authorise),
+                                               actor=request.user,
                                                source=VersionSource.UI, dry_run=dry_run)
         except DomainError as error:
             problems = _problems(text, error)

@@ -16,13 +16,17 @@ from registry.actions.proposals import (
     ProposalOutcome,
     apply_manifests,
     approve_proposal,
+    check_can_apply,
+    check_can_decide,
+    check_can_propose,
     propose,
     reject_proposal,
     withdraw_proposal,
 )
 
 __all__ = [
-    "ProposalOutcome", "apply_manifests", "approve_proposal", "create_guardrail", "create_person",
+    "ProposalOutcome", "apply_manifests", "approve_proposal", "check_can_apply",
+    "check_can_decide", "check_can_propose", "create_guardrail", "create_person",
     "delete_guardrail", "grant_role", "issue_agent_token", "issue_api_token", "propose",
     "record_sign_in", "record_sign_in_failure", "record_sign_out", "reject_proposal",
     "revoke_api_token", "revoke_role", "update_guardrail", "withdraw_proposal",

@@ -115,7 +115,9 @@ def _metadata(manifest: Manifest) -> dict[str, Any]:
             "description": manifest.description}
 
 
-def _check_can_propose(agent: Agent, actor: Any, *, from_escalation: bool = False) -> None:
+def check_can_propose(agent: Agent, actor: Any, *, from_escalation: bool = False) -> None:
+    """Refuse (403) a principal who may not propose for `agent`; views call it before they
+    read the proposed spec, so a stranger learns nothing from validation."""
     if from_escalation and has_role(actor, Role.APPROVER):
         return  # an approver accepting observed drift proposes it for someone else to approve
     agent_principal = acting_agent(actor)
@@ -144,7 +146,7 @@ def propose(agent: Agent, spec: dict, metadata: dict, *, actor: Any, source: str
     its approvals. Unchanged specs change nothing; a guardrail denial refuses with 422."""
     agent = (Agent.objects.select_for_update(of=("self",))
              .select_related("owner", "active_version").get(pk=agent.pk))
-    _check_can_propose(agent, actor, from_escalation=from_escalation)
+    check_can_propose(agent, actor, from_escalation=from_escalation)
     if isinstance(actor, AgentPrincipal):
         source = VersionSource.AGENT  # always marked agent-made, always needs a human
     if base_generation is not None and base_generation != agent.generation:
@@ -201,6 +203,27 @@ def _owner_named(agent_name: str, username: str) -> User:
         raise Invalid(f"{agent_name}: {username!r} is not an owner", details=[
             {"pointer": "/metadata/owner", "message": "expected the username of an owner"}])
     return owner
+
+
+def check_can_apply(documents: list[Any], *, actor: Any) -> None:
+    """Before an upload is validated, refuse (403) one whose documents name an agent the actor
+    may not propose for, or register an agent for someone else: a stranger's invalid manifest
+    for alice's agent is refused, not told what is wrong with it."""
+    for data in documents:
+        metadata = data.get("metadata") if isinstance(data, dict) else None
+        name = metadata.get("name") if isinstance(metadata, dict) else None
+        if not isinstance(name, str):
+            continue
+        agent = Agent.objects.select_related("owner").filter(name=name).first()
+        if agent is not None:
+            check_can_propose(agent, actor)
+            continue
+        owner = metadata.get("owner")
+        if isinstance(owner, str) and owner != getattr(actor, "username", None) and not (
+                has_role(actor, Role.ADMIN)):
+            raise NotAllowed(f"{name}: owners register agents they own; metadata.owner "
+                             f"is {owner!r}", details=[
+                                 {"pointer": "/metadata/owner", "message": "must be you"}])
 
 
 def _register(manifest: Manifest, *, actor: Any, source: str) -> ProposalOutcome:
@@ -338,14 +361,26 @@ def _activate(version: DesiredStateVersion, agent: Agent, actor: Any) -> None:
     schedule_grant_expiries(agent.pk, version.spec)
 
 
+def check_can_decide(version_id: int, *, actor: Any) -> None:
+    """Refuse a principal who may not approve or reject this proposal (403), or name a missing
+    one (404), before the decision's body is read."""
+    version = (DesiredStateVersion.objects.select_related("agent").filter(pk=version_id)
+               .first())
+    if version is None:
+        if isinstance(actor, AgentPrincipal) or not has_role(actor, Role.APPROVER):
+            raise NotAllowed("Only approvers decide on proposals.")
+        raise NotFound(f"No proposal {version_id}.")
+    _check_four_eyes(version, version.agent, actor)
+
+
 @transaction.atomic
 def reject_proposal(version_id: int, *, actor: Any, comment: str) -> DesiredStateVersion:
     """Refuse a pending proposal, with the reason the proposer will read."""
+    version, agent = _locked_version(version_id)
+    _check_four_eyes(version, agent, actor)
     if not comment.strip():
         raise Invalid("A rejection needs a comment.", details=[
             {"pointer": "/comment", "message": "required"}])
-    version, agent = _locked_version(version_id)
-    _check_four_eyes(version, agent, actor)
     _check_pending(version)
     version.state = VersionState.REJECTED
     version.decided_by = actor
