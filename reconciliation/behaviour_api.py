@@ -233,7 +233,10 @@ class BacktestView(APIView):
         "capped": serializers.BooleanField(help_text="only the latest `cap` were replayed"),
         "cap": serializers.IntegerField(),
         "rules": serializers.ListField(child=serializers.DictField()),
-        "changes": serializers.ListField(child=serializers.DictField())}))
+        "changes": serializers.ListField(child=serializers.DictField()),
+        "not_replayed": serializers.ListField(
+            child=serializers.DictField(),
+            help_text="owner, label and connector changes: past events cannot show them")}))
     def get(self, request: Request, pk: int) -> Response:
         version = DesiredStateVersion.objects.select_related(
             "agent__active_version").filter(pk=pk).first()

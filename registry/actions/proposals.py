@@ -78,16 +78,43 @@ def _raw_diff(before: dict | None, after: dict) -> list[dict[str, Any]]:
             for c in flat_changes(before, after)]
 
 
+# How bad a verdict is: the worse of the agent as it is and as it would be counts.
+_VERDICT_RANK = {GuardrailOutcome.PASSED: 0, GuardrailOutcome.WARNED: 1,
+                 GuardrailOutcome.REQUIRES_APPROVALS: 2, GuardrailOutcome.DENIED: 3,
+                 GuardrailOutcome.ERROR: 4}
+
+
+def _verdict(guardrail: Guardrail, spec: dict, contexts: list[dict],
+             now: datetime) -> GuardrailResult | None:
+    """The proposed spec judged under every metadata (as it is, as it would be) the guardrail
+    selects; the worst verdict, or None when it selects neither."""
+    results = [evaluate(guardrail, spec, context, now) for context in contexts
+               if selector_matches(guardrail.selector, context.get("labels") or {})]
+    return max(results, key=lambda r: _VERDICT_RANK[GuardrailOutcome(r.outcome)],
+               default=None)
+
+
+def current_metadata(agent: Agent) -> dict[str, Any] | None:
+    """The agent as it is (owner, labels, description), once it has an approved version."""
+    if not agent.active_version_id:
+        return None
+    return {"owner": agent.owner.username, "labels": agent.labels,
+            "description": agent.description}
+
+
 def assess(agent_name: str, active_spec: dict | None, spec: dict, metadata: dict,
-           now: datetime) -> Assessment:
-    """Diff against the active spec and evaluate every guardrail that selects the agent."""
-    changes = permission_diff(active_spec, spec)
-    labels = metadata.get("labels") or {}
-    context = {**metadata, "name": agent_name}
+           now: datetime, current: dict | None = None) -> Assessment:
+    """Diff against the active spec (and `current`, the agent's metadata as it is) and
+    evaluate every guardrail that selects the agent as it is or as it would be: relabelling
+    an agent never takes it out of a guardrail in the same proposal."""
+    changes = permission_diff(active_spec, spec, metadata_before=current,
+                              metadata_after=metadata if current is not None else None)
+    contexts = [{**metadata, "name": agent_name}]
+    if current is not None and current != {k: metadata.get(k) for k in current}:
+        contexts.append({**current, "name": agent_name})
     results = [
-        evaluate(guardrail, spec, context, now)
-        for guardrail in Guardrail.objects.filter(enabled=True).order_by("name")
-        if selector_matches(guardrail.selector, labels)
+        verdict for guardrail in Guardrail.objects.filter(enabled=True).order_by("name")
+        if (verdict := _verdict(guardrail, spec, contexts, now)) is not None
     ]
     return Assessment(
         changes=[c.to_dict() for c in changes],
@@ -164,7 +191,8 @@ def propose(agent: Agent, spec: dict, metadata: dict, *, actor: Any, source: str
     if mine and mine.spec_sha256 == digest and mine.metadata == metadata:
         return ProposalOutcome(agent.name, "unchanged", mine)
     now = timezone.now()
-    assessment = assess(agent.name, active.spec if active else None, spec, metadata, now)
+    assessment = assess(agent.name, active.spec if active else None, spec, metadata, now,
+                        current_metadata(agent))
     _refuse_denied(agent.name, assessment)
     fields = {
         "spec": spec, "spec_sha256": digest, "metadata": metadata,
@@ -418,11 +446,13 @@ def reevaluate_pending(*, actor: Any) -> int:
     lowered: list[int] = []
     now = timezone.now()
     pending = (DesiredStateVersion.objects.select_for_update(of=("self",))
-               .filter(state=VersionState.PENDING).select_related("agent__active_version"))
+               .filter(state=VersionState.PENDING)
+               .select_related("agent__active_version", "agent__owner"))
     for version in pending:
         agent = version.agent
         active = agent.active_version.spec if agent.active_version_id else None
-        assessment = assess(agent.name, active, version.spec, version.metadata, now)
+        assessment = assess(agent.name, active, version.spec, version.metadata, now,
+                            current_metadata(agent))
         results = [r.to_dict() for r in assessment.guardrails]
         if assessment.denials:
             version.state = VersionState.REJECTED
