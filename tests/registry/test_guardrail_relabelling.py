@@ -11,7 +11,6 @@ from datetime import UTC, datetime
 
 import pytest
 
-from registry import actions
 from registry.choices import Role
 from registry.models import DesiredStateVersion
 from tests.conftest import REFUND_AGENT_YAML, make_person, refund_manifest
