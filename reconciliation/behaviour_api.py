@@ -25,7 +25,7 @@ from registry.choices import Role
 from registry.intake import Malformed
 from registry.models import DesiredStateVersion
 from registry.principals import AgentPrincipal, acting_agent
-from registry.roles import HasRole, has_role
+from registry.roles import HasRole, has_role, sees_operations
 
 
 def _check_reporter(user: Any) -> None:
@@ -242,4 +242,7 @@ class BacktestView(APIView):
             "agent__active_version").filter(pk=pk).first()
         if version is None:
             raise NotFound(f"No proposal {pk}.")
+        if not sees_operations(request.user, version.agent):
+            raise NotAllowed("The backtest replays the agent's events: its owner, approvers "
+                             "and compliance read it.")
         return Response(run_backtest(version))

@@ -7,7 +7,13 @@ from urllib.parse import parse_qs, urlencode
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from reconciliation.alerts import ALERTS_GROUP, SEVERITY_RANK, wanted, wanted_filter
+from reconciliation.alerts import (
+    ALERTS_GROUP,
+    SEVERITY_RANK,
+    subscription_for,
+    wanted,
+    wanted_filter,
+)
 
 CATCH_UP_LIMIT = 500
 # Ids are taken at insert, so an alert whose transaction commits late carries a lower id than
@@ -73,13 +79,10 @@ class AlertsConsumer(AsyncJsonWebsocketConsumer):
         query = {k: v[-1] for k, v in parse_qs(self.scope.get("query_string", b"").decode())
                  .items()}
         severity = query.get("min_severity", "")
-        self.subscription = {
-            "scope": query.get("scope") if query.get("scope") in ("all", "mine", "agent")
-            else "all",
-            "agent": query.get("agent", ""),
-            "min_severity": severity if severity in SEVERITY_RANK else "",
-            "user_id": user.pk,
-        }
+        self.subscription = await database_sync_to_async(subscription_for)(
+            user, scope=query.get("scope") if query.get("scope") in ("all", "mine", "agent")
+            else "all", agent=query.get("agent", ""),
+            min_severity=severity if severity in SEVERITY_RANK else "")
         self.replayed: set[int] = set()
         # Joined before reading the catch-up, so nothing committed in between is lost; what
         # arrives both ways is sent once.
