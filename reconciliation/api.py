@@ -26,7 +26,7 @@ from reconciliation.choices import (
     Resolution,
     Trigger,
 )
-from reconciliation.models import ControlState, Correction, Escalation, Finding
+from reconciliation.models import BreakerTrip, ControlState, Correction, Escalation, Finding
 from reconciliation.observed import ObservedStateError, validate_observed
 from reconciliation.triggers import enqueue_reconcile
 from registry.api import IsPerson, Page
@@ -318,6 +318,9 @@ ControlSerializer = inline_serializer("Control", {
     "shadow": serializers.BooleanField(),
     "breaker_tripped_at": serializers.DateTimeField(allow_null=True),
     "breaker_reason": serializers.CharField(),
+    "breakers": serializers.ListField(child=inline_serializer("ScopedBreaker", {
+        "scope": serializers.CharField(), "tripped_at": serializers.DateTimeField(),
+        "reason": serializers.CharField()}), help_text="tripped owner and team breakers"),
     "post_convergence_drift": serializers.IntegerField(),
 })
 
@@ -326,7 +329,14 @@ def control_body() -> dict[str, Any]:
     control = ControlState.load()
     return {"shadow": control.shadow, "breaker_tripped_at": control.breaker_tripped_at,
             "breaker_reason": control.breaker_reason,
+            "breakers": [trip.to_dict() for trip in BreakerTrip.objects.order_by("scope")],
             "post_convergence_drift": control.post_convergence_drift}
+
+
+class BreakerResetSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=2000, allow_blank=True, default="")
+    scope = serializers.RegexField(r"^(global|(owner|team):.{1,190})$", default="global",
+                                   help_text="global, owner:NAME or team:NAME")
 
 
 class ControlView(APIView):
@@ -356,11 +366,11 @@ class BreakerResetView(APIView):
     permission_classes = [IsPerson, HasRole]  # decided before the body is read
     required_roles = (Role.COMPLIANCE,)
 
-    @extend_schema(request=ReasonSerializer, responses=ControlSerializer)
+    @extend_schema(request=BreakerResetSerializer, responses=ControlSerializer)
     def post(self, request: Request) -> Response:
-        body = ReasonSerializer(data=request.data)
+        body = BreakerResetSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        actions.reset_breaker(actor=request.user, reason=body.validated_data["reason"])
+        actions.reset_breaker(actor=request.user, **body.validated_data)
         return Response(control_body())
 
 
