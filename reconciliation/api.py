@@ -183,6 +183,8 @@ class ReviewerOnly:
 class FindingViewSet(ReviewerOnly, viewsets.ReadOnlyModelViewSet):
     """Drift findings for review, newest first."""
 
+    lookup_value_regex = r"[0-9]+"  # ids are numbers: anything else is 404, never a 500
+
     serializer_class = FindingSerializer
     pagination_class = Page
 
@@ -263,6 +265,8 @@ class TriageSerializer(serializers.Serializer):
 class EscalationViewSet(ReviewerOnly, mixins.ListModelMixin, mixins.RetrieveModelMixin,
                         viewsets.GenericViewSet):
     """Escalations, oldest open first; approvers resolve them."""
+
+    lookup_value_regex = r"[0-9]+"  # ids are numbers: anything else is 404, never a 500
 
     serializer_class = EscalationSerializer
     pagination_class = Page

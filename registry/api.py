@@ -244,6 +244,8 @@ class ProposalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
                       viewsets.GenericViewSet):
     """Proposals (people only); approvers approve or reject, proposers withdraw."""
 
+    lookup_value_regex = r"[0-9]+"  # ids are numbers: anything else is 404, never a 500
+
     serializer_class = ProposalSerializer
     permission_classes = [IsPerson]
     pagination_class = Page

@@ -164,3 +164,12 @@ def test_an_approver_acknowledging_a_finding_with_a_bad_body_is_403(api_as, peop
 ])
 def test_compliance_writes_refuse_others_before_reading_the_body(api_as, people, path, body):
     assert_refused(api_as(people.bob).post(path, body, format="json"), 403)
+
+
+@pytest.mark.parametrize("path", [
+    "/api/v1/escalations/abc/triage", "/api/v1/escalations/abc/resolve",
+    "/api/v1/proposals/abc/approve", "/api/v1/proposals/abc/reject",
+    "/api/v1/findings/abc/acknowledge"])
+def test_an_id_that_is_not_a_number_is_404_not_a_500(api_as, people, path):
+    for who in (people.bob, people.dana):
+        assert_refused(api_as(who).post(path, {}, format="json"), 404)
