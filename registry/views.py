@@ -355,6 +355,11 @@ def proposal_approve(request: HttpRequest, pk: int) -> HttpResponse:
     """Add the approver's approval; enough of them activate the proposal."""
     if not has_role(request.user, Role.APPROVER):
         return _forbidden(request, "Only approvers decide on proposals.")
+    try:
+        actions.check_can_decide(pk, actor=request.user)  # before the form is judged
+    except DomainError as error:
+        messages.error(request, error.message)
+        return _back(request, pk)
     form = DecisionForm(request.POST)
     if not form.is_valid():
         messages.error(request, "The approval was not sent: the comment is too long.")
@@ -381,6 +386,11 @@ def proposal_reject(request: HttpRequest, pk: int) -> HttpResponse:
     """Refuse the proposal with a comment the proposer will read."""
     if not has_role(request.user, Role.APPROVER):
         return _forbidden(request, "Only approvers decide on proposals.")
+    try:
+        actions.check_can_decide(pk, actor=request.user)  # before the form is judged
+    except DomainError as error:
+        messages.error(request, error.message)
+        return _back(request, pk)
     form = DecisionForm(request.POST)
     if not form.is_valid():
         messages.error(request, "The rejection was not sent: the comment is too long.")

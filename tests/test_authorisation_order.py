@@ -173,3 +173,15 @@ def test_compliance_writes_refuse_others_before_reading_the_body(api_as, people,
 def test_an_id_that_is_not_a_number_is_404_not_a_500(api_as, people, path):
     for who in (people.bob, people.dana):
         assert_refused(api_as(who).post(path, {}, format="json"), 404)
+
+
+def test_the_pages_forms_say_four_eyes_before_judging_the_comment(client, people, pending,
+                                                                  escalation):
+    actions.grant_role(people.alice, Role.APPROVER, actor="system:test")
+    client.force_login(people.alice)
+    page = client.post(f"/proposals/{pending.pk}/reject", {"comment": TOO_LONG},
+                       follow=True).content.decode()
+    assert "Four eyes" in page and "too long" not in page
+    page = client.post(f"/escalations/{escalation.pk}/triage", {"triage": "nonsense"},
+                       follow=True).content.decode()
+    assert "Four eyes" in page
