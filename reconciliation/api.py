@@ -33,7 +33,7 @@ from registry.api import IsPerson, Page
 from registry.choices import Role
 from registry.models import Agent
 from registry.principals import AgentPrincipal, acting_agent
-from registry.roles import HasRole, has_role
+from registry.roles import HasRole, has_role, sees_operations
 
 
 def agent_for(request: Request, name: str, *, people: tuple[str, ...]) -> Agent:
@@ -119,6 +119,8 @@ class DesiredStateView(APIView):
         pending = sorted(Correction.objects.filter(
             agent=agent, result=CorrectionResult.APPLIED).values_list("idempotency_key",
                                                                       flat=True))
+        if acting_agent(request.user) is None and not sees_operations(request.user, agent):
+            pending = []  # corrections are what was done to it: not another owner's to read
         body = {"agent": agent.name, "generation": agent.generation, "spec": effective,
                 "running": running, "corrections": pending}
         digest = actions.state_hash(body)
