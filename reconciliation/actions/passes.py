@@ -198,7 +198,14 @@ def _check_breaker(ctx: PassContext, control: ControlState) -> None:
     if team:
         # A key lookup works on PostgreSQL and SQLite alike (as the agent filters do).
         scopes.append((BreakerScope.TEAM, team, {f"labels__{TEAM_LABEL}": team}, True))
+    tripped = set(BreakerTrip.objects.filter(scope__in=[f"{kind}:{name}" for kind, name, *_
+                                                        in scopes[1:]])
+                  .values_list("scope", flat=True))
+    if control.breaker_tripped_at is not None:
+        tripped.add(str(BreakerScope.GLOBAL))
     for kind, name, where, capped in scopes:
+        if (f"{kind}:{name}" if name else str(kind)) in tripped:
+            continue  # already paused until compliance resets it
         total = members.filter(**where).count()
         if kind == BreakerScope.GLOBAL and total < settings.BREAKER_MIN_AGENTS:
             continue
@@ -217,7 +224,7 @@ def _trip(ctx: PassContext, control: ControlState, kind: str, name: str, driftin
     reason = (f"{whom}{drifting} of {total} agents drifted within "
               f"{settings.BREAKER_WINDOW_SECONDS} s (threshold {settings.BREAKER_SHARE_PERCENT}%): "
               f"automatic correction paused"
-              + ("" if kind == BreakerScope.GLOBAL else f" for {kind} {name}'s agents"))
+              + ("" if kind == BreakerScope.GLOBAL else f" for the agents of {kind} {name}"))
     if kind == BreakerScope.GLOBAL:
         if control.breaker_tripped_at is not None:
             return
