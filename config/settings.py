@@ -76,6 +76,8 @@ DECISION_WEBHOOK_SECRET = env_str("DECISION_WEBHOOK_SECRET", "") or ""
 BREAKER_SHARE_PERCENT = env_int("BREAKER_SHARE_PERCENT", 20, minimum=1)
 BREAKER_WINDOW_SECONDS = env_int("BREAKER_WINDOW_SECONDS", 300, minimum=10)
 BREAKER_MIN_AGENTS = env_int("BREAKER_MIN_AGENTS", 5, minimum=1)
+# An owner's or a team's breaker needs a wave of its own, not a few drifts by chance.
+BREAKER_SCOPE_MIN_DRIFTING = env_int("BREAKER_SCOPE_MIN_DRIFTING", 5, minimum=1)
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])

@@ -51,7 +51,12 @@ def broadcast(event: str, payload: dict[str, Any]) -> None:
 
 
 def wanted(message: dict[str, Any], subscription: dict[str, Any]) -> bool:
-    """Whether a subscription (scope all | mine | agent, min_severity) wants a message."""
+    """Whether a subscription (scope all | mine | agent, min_severity) wants a message. A
+    person who does not review every agent (`sees_all` false: an owner) is sent alerts about
+    their own agents and the cluster's, never about another owner's agent."""
+    if not subscription.get("sees_all") and message.get("agent") and (
+            message.get("owner_id") != subscription.get("user_id")):
+        return False
     if SEVERITY_RANK.get(message.get("severity") or "", 0) < SEVERITY_RANK.get(
             subscription.get("min_severity") or "", 0):
         return False
@@ -66,6 +71,8 @@ def wanted(message: dict[str, Any], subscription: dict[str, Any]) -> bool:
 def wanted_filter(subscription: dict[str, Any]) -> Q:
     """`wanted` as a database filter on AlertEvent rows, for catch-up and counting."""
     condition = Q()
+    if not subscription.get("sees_all"):
+        condition &= Q(agent_name="") | Q(owner_id=subscription.get("user_id"))
     floor = SEVERITY_RANK.get(subscription.get("min_severity") or "", 0)
     if floor:
         condition &= Q(severity__in=[name for name, rank in SEVERITY_RANK.items()
@@ -92,10 +99,18 @@ def describe(message: dict[str, Any]) -> str:
     return " · ".join(parts)
 
 
-def recent(limit: int = 20) -> list[dict[str, Any]]:
-    """The newest alerts, newest first, with their feed line: the overview draws them so a
-    fresh tab never shows an empty feed while there is history."""
+def subscription_for(user: Any, **choices: Any) -> dict[str, Any]:
+    """A person's subscription: what they chose, and whether they see every agent's alerts."""
+    from registry.roles import sees_everything
+
+    return {**choices, "user_id": user.pk, "sees_all": sees_everything(user)}
+
+
+def recent(user: Any, limit: int = 20) -> list[dict[str, Any]]:
+    """The newest alerts `user` may see, newest first, with their feed line: the overview
+    draws them so a fresh tab never shows an empty feed while there is history."""
     from reconciliation.models import AlertEvent
 
+    rows = AlertEvent.objects.filter(wanted_filter(subscription_for(user)))
     return [{**message, "line": describe(message)} for message in
-            (row.to_message() for row in AlertEvent.objects.order_by("-pk")[:limit])]
+            (row.to_message() for row in rows.order_by("-pk")[:limit])]

@@ -26,14 +26,14 @@ from reconciliation.choices import (
     Resolution,
     Trigger,
 )
-from reconciliation.models import ControlState, Correction, Escalation, Finding
+from reconciliation.models import BreakerTrip, ControlState, Correction, Escalation, Finding
 from reconciliation.observed import ObservedStateError, validate_observed
 from reconciliation.triggers import enqueue_reconcile
 from registry.api import IsPerson, Page
 from registry.choices import Role
 from registry.models import Agent
 from registry.principals import AgentPrincipal, acting_agent
-from registry.roles import HasRole, has_role
+from registry.roles import HasRole, has_role, sees_operations
 
 
 def agent_for(request: Request, name: str, *, people: tuple[str, ...]) -> Agent:
@@ -119,6 +119,8 @@ class DesiredStateView(APIView):
         pending = sorted(Correction.objects.filter(
             agent=agent, result=CorrectionResult.APPLIED).values_list("idempotency_key",
                                                                       flat=True))
+        if acting_agent(request.user) is None and not sees_operations(request.user, agent):
+            pending = []  # corrections are what was done to it: not another owner's to read
         body = {"agent": agent.name, "generation": agent.generation, "spec": effective,
                 "running": running, "corrections": pending}
         digest = actions.state_hash(body)
@@ -183,6 +185,8 @@ class ReviewerOnly:
 class FindingViewSet(ReviewerOnly, viewsets.ReadOnlyModelViewSet):
     """Drift findings for review, newest first."""
 
+    lookup_value_regex = r"[0-9]+"  # ids are numbers: anything else is 404, never a 500
+
     serializer_class = FindingSerializer
     pagination_class = Page
 
@@ -197,6 +201,7 @@ class FindingViewSet(ReviewerOnly, viewsets.ReadOnlyModelViewSet):
     @extend_schema(request=ReasonSerializer, responses=FindingSerializer)
     @action(detail=True, methods=["post"])
     def acknowledge(self, request: Request, pk: str) -> Response:
+        actions.authorise_acknowledgement(int(pk), actor=request.user)
         body = ReasonSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         actions.acknowledge_finding(int(pk), actor=request.user,
@@ -263,6 +268,8 @@ class EscalationViewSet(ReviewerOnly, mixins.ListModelMixin, mixins.RetrieveMode
                         viewsets.GenericViewSet):
     """Escalations, oldest open first; approvers resolve them."""
 
+    lookup_value_regex = r"[0-9]+"  # ids are numbers: anything else is 404, never a 500
+
     serializer_class = EscalationSerializer
     pagination_class = Page
 
@@ -279,6 +286,7 @@ class EscalationViewSet(ReviewerOnly, mixins.ListModelMixin, mixins.RetrieveMode
     @extend_schema(request=ResolveSerializer, responses=EscalationSerializer)
     @action(detail=True, methods=["post"])
     def resolve(self, request: Request, pk: str) -> Response:
+        actions.authorise_escalation(int(pk), actor=request.user)
         body = ResolveSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         actions.resolve_escalation(int(pk), actor=request.user, **body.validated_data)
@@ -287,6 +295,7 @@ class EscalationViewSet(ReviewerOnly, mixins.ListModelMixin, mixins.RetrieveMode
     @extend_schema(request=TriageSerializer, responses=EscalationSerializer)
     @action(detail=True, methods=["post"])
     def triage(self, request: Request, pk: str) -> Response:
+        actions.authorise_escalation(int(pk), actor=request.user, triage=True)
         body = TriageSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         actions.triage_escalation(int(pk), actor=request.user, **body.action_arguments())
@@ -315,6 +324,9 @@ ControlSerializer = inline_serializer("Control", {
     "shadow": serializers.BooleanField(),
     "breaker_tripped_at": serializers.DateTimeField(allow_null=True),
     "breaker_reason": serializers.CharField(),
+    "breakers": serializers.ListField(child=inline_serializer("ScopedBreaker", {
+        "scope": serializers.CharField(), "tripped_at": serializers.DateTimeField(),
+        "reason": serializers.CharField()}), help_text="tripped owner and team breakers"),
     "post_convergence_drift": serializers.IntegerField(),
 })
 
@@ -323,7 +335,14 @@ def control_body() -> dict[str, Any]:
     control = ControlState.load()
     return {"shadow": control.shadow, "breaker_tripped_at": control.breaker_tripped_at,
             "breaker_reason": control.breaker_reason,
+            "breakers": [trip.to_dict() for trip in BreakerTrip.objects.order_by("scope")],
             "post_convergence_drift": control.post_convergence_drift}
+
+
+class BreakerResetSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=2000, allow_blank=True, default="")
+    scope = serializers.RegexField(r"^(global|(owner|team):.{1,190})$", default="global",
+                                   help_text="global, owner:NAME or team:NAME")
 
 
 class ControlView(APIView):
@@ -338,7 +357,8 @@ class ControlView(APIView):
 
 
 class ControlShadowView(APIView):
-    permission_classes = [IsPerson]
+    permission_classes = [IsPerson, HasRole]  # decided before the body is read
+    required_roles = (Role.COMPLIANCE,)
 
     @extend_schema(request=SwitchSerializer, responses=ControlSerializer)
     def post(self, request: Request) -> Response:
@@ -349,13 +369,14 @@ class ControlShadowView(APIView):
 
 
 class BreakerResetView(APIView):
-    permission_classes = [IsPerson]
+    permission_classes = [IsPerson, HasRole]  # decided before the body is read
+    required_roles = (Role.COMPLIANCE,)
 
-    @extend_schema(request=ReasonSerializer, responses=ControlSerializer)
+    @extend_schema(request=BreakerResetSerializer, responses=ControlSerializer)
     def post(self, request: Request) -> Response:
-        body = ReasonSerializer(data=request.data)
+        body = BreakerResetSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        actions.reset_breaker(actor=request.user, reason=body.validated_data["reason"])
+        actions.reset_breaker(actor=request.user, **body.validated_data)
         return Response(control_body())
 
 

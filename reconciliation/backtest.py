@@ -15,6 +15,7 @@ from reconciliation.choices import DecisionStatus
 from reconciliation.events import Event
 from reconciliation.models import BehaviourEvent, Decision
 from registry.models import DesiredStateVersion
+from registry.permission_diff import ENFORCEMENT_STRENGTH
 
 BACKTEST_DAYS = 7
 
@@ -43,8 +44,42 @@ def run_backtest(version: DesiredStateVersion) -> dict[str, Any]:
               in rows]
     active = agent.active_version.spec if agent.active_version_id else None
     result = backtest(active, version.spec, events, _sign_offs(agent, events))
+    result["changes"] += _enforcement_changes(active, version.spec, result["rules"])
     return {"days": BACKTEST_DAYS, "since": since, "events": len(events), "total": total,
-            "capped": capped, "cap": cap, **result}
+            "capped": capped, "cap": cap, **result,
+            "not_replayed": [change for change in version.permission_changes
+                             if change["area"] in NOT_REPLAYED]}
+
+
+# What past events cannot show: who owns the agent, which guardrails its labels select, and
+# which platform its connector trusts. The backtest lists them so nobody reads "no change".
+NOT_REPLAYED = ("owner", "labels", "connector")
+
+
+def _mode(spec: dict | None, area: str) -> str:
+    enforcement = (spec or {}).get("enforcement") or {}
+    return enforcement.get(area) or enforcement.get("default") or "correct"
+
+
+def _enforcement_changes(active: dict | None, proposed: dict,
+                         rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What the proposal's behaviour enforcement would have done with the events the rules
+    flagged: "would have logged 12 flagged events instead of blocking the agent"."""
+    was, now = _mode(active, "behaviour"), _mode(proposed, "behaviour")
+    flagged = sum(rule["proposed"] for rule in rules)
+    if active is None or was == now or not flagged:
+        return []
+    done = {"correct": "corrected", "block": "suspended the agent over", "escalate":
+            "escalated to a human", "log": "only logged"}
+    instead = {"correct": "correcting them", "block": "suspending the agent", "escalate":
+               "escalating them to a human", "log": "only logging them"}
+    weaker = ENFORCEMENT_STRENGTH[now] < ENFORCEMENT_STRENGTH[was]
+    # counted as events enforced: fewer under the proposal when its mode is weaker
+    return [{"kind": "enforcement", "pointer": "/enforcement/behaviour",
+             "current": flagged if weaker else 0, "proposed": 0 if weaker else flagged,
+             "mode_before": was, "mode_after": now,
+             "text": f"would have {done[now]} {flagged} flagged event"
+                     f"{'s' if flagged != 1 else ''} instead of {instead[was]}"}]
 
 
 def _sign_offs(agent: Any, events: list[Event]) -> dict[str, tuple[bool, bool]]:

@@ -25,7 +25,7 @@ from registry.choices import Role
 from registry.intake import Malformed
 from registry.models import ApiToken, DesiredStateVersion
 from registry.principals import AgentPrincipal, acting_agent
-from registry.roles import HasRole, has_role
+from registry.roles import HasRole, has_role, sees_operations
 
 
 def _check_reporter(user: Any) -> None:
@@ -213,7 +213,8 @@ class AssignSerializer(serializers.Serializer):
 class AssignUnregisteredView(APIView):
     """`POST /api/v1/unregistered/{name}/assign`: compliance hands it to an owner."""
 
-    permission_classes = [IsPerson]
+    permission_classes = [IsPerson, HasRole]  # decided before the body is read
+    required_roles = (Role.COMPLIANCE,)
 
     @extend_schema(request=AssignSerializer, responses=UnregisteredSerializer)
     def post(self, request: Request, name: str) -> Response:
@@ -238,10 +239,16 @@ class BacktestView(APIView):
         "capped": serializers.BooleanField(help_text="only the latest `cap` were replayed"),
         "cap": serializers.IntegerField(),
         "rules": serializers.ListField(child=serializers.DictField()),
-        "changes": serializers.ListField(child=serializers.DictField())}))
+        "changes": serializers.ListField(child=serializers.DictField()),
+        "not_replayed": serializers.ListField(
+            child=serializers.DictField(),
+            help_text="owner, label and connector changes: past events cannot show them")}))
     def get(self, request: Request, pk: int) -> Response:
         version = DesiredStateVersion.objects.select_related(
             "agent__active_version").filter(pk=pk).first()
         if version is None:
             raise NotFound(f"No proposal {pk}.")
+        if not sees_operations(request.user, version.agent):
+            raise NotAllowed("The backtest replays the agent's events: its owner, approvers "
+                             "and compliance read it.")
         return Response(run_backtest(version))

@@ -157,3 +157,15 @@ class Health(models.TextChoices):
     SUSPENDED = "suspended"
     FAILED = "failed"
     UNKNOWN = "unknown"
+
+
+class BreakerScope(models.TextChoices):
+    """What a blast-radius breaker counts and pauses: the cluster, one owner's or one team's
+    agents (the `team` label)."""
+
+    GLOBAL = "global"
+    OWNER = "owner"
+    TEAM = "team"
+
+
+TEAM_LABEL = "team"  # the label whose value names an agent's team for the breaker

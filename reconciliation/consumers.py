@@ -14,7 +14,13 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from redis import RedisError
 
 from reconciliation import live_connections
-from reconciliation.alerts import ALERTS_GROUP, SEVERITY_RANK, wanted, wanted_filter
+from reconciliation.alerts import (
+    ALERTS_GROUP,
+    SEVERITY_RANK,
+    subscription_for,
+    wanted,
+    wanted_filter,
+)
 
 log = logging.getLogger(__name__)
 
@@ -126,12 +132,9 @@ class AlertsConsumer(AsyncJsonWebsocketConsumer):
         if not await self._claim(user.pk):
             await self.close(code=TOO_MANY)
             return
-        self.subscription = {
-            "scope": query.get("scope", "all"),
-            "agent": query.get("agent", ""),
-            "min_severity": query.get("min_severity", ""),
-            "user_id": user.pk,
-        }
+        self.subscription = await database_sync_to_async(subscription_for)(
+            user, scope=query.get("scope", "all"), agent=query.get("agent", ""),
+            min_severity=query.get("min_severity", ""))
         self.replayed: set[int] = set()
         # Joined before reading the catch-up, so nothing committed in between is lost; what
         # arrives both ways is sent once.

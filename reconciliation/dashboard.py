@@ -10,7 +10,7 @@ from django.db.models.functions import TruncHour
 from django.utils import timezone
 
 from reconciliation.choices import Health
-from reconciliation.models import AgentStatus, ControlState, Escalation, Finding
+from reconciliation.models import AgentStatus, BreakerTrip, ControlState, Escalation, Finding
 from registry.models import Agent
 
 SEVERITIES = ("high", "medium", "low")
@@ -110,6 +110,8 @@ def summary(now: datetime | None = None) -> dict[str, Any]:
         "post_convergence_drift": control.post_convergence_drift,
         "breaker": {"tripped_at": control.breaker_tripped_at.isoformat()
                     if control.breaker_tripped_at else None, "reason": control.breaker_reason},
+        # an owner's or a team's breaker: only their agents wait (like health, shown to all)
+        "breakers": [trip.to_dict() for trip in BreakerTrip.objects.order_by("scope")],
         "shadow": control.shadow,
         "open_escalations": Escalation.objects.filter(status="open").count(),
         "charts": {"drift": drift_over_time(now), "response": response_times(now),

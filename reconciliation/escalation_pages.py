@@ -128,6 +128,11 @@ def escalation_triage(request: HttpRequest, pk: int) -> HttpResponse:
 
     if (forbidden := _not_for_you(request)) is not None:
         return forbidden
+    try:  # who may, and whether it exists, before what was sent
+        actions.authorise_escalation(pk, actor=request.user, triage=True)
+    except DomainError as error:
+        _action_refused(request, pk, error)
+        return _back(request, pk)
     form = TriageForm(request.POST)
     if not form.is_valid():
         _form_refused(request, pk, form)
@@ -159,6 +164,11 @@ def escalation_resolve(request: HttpRequest, pk: int) -> HttpResponse:
 
     if (forbidden := _not_for_you(request)) is not None:
         return forbidden
+    try:  # who may, and whether it exists, before what was sent
+        actions.authorise_escalation(pk, actor=request.user, triage=False)
+    except DomainError as error:
+        _action_refused(request, pk, error)
+        return _back(request, pk)
     form = ResolveForm(request.POST)
     if not form.is_valid():
         _form_refused(request, pk, form)

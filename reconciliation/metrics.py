@@ -9,7 +9,7 @@ from django.db.models import Count, DurationField, ExpressionWrapper, F, Q, Sum
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from reconciliation.models import ControlState, Correction, Finding, ReconcileRun
+from reconciliation.models import BreakerTrip, ControlState, Correction, Finding, ReconcileRun
 
 VERIFY_BUCKETS = (1, 5, 15, 30, 60, 300, 900)
 
@@ -84,3 +84,10 @@ class ReconcileCollector(Collector):
         breaker = GaugeMetricFamily("breaker_tripped", "1 while automatic correction is paused")
         breaker.add_metric([], 1 if control.breaker_tripped_at else 0)
         yield breaker
+        scoped = GaugeMetricFamily(
+            "breaker_scope_tripped",
+            "1 for each owner or team whose agents' automatic correction is paused",
+            labels=["scope"])
+        for scope in BreakerTrip.objects.order_by("scope").values_list("scope", flat=True):
+            scoped.add_metric([scope], 1)
+        yield scoped

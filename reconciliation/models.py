@@ -12,6 +12,8 @@ from django.utils import timezone
 
 from reconciliation.choices import (
     RESOLUTIONS,
+    TEAM_LABEL,
+    BreakerScope,
     CorrectionResult,
     DecisionOutcome,
     DecisionStatus,
@@ -316,6 +318,31 @@ class ControlState(models.Model):
     @classmethod
     def load(cls) -> "ControlState":
         return cls.objects.get_or_create(pk=1)[0]
+
+
+class BreakerTrip(models.Model):
+    """A blast-radius breaker tripped for one owner's or one team's agents (the cluster's own
+    breaker is on ControlState); automatic correction of those agents waits for compliance."""
+
+    scope = models.CharField(max_length=200, unique=True)  # owner:<username> | team:<value>
+    tripped_at = models.DateTimeField()
+    reason = models.TextField()
+
+    def __str__(self) -> str:
+        return self.scope
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"scope": self.scope, "tripped_at": self.tripped_at.isoformat(),
+                "reason": self.reason}
+
+    @staticmethod
+    def scopes_of(agent: Agent) -> list[str]:
+        """The scoped breakers that cover an agent: its owner's, and its team's if labelled."""
+        scopes = [f"{BreakerScope.OWNER}:{agent.owner.username}"]
+        team = (agent.labels or {}).get(TEAM_LABEL)
+        if team:
+            scopes.append(f"{BreakerScope.TEAM}:{team}")
+        return scopes
 
 
 class BehaviourEvent(models.Model):

@@ -28,7 +28,7 @@ def overview(request: HttpRequest) -> HttpResponse:
         queues = None
     return render(request, "reconciliation/overview.html", {
         "head": head, "last_checkpoint": last_checkpoint, "queues": queues,
-        "summary": summary(), "recent_alerts": recent(FEED_HISTORY)})
+        "summary": summary(), "recent_alerts": recent(request.user, FEED_HISTORY)})
 
 
 _PLOTLY_JS: bytes | None = None

@@ -1,5 +1,6 @@
 """The registry API: manifests, agents, proposals and their decisions, guardrails."""
 
+from functools import partial
 from typing import Any
 
 from django.db.models import Count, Q, QuerySet
@@ -168,7 +169,9 @@ class ManifestView(APIView):
     def post(self, request: Request) -> Response:
         dry_run = request.query_params.get("dry_run", "") in ("1", "true", "yes")
         # DRF hands an empty body over as {} without calling the parser.
-        manifests = read_manifests(request.data if isinstance(request.data, str) else "")
+        manifests = read_manifests(
+            request.data if isinstance(request.data, str) else "",
+            authorise=partial(actions.check_can_apply, actor=request.user))
         outcomes = actions.apply_manifests(manifests, actor=request.user,
                                            source=VersionSource.API, dry_run=dry_run)
         changed = any(o.action != "unchanged" for o in outcomes)
@@ -244,6 +247,8 @@ class ProposalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
                       viewsets.GenericViewSet):
     """Proposals (people only); approvers approve or reject, proposers withdraw."""
 
+    lookup_value_regex = r"[0-9]+"  # ids are numbers: anything else is 404, never a 500
+
     serializer_class = ProposalSerializer
     permission_classes = [IsPerson]
     pagination_class = Page
@@ -266,6 +271,7 @@ class ProposalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
     @extend_schema(request=DecisionSerializer, responses=ProposalSerializer)
     @action(detail=True, methods=["post"])
     def approve(self, request: Request, pk: str) -> Response:
+        actions.check_can_decide(int(pk), actor=request.user)
         body = DecisionSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         version = actions.approve_proposal(
@@ -276,6 +282,7 @@ class ProposalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
     @extend_schema(request=DecisionSerializer, responses=ProposalSerializer)
     @action(detail=True, methods=["post"])
     def reject(self, request: Request, pk: str) -> Response:
+        actions.check_can_decide(int(pk), actor=request.user)
         body = DecisionSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         version = actions.reject_proposal(int(pk), actor=request.user,
@@ -303,6 +310,7 @@ class AgentProposalView(APIView):
             if own_agent is not None:
                 raise NotAllowed("An agent's token may only propose for its own agent.")
             raise NotFound(f"No agent named {name!r}.")
+        actions.check_can_propose(agent, request.user)  # before the body is judged
         body = ProposeSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
@@ -350,6 +358,11 @@ class GuardrailViewSet(viewsets.ModelViewSet):
     def _writer(self) -> None:
         if not has_role(self.request.user, Role.COMPLIANCE):
             raise NotAllowed("Only compliance staff manage guardrails.")
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)
+        if request.method not in ("GET", "HEAD", "OPTIONS"):
+            self._writer()  # before the body is validated: others learn nothing from it
 
     def perform_create(self, serializer: GuardrailSerializer) -> None:
         self._writer()

@@ -1,6 +1,7 @@
 """Uploaded manifest text to validated manifests, mapping problems to the documented errors:
 malformed YAML 400, too large 413, invalid spec 422 (each error with its pointer and line)."""
 
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -24,8 +25,11 @@ def _details(error: ManifestError) -> list[dict[str, Any]]:
     return error.details()
 
 
-def read_manifests(text: str) -> list[Manifest]:
-    """Every document of an upload, validated; raises the matching DomainError."""
+def read_manifests(text: str, *,
+                   authorise: Callable[[list[Any]], None] | None = None) -> list[Manifest]:
+    """Every document of an upload, validated; raises the matching DomainError. `authorise`
+    sees the parsed documents before they are validated, so who may send them is decided
+    before what is wrong with them is told."""
     limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     try:
         documents = parse_documents(text, max_bytes=limit)
@@ -34,6 +38,8 @@ def read_manifests(text: str) -> list[Manifest]:
     except ManifestError as error:
         raise Malformed(f"The body is not valid YAML or JSON: {error.errors[0]}",
                         details=_details(error)) from None
+    if authorise is not None:
+        authorise([document.data for document in documents])
     try:
         return validate_parsed(documents)
     except ManifestError as error:

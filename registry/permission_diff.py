@@ -13,6 +13,11 @@ Decisions worth knowing:
   otherwise whole grants are added or removed.
 - For a brand-new agent (no active version) access is listed as widening and everything that
   restricts (action limits, behaviour limits, enforcement) or describes (runtime) as neutral.
+- Who owns the agent, its labels and its connector are part of what is approved: a new owner
+  controls it, a label changed or removed can take it out of a guardrail's selector (selectors
+  match labels by equality, so an added label can only bring guardrails in), and a connector
+  pointed elsewhere decides what the reconciler sees and where corrections go. Each is listed
+  and scored as widening (an added label as neutral).
 """
 
 from __future__ import annotations
@@ -50,6 +55,9 @@ class Area(StrEnum):
     ACTIONS = "actions"
     LIMITS = "limits"
     ENFORCEMENT = "enforcement"
+    OWNER = "owner"
+    LABELS = "labels"
+    CONNECTOR = "connector"
     RUNTIME = "runtime"
 
 
@@ -84,10 +92,13 @@ class PermissionChange:
 
 
 def permission_diff(
-    active: dict[str, Any] | None, proposed: dict[str, Any]
+    active: dict[str, Any] | None, proposed: dict[str, Any], *,
+    metadata_before: dict[str, Any] | None = None, metadata_after: dict[str, Any] | None = None,
 ) -> list[PermissionChange]:
     """Every permission change from `active` (None for a new agent) to `proposed`, sorted by
-    area (tools, data, grants, actions, limits, enforcement, runtime), then pointer."""
+    area (tools, data, grants, actions, limits, enforcement, owner, labels, connector,
+    runtime), then pointer. Owner and label changes are listed when both metadata are given
+    (the agent as it is and as it would be)."""
     fresh = active is None
     old = active or {}
     changes = [
@@ -99,6 +110,8 @@ def permission_diff(
         *_enforcement(old.get("enforcement", {}), proposed["enforcement"]),
         *_runtime(old, proposed, fresh),
     ]
+    if metadata_before is not None and metadata_after is not None:
+        changes += _metadata(metadata_before, metadata_after)
     # sorted() is stable: several grants on one resource keep the order they were found in
     return sorted(changes, key=lambda change: (_AREA_ORDER[change.area], change.pointer))
 
@@ -107,10 +120,13 @@ def risk_score(changes: Iterable[PermissionChange]) -> int:
     """A number to sort proposals by, riskiest first.
 
     20 for each action limit removed or raised (money can move without sign-off), 10 for each
-    widening of access (a tool, data scope or grant added or widened), 5 for any other widening
-    (a looser behaviour limit, weaker enforcement), 0 for narrowing and neutral changes.
+    widening of access (a tool, data scope or grant added or widened), a new owner or a
+    connector changed (who controls the agent, what the reconciler sees), 5 for any other
+    widening (a looser behaviour limit, weaker enforcement, a label changed or removed), 0 for
+    narrowing and neutral changes.
     """
-    weights = {Area.ACTIONS: 20, Area.TOOLS: 10, Area.DATA: 10, Area.GRANTS: 10}
+    weights = {Area.ACTIONS: 20, Area.TOOLS: 10, Area.DATA: 10, Area.GRANTS: 10,
+               Area.OWNER: 10, Area.CONNECTOR: 10}
     return sum(
         weights.get(change.area, 5) for change in changes if change.risk == Risk.WIDENING
     )
@@ -284,7 +300,32 @@ def _runtime(old: dict, new: dict, fresh: bool) -> Iterator[PermissionChange]:
         text = f"connector {_connector(now)}" if fresh else (
             f"connector {_connector(was, detailed)} → {_connector(now, detailed)}"
         )
-        yield PermissionChange(Area.RUNTIME, Risk.NEUTRAL, text, "/connector", was, now)
+        yield PermissionChange(Area.CONNECTOR, Risk.NEUTRAL if fresh else Risk.WIDENING, text,
+                               "/connector", was, now)
+
+
+def _metadata(before: dict[str, Any], after: dict[str, Any]) -> Iterator[PermissionChange]:
+    """A new owner, and labels added (neutral), changed or removed (widening)."""
+    was_owner, now_owner = before.get("owner"), after.get("owner")
+    if now_owner and was_owner != now_owner:
+        yield PermissionChange(Area.OWNER, Risk.WIDENING,
+                               f"owner {was_owner or 'unset'} → {now_owner}",
+                               "/metadata/owner", was_owner, now_owner)
+    old, new = before.get("labels") or {}, after.get("labels") or {}
+    for key in old.keys() | new.keys():
+        was, now = old.get(key), new.get(key)
+        if was == now:
+            continue
+        pointer = join_pointer("/metadata/labels", key)
+        if was is None:
+            yield PermissionChange(Area.LABELS, Risk.NEUTRAL, f"+ label {key}={now}", pointer,
+                                   None, now)
+        elif now is None:
+            yield PermissionChange(Area.LABELS, Risk.WIDENING, f"{MINUS} label {key}={was}",
+                                   pointer, was, None)
+        else:
+            yield PermissionChange(Area.LABELS, Risk.WIDENING, f"label {key}: {was} → {now}",
+                                   pointer, was, now)
 
 
 # --- small pieces -------------------------------------------------------------------------------

@@ -29,6 +29,20 @@ def has_role(user: Any, *roles: str) -> bool:
     return Role.ADMIN in held or any(role in held for role in roles)
 
 
+def sees_everything(user: Any) -> bool:
+    """Approvers, compliance and admins review every agent, so they see all of it."""
+    return has_role(user, Role.APPROVER, Role.COMPLIANCE)
+
+
+def sees_operations(user: Any, agent: Any) -> bool:
+    """Whether a person sees what an agent does and what was done to it: observed state,
+    findings, corrections, runs, escalations, decisions, events, its audit rows and alerts
+    about it. Its owner and the reviewers do; another owner sees only what any person sees
+    (metadata, specs, proposals, status), as the README's roles table says."""
+    return sees_everything(user) or (has_role(user, Role.OWNER)
+                                     and agent.owner_id == getattr(user, "pk", None))
+
+
 def roles_context(request: HttpRequest) -> dict[str, Any]:
     """Template context: the signed-in person's roles, and for approvers how much waits in
     their inbox (counted only when a page shows it)."""

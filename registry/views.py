@@ -6,6 +6,7 @@ person and has changed nothing.
 """
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from django.contrib import messages
@@ -23,7 +24,7 @@ from audit.models import AuditEntry
 from config.errors import Conflict, DomainError, NotFound
 from reconciliation.behaviour_api import run_backtest
 from reconciliation.escalation_pages import escalation_form_context, with_row_errors
-from reconciliation.models import Escalation
+from reconciliation.models import AgentStatus, Escalation
 from reconciliation.views import agent_state_context, inbox_counts
 from registry import actions, inbox
 from registry.api import AgentFilter, agent_queryset, filter_agents
@@ -39,7 +40,7 @@ from registry.manifest import (
     parse_documents,
 )
 from registry.models import Agent, Approval, DesiredStateVersion, Guardrail
-from registry.roles import has_role
+from registry.roles import has_role, sees_operations
 
 PAGE_SIZE = 50
 HISTORY_SIZE = 100
@@ -123,8 +124,12 @@ def agent_detail(request: HttpRequest, name: str) -> HttpResponse:
     history = [(version, _approvers(version)) for version in versions[:HISTORY_SIZE]]
     pending = list(agent.versions.filter(state=VersionState.PENDING)
                    .select_related("proposed_by").order_by("-created_at"))
+    operations = sees_operations(request.user, agent)
     entries = list(AuditEntry.objects.filter(agent=agent.name).defer("before", "after")
-                   .order_by("-seq")[:AUDIT_SIZE])
+                   .order_by("-seq")[:AUDIT_SIZE]) if operations else []
+    # another owner sees the status any person sees in /api/v1/agents/{name}, nothing more
+    state = agent_state_context(agent, request.GET.get("timeline", "24h")) if operations else {
+        "status": AgentStatus.objects.filter(agent=agent).first()}
     return _page(request, "registry/agent_detail.html", {
         "agent": agent,
         "active_yaml": _manifest_yaml(agent, agent.active_version)
@@ -135,7 +140,8 @@ def agent_detail(request: HttpRequest, name: str) -> HttpResponse:
         "entries": entries,
         "can_propose": _may_propose_for(request.user, agent),
         "can_explore_audit": has_role(request.user, Role.COMPLIANCE),
-        **agent_state_context(agent, request.GET.get("timeline", "24h")),
+        "sees_operations": operations,
+        **state,
     })
 
 
@@ -224,7 +230,9 @@ def manifest_apply(request: HttpRequest) -> HttpResponse:
         text, dry_run = form.cleaned_data["manifest"], form.cleaned_data["dry_run"]
         context.update(text=text, dry_run=dry_run)
         try:
-            outcomes = actions.apply_manifests(read_manifests(text), actor=request.user,
+            authorise = partial(actions.check_can_apply, actor=request.user)
+            outcomes = actions.apply_manifests(read_manifests(text, authorise=authorise),
+                                               actor=request.user,
                                                source=VersionSource.UI, dry_run=dry_run)
         except DomainError as error:
             problems = _problems(text, error)
@@ -331,7 +339,9 @@ def proposal_detail(request: HttpRequest, pk: int) -> HttpResponse:
     return _page(request, "registry/proposal_detail.html", {
         "card": _card(version, request.user), "here": request.get_full_path(),
         "spec_yaml": _manifest_yaml(version.agent, version),
-        "backtest": run_backtest(version),
+        # the backtest replays the agent's events: for its owner and the reviewers only
+        "backtest": run_backtest(version) if sees_operations(request.user, version.agent)
+        else None,
     })
 
 
@@ -349,6 +359,11 @@ def proposal_approve(request: HttpRequest, pk: int) -> HttpResponse:
     """Add the approver's approval; enough of them activate the proposal."""
     if not has_role(request.user, Role.APPROVER):
         return _forbidden(request, "Only approvers decide on proposals.")
+    try:
+        actions.check_can_decide(pk, actor=request.user)  # before the form is judged
+    except DomainError as error:
+        messages.error(request, error.message)
+        return _back(request, pk)
     form = DecisionForm(request.POST)
     if not form.is_valid():
         messages.error(request, "The approval was not sent: the comment is too long.")
@@ -375,6 +390,11 @@ def proposal_reject(request: HttpRequest, pk: int) -> HttpResponse:
     """Refuse the proposal with a comment the proposer will read."""
     if not has_role(request.user, Role.APPROVER):
         return _forbidden(request, "Only approvers decide on proposals.")
+    try:
+        actions.check_can_decide(pk, actor=request.user)  # before the form is judged
+    except DomainError as error:
+        messages.error(request, error.message)
+        return _back(request, pk)
     form = DecisionForm(request.POST)
     if not form.is_valid():
         messages.error(request, "The rejection was not sent: the comment is too long.")

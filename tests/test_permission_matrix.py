@@ -92,6 +92,11 @@ def new_spec(**changes) -> dict:
     return {"spec": {**refund_manifest(**changes).spec}}
 
 
+# What refund-agent was seen doing and what was done about it: a tool its platform reported
+# (in its observed state, findings, corrections and alerts) and the reason on the audit row
+# of that deployment. Another owner must find neither anywhere (issue 12 item 6).
+OBSERVED_MARKER = "observed.tool-7f3a"
+AUDIT_MARKER = "deployment-reason-3d9e"
 GUARDRAIL = {"name": "g-existing", "expression": "true", "effect": "warn", "message": "changed"}
 NEW_AGENT = REFUND_AGENT_YAML.replace("name: refund-agent", "name: billing-agent")
 MODEL_CHANGE = REFUND_AGENT_YAML.replace("model: gpt-4.1", "model: gpt-5.1")
@@ -121,8 +126,8 @@ API = [
         (401,     200,    200,    200,    200,    200,    200,    403,    403)),
     Row("GET /api/v1/proposals/{pending}",
         (401,     200,    200,    200,    200,    200,    200,    403,    403)),
-    Row("GET /api/v1/proposals/{pending}/backtest",
-        (401,     200,    200,    200,    200,    200,    200,    403,    403)),
+    Row("GET /api/v1/proposals/{pending}/backtest",  # replays the agent's events
+        (401,     200,    403,    200,    200,    200,    200,    403,    403)),
     Row("POST /api/v1/proposals/{pending}/approve",
         (401,     403,    403,    200,    200,    403,    200,    403,    403), body={}),
     Row("POST /api/v1/proposals/{pending}/reject",
@@ -414,7 +419,9 @@ def build_scene() -> Scene:
     erins_agent = register("erin-agent", erin, bob)
 
     actions.reconcile_agent(refund.pk, trigger="approved")
-    actions.sandbox_deploy(refund, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
+    actions.sandbox_deploy(refund, actor="system:test", changes={
+        **BAD_DEPLOYMENT, "tools": [*BAD_DEPLOYMENT["tools"], OBSERVED_MARKER]},
+        reason=AUDIT_MARKER)
     actions.reconcile_agent(refund.pk, trigger="observation")  # drops the $500 rule: escalated
     escalation = Escalation.objects.get(agent=refund, status="open", finding__isnull=False)
     pending = registry_actions.propose(refund, refund_manifest(model="gpt-5").spec,
@@ -514,10 +521,14 @@ def judge(row: Row, response: Any, audited_before: int) -> Any:
 
 
 def outcome(scene: Scene, row: Row, who: str) -> Any:
+    before = written(row)
+    return judge(row, send(scene, row, who), before)
+
+
+def send(scene: Scene, row: Row, who: str) -> Any:
     method, path = row.request.split(" ", 1)
     path = fill(path, scene.ids)
     client = scene.page_client(who) if row.page else scene.api[who]
-    before = written(row)
     body = fill(row.body, scene.ids)
     if row.content_type:
         response = client.generic(method, path, body, content_type=row.content_type)
@@ -527,7 +538,7 @@ def outcome(scene: Scene, row: Row, who: str) -> Any:
         response = getattr(client, method.lower())(path)
     else:
         response = getattr(client, method.lower())(path, body, format="json")
-    return judge(row, response, before)
+    return response
 
 
 def run(scene: Scene, row: Row) -> None:
@@ -565,6 +576,43 @@ def test_pages(scene, row):
 @pytest.mark.parametrize("row", FORMS, ids=ids(FORMS))
 def test_forms_behind_the_pages(scene, row):
     run(scene, row)
+
+
+# --- what each one sees ------------------------------------------------------------------------
+
+READS = [row for row in API + PAGES if row.request.startswith("GET ")]
+# Who sees what refund-agent does and what was done to it (README, "Roles"): its owner and the
+# reviewers; not another owner, and not another agent's token.
+SEES_OPERATIONS = {"alice", "bob", "erin", "dana", "admin"}
+
+
+def shown(scene: Scene, row: Row, who: str) -> str:
+    with transaction.atomic():
+        response = send(scene, row, who)
+        transaction.set_rollback(True)
+    if getattr(response, "streaming", False):
+        return b"".join(response.streaming_content).decode(errors="replace")
+    return response.content.decode(errors="replace")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("row", READS, ids=ids(READS))
+def test_what_an_owner_of_another_agent_sees(scene, row):
+    """Every page and endpoint oscar (an owner, not of refund-agent) may open shows nothing of
+    refund-agent's observed state, findings, corrections, alerts or audit rows."""
+    leaked = {who: [marker for marker in (OBSERVED_MARKER, AUDIT_MARKER)
+                    if marker in shown(scene, row, who)]
+              for who in WHO if who not in SEES_OPERATIONS}
+    assert leaked == {who: [] for who in leaked}
+
+
+@pytest.mark.django_db
+def test_the_owner_and_the_reviewers_see_it_on_the_agents_page(scene):
+    row = next(row for row in PAGES if row.request == "GET /agents/refund-agent/")
+    for who in SEES_OPERATIONS:
+        page = shown(scene, row, who)
+        assert OBSERVED_MARKER in page and AUDIT_MARKER in page, who
+    assert "shown to alice (its owner), approvers and compliance" in shown(scene, row, "oscar")
 
 
 # --- nothing slips by --------------------------------------------------------------------------

@@ -19,6 +19,8 @@ from reconciliation.actions.decisions import decide_pending, expire_decision, re
 from reconciliation.actions.escalations import (
     acknowledge_finding,
     announce_awake,
+    authorise_acknowledgement,
+    authorise_escalation,
     resolve_escalation,
     resume_agent,
     triage_escalation,
@@ -33,7 +35,7 @@ from reconciliation.actions.switches import reset_breaker, set_shadow
 
 __all__ = [
     "SYSTEM", "acknowledge_finding", "adopt_unregistered", "announce_awake",
-    "assign_unregistered", "audit_label",
+    "assign_unregistered", "audit_label", "authorise_acknowledgement", "authorise_escalation",
     "converged_check", "decide_pending", "desired_now", "ensure_sandbox", "expire_decision",
     "ingest_events", "note_unregistered_observation", "open_escalation", "reconcile_agent",
     "record_observation",

@@ -503,12 +503,12 @@ def assign_unregistered(name: str, *, actor: Any, owner: Any) -> UnregisteredAge
 
     if not has_role(actor, Role.COMPLIANCE):
         raise NotAllowed("Only compliance staff assign unregistered agents.")
-    if owner is None or not has_role(owner, Role.OWNER):
-        raise Invalid("Assign to a person holding the owner role.",
-                      details=[{"pointer": "/owner", "message": "expected an owner's username"}])
     shadow = UnregisteredAgent.objects.select_for_update().filter(name=name).first()
     if shadow is None or shadow.registered:
         raise NotFound(f"No unregistered agent named {name!r}.")
+    if owner is None or not has_role(owner, Role.OWNER):
+        raise Invalid("Assign to a person holding the owner role.",
+                      details=[{"pointer": "/owner", "message": "expected an owner's username"}])
     before = shadow.assigned_owner.username if shadow.assigned_owner_id else None
     shadow.assigned_owner = owner
     shadow.save(update_fields=["assigned_owner"])

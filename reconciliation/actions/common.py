@@ -17,6 +17,7 @@ from reconciliation.choices import (
 from reconciliation.diff import effective_desired
 from reconciliation.models import (
     AgentStatus,
+    BreakerTrip,
     ControlState,
     Escalation,
     Finding,
@@ -74,12 +75,22 @@ def open_escalation(agent: Agent, finding: Finding | None, *, reason: str) -> Es
     return escalation
 
 
+def breaker_held(agent: Agent, control: ControlState) -> str:
+    """Which tripped breaker pauses automatic correction of this agent ("" when none): the
+    cluster's, its owner's or its team's."""
+    if control.breaker_tripped_at is not None:
+        return "breaker tripped"
+    scope = (BreakerTrip.objects.filter(scope__in=BreakerTrip.scopes_of(agent))
+             .order_by("tripped_at").values_list("scope", flat=True).first())
+    return f"breaker tripped for {scope}" if scope else ""
+
+
 def enforcement_held(agent: Agent) -> str:
     """Why enforcement is recorded and not applied right now ("" when it is applied): shadow
     mode, global or for this agent, or the tripped breaker."""
     control = ControlState.load()
-    if control.breaker_tripped_at is not None:
-        return "breaker tripped"
+    if held := breaker_held(agent, control):
+        return held
     if control.shadow or AgentStatus.objects.filter(agent=agent, shadow=True).exists():
         return "shadow mode"
     return ""

@@ -150,9 +150,6 @@ def decide_pending(decision_id: str, *, actor: Any, allow: bool, comment: str) -
     """An approver answers a pending decision (never for an agent they own)."""
     if not has_role(actor, Role.APPROVER) or not getattr(actor, "pk", None):
         raise NotAllowed("Only approvers answer pending decisions.")
-    if not comment.strip():
-        raise Invalid("Answering a decision needs a comment.",
-                      details=[{"pointer": "/comment", "message": "required"}])
     decision = (Decision.objects.select_for_update(of=("self",)).select_related("agent")
                 .filter(pk=decision_id).first())
     if decision is None:
@@ -163,6 +160,10 @@ def decide_pending(decision_id: str, *, actor: Any, allow: bool, comment: str) -
     if decision.asked_by_id == actor.pk:
         raise NotAllowed("Four eyes: you asked for this, yourself or through an agent token "
                          "you hold; another approver answers it.", code="four_eyes")
+    # Who may answer, and whether there is anything to answer, before what was sent.
+    if not comment.strip():
+        raise Invalid("Answering a decision needs a comment.",
+                      details=[{"pointer": "/comment", "message": "required"}])
     if decision.status != DecisionStatus.PENDING:
         raise Conflict(f"Decision {decision_id} is {decision.status}.", code="not_pending")
     if decision.expires_at and decision.expires_at <= timezone.now():

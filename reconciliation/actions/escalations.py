@@ -9,7 +9,7 @@ from django.utils import timezone
 
 import audit
 from audit.choices import AuditAction
-from config.errors import Conflict, Invalid, NotAllowed
+from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from reconciliation.actions.common import alert, audit_label, enforcement_held, suspend_agent
 from reconciliation.actions.passes import refresh_status
 from reconciliation.behaviour import raise_limit
@@ -40,6 +40,26 @@ def _check_decider(actor: Any) -> None:
         raise NotAllowed("Only approvers resolve escalations.")
 
 
+def authorise_escalation(escalation_id: int, *, actor: Any, triage: bool = False,
+                         lock: bool = False) -> Escalation:
+    """The escalation `actor` may resolve (or triage), decided before anything sent is read:
+    403 for someone who is not an approver, 404 when there is no such escalation, 403 (four
+    eyes) for one about an agent they own."""
+    _check_decider(actor)
+    rows = Escalation.objects.select_related("agent__active_version", "finding")
+    if lock:
+        rows = rows.select_for_update(of=("self",))
+    escalation = rows.filter(pk=escalation_id).first()
+    if escalation is None:
+        raise NotFound(f"No escalation {escalation_id}.")
+    if escalation.agent.owner_id == actor.pk:
+        # Snoozing or claiming it would keep it from the other approvers who must decide it.
+        verb = "triage" if triage else "resolve"
+        raise NotAllowed(f"Four eyes: you cannot {verb} an escalation for an agent you own.",
+                         code="four_eyes")
+    return escalation
+
+
 WRONG_RESOLUTION = {
     EscalationKind.DECISION: "A pending decision is resolved with allow or deny.",
     EscalationKind.DRIFT: "Drift is resolved with revert, accept or suspend.",
@@ -57,7 +77,7 @@ def resolve_escalation(escalation_id: int, *, actor: Any, resolution: str,
     into a proposal or the agent suspended; behaviour is acknowledged, the agent suspended, or
     the limit raised in a proposal; a pending decision is allowed or denied. Always with a
     comment; never for an agent they own."""
-    _check_decider(actor)
+    escalation = authorise_escalation(escalation_id, actor=actor, lock=True)
     if not comment.strip():
         raise Invalid("Resolving an escalation needs a comment.",
                       details=[{"pointer": "/comment", "message": "required"}])
@@ -65,13 +85,6 @@ def resolve_escalation(escalation_id: int, *, actor: Any, resolution: str,
         raise Invalid(f"Unknown resolution {resolution!r}.", details=[
             {"pointer": "/resolution", "message": f"one of {', '.join(Resolution.values)}"}])
     resolution = Resolution(resolution)
-    escalation = (Escalation.objects.select_for_update(of=("self",))
-                  .select_related("agent__active_version", "finding").filter(pk=escalation_id)
-                  .first())
-    if escalation is None:
-        from config.errors import NotFound
-
-        raise NotFound(f"No escalation {escalation_id}.")
     if escalation.status != EscalationStatus.OPEN:
         raise Conflict(f"Escalation {escalation_id} is already resolved.", code="not_open")
     agent = escalation.agent
@@ -87,9 +100,6 @@ def resolve_escalation(escalation_id: int, *, actor: Any, resolution: str,
                        allow=resolution == Resolution.ALLOW, comment=comment)
         escalation.refresh_from_db()
         return escalation
-    if agent.owner_id == actor.pk:
-        raise NotAllowed("Four eyes: you cannot resolve an escalation for an agent you own.",
-                         code="four_eyes")
     finding = escalation.finding
     now = timezone.now()
     if kind == EscalationKind.BEHAVIOUR:
@@ -263,20 +273,25 @@ def resume_agent(agent: Agent, *, actor: Any, reason: str) -> None:
     request_reconcile(agent.pk, Trigger.MANUAL)
 
 
+def authorise_acknowledgement(finding_id: int, *, actor: Any, lock: bool = False) -> Finding:
+    """The finding compliance may acknowledge: 403 for anyone else, then 404 when missing."""
+    if not has_role(actor, Role.COMPLIANCE):
+        raise NotAllowed("Only compliance staff acknowledge findings.")
+    rows = Finding.objects.select_related("agent")
+    finding = (rows.select_for_update(of=("self",)) if lock else rows).filter(
+        pk=finding_id).first()
+    if finding is None:
+        raise NotFound(f"No finding {finding_id}.")
+    return finding
+
+
 @transaction.atomic
 def acknowledge_finding(finding_id: int, *, actor: Any, reason: str) -> Finding:
     """Compliance acknowledges a finding with a reason (it stays in the record)."""
-    if not has_role(actor, Role.COMPLIANCE):
-        raise NotAllowed("Only compliance staff acknowledge findings.")
+    finding = authorise_acknowledgement(finding_id, actor=actor, lock=True)
     if not reason.strip():
         raise Invalid("Acknowledging needs a reason.",
                       details=[{"pointer": "/reason", "message": "required"}])
-    finding = Finding.objects.select_for_update().select_related("agent").filter(
-        pk=finding_id).first()
-    if finding is None:
-        from config.errors import NotFound
-
-        raise NotFound(f"No finding {finding_id}.")
     finding.acknowledged_by = actor
     finding.acknowledged_at = timezone.now()
     finding.save(update_fields=["acknowledged_by", "acknowledged_at"])
@@ -294,7 +309,7 @@ def triage_escalation(escalation_id: int, *, actor: Any, assign: bool = False,
                       snooze_until: datetime | None = None) -> Escalation:
     """An approver takes an escalation (assign to me), acknowledges it, or snoozes it for a
     while or until a time (in the future, at most 7 days away); it comes back on its own."""
-    _check_decider(actor)
+    authorise_escalation(escalation_id, actor=actor, triage=True)
     now = timezone.now()
     if snooze_for is not None and snooze_until is not None:
         raise Invalid("Snooze for a while or until a time, not both.",
@@ -311,14 +326,9 @@ def triage_escalation(escalation_id: int, *, actor: Any, assign: bool = False,
         if snooze_until > now + SNOOZE_LIMIT:
             raise Invalid("Snooze for at most 7 days.",
                           details=[{"pointer": "/snooze_until", "message": "at most 7 days"}])
-    escalation = Escalation.objects.select_for_update().select_related("agent").filter(
-        pk=escalation_id, status=EscalationStatus.OPEN).first()
-    if escalation is None:
+    escalation = authorise_escalation(escalation_id, actor=actor, triage=True, lock=True)
+    if escalation.status != EscalationStatus.OPEN:
         raise Conflict(f"Escalation {escalation_id} is not open.", code="not_open")
-    if escalation.agent.owner_id == actor.pk:
-        # Snoozing or claiming it would keep it from the other approvers who must decide it.
-        raise NotAllowed("Four eyes: you cannot triage an escalation for an agent you own.",
-                         code="four_eyes")
     before = _triage_state(escalation)
     if assign:
         escalation.assignee = actor

@@ -12,15 +12,24 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Count, QuerySet
 from django.utils import timezone
 
 import audit
 from audit.choices import AuditAction
 from reconciliation import alerts
-from reconciliation.actions.common import SYSTEM, alert, open_escalation, suspend_agent
+from reconciliation.actions.common import (
+    SYSTEM,
+    alert,
+    breaker_held,
+    open_escalation,
+    suspend_agent,
+)
 from reconciliation.actions.observations import record_observation
 from reconciliation.choices import (
     OPEN_STATUSES,
+    TEAM_LABEL,
+    BreakerScope,
     CorrectionResult,
     EscalationStatus,
     FindingStatus,
@@ -33,6 +42,7 @@ from reconciliation.connectors import ConnectorError, connector_for
 from reconciliation.diff import Drift, Operation, OperationKind, diff
 from reconciliation.models import (
     AgentStatus,
+    BreakerTrip,
     ControlState,
     Correction,
     Escalation,
@@ -161,27 +171,78 @@ def _upsert_findings(ctx: PassContext, drifts: list[Drift],
     return out
 
 
+def _drifting_counted(drifted: QuerySet[Agent], *, capped: bool) -> int:
+    """Drifting agents as a breaker counts them. `capped` (the cluster, a team): the owner
+    with the most drifting agents counts for at most as many as all the other owners
+    together, so one owner drifting their own agents never trips a breaker for others."""
+    per_owner = list(drifted.order_by().values("owner_id").annotate(n=Count("pk"))
+                     .values_list("n", flat=True))
+    total = sum(per_owner)
+    if not capped or not per_owner:
+        return total
+    largest = max(per_owner)
+    return total - max(0, largest - (total - largest))
+
+
 def _check_breaker(ctx: PassContext, control: ControlState) -> None:
-    if control.breaker_tripped_at is not None:
-        return
-    total = Agent.objects.filter(lifecycle=Lifecycle.ACTIVE,
-                                 active_version__isnull=False).count()
-    if total < settings.BREAKER_MIN_AGENTS:
-        return
+    """Trip the cluster's breaker, and the agent's owner's and team's, when too many of their
+    agents drifted within the window; each scope pauses automatic correction of its agents."""
     since = ctx.now - timedelta(seconds=settings.BREAKER_WINDOW_SECONDS)
-    drifting = (Finding.objects.filter(detected_at__gte=since, behaviour=False)
-                .values("agent_id").distinct().count())
-    if drifting * 100 > total * settings.BREAKER_SHARE_PERCENT:
+    members = Agent.objects.filter(lifecycle=Lifecycle.ACTIVE, active_version__isnull=False)
+    drifted = members.filter(pk__in=Finding.objects.filter(
+        detected_at__gte=since, behaviour=False).values("agent_id"))
+    owner = ctx.agent.owner
+    scopes = [(BreakerScope.GLOBAL, "", {}, True),
+              (BreakerScope.OWNER, owner.username, {"owner_id": owner.pk}, False)]
+    team = (ctx.agent.labels or {}).get(TEAM_LABEL)
+    if team:
+        # A key lookup works on PostgreSQL and SQLite alike (as the agent filters do).
+        scopes.append((BreakerScope.TEAM, team, {f"labels__{TEAM_LABEL}": team}, True))
+    tripped = set(BreakerTrip.objects.filter(scope__in=[f"{kind}:{name}" for kind, name, *_
+                                                        in scopes[1:]])
+                  .values_list("scope", flat=True))
+    if control.breaker_tripped_at is not None:
+        tripped.add(str(BreakerScope.GLOBAL))
+    for kind, name, where, capped in scopes:
+        if (f"{kind}:{name}" if name else str(kind)) in tripped:
+            continue  # already paused until compliance resets it
+        total = members.filter(**where).count()
+        if kind == BreakerScope.GLOBAL and total < settings.BREAKER_MIN_AGENTS:
+            continue
+        drifting = _drifting_counted(drifted.filter(**where), capped=capped)
+        if kind != BreakerScope.GLOBAL and drifting < settings.BREAKER_SCOPE_MIN_DRIFTING:
+            continue
+        if drifting * 100 > total * settings.BREAKER_SHARE_PERCENT:
+            _trip(ctx, control, kind, name, drifting, total)
+
+
+def _trip(ctx: PassContext, control: ControlState, kind: str, name: str, drifting: int,
+          total: int) -> None:
+    """Trip one breaker once: its row, its audit entry and its alert."""
+    scope = f"{kind}:{name}" if name else str(kind)
+    whom = "" if kind == BreakerScope.GLOBAL else f"{kind} {name}: "
+    reason = (f"{whom}{drifting} of {total} agents drifted within "
+              f"{settings.BREAKER_WINDOW_SECONDS} s (threshold {settings.BREAKER_SHARE_PERCENT}%): "
+              f"automatic correction paused"
+              + ("" if kind == BreakerScope.GLOBAL else f" for the agents of {kind} {name}"))
+    if kind == BreakerScope.GLOBAL:
+        if control.breaker_tripped_at is not None:
+            return
         control.breaker_tripped_at = ctx.now
-        control.breaker_reason = (
-            f"{drifting} of {total} agents drifted within {settings.BREAKER_WINDOW_SECONDS} s "
-            f"(threshold {settings.BREAKER_SHARE_PERCENT}%): automatic correction paused")
+        control.breaker_reason = reason
         control.save(update_fields=["breaker_tripped_at", "breaker_reason"])
-        audit.record(actor=SYSTEM, action=AuditAction.BREAKER_TRIPPED, target="control:breaker",
-                     after={"drifting": drifting, "agents": total},
-                     reason=control.breaker_reason)
-        alerts.broadcast("breaker.tripped", {"message": control.breaker_reason,
-                                             "severity": "high", "link": "/"})
+        target = "control:breaker"
+    else:
+        _, created = BreakerTrip.objects.get_or_create(
+            scope=scope, defaults={"tripped_at": ctx.now, "reason": reason})
+        if not created:
+            return
+        target = f"control:breaker:{scope}"
+    audit.record(actor=SYSTEM, action=AuditAction.BREAKER_TRIPPED, target=target,
+                 after={"scope": scope, "drifting": drifting, "agents": total}, reason=reason)
+    # cluster status, like every agent's health: shown to every person
+    alerts.broadcast("breaker.tripped", {"message": reason, "severity": "high", "link": "/",
+                                         "scope": scope})
 
 
 def _run(ctx: PassContext, result: str, *, drift_found: int = 0,
@@ -292,7 +353,7 @@ def reconcile_agent(agent_id: int, *, trigger: str, now: datetime | None = None
         decision = decide(
             agent.active_version.spec, actual, now, agent=agent.name, generation=agent.generation,
             suspended=agent.lifecycle == Lifecycle.SUSPENDED, findings=_finding_views(agent),
-            hold_applied=ctx.shadow or control.breaker_tripped_at is not None,
+            hold_applied=ctx.shadow or bool(breaker_held(agent, control)),
             verify_timeout=timedelta(seconds=settings.RECONCILE_VERIFY_TIMEOUT_SECONDS),
             max_attempts=settings.RECONCILE_MAX_ATTEMPTS)
         findings = _upsert_findings(ctx, decision.drifts,

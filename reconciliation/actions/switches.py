@@ -7,8 +7,10 @@ from django.db import transaction
 import audit
 from audit.choices import AuditAction
 from config.errors import Conflict, NotAllowed
+from reconciliation.choices import BreakerScope
 from reconciliation.models import (
     AgentStatus,
+    BreakerTrip,
     ControlState,
 )
 from registry.choices import Role
@@ -40,10 +42,21 @@ def set_shadow(*, actor: Any, enabled: bool, agent: Agent | None = None) -> None
 
 
 @transaction.atomic
-def reset_breaker(*, actor: Any, reason: str) -> None:
-    """Compliance resumes automatic correction after a tripped breaker."""
+def reset_breaker(*, actor: Any, reason: str, scope: str = "global") -> None:
+    """Compliance resumes automatic correction after a tripped breaker: the cluster's
+    (`global`) or one owner's or team's (`owner:alice`, `team:payments`)."""
     if not has_role(actor, Role.COMPLIANCE):
         raise NotAllowed("Only compliance staff reset the breaker.")
+    if scope != BreakerScope.GLOBAL:
+        trip = BreakerTrip.objects.select_for_update().filter(scope=scope).first()
+        if trip is None:
+            raise Conflict(f"The breaker for {scope} is not tripped.", code="not_tripped")
+        before = trip.to_dict()
+        trip.delete()
+        audit.record(actor=actor, action=AuditAction.BREAKER_RESET,
+                     target=f"control:breaker:{scope}", before=before,
+                     after={"tripped_at": None}, reason=reason)
+        return
     control = ControlState.objects.select_for_update().get_or_create(pk=1)[0]
     if control.breaker_tripped_at is None:
         raise Conflict("The breaker is not tripped.", code="not_tripped")

@@ -19,6 +19,9 @@ from registry.actions.proposals import (
     ProposalOutcome,
     apply_manifests,
     approve_proposal,
+    check_can_apply,
+    check_can_decide,
+    check_can_propose,
     propose,
     reject_proposal,
     withdraw_proposal,
@@ -26,7 +29,8 @@ from registry.actions.proposals import (
 from registry.actions.tokens import keep_agent_token, revoke_api_token, visible_tokens
 
 __all__ = [
-    "ProposalOutcome", "apply_manifests", "approve_proposal", "create_guardrail", "create_person",
+    "ProposalOutcome", "apply_manifests", "approve_proposal", "check_can_apply",
+    "check_can_decide", "check_can_propose", "create_guardrail", "create_person",
     "delete_guardrail", "grant_connector_secret", "grant_role", "issue_agent_token",
     "issue_api_token", "keep_agent_token", "propose", "record_account_created",
     "record_password_change", "record_sign_in", "record_sign_in_failure", "record_sign_out",

@@ -82,16 +82,43 @@ def _raw_diff(before: dict | None, after: dict) -> list[dict[str, Any]]:
             for c in flat_changes(before, after)]
 
 
+# How bad a verdict is: the worse of the agent as it is and as it would be counts.
+_VERDICT_RANK = {GuardrailOutcome.PASSED: 0, GuardrailOutcome.WARNED: 1,
+                 GuardrailOutcome.REQUIRES_APPROVALS: 2, GuardrailOutcome.DENIED: 3,
+                 GuardrailOutcome.ERROR: 4}
+
+
+def _verdict(guardrail: Guardrail, spec: dict, contexts: list[dict],
+             now: datetime) -> GuardrailResult | None:
+    """The proposed spec judged under every metadata (as it is, as it would be) the guardrail
+    selects; the worst verdict, or None when it selects neither."""
+    results = [evaluate(guardrail, spec, context, now) for context in contexts
+               if selector_matches(guardrail.selector, context.get("labels") or {})]
+    return max(results, key=lambda r: _VERDICT_RANK[GuardrailOutcome(r.outcome)],
+               default=None)
+
+
+def current_metadata(agent: Agent) -> dict[str, Any] | None:
+    """The agent as it is (owner, labels, description), once it has an approved version."""
+    if not agent.active_version_id:
+        return None
+    return {"owner": agent.owner.username, "labels": agent.labels,
+            "description": agent.description}
+
+
 def assess(agent_name: str, active_spec: dict | None, spec: dict, metadata: dict,
-           now: datetime) -> Assessment:
-    """Diff against the active spec and evaluate every guardrail that selects the agent."""
-    changes = permission_diff(active_spec, spec)
-    labels = metadata.get("labels") or {}
-    context = {**metadata, "name": agent_name}
+           now: datetime, current: dict | None = None) -> Assessment:
+    """Diff against the active spec (and `current`, the agent's metadata as it is) and
+    evaluate every guardrail that selects the agent as it is or as it would be: relabelling
+    an agent never takes it out of a guardrail in the same proposal."""
+    changes = permission_diff(active_spec, spec, metadata_before=current,
+                              metadata_after=metadata if current is not None else None)
+    contexts = [{**metadata, "name": agent_name}]
+    if current is not None and current != {k: metadata.get(k) for k in current}:
+        contexts.append({**current, "name": agent_name})
     results = [
-        evaluate(guardrail, spec, context, now)
-        for guardrail in Guardrail.objects.filter(enabled=True).order_by("name")
-        if selector_matches(guardrail.selector, labels)
+        verdict for guardrail in Guardrail.objects.filter(enabled=True).order_by("name")
+        if (verdict := _verdict(guardrail, spec, contexts, now)) is not None
     ]
     return Assessment(
         changes=[c.to_dict() for c in changes],
@@ -119,7 +146,9 @@ def _metadata(manifest: Manifest) -> dict[str, Any]:
             "description": manifest.description}
 
 
-def _check_can_propose(agent: Agent, actor: Any, *, from_escalation: bool = False) -> None:
+def check_can_propose(agent: Agent, actor: Any, *, from_escalation: bool = False) -> None:
+    """Refuse (403) a principal who may not propose for `agent`; views call it before they
+    read the proposed spec, so a stranger learns nothing from validation."""
     if from_escalation and has_role(actor, Role.APPROVER):
         return  # an approver accepting observed drift proposes it for someone else to approve
     agent_principal = acting_agent(actor)
@@ -160,7 +189,7 @@ def propose(agent: Agent, spec: dict, metadata: dict, *, actor: Any, source: str
     its approvals. Unchanged specs change nothing; a guardrail denial refuses with 422."""
     agent = (Agent.objects.select_for_update(of=("self",))
              .select_related("owner", "active_version").get(pk=agent.pk))
-    _check_can_propose(agent, actor, from_escalation=from_escalation)
+    check_can_propose(agent, actor, from_escalation=from_escalation)
     if isinstance(actor, AgentPrincipal):
         source = VersionSource.AGENT  # always marked agent-made, always needs a human
     if base_generation is not None and base_generation != agent.generation:
@@ -180,7 +209,8 @@ def propose(agent: Agent, spec: dict, metadata: dict, *, actor: Any, source: str
     if mine and mine.spec_sha256 == digest and mine.metadata == metadata:
         return ProposalOutcome(agent.name, "unchanged", mine)
     now = timezone.now()
-    assessment = assess(agent.name, active.spec if active else None, spec, metadata, now)
+    assessment = assess(agent.name, active.spec if active else None, spec, metadata, now,
+                        current_metadata(agent))
     _refuse_denied(agent.name, assessment)
     token_holder, origin = _provenance(actor, origin)
     fields = {
@@ -241,6 +271,27 @@ def _check_connector(agent_name: str, connector: dict | None, owner: User) -> No
     if details:
         raise Invalid(f"{agent_name}: {details[0]['message']}", code="invalid_connector",
                       details=details)
+
+
+def check_can_apply(documents: list[Any], *, actor: Any) -> None:
+    """Before an upload is validated, refuse (403) one whose documents name an agent the actor
+    may not propose for, or register an agent for someone else: a stranger's invalid manifest
+    for alice's agent is refused, not told what is wrong with it."""
+    for data in documents:
+        metadata = data.get("metadata") if isinstance(data, dict) else None
+        name = metadata.get("name") if isinstance(metadata, dict) else None
+        if not isinstance(name, str):
+            continue
+        agent = Agent.objects.select_related("owner").filter(name=name).first()
+        if agent is not None:
+            check_can_propose(agent, actor)
+            continue
+        owner = metadata.get("owner")
+        if isinstance(owner, str) and owner != getattr(actor, "username", None) and not (
+                has_role(actor, Role.ADMIN)):
+            raise NotAllowed(f"{name}: owners register agents they own; metadata.owner "
+                             f"is {owner!r}", details=[
+                                 {"pointer": "/metadata/owner", "message": "must be you"}])
 
 
 def _register(manifest: Manifest, *, actor: Any, source: str, origin: str) -> ProposalOutcome:
@@ -387,14 +438,26 @@ def _activate(version: DesiredStateVersion, agent: Agent, actor: Any) -> None:
     schedule_grant_expiries(agent.pk, version.spec)
 
 
+def check_can_decide(version_id: int, *, actor: Any) -> None:
+    """Refuse a principal who may not approve or reject this proposal (403), or name a missing
+    one (404), before the decision's body is read."""
+    version = (DesiredStateVersion.objects.select_related("agent").filter(pk=version_id)
+               .first())
+    if version is None:
+        if isinstance(actor, AgentPrincipal) or not has_role(actor, Role.APPROVER):
+            raise NotAllowed("Only approvers decide on proposals.")
+        raise NotFound(f"No proposal {version_id}.")
+    _check_four_eyes(version, version.agent, actor)
+
+
 @transaction.atomic
 def reject_proposal(version_id: int, *, actor: Any, comment: str) -> DesiredStateVersion:
     """Refuse a pending proposal, with the reason the proposer will read."""
+    version, agent = _locked_version(version_id)
+    _check_four_eyes(version, agent, actor)
     if not comment.strip():
         raise Invalid("A rejection needs a comment.", details=[
             {"pointer": "/comment", "message": "required"}])
-    version, agent = _locked_version(version_id)
-    _check_four_eyes(version, agent, actor)
     _check_pending(version)
     version.state = VersionState.REJECTED
     version.decided_by = actor
@@ -432,11 +495,13 @@ def reevaluate_pending(*, actor: Any) -> int:
     lowered: list[int] = []
     now = timezone.now()
     pending = (DesiredStateVersion.objects.select_for_update(of=("self",))
-               .filter(state=VersionState.PENDING).select_related("agent__active_version"))
+               .filter(state=VersionState.PENDING)
+               .select_related("agent__active_version", "agent__owner"))
     for version in pending:
         agent = version.agent
         active = agent.active_version.spec if agent.active_version_id else None
-        assessment = assess(agent.name, active, version.spec, version.metadata, now)
+        assessment = assess(agent.name, active, version.spec, version.metadata, now,
+                            current_metadata(agent))
         results = [r.to_dict() for r in assessment.guardrails]
         if assessment.denials:
             version.state = VersionState.REJECTED

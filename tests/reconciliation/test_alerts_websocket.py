@@ -343,3 +343,42 @@ def test_one_person_holds_a_bounded_number_of_live_connections(
         tabs.enter_context(open_alerts(daphne_capped, people.dana))
     eventually(lambda: group_size(redis_client) == 0
                and places_held(redis_client, people.dana) == 0, timeout=15)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.asyncio
+async def test_an_owner_is_sent_alerts_about_their_own_agents_and_the_cluster_only(people):
+    """Issue 12 item 6: oscar, an owner, is never sent drift on alice's agent, live or on
+    catch-up; alice is; the cluster's own alerts (the breaker) reach both."""
+    from registry.choices import Role
+    from tests.conftest import approved_agent, make_person
+
+    def scene():
+        try:
+            approved_agent(people, "refund-agent")
+            return make_person("oscar", Role.OWNER)
+        finally:
+            connection.close()
+
+    oscar = await sync_to_async(scene)()
+    live = {who: communicator(user) for who, user in (("alice", people.alice),
+                                                      ("oscar", oscar))}
+    for comm in live.values():
+        assert (await comm.connect())[0]
+    await sync_to_async(publish)(
+        ("drift.detected", {"agent": "refund-agent", "severity": "high",
+                            "pointer": "/tools/crm.search"}),
+        ("breaker.tripped", {"message": "10 of 49 agents drifted", "severity": "high"}))
+    got = {}
+    for who, comm in live.items():
+        got[who] = [(await comm.receive_json_from(timeout=5))["event"]
+                    for _ in range(2 if who == "alice" else 1)]
+        assert await comm.receive_nothing(timeout=0.3)
+        await comm.disconnect()
+    assert got == {"alice": ["drift.detected", "breaker.tripped"],
+                   "oscar": ["breaker.tripped"]}
+    again = connect_since(oscar, 0)
+    assert (await again.connect())[0]
+    assert [(await again.receive_json_from(timeout=5))["event"]] == ["breaker.tripped"]
+    assert await again.receive_nothing(timeout=0.3)
+    await again.disconnect()

@@ -12,6 +12,7 @@ from reconciliation import actions
 from reconciliation.connectors import SimulatedCrash
 from reconciliation.models import (
     AgentStatus,
+    BreakerTrip,
     ControlState,
     Correction,
     Escalation,
@@ -237,6 +238,7 @@ def test_log_records_the_drift_and_why_it_was_allowed(people):
 def test_the_breaker_pauses_automatic_correction_when_too_many_agents_drift(people, settings):
     settings.BREAKER_MIN_AGENTS = 2
     settings.BREAKER_SHARE_PERCENT = 40
+    settings.BREAKER_SCOPE_MIN_DRIFTING = 1
     first = approved_agent(people)
     doc = refund_manifest(enforcement={"default": "correct"})
     object.__setattr__(doc, "name", "second-agent")
@@ -246,12 +248,14 @@ def test_the_breaker_pauses_automatic_correction_when_too_many_agents_drift(peop
     for agent in (first, second):
         passes(agent)
         actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
-    passes(first)  # 1 of 2 agents drifted: 50% > 40%: trips while this pass runs
-    control = ControlState.load()
-    assert control.breaker_tripped_at is not None and "1 of 2 agents" in control.breaker_reason
+    passes(first)  # 1 of alice's 2 agents drifted: 50% > 40%: her breaker trips
+    (trip,) = BreakerTrip.objects.all()
+    assert trip.scope == "owner:alice" and "1 of 2 agents" in trip.reason
+    assert ControlState.load().breaker_tripped_at is None  # one owner never trips the cluster's
     run = passes(second)
     assert run.changes == [] and sandbox(second).apply_count == 0
-    actions.reset_breaker(actor=people.dana, reason="bad deploy understood")
+    actions.reset_breaker(actor=people.dana, reason="bad deploy understood",
+                          scope="owner:alice")
     assert passes(second).result == "corrected"
 
 

@@ -216,19 +216,33 @@ def test_enforcement_weakened_strengthened_and_sideways():
     assert risk_score(permission_diff(REFUND_AGENT, proposal(enforcement={"default": "log"}))) == 20
 
 
-def test_runtime_changes_are_neutral():
+def test_runtime_changes_are_neutral_and_a_connector_change_is_widening():
     http = {"type": "http", "url": "https://agents.example.com/refund", "secret_env": "REFUND_KEY"}
     changes = permission_diff(REFUND_AGENT, proposal(model="gpt-5", version="", connector=http))
     assert texts(changes) == [
-        ("connector sandbox → http (https://agents.example.com/refund)", "neutral"),
+        ("connector sandbox → http (https://agents.example.com/refund)", "widening"),
         ("model gpt-4.1 → gpt-5", "neutral"),
         ("version 2.3.0 → unset", "neutral"),
     ]
     rotated = proposal(connector={**http, "secret_env": "REFUND_KEY_2"})
     assert texts(permission_diff(proposal(connector=http), rotated)) == [(
         "connector http (https://agents.example.com/refund, secret REFUND_KEY)"
-        " → http (https://agents.example.com/refund, secret REFUND_KEY_2)", "neutral")]
-    assert risk_score(changes) == 0
+        " → http (https://agents.example.com/refund, secret REFUND_KEY_2)", "widening")]
+    assert risk_score(changes) == 10
+
+
+def test_owner_and_label_changes_are_listed_and_scored():
+    before = {"owner": "alice", "labels": {"env": "prod", "team": "payments"}}
+    after = {"owner": "erin", "labels": {"env": "dev", "tier": "1"}}
+    changes = permission_diff(REFUND_AGENT, proposal(), metadata_before=before,
+                              metadata_after=after)
+    assert texts(changes) == [
+        ("owner alice → erin", "widening"),
+        ("label env: prod → dev", "widening"),
+        ("− label team=payments", "widening"),
+        ("+ label tier=1", "neutral"),
+    ]
+    assert risk_score(changes) == 10 + 5 + 5
 
 
 def test_identical_specs_and_escaped_pointers():
@@ -297,9 +311,12 @@ def test_going_back_mirrors_every_risk(a: dict[str, Any], b: dict[str, Any]):
     assert all(risk != "neutral" for _, risk in access)
     assert sorted((p, MIRROR[r]) for p, r in access) == sorted(
         (c.pointer, c.risk) for c in backward if c.area in ("tools", "data"))
-    # the same holds for every area when both sides exist
-    assert sorted((c.pointer, MIRROR[c.risk]) for c in forward) == sorted(
-        (c.pointer, c.risk) for c in backward)
+    # the same holds for every area when both sides exist, except the connector: a different
+    # platform is trusted either way, so going back is widening too
+    assert sorted((c.pointer, MIRROR[c.risk]) for c in forward if c.area != "connector") == (
+        sorted((c.pointer, c.risk) for c in backward if c.area != "connector"))
+    assert [c.risk for c in forward + backward if c.area == "connector"] in (
+        [], ["widening", "widening"])
     assert forward == sorted(forward, key=lambda c: (
-        ["tools", "data", "grants", "actions", "limits", "enforcement", "runtime"].index(c.area),
-        c.pointer))
+        ["tools", "data", "grants", "actions", "limits", "enforcement", "owner", "labels",
+         "connector", "runtime"].index(c.area), c.pointer))
