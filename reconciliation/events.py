@@ -233,7 +233,8 @@ def _attributes(items: Any, pointer: str) -> dict[str, Any]:
 
 
 def _start_time(span: dict[str, Any], pointer: str) -> datetime:
-    start = span.get("startTimeUnixNano") or 0
+    start = span.get("startTimeUnixNano")
+    start = 0 if start is None or start == "" else start
     at = f"{pointer}/startTimeUnixNano"
     if isinstance(start, bool) or not isinstance(start, int | str):
         raise ShapeError(at, "nanoseconds since 1970 as an integer or a decimal string")
@@ -247,7 +248,8 @@ def _start_time(span: dict[str, Any], pointer: str) -> datetime:
 
 
 def _span_id(span: dict[str, Any], key: str, pointer: str) -> str:
-    value = span.get(key) or ""
+    value = span.get(key)
+    value = "" if value is None else value
     if not isinstance(value, str):
         raise ShapeError(f"{pointer}/{key}", "a hex string")
     return value
