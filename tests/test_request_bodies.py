@@ -15,7 +15,7 @@ from reconciliation import actions as reconciliation_actions
 from reconciliation.models import BehaviourEvent, Decision, Finding, ObservedState
 from registry import actions as registry_actions
 from registry.models import DesiredStateVersion
-from tests.conftest import REFUND_AGENT_YAML, refund_manifest
+from tests.conftest import REFUND_AGENT_YAML, approved_agent, refund_manifest
 
 OBSERVED = "/api/v1/agents/refund-agent/observed-state"
 ENDPOINTS = [("PUT", OBSERVED), ("POST", "/api/v1/events"), ("POST", "/v1/traces"),
@@ -158,15 +158,16 @@ def pieces(data: bytes, size: int = 97) -> list[bytes]:
     return [data[i:i + size] for i in range(0, len(data), size)]
 
 
-def test_a_chunked_observed_state_is_read_whole_not_as_empty(live_server_process, people,
-                                                             refund_agent):
+def test_a_chunked_observed_state_is_read_whole_not_as_empty(live_server_process, people):
+    # A push agent: the reconciler diffs what the agent reports, so a report read as {} drifts.
+    refund_agent = approved_agent(people, "refund-agent", connector={"type": "push"})
     _, key = registry_actions.issue_agent_token(refund_agent, actor=people.alice)
     status, body = raw_request(
         live_server_process.url, "PUT", OBSERVED, pieces(json.dumps(report()).encode()),
         {"Authorization": f"Token {key}", "Content-Type": "application/json"})
     assert status == 202, body
     assert is_the_report(ObservedState.objects.get().state)
-    reconciliation_actions.reconcile_agent(refund_agent.pk, trigger="observed")
+    reconciliation_actions.reconcile_agent(refund_agent.pk, trigger="observation")
     assert not Finding.objects.exists()  # no false drift from a report read as {}
 
 
