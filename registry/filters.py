@@ -7,6 +7,8 @@ import django_filters
 from django import forms
 from django.db.models import Q, QuerySet
 from django.db.models.fields.json import KeyTextTransform
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 
 from registry.choices import Lifecycle, VersionState
 from registry.manifest import LABEL_KEY_EXPECTED, LABEL_VALUE_EXPECTED, is_label_key, is_label_value
@@ -33,6 +35,7 @@ class LabelField(forms.CharField):
         return key, label_value
 
 
+@extend_schema_field(OpenApiTypes.STR)
 class LabelFilter(django_filters.Filter):
     """Agents whose label `key` is `value`; the key is data (a JSON key), never a lookup."""
 
