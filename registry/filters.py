@@ -6,7 +6,7 @@ from typing import Any
 import django_filters
 from django import forms
 from django.db.models import Q, QuerySet
-from django.db.models.fields.json import KeyTextTransform
+from django.db.models.fields.json import KeyTransform
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 
@@ -45,9 +45,9 @@ class LabelFilter(django_filters.Filter):
         if not value:
             return qs
         key, label_value = value
-        # KeyTextTransform takes the key as one JSON key (a parameter on PostgreSQL, a quoted
-        # path on SQLite); `labels__<key>` would read "regex" or "contains" as a lookup.
-        return qs.alias(label_match=KeyTextTransform(key, "labels")).filter(
+        # KeyTransform takes the key as one JSON key (a parameter on PostgreSQL, a quoted path
+        # on SQLite); `labels__<key>` would read "regex" or "contains" as a lookup.
+        return qs.alias(label_match=KeyTransform(key, "labels")).filter(
             label_match=label_value)
 
 
