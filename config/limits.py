@@ -81,6 +81,12 @@ class BodySizeLimitMiddleware:
             except ValueError:
                 return JsonResponse(error_body(400, "Content-Length is not a number."),
                                     status=400)
+            if "CONTENT_LENGTH" not in request.META and "chunked" in request.META.get(
+                    "HTTP_TRANSFER_ENCODING", "").lower():
+                # Only a server that hands a chunked body on without its length gets here (the
+                # ASGI entry point reads it whole first); Django would read it as empty.
+                return JsonResponse(error_body(411, "Send the body with a Content-Length."),
+                                    status=411)
             limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
             if length > limit:
                 return JsonResponse(
@@ -127,8 +133,9 @@ class WholeBodyMiddleware:
                 return await _refuse(send, 413, f"The body is larger than {limit} bytes.")
             return await self.app(scope, receive, send)
         first = await receive()
-        if first["type"] != "http.request" or (not first.get("more_body")
-                                               and not first.get("body")):
+        if first["type"] != "http.request" or (
+                not first.get("more_body") and not first.get("body")
+                and b"transfer-encoding" not in headers):
             return await self.app(scope, _replay(first, receive), send)
         body = bytearray(first.get("body", b""))
         message = first

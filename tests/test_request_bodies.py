@@ -218,3 +218,38 @@ def test_a_chunked_body_past_the_limit_is_a_413_and_changes_nothing(live_server_
                                 "Content-Type": "application/json"})
     assert status == 413 and body["error"]["code"] == "too_large"
     assert snapshot() == before
+
+
+@pytest.mark.django_db
+def test_a_wsgi_server_passing_a_chunked_body_without_its_length_gets_a_411(refund_agent,
+                                                                             people):
+    # Under WSGI Django sizes the body by CONTENT_LENGTH alone, so without it the body would be
+    # read as empty; the body-limit middleware refuses it instead.
+    import io
+
+    from django.core.signals import request_finished, request_started
+    from django.db import close_old_connections
+
+    from config.wsgi import application
+
+    _, key = registry_actions.issue_agent_token(refund_agent, actor=people.alice)
+    body = json.dumps(report()).encode()
+    environ = {
+        "REQUEST_METHOD": "PUT", "PATH_INFO": OBSERVED, "SERVER_NAME": "testserver",
+        "SERVER_PORT": "80", "wsgi.url_scheme": "http", "wsgi.input": io.BytesIO(body),
+        "wsgi.errors": io.StringIO(), "CONTENT_TYPE": "application/json",
+        "HTTP_TRANSFER_ENCODING": "chunked", "HTTP_AUTHORIZATION": f"Token {key}",
+    }
+    answer: dict = {}
+    # As Django's test client does: keep the test's connection (and transaction) open.
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    try:
+        content = b"".join(application(environ, lambda status, headers: answer.update(
+            status=status)))
+    finally:
+        request_started.connect(close_old_connections)
+        request_finished.connect(close_old_connections)
+    assert answer["status"].startswith("411"), (answer, content)
+    assert json.loads(content)["error"]["code"] == "length_required"
+    assert not ObservedState.objects.exists()
