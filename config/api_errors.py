@@ -17,6 +17,7 @@ CODES = {
     405: "method_not_allowed",
     406: "not_acceptable",
     409: "conflict",
+    411: "length_required",
     413: "too_large",
     415: "unsupported_media_type",
     422: "invalid",

@@ -6,7 +6,9 @@ ERROR_STATUSES = {
     "400": "Malformed request", "401": "Not signed in or token refused",
     "403": "Not allowed for this principal", "404": "Not found",
     "409": "Conflict with the current state (e.g. a stale generation)",
-    "413": "Body over the size or count limit",
+    "411": "A chunked body the server could not size (send Content-Length)",
+    "413": "Body over the size or count limit, as sent or while inflating",
+    "415": "A Content-Encoding other than gzip, x-gzip, deflate or identity",
     "422": "Invalid content (spec, guardrail denial, expression)",
     "429": "Rate limited", "503": "A part the request needs is unavailable",
 }

@@ -9,6 +9,7 @@ import redis
 from django.db.models import QuerySet
 from django.http import HttpResponse
 from django.utils import timezone
+from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
@@ -22,10 +23,10 @@ from reconciliation import actions
 from reconciliation.choices import (
     CorrectionResult,
     EscalationKind,
-    FindingStatus,
     Resolution,
     Trigger,
 )
+from reconciliation.filters import EscalationFilterSet, FindingFilterSet
 from reconciliation.models import BreakerTrip, ControlState, Correction, Escalation, Finding
 from reconciliation.observed import ObservedStateError, validate_observed
 from reconciliation.triggers import enqueue_reconcile
@@ -165,13 +166,6 @@ class FindingSerializer(serializers.ModelSerializer):
                   "acknowledged_at"]
 
 
-class FindingFilter(serializers.Serializer):
-    agent = serializers.CharField(required=False, max_length=63)
-    status = serializers.ChoiceField(choices=FindingStatus.choices, required=False)
-    severity = serializers.ChoiceField(choices=["high", "medium", "low"], required=False)
-    kind = serializers.CharField(required=False, max_length=32)
-
-
 class ReasonSerializer(serializers.Serializer):
     reason = serializers.CharField(max_length=2000, allow_blank=True, default="")
 
@@ -181,7 +175,6 @@ class ReviewerOnly:
     required_roles = (Role.APPROVER, Role.COMPLIANCE)
 
 
-@extend_schema(parameters=[FindingFilter])
 class FindingViewSet(ReviewerOnly, viewsets.ReadOnlyModelViewSet):
     """Drift findings for review, newest first."""
 
@@ -189,13 +182,11 @@ class FindingViewSet(ReviewerOnly, viewsets.ReadOnlyModelViewSet):
 
     serializer_class = FindingSerializer
     pagination_class = Page
+    filter_backends = [DjangoFilterBackend]
+    filterset_class = FindingFilterSet
 
     def get_queryset(self) -> QuerySet[Finding]:
-        params = FindingFilter(data=self.request.query_params)
-        params.is_valid(raise_exception=True)
-        filters = {("agent__name" if k == "agent" else k): v
-                   for k, v in params.validated_data.items()}
-        return (Finding.objects.filter(**filters).select_related("agent", "acknowledged_by")
+        return (Finding.objects.select_related("agent", "acknowledged_by")
                 .order_by("-last_seen", "-pk"))
 
     @extend_schema(request=ReasonSerializer, responses=FindingSerializer)
@@ -272,15 +263,14 @@ class EscalationViewSet(ReviewerOnly, mixins.ListModelMixin, mixins.RetrieveMode
 
     serializer_class = EscalationSerializer
     pagination_class = Page
+    filter_backends = [DjangoFilterBackend]
+    filterset_class = EscalationFilterSet
 
     def get_queryset(self) -> QuerySet[Escalation]:
         queryset = Escalation.objects.select_related("agent", "finding__agent", "decision__agent",
                                                      "decision__decided_by",
                                                      "finding__acknowledged_by", "resolved_by",
                                                      "assignee")
-        wanted = self.request.query_params.get("status")
-        if wanted in ("open", "resolved"):
-            queryset = queryset.filter(status=wanted)
         return queryset.order_by("status", "opened_at")
 
     @extend_schema(request=ResolveSerializer, responses=EscalationSerializer)

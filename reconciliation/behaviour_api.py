@@ -41,7 +41,12 @@ def _token(request: Request) -> ApiToken | None:
 
 def _batch_error(error: BatchError) -> DomainError:
     text = str(error)
-    return TooLarge(text) if f"at most {MAX_EVENTS}" in text else Malformed(text)
+    if f"at most {MAX_EVENTS}" in text:
+        return TooLarge(text)
+    pointer = getattr(error, "pointer", None)
+    return Malformed(f"The body is not an OTLP export: {text}" if pointer is not None else text,
+                     details=[{"pointer": pointer, "message": text}] if pointer is not None
+                     else None)
 
 
 IngestResult = inline_serializer("IngestResult", {
@@ -81,8 +86,7 @@ class TracesView(APIView):
     def post(self, request: Request) -> HttpResponse | Response:
         _check_reporter(request.user)
         try:
-            payload = decode(request._request.body, content_type=request.content_type or "",
-                             content_encoding=request.headers.get("Content-Encoding", ""))
+            payload = decode(request._request.body, content_type=request.content_type or "")
             items = spans_to_events(payload)
         except BatchError as error:
             raise _batch_error(error) from None

@@ -170,42 +170,127 @@ def agent_slug(name: str) -> str:
 # --- OpenTelemetry -------------------------------------------------------------------------
 
 
-def _attribute_value(value: dict[str, Any]) -> Any:
+MAX_UNIX_NANO = 253402300799 * 10**9  # 9999-12-31T23:59:59Z, the last moment datetime holds
+
+
+class ShapeError(BatchError):
+    """An OTLP body whose structure is not the ExportTraceServiceRequest's, with where."""
+
+    def __init__(self, pointer: str, expected: str) -> None:
+        self.pointer = pointer
+        super().__init__(f"{pointer or '/'}: expected {expected}")
+
+
+def _list(value: Any, pointer: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ShapeError(pointer, "an array")
+    return value
+
+
+def _object(value: Any, pointer: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ShapeError(pointer, "an object")
+    return value
+
+
+def _attribute_value(value: dict[str, Any], pointer: str) -> Any:
     for key in ("stringValue", "intValue", "doubleValue", "boolValue"):
-        if key in value:
-            return int(value[key]) if key == "intValue" else value[key]
+        if key not in value:
+            continue
+        found = value[key]
+        if key == "intValue":  # int64, spelled as a JSON number or a decimal string
+            if isinstance(found, bool) or not isinstance(found, int | str):
+                raise ShapeError(f"{pointer}/intValue", "an integer")
+            try:
+                return int(found)
+            except ValueError:
+                raise ShapeError(f"{pointer}/intValue", "an integer") from None
+        if key == "doubleValue" and (isinstance(found, bool)
+                                     or not isinstance(found, int | float | str)):
+            raise ShapeError(f"{pointer}/doubleValue", "a number")
+        if key == "stringValue" and not isinstance(found, str):
+            raise ShapeError(f"{pointer}/stringValue", "a string")
+        if key == "boolValue" and not isinstance(found, bool):
+            raise ShapeError(f"{pointer}/boolValue", "true or false")
+        return found
     return None
 
 
-def _attributes(items: list[dict[str, Any]] | None) -> dict[str, Any]:
-    return {item["key"]: _attribute_value(item.get("value", {})) for item in items or []
-            if isinstance(item, dict) and "key" in item}
+def _attributes(items: Any, pointer: str) -> dict[str, Any]:
+    attributes = {}
+    for index, item in enumerate(_list(items, pointer)):
+        at = f"{pointer}/{index}"
+        item = _object(item, at)
+        if not isinstance(item.get("key"), str):
+            raise ShapeError(f"{at}/key", "a string")
+        attributes[item["key"]] = _attribute_value(_object(item.get("value"), f"{at}/value"),
+                                                   f"{at}/value")
+    return attributes
 
 
-def spans_to_events(payload: dict[str, Any]) -> list[dict[str, Any]]:
+def _start_time(span: dict[str, Any], pointer: str) -> datetime:
+    start = span.get("startTimeUnixNano")
+    start = 0 if start is None or start == "" else start
+    at = f"{pointer}/startTimeUnixNano"
+    if isinstance(start, bool) or not isinstance(start, int | str):
+        raise ShapeError(at, "nanoseconds since 1970 as an integer or a decimal string")
+    try:
+        nanos = int(start)
+    except ValueError:
+        raise ShapeError(at, "nanoseconds since 1970 as an integer or a decimal string") from None
+    if not 0 <= nanos <= MAX_UNIX_NANO:
+        raise ShapeError(at, "nanoseconds between 1970 and the year 9999")
+    return datetime.fromtimestamp(nanos / 1e9, UTC)
+
+
+def _span_id(span: dict[str, Any], key: str, pointer: str) -> str:
+    value = span.get(key)
+    value = "" if value is None else value
+    if not isinstance(value, str):
+        raise ShapeError(f"{pointer}/{key}", "a hex string")
+    return value
+
+
+def spans_to_events(payload: Any) -> list[dict[str, Any]]:
     """OTLP trace data (JSON encoding) to raw events: GenAI spans whose operation is
     `execute_tool` become tool calls; `governance.*` attributes add resource, record, action
     and amount (a span with governance.action becomes an action event). Other spans are
-    ignored. The event id is the span's trace and span id, so a re-sent export is a repeat."""
+    ignored. The event id is the span's trace and span id, so a re-sent export is a repeat.
+    A body not shaped as an ExportTraceServiceRequest raises ShapeError naming where."""
     events = []
-    for resource_spans in payload.get("resourceSpans") or []:
-        resource = _attributes((resource_spans.get("resource") or {}).get("attributes"))
-        for scope_spans in resource_spans.get("scopeSpans") or []:
-            for span in scope_spans.get("spans") or []:
-                attrs = {**resource, **_attributes(span.get("attributes"))}
+    payload = _object(payload, "")
+    for i, resource_spans in enumerate(_list(payload.get("resourceSpans"), "/resourceSpans")):
+        p = f"/resourceSpans/{i}"
+        resource_spans = _object(resource_spans, p)
+        resource = _object(resource_spans.get("resource"), f"{p}/resource")
+        resource_attrs = _attributes(resource.get("attributes"), f"{p}/resource/attributes")
+        for j, scope_spans in enumerate(_list(resource_spans.get("scopeSpans"),
+                                              f"{p}/scopeSpans")):
+            q = f"{p}/scopeSpans/{j}"
+            scope_spans = _object(scope_spans, q)
+            for k, span in enumerate(_list(scope_spans.get("spans"), f"{q}/spans")):
+                r = f"{q}/spans/{k}"
+                span = _object(span, r)
+                attrs = {**resource_attrs, **_attributes(span.get("attributes"),
+                                                         f"{r}/attributes")}
+                trace_id, span_id = _span_id(span, "traceId", r), _span_id(span, "spanId", r)
+                start = _start_time(span, r)
                 if attrs.get("gen_ai.operation.name") != "execute_tool" and (
                         "governance.action" not in attrs):
                     continue
                 agent = (attrs.get("gen_ai.agent.name") or attrs.get("gen_ai.agent.id")
                          or attrs.get("service.name"))
-                start = int(span.get("startTimeUnixNano") or 0)
                 event: dict[str, Any] = {
-                    "id": f"otel-{span.get('traceId', '')}-{span.get('spanId', '')}",
+                    "id": f"otel-{trace_id}-{span_id}",
                     "agent": agent,
-                    "ts": datetime.fromtimestamp(start / 1e9, UTC).isoformat(),
+                    "ts": start.isoformat(),
                     "kind": "tool_call",
-                    "trace_id": span.get("traceId", ""),
-                    "span_id": span.get("spanId", ""),
+                    "trace_id": trace_id,
+                    "span_id": span_id,
                 }
                 if attrs.get("gen_ai.tool.name"):
                     event["tool"] = attrs["gen_ai.tool.name"]

@@ -2,7 +2,6 @@
 exporters send) decoded with the official opentelemetry-proto messages."""
 
 import base64
-import gzip
 import json
 from typing import Any
 
@@ -12,23 +11,15 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from reconciliation.events import BatchError
 
-MAX_DECOMPRESSED = 8 * 1024 * 1024
-
 
 def _hex(value: str) -> str:
     # The protobuf JSON mapping spells bytes as base64; OTLP JSON spells ids as hex.
     return base64.b64decode(value).hex() if value else ""
 
 
-def decode(body: bytes, *, content_type: str, content_encoding: str = "") -> dict[str, Any]:
-    """The OTLP payload as a dict in the OTLP JSON shape."""
-    if content_encoding.lower() == "gzip":
-        try:
-            body = gzip.decompress(body)
-        except (OSError, EOFError) as error:
-            raise BatchError(f"the gzip body is corrupt: {error}") from None
-        if len(body) > MAX_DECOMPRESSED:
-            raise BatchError("the decompressed body is too large")
+def decode(body: bytes, *, content_type: str) -> dict[str, Any]:
+    """The OTLP payload as a dict in the OTLP JSON shape (config.limits already undid any
+    Content-Encoding, within the body limit)."""
     if "protobuf" in content_type:
         try:
             message = ExportTraceServiceRequest.FromString(body)

@@ -133,6 +133,7 @@ def findings(request: HttpRequest) -> HttpResponse:
     from config.errors import DomainError
     from reconciliation import actions
     from reconciliation.choices import FindingStatus
+    from reconciliation.filters import FindingFilterSet
     from reconciliation.models import Finding
     from registry.choices import Role
     from registry.roles import has_role
@@ -149,26 +150,18 @@ def findings(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, "Finding acknowledged.")
         return redirect(request.get_full_path())
-    rows = Finding.objects.select_related("agent", "acknowledged_by").order_by("-last_seen",
-                                                                               "-pk")
-    filters = {key: request.GET.get(key, "").strip() for key in
-               ("agent", "status", "severity", "kind", "source")}
-    if filters["agent"]:
-        rows = rows.filter(agent__name=filters["agent"])
-    if filters["status"] in FindingStatus.values:
-        rows = rows.filter(status=filters["status"])
-    if filters["severity"] in ("high", "medium", "low"):
-        rows = rows.filter(severity=filters["severity"])
-    if filters["kind"]:
-        rows = rows.filter(kind=filters["kind"])
-    if filters["source"] in ("config", "behaviour"):
-        rows = rows.filter(behaviour=filters["source"] == "behaviour")
+    filters = {key: request.GET.get(key, "").strip() for key in FindingFilterSet.base_filters}
+    found = FindingFilterSet({k: v for k, v in filters.items() if v},
+                             queryset=Finding.objects.select_related("agent", "acknowledged_by")
+                             .order_by("-last_seen", "-pk"))
+    rows = found.qs if found.is_valid() else Finding.objects.none()
     page = Paginator(rows, 50).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
     return render(request, "reconciliation/findings.html", {
         "page": page, "filters": filters, "statuses": FindingStatus.values,
-        "query": query.urlencode(), "can_acknowledge": has_role(request.user, Role.COMPLIANCE)})
+        "query": query.urlencode(), "can_acknowledge": has_role(request.user, Role.COMPLIANCE),
+        "errors": found.errors})
 
 
 @login_required

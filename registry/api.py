@@ -4,6 +4,7 @@ from functools import partial
 from typing import Any
 
 from django.db.models import Count, Q, QuerySet
+from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, pagination, serializers, status, viewsets
@@ -17,7 +18,8 @@ from rest_framework.views import APIView
 from config.errors import NotAllowed, NotFound
 from config.parsers import SafeJSONParser
 from registry import actions
-from registry.choices import GuardrailEffect, Lifecycle, Role, VersionSource, VersionState
+from registry.choices import GuardrailEffect, Role, VersionSource, VersionState
+from registry.filters import AgentFilterSet, ProposalFilterSet
 from registry.intake import decode_body, read_manifests, read_spec
 from registry.models import Agent, ApiToken, DesiredStateVersion, Guardrail
 from registry.principals import AgentPrincipal, acting_agent
@@ -83,42 +85,11 @@ class AgentSerializer(serializers.ModelSerializer):
         return bool(status and status.shadow)
 
 
-class AgentFilter(serializers.Serializer):
-    """List filters: lifecycle status, owner, label (key=value), framework, free text."""
-
-    status = serializers.ChoiceField(choices=Lifecycle.choices, required=False)
-    owner = serializers.CharField(required=False, max_length=150)
-    label = serializers.RegexField(r"^(?!.*__)[A-Za-z0-9._/-]+=[^=]*$", required=False,
-                                   max_length=200,
-                                   error_messages={"invalid": "expected key=value"})
-    framework = serializers.CharField(required=False, max_length=64)
-    q = serializers.CharField(required=False, max_length=200)
-
-
-def filter_agents(queryset: QuerySet[Agent], params: dict[str, Any]) -> QuerySet[Agent]:
-    """Apply validated AgentFilter parameters (shared by the API and the agent list page)."""
-    if params.get("status"):
-        queryset = queryset.filter(lifecycle=params["status"])
-    if params.get("owner"):
-        queryset = queryset.filter(owner__username=params["owner"])
-    if params.get("label"):
-        key, value = params["label"].split("=", 1)
-        # A key lookup works on PostgreSQL and SQLite alike (label keys never hold "__").
-        queryset = queryset.filter(**{f"labels__{key}": value})
-    if params.get("framework"):
-        queryset = queryset.filter(framework=params["framework"])
-    if params.get("q"):
-        queryset = queryset.filter(Q(name__icontains=params["q"])
-                                   | Q(description__icontains=params["q"]))
-    return queryset
-
-
 def agent_queryset() -> QuerySet[Agent]:
     return Agent.objects.select_related("owner", "active_version", "status").annotate(
         pending_proposals=Count("versions", filter=Q(versions__state=VersionState.PENDING)))
 
 
-@extend_schema(parameters=[AgentFilter])
 class AgentViewSet(viewsets.ReadOnlyModelViewSet):
     """Every person may list and read agents."""
 
@@ -126,11 +97,11 @@ class AgentViewSet(viewsets.ReadOnlyModelViewSet):
     permission_classes = [IsPerson]
     pagination_class = Page
     lookup_field = "name"
+    filter_backends = [DjangoFilterBackend]
+    filterset_class = AgentFilterSet
 
     def get_queryset(self) -> QuerySet[Agent]:
-        params = AgentFilter(data=self.request.query_params)
-        params.is_valid(raise_exception=True)
-        return filter_agents(agent_queryset(), params.validated_data).order_by("name")
+        return agent_queryset().order_by("name")
 
 
 # --- manifests ---------------------------------------------------------------------------------
@@ -232,17 +203,11 @@ class DecisionSerializer(serializers.Serializer):
     expected_generation = serializers.IntegerField(required=False, min_value=0)
 
 
-class ProposalFilter(serializers.Serializer):
-    state = serializers.ChoiceField(choices=VersionState.choices, required=False)
-    agent = serializers.CharField(required=False, max_length=63)
-
-
 def inbox_order(queryset: QuerySet[DesiredStateVersion]) -> QuerySet[DesiredStateVersion]:
     """Riskiest first, then newest: the approvals inbox order."""
     return queryset.order_by("-risk", "-created_at")
 
 
-@extend_schema(parameters=[ProposalFilter])
 class ProposalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
                       viewsets.GenericViewSet):
     """Proposals (people only); approvers approve or reject, proposers withdraw."""
@@ -253,16 +218,12 @@ class ProposalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
     permission_classes = [IsPerson]
     pagination_class = Page
 
+    filter_backends = [DjangoFilterBackend]
+    filterset_class = ProposalFilterSet
+
     def get_queryset(self) -> QuerySet[DesiredStateVersion]:
-        params = ProposalFilter(data=self.request.query_params)
-        params.is_valid(raise_exception=True)
-        queryset = DesiredStateVersion.objects.select_related(
-            "agent", "proposed_by", "decided_by").prefetch_related("approvals__approver")
-        if params.validated_data.get("state"):
-            queryset = queryset.filter(state=params.validated_data["state"])
-        if params.validated_data.get("agent"):
-            queryset = queryset.filter(agent__name=params.validated_data["agent"])
-        return inbox_order(queryset)
+        return inbox_order(DesiredStateVersion.objects.select_related(
+            "agent", "proposed_by", "decided_by").prefetch_related("approvals__approver"))
 
     def _decided(self, version: DesiredStateVersion) -> Response:
         fresh = self.get_queryset().get(pk=version.pk)

@@ -10,10 +10,15 @@ from datetime import datetime
 from typing import Any
 
 import cel
+from django.conf import settings
 
 from registry.choices import GuardrailEffect, GuardrailOutcome
+from registry.guardrail_cost import CostUnknown, estimate_cost, largest_collection, parse
 
 MAX_EXPRESSION = 4000
+# The most items a list or map of a spec may hold under the manifest schema (tools, data,
+# limits and actions: 200 each); a saved expression must fit the budget at that size.
+SCHEMA_MAX_ITEMS = 200
 _POSITION = re.compile(r"<input>:(\d+):(\d+): (.*)")
 
 # A spec every well-formed expression can be tried on when it is saved.
@@ -39,6 +44,26 @@ class ExpressionError(ValueError):
         super().__init__(f"{message}{where}")
 
 
+class ExpressionTooCostly(ExpressionError):
+    """A well-formed expression whose worst case is over GUARDRAIL_COST_BUDGET."""
+
+
+def cost_problem(expression: str, largest: int) -> str | None:
+    """Why evaluating the expression on data whose lists and maps hold at most `largest` items
+    could take too long, or None when it fits the budget."""
+    budget = settings.GUARDRAIL_COST_BUDGET
+    try:
+        cost = estimate_cost(parse(expression), largest_collection=largest)
+    except CostUnknown as error:
+        return f"its cost cannot be estimated ({error})"
+    if cost <= budget:
+        return None
+    return (f"its estimated worst-case cost is {cost:,} steps with {largest} items per list, "
+            f"over the budget of {budget:,}: each comprehension (all, exists, exists_one, map, "
+            "filter) multiplies the cost of what it holds by the size of its list, so "
+            "comprehensions nested inside each other (or over lists joined with +) grow fast")
+
+
 def check_expression(expression: str, now: datetime) -> None:
     """Refuse an expression that does not parse, names unknown variables or functions, or is
     not a boolean; evaluation errors that depend on the spec are allowed (they fail closed)."""
@@ -55,6 +80,9 @@ def check_expression(expression: str, now: datetime) -> None:
             raise ExpressionError(match.group(3).strip(), int(match.group(1)),
                                   int(match.group(2))) from None
         raise ExpressionError(text) from None
+    problem = cost_problem(expression, SCHEMA_MAX_ITEMS)
+    if problem:
+        raise ExpressionTooCostly(f"the expression is too costly: {problem}")
     try:
         result = program.execute({"spec": SAMPLE_SPEC, "metadata": SAMPLE_METADATA, "now": now})
     except RuntimeError as error:
@@ -88,7 +116,13 @@ class GuardrailResult:
 
 def evaluate(guardrail: Any, spec: dict, metadata: dict, now: datetime) -> GuardrailResult:
     """Evaluate one guardrail (any object with name, expression, effect, message,
-    required_approvals); errors fail closed with outcome `error`."""
+    required_approvals); errors fail closed with outcome `error`. An expression over the cost
+    budget for this spec's sizes (one saved before the budget, or a spec with more items than
+    the sample) is not run at all: it would hold the whole process while it ran."""
+    problem = cost_problem(guardrail.expression, largest_collection([spec, metadata]))
+    if problem:
+        return GuardrailResult(guardrail.name, guardrail.effect, GuardrailOutcome.ERROR,
+                               f"not evaluated, so the proposal is held: {problem}")
     try:
         passed = cel.compile(guardrail.expression).execute(
             {"spec": spec, "metadata": metadata, "now": now})

@@ -91,6 +91,20 @@ RESOURCE_EXPECTED = "a resource name of 1 to 256 characters without spaces"
 TIMESTAMP_EXPECTED = "an RFC 3339 timestamp with a zone, like 2026-12-04T00:00:00Z"
 
 
+def is_label_key(key: object) -> bool:
+    """A label key by the Kubernetes rules: an optional DNS prefix and '/', then a name."""
+    if not isinstance(key, str):
+        return False
+    prefix, _, name = key.rpartition("/")
+    return bool(_LABEL_NAME.fullmatch(name)) and (
+        not prefix or (len(prefix) <= 253 and bool(_DNS_SUBDOMAIN.fullmatch(prefix))))
+
+
+def is_label_value(value: object) -> bool:
+    """A label value: empty, or a name of at most 63 characters."""
+    return isinstance(value, str) and bool(_LABEL_VALUE.fullmatch(value))
+
+
 @dataclass(frozen=True)
 class FieldError:
     """One problem in a document: where (JSON pointer, source line) and what was expected."""
@@ -362,11 +376,7 @@ def _metadata(c: _Checker, raw: Any) -> dict[str, Any]:
         raw_labels = {}
     for key, value in raw_labels.items():
         q = join_pointer(f"{p}/labels", key)
-        prefix, _, name = key.rpartition("/") if isinstance(key, str) else ("", "", "")
-        if not (
-            _LABEL_NAME.fullmatch(name)
-            and (not prefix or (len(prefix) <= 253 and _DNS_SUBDOMAIN.fullmatch(prefix)))
-        ):
+        if not is_label_key(key):
             c.error(q, f"expected {LABEL_KEY_EXPECTED}; got {_got(key)}")
             continue
         value = c.string(value, q, LABEL_VALUE_EXPECTED, pattern=_LABEL_VALUE)

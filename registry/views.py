@@ -27,8 +27,9 @@ from reconciliation.escalation_pages import escalation_form_context, with_row_er
 from reconciliation.models import AgentStatus, Escalation
 from reconciliation.views import agent_state_context, inbox_counts
 from registry import actions, inbox
-from registry.api import AgentFilter, agent_queryset, filter_agents
+from registry.api import agent_queryset
 from registry.choices import Lifecycle, Role, VersionSource, VersionState
+from registry.filters import AgentFilterSet
 from registry.forms import DecisionForm, GuardrailForm, ManifestForm, selector_to_text
 from registry.intake import read_manifests
 from registry.manifest import (
@@ -45,7 +46,7 @@ from registry.roles import has_role, sees_operations
 PAGE_SIZE = 50
 HISTORY_SIZE = 100
 AUDIT_SIZE = 50
-FILTER_FIELDS = tuple(AgentFilter().fields)
+FILTER_FIELDS = tuple(AgentFilterSet.base_filters)
 
 
 def _forbidden(request: HttpRequest, message: str) -> HttpResponse:
@@ -85,12 +86,12 @@ def agent_list(request: HttpRequest) -> HttpResponse:
     # An empty form field means "any", not "blank", so it is left out before validation.
     given = {key: request.GET[key].strip() for key in FILTER_FIELDS
              if request.GET.get(key, "").strip()}
-    params = AgentFilter(data=given)
+    params = AgentFilterSet(given, queryset=agent_queryset())
     if params.is_valid():
-        agents: QuerySet[Agent] = filter_agents(agent_queryset(), params.validated_data)
-        agents = agents.defer("active_version__spec", "active_version__metadata",
-                              "active_version__guardrail_results",
-                              "active_version__permission_changes").order_by("name")
+        agents: QuerySet[Agent] = params.qs.defer(
+            "active_version__spec", "active_version__metadata",
+            "active_version__guardrail_results",
+            "active_version__permission_changes").order_by("name")
         errors: dict[str, Any] = {}
     else:
         agents, errors = Agent.objects.none(), params.errors

@@ -11,7 +11,7 @@ from audit.choices import AuditAction
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from registry.actions.proposals import reevaluate_pending
 from registry.choices import GuardrailEffect, Role
-from registry.guardrails import ExpressionError, check_expression
+from registry.guardrails import ExpressionError, ExpressionTooCostly, check_expression
 from registry.models import Guardrail
 from registry.roles import has_role
 
@@ -27,6 +27,10 @@ def _check_role(actor: Any) -> None:
 def _validate(fields: dict[str, Any]) -> None:
     try:
         check_expression(fields["expression"], timezone.now())
+    except ExpressionTooCostly as error:
+        raise Invalid(error.message[:1].upper() + error.message[1:] + ".",
+                      code="expression_too_costly",
+                      details=[{"pointer": "/expression", "message": error.message}]) from None
     except ExpressionError as error:
         position = f" (line {error.line}, column {error.column})" if error.line else ""
         raise Invalid(f"The expression is not valid CEL: {error.message}{position}",

@@ -161,9 +161,11 @@ def test_agent_list_shows_each_agents_columns(client, people, fleet):
 
 
 @pytest.mark.parametrize("query, message", [
-    ("?status=bogus", "is not a valid choice"),
+    ("?status=bogus", "Select a valid choice"),
     ("?label=novalue", "expected key=value"),
-    ("?label=a__b%3Dc", "expected key=value"),
+    ("?label=a%3Db%3Dc", "expected a label value"),
+    ("?label=regex%3D%5E(.%7C.)%7B0%2C20%7D!", "expected a label value"),
+    ("?label=-x%3Dc", "expected a label key"),
 ])
 def test_a_bad_filter_is_shown_as_an_error_not_a_crash(client, people, fleet, query, message):
     client.force_login(people.alice)
