@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from registry import actions
 from registry.choices import Role
 from registry.models import DesiredStateVersion
 from tests.conftest import REFUND_AGENT_YAML, make_person, refund_manifest
@@ -122,7 +123,10 @@ def test_a_labels_only_proposal_is_a_change_with_a_risk(api_as, people, refund_a
 
 
 def test_a_connector_change_is_listed_with_its_url_and_secret_and_scored(api_as, people,
-                                                                         refund_agent):
+                                                                         refund_agent, settings):
+    settings.CONNECTOR_SECRETS = ["KEY_A"]
+    settings.CONNECTOR_ALLOWED_HOSTS = ["agents.example.com"]
+    actions.grant_connector_secret("KEY_A", people.alice, actor=people.admin)
     http = {"type": "http", "url": "https://agents.example.com/refund", "secret_env": "KEY_A"}
     body = propose(api_as(people.alice), spec=refund_manifest(connector=http).spec).json()
     assert [(c["text"], c["risk"]) for c in body["changes"]] == [
