@@ -380,11 +380,15 @@ def test_every_failure_reads_the_same_on_the_agent_page(
         settings.CONNECTOR_ALLOWED_HOSTS = allowed
     assert len(details) == len(failures)  # the log tells them apart
     assert set(agent.runs.values_list("error", flat=True)) == {UNREACHABLE}
-    for reader in (erin, people.alice, people.bob, people.dana):  # everyone but the admin
+    for reader in (people.alice, people.bob, people.dana):  # everyone who sees runs but admin
         client.force_login(reader)
         page = client.get("/agents/refund-agent/").content.decode()
         assert page.count(f"failed: {UNREACHABLE}") == len(failures)
         assert not any(escape(detail) in page for detail in details)
+    client.force_login(erin)  # another owner sees no runs of alice's agent at all
+    page = client.get("/agents/refund-agent/").content.decode()
+    assert f"failed: {UNREACHABLE}" not in page
+    assert not any(escape(detail) in page for detail in details)
     client.force_login(people.admin)
     page = client.get("/agents/refund-agent/").content.decode()
     assert all(escape(detail) in page for detail in details)
