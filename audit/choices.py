@@ -24,6 +24,7 @@ class AuditAction(models.TextChoices):
     PROPOSAL_SUPERSEDED = "proposal.superseded"
     PROPOSAL_REEVALUATED = "proposal.reevaluated"
     VERSION_ACTIVATED = "version.activated"
+    ROLLBACK_PROPOSED = "rollback.proposed"
     GUARDRAIL_CREATED = "guardrail.created"
     GUARDRAIL_UPDATED = "guardrail.updated"
     GUARDRAIL_DELETED = "guardrail.deleted"

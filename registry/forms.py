@@ -72,3 +72,10 @@ class GuardrailForm(forms.Form):
     def action_fields(self) -> dict[str, Any]:
         """The cleaned fields as keyword arguments of create_guardrail / update_guardrail."""
         return {name: self.cleaned_data[name] for name in self.fields}
+
+
+class RollbackForm(forms.Form):
+    """Roll back: the earlier approved generation to propose again, and an optional reason."""
+
+    generation = forms.IntegerField(min_value=1, max_value=2**31 - 1)
+    comment = forms.CharField(required=False, max_length=2000)

@@ -1,7 +1,7 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from registry import api, views
+from registry import api, lifecycle_api, lifecycle_views, views
 
 router = SimpleRouter(trailing_slash=False)
 router.register("agents", api.AgentViewSet, basename="agent")
@@ -11,12 +11,16 @@ router.register("guardrails", api.GuardrailViewSet, basename="guardrail")
 api_urlpatterns = [
     path("manifests", api.ManifestView.as_view(), name="manifests"),
     path("agents/<slug:name>/proposals", api.AgentProposalView.as_view(), name="agent-propose"),
+    path("agents/<slug:name>/rollback", lifecycle_api.RollbackView.as_view(),
+         name="agent-rollback"),
     *router.urls,
 ]
 
 page_urlpatterns = [
     path("agents/", views.agent_list, name="registry-agents"),
     path("agents/<slug:name>/", views.agent_detail, name="registry-agent"),
+    path("agents/<slug:name>/rollback", lifecycle_views.agent_rollback,
+         name="registry-agent-rollback"),
     path("manifests/new", views.manifest_apply, name="registry-apply"),
     path("approvals/", views.approvals_inbox, name="registry-approvals"),
     path("proposals/<int:pk>/", views.proposal_detail, name="registry-proposal"),

@@ -116,6 +116,13 @@ API = [
     Row("POST /api/v1/agents/refund-agent/proposals",
         (401,     201,    403,    403,    403,    403,    201,    201,    403),
         body=new_spec(version="2.4.0")),
+    # refund-agent is at generation 1: its owner is told so (409), nobody else learns it
+    Row("POST /api/v1/agents/refund-agent/rollback",
+        (401,     409,    403,    403,    403,    403,    409,    403,    403),
+        body={"generation": 1}),
+    Row("POST /api/v1/agents/refund-agent/rollback",
+        (401,     422,    403,    403,    403,    403,    422,    403,    403),
+        body={"generation": 5}, label="a generation never approved"),
     # proposals
     Row("GET /api/v1/proposals",
         (401,     200,    200,    200,    200,    200,    200,    403,    403)),
@@ -297,6 +304,8 @@ FORMS = [
         body={"comment": "no"}, audited=("proposal.rejected",)),
     Row("POST /proposals/{pending}/withdraw", (L, D, R, R, R, R, R, L, L),
         body={}, audited=("proposal.withdrawn",)),
+    Row("POST /agents/refund-agent/rollback", (L, R, R, R, R, R, R, L, L),
+        body={"generation": 1}, audited=("rollback.proposed",)),
     Row("POST /guardrails/new",         (L, 403, 403, 403, 403, D, D, L, L),
         body={**GUARDRAIL, "name": "g-new", "required_approvals": 2},
         audited=("guardrail.created",)),

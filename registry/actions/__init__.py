@@ -20,10 +20,11 @@ from registry.actions.proposals import (
     reject_proposal,
     withdraw_proposal,
 )
+from registry.actions.rollback import propose_rollback
 
 __all__ = [
     "ProposalOutcome", "apply_manifests", "approve_proposal", "create_guardrail", "create_person",
     "delete_guardrail", "grant_role", "issue_agent_token", "issue_api_token", "propose",
-    "record_sign_in", "record_sign_in_failure", "record_sign_out", "reject_proposal",
-    "revoke_api_token", "revoke_role", "update_guardrail", "withdraw_proposal",
+    "propose_rollback", "record_sign_in", "record_sign_in_failure", "record_sign_out",
+    "reject_proposal", "revoke_api_token", "revoke_role", "update_guardrail", "withdraw_proposal",
 ]

@@ -1,0 +1,48 @@
+"""An approval's lifecycle through the pages, in a real browser against the real ASGI server."""
+
+import pytest
+from django.contrib.auth.hashers import PBKDF2PasswordHasher
+from django.contrib.auth.models import User
+
+from registry.models import Agent
+from tests.conftest import PASSWORD
+from tests.registry.test_rollback import at_generation_two
+from tests.test_dashboard_browser import Browser
+
+pytestmark = pytest.mark.browser
+
+
+def test_alice_rolls_back_from_the_agent_page_and_bob_approves_the_shown_diff(
+        people, live_server_process, monkeypatch):
+    from playwright.sync_api import expect, sync_playwright
+
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    hasher = PBKDF2PasswordHasher()
+    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+    at_generation_two(people)
+    with sync_playwright() as playwright:
+        browser = Browser(playwright, live_server_process.url)
+        alice = browser.page("alice")
+        alice.goto(f"{live_server_process.url}/agents/refund-agent/")
+        expect(alice.locator("#rollback-2")).to_have_count(0)  # the active one has no button
+        alice.click("#rollback-1")
+        expect(alice.locator(".messages")).to_contain_text("back to generation 1")
+        expect(alice.locator("main")).to_contain_text("roll back to generation 1")
+        expect(alice.locator("main")).to_contain_text("2000")  # the diff from generation 2
+        proposal_url = alice.url
+
+        bob = browser.page("bob")
+        bob.goto(proposal_url)
+        bob.get_by_role("button", name="Approve").click()
+        expect(bob.locator(".messages")).to_contain_text("generation 3")
+        bob.goto(f"{live_server_process.url}/agents/refund-agent/")
+        expect(bob.locator("main")).to_contain_text("rollback.proposed")
+        expect(bob.locator("#rollback-1")).to_have_count(0)  # bob does not own the agent
+        browser.browser.close()
+    agent = Agent.objects.get(name="refund-agent")
+    assert agent.generation == 3
+    assert agent.active_version.spec == agent.versions.get(generation=1).spec
+    assert browser.problems == []
+
+
+
