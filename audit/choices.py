@@ -25,6 +25,7 @@ class AuditAction(models.TextChoices):
     PROPOSAL_REEVALUATED = "proposal.reevaluated"
     VERSION_ACTIVATED = "version.activated"
     ROLLBACK_PROPOSED = "rollback.proposed"
+    GRANT_STARTED = "grant.started"
     GUARDRAIL_CREATED = "guardrail.created"
     GUARDRAIL_UPDATED = "guardrail.updated"
     GUARDRAIL_DELETED = "guardrail.deleted"

@@ -14,6 +14,7 @@ from reconciliation.behaviour import backtest, covers
 from reconciliation.choices import DecisionStatus
 from reconciliation.events import Event
 from reconciliation.models import BehaviourEvent, Decision
+from registry.grant_clocks import start_clocks
 from registry.models import DesiredStateVersion
 
 BACKTEST_DAYS = 7
@@ -39,7 +40,8 @@ def run_backtest(version: DesiredStateVersion) -> dict[str, Any]:
               for event_id, ts, kind, tool, resource, record, action, amount, decision_id
               in rows]
     active = agent.active_version.spec if agent.active_version_id else None
-    result = backtest(active, version.spec, events, _sign_offs(agent, events))
+    proposed, _ = start_clocks(version.spec, now)  # grants counted from approval: from now
+    result = backtest(active, proposed, events, _sign_offs(agent, events))
     return {"days": BACKTEST_DAYS, "since": since, "events": len(events), "total": total,
             "capped": capped, "cap": cap, **result}
 

@@ -13,7 +13,9 @@ from audit.choices import AuditAction
 from audit.jsondiff import flat_changes
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from reconciliation.triggers import request_reconcile, schedule_grant_expiries
+from registry.actions.grants import start_grant_clocks
 from registry.choices import GuardrailOutcome, Role, VersionSource, VersionState
+from registry.grant_clocks import start_clocks
 from registry.guardrails import GuardrailResult, evaluate, selector_matches
 from registry.manifest import Manifest, spec_hash
 from registry.models import Agent, Approval, DesiredStateVersion, Guardrail
@@ -84,8 +86,9 @@ def assess(agent_name: str, active_spec: dict | None, spec: dict, metadata: dict
     changes = permission_diff(active_spec, spec)
     labels = metadata.get("labels") or {}
     context = {**metadata, "name": agent_name}
+    judged, _ = start_clocks(spec, now)  # grants counted from approval: as if approved now
     results = [
-        evaluate(guardrail, spec, context, now)
+        evaluate(guardrail, judged, context, now)
         for guardrail in Guardrail.objects.filter(enabled=True).order_by("name")
         if selector_matches(guardrail.selector, labels)
     ]
@@ -305,6 +308,7 @@ def approve_proposal(version_id: int, *, actor: Any, comment: str = "",
 
 def _activate(version: DesiredStateVersion, agent: Agent, actor: Any) -> None:
     now = timezone.now()
+    start_grant_clocks(version, actor=actor, now=now)
     before = agent.active_version.spec if agent.active_version_id else None
     version.state = VersionState.APPROVED
     version.generation = agent.generation + 1

@@ -46,3 +46,35 @@ def test_alice_rolls_back_from_the_agent_page_and_bob_approves_the_shown_diff(
 
 
 
+
+
+def test_a_grant_counted_from_approval_is_written_shown_and_started_through_the_pages(
+        people, live_server_process, monkeypatch):
+    from playwright.sync_api import expect, sync_playwright
+
+    from tests.registry.test_grants_from_approval import CRM, manifest_with
+
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    hasher = PBKDF2PasswordHasher()
+    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+    with sync_playwright() as playwright:
+        browser = Browser(playwright, live_server_process.url)
+        alice = browser.page("alice")
+        alice.goto(f"{live_server_process.url}/manifests/new")
+        alice.fill("#manifest", manifest_with({**CRM, "duration": "2h", "starts": "approval"}))
+        alice.get_by_role("button", name="Apply").click()
+        expect(alice.locator("main")).to_contain_text("+ grant crm read for 2h from approval")
+        version = Agent.objects.get(name="refund-agent").versions.get()
+
+        bob = browser.page("bob")
+        bob.goto(f"{live_server_process.url}/proposals/{version.pk}/")
+        expect(bob.locator("main")).to_contain_text("for 2h from approval")
+        bob.get_by_role("button", name="Approve").click()
+        expect(bob.locator(".messages")).to_contain_text("generation 1")
+        version.refresh_from_db()
+        (grant,) = version.spec["grants"]
+        bob.goto(f"{live_server_process.url}/agents/refund-agent/")
+        expect(bob.locator("main")).to_contain_text(grant["expires_at"])
+        expect(bob.locator("main")).to_contain_text("grant.started")
+        browser.browser.close()
+    assert browser.problems == []
