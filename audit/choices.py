@@ -26,6 +26,8 @@ class AuditAction(models.TextChoices):
     VERSION_ACTIVATED = "version.activated"
     ROLLBACK_PROPOSED = "rollback.proposed"
     GRANT_STARTED = "grant.started"
+    WAIVER_GRANTED = "waiver.granted"
+    WAIVER_LAPSED = "waiver.lapsed"
     GUARDRAIL_CREATED = "guardrail.created"
     GUARDRAIL_UPDATED = "guardrail.updated"
     GUARDRAIL_DELETED = "guardrail.deleted"

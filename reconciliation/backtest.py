@@ -14,6 +14,7 @@ from reconciliation.behaviour import backtest, covers
 from reconciliation.choices import DecisionStatus
 from reconciliation.events import Event
 from reconciliation.models import BehaviourEvent, Decision
+from registry.actions.waivers import active_waivers
 from registry.grant_clocks import start_clocks
 from registry.models import DesiredStateVersion
 
@@ -41,7 +42,8 @@ def run_backtest(version: DesiredStateVersion) -> dict[str, Any]:
               in rows]
     active = agent.active_version.spec if agent.active_version_id else None
     proposed, _ = start_clocks(version.spec, now)  # grants counted from approval: from now
-    result = backtest(active, proposed, events, _sign_offs(agent, events))
+    waived = tuple(w.pointer for w in active_waivers(agent, now))
+    result = backtest(active, proposed, events, _sign_offs(agent, events), waived)
     return {"days": BACKTEST_DAYS, "since": since, "events": len(events), "total": total,
             "capped": capped, "cap": cap, **result}
 

@@ -79,3 +79,12 @@ class RollbackForm(forms.Form):
 
     generation = forms.IntegerField(min_value=1, max_value=2**31 - 1)
     comment = forms.CharField(required=False, max_length=2000)
+
+
+class WaiverForm(forms.Form):
+    """A waiver: the pointer it allows, why, the ticket, and for how long (the action checks)."""
+
+    pointer = forms.CharField(max_length=1000)
+    reason = forms.CharField(max_length=2000)
+    ticket = forms.CharField(max_length=100)
+    duration = forms.CharField(max_length=16)

@@ -1,15 +1,21 @@
-"""The pages' side of an approval's lifecycle: the rollback button of the version history."""
+"""The pages' side of an approval's lifecycle: rolling back from the version history, and
+granting a waiver from the agent page."""
+
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from config.errors import DomainError
 from registry import actions
+from registry.actions.waivers import may_waive
 from registry.choices import VersionSource
-from registry.forms import RollbackForm
+from registry.forms import RollbackForm, WaiverForm
+from registry.models import Agent
 
 
 @login_required
@@ -31,3 +37,29 @@ def agent_rollback(request: HttpRequest, name: str) -> HttpResponse:
                               f"{form.cleaned_data['generation']} (proposal "
                               f"#{outcome.version.pk}); it needs approval like any change.")
     return redirect("registry-proposal", pk=outcome.version.pk)
+
+
+@login_required
+@require_POST
+def agent_waive(request: HttpRequest, name: str) -> HttpResponse:
+    """Grant a time-boxed waiver; the agent page lists it with its end."""
+    form = WaiverForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "The waiver was not granted: pointer, reason, ticket and "
+                                "duration are all needed.")
+        return redirect("registry-agent", name=name)
+    try:
+        waiver = actions.grant_waiver(name, actor=request.user, **form.cleaned_data)
+    except DomainError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, f"Waived {waiver.pointer} on {name} until "
+                                  f"{waiver.expires_at:%Y-%m-%d %H:%M:%S} UTC ({waiver.ticket}).")
+    return redirect("registry-agent", name=name)
+
+
+def waiver_context(agent: Agent, user: Any) -> dict[str, Any]:
+    """The agent page's waivers: those in force (with their end) and whether `user` may grant."""
+    now = timezone.now()
+    return {"waivers": agent.waivers.filter(expires_at__gt=now).select_related("granted_by"),
+            "can_waive": may_waive(agent, user)}

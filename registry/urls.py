@@ -13,6 +13,7 @@ api_urlpatterns = [
     path("agents/<slug:name>/proposals", api.AgentProposalView.as_view(), name="agent-propose"),
     path("agents/<slug:name>/rollback", lifecycle_api.RollbackView.as_view(),
          name="agent-rollback"),
+    path("agents/<slug:name>/waivers", lifecycle_api.WaiverView.as_view(), name="agent-waivers"),
     *router.urls,
 ]
 
@@ -21,6 +22,8 @@ page_urlpatterns = [
     path("agents/<slug:name>/", views.agent_detail, name="registry-agent"),
     path("agents/<slug:name>/rollback", lifecycle_views.agent_rollback,
          name="registry-agent-rollback"),
+    path("agents/<slug:name>/waivers", lifecycle_views.agent_waive,
+         name="registry-agent-waive"),
     path("manifests/new", views.manifest_apply, name="registry-apply"),
     path("approvals/", views.approvals_inbox, name="registry-approvals"),
     path("proposals/<int:pk>/", views.proposal_detail, name="registry-proposal"),

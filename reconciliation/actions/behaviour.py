@@ -46,11 +46,13 @@ from reconciliation.models import (
 )
 from reconciliation.reconciler import idempotency_key, mode_for
 from reconciliation.triggers import request_reconcile
+from registry.actions.waivers import active_waivers
 from registry.choices import Lifecycle, Role
 from registry.manifest import duration_seconds
 from registry.models import Agent
 from registry.principals import AgentPrincipal
 from registry.roles import has_role
+from registry.waivers import is_waived
 
 log = logging.getLogger(__name__)
 
@@ -359,6 +361,7 @@ def record_violations(agent_id: int, violations: list[dict[str, Any]]) -> list[F
     now = timezone.now()
     opened: list[Finding] = []
     to_block: list[Finding] = []
+    waivers = active_waivers(agent, now)
     with transaction.atomic():
         for violation in violations:
             finding, created = _finding_for(agent, violation, now)
@@ -367,7 +370,15 @@ def record_violations(agent_id: int, violations: list[dict[str, Any]]) -> list[F
             if finding.status != FindingStatus.OPEN:
                 continue  # already enforced (a retried job enforces only what is left)
             mode = mode_for(spec, _AreaOnly(violation["area"]))
-            if mode == "block":
+            waiver = next((w for w in waivers if is_waived((w.pointer,), violation["pointer"])),
+                          None)
+            if waiver is not None:
+                finding.status = FindingStatus.LOGGED
+                finding.reason = (f"{violation['rule']}; allowed: waiver #{waiver.pk} "
+                                  f"({waiver.ticket}) until {waiver.expires_at:%Y-%m-%d %H:%M:%S}"
+                                  " UTC")
+                finding.save(update_fields=["status", "reason"])
+            elif mode == "block":
                 to_block.append(finding)
             elif mode == "escalate":
                 open_escalation(agent, finding, reason=violation["rule"])

@@ -21,10 +21,12 @@ from registry.actions.proposals import (
     withdraw_proposal,
 )
 from registry.actions.rollback import propose_rollback
+from registry.actions.waivers import grant_waiver
 
 __all__ = [
     "ProposalOutcome", "apply_manifests", "approve_proposal", "create_guardrail", "create_person",
-    "delete_guardrail", "grant_role", "issue_agent_token", "issue_api_token", "propose",
+    "delete_guardrail", "grant_role", "grant_waiver", "issue_agent_token", "issue_api_token",
+    "propose",
     "propose_rollback", "record_sign_in", "record_sign_in_failure", "record_sign_out",
     "reject_proposal", "revoke_api_token", "revoke_role", "update_guardrail", "withdraw_proposal",
 ]
