@@ -123,6 +123,13 @@ API = [
     Row("POST /api/v1/agents/refund-agent/rollback",
         (401,     422,    403,    403,    403,    403,    422,    403,    403),
         body={"generation": 5}, label="a generation never approved"),
+    Row("GET /api/v1/agents/refund-agent/waivers",
+        (401,     200,    200,    200,    200,    200,    200,    403,    403)),
+    # approvers and compliance waive; never the agent's owner (alice; admin owns nothing here)
+    Row("POST /api/v1/agents/refund-agent/waivers",
+        (401,     403,    403,    201,    201,    201,    201,    403,    403),
+        body={"pointer": "/tools/crm.search", "reason": "migration", "ticket": "CHG-1",
+              "duration": "1h"}),
     # proposals
     Row("GET /api/v1/proposals",
         (401,     200,    200,    200,    200,    200,    200,    403,    403)),
@@ -306,6 +313,9 @@ FORMS = [
         body={}, audited=("proposal.withdrawn",)),
     Row("POST /agents/refund-agent/rollback", (L, R, R, R, R, R, R, L, L),
         body={"generation": 1}, audited=("rollback.proposed",)),
+    Row("POST /agents/refund-agent/waivers", (L, R, R, D, D, D, D, L, L),
+        body={"pointer": "/tools/crm.search", "reason": "migration", "ticket": "CHG-1",
+              "duration": "1h"}, audited=("waiver.granted",)),
     Row("POST /guardrails/new",         (L, 403, 403, 403, 403, D, D, L, L),
         body={**GUARDRAIL, "name": "g-new", "required_approvals": 2},
         audited=("guardrail.created",)),

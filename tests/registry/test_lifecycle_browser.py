@@ -78,3 +78,38 @@ def test_a_grant_counted_from_approval_is_written_shown_and_started_through_the_
         expect(bob.locator("main")).to_contain_text("grant.started")
         browser.browser.close()
     assert browser.problems == []
+
+
+def test_bob_grants_a_waiver_on_the_agent_page_which_shows_it_with_its_end(
+        people, live_server_process, monkeypatch):
+    from playwright.sync_api import expect, sync_playwright
+
+    from tests.conftest import approved_agent
+
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    hasher = PBKDF2PasswordHasher()
+    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+    agent = approved_agent(people, "refund-agent")
+    with sync_playwright() as playwright:
+        browser = Browser(playwright, live_server_process.url)
+        bob = browser.page("bob")
+        bob.goto(f"{live_server_process.url}/agents/refund-agent/")
+        bob.fill("#waiver-pointer", "/tools/crm.search")
+        bob.fill("#waiver-reason", "CRM lookups during the migration")
+        bob.fill("#waiver-ticket", "CHG-1234")
+        bob.fill("#waiver-duration", "8h")
+        bob.get_by_role("button", name="Grant waiver").click()
+        expect(bob.locator(".messages")).to_contain_text("Waived /tools/crm.search")
+        waiver = agent.waivers.get()
+        listed = bob.locator(f"#waiver-{waiver.pk}")
+        expect(listed).to_contain_text(f"{waiver.expires_at:%Y-%m-%d %H:%M:%S} UTC")
+        expect(listed).to_contain_text("CHG-1234")
+        expect(bob.locator("main")).to_contain_text("waiver.granted")
+
+        alice = browser.page("alice")  # the owner sees it and cannot grant one herself
+        alice.goto(f"{live_server_process.url}/agents/refund-agent/")
+        expect(alice.locator(f"#waiver-{waiver.pk}")).to_contain_text("/tools/crm.search")
+        expect(alice.locator("#waiver-pointer")).to_have_count(0)
+        browser.browser.close()
+    assert (waiver.granted_by, waiver.ticket) == (people.bob, "CHG-1234")
+    assert browser.problems == []
