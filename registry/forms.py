@@ -88,3 +88,9 @@ class WaiverForm(forms.Form):
     reason = forms.CharField(max_length=2000)
     ticket = forms.CharField(max_length=100)
     duration = forms.CharField(max_length=16)
+
+
+class RetireForm(forms.Form):
+    """Retire: why (the action insists on a reason)."""
+
+    reason = forms.CharField(max_length=2000)

@@ -82,3 +82,56 @@ class WaiverView(APIView):
         body.is_valid(raise_exception=True)
         waiver = actions.grant_waiver(name, actor=request.user, **body.validated_data)
         return Response(waiver.to_dict(), status=status.HTTP_201_CREATED)
+
+
+class RetireSerializer(serializers.Serializer):
+    """`POST /agents/{name}/retirement`: why the agent should be retired."""
+
+    reason = serializers.CharField(max_length=2000)
+
+
+class RetirementOutSerializer(serializers.Serializer):
+    """A retirement: pending until an approver approves it."""
+
+    id = serializers.IntegerField()
+    agent = serializers.CharField()
+    reason = serializers.CharField()
+    state = serializers.CharField()
+    proposed_by = serializers.CharField()
+    decided_by = serializers.CharField(allow_null=True)
+
+
+class RetirementDecisionSerializer(serializers.Serializer):
+    comment = serializers.CharField(required=False, allow_blank=True, max_length=2000,
+                                    default="")
+
+
+class RetireView(APIView):
+    """`POST /api/v1/agents/{name}/retirement`: the owner proposes retiring the agent."""
+
+    parser_classes = [SafeJSONParser]
+    permission_classes = [IsPerson]
+
+    @extend_schema(request=RetireSerializer, responses={201: RetirementOutSerializer})
+    def post(self, request: Request, name: str) -> Response:
+        body = RetireSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        retirement = actions.propose_retirement(name, actor=request.user,
+                                                reason=body.validated_data["reason"])
+        return Response(retirement.to_dict(), status=status.HTTP_201_CREATED)
+
+
+class RetirementApproveView(APIView):
+    """`POST /api/v1/retirements/{id}/approve`: an approver (four eyes) retires the agent."""
+
+    parser_classes = [SafeJSONParser]
+    permission_classes = [IsPerson]
+
+    @extend_schema(request=RetirementDecisionSerializer,
+                   responses={200: RetirementOutSerializer})
+    def post(self, request: Request, pk: int) -> Response:
+        body = RetirementDecisionSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        retirement = actions.approve_retirement(pk, actor=request.user,
+                                                comment=body.validated_data["comment"])
+        return Response(retirement.to_dict())

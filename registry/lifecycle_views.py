@@ -5,7 +5,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.utils import timezone
 from django.views.decorators.http import require_POST
@@ -13,9 +13,10 @@ from django.views.decorators.http import require_POST
 from config.errors import DomainError
 from registry import actions
 from registry.actions.waivers import may_waive
-from registry.choices import VersionSource
-from registry.forms import RollbackForm, WaiverForm
-from registry.models import Agent
+from registry.choices import Lifecycle, Role, VersionSource, VersionState
+from registry.forms import RetireForm, RollbackForm, WaiverForm
+from registry.models import Agent, Retirement
+from registry.roles import has_role
 
 
 @login_required
@@ -63,3 +64,48 @@ def waiver_context(agent: Agent, user: Any) -> dict[str, Any]:
     now = timezone.now()
     return {"waivers": agent.waivers.filter(expires_at__gt=now).select_related("granted_by"),
             "can_waive": may_waive(agent, user)}
+
+
+@login_required
+@require_POST
+def agent_retire(request: HttpRequest, name: str) -> HttpResponse:
+    """The owner proposes retiring the agent."""
+    form = RetireForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "The retirement was not proposed: say why.")
+        return redirect("registry-agent", name=name)
+    try:
+        actions.propose_retirement(name, actor=request.user, reason=form.cleaned_data["reason"])
+    except DomainError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, f"Proposed retiring {name}; an approver carries it out.")
+    return redirect("registry-agent", name=name)
+
+
+@login_required
+@require_POST
+def retirement_approve(request: HttpRequest, pk: int) -> HttpResponse:
+    """An approver retires the agent."""
+    retirement = Retirement.objects.select_related("agent").filter(pk=pk).first()
+    if retirement is None:
+        raise Http404
+    try:
+        actions.approve_retirement(pk, actor=request.user)
+    except DomainError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, f"Retired {retirement.agent.name}.")
+    return redirect("registry-agent", name=retirement.agent.name)
+
+
+def retirement_context(agent: Agent, user: Any) -> dict[str, Any]:
+    """The agent page's retirement: the pending one, and who may propose or approve it."""
+    pending = agent.retirements.filter(state=VersionState.PENDING).select_related(
+        "proposed_by").first()
+    return {"retirement": pending,
+            "can_retire": agent.lifecycle != Lifecycle.RETIRED and pending is None
+            and has_role(user, Role.OWNER)
+            and (agent.owner_id == user.pk or has_role(user, Role.ADMIN)),
+            "can_approve_retirement": pending is not None and has_role(user, Role.APPROVER)
+            and user.pk not in (pending.proposed_by_id, agent.owner_id)}

@@ -203,3 +203,30 @@ class Waiver(models.Model):
                 self.created_at.isoformat().replace("+00:00", "Z"),
                 "lapsed_at": self.lapsed_at.isoformat().replace("+00:00", "Z")
                 if self.lapsed_at else None}
+
+
+class Retirement(models.Model):
+    """An owner's proposal to retire an agent; an approver (four eyes) carries it out."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="retirements")
+    reason = models.TextField()
+    state = models.CharField(max_length=16, choices=VersionState.choices,
+                             default=VersionState.PENDING)
+    proposed_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT,
+                                    related_name="+")
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                   on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"retirement #{self.pk} of {self.agent_id} ({self.state})"
+
+    def to_dict(self) -> dict:
+        """The audited and served form of a retirement."""
+        return {"id": self.pk, "agent": self.agent.name, "reason": self.reason,
+                "state": self.state, "proposed_by": self.proposed_by.username,
+                "decided_by": self.decided_by.username if self.decided_by_id else None}

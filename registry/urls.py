@@ -14,6 +14,10 @@ api_urlpatterns = [
     path("agents/<slug:name>/rollback", lifecycle_api.RollbackView.as_view(),
          name="agent-rollback"),
     path("agents/<slug:name>/waivers", lifecycle_api.WaiverView.as_view(), name="agent-waivers"),
+    path("agents/<slug:name>/retirement", lifecycle_api.RetireView.as_view(),
+         name="agent-retire"),
+    path("retirements/<int:pk>/approve", lifecycle_api.RetirementApproveView.as_view(),
+         name="retirement-approve"),
     *router.urls,
 ]
 
@@ -24,6 +28,10 @@ page_urlpatterns = [
          name="registry-agent-rollback"),
     path("agents/<slug:name>/waivers", lifecycle_views.agent_waive,
          name="registry-agent-waive"),
+    path("agents/<slug:name>/retirement", lifecycle_views.agent_retire,
+         name="registry-agent-retire"),
+    path("retirements/<int:pk>/approve", lifecycle_views.retirement_approve,
+         name="registry-retirement-approve"),
     path("manifests/new", views.manifest_apply, name="registry-apply"),
     path("approvals/", views.approvals_inbox, name="registry-approvals"),
     path("proposals/<int:pk>/", views.proposal_detail, name="registry-proposal"),

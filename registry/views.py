@@ -29,7 +29,7 @@ from registry.api import AgentFilter, agent_queryset, filter_agents
 from registry.choices import Lifecycle, Role, VersionSource, VersionState
 from registry.forms import DecisionForm, GuardrailForm, ManifestForm, selector_to_text
 from registry.intake import read_manifests
-from registry.lifecycle_views import waiver_context
+from registry.lifecycle_views import retirement_context, waiver_context
 from registry.manifest import (
     FieldError,
     Manifest,
@@ -136,6 +136,7 @@ def agent_detail(request: HttpRequest, name: str) -> HttpResponse:
         "can_propose": _may_propose_for(request.user, agent),
         "can_explore_audit": has_role(request.user, Role.COMPLIANCE),
         **waiver_context(agent, request.user),
+        **retirement_context(agent, request.user),
         **agent_state_context(agent, request.GET.get("timeline", "24h")),
     })
 

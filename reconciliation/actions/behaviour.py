@@ -116,8 +116,9 @@ def ingest_events(items: list[Any], *, actor: Any, source: str = "api",
     seen: set[str] = set()
     parsed = [validate_event(item, now) for item in items]
     names = {e.agent for e in parsed if isinstance(e, Event)}
-    agents = {a.name: a for a in Agent.objects.filter(name__in=names).select_related(
-        "active_version")}
+    # A retired agent's traffic is flagged as an unregistered agent's.
+    agents = {a.name: a for a in Agent.objects.filter(name__in=names).exclude(
+        lifecycle=Lifecycle.RETIRED).select_related("active_version")}
     for item, event in zip(items, parsed, strict=True):
         raw_id = item.get("id") if isinstance(item, dict) else None
         if isinstance(event, str):

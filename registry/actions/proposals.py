@@ -14,7 +14,7 @@ from audit.jsondiff import flat_changes
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from reconciliation.triggers import request_reconcile, schedule_grant_expiries
 from registry.actions.grants import start_grant_clocks
-from registry.choices import GuardrailOutcome, Role, VersionSource, VersionState
+from registry.choices import GuardrailOutcome, Lifecycle, Role, VersionSource, VersionState
 from registry.grant_clocks import start_clocks
 from registry.guardrails import GuardrailResult, evaluate, selector_matches
 from registry.manifest import Manifest, spec_hash
@@ -148,6 +148,9 @@ def propose(agent: Agent, spec: dict, metadata: dict, *, actor: Any, source: str
     agent = (Agent.objects.select_for_update(of=("self",))
              .select_related("owner", "active_version").get(pk=agent.pk))
     _check_can_propose(agent, actor, from_escalation=from_escalation)
+    if agent.lifecycle == Lifecycle.RETIRED:
+        raise Conflict(f"{agent.name} is retired; its history stays, it takes no new version.",
+                       code="retired")
     if isinstance(actor, AgentPrincipal):
         source = VersionSource.AGENT  # always marked agent-made, always needs a human
     if base_generation is not None and base_generation != agent.generation:
