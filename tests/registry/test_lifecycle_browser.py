@@ -113,3 +113,35 @@ def test_bob_grants_a_waiver_on_the_agent_page_which_shows_it_with_its_end(
         browser.browser.close()
     assert (waiver.granted_by, waiver.ticket) == (people.bob, "CHG-1234")
     assert browser.problems == []
+
+
+def test_alice_proposes_retiring_her_agent_and_bob_approves_it_on_the_agent_page(
+        people, live_server_process, monkeypatch):
+    from playwright.sync_api import expect, sync_playwright
+
+    from tests.conftest import approved_agent
+
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    hasher = PBKDF2PasswordHasher()
+    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+    approved_agent(people, "refund-agent")
+    with sync_playwright() as playwright:
+        browser = Browser(playwright, live_server_process.url)
+        alice = browser.page("alice")
+        alice.goto(f"{live_server_process.url}/agents/refund-agent/")
+        alice.fill("#retire-reason", "replaced by refunds-v2")
+        alice.get_by_role("button", name="Propose retirement").click()
+        expect(alice.locator(".messages")).to_contain_text("Proposed retiring refund-agent")
+        expect(alice.locator("#retirement-pending")).to_contain_text("replaced by refunds-v2")
+        expect(alice.locator("#approve-retirement")).to_have_count(0)  # four eyes
+
+        bob = browser.page("bob")
+        bob.goto(f"{live_server_process.url}/agents/refund-agent/")
+        bob.click("#approve-retirement")
+        expect(bob.locator(".messages")).to_contain_text("Retired refund-agent")
+        expect(bob.locator("main")).to_contain_text("Retired: its tokens are revoked")
+        expect(bob.locator("main")).to_contain_text("agent.retired")
+        expect(bob.locator("main")).to_contain_text("Version history")  # history stays
+        browser.browser.close()
+    assert Agent.objects.get(name="refund-agent").lifecycle == "retired"
+    assert browser.problems == []
