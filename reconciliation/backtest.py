@@ -14,6 +14,8 @@ from reconciliation.behaviour import backtest, covers
 from reconciliation.choices import DecisionStatus
 from reconciliation.events import Event
 from reconciliation.models import BehaviourEvent, Decision
+from registry.actions.waivers import active_waivers
+from registry.grant_clocks import start_clocks
 from registry.models import DesiredStateVersion
 from registry.permission_diff import ENFORCEMENT_STRENGTH
 
@@ -43,7 +45,9 @@ def run_backtest(version: DesiredStateVersion) -> dict[str, Any]:
               for event_id, ts, kind, tool, resource, record, action, amount, decision_id
               in rows]
     active = agent.active_version.spec if agent.active_version_id else None
-    result = backtest(active, version.spec, events, _sign_offs(agent, events))
+    proposed, _ = start_clocks(version.spec, now)  # grants counted from approval: from now
+    waived = tuple(w.pointer for w in active_waivers(agent, now))
+    result = backtest(active, proposed, events, _sign_offs(agent, events), waived)
     result["changes"] += _enforcement_changes(active, version.spec, result["rules"])
     return {"days": BACKTEST_DAYS, "since": since, "events": len(events), "total": total,
             "capped": capped, "cap": cap, **result,

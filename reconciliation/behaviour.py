@@ -13,6 +13,7 @@ from typing import Any
 from reconciliation.diff import effective_desired
 from reconciliation.events import Event
 from registry.manifest import duration_seconds
+from registry.waivers import is_waived
 
 ACCESS_RANK = {"read": 1, "write": 2, "admin": 3}
 DEDUPE_SECONDS = 3600  # a rule broken again within this long is the same finding
@@ -217,7 +218,8 @@ def _expiry(value: str) -> datetime:
 
 
 def replay(spec: dict[str, Any], events: list[Event],
-           signed: dict[str, tuple[bool, bool]]) -> dict[tuple[str, str], list[Violation]]:
+           signed: dict[str, tuple[bool, bool]], waived: tuple[str, ...] = ()
+           ) -> dict[tuple[str, str], list[Violation]]:
     """What each rule of `spec` would have flagged over past events (sorted by time), judged
     exactly as live ingest judges them: static_violations against the spec effective at the
     event's time (grants live then), and window_checks counted in sliding windows.
@@ -238,7 +240,8 @@ def replay(spec: dict[str, Any], events: list[Event],
             if violation := window_violation(check, counter.count(check, event.ts), event.id):
                 found.append(violation)
         for violation in found:
-            broken.setdefault((violation.kind, violation.pointer), []).append(violation)
+            if not is_waived(waived, violation.pointer):  # allowed by a waiver, as live
+                broken.setdefault((violation.kind, violation.pointer), []).append(violation)
     return broken
 
 
@@ -273,12 +276,14 @@ def _money(value: Any) -> str:
 
 
 def backtest(active: dict[str, Any] | None, proposed: dict[str, Any], events: list[Event],
-             signed: dict[str, tuple[bool, bool]]) -> dict[str, list[dict[str, Any]]]:
+             signed: dict[str, tuple[bool, bool]], waived: tuple[str, ...] = ()
+             ) -> dict[str, list[dict[str, Any]]]:
     """Per rule, how many past events the active spec and the proposal each flag, and what
     the proposal changes in words ("would have allowed 14 payments.refund actions above $500
     without a human sign-off"). `events` sorted by time."""
     active = active or EMPTY_SPEC
-    before, after = replay(active, events, signed), replay(proposed, events, signed)
+    before, after = (replay(active, events, signed, waived),
+                     replay(proposed, events, signed, waived))
     rules, changes = [], []
     for key in sorted(set(before) | set(after)):
         kind, pointer = key

@@ -62,6 +62,7 @@ class Trigger(models.TextChoices):
     OBSERVATION = "observation"
     FINDING = "finding"
     GRANT_EXPIRED = "grant_expired"
+    WAIVER_LAPSED = "waiver_lapsed"
     MANUAL = "manual"
     RESYNC = "resync"
     VERIFY = "verify"

@@ -145,6 +145,19 @@ def schedule_grant_expiry(agent_id: int, expires_at: str) -> None:
         _queue().enqueue_at(not_before(when), reconcile_agent, agent_id, Trigger.GRANT_EXPIRED)
 
 
+def stop_retired_agent(agent_id: int) -> str:
+    """Ask a retired agent's platform to stop it."""
+    from registry.actions.retirement import stop_on_platform
+
+    return stop_on_platform(agent_id)
+
+
+def schedule_pass_at(agent_id: int, when: datetime, trigger: str) -> None:
+    """A pass at an exact future time (a waiver's end)."""
+    if when > timezone.now():
+        _queue().enqueue_at(not_before(when), reconcile_agent, agent_id, trigger)
+
+
 RESYNC_BATCH = 500
 
 

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from reconciliation.diff import Drift, Operation, OperationKind, diff, plan
+from registry.waivers import is_waived
 
 MODES = ("correct", "block", "escalate", "log")
 
@@ -51,6 +52,7 @@ class Decision:
     block: list[Drift] = field(default_factory=list)
     escalate: list[tuple[Drift, str]] = field(default_factory=list)  # with the reason
     log: list[Drift] = field(default_factory=list)
+    waived: list[Drift] = field(default_factory=list)  # allowed by a waiver in force
     gone: list[str] = field(default_factory=list)  # fingerprints of findings no longer seen
     regressed: list[Drift] = field(default_factory=list)
 
@@ -85,9 +87,11 @@ def decide(
     hold_applied: bool = False,
     verify_timeout: timedelta = timedelta(seconds=60),
     max_attempts: int = 3,
+    waived: tuple[str, ...] = (),
 ) -> Decision:
     """Decide one pass. `hold_applied` (shadow mode or a tripped breaker) records the changes
-    that would be made as `shadow` and applies none."""
+    that would be made as `shadow` and applies none; drift under a `waived` pointer is
+    recorded and allowed."""
     findings = findings or {}
     drifts = diff(desired, actual, now, suspended=suspended)
     decision = Decision(drifts=drifts)
@@ -102,6 +106,9 @@ def decide(
         finding = findings.get(drift.fingerprint)
         if finding and finding.status in ("escalated", "blocked", "accepted"):
             continue  # a human holds it (accepted: until the proposal is decided)
+        if is_waived(waived, drift.pointer):
+            decision.waived.append(drift)
+            continue
         occurrence = finding.occurrence if finding else 1
         attempt = (finding.attempts if finding else 0) + 1
         if finding and finding.status in ("open", "regressed") and (

@@ -1,6 +1,7 @@
 """Asking for a reconcile pass: after commit, and at most one queued pass per agent."""
 
 import uuid
+from datetime import datetime
 
 import django_rq
 from django.db import transaction
@@ -40,5 +41,16 @@ def schedule_grant_expiries(agent_id: int, spec: dict) -> None:
 
         for grant in spec.get("grants", []):
             schedule_grant_expiry(agent_id, grant["expires_at"])
+
+    transaction.on_commit(schedule, robust=True)
+
+
+def schedule_waiver_lapse(agent_id: int, when: datetime) -> None:
+    """After commit, a pass exactly when a waiver ends, so the agent is enforced again."""
+
+    def schedule() -> None:
+        from reconciliation.jobs import schedule_pass_at
+
+        schedule_pass_at(agent_id, when, "waiver_lapsed")
 
     transaction.on_commit(schedule, robust=True)

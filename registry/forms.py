@@ -72,3 +72,25 @@ class GuardrailForm(forms.Form):
     def action_fields(self) -> dict[str, Any]:
         """The cleaned fields as keyword arguments of create_guardrail / update_guardrail."""
         return {name: self.cleaned_data[name] for name in self.fields}
+
+
+class RollbackForm(forms.Form):
+    """Roll back: the earlier approved generation to propose again, and an optional reason."""
+
+    generation = forms.IntegerField(min_value=1, max_value=2**31 - 1)
+    comment = forms.CharField(required=False, max_length=2000)
+
+
+class WaiverForm(forms.Form):
+    """A waiver: the pointer it allows, why, the ticket, and for how long (the action checks)."""
+
+    pointer = forms.CharField(max_length=1000)
+    reason = forms.CharField(max_length=2000)
+    ticket = forms.CharField(max_length=100)
+    duration = forms.CharField(max_length=16)
+
+
+class RetireForm(forms.Form):
+    """Retire: why (the action insists on a reason)."""
+
+    reason = forms.CharField(max_length=2000)

@@ -78,6 +78,7 @@ SLUG_EXPECTED = (
 _NAME_RULE = "of 1 to 128 lowercase letters, digits, '_', '.' or '-', starting alphanumeric"
 TOOL_EXPECTED = f"a tool name {_NAME_RULE}"
 ACTION_EXPECTED = f"an action name {_NAME_RULE}"
+GRANT_STARTS = ("approval",)  # a grant with a duration counts it from its approval
 DURATION_EXPECTED = "a duration: a whole number and a unit s, m, h or d, like 30s, 15m, 1h or 1d"
 LABEL_KEY_EXPECTED = (
     "a label key: an optional DNS prefix and '/', then 1 to 63 letters, digits, '.', '_' or '-',"
@@ -520,17 +521,36 @@ def _limits(c: _Checker, raw: Any, p: str) -> list[dict[str, Any]]:
     return sorted(limits, key=lambda limit: (limit["resource"], "max_calls" not in limit))
 
 
+def _grant_clock(c: _Checker, entry: dict, q: str) -> tuple[int, Any] | None:
+    """(0, instant) for a fixed expiry; (1, seconds) for a duration counted from approval."""
+    if ("expires_at" in entry) == ("duration" in entry):
+        c.error(q, "expected exactly one of expires_at (a fixed end) or duration (counted from"
+                f" approval); got {'both' if 'expires_at' in entry else 'neither'}")
+        return None
+    if "expires_at" in entry:
+        if "starts" in entry:
+            c.error(f"{q}/starts", "expected starts only with duration; expires_at is fixed")
+            return None
+        stamp = c.parsed(entry["expires_at"], f"{q}/expires_at", parse_timestamp)
+        return None if stamp is None else (0, stamp)
+    starts = c.choice(_optional(entry, "starts", GRANT_STARTS[0]), f"{q}/starts", GRANT_STARTS)
+    seconds = c.parsed(entry["duration"], f"{q}/duration", duration_seconds)
+    return None if None in (starts, seconds) else (1, seconds)
+
+
 def _grants(c: _Checker, raw: Any, p: str) -> list[dict[str, str]]:
-    """Time-bounded grants with UTC expiry, sorted by (resource, expiry, access, reason)."""
+    """Time-bounded grants with a UTC expiry or a duration counted from approval, sorted by
+    (resource, fixed before counted, expiry or duration, access, reason)."""
     grants = []
     for i, item in enumerate(c.sequence(raw, p, "grants", 100)):
         q = f"{p}/{i}"
-        entry = c.mapping(item, q, required=("resource", "access", "expires_at", "reason"))
+        entry = c.mapping(item, q, required=("resource", "access", "reason"),
+                          optional=("expires_at", "duration", "starts"))
         if entry is None:
             continue
         grant = (
             _present(c.string, entry, "resource", q, RESOURCE_EXPECTED, pattern=_RESOURCE),
-            _present(c.parsed, entry, "expires_at", q, parse_timestamp),
+            _grant_clock(c, entry, q),
             _present(c.choice, entry, "access", q, ACCESS_LEVELS),
             _present(c.string, entry, "reason", q, "a non-empty reason of at most 1000"
                      " characters", pattern=_NOT_BLANK, max_len=1000),
@@ -539,8 +559,11 @@ def _grants(c: _Checker, raw: Any, p: str) -> list[dict[str, str]]:
             grants.append(grant)
     # sort on the instant itself: ".5Z" sorts before "Z" as text, which is the wrong way round
     return [
-        {"resource": r, "access": a, "expires_at": format_timestamp(e), "reason": why}
-        for r, e, a, why in sorted(grants)
+        {"resource": r, "access": a, "expires_at": format_timestamp(end), "reason": why}
+        if counted == 0 else
+        {"resource": r, "access": a, "duration": format_duration(end),
+         "starts": GRANT_STARTS[0], "reason": why}
+        for r, (counted, end), a, why in sorted(grants)
     ]
 
 

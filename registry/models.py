@@ -210,3 +210,62 @@ class ConnectorSecretGrant(models.Model):
 
     def __str__(self) -> str:
         return f"{self.secret} for {self.user}"
+
+
+class Waiver(models.Model):
+    """A time-boxed exception: drift and broken rules at a pointer are allowed until it ends."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="waivers")
+    pointer = models.CharField(max_length=1000)
+    reason = models.TextField()
+    ticket = models.CharField(max_length=100)
+    expires_at = models.DateTimeField()
+    granted_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT,
+                                   related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    # Set once the lapse is recorded (the audit says so); enforcement never waits for it.
+    lapsed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["expires_at"]
+        indexes = [models.Index(fields=["agent", "expires_at"], name="waiver_agent_expiry")]
+
+    def __str__(self) -> str:
+        return f"waiver #{self.pk} on {self.agent_id} {self.pointer}"
+
+    def to_dict(self) -> dict:
+        """The audited and served form of a waiver."""
+        return {"id": self.pk, "agent": self.agent.name, "pointer": self.pointer,
+                "reason": self.reason, "ticket": self.ticket,
+                "expires_at": self.expires_at.isoformat().replace("+00:00", "Z"),
+                "granted_by": self.granted_by.username, "created_at":
+                self.created_at.isoformat().replace("+00:00", "Z"),
+                "lapsed_at": self.lapsed_at.isoformat().replace("+00:00", "Z")
+                if self.lapsed_at else None}
+
+
+class Retirement(models.Model):
+    """An owner's proposal to retire an agent; an approver (four eyes) carries it out."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="retirements")
+    reason = models.TextField()
+    state = models.CharField(max_length=16, choices=VersionState.choices,
+                             default=VersionState.PENDING)
+    proposed_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT,
+                                    related_name="+")
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                   on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"retirement #{self.pk} of {self.agent_id} ({self.state})"
+
+    def to_dict(self) -> dict:
+        """The audited and served form of a retirement."""
+        return {"id": self.pk, "agent": self.agent.name, "reason": self.reason,
+                "state": self.state, "proposed_by": self.proposed_by.username,
+                "decided_by": self.decided_by.username if self.decided_by_id else None}

@@ -30,7 +30,7 @@ from enum import StrEnum
 from fractions import Fraction
 from typing import Any
 
-from registry.manifest import join_pointer
+from registry.manifest import duration_seconds, join_pointer
 
 MINUS = "\u2212"
 ACCESS_RANK = {"read": 1, "write": 2, "admin": 3}
@@ -187,13 +187,13 @@ def _grants(old: list[dict], new: list[dict]) -> Iterator[PermissionChange]:
                 added.append(grant)
         pointer = _pointer("grants", resource)
         for grant in added:
-            text = (f"+ grant {resource} {grant['access']} until {_when(grant['expires_at'])}"
+            text = (f"+ grant {resource} {grant['access']} {_until(grant)}"
                     f" ({_short(grant['reason'])})")
             yield PermissionChange(Area.GRANTS, Risk.WIDENING, text, pointer, None, grant)
         for grant in removed:
             text = f"{MINUS} grant on {resource}"
             if now or len(was) > 1:  # say which one when others on the resource remain or go too
-                text += f" {grant['access']} until {_when(grant['expires_at'])}"
+                text += f" {grant['access']} {_until(grant)}"
             yield PermissionChange(Area.GRANTS, Risk.NARROWING, text, pointer, grant, None)
 
 
@@ -206,7 +206,9 @@ def _grant_fields(was: dict, now: dict) -> Iterator[PermissionChange]:
             Area.GRANTS, risk, f"grant on {resource} {was['access']} → {now['access']}",
             _pointer("grants", resource, "access"), was["access"], now["access"],
         )
-    if was["expires_at"] != now["expires_at"]:
+    if "duration" in was or "duration" in now:
+        yield from _grant_clock_change(was, now)
+    elif was["expires_at"] != now["expires_at"]:
         risk = _direction(_instant(was["expires_at"]), _instant(now["expires_at"]))
         text = (f"grant on {resource} expires {_when(was['expires_at'])}"
                 f" → {_when(now['expires_at'])}")
@@ -402,6 +404,31 @@ def _duration_seconds(text: str) -> int:
 def _instant(stamp: str) -> datetime:
     """A canonical UTC timestamp as a datetime (text order is wrong for fractions of a second)."""
     return datetime.fromisoformat(stamp)
+
+
+def _until(grant: dict) -> str:
+    """`until 2026-12-04`, or `for 2h from approval` for a grant counted from approval."""
+    if "duration" in grant:
+        return f"for {grant['duration']} from approval"
+    return f"until {_when(grant['expires_at'])}"
+
+
+def _grant_clock_change(was: dict, now: dict) -> Iterator[PermissionChange]:
+    """A grant's end changed where one side counts from approval: a longer duration widens;
+    a switch between a fixed end and one counted from approval may, so a human looks."""
+    resource = was["resource"]
+    before, after = was.get("duration", was.get("expires_at")), now.get(
+        "duration", now.get("expires_at"))
+    if before == after and ("duration" in was) == ("duration" in now):
+        return
+    if "duration" in was and "duration" in now:
+        risk = _direction(duration_seconds(was["duration"]), duration_seconds(now["duration"]))
+    else:
+        risk = Risk.WIDENING
+    text = f"grant on {resource} {_until(was)} → {_until(now)}"
+    key = "duration" if "duration" in now else "expires_at"
+    yield PermissionChange(Area.GRANTS, risk, text, _pointer("grants", resource, key),
+                           before, after)
 
 
 def _when(stamp: str) -> str:

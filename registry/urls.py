@@ -1,7 +1,7 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from registry import api, views
+from registry import api, lifecycle_api, lifecycle_views, views
 
 router = SimpleRouter(trailing_slash=False)
 router.register("agents", api.AgentViewSet, basename="agent")
@@ -12,12 +12,27 @@ router.register("tokens", api.TokenViewSet, basename="token")
 api_urlpatterns = [
     path("manifests", api.ManifestView.as_view(), name="manifests"),
     path("agents/<slug:name>/proposals", api.AgentProposalView.as_view(), name="agent-propose"),
+    path("agents/<slug:name>/rollback", lifecycle_api.RollbackView.as_view(),
+         name="agent-rollback"),
+    path("agents/<slug:name>/waivers", lifecycle_api.WaiverView.as_view(), name="agent-waivers"),
+    path("agents/<slug:name>/retirement", lifecycle_api.RetireView.as_view(),
+         name="agent-retire"),
+    path("retirements/<int:pk>/approve", lifecycle_api.RetirementApproveView.as_view(),
+         name="retirement-approve"),
     *router.urls,
 ]
 
 page_urlpatterns = [
     path("agents/", views.agent_list, name="registry-agents"),
     path("agents/<slug:name>/", views.agent_detail, name="registry-agent"),
+    path("agents/<slug:name>/rollback", lifecycle_views.agent_rollback,
+         name="registry-agent-rollback"),
+    path("agents/<slug:name>/waivers", lifecycle_views.agent_waive,
+         name="registry-agent-waive"),
+    path("agents/<slug:name>/retirement", lifecycle_views.agent_retire,
+         name="registry-agent-retire"),
+    path("retirements/<int:pk>/approve", lifecycle_views.retirement_approve,
+         name="registry-retirement-approve"),
     path("manifests/new", views.manifest_apply, name="registry-apply"),
     path("approvals/", views.approvals_inbox, name="registry-approvals"),
     path("proposals/<int:pk>/", views.proposal_detail, name="registry-proposal"),

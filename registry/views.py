@@ -32,6 +32,7 @@ from registry.choices import Lifecycle, Role, VersionSource, VersionState
 from registry.filters import AgentFilterSet
 from registry.forms import DecisionForm, GuardrailForm, ManifestForm, selector_to_text
 from registry.intake import read_manifests
+from registry.lifecycle_views import retirement_context, waiver_context
 from registry.manifest import (
     FieldError,
     Manifest,
@@ -143,6 +144,8 @@ def agent_detail(request: HttpRequest, name: str) -> HttpResponse:
         "can_explore_audit": has_role(request.user, Role.COMPLIANCE),
         "sees_operations": operations,
         **state,
+        **waiver_context(agent, request.user),
+        **retirement_context(agent, request.user),
     })
 
 

@@ -121,6 +121,26 @@ API = [
     Row("POST /api/v1/agents/refund-agent/proposals",
         (401,     201,    403,    403,    403,    403,    201,    201,    403),
         body=new_spec(version="2.4.0")),
+    # refund-agent is at generation 1: its owner is told so (409), nobody else learns it
+    Row("POST /api/v1/agents/refund-agent/rollback",
+        (401,     409,    403,    403,    403,    403,    409,    403,    403),
+        body={"generation": 1}),
+    Row("POST /api/v1/agents/refund-agent/rollback",
+        (401,     422,    403,    403,    403,    403,    422,    403,    403),
+        body={"generation": 5}, label="a generation never approved"),
+    # alice proposes retiring refund-agent; {retirement} is other-agent's, also alice's
+    Row("POST /api/v1/agents/refund-agent/retirement",
+        (401,     201,    403,    403,    403,    403,    201,    403,    403),
+        body={"reason": "replaced"}),
+    Row("POST /api/v1/retirements/{retirement}/approve",
+        (401,     403,    403,    200,    200,    403,    200,    403,    403), body={}),
+    Row("GET /api/v1/agents/refund-agent/waivers",
+        (401,     200,    200,    200,    200,    200,    200,    403,    403)),
+    # approvers and compliance waive; never the agent's owner (alice; admin owns nothing here)
+    Row("POST /api/v1/agents/refund-agent/waivers",
+        (401,     403,    403,    201,    201,    201,    201,    403,    403),
+        body={"pointer": "/tools/crm.search", "reason": "migration", "ticket": "CHG-1",
+              "duration": "1h"}),
     # proposals
     Row("GET /api/v1/proposals",
         (401,     200,    200,    200,    200,    200,    200,    403,    403)),
@@ -314,6 +334,15 @@ FORMS = [
         body={"reason": "rotated"}, audited=("token.revoked",)),
     Row("POST /tokens/{token}/keep",    (L, R, 404, 404, 404, 404, R, L, L),
         body={}, audited=("token.kept",)),
+    Row("POST /agents/refund-agent/rollback", (L, R, R, R, R, R, R, L, L),
+        body={"generation": 1}, audited=("rollback.proposed",)),
+    Row("POST /agents/refund-agent/retirement", (L, D, R, R, R, R, D, L, L),
+        body={"reason": "replaced"}, audited=("retirement.proposed",)),
+    Row("POST /retirements/{retirement}/approve", (L, R, R, D, D, R, D, L, L),
+        body={}, audited=("agent.retired",)),
+    Row("POST /agents/refund-agent/waivers", (L, R, R, D, D, D, D, L, L),
+        body={"pointer": "/tools/crm.search", "reason": "migration", "ticket": "CHG-1",
+              "duration": "1h"}, audited=("waiver.granted",)),
     Row("POST /guardrails/new",         (L, 403, 403, 403, 403, D, D, L, L),
         body={**GUARDRAIL, "name": "g-new", "required_approvals": 2},
         audited=("guardrail.created",)),
@@ -442,8 +471,11 @@ def build_scene() -> Scene:
     ControlState.objects.update_or_create(pk=1, defaults={
         "breaker_tripped_at": timezone.now(), "breaker_reason": "tripped for the test"})
 
+    retirement = registry_actions.propose_retirement("other-agent", actor=people["alice"],
+                                                     reason="replaced")
     scene = Scene(ids={
-        "pending": pending.pk, "erins": erins.pk, "escalation": escalation.pk,
+        "retirement": retirement.pk, "pending": pending.pk, "erins": erins.pk,
+        "escalation": escalation.pk,
         "erins_esc": erins_esc.pk, "decision_esc": Escalation.objects.get(decision=asked).pk,
         "decision": decided.pk, "finding": Finding.objects.filter(agent=refund).first().pk,
         "token": registry_actions.issue_agent_token(refund, actor=alice, name="spare")[0].pk})
@@ -652,7 +684,7 @@ def test_every_route_and_api_method_is_in_the_table():
         method, path = row.request.split(" ", 1)
         path = path.split("?")[0].format(pending=1, erins=1, escalation=1, erins_esc=1,
                                          decision_esc=1, finding=1, decision=uuid.uuid4(),
-                                         token=1)
+                                         token=1, retirement=1)
         covered.add((method, resolve(path).route))
     missing = []
     for route, callback in every_route():

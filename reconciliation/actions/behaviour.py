@@ -50,11 +50,13 @@ from reconciliation.models import (
 )
 from reconciliation.reconciler import idempotency_key, mode_for
 from reconciliation.triggers import request_reconcile
+from registry.actions.waivers import active_waivers
 from registry.choices import Lifecycle, Role
 from registry.manifest import duration_seconds
 from registry.models import Agent
 from registry.principals import AgentPrincipal
 from registry.roles import has_role
+from registry.waivers import is_waived
 
 log = logging.getLogger(__name__)
 
@@ -130,8 +132,9 @@ def ingest_events(items: list[Any], *, actor: Any, token: Any = None, source: st
     seen: set[tuple[str, str]] = set()
     parsed = [validate_event(item, now) for item in items]
     names = {e.agent for e in parsed if isinstance(e, Event)}
-    agents = {a.name: a for a in Agent.objects.filter(name__in=names).select_related(
-        "active_version")}
+    # A retired agent's traffic is flagged as an unregistered agent's.
+    agents = {a.name: a for a in Agent.objects.filter(name__in=names).exclude(
+        lifecycle=Lifecycle.RETIRED).select_related("active_version")}
     for item, event in zip(items, parsed, strict=True):
         raw_id = item.get("id") if isinstance(item, dict) else None
         if isinstance(event, str):
@@ -402,6 +405,7 @@ def record_violations(agent_id: int, violations: list[dict[str, Any]]) -> list[F
     now = timezone.now()
     opened: list[Finding] = []
     to_block: list[Finding] = []
+    waivers = active_waivers(agent, now)
     with transaction.atomic():
         for violation in violations:
             finding, created = _finding_for(agent, violation, now)
@@ -410,7 +414,15 @@ def record_violations(agent_id: int, violations: list[dict[str, Any]]) -> list[F
             if finding.status != FindingStatus.OPEN:
                 continue  # already enforced (a retried job enforces only what is left)
             mode = mode_for(spec, _AreaOnly(violation["area"]))
-            if mode == "block":
+            waiver = next((w for w in waivers if is_waived((w.pointer,), violation["pointer"])),
+                          None)
+            if waiver is not None:
+                finding.status = FindingStatus.LOGGED
+                finding.reason = (f"{violation['rule']}; allowed: waiver #{waiver.pk} "
+                                  f"({waiver.ticket}) until {waiver.expires_at:%Y-%m-%d %H:%M:%S}"
+                                  " UTC")
+                finding.save(update_fields=["status", "reason"])
+            elif mode == "block":
                 to_block.append(finding)
             elif mode == "escalate":
                 open_escalation(agent, finding, reason=violation["rule"])

@@ -51,8 +51,10 @@ from reconciliation.models import (
     ReconcileRun,
 )
 from reconciliation.reconciler import FindingView, decide, idempotency_key
+from registry.actions.waivers import active_waivers, record_lapses
 from registry.choices import Lifecycle, VersionState
 from registry.models import Agent
+from registry.waivers import is_waived
 
 
 @dataclass
@@ -350,8 +352,11 @@ def reconcile_agent(agent_id: int, *, trigger: str, now: datetime | None = None
         control = ControlState.objects.select_for_update().get(pk=control.pk)
         status = _status(agent)
         was_converged = status.converged and status.converged_generation == agent.generation
+        record_lapses(agent, now)
+        waivers = {w.pointer: w for w in active_waivers(agent, now)}
         decision = decide(
             agent.active_version.spec, actual, now, agent=agent.name, generation=agent.generation,
+            waived=tuple(waivers),
             suspended=agent.lifecycle == Lifecycle.SUSPENDED, findings=_finding_views(agent),
             hold_applied=ctx.shadow or bool(breaker_held(agent, control)),
             verify_timeout=timedelta(seconds=settings.RECONCILE_VERIFY_TIMEOUT_SECONDS),
@@ -369,6 +374,8 @@ def reconcile_agent(agent_id: int, *, trigger: str, now: datetime | None = None
             _pending(ctx, findings[step.drift.fingerprint], step)
         for drift in decision.log:
             _log(ctx, findings[drift.fingerprint])
+        for drift in decision.waived:
+            _waive(ctx, findings[drift.fingerprint], waivers)
         for drift, reason in decision.escalate:
             open_escalation(agent, findings[drift.fingerprint], reason=reason)
 
@@ -451,6 +458,21 @@ def _log(ctx: PassContext, finding: Finding) -> None:
     audit.record(actor=SYSTEM, action=AuditAction.FINDING_LOGGED,
                  target=f"finding:{finding.pk}", agent=ctx.agent.name, before={"status": was},
                  after=finding.to_dict(), reason=finding.reason)
+
+
+def _waive(ctx: PassContext, finding: Finding, waivers: dict[str, Any]) -> None:
+    waiver = next(w for p, w in sorted(waivers.items()) if is_waived((p,), finding.pointer))
+    reason = (f"allowed: waiver #{waiver.pk} ({waiver.ticket}) until "
+              f"{waiver.expires_at:%Y-%m-%d %H:%M:%S} UTC: {waiver.reason}")
+    if finding.status == FindingStatus.LOGGED and finding.reason == reason:
+        return
+    was = finding.status
+    finding.status = FindingStatus.LOGGED
+    finding.reason = reason
+    finding.save(update_fields=["status", "reason"])
+    audit.record(actor=SYSTEM, action=AuditAction.FINDING_LOGGED,
+                 target=f"finding:{finding.pk}", agent=ctx.agent.name, before={"status": was},
+                 after=finding.to_dict(), reason=reason)
 
 
 @transaction.atomic

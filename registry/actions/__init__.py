@@ -26,14 +26,18 @@ from registry.actions.proposals import (
     reject_proposal,
     withdraw_proposal,
 )
+from registry.actions.retirement import approve_retirement, propose_retirement
+from registry.actions.rollback import propose_rollback
 from registry.actions.tokens import keep_agent_token, revoke_api_token, visible_tokens
+from registry.actions.waivers import grant_waiver
 
 __all__ = [
-    "ProposalOutcome", "apply_manifests", "approve_proposal", "check_can_apply",
-    "check_can_decide", "check_can_propose", "create_guardrail", "create_person",
-    "delete_guardrail", "grant_connector_secret", "grant_role", "issue_agent_token",
-    "issue_api_token", "keep_agent_token", "propose", "record_account_created",
-    "record_password_change", "record_sign_in", "record_sign_in_failure", "record_sign_out",
-    "reject_proposal", "revoke_api_token", "revoke_connector_secret", "revoke_role",
-    "set_account_flags", "update_guardrail", "visible_tokens", "withdraw_proposal",
+    "ProposalOutcome", "apply_manifests", "approve_proposal", "approve_retirement",
+    "check_can_apply", "check_can_decide", "check_can_propose", "create_guardrail",
+    "create_person", "delete_guardrail", "grant_connector_secret", "grant_role", "grant_waiver",
+    "issue_agent_token", "issue_api_token", "keep_agent_token", "propose", "propose_retirement",
+    "propose_rollback", "record_account_created", "record_password_change", "record_sign_in",
+    "record_sign_in_failure", "record_sign_out", "reject_proposal", "revoke_api_token",
+    "revoke_connector_secret", "revoke_role", "set_account_flags", "update_guardrail",
+    "visible_tokens", "withdraw_proposal",
 ]

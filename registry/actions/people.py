@@ -11,8 +11,8 @@ from django.utils import timezone
 import audit
 from audit.choices import AuditAction
 from config.client_address import client_address
-from config.errors import NotAllowed
-from registry.choices import Role
+from config.errors import Conflict, NotAllowed
+from registry.choices import Lifecycle, Role
 from registry.models import ApiToken, hash_token_key
 from registry.password_audit import AUDITED_BY_CALLER, password_changed_by
 from registry.roles import has_role
@@ -124,6 +124,8 @@ def issue_agent_token(agent: Any, *, actor: User, name: str = "",
     """A token that acts as one agent only; its owner (or an admin) issues it."""
     if not (actor.pk == agent.owner_id or has_role(actor, Role.ADMIN)):
         raise NotAllowed("Only the agent's owner or an admin may issue its tokens.")
+    if type(agent).objects.filter(pk=agent.pk, lifecycle=Lifecycle.RETIRED).exists():
+        raise Conflict(f"{agent.name} is retired: it gets no new tokens.", code="retired")
     key = secrets.token_urlsafe(32)
     expires_at = timezone.now() + timedelta(days=expires_in_days) if expires_in_days else None
     token = ApiToken.objects.create(user=actor, agent=agent, name=name,

@@ -15,9 +15,11 @@ from audit.jsondiff import flat_changes
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from reconciliation.outbound import listed
 from reconciliation.triggers import request_reconcile, schedule_grant_expiries
+from registry.actions.grants import start_grant_clocks
 from registry.actions.tokens import suspend_for_handover
-from registry.choices import GuardrailOutcome, Role, VersionSource, VersionState
+from registry.choices import GuardrailOutcome, Lifecycle, Role, VersionSource, VersionState
 from registry.connector_secrets import granted
+from registry.grant_clocks import start_clocks
 from registry.guardrails import GuardrailResult, evaluate, selector_matches
 from registry.manifest import Manifest, spec_hash
 from registry.models import Agent, Approval, DesiredStateVersion, Guardrail
@@ -116,9 +118,10 @@ def assess(agent_name: str, active_spec: dict | None, spec: dict, metadata: dict
     contexts = [{**metadata, "name": agent_name}]
     if current is not None and current != {k: metadata.get(k) for k in current}:
         contexts.append({**current, "name": agent_name})
+    judged, _ = start_clocks(spec, now)  # grants counted from approval: as if approved now
     results = [
         verdict for guardrail in Guardrail.objects.filter(enabled=True).order_by("name")
-        if (verdict := _verdict(guardrail, spec, contexts, now)) is not None
+        if (verdict := _verdict(guardrail, judged, contexts, now)) is not None
     ]
     return Assessment(
         changes=[c.to_dict() for c in changes],
@@ -190,6 +193,9 @@ def propose(agent: Agent, spec: dict, metadata: dict, *, actor: Any, source: str
     agent = (Agent.objects.select_for_update(of=("self",))
              .select_related("owner", "active_version").get(pk=agent.pk))
     check_can_propose(agent, actor, from_escalation=from_escalation)
+    if agent.lifecycle == Lifecycle.RETIRED:
+        raise Conflict(f"{agent.name} is retired; its history stays, it takes no new version.",
+                       code="retired")
     if isinstance(actor, AgentPrincipal):
         source = VersionSource.AGENT  # always marked agent-made, always needs a human
     if base_generation is not None and base_generation != agent.generation:
@@ -399,6 +405,7 @@ def approve_proposal(version_id: int, *, actor: Any, comment: str = "",
 
 def _activate(version: DesiredStateVersion, agent: Agent, actor: Any) -> None:
     now = timezone.now()
+    start_grant_clocks(version, actor=actor, now=now)
     before = agent.active_version.spec if agent.active_version_id else None
     version.state = VersionState.APPROVED
     version.generation = agent.generation + 1

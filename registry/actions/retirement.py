@@ -1,0 +1,101 @@
+"""Retiring an agent: the owner proposes, an approver (four eyes) approves; its tokens are
+revoked, its pending proposals withdrawn, it leaves the resync and the rule windows, and its
+platform is asked to stop it. Its history stays readable."""
+
+from typing import Any
+
+import django_rq
+from django.db import transaction
+from django.utils import timezone
+
+import audit
+from audit.choices import AuditAction
+from config.errors import Conflict, Invalid, NotAllowed, NotFound
+from registry.actions.proposals import check_can_propose
+from registry.choices import Lifecycle, Role, VersionState
+from registry.models import Agent, ApiToken, Retirement
+from registry.principals import AgentPrincipal
+from registry.roles import has_role
+
+SYSTEM = "system:reconciler"
+
+
+@transaction.atomic
+def propose_retirement(agent_name: str, *, actor: Any, reason: str) -> Retirement:
+    """The owner asks for the agent to be retired; nothing changes until it is approved."""
+    agent = Agent.objects.select_for_update().select_related("owner").filter(
+        name=agent_name).first()
+    if agent is None:
+        raise NotFound(f"No agent named {agent_name!r}.")
+    if isinstance(actor, AgentPrincipal):
+        raise NotAllowed("An agent cannot retire itself; its owner proposes it.")
+    check_can_propose(agent, actor)
+    if not reason.strip():
+        raise Invalid("A retirement needs a reason.", details=[
+            {"pointer": "/reason", "message": "required"}])
+    if agent.lifecycle == Lifecycle.RETIRED:
+        raise Conflict(f"{agent.name} is already retired.", code="retired")
+    if agent.retirements.filter(state=VersionState.PENDING).exists():
+        raise Conflict(f"{agent.name}'s retirement is already proposed.", code="pending")
+    retirement = Retirement.objects.create(agent=agent, reason=reason.strip(),
+                                           proposed_by=actor)
+    audit.record(actor=actor, action=AuditAction.RETIREMENT_PROPOSED,
+                 target=f"retirement:{retirement.pk}", agent=agent.name,
+                 after=retirement.to_dict(), reason=retirement.reason)
+    return retirement
+
+
+@transaction.atomic
+def approve_retirement(retirement_id: int, *, actor: Any, comment: str = "") -> Retirement:
+    """Carry out a proposed retirement (an approver who neither proposed it nor owns it)."""
+    retirement = (Retirement.objects.select_for_update().select_related("agent", "proposed_by")
+                  .filter(pk=retirement_id).first())
+    if retirement is None:
+        raise NotFound(f"No retirement {retirement_id}.")
+    agent = Agent.objects.select_for_update().get(pk=retirement.agent_id)
+    if isinstance(actor, AgentPrincipal) or not has_role(actor, Role.APPROVER):
+        raise NotAllowed("Only approvers approve a retirement.")
+    if actor.pk in (retirement.proposed_by_id, agent.owner_id):
+        raise NotAllowed("Four eyes: you cannot approve retiring an agent you own or whose "
+                         "retirement you proposed.", code="four_eyes")
+    if retirement.state != VersionState.PENDING:
+        raise Conflict(f"Retirement {retirement.pk} is {retirement.state}, not pending.",
+                       code="not_pending")
+    now = timezone.now()
+    retirement.state, retirement.decided_by, retirement.decided_at = (
+        VersionState.APPROVED, actor, now)
+    retirement.save(update_fields=["state", "decided_by", "decided_at"])
+    before = agent.lifecycle
+    agent.lifecycle, agent.updated_at = Lifecycle.RETIRED, now
+    agent.save(update_fields=["lifecycle", "updated_at"])
+    tokens = list(ApiToken.objects.filter(agent=agent, revoked_at__isnull=True)
+                  .values_list("key_prefix", flat=True))
+    ApiToken.objects.filter(agent=agent, revoked_at__isnull=True).update(revoked_at=now)
+    withdrawn = list(agent.versions.filter(state=VersionState.PENDING)
+                     .values_list("pk", flat=True))
+    agent.versions.filter(pk__in=withdrawn).update(state=VersionState.WITHDRAWN, decided_at=now)
+    audit.record(actor=actor, action=AuditAction.AGENT_RETIRED, target=f"agent:{agent.name}",
+                 agent=agent.name, before={"lifecycle": before},
+                 after={"lifecycle": Lifecycle.RETIRED, "retirement": retirement.pk,
+                        "tokens_revoked": tokens, "proposals_withdrawn": withdrawn},
+                 reason=comment or retirement.reason)
+    transaction.on_commit(lambda: django_rq.get_queue("reconcile", commit_mode="auto").enqueue(
+        "reconciliation.jobs.stop_retired_agent", agent.pk), robust=True)
+    return retirement
+
+
+def stop_on_platform(agent_id: int) -> str:
+    """Ask a retired agent's platform to stop it through its connector (a job, after the
+    retirement committed); the key makes a repeated request a no-op at the platform."""
+    from reconciliation.connectors import connector_for
+    from reconciliation.diff import Operation, OperationKind
+    from reconciliation.reconciler import idempotency_key
+
+    agent = Agent.objects.get(pk=agent_id)
+    operation = Operation(OperationKind.SUSPEND, "agent")
+    key = idempotency_key(agent.name, agent.generation, operation, 0)  # 0: retirement's own
+    outcome = connector_for(agent).apply(agent, operation.to_dict(), key)
+    audit.record(actor=SYSTEM, action=AuditAction.AGENT_STOPPED, target=f"agent:{agent.name}",
+                 agent=agent.name, after={**operation.to_dict(), "key": key, "outcome": outcome},
+                 reason="retired: its platform was asked to stop it")
+    return outcome
