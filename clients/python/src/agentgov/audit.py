@@ -5,14 +5,14 @@ the previous hash), seq counts up from 1 and the first prev_hash is 64 zeros."""
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-GENESIS = "0" * 64
+from agentgov.entries import GENESIS_HASH as GENESIS
+from agentgov.entries import canonical_json, entry_hash  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -30,15 +30,13 @@ class TrailCheck:
         return f"BROKEN at seq {self.broken_seq}"
 
 
-def canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
 def _holds(entry: dict[str, Any] | None, prev: str, seq: int) -> bool:
     if not isinstance(entry, dict):
         return False
-    body = {k: v for k, v in entry.items() if k != "hash"}
-    digest = hashlib.sha256((canonical_json(body) + prev).encode()).hexdigest()
+    try:
+        digest = entry_hash(entry)
+    except (KeyError, TypeError, ValueError):
+        return False
     return entry.get("seq") == seq and entry.get("prev_hash") == prev and (
         digest == entry.get("hash"))
 
