@@ -9,7 +9,6 @@ from typing import Any
 
 from agentgov import checkpoints
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
