@@ -51,7 +51,6 @@ def _lock_head() -> AuditChainHead:
     return head
 
 
-@transaction.atomic
 def record(
     *,
     actor: Any,
@@ -80,8 +79,16 @@ def record(
         "reason": reason or "",
         "request_id": (request_id if request_id is not None else current_request_id())[:64],
     }
+    return _write(content)
+
+
+# No savepoint: the entry is one INSERT in the caller's transaction, and if it fails the
+# caller's change must not commit without it anyway.
+@transaction.atomic(savepoint=False)
+def _write(content: dict[str, Any]) -> AuditEntry | AuditPendingEntry:
     if settings.AUDIT_SEQUENCER == "workers":
-        pending = AuditPendingEntry.objects.create(**content)
+        pending = AuditPendingEntry(**content)
+        AuditPendingEntry.objects.bulk_create([pending])
         transaction.on_commit(sequencing.kick, robust=True)
         return pending
     (entry,) = _place(_lock_head(), [content])

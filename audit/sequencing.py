@@ -8,6 +8,8 @@ rqcron also runs the job every AUDIT_SEQUENCE_DELAY_SECONDS: after a worker is k
 """
 
 import logging
+from functools import cache
+from typing import Any
 
 import django_rq
 from redis.exceptions import RedisError
@@ -17,13 +19,18 @@ FLAG = "audit:sequencer:due"
 FLAG_SECONDS = 30  # a job killed before clearing the flag blocks kicks no longer than this
 
 
+@cache
+def _queue() -> Any:
+    """One queue (and Redis connection pool) per process: a kick is then one round trip."""
+    return django_rq.get_queue("default", commit_mode="auto")
+
+
 def kick() -> None:
     """Make sure a sequencer job is queued (called after a writer commits)."""
     try:
-        connection = django_rq.get_connection("default")
-        if connection.set(FLAG, "1", nx=True, ex=FLAG_SECONDS):
-            django_rq.get_queue("default", commit_mode="auto").enqueue(
-                "audit.jobs.sequence", job_timeout=600)
+        queue = _queue()
+        if queue.connection.set(FLAG, "1", nx=True, ex=FLAG_SECONDS):
+            queue.enqueue("audit.jobs.sequence", job_timeout=600)
     except RedisError as error:  # the periodic run still picks the entries up
         log.warning("could not queue the audit sequencer: %s", error)
 
