@@ -4,6 +4,7 @@ nothing twice, and verify shows queued entries as pending."""
 
 import django_rq
 import pytest
+from django.test import Client
 from django.utils import timezone
 from rq.registry import StartedJobRegistry
 
@@ -36,6 +37,9 @@ def test_queued_entries_are_pending_until_a_worker_places_them(queued, people, a
     assert all(entry.seq is None and entry.hash is None for entry in written)
     report = dana.get("/api/v1/audit/verify").json()
     assert report["ok"] and report["pending"] >= 5 and report["count"] == before
+    page = Client()
+    page.force_login(people.dana)
+    assert f"{report['pending']} newer entries are pending" in page.get("/audit/").content.decode()
     start_worker("default", AUDIT_SEQUENCER="workers")
     django_rq.get_queue("default").enqueue("audit.jobs.sequence")
     eventually(lambda: not AuditPendingEntry.objects.exists(), timeout=60,
