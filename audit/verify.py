@@ -173,10 +173,14 @@ def _head_problems(result: Walk, head: AuditChainHead | None) -> list[tuple[int,
 def _checkpoint_problems(
     result: Walk, checkpoints: dict[int, AuditCheckpoint]
 ) -> list[tuple[int, str, str]]:
-    """Each checkpoint must be signed by a trusted key and match the entries it covers."""
+    """Each checkpoint must be signed by a trusted key and match the entries it covers. A
+    failing one is reported at the first seq no earlier checkpoint proved (as the offline
+    verifier reports it, docs/audit-format.md)."""
+    failures: list[tuple[int, str, str]] = []
     problems: list[tuple[int, str, str]] = []
+    proven = [0]
     trusted = trusted_keys(result.rotations)
-    for size, checkpoint in checkpoints.items():
+    for size, checkpoint in sorted(checkpoints.items()):
         if checkpoint.algorithm == SignatureAlgorithm.HMAC_SHA256:
             expected = checkpoint_signature(settings.AUDIT_SIGNING_KEY, size, checkpoint.head_hash)
             signed = checkpoint.signature == expected
@@ -186,7 +190,7 @@ def _checkpoint_problems(
                 signed_heads.verify_checkpoint(checkpoint.to_dict(), trusted)
                 signed = True
             except signed_heads.UnknownKey:
-                problems.append((size, BreakReason.UNKNOWN_KEY,
+                failures.append((size, BreakReason.UNKNOWN_KEY,
                                  f"the checkpoint at entry {size} is signed by key "
                                  f"{checkpoint.key_id!r}, which is not a trusted key"))
                 continue
@@ -194,16 +198,22 @@ def _checkpoint_problems(
                 signed = False
             matches = result.roots_at.get(size) == checkpoint.root
         if not signed:
-            problems.append((size, BreakReason.REHASHED,
+            failures.append((size, BreakReason.REHASHED,
                              f"the checkpoint at entry {size} has an invalid signature"))
-        elif size > result.count and not result.broken:
-            problems.append((result.count + 1, BreakReason.TRUNCATED,
-                             f"a signed checkpoint covers {size} entries but the log ends at "
-                             f"entry {result.count}: entries were cut off"))
-        elif size <= result.count and not matches:
-            problems.append((size, BreakReason.REHASHED,
-                             f"entries up to {size} differ from the signed checkpoint at {size}: "
-                             f"the log was rewritten and re-hashed"))
+        elif size > result.count:
+            if not result.broken:
+                problems.append((result.count + 1, BreakReason.TRUNCATED,
+                                 f"a signed checkpoint covers {size} entries but the log ends "
+                                 f"at entry {result.count}: entries were cut off"))
+        elif not matches:
+            failures.append((size, BreakReason.REHASHED,
+                             f"entries up to {size} differ from the signed checkpoint at "
+                             f"{size}: the log was rewritten and re-hashed"))
+        else:
+            proven.append(size)
+    for size, reason, problem in failures:
+        since = max(p for p in proven if p < size) + 1
+        problems.append((since, reason, problem))
     return problems
 
 

@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -66,8 +67,6 @@ def write_copy(folder: Path, checkpoint: dict[str, Any]) -> None:
 
 def post(url: str, checkpoint: dict[str, Any]) -> None:
     """POST the checkpoint JSON, signed with AUDIT_WITNESS_SECRET; raises so RQ retries."""
-    import urllib.request
-
     body = canonical_json(checkpoint).encode("utf-8")
     headers = {"Content-Type": "application/json"}
     if settings.AUDIT_WITNESS_SECRET:

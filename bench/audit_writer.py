@@ -2,8 +2,8 @@
 
 Used by bench/audit_append.py and by the concurrency test:
     python bench/audit_writer.py NAME COUNT          # audit.record, one transaction each
-    python bench/audit_writer.py NAME COUNT bare     # the floor: a bare INSERT + COMMIT of the
-                                                     # same row shape, no Django model machinery
+    python bench/audit_writer.py NAME COUNT bare     # the floor: a bare single-row INSERT, then
+                                                     # COMMIT, of the same row shape, no model
 """
 
 import json
@@ -29,11 +29,12 @@ BARE = ("INSERT INTO audit_auditpendingentry (at, actor, action, target, agent, 
 
 def bare(name: str, count: int) -> None:
     statement = BARE.format(json="%s::jsonb" if connection.vendor == "postgresql" else "%s")
-    with connection.cursor() as cursor:  # autocommit: each INSERT is its own commit
+    with connection.cursor() as cursor:
         for i in range(count):
-            cursor.execute(statement, [timezone.now(), f"system:{name}", "role.granted",
-                                       f"{name}:{i}", "", "null",
-                                       json.dumps({"writer": name, "i": i}), "", ""])
+            with transaction.atomic():  # BEGIN, the INSERT, COMMIT: one row per transaction
+                cursor.execute(statement, [timezone.now(), f"system:{name}", "role.granted",
+                                           f"{name}:{i}", "", "null",
+                                           json.dumps({"writer": name, "i": i}), "", ""])
 
 
 def main(name: str, count: int, mode: str) -> None:

@@ -2,6 +2,8 @@
 them their place in the log in batches, a worker killed mid-batch loses nothing and places
 nothing twice, and verify shows queued entries as pending."""
 
+import re
+
 import django_rq
 import pytest
 from django.test import Client
@@ -39,7 +41,8 @@ def test_queued_entries_are_pending_until_a_worker_places_them(queued, people, a
     assert report["ok"] and report["pending"] >= 5 and report["count"] == before
     page = Client()
     page.force_login(people.dana)
-    assert f"{report['pending']} newer entries are pending" in page.get("/audit/").content.decode()
+    shown = re.search(r"(\d+) newer entries are pending", page.get("/audit/").content.decode())
+    assert shown and int(shown.group(1)) >= report["pending"]
     start_worker("default", AUDIT_SEQUENCER="workers")
     django_rq.get_queue("default").enqueue("audit.jobs.sequence")
     eventually(lambda: not AuditPendingEntry.objects.exists(), timeout=60,

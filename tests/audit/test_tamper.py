@@ -109,8 +109,9 @@ def test_a_wholly_rehashed_chain_is_caught_by_the_signed_checkpoint(db):
         insert_row({**row, "at": row["at"].replace("Z", "+00:00")})
     sql("UPDATE audit_auditchainhead SET hash = %s", [previous])
     report = verify_trail()
-    assert (report.ok, report.first_broken_seq) == (False, 4)
-    assert "signed checkpoint" in report.problem
+    # Reported from the first entry no valid checkpoint proves: here, the start.
+    assert (report.ok, report.first_broken_seq) == (False, 1)
+    assert "signed checkpoint at 4" in report.problem
 
 
 @override_settings(AUDIT_CHECKPOINT_EVERY=4)
@@ -121,7 +122,7 @@ def test_a_checkpoint_re_signed_without_the_key_is_refused(db):
         sql("ALTER TABLE audit_auditcheckpoint DISABLE TRIGGER USER")
     sql("UPDATE audit_auditcheckpoint SET signature = %s WHERE seq = 4", ["0" * 64])
     report = verify_trail()
-    assert (report.ok, report.first_broken_seq) == (False, 4)
+    assert (report.ok, report.first_broken_seq) == (False, 1)
     assert "invalid signature" in report.problem
 
 
@@ -256,19 +257,19 @@ def test_a_log_re_signed_with_a_key_of_the_attackers_own_is_an_unknown_key(witne
         [published["key_id"], "ed25519", published["public_key"], "2026-01-01T00:00:00+00:00"])
     re_sign(rows, mallory)
     report = verify_trail()
-    assert (report.ok, report.first_broken_seq, report.reason) == (False, 4, "unknown-key")
+    assert (report.ok, report.first_broken_seq, report.reason) == (False, 1, "unknown-key")
     assert published["key_id"] in report.problem
 
 
 def test_a_checkpoint_root_changed_without_the_key_fails_its_signature(witnessed):
     sql("UPDATE audit_auditcheckpoint SET root = %s WHERE seq = 8", ["ab" * 32])
     report = verify_trail()
-    assert (report.ok, report.first_broken_seq, report.reason) == (False, 8, "rehashed")
-    assert "invalid signature" in report.problem
+    assert (report.ok, report.first_broken_seq, report.reason) == (False, 5, "rehashed")
+    assert "checkpoint at entry 8 has an invalid signature" in report.problem
 
 
 def test_a_rewritten_log_under_its_old_signed_roots_is_rehashed(witnessed):
     rewrite_from(6)
     report = verify_trail()
-    assert (report.ok, report.first_broken_seq, report.reason) == (False, 8, "rehashed")
+    assert (report.ok, report.first_broken_seq, report.reason) == (False, 5, "rehashed")
     assert "differ from the signed checkpoint at 8" in report.problem
