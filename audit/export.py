@@ -5,6 +5,7 @@ import io
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import Any
 
+from agentgov.audit import escape_cell
 from asgiref.sync import sync_to_async
 
 from audit.chain import canonical_json
@@ -22,17 +23,20 @@ def csv_header() -> str:
     return ",".join(ENTRY_FIELDS) + "\r\n"
 
 
+def csv_cell(row: dict[str, Any], name: str) -> str:
+    """One cell: before and after as canonical JSON text, and anything a spreadsheet would run
+    as a formula escaped (agentgov.audit.escape_cell; the offline verifier undoes it)."""
+    value = row[name]
+    text = canonical_json(value) if name in ("before", "after") else str(value)
+    return escape_cell(text)
+
+
 def csv_lines(rows: Iterable[dict[str, Any]]) -> str:
-    """CSV rows; before and after hold canonical JSON text."""
+    """CSV rows, one per entry."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     for row in rows:
-        writer.writerow(
-            [
-                canonical_json(row[name]) if name in ("before", "after") else row[name]
-                for name in ENTRY_FIELDS
-            ]
-        )
+        writer.writerow([csv_cell(row, name) for name in ENTRY_FIELDS])
     return buffer.getvalue()
 
 

@@ -203,12 +203,14 @@ def cmd_approve(client: Client, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_audit_verify(client: Client | None, args: argparse.Namespace, out: TextIO) -> int:
-    if args.file:
-        check = verify_file(args.file, args.format)
+    path = args.path or args.file
+    if path:
+        check = verify_file(path, args.format, public_keys=args.public_key or (),
+                            witness=args.witness)
         if not check.ok:
             sys.stderr.write(f"{check}\n")
             return 1
-        out.write(f"{check}\n")
+        out.write(check.report())
         if args.head and args.head != check.head:
             sys.stderr.write(f"HEAD MISMATCH: the file ends at {check.head}, "
                              f"expected {args.head}\n")
@@ -283,10 +285,21 @@ def parser() -> argparse.ArgumentParser:
     audit = verbs.add_parser("audit", help="the audit trail")
     audit_verbs = audit.add_subparsers(dest="audit_verb", required=True, metavar="COMMAND")
     verify = audit_verbs.add_parser(
-        "verify", help="verify an exported trail offline (--file), or ask the server")
-    verify.add_argument("--file", help="a JSONL or CSV export; nothing is sent anywhere")
+        "verify", help="verify an export or evidence bundle offline (FILE), or ask the server",
+        description="With FILE, nothing is sent anywhere: a v1 export or an evidence bundle is "
+                    "proven by checkpoints signed with a key given by --public-key; a CSV or "
+                    "an entries-only JSONL has its chain checked. Without FILE, the server "
+                    "walks its own trail.")
+    verify.add_argument("path", nargs="?", metavar="FILE",
+                        help="an export (JSONL or CSV) or an evidence bundle")
+    verify.add_argument("--file", help=argparse.SUPPRESS)  # the older spelling of FILE
+    verify.add_argument("--public-key", action="append", metavar="KEY",
+                        help="a trusted Ed25519 public key: base64 of its raw 32 bytes or a PEM "
+                             "file (repeat for rotated keys)")
+    verify.add_argument("--witness", metavar="DIR",
+                        help="a witness directory of checkpoint-<size>.json copies to compare")
     verify.add_argument("--format", choices=["jsonl", "csv"],
-                        help="default: from the file name")
+                        help="default: detected from the file")
     verify.add_argument("--head", help="also require the trail to end at this hash")
     verify.set_defaults(run=cmd_audit_verify)
     export = audit_verbs.add_parser("export", help="download the whole trail")
@@ -301,7 +314,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     mistake (`diff`: 1 when there are differences, 2 on failure)."""
     out = out or sys.stdout
     args = parser().parse_args(argv)
-    offline = args.run is cmd_audit_verify and args.file
+    offline = args.run is cmd_audit_verify and bool(args.path or args.file)
     if not offline and not args.token:
         sys.stderr.write("agentctl: no token: pass --token or set AGENTGOV_TOKEN\n")
         return 2
