@@ -1,4 +1,4 @@
-"""Appending to the audit trail and signing checkpoints of its head."""
+"""Appending to the audit trail, growing its Merkle tree, signing tree heads, rotating keys."""
 
 import json
 from typing import Any
@@ -7,10 +7,12 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from audit.chain import GENESIS_HASH, canonical_json, checkpoint_signature, entry_hash, format_time
-from audit.choices import AuditAction
+from audit import keys, tree, witnesses
+from audit.chain import GENESIS_HASH, canonical_json, entry_hash, format_time
+from audit.choices import AuditAction, SignatureAlgorithm
 from audit.context import current_request_id
-from audit.models import AuditChainHead, AuditCheckpoint, AuditEntry
+from audit.formats import checkpoint_message, leaf_hash
+from audit.models import AuditChainHead, AuditCheckpoint, AuditEntry, AuditKey, AuditTreeNode
 
 
 def actor_label(actor: Any) -> str:
@@ -74,6 +76,7 @@ def record(
     digest = entry_hash({**fields, "at": format_time(fields["at"])})
     entry = AuditEntry(**fields, hash=digest)
     entry.save()
+    grow_tree(head.seq, [entry.to_dict()])
     head.seq, head.hash = entry.seq, digest
     head.save(update_fields=["seq", "hash"])
     if entry.seq % settings.AUDIT_CHECKPOINT_EVERY == 0:
@@ -81,14 +84,45 @@ def record(
     return entry
 
 
+def grow_tree(size: int, entries: list[dict[str, Any]]) -> None:
+    """Store the tree nodes that appending these exported entries to a tree of `size` completes
+    (the caller holds the head, so no other writer grows it meanwhile)."""
+    positions = tree.frontier_positions(size)
+    stored = tree.load_nodes(positions.values())
+    frontier = {level: stored[p] for level, p in positions.items()}
+    made = tree.grow(size, frontier, [leaf_hash(entry) for entry in entries])
+    AuditTreeNode.objects.bulk_create([AuditTreeNode(position=p, hash=h) for p, h in made])
+
+
+def tree_root(size: int) -> str:
+    """The Merkle root of the first `size` entries, from the stored tree."""
+    return tree.hashes_of([(0, size)])[0]
+
+
+def _published_key(private: Any) -> AuditKey:
+    """The current key's row, published the first time the key signs."""
+    key = AuditKey.objects.filter(key_id=keys.key_id(keys.public_raw(private))).first()
+    if key is None:
+        key, _ = AuditKey.objects.get_or_create(
+            key_id=keys.key_id(keys.public_raw(private)),
+            defaults={"public_key": keys.public_base64(private), "created_at": timezone.now()},
+        )
+    return key
+
+
 def _sign(seq: int, head_hash: str) -> AuditCheckpoint:
+    private = keys.signing_key()
+    key = _published_key(private)
+    at = timezone.now()
+    root = tree_root(seq)
+    message = checkpoint_message(seq, root, format_time(at), key.key_id)
     checkpoint = AuditCheckpoint(
-        seq=seq,
-        head_hash=head_hash,
-        at=timezone.now(),
-        signature=checkpoint_signature(settings.AUDIT_SIGNING_KEY, seq, head_hash),
+        seq=seq, head_hash=head_hash, root=root, at=at, key_id=key.key_id,
+        algorithm=SignatureAlgorithm.ED25519, signature=keys.sign(private, message),
     )
     checkpoint.save()
+    published = checkpoint.to_dict()
+    transaction.on_commit(lambda: witnesses.publish(published))
     return checkpoint
 
 
@@ -99,3 +133,30 @@ def checkpoint_head() -> AuditCheckpoint | None:
     if head.seq == 0 or AuditCheckpoint.objects.filter(seq=head.seq).exists():
         return None
     return _sign(head.seq, head.hash)
+
+
+@transaction.atomic
+def rotate_key(*, actor: Any, new_key: Any) -> AuditEntry:
+    """Retire the current signing key for `new_key`: the rotation is an entry signed by the old
+    key, and the old public key stays published so its checkpoints keep verifying."""
+    old_private = keys.signing_key()
+    _lock_head()
+    old = _published_key(old_private)
+    new_id = keys.key_id(keys.public_raw(new_key))
+    if new_id == old.key_id or AuditKey.objects.filter(key_id=new_id).exists():
+        raise ValueError(f"key {new_id} has signed before: a rotation needs a fresh key")
+    now = timezone.now()
+    new = AuditKey.objects.create(key_id=new_id, public_key=keys.public_base64(new_key),
+                                  created_at=now)
+    published = {name: value for name, value in new.to_dict().items() if name != "retired_at"}
+    endorsement = keys.sign(old_private, canonical_json(published).encode("utf-8"))
+    AuditKey.objects.filter(pk=old.pk).update(retired_at=now)
+    entry = record(
+        actor=actor, action=AuditAction.KEY_ROTATED, target=f"audit-key:{new_id}",
+        before=old.to_dict(),
+        after={**published, "previous_key_id": old.key_id,
+               "signature_by_previous": endorsement},
+    )
+    if not AuditCheckpoint.objects.filter(seq=entry.seq).exists():
+        _sign(entry.seq, entry.hash)  # the old key's last word covers its own retirement
+    return entry

@@ -33,6 +33,9 @@ class ChainReport:
     first_broken_seq: int | None = None
     problem: str | None = None
     checkpoints: int = 0
+    reason: str | None = None  # a BreakReason word when not ok
+    root: str | None = None  # the Merkle root over the `count` entries
+    pending: int = 0  # entries written but not yet sequenced
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
