@@ -160,3 +160,12 @@ def rotate_key(*, actor: Any, new_key: Any) -> AuditEntry:
     if not AuditCheckpoint.objects.filter(seq=entry.seq).exists():
         _sign(entry.seq, entry.hash)  # the old key's last word covers its own retirement
     return entry
+
+
+@transaction.atomic
+def sign_for_export(*, actor: Any, target: str, after: dict[str, Any]) -> int:
+    """Record that the trail (or part of it) is being exported, then sign the head so the file
+    ends at a signed checkpoint that covers its own export entry; returns that size."""
+    entry = record(actor=actor, action=AuditAction.AUDIT_EXPORTED, target=target, after=after)
+    checkpoint_head()
+    return entry.seq

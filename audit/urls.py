@@ -10,6 +10,7 @@ api_urlpatterns = [
     path("audit", api.AuditEntryViewSet.as_view({"get": "list"}), name="audit-list"),
     path("audit/verify", api.AuditVerifyView.as_view(), name="audit-verify"),
     path("audit/export", api.AuditExportView.as_view(), name="audit-export"),
+    path("agents/<slug:name>/evidence", api.AgentEvidenceView.as_view(), name="agent-evidence"),
     *router.urls,
 ]
 

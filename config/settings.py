@@ -46,6 +46,8 @@ AUDIT_CHECKPOINT_MINUTES = env_int("AUDIT_CHECKPOINT_MINUTES", 5, minimum=1)
 # Where every checkpoint is also published: file:///dir and https://... URLs.
 AUDIT_WITNESSES = env_list("AUDIT_WITNESSES", [])
 AUDIT_WITNESS_SECRET = env_str("AUDIT_WITNESS_SECRET", "")
+# The most entries one evidence bundle carries (each with its proof); ask for a shorter period.
+AUDIT_EVIDENCE_MAX_ENTRIES = env_int("AUDIT_EVIDENCE_MAX_ENTRIES", 10000, minimum=1)
 
 # The reconcile loop (DESIGN.md §5).
 RECONCILE_RESYNC_SECONDS = env_int("RECONCILE_RESYNC_SECONDS", 60, minimum=5)

@@ -1,0 +1,303 @@
+"""An outside auditor verifies what compliance downloads, offline: `agentctl audit verify` run
+from a virtual environment holding only the client package (no Django, no server), on the
+export and on an evidence bundle, untouched and tampered in each way an insider could try."""
+
+import base64
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from agentgov import checkpoints as signing
+from agentgov.entries import GENESIS_HASH, entry_hash, entry_leaf_hash
+from agentgov.merkle import TreeBuilder
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+import audit
+from audit import keys
+from audit.choices import AuditAction
+from audit.models import AuditKey
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(scope="session")
+def agentctl(tmp_path_factory) -> Path:
+    """The auditor's agentctl: a fresh venv with only `pip install clients/python` (once)."""
+    venv = tmp_path_factory.mktemp("auditor") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    install = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
+                              str(ROOT / "clients" / "python")],
+                             capture_output=True, text=True, timeout=600)
+    assert install.returncode == 0, install.stderr[-2000:]
+    listed = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "list"],
+                            capture_output=True, text=True, check=True).stdout.lower()
+    assert "django" not in listed
+    return venv / "bin" / "agentctl"
+
+
+@pytest.fixture
+def verify(agentctl):
+    """Run `agentctl audit verify FILE ...` as the auditor; returns (status, stdout, stderr)."""
+
+    def run(path: Path, *args: str) -> tuple[int, str, str]:
+        done = subprocess.run([str(agentctl), "audit", "verify", str(path), *args],
+                              capture_output=True, text=True, timeout=120)
+        return done.returncode, done.stdout, done.stderr
+
+    return run
+
+
+@pytest.fixture
+def witness(settings, tmp_path) -> Path:
+    """A directory witness, configured before the trail is written (list it before `trail`)."""
+    folder = tmp_path / "witness"
+    settings.AUDIT_WITNESSES = [f"file://{folder}"]
+    return folder
+
+
+@pytest.fixture
+def trail(people, refund_agent, settings, django_capture_on_commit_callbacks):
+    """A trail with a checkpoint every 5 entries, some about the refund agent."""
+    settings.AUDIT_CHECKPOINT_EVERY = 5
+    with django_capture_on_commit_callbacks(execute=True):
+        for n in range(12):
+            audit.record(actor=people.alice, action=AuditAction.TOKEN_ISSUED,
+                         target=f"token:{n}", agent="refund-agent" if n % 2 else "")
+
+
+def public_key() -> str:
+    """What the auditor fetched from the control plane and trusts."""
+    return AuditKey.objects.get(retired_at=None).public_key
+
+
+def export(api_as, people, capture, tmp_path) -> tuple[Path, list[dict]]:
+    with capture(execute=True):
+        response = api_as(people.dana).get("/api/v1/audit/export?format=jsonl")
+    assert response.status_code == 200
+    body = b"".join(response).decode("utf-8")
+    path = tmp_path / "trail.jsonl"
+    path.write_text(body, encoding="utf-8")
+    return path, [json.loads(line) for line in body.splitlines()]
+
+
+def write(path: Path, records: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def rehash(records: list[dict], signer: Ed25519PrivateKey, key_id: str | None = None) -> None:
+    """What an insider holding the database does: rewrite the chain, the tree and every
+    checkpoint so the file is consistent again, signed with `signer`."""
+    prev, tree = GENESIS_HASH, TreeBuilder()
+    roots = {0: tree.root().hex()}
+    for record in records:
+        if record["type"] == "entry":
+            entry = record["entry"]
+            entry["prev_hash"] = prev
+            entry["hash"] = prev = entry_hash(entry)
+            tree.append(entry_leaf_hash(entry))
+            roots[tree.size] = tree.root().hex()
+    for record in records:
+        if record["type"] == "checkpoint":
+            signed = signing.sign_checkpoint(signer, record["size"], roots[record["size"]],
+                                             record["at"])
+            if key_id:
+                signed["key_id"] = key_id
+            record.update(signed)
+
+
+def test_an_untouched_export_is_proven_by_its_signed_checkpoints(trail, people, api_as,
+                                                                 django_capture_on_commit_callbacks,
+                                                                 tmp_path, verify):
+    path, records = export(api_as, people, django_capture_on_commit_callbacks, tmp_path)
+    entries = [r for r in records if r["type"] == "entry"]
+    sizes = [r["size"] for r in records if r["type"] == "checkpoint"]
+    assert records[0]["size"] == len(entries) == sizes[-1]
+    assert entries[-1]["entry"]["action"] == "audit.exported"  # the export proves itself
+    status, out, err = verify(path, "--public-key", public_key())
+    assert status == 0, err
+    lines = out.splitlines()
+    assert lines[0] == f"OK {len(entries)} entries, head {entries[-1]['entry']['hash']}"
+    assert [line.split(" proven by ")[0] for line in lines[1:]] == [
+        f"entries 1-{size}" for size in sizes]
+
+    pem = tmp_path / "key.pem"  # the same key as a PEM file
+    pem.write_text(signing.public_key_pem(keys.signing_key().public_key()))
+    assert verify(path, "--public-key", str(pem))[0] == 0
+
+    status, _, err = verify(path)  # nothing trusted, nothing proven
+    assert status == 1 and "--public-key" in err
+
+
+@pytest.mark.parametrize("tamper, seq, reason", [
+    ("edit", 3, "edited"),
+    ("delete", 4, "deleted"),
+    ("truncate", None, "truncated"),
+    ("rehash-other-key", 1, "unknown-key"),
+    ("rehash-claiming-trusted-key", 1, "rehashed"),
+    ("append-unsigned", None, "unsigned"),
+])
+def test_each_tampered_export_fails_at_the_first_bad_seq_with_its_reason(
+        trail, people, api_as, django_capture_on_commit_callbacks, tmp_path, verify,
+        tamper, seq, reason):
+    path, records = export(api_as, people, django_capture_on_commit_callbacks, tmp_path)
+    entries = [r for r in records if r["type"] == "entry"]
+    count = len(entries)
+    if tamper == "edit":
+        entries[2]["entry"]["actor"] = "mallory"
+    elif tamper == "delete":
+        records.remove(entries[3])
+    elif tamper == "truncate":  # drop the tail, keep the header and checkpoints
+        records = records[:-2]
+        seq = count - 1
+    elif tamper == "rehash-other-key":
+        entries[0]["entry"]["reason"] = "nothing to see"
+        rehash(records, Ed25519PrivateKey.generate())
+    elif tamper == "rehash-claiming-trusted-key":
+        entries[0]["entry"]["reason"] = "nothing to see"
+        rehash(records, Ed25519PrivateKey.generate(), key_id=entries and records[1]["key_id"])
+    elif tamper == "append-unsigned":
+        extra = json.loads(json.dumps(entries[-1]))
+        extra["entry"].update(seq=count + 1, prev_hash=entries[-1]["entry"]["hash"])
+        extra["entry"]["hash"] = entry_hash(extra["entry"])
+        records.append(extra)
+        seq = count + 1
+    status, out, err = verify(write(path, records), "--public-key", public_key())
+    assert status == 1 and out == ""
+    assert err.startswith(f"FAILED at seq {seq}: {reason}: "), err
+
+
+def test_a_truncated_export_with_its_later_checkpoints_removed_is_caught_by_the_witness(
+        witness, trail, people, api_as, django_capture_on_commit_callbacks, tmp_path, verify):
+    path, records = export(api_as, people, django_capture_on_commit_callbacks, tmp_path)
+    assert verify(path, "--public-key", public_key(), "--witness", str(witness))[0] == 0
+    # Cut the file back to its first checkpoint and remove every later one: alone, it holds.
+    first = next(r["size"] for r in records if r["type"] == "checkpoint")
+    cut = [r for r in records if r["type"] == "key"
+           or (r["type"] == "checkpoint" and r["size"] <= first)
+           or (r["type"] == "entry" and r["entry"]["seq"] <= first)]
+    cut.insert(0, {**records[0], "size": first})
+    write(path, cut)
+    assert verify(path, "--public-key", public_key())[0] == 0
+    status, _, err = verify(path, "--public-key", public_key(), "--witness", str(witness))
+    assert status == 1 and err.startswith(f"FAILED at seq {first + 1}: truncated: "), err
+
+
+def test_a_log_forked_with_the_real_key_disagrees_with_the_witness(
+        witness, trail, people, api_as, django_capture_on_commit_callbacks, tmp_path, verify):
+    path, records = export(api_as, people, django_capture_on_commit_callbacks, tmp_path)
+    next(r for r in records if r["type"] == "entry")["entry"]["actor"] = "mallory"
+    rehash(records, keys.signing_key())  # the operator holds the key: only the witness objects
+    write(path, records)
+    assert verify(path, "--public-key", public_key())[0] == 0
+    first = next(r["size"] for r in records if r["type"] == "checkpoint")
+    status, _, err = verify(path, "--public-key", public_key(), "--witness", str(witness))
+    assert status == 1 and err.startswith(f"FAILED at seq {first}: witness-mismatch: "), err
+
+
+def test_a_checkpoint_the_witness_never_received_is_reported(
+        witness, trail, people, api_as, django_capture_on_commit_callbacks, tmp_path, verify):
+    path, records = export(api_as, people, django_capture_on_commit_callbacks, tmp_path)
+    last = records[0]["size"]
+    (witness / f"checkpoint-{last:012d}.json").unlink()
+    status, _, err = verify(path, "--public-key", public_key(), "--witness", str(witness))
+    assert status == 1 and err.startswith(f"FAILED at seq {last}: witness-missing: "), err
+
+
+# --- evidence bundles -------------------------------------------------------------------------
+
+
+def evidence(client, tmp_path, query="") -> tuple[Path, dict]:
+    response = client.get(f"/api/v1/agents/refund-agent/evidence{query}")
+    assert response.status_code == 200, response.content
+    path = tmp_path / "evidence.json"
+    path.write_bytes(response.content)
+    return path, response.json()
+
+
+def test_an_evidence_bundle_is_verified_offline_without_the_rest_of_the_trail(
+        trail, people, api_as, tmp_path, verify):
+    path, document = evidence(api_as(people.alice), tmp_path)  # alice owns the agent
+    seqs = [item["entry"]["seq"] for item in document["entries"]]
+    assert len(seqs) >= 6 and all(item["entry"]["agent"] == "refund-agent"
+                                  for item in document["entries"])
+    status, out, err = verify(path, "--public-key", public_key())
+    assert status == 0, err
+    assert out.splitlines()[0].startswith(f"OK {len(seqs)} entries")
+    assert f"(seq {seqs[0]}-{seqs[-1]}) proven by checkpoint {document['checkpoint']['size']}" \
+        in out
+
+    middle = document["entries"][len(seqs) // 2]
+    since = middle["entry"]["at"]
+    path, later = evidence(api_as(people.dana), tmp_path,
+                           f"?from={since}&to=2999-01-01T00:00:00Z")
+    assert later["from"] == since
+    assert middle["entry"] in [item["entry"] for item in later["entries"]]
+    assert all(item["entry"]["at"] >= since for item in later["entries"])
+    assert verify(path, "--public-key", public_key())[0] == 0
+
+
+@pytest.mark.parametrize("tamper, reason", [
+    ("edit", "edited"), ("proof", "edited"), ("other-key", "unknown-key"),
+    ("checkpoint", "rehashed"),
+])
+def test_a_tampered_evidence_bundle_fails_with_its_reason(trail, people, api_as, tmp_path,
+                                                          verify, tamper, reason):
+    path, document = evidence(api_as(people.dana), tmp_path)
+    item = document["entries"][1]
+    seq = item["entry"]["seq"]
+    if tamper == "edit":
+        item["entry"]["reason"] = "approved by the board"
+        item["entry"]["hash"] = entry_hash(item["entry"])  # the chain hash alone is easy
+    elif tamper == "proof":
+        item["proof"][0] = "00" * 32
+    elif tamper == "other-key":
+        signer = Ed25519PrivateKey.generate()
+        document["checkpoint"] = signing.sign_checkpoint(
+            signer, document["checkpoint"]["size"], document["checkpoint"]["root"],
+            document["checkpoint"]["at"])
+        seq = 1
+    elif tamper == "checkpoint":
+        document["checkpoint"]["size"] += 1
+        seq = 1
+    path.write_text(json.dumps(document), encoding="utf-8")
+    status, _, err = verify(path, "--public-key", public_key())
+    assert status == 1 and err.startswith(f"FAILED at seq {seq}: {reason}: "), err
+
+
+def test_evidence_is_for_the_owner_compliance_and_admin_only(trail, people, api_as):
+    from rest_framework.test import APIClient
+
+    for who, status in (("alice", 200), ("dana", 200), ("admin", 200), ("bob", 403)):
+        response = api_as(getattr(people, who)).get("/api/v1/agents/refund-agent/evidence")
+        assert response.status_code == status, who
+    assert APIClient().get("/api/v1/agents/refund-agent/evidence").status_code == 401
+    missing = api_as(people.dana).get("/api/v1/agents/nobody/evidence")
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
+    bad = api_as(people.dana).get("/api/v1/agents/refund-agent/evidence?from=yesterday")
+    assert bad.status_code == 400 and bad.json()["error"]["details"][0]["pointer"] == "/from"
+    backwards = api_as(people.dana).get(
+        "/api/v1/agents/refund-agent/evidence?from=2026-02-01T00:00:00Z&to=2026-01-01T00:00:00Z")
+    assert backwards.status_code == 400
+
+
+def test_the_agent_page_offers_the_evidence_download_to_those_who_may_fetch_it(
+        trail, people, client):
+    client.force_login(people.alice)
+    page = client.get("/agents/refund-agent/").content.decode()
+    assert 'action="/api/v1/agents/refund-agent/evidence"' in page
+    client.force_login(people.bob)
+    assert "/evidence" not in client.get("/agents/refund-agent/").content.decode()
+    client.force_login(people.alice)
+    download = client.get("/api/v1/agents/refund-agent/evidence?from=&to=")
+    assert download.status_code == 200 and download.json()["format"] == "agentgov-evidence/v1"
+
+
+def test_the_public_key_given_as_base64_must_be_a_key(trail, people, api_as, tmp_path, verify,
+                                                      django_capture_on_commit_callbacks):
+    path, _ = export(api_as, people, django_capture_on_commit_callbacks, tmp_path)
+    status, _, err = verify(path, "--public-key", base64.b64encode(b"short").decode())
+    assert status == 1 and err.startswith("error: ")
