@@ -3,6 +3,8 @@ from a virtual environment holding only the client package (no Django, no server
 export and on an evidence bundle, untouched and tampered in each way an insider could try."""
 
 import base64
+import csv
+import io
 import json
 import subprocess
 import sys
@@ -18,7 +20,7 @@ import audit
 from audit import keys
 from audit.choices import AuditAction
 from audit.models import AuditKey
-from tests.conftest import ROOT
+from tests.conftest import ROOT, refund_manifest
 
 pytestmark = pytest.mark.django_db
 
@@ -301,3 +303,46 @@ def test_the_public_key_given_as_base64_must_be_a_key(trail, people, api_as, tmp
     path, _ = export(api_as, people, django_capture_on_commit_callbacks, tmp_path)
     status, _, err = verify(path, "--public-key", base64.b64encode(b"short").decode())
     assert status == 1 and err.startswith("error: ")
+
+
+# --- CSV for spreadsheets ---------------------------------------------------------------------
+
+FORMULAS = ['=HYPERLINK("http://x","y")', "@SUM(1)", "-1+1", "+1", "\tcmd", "\rcmd", "'quoted"]
+
+
+def test_csv_cells_never_start_a_formula_yet_the_csv_still_verifies_offline(
+        people, refund_agent, api_as, tmp_path, verify):
+    from registry import actions
+    from registry.choices import VersionSource
+
+    (outcome,) = actions.apply_manifests(
+        [refund_manifest(enforcement={"default": "correct"})], actor=people.alice,
+        source=VersionSource.YAML)
+    approved = api_as(people.bob).post(f"/api/v1/proposals/{outcome.version.pk}/approve",
+                                       {"comment": FORMULAS[0]}, format="json")
+    assert approved.status_code == 200
+    for comment in FORMULAS[1:]:
+        audit.record(actor=people.alice, action=AuditAction.TOKEN_ISSUED, target=comment,
+                     reason=comment, after={"n": -1})
+    dana = api_as(people.dana)
+    response = dana.get("/api/v1/audit/export?format=csv")
+    body = b"".join(response).decode("utf-8")
+    rows = list(csv.reader(io.StringIO(body)))[1:]
+    cells = [cell for row in rows for cell in row]
+    assert not [cell for cell in cells if cell[:1] in ("=", "+", "-", "@", "\t", "\r")]
+    reasons = {row[8] for row in rows}
+    assert {"'" + text for text in FORMULAS} <= reasons
+
+    path = tmp_path / "trail.csv"
+    path.write_text(body, encoding="utf-8", newline="")
+    status, out, err = verify(path)
+    assert status == 0, err
+    assert out == f"OK {len(rows)} entries, head {rows[-1][-1]}\n"
+    # The README's rule (drop one leading quote) gives back exactly the hashed values.
+    restored = [[cell[1:] if cell.startswith("'") else cell for cell in row] for row in rows]
+    assert {text for text in FORMULAS} <= {row[8] for row in restored}
+
+    edited = body.replace("'@SUM(1)", "'@SUM(2)", 1)
+    path.write_text(edited, encoding="utf-8", newline="")
+    status, _, err = verify(path)
+    assert status == 1 and err.startswith("BROKEN at seq ")
