@@ -3,6 +3,8 @@
 import json
 from typing import Any
 
+from agentgov import checkpoints
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -11,8 +13,7 @@ from audit import keys, tree, witnesses
 from audit.chain import GENESIS_HASH, canonical_json, entry_hash, format_time
 from audit.choices import AuditAction, SignatureAlgorithm
 from audit.context import current_request_id
-from audit.formats import checkpoint_message, leaf_hash
-from audit.models import AuditChainHead, AuditCheckpoint, AuditEntry, AuditKey, AuditTreeNode
+from audit.models import AuditChainHead, AuditCheckpoint, AuditEntry, AuditKey
 
 
 def actor_label(actor: Any) -> str:
@@ -76,7 +77,7 @@ def record(
     digest = entry_hash({**fields, "at": format_time(fields["at"])})
     entry = AuditEntry(**fields, hash=digest)
     entry.save()
-    grow_tree(head.seq, [entry.to_dict()])
+    tree.append(head.seq, [entry.to_dict()])
     head.seq, head.hash = entry.seq, digest
     head.save(update_fields=["seq", "hash"])
     if entry.seq % settings.AUDIT_CHECKPOINT_EVERY == 0:
@@ -84,41 +85,29 @@ def record(
     return entry
 
 
-def grow_tree(size: int, entries: list[dict[str, Any]]) -> None:
-    """Store the tree nodes that appending these exported entries to a tree of `size` completes
-    (the caller holds the head, so no other writer grows it meanwhile)."""
-    positions = tree.frontier_positions(size)
-    stored = tree.load_nodes(positions.values())
-    frontier = {level: stored[p] for level, p in positions.items()}
-    made = tree.grow(size, frontier, [leaf_hash(entry) for entry in entries])
-    AuditTreeNode.objects.bulk_create([AuditTreeNode(position=p, hash=h) for p, h in made])
-
-
 def tree_root(size: int) -> str:
     """The Merkle root of the first `size` entries, from the stored tree."""
-    return tree.hashes_of([(0, size)])[0]
+    return tree.root(size)
 
 
-def _published_key(private: Any) -> AuditKey:
+def _published_key(private: Ed25519PrivateKey) -> AuditKey:
     """The current key's row, published the first time the key signs."""
-    key = AuditKey.objects.filter(key_id=keys.key_id(keys.public_raw(private))).first()
-    if key is None:
-        key, _ = AuditKey.objects.get_or_create(
-            key_id=keys.key_id(keys.public_raw(private)),
-            defaults={"public_key": keys.public_base64(private), "created_at": timezone.now()},
-        )
+    form = checkpoints.published_key(private.public_key(), format_time(timezone.now()))
+    key, _ = AuditKey.objects.get_or_create(
+        key_id=form["key_id"],
+        defaults={"public_key": form["public_key"], "created_at": timezone.now()},
+    )
     return key
 
 
 def _sign(seq: int, head_hash: str) -> AuditCheckpoint:
     private = keys.signing_key()
-    key = _published_key(private)
+    _published_key(private)
     at = timezone.now()
-    root = tree_root(seq)
-    message = checkpoint_message(seq, root, format_time(at), key.key_id)
+    signed = checkpoints.sign_checkpoint(private, seq, tree.root(seq), format_time(at))
     checkpoint = AuditCheckpoint(
-        seq=seq, head_hash=head_hash, root=root, at=at, key_id=key.key_id,
-        algorithm=SignatureAlgorithm.ED25519, signature=keys.sign(private, message),
+        seq=seq, head_hash=head_hash, root=signed["root"], at=at, key_id=signed["key_id"],
+        algorithm=SignatureAlgorithm.ED25519, signature=signed["signature"],
     )
     checkpoint.save()
     published = checkpoint.to_dict()
@@ -136,29 +125,28 @@ def checkpoint_head() -> AuditCheckpoint | None:
 
 
 @transaction.atomic
-def rotate_key(*, actor: Any, new_key: Any) -> AuditEntry:
-    """Retire the current signing key for `new_key`: the rotation is an entry signed by the old
-    key, and the old public key stays published so its checkpoints keep verifying."""
+def rotate_key(*, actor: Any, new_key: Ed25519PrivateKey) -> AuditEntry:
+    """Retire the current signing key for `new_key`: the rotation is an entry carrying the old
+    key's signature over the new key, and the old public key stays published."""
     old_private = keys.signing_key()
     _lock_head()
     old = _published_key(old_private)
-    new_id = keys.key_id(keys.public_raw(new_key))
-    if new_id == old.key_id or AuditKey.objects.filter(key_id=new_id).exists():
-        raise ValueError(f"key {new_id} has signed before: a rotation needs a fresh key")
     now = timezone.now()
-    new = AuditKey.objects.create(key_id=new_id, public_key=keys.public_base64(new_key),
-                                  created_at=now)
-    published = {name: value for name, value in new.to_dict().items() if name != "retired_at"}
-    endorsement = keys.sign(old_private, canonical_json(published).encode("utf-8"))
+    published = checkpoints.published_key(new_key.public_key(), format_time(now))
+    if AuditKey.objects.filter(key_id=published["key_id"]).exists():
+        raise ValueError(f"key {published['key_id']} has signed before: rotate to a fresh key")
+    AuditKey.objects.create(key_id=published["key_id"], public_key=published["public_key"],
+                            created_at=now)
     AuditKey.objects.filter(pk=old.pk).update(retired_at=now)
+    endorsement = checkpoints.sign_rotation(old_private, published)
     entry = record(
-        actor=actor, action=AuditAction.KEY_ROTATED, target=f"audit-key:{new_id}",
+        actor=actor, action=AuditAction.KEY_ROTATED, target=f"audit-key:{published['key_id']}",
         before=old.to_dict(),
         after={**published, "previous_key_id": old.key_id,
                "signature_by_previous": endorsement},
     )
     if not AuditCheckpoint.objects.filter(seq=entry.seq).exists():
-        _sign(entry.seq, entry.hash)  # the old key's last word covers its own retirement
+        _sign(entry.seq, entry.hash)  # the old key's last checkpoint covers its retirement
     return entry
 
 

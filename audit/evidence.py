@@ -5,8 +5,8 @@ without the rest of the trail."""
 from datetime import datetime
 from typing import Any
 
+from agentgov import merkle
 from agentgov.audit import EVIDENCE_FORMAT
-from agentgov.merkle import inclusion_ranges
 
 from audit import tree
 from audit.chain import format_time
@@ -36,12 +36,15 @@ def bundle(agent: str, start: datetime | None, end: datetime | None, size: int,
     items = []
     for first in range(0, len(rows), PROOF_BATCH):
         batch = rows[first:first + PROOF_BATCH]
-        paths = [inclusion_ranges(row["seq"] - 1, size) for row in batch]
-        hashes = iter(tree.hashes_of([r for path in paths for r in path]))
-        for row, path in zip(batch, paths, strict=True):
+        nodes = tree.load(merkle.nodes_for(
+            r for row in batch for r in merkle.inclusion_ranges(row["seq"] - 1, size)))
+        lookup = nodes.__getitem__
+        for row in batch:
+            proof = merkle.inclusion_proof(row["seq"] - 1, size,
+                                           lambda level, index, get=lookup: get((level, index)))
             row["at"] = format_time(row["at"])
             items.append({"entry": row, "leaf_index": row["seq"] - 1,
-                          "proof": [next(hashes) for _ in path]})
+                          "proof": [h.hex() for h in proof]})
     return {"format": EVIDENCE_FORMAT, "agent": agent,
             "from": format_time(start) if start else None,
             "to": format_time(end) if end else None,

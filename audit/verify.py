@@ -7,28 +7,22 @@ holds was committed with its entries before it could be read, so an entry missin
 real loss, never a race.
 """
 
-import base64
-import binascii
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from agentgov import checkpoints as signed_heads
+from agentgov.entries import entry_leaf_hash
+from agentgov.merkle import EMPTY_ROOT, TreeBuilder
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from django.conf import settings
 from django.db.models import Max
 from django.utils import timezone
 
-from audit import keys, tree, witnesses
-from audit.chain import (
-    GENESIS_HASH,
-    ChainReport,
-    canonical_json,
-    checkpoint_signature,
-    entry_hash,
-    format_time,
-)
+from audit import keys, witnesses
+from audit.chain import GENESIS_HASH, ChainReport, checkpoint_signature, entry_hash, format_time
 from audit.choices import AuditAction, BreakReason, SignatureAlgorithm
-from audit.formats import checkpoint_message, key_id, leaf_hash
 from audit.models import AuditChainHead, AuditCheckpoint, AuditEntry
 
 ENTRY_FIELDS = (
@@ -68,7 +62,7 @@ class Walk:
 
     count: int = 0
     head_hash: str = GENESIS_HASH
-    root: str = tree.EMPTY_ROOT
+    root: str = EMPTY_ROOT.hex()
     broken: tuple[int, str, str] | None = None
     chain_at: dict[int, str] = field(default_factory=dict)
     roots_at: dict[int, str] = field(default_factory=dict)
@@ -77,7 +71,7 @@ class Walk:
 
 def walk(entries: Iterator[dict[str, Any]], sizes: set[int]) -> Walk:
     """Check seq, links and hashes in order, keeping the running Merkle root."""
-    result, frontier = Walk(), {}
+    result, builder = Walk(), TreeBuilder()
     expected, previous = 1, GENESIS_HASH
     for entry in entries:
         seq = entry["seq"]
@@ -97,36 +91,36 @@ def walk(entries: Iterator[dict[str, Any]], sizes: set[int]) -> Walk:
             result.broken = (seq, BreakReason.EDITED,
                              f"entry {seq} does not match its hash: it was edited")
             break
-        tree.push_leaf(seq - 1, frontier, leaf_hash(entry))
+        builder.append(entry_leaf_hash(entry))
         if seq in sizes:
-            result.roots_at[seq] = tree.frontier_root(frontier)
+            result.roots_at[seq] = builder.root().hex()
             result.chain_at[seq] = entry["hash"]
         if entry["action"] == AuditAction.KEY_ROTATED:
             result.rotations.append(entry)
         previous, expected = entry["hash"], expected + 1
     result.count, result.head_hash = expected - 1, previous
-    result.root = tree.frontier_root(frontier)
+    result.root = builder.root().hex()
     return result
 
 
-def trusted_keys(rotations: list[dict[str, Any]]) -> dict[str, str]:
+def trusted_keys(rotations: list[dict[str, Any]]) -> dict[str, Ed25519PublicKey]:
     """key id -> public key of every key verify trusts: the configured signing key, and each
-    earlier key that signed its successor's introduction (walking the rotations back)."""
-    current = keys.signing_key()
-    trusted = {keys.key_id(keys.public_raw(current)): keys.public_base64(current)}
+    earlier key that signed its successor's introduction (walking the rotations back). Keys
+    are never taken from the database's own key table, which whoever rewrites rows can write."""
+    current = keys.signing_key().public_key()
+    trusted = {signed_heads.key_id(current): current}
     for entry in reversed(rotations):
         new, old = entry["after"] or {}, entry["before"] or {}
-        published = {name: value for name, value in new.items()
-                     if name not in ("previous_key_id", "signature_by_previous")}
-        public = old.get("public_key", "")
+        introduced = {name: new.get(name)
+                      for name in ("key_id", "algorithm", "public_key", "created_at")}
         try:
-            old_id = key_id(base64.b64decode(public, validate=True))
-        except (binascii.Error, ValueError, TypeError):
+            old_key = signed_heads.load_public_key(str(old.get("public_key", "")))
+            signed_heads.verify_rotation(old_key, introduced,
+                                         str(new.get("signature_by_previous", "")))
+        except ValueError:
             continue
-        endorsed = keys.signature_holds(public, canonical_json(published).encode("utf-8"),
-                                        new.get("signature_by_previous", ""))
-        if new.get("key_id") in trusted and old_id == old.get("key_id") and endorsed:
-            trusted[old_id] = public
+        if introduced["key_id"] in trusted:
+            trusted[signed_heads.key_id(old_key)] = old_key
     return trusted
 
 
@@ -186,16 +180,17 @@ def _checkpoint_problems(
             expected = checkpoint_signature(settings.AUDIT_SIGNING_KEY, size, checkpoint.head_hash)
             signed = checkpoint.signature == expected
             matches = result.chain_at.get(size) == checkpoint.head_hash
-        elif checkpoint.key_id not in trusted:
-            problems.append((size, BreakReason.UNKNOWN_KEY,
-                             f"the checkpoint at entry {size} is signed by key "
-                             f"{checkpoint.key_id!r}, which is not a trusted key"))
-            continue
         else:
-            message = checkpoint_message(size, checkpoint.root, format_time(checkpoint.at),
-                                         checkpoint.key_id)
-            signed = keys.signature_holds(trusted[checkpoint.key_id], message,
-                                          checkpoint.signature)
+            try:
+                signed_heads.verify_checkpoint(checkpoint.to_dict(), trusted)
+                signed = True
+            except signed_heads.UnknownKey:
+                problems.append((size, BreakReason.UNKNOWN_KEY,
+                                 f"the checkpoint at entry {size} is signed by key "
+                                 f"{checkpoint.key_id!r}, which is not a trusted key"))
+                continue
+            except signed_heads.SignatureError:
+                signed = False
             matches = result.roots_at.get(size) == checkpoint.root
         if not signed:
             problems.append((size, BreakReason.REHASHED,

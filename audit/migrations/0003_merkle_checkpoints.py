@@ -7,8 +7,8 @@ root covering the whole trail; the tree's rows are append-only on PostgreSQL lik
 
 from django.db import migrations, models
 
-from audit.chain import format_time
-from audit.formats import leaf_hash
+from agentgov.entries import entry_leaf_hash, format_time
+
 from audit.tree import grow
 
 FIELDS = ("seq", "at", "actor", "action", "target", "agent", "before", "after", "reason",
@@ -31,7 +31,7 @@ def build_tree(apps, schema_editor):
                     .values(*FIELDS)[:5000])
         if not rows:
             return
-        leaves = [leaf_hash({**row, "at": format_time(row["at"])}) for row in rows]
+        leaves = [entry_leaf_hash({**row, "at": format_time(row["at"])}) for row in rows]
         made = grow(size, frontier, leaves)
         node_model.objects.bulk_create([node_model(position=p, hash=h) for p, h in made])
         size = rows[-1]["seq"]
