@@ -19,7 +19,6 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 import audit
 from audit import keys
 from audit.choices import AuditAction
-from audit.models import AuditKey
 from tests.conftest import ROOT, refund_manifest
 
 pytestmark = pytest.mark.django_db
@@ -61,6 +60,12 @@ def witness(settings, tmp_path) -> Path:
 
 
 @pytest.fixture
+def exported(people, api_as, django_capture_on_commit_callbacks, tmp_path):
+    """Compliance downloads the export through the API, witnesses published."""
+    return lambda: export(api_as, people, django_capture_on_commit_callbacks, tmp_path)
+
+
+@pytest.fixture
 def trail(people, refund_agent, settings, django_capture_on_commit_callbacks):
     """A trail with a checkpoint every 5 entries, some about the refund agent."""
     settings.AUDIT_CHECKPOINT_EVERY = 5
@@ -70,9 +75,12 @@ def trail(people, refund_agent, settings, django_capture_on_commit_callbacks):
                          target=f"token:{n}", agent="refund-agent" if n % 2 else "")
 
 
-def public_key() -> str:
-    """What the auditor fetched from the control plane and trusts."""
-    return AuditKey.objects.get(retired_at=None).public_key
+@pytest.fixture
+def public_key(trail, people, api_as) -> str:
+    """The key the auditor fetched once from GET /api/v1/audit/keys and trusts from then on."""
+    published = api_as(people.dana).get("/api/v1/audit/keys").json()["keys"]
+    (current,) = [key for key in published if key["retired_at"] is None]
+    return current["public_key"]
 
 
 def export(api_as, people, capture, tmp_path) -> tuple[Path, list[dict]]:
@@ -111,15 +119,14 @@ def rehash(records: list[dict], signer: Ed25519PrivateKey, key_id: str | None = 
             record.update(signed)
 
 
-def test_an_untouched_export_is_proven_by_its_signed_checkpoints(trail, people, api_as,
-                                                                 django_capture_on_commit_callbacks,
-                                                                 tmp_path, verify):
-    path, records = export(api_as, people, django_capture_on_commit_callbacks, tmp_path)
+def test_an_untouched_export_is_proven_by_its_signed_checkpoints(
+        public_key, trail, people, api_as, exported, tmp_path, verify):
+    path, records = exported()
     entries = [r for r in records if r["type"] == "entry"]
     sizes = [r["size"] for r in records if r["type"] == "checkpoint"]
     assert records[0]["size"] == len(entries) == sizes[-1]
     assert entries[-1]["entry"]["action"] == "audit.exported"  # the export proves itself
-    status, out, err = verify(path, "--public-key", public_key())
+    status, out, err = verify(path, "--public-key", public_key)
     assert status == 0, err
     lines = out.splitlines()
     assert lines[0] == f"OK {len(entries)} entries, head {entries[-1]['entry']['hash']}"
@@ -143,9 +150,9 @@ def test_an_untouched_export_is_proven_by_its_signed_checkpoints(trail, people, 
     ("append-unsigned", None, "unsigned"),
 ])
 def test_each_tampered_export_fails_at_the_first_bad_seq_with_its_reason(
-        trail, people, api_as, django_capture_on_commit_callbacks, tmp_path, verify,
+        public_key, trail, people, api_as, exported, tmp_path, verify,
         tamper, seq, reason):
-    path, records = export(api_as, people, django_capture_on_commit_callbacks, tmp_path)
+    path, records = exported()
     entries = [r for r in records if r["type"] == "entry"]
     count = len(entries)
     if tamper == "edit":
@@ -167,15 +174,15 @@ def test_each_tampered_export_fails_at_the_first_bad_seq_with_its_reason(
         extra["entry"]["hash"] = entry_hash(extra["entry"])
         records.append(extra)
         seq = count + 1
-    status, out, err = verify(write(path, records), "--public-key", public_key())
+    status, out, err = verify(write(path, records), "--public-key", public_key)
     assert status == 1 and out == ""
     assert err.startswith(f"FAILED at seq {seq}: {reason}: "), err
 
 
 def test_a_truncated_export_with_its_later_checkpoints_removed_is_caught_by_the_witness(
-        witness, trail, people, api_as, django_capture_on_commit_callbacks, tmp_path, verify):
-    path, records = export(api_as, people, django_capture_on_commit_callbacks, tmp_path)
-    assert verify(path, "--public-key", public_key(), "--witness", str(witness))[0] == 0
+        witness, public_key, trail, people, api_as, exported, tmp_path, verify):
+    path, records = exported()
+    assert verify(path, "--public-key", public_key, "--witness", str(witness))[0] == 0
     # Cut the file back to its first checkpoint and remove every later one: alone, it holds.
     first = next(r["size"] for r in records if r["type"] == "checkpoint")
     cut = [r for r in records if r["type"] == "key"
@@ -183,29 +190,29 @@ def test_a_truncated_export_with_its_later_checkpoints_removed_is_caught_by_the_
            or (r["type"] == "entry" and r["entry"]["seq"] <= first)]
     cut.insert(0, {**records[0], "size": first})
     write(path, cut)
-    assert verify(path, "--public-key", public_key())[0] == 0
-    status, _, err = verify(path, "--public-key", public_key(), "--witness", str(witness))
+    assert verify(path, "--public-key", public_key)[0] == 0
+    status, _, err = verify(path, "--public-key", public_key, "--witness", str(witness))
     assert status == 1 and err.startswith(f"FAILED at seq {first + 1}: truncated: "), err
 
 
 def test_a_log_forked_with_the_real_key_disagrees_with_the_witness(
-        witness, trail, people, api_as, django_capture_on_commit_callbacks, tmp_path, verify):
-    path, records = export(api_as, people, django_capture_on_commit_callbacks, tmp_path)
+        witness, public_key, trail, people, api_as, exported, tmp_path, verify):
+    path, records = exported()
     next(r for r in records if r["type"] == "entry")["entry"]["actor"] = "mallory"
     rehash(records, keys.signing_key())  # the operator holds the key: only the witness objects
     write(path, records)
-    assert verify(path, "--public-key", public_key())[0] == 0
+    assert verify(path, "--public-key", public_key)[0] == 0
     first = next(r["size"] for r in records if r["type"] == "checkpoint")
-    status, _, err = verify(path, "--public-key", public_key(), "--witness", str(witness))
+    status, _, err = verify(path, "--public-key", public_key, "--witness", str(witness))
     assert status == 1 and err.startswith(f"FAILED at seq {first}: witness-mismatch: "), err
 
 
 def test_a_checkpoint_the_witness_never_received_is_reported(
-        witness, trail, people, api_as, django_capture_on_commit_callbacks, tmp_path, verify):
-    path, records = export(api_as, people, django_capture_on_commit_callbacks, tmp_path)
+        witness, public_key, trail, people, api_as, exported, tmp_path, verify):
+    path, records = exported()
     last = records[0]["size"]
     (witness / f"checkpoint-{last:012d}.json").unlink()
-    status, _, err = verify(path, "--public-key", public_key(), "--witness", str(witness))
+    status, _, err = verify(path, "--public-key", public_key, "--witness", str(witness))
     assert status == 1 and err.startswith(f"FAILED at seq {last}: witness-missing: "), err
 
 
@@ -221,12 +228,12 @@ def evidence(client, tmp_path, query="") -> tuple[Path, dict]:
 
 
 def test_an_evidence_bundle_is_verified_offline_without_the_rest_of_the_trail(
-        trail, people, api_as, tmp_path, verify):
+        public_key, trail, people, api_as, tmp_path, verify):
     path, document = evidence(api_as(people.alice), tmp_path)  # alice owns the agent
     seqs = [item["entry"]["seq"] for item in document["entries"]]
     assert len(seqs) >= 6 and all(item["entry"]["agent"] == "refund-agent"
                                   for item in document["entries"])
-    status, out, err = verify(path, "--public-key", public_key())
+    status, out, err = verify(path, "--public-key", public_key)
     assert status == 0, err
     assert out.splitlines()[0].startswith(f"OK {len(seqs)} entries")
     assert f"(seq {seqs[0]}-{seqs[-1]}) proven by checkpoint {document['checkpoint']['size']}" \
@@ -239,15 +246,15 @@ def test_an_evidence_bundle_is_verified_offline_without_the_rest_of_the_trail(
     assert later["from"] == since
     assert middle["entry"] in [item["entry"] for item in later["entries"]]
     assert all(item["entry"]["at"] >= since for item in later["entries"])
-    assert verify(path, "--public-key", public_key())[0] == 0
+    assert verify(path, "--public-key", public_key)[0] == 0
 
 
 @pytest.mark.parametrize("tamper, reason", [
     ("edit", "edited"), ("proof", "edited"), ("other-key", "unknown-key"),
     ("checkpoint", "rehashed"),
 ])
-def test_a_tampered_evidence_bundle_fails_with_its_reason(trail, people, api_as, tmp_path,
-                                                          verify, tamper, reason):
+def test_a_tampered_evidence_bundle_fails_with_its_reason(
+        public_key, trail, people, api_as, tmp_path, verify, tamper, reason):
     path, document = evidence(api_as(people.dana), tmp_path)
     item = document["entries"][1]
     seq = item["entry"]["seq"]
@@ -266,7 +273,7 @@ def test_a_tampered_evidence_bundle_fails_with_its_reason(trail, people, api_as,
         document["checkpoint"]["size"] += 1
         seq = 1
     path.write_text(json.dumps(document), encoding="utf-8")
-    status, _, err = verify(path, "--public-key", public_key())
+    status, _, err = verify(path, "--public-key", public_key)
     assert status == 1 and err.startswith(f"FAILED at seq {seq}: {reason}: "), err
 
 
@@ -298,9 +305,8 @@ def test_the_agent_page_offers_the_evidence_download_to_those_who_may_fetch_it(
     assert download.status_code == 200 and download.json()["format"] == "agentgov-evidence/v1"
 
 
-def test_the_public_key_given_as_base64_must_be_a_key(trail, people, api_as, tmp_path, verify,
-                                                      django_capture_on_commit_callbacks):
-    path, _ = export(api_as, people, django_capture_on_commit_callbacks, tmp_path)
+def test_the_public_key_given_as_base64_must_be_a_key(trail, exported, verify):
+    path, _ = exported()
     status, _, err = verify(path, "--public-key", base64.b64encode(b"short").decode())
     assert status == 1 and err.startswith("error: ")
 
