@@ -7,7 +7,6 @@ import csv
 import io
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,32 +18,17 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 import audit
 from audit import keys
 from audit.choices import AuditAction
-from tests.conftest import ROOT, refund_manifest
+from tests.conftest import refund_manifest
 
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture(scope="session")
-def agentctl(tmp_path_factory) -> Path:
-    """The auditor's agentctl: a fresh venv with only `pip install clients/python` (once)."""
-    venv = tmp_path_factory.mktemp("auditor") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    install = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
-                              str(ROOT / "clients" / "python")],
-                             capture_output=True, text=True, timeout=600)
-    assert install.returncode == 0, install.stderr[-2000:]
-    listed = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "list"],
-                            capture_output=True, text=True, check=True).stdout.lower()
-    assert "django" not in listed
-    return venv / "bin" / "agentctl"
-
-
 @pytest.fixture
-def verify(agentctl):
+def verify(auditor_agentctl):
     """Run `agentctl audit verify FILE ...` as the auditor; returns (status, stdout, stderr)."""
 
     def run(path: Path, *args: str) -> tuple[int, str, str]:
-        done = subprocess.run([str(agentctl), "audit", "verify", str(path), *args],
+        done = subprocess.run([str(auditor_agentctl), "audit", "verify", str(path), *args],
                               capture_output=True, text=True, timeout=120)
         return done.returncode, done.stdout, done.stderr
 
@@ -98,9 +82,11 @@ def write(path: Path, records: list[dict]) -> Path:
     return path
 
 
-def rehash(records: list[dict], signer: Ed25519PrivateKey, key_id: str | None = None) -> None:
+def rehash(records: list[dict], signer: Ed25519PrivateKey, key_id: str | None = None,
+           later: tuple[int, Ed25519PrivateKey] | None = None) -> None:
     """What an insider holding the database does: rewrite the chain, the tree and every
-    checkpoint so the file is consistent again, signed with `signer`."""
+    checkpoint so the file is consistent again, signed with `signer` (and, past size `later[0]`,
+    with `later[1]`)."""
     prev, tree = GENESIS_HASH, TreeBuilder()
     roots = {0: tree.root().hex()}
     for record in records:
@@ -112,7 +98,8 @@ def rehash(records: list[dict], signer: Ed25519PrivateKey, key_id: str | None = 
             roots[tree.size] = tree.root().hex()
     for record in records:
         if record["type"] == "checkpoint":
-            signed = signing.sign_checkpoint(signer, record["size"], roots[record["size"]],
+            key = later[1] if later and record["size"] > later[0] else signer
+            signed = signing.sign_checkpoint(key, record["size"], roots[record["size"]],
                                              record["at"])
             if key_id:
                 signed["key_id"] = key_id
@@ -352,3 +339,44 @@ def test_csv_cells_never_start_a_formula_yet_the_csv_still_verifies_offline(
     path.write_text(edited, encoding="utf-8", newline="")
     status, _, err = verify(path)
     assert status == 1 and err.startswith("BROKEN at seq ")
+
+
+def test_after_a_rotation_the_first_key_alone_proves_the_whole_export(
+        public_key, trail, people, settings, exported, verify):
+    from cryptography.hazmat.primitives import serialization
+
+    from audit.actions import rotate_key
+
+    new_key = Ed25519PrivateKey.generate()
+    rotate_key(actor=people.dana, new_key=new_key)
+    settings.AUDIT_PRIVATE_KEY = keys.private_key_pem(new_key).decode()
+    for n in range(6):
+        audit.record(actor=people.alice, action=AuditAction.TOKEN_ISSUED, target=f"later:{n}")
+    path, records = exported()
+    new_id = signing.key_id(new_key.public_key())
+    assert {r["key_id"] for r in records if r["type"] == "checkpoint"} >= {new_id}
+
+    status, out, err = verify(path, "--public-key", public_key)
+    assert status == 0, err
+    assert f"key {new_id} trusted from the rotation at seq " in out
+    assert out.splitlines()[-1].startswith(f"entries 1-{records[0]['size']} proven by "
+                                           f"checkpoint {records[0]['size']} (key {new_id}")
+    raw = new_key.public_key().public_bytes(serialization.Encoding.Raw,
+                                            serialization.PublicFormat.Raw)
+    status, _, err = verify(path, "--public-key", base64.b64encode(raw).decode())
+    assert status == 1 and err.startswith("FAILED at seq 1: unknown-key: ")
+
+    # A rotation entry whose endorsement is forged vouches for nothing, even in a file whose
+    # checkpoints are all re-signed with the real keys.
+    rotation = next(r["entry"] for r in records
+                    if r["type"] == "entry" and r["entry"]["action"] == "audit.key_rotated")
+    rotation["after"]["signature_by_previous"] = base64.b64encode(b"\0" * 64).decode()
+    old_key = checkpoints_key_file(settings)
+    rehash(records, old_key, later=(rotation["seq"], new_key))
+    status, _, err = verify(write(path, records), "--public-key", public_key)
+    assert status == 1 and err.startswith(f"FAILED at seq {rotation['seq'] + 1}: unknown-key: ")
+
+
+def checkpoints_key_file(settings) -> Ed25519PrivateKey:
+    """The key the trail was first signed with (the development key file)."""
+    return signing.load_private_key(Path(settings.AUDIT_PRIVATE_KEY_FILE).read_bytes())

@@ -29,6 +29,8 @@ EDITED, DELETED, TRUNCATED, REHASHED = "edited", "deleted", "truncated", "rehash
 WITNESS_MISMATCH, WITNESS_MISSING = "witness-mismatch", "witness-missing"
 UNKNOWN_KEY = "unknown-key"
 UNSIGNED = "unsigned"
+ROTATION_ACTION = "audit.key_rotated"
+ROTATED_FIELDS = ("key_id", "algorithm", "public_key", "created_at")
 # A spreadsheet runs a cell starting with one of these as a formula (OWASP's list); the export
 # prefixes such a cell, and one starting with the quote itself, with a quote, so it stays data.
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "'")
@@ -163,12 +165,13 @@ class ExportWalk:
 
     def __init__(self, keys: Mapping[str, Ed25519PublicKey],
                  witness: Mapping[int, Mapping[str, Any]] | None) -> None:
-        self.keys, self.witness = keys, witness
+        self.keys, self.witness = dict(keys), witness
         self.header: dict[str, Any] | None = None
         self.checkpoints: list[dict[str, Any]] = []
         self.skipped: list[str] = []
         self.tree, self.prev, self.count, self.proven_to = TreeBuilder(), GENESIS, 0, 0
         self.proven: list[str] = []
+        self.rotations: list[tuple[int, dict[str, Any]]] = []
 
     def run(self, lines: Iterable[str]) -> TrailCheck:
         try:
@@ -264,6 +267,8 @@ class ExportWalk:
             self.tree.append(entry_leaf_hash(entry))
         except (KeyError, TypeError, ValueError) as error:
             raise Failure(seq, EDITED, f"entry {seq} cannot be hashed") from error
+        if entry.get("action") == ROTATION_ACTION and isinstance(entry.get("after"), dict):
+            self.rotations.append((seq, entry["after"]))
         self.prev, self.count = entry["hash"], seq
 
     def _prove(self, checkpoint: Mapping[str, Any]) -> None:
@@ -278,6 +283,25 @@ class ExportWalk:
         where = "witnessed " if checkpoint.get("witnessed_only") else ""
         self.proven.append(f"entries 1-{checkpoint['size']} proven by {where}"
                            f"{checkpoint_name(checkpoint)}")
+        self._learn_rotated_keys()
+
+    def _learn_rotated_keys(self) -> None:
+        """Trust a new key once a signed checkpoint proves the rotation entry that carries it
+        with the previous (trusted) key's signature: the auditor need only hold the first key."""
+        for seq, after in [r for r in self.rotations if r[0] <= self.proven_to]:
+            self.rotations.remove((seq, after))
+            previous = self.keys.get(after.get("previous_key_id"))
+            form = {name: after.get(name) for name in ROTATED_FIELDS}
+            try:
+                new = signing.public_key_from_base64(str(after.get("public_key")))
+                if previous is None or signing.key_id(new) != after.get("key_id"):
+                    continue
+                signing.verify_rotation(previous, form, str(after.get("signature_by_previous")))
+            except (ValueError, signing.SignatureError):
+                continue
+            self.keys[after["key_id"]] = new
+            self.proven.append(f"key {after['key_id']} trusted from the rotation at seq {seq}, "
+                               f"signed by key {after['previous_key_id']}")
 
     def _finish(self, pending: list[dict[str, Any]]) -> None:
         if pending:

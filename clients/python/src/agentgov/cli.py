@@ -222,6 +222,18 @@ def cmd_audit_verify(client: Client | None, args: argparse.Namespace, out: TextI
     return 0 if report.get("ok") else 1
 
 
+def cmd_audit_keys(client: Client, args: argparse.Namespace, out: TextIO) -> int:
+    published = client.audit_keys()
+    if args.output == "json":
+        out.write(json.dumps(published, indent=2) + "\n")
+        return 0
+    out.write(f"{'KEY_ID':<16}  {'PUBLIC_KEY':<44}  {'CREATED':<27}  RETIRED\n")
+    for key in published:
+        out.write(f"{key['key_id']:<16}  {key['public_key']:<44}  {key['created_at']:<27}  "
+                  f"{key.get('retired_at') or '-'}\n")
+    return 0
+
+
 def cmd_audit_export(client: Client, args: argparse.Namespace, out: TextIO) -> int:
     if args.output == "-":
         for chunk in client.audit_export(args.format):
@@ -302,6 +314,10 @@ def parser() -> argparse.ArgumentParser:
                         help="default: detected from the file")
     verify.add_argument("--head", help="also require the trail to end at this hash")
     verify.set_defaults(run=cmd_audit_verify)
+    keys = audit_verbs.add_parser(
+        "keys", help="the public keys that sign checkpoints (give them to --public-key)")
+    keys.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    keys.set_defaults(run=cmd_audit_keys)
     export = audit_verbs.add_parser("export", help="download the whole trail")
     export.add_argument("--format", choices=["jsonl", "csv"], default="jsonl")
     export.add_argument("-o", "--output", default="-", help="file path, or - for stdout")
