@@ -12,7 +12,7 @@ from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from audit.chain import canonical_json, format_time
-from audit.models import AuditCheckpoint, AuditKey
+from audit.models import AuditCheckpoint, AuditKey, AuditPendingEntry
 from audit.verify import ENTRY_FIELDS, fetch_chunk
 
 FORMATS = {"jsonl": "application/x-ndjson", "csv": "text/csv"}
@@ -48,14 +48,15 @@ def csv_lines(rows: Iterable[dict[str, Any]]) -> str:
     return buffer.getvalue()
 
 
-def preamble(size: int, pending: int = 0) -> str:
+def preamble(size: int) -> str:
     """The v1 header, every checkpoint up to `size` oldest first, and the keys they name."""
     checkpoints = [c.to_dict() for c in AuditCheckpoint.objects.filter(seq__lte=size)
                    .order_by("seq")]
     named = {c["key_id"] for c in checkpoints if c.get("key_id")}
     keys = [k.to_dict() for k in AuditKey.objects.filter(key_id__in=named).order_by("created_at")]
     header = {"type": "header", "format": EXPORT_FORMAT,
-              "exported_at": format_time(timezone.now()), "size": size, "pending": pending}
+              "exported_at": format_time(timezone.now()), "size": size,
+              "pending": AuditPendingEntry.objects.count()}
     return jsonl_lines([header, *({"type": "checkpoint", **c} for c in checkpoints),
                         *({"type": "key", **k} for k in keys)])
 

@@ -90,6 +90,33 @@ class AuditEntry(AppendOnlyModel):
         }
 
 
+class AuditPendingEntry(models.Model):
+    """An entry written in its change's transaction but not yet given a place in the log: the
+    sequencer moves it into AuditEntry (seq, hashes, tree) in the same transaction that
+    deletes it here, so it is sequenced exactly once."""
+
+    id = models.BigAutoField(primary_key=True)
+    at = models.DateTimeField()
+    actor = models.CharField(max_length=200)
+    action = models.CharField(max_length=64)
+    target = models.CharField(max_length=255)
+    agent = models.CharField(max_length=63, blank=True, default="")
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    reason = models.TextField(blank=True, default="")
+    request_id = models.CharField(max_length=64, blank=True, default="")
+
+    seq = None  # not sequenced yet: no place in the log, no hash
+    hash = None
+    prev_hash = None
+
+    class Meta:
+        verbose_name_plural = "pending audit entries"
+
+    def __str__(self) -> str:
+        return f"pending {self.action} {self.target} by {self.actor}"
+
+
 class AuditChainHead(models.Model):
     """The single row every append locks, so concurrent writers never fork the chain."""
 

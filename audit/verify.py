@@ -23,7 +23,7 @@ from django.utils import timezone
 from audit import keys, witnesses
 from audit.chain import GENESIS_HASH, ChainReport, checkpoint_signature, entry_hash, format_time
 from audit.choices import AuditAction, BreakReason, SignatureAlgorithm
-from audit.models import AuditChainHead, AuditCheckpoint, AuditEntry
+from audit.models import AuditChainHead, AuditCheckpoint, AuditEntry, AuditPendingEntry
 
 ENTRY_FIELDS = (
     "seq", "at", "actor", "action", "target", "agent",
@@ -143,6 +143,7 @@ def verify_trail() -> ChainReport:
     report = ChainReport(True, result.count, result.head_hash)
     report.checkpoints = sum(1 for size in checkpoints if size <= result.count)
     report.root = result.root
+    report.pending = AuditPendingEntry.objects.count()  # shown, never hidden: not yet placed
     if problems:
         seq, reason, problem = min(problems, key=lambda found: found[0])
         report.ok, report.first_broken_seq, report.reason, report.problem = (

@@ -46,6 +46,12 @@ AUDIT_CHECKPOINT_MINUTES = env_int("AUDIT_CHECKPOINT_MINUTES", 5, minimum=1)
 # Where every checkpoint is also published: file:///dir and https://... URLs.
 AUDIT_WITNESSES = env_list("AUDIT_WITNESSES", [])
 AUDIT_WITNESS_SECRET = env_str("AUDIT_WITNESS_SECRET", "")
+# inline: each entry takes its place in the log inside its own transaction (one head, serial);
+# workers: entries queue unsequenced and the RQ workers' sequencer places them in batches.
+AUDIT_SEQUENCER = env_str("AUDIT_SEQUENCER", "inline")
+if AUDIT_SEQUENCER not in ("inline", "workers"):
+    raise SettingError("AUDIT_SEQUENCER must be inline or workers")
+AUDIT_SEQUENCE_DELAY_SECONDS = env_int("AUDIT_SEQUENCE_DELAY_SECONDS", 1, minimum=1)
 # The most entries one evidence bundle carries (each with its proof); ask for a shorter period.
 AUDIT_EVIDENCE_MAX_ENTRIES = env_int("AUDIT_EVIDENCE_MAX_ENTRIES", 10000, minimum=1)
 

@@ -10,9 +10,10 @@ from audit.keys import write_key_file
 
 
 @pytest.fixture(autouse=True)
-def key_file(settings, tmp_path) -> Path:
+def key_file(settings, tmp_path, monkeypatch) -> Path:
     path = tmp_path / "keys" / "audit-private-key.pem"
     write_key_file(path, Ed25519PrivateKey.generate())
+    monkeypatch.setenv("AUDIT_PRIVATE_KEY_FILE", str(path))  # and the processes a test starts
     settings.AUDIT_PRIVATE_KEY = ""
     settings.AUDIT_PRIVATE_KEY_FILE = str(path)
     settings.AUDIT_PRIVATE_KEY_GENERATE = False

@@ -380,3 +380,17 @@ def test_after_a_rotation_the_first_key_alone_proves_the_whole_export(
 def checkpoints_key_file(settings) -> Ed25519PrivateKey:
     """The key the trail was first signed with (the development key file)."""
     return signing.load_private_key(Path(settings.AUDIT_PRIVATE_KEY_FILE).read_bytes())
+
+
+def test_with_the_workers_sequencer_the_export_places_its_queue_and_ends_at_its_own_entry(
+        public_key, trail, people, settings, exported, verify):
+    settings.AUDIT_SEQUENCER = "workers"
+    for n in range(3):  # queued, not yet placed by any worker
+        audit.record(actor=people.alice, action=AuditAction.TOKEN_ISSUED, target=f"queued:{n}")
+    path, records = exported()
+    entries = [r["entry"] for r in records if r["type"] == "entry"]
+    queued = [e["target"] for e in entries if e["target"].startswith("queued:")]
+    assert queued == ["queued:0", "queued:1", "queued:2"]
+    assert entries[-1]["action"] == "audit.exported" and records[0]["pending"] == 0
+    status, out, err = verify(path, "--public-key", public_key)
+    assert status == 0 and out.startswith(f"OK {len(entries)} entries"), err
