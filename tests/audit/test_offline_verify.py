@@ -335,6 +335,15 @@ def test_csv_cells_never_start_a_formula_yet_the_csv_still_verifies_offline(
     restored = [[cell[1:] if cell.startswith("'") else cell for cell in row] for row in rows]
     assert {text for text in FORMULAS} <= {row[8] for row in restored}
 
+    from django.core.management import call_command  # the operator's export: the same cells
+
+    by_command = tmp_path / "by-command.csv"
+    call_command("audit", "export", "--format", "csv", "--output", str(by_command))
+    with open(by_command, encoding="utf-8", newline="") as rows_file:
+        command_cells = [cell for row in csv.reader(rows_file) for cell in row]
+    assert not [cell for cell in command_cells if cell[:1] in ("=", "+", "-", "@", "\t", "\r")]
+    assert verify(by_command)[0] == 0
+
     edited = body.replace("'@SUM(1)", "'@SUM(2)", 1)
     path.write_text(edited, encoding="utf-8", newline="")
     status, _, err = verify(path)
