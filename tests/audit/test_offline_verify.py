@@ -403,3 +403,27 @@ def test_with_the_workers_sequencer_the_export_places_its_queue_and_ends_at_its_
     assert entries[-1]["action"] == "audit.exported" and records[0]["pending"] == 0
     status, out, err = verify(path, "--public-key", public_key)
     assert status == 0 and out.startswith(f"OK {len(entries)} entries"), err
+
+
+# --- tampering done in the database, before the export is made ------------------------------
+
+
+@pytest.mark.parametrize("statement, seq, reason", [
+    ("UPDATE audit_auditentry SET reason = 'approved by the board' WHERE seq = 3", 3, "edited"),
+    ("DELETE FROM audit_auditentry WHERE seq = 4", 4, "deleted"),
+    ("UPDATE audit_auditcheckpoint SET root = '" + "0" * 64 + "' WHERE seq = "
+     "(SELECT MIN(seq) FROM audit_auditcheckpoint)", 1, "rehashed"),
+])
+def test_tampering_in_the_database_reaches_the_auditor_as_a_failed_export(
+        public_key, trail, exported, verify, statement, seq, reason):
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":  # as a database superuser would
+            cursor.execute("ALTER TABLE audit_auditentry DISABLE TRIGGER USER")
+            cursor.execute("ALTER TABLE audit_auditcheckpoint DISABLE TRIGGER USER")
+        cursor.execute(statement)
+    path, _ = exported()
+    status, out, err = verify(path, "--public-key", public_key)
+    assert status == 1 and out == ""
+    assert err.startswith(f"FAILED at seq {seq}: {reason}: "), err
