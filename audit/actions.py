@@ -195,10 +195,11 @@ def rotate_key(*, actor: Any, new_key: Ed25519PrivateKey) -> AuditEntry:
 
 
 @transaction.atomic
-def sign_for_export(*, actor: Any, target: str, after: dict[str, Any]) -> int:
+def sign_for_export(*, actor: Any, target: str, after: dict[str, Any], agent: str = "") -> int:
     """Record that the trail (or part of it) is being exported, then sign the head so the file
     ends at a signed checkpoint that covers its own export entry; returns that size."""
-    entry = record(actor=actor, action=AuditAction.AUDIT_EXPORTED, target=target, after=after)
+    entry = record(actor=actor, action=AuditAction.AUDIT_EXPORTED, target=target, agent=agent,
+                   after=after)
     if isinstance(entry, AuditPendingEntry):
         # Queued (AUDIT_SEQUENCER=workers): place it, and what was queued before it, now.
         while AuditPendingEntry.objects.filter(id__lte=entry.id).exists():

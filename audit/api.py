@@ -152,7 +152,7 @@ class AgentEvidenceView(APIView):
         period.is_valid(raise_exception=True)
         start, end = period.validated_data.get("from"), period.validated_data.get("to")
         size = sign_for_export(
-            actor=user, target=f"agent:{name}",
+            actor=user, target=f"agent:{name}", agent=name,
             after={"format": "evidence", "from": format_time(start) if start else None,
                    "to": format_time(end) if end else None})
         try:

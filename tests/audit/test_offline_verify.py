@@ -220,6 +220,9 @@ def test_an_evidence_bundle_is_verified_offline_without_the_rest_of_the_trail(
     seqs = [item["entry"]["seq"] for item in document["entries"]]
     assert len(seqs) >= 6 and all(item["entry"]["agent"] == "refund-agent"
                                   for item in document["entries"])
+    last = document["entries"][-1]["entry"]  # the bundle proves that it was fetched, and by whom
+    assert (last["action"], last["actor"], last["seq"]) == (
+        "audit.exported", "alice", document["checkpoint"]["size"])
     status, out, err = verify(path, "--public-key", public_key)
     assert status == 0, err
     assert out.splitlines()[0].startswith(f"OK {len(seqs)} entries")
@@ -427,3 +430,20 @@ def test_tampering_in_the_database_reaches_the_auditor_as_a_failed_export(
     status, out, err = verify(path, "--public-key", public_key)
     assert status == 1 and out == ""
     assert err.startswith(f"FAILED at seq {seq}: {reason}: "), err
+
+
+def test_an_entry_edited_in_the_database_fails_its_evidence_bundle(public_key, trail, people,
+                                                                   api_as, tmp_path, verify):
+    from django.db import connection
+
+    from audit.models import AuditEntry
+
+    seq = AuditEntry.objects.filter(agent="refund-agent").order_by("-seq").values_list(
+        "seq", flat=True)[2]
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("ALTER TABLE audit_auditentry DISABLE TRIGGER USER")
+        cursor.execute("UPDATE audit_auditentry SET actor = 'mallory' WHERE seq = %s", [seq])
+    path, _ = evidence(api_as(people.dana), tmp_path)
+    status, _, err = verify(path, "--public-key", public_key)
+    assert status == 1 and err.startswith(f"FAILED at seq {seq}: edited: "), err
