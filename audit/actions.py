@@ -192,3 +192,17 @@ def rotate_key(*, actor: Any, new_key: Ed25519PrivateKey) -> AuditEntry:
     if not AuditCheckpoint.objects.filter(seq=entry.seq).exists():
         _sign(entry.seq, entry.hash)  # the old key's last checkpoint covers its retirement
     return entry
+
+
+@transaction.atomic
+def sign_for_export(*, actor: Any, target: str, after: dict[str, Any], agent: str = "") -> int:
+    """Record that the trail (or part of it) is being exported, then sign the head so the file
+    ends at a signed checkpoint that covers its own export entry; returns that size."""
+    entry = record(actor=actor, action=AuditAction.AUDIT_EXPORTED, target=target, agent=agent,
+                   after=after)
+    if isinstance(entry, AuditPendingEntry):
+        # Queued (AUDIT_SEQUENCER=workers): place it, and what was queued before it, now.
+        while AuditPendingEntry.objects.filter(id__lte=entry.id).exists():
+            sequence_pending()
+    made = checkpoint_head()
+    return made.seq if made else _lock_head().seq

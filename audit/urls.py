@@ -16,6 +16,7 @@ api_urlpatterns = [
          name="audit-inclusion-proof"),
     path("audit/proofs/consistency", api.AuditConsistencyProofView.as_view(),
          name="audit-consistency-proof"),
+    path("agents/<slug:name>/evidence", api.AgentEvidenceView.as_view(), name="agent-evidence"),
     *router.urls,
 ]
 

@@ -52,6 +52,8 @@ AUDIT_SEQUENCER = env_str("AUDIT_SEQUENCER", "inline")
 if AUDIT_SEQUENCER not in ("inline", "workers"):
     raise SettingError("AUDIT_SEQUENCER must be inline or workers")
 AUDIT_SEQUENCE_DELAY_SECONDS = env_int("AUDIT_SEQUENCE_DELAY_SECONDS", 1, minimum=1)
+# The most entries one evidence bundle carries (each with its proof); ask for a shorter period.
+AUDIT_EVIDENCE_MAX_ENTRIES = env_int("AUDIT_EVIDENCE_MAX_ENTRIES", 10000, minimum=1)
 
 # The reconcile loop (DESIGN.md §5).
 RECONCILE_RESYNC_SECONDS = env_int("RECONCILE_RESYNC_SECONDS", 60, minimum=5)

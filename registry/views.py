@@ -134,6 +134,8 @@ def agent_detail(request: HttpRequest, name: str) -> HttpResponse:
         "entries": entries,
         "can_propose": _may_propose_for(request.user, agent),
         "can_explore_audit": has_role(request.user, Role.COMPLIANCE),
+        "can_fetch_evidence": has_role(request.user, Role.COMPLIANCE) or (
+            has_role(request.user, Role.OWNER) and agent.owner_id == request.user.pk),
         **agent_state_context(agent, request.GET.get("timeline", "24h")),
     })
 

@@ -300,3 +300,18 @@ def _fresh_sign_in_limits():
     if keys:
         client.delete(*keys)
     client.close()
+
+
+@pytest.fixture(scope="session")
+def auditor_agentctl(tmp_path_factory) -> Path:
+    """The auditor's agentctl: a fresh venv with only `pip install clients/python` (once)."""
+    venv = tmp_path_factory.mktemp("auditor") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    install = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
+                              str(ROOT / "clients" / "python")],
+                             capture_output=True, text=True, timeout=600)
+    assert install.returncode == 0, install.stderr[-2000:]
+    listed = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "list"],
+                            capture_output=True, text=True, check=True).stdout.lower()
+    assert "django" not in listed
+    return venv / "bin" / "agentctl"

@@ -230,6 +230,8 @@ API = [
         (401,     403,    403,    403,    403,    200,    200,    403,    403)),
     Row("GET /api/v1/audit/export?format=jsonl",
         (401,     403,    403,    403,    403,    200,    200,    403,    403)),
+    Row("GET /api/v1/agents/refund-agent/evidence",  # the owner, compliance, admin; no agent
+        (401,     200,    403,    403,    403,    200,    200,    403,    403)),
     Row("GET /api/v1/audit/keys",
         (401,     403,    403,    403,    403,    200,    200,    403,    403)),
     Row("GET /api/v1/audit/checkpoints",

@@ -10,12 +10,9 @@ from typing import Any
 from agentgov import checkpoints
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import transaction
 
-import audit
 from audit import keys
-from audit.actions import checkpoint_head, rotate_key
-from audit.choices import AuditAction
+from audit.actions import checkpoint_head, rotate_key, sign_for_export
 from audit.export import FORMATS, export_chunks
 from audit.verify import verify_trail
 
@@ -53,15 +50,14 @@ class Command(BaseCommand):
             if not report.ok:
                 raise CommandError(f"audit trail broken at seq {report.first_broken_seq}")
         elif verb == "export":
-            with transaction.atomic():  # recorded first, as through the API: it is exported too
-                audit.record(actor=f"system:manage.py ({_os_user()})",
-                             action=AuditAction.AUDIT_EXPORTED, target="audit:trail",
-                             after={"format": options["format"]})
+            # recorded first, as through the API, then signed: the file proves its own export
+            size = sign_for_export(actor=f"system:manage.py ({_os_user()})",
+                                   target="audit:trail", after={"format": options["format"]})
             out = sys.stdout if options["output"] == "-" else open(  # noqa: SIM115
                 options["output"], "w", encoding="utf-8", newline=""
             )
             try:
-                for chunk in export_chunks(options["format"]):
+                for chunk in export_chunks(options["format"], size):
                     out.write(chunk)
             finally:
                 if out is not sys.stdout:

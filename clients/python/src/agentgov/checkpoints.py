@@ -52,6 +52,14 @@ def published_key(key: Ed25519PublicKey, created_at: str,
     }
 
 
+def public_key_from_base64(text: str) -> Ed25519PublicKey:
+    """A key's published form: base64 of its raw 32 bytes (ValueError otherwise)."""
+    try:
+        return Ed25519PublicKey.from_public_bytes(base64.b64decode(text, validate=True))
+    except binascii.Error as error:
+        raise ValueError("not base64 of a raw Ed25519 public key") from error
+
+
 def load_public_key(text_or_path: str) -> Ed25519PublicKey:
     """A public key from base64 of its raw 32 bytes, or from a PEM (SubjectPublicKeyInfo) file."""
     text = text_or_path.strip()
