@@ -1,16 +1,28 @@
-"""Appending to the audit trail and signing checkpoints of its head."""
+"""Appending to the audit trail, growing its Merkle tree, signing tree heads, rotating keys."""
 
 import json
 from typing import Any
 
+from agentgov import checkpoints
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from audit.chain import GENESIS_HASH, canonical_json, checkpoint_signature, entry_hash, format_time
-from audit.choices import AuditAction
+from audit import keys, sequencing, tree, witnesses
+from audit.chain import GENESIS_HASH, canonical_json, entry_hash, format_time
+from audit.choices import AuditAction, SignatureAlgorithm
 from audit.context import current_request_id
-from audit.models import AuditChainHead, AuditCheckpoint, AuditEntry
+from audit.models import (
+    AuditChainHead,
+    AuditCheckpoint,
+    AuditEntry,
+    AuditKey,
+    AuditPendingEntry,
+)
+
+PENDING_FIELDS = ("at", "actor", "action", "target", "agent", "before", "after", "reason",
+                  "request_id")
 
 
 def actor_label(actor: Any) -> str:
@@ -39,7 +51,6 @@ def _lock_head() -> AuditChainHead:
     return head
 
 
-@transaction.atomic
 def record(
     *,
     actor: Any,
@@ -50,45 +61,101 @@ def record(
     after: Any = None,
     reason: str = "",
     request_id: str | None = None,
-) -> AuditEntry:
-    """Append one entry to the chain inside the caller's transaction.
+) -> AuditEntry | AuditPendingEntry:
+    """Write one entry inside the caller's transaction: nothing changes without its entry.
 
-    The head row stays locked until the caller commits, so entries appear in commit order and
-    two writers can never both link to the same predecessor.
+    Inline, the entry takes its place in the log at once and the head stays locked until the
+    caller commits. With AUDIT_SEQUENCER=workers it is queued unsequenced (one plain INSERT,
+    no shared lock) and the sequencer places it within AUDIT_SEQUENCE_DELAY_SECONDS.
     """
-    action = AuditAction(action)
-    head = _lock_head()
-    fields = {
-        "seq": head.seq + 1,
+    content = {
         "at": timezone.now(),
         "actor": actor_label(actor)[:200],
-        "action": action.value,
+        "action": AuditAction(action).value,
         "target": str(target)[:255],
         "agent": agent or "",
         "before": _json_safe(before),
         "after": _json_safe(after),
         "reason": reason or "",
         "request_id": (request_id if request_id is not None else current_request_id())[:64],
-        "prev_hash": head.hash,
     }
-    digest = entry_hash({**fields, "at": format_time(fields["at"])})
-    entry = AuditEntry(**fields, hash=digest)
-    entry.save()
-    head.seq, head.hash = entry.seq, digest
-    head.save(update_fields=["seq", "hash"])
-    if entry.seq % settings.AUDIT_CHECKPOINT_EVERY == 0:
-        _sign(entry.seq, digest)
+    return _write(content)
+
+
+# No savepoint: the entry is one INSERT in the caller's transaction, and if it fails the
+# caller's change must not commit without it anyway.
+@transaction.atomic(savepoint=False)
+def _write(content: dict[str, Any]) -> AuditEntry | AuditPendingEntry:
+    if settings.AUDIT_SEQUENCER == "workers":
+        pending = AuditPendingEntry(**content)
+        AuditPendingEntry.objects.bulk_create([pending])
+        transaction.on_commit(sequencing.kick, robust=True)
+        return pending
+    (entry,) = _place(_lock_head(), [content])
     return entry
 
 
+def _place(head: AuditChainHead, contents: list[dict[str, Any]]) -> list[AuditEntry]:
+    """Give entries the next seqs after the locked head: chain hashes, tree nodes, the
+    checkpoints whose sizes they reach, and the new head."""
+    entries, seq, previous = [], head.seq, head.hash
+    for content in contents:
+        seq += 1
+        fields = {**content, "seq": seq, "prev_hash": previous}
+        previous = entry_hash({**fields, "at": format_time(fields["at"])})
+        entries.append(AuditEntry(**fields, hash=previous))
+    AuditEntry.objects.bulk_create(entries)
+    tree.append(head.seq, [entry.to_dict() for entry in entries])
+    every = settings.AUDIT_CHECKPOINT_EVERY
+    for entry in entries:
+        if entry.seq % every == 0:
+            _sign(entry.seq, entry.hash)
+    head.seq, head.hash = seq, previous
+    head.save(update_fields=["seq", "hash"])
+    return entries
+
+
+@transaction.atomic
+def sequence_pending(*, limit: int = 5000) -> int:
+    """Place up to `limit` queued entries in the log, oldest first, in one transaction: a
+    sequencer killed mid-batch leaves them all queued, none half-placed or placed twice."""
+    head = _lock_head()  # one sequencer at a time; writers never wait on it
+    rows = list(AuditPendingEntry.objects.order_by("id")[:limit])
+    if not rows:
+        return 0
+    contents = [{name: getattr(row, name) for name in PENDING_FIELDS} for row in rows]
+    _place(head, contents)
+    AuditPendingEntry.objects.filter(id__in=[row.id for row in rows]).delete()
+    return len(rows)
+
+
+def tree_root(size: int) -> str:
+    """The Merkle root of the first `size` entries, from the stored tree."""
+    return tree.root(size)
+
+
+def _published_key(private: Ed25519PrivateKey) -> AuditKey:
+    """The current key's row, published the first time the key signs."""
+    form = checkpoints.published_key(private.public_key(), format_time(timezone.now()))
+    key, _ = AuditKey.objects.get_or_create(
+        key_id=form["key_id"],
+        defaults={"public_key": form["public_key"], "created_at": timezone.now()},
+    )
+    return key
+
+
 def _sign(seq: int, head_hash: str) -> AuditCheckpoint:
+    private = keys.signing_key()
+    _published_key(private)
+    at = timezone.now()
+    signed = checkpoints.sign_checkpoint(private, seq, tree.root(seq), format_time(at))
     checkpoint = AuditCheckpoint(
-        seq=seq,
-        head_hash=head_hash,
-        at=timezone.now(),
-        signature=checkpoint_signature(settings.AUDIT_SIGNING_KEY, seq, head_hash),
+        seq=seq, head_hash=head_hash, root=signed["root"], at=at, key_id=signed["key_id"],
+        algorithm=SignatureAlgorithm.ED25519, signature=signed["signature"],
     )
     checkpoint.save()
+    published = checkpoint.to_dict()
+    transaction.on_commit(lambda: witnesses.publish(published))
     return checkpoint
 
 
@@ -99,3 +166,43 @@ def checkpoint_head() -> AuditCheckpoint | None:
     if head.seq == 0 or AuditCheckpoint.objects.filter(seq=head.seq).exists():
         return None
     return _sign(head.seq, head.hash)
+
+
+@transaction.atomic
+def rotate_key(*, actor: Any, new_key: Ed25519PrivateKey) -> AuditEntry:
+    """Retire the current signing key for `new_key`: the rotation is an entry carrying the old
+    key's signature over the new key, and the old public key stays published."""
+    old_private = keys.signing_key()
+    _lock_head()
+    old = _published_key(old_private)
+    now = timezone.now()
+    published = checkpoints.published_key(new_key.public_key(), format_time(now))
+    if AuditKey.objects.filter(key_id=published["key_id"]).exists():
+        raise ValueError(f"key {published['key_id']} has signed before: rotate to a fresh key")
+    AuditKey.objects.create(key_id=published["key_id"], public_key=published["public_key"],
+                            created_at=now)
+    AuditKey.objects.filter(pk=old.pk).update(retired_at=now)
+    endorsement = checkpoints.sign_rotation(old_private, published)
+    entry = record(
+        actor=actor, action=AuditAction.KEY_ROTATED, target=f"audit-key:{published['key_id']}",
+        before=old.to_dict(),
+        after={**published, "previous_key_id": old.key_id,
+               "signature_by_previous": endorsement},
+    )
+    if not AuditCheckpoint.objects.filter(seq=entry.seq).exists():
+        _sign(entry.seq, entry.hash)  # the old key's last checkpoint covers its retirement
+    return entry
+
+
+@transaction.atomic
+def sign_for_export(*, actor: Any, target: str, after: dict[str, Any], agent: str = "") -> int:
+    """Record that the trail (or part of it) is being exported, then sign the head so the file
+    ends at a signed checkpoint that covers its own export entry; returns that size."""
+    entry = record(actor=actor, action=AuditAction.AUDIT_EXPORTED, target=target, agent=agent,
+                   after=after)
+    if isinstance(entry, AuditPendingEntry):
+        # Queued (AUDIT_SEQUENCER=workers): place it, and what was queued before it, now.
+        while AuditPendingEntry.objects.filter(id__lte=entry.id).exists():
+            sequence_pending()
+    made = checkpoint_head()
+    return made.seq if made else _lock_head().seq

@@ -1,26 +1,31 @@
-"""The audit API for compliance: list, verify, export."""
+"""The audit API for compliance: list, verify, export, keys, checkpoints and Merkle proofs;
+evidence bundles per agent for its owner too."""
 
 from typing import Any
 
-from django.db import transaction
+from django.conf import settings
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
-from rest_framework import pagination, serializers, viewsets
-from rest_framework.exceptions import ValidationError
+from rest_framework import generics, pagination, serializers, viewsets
+from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-import audit
+from audit import tree
+from audit.actions import sign_for_export
 from audit.chain import format_time
-from audit.choices import AuditAction
+from audit.choices import BreakReason
+from audit.evidence import TooManyEntries, bundle
 from audit.export import FORMATS, export_chunks_async
 from audit.filters import AuditFilterSerializer, filter_entries
-from audit.models import AuditEntry
+from audit.models import AuditChainHead, AuditCheckpoint, AuditEntry, AuditKey
 from audit.verify import verify_trail
+from registry.api import IsPerson
 from registry.choices import Role
-from registry.roles import HasRole
+from registry.models import Agent
+from registry.roles import HasRole, has_role
 
 
 class AuditEntrySerializer(serializers.ModelSerializer):
@@ -72,6 +77,9 @@ VerifyReport = inline_serializer(
         "first_broken_seq": serializers.IntegerField(allow_null=True),
         "problem": serializers.CharField(allow_null=True),
         "checkpoints": serializers.IntegerField(),
+        "reason": serializers.ChoiceField(choices=BreakReason.choices, allow_null=True),
+        "root": serializers.CharField(),
+        "pending": serializers.IntegerField(),
     },
 )
 
@@ -85,7 +93,8 @@ class AuditVerifyView(ComplianceOnly, APIView):
 
 
 class AuditExportView(ComplianceOnly, APIView):
-    """The whole trail as JSONL or CSV, streamed; the export itself is audited first."""
+    """The whole trail as v1 JSONL (with its signed checkpoints) or CSV, streamed; the export is
+    audited first and a checkpoint signed after it, so the file ends at a signed tree head."""
 
     @extend_schema(
         parameters=[OpenApiParameter("format", OpenApiTypes.STR, enum=sorted(FORMATS))],
@@ -96,9 +105,179 @@ class AuditExportView(ComplianceOnly, APIView):
         fmt = request.query_params.get("format", "jsonl")
         if fmt not in FORMATS:
             raise ValidationError({"format": f"expected one of {', '.join(sorted(FORMATS))}"})
-        with transaction.atomic():
-            audit.record(actor=request.user, action=AuditAction.AUDIT_EXPORTED,
-                         target="audit:trail", after={"format": fmt})
-        response = StreamingHttpResponse(export_chunks_async(fmt), content_type=FORMATS[fmt])
+        size = sign_for_export(actor=request.user, target="audit:trail", after={"format": fmt})
+        response = StreamingHttpResponse(export_chunks_async(fmt, size),
+                                         content_type=FORMATS[fmt])
         response["Content-Disposition"] = f'attachment; filename="audit-trail.{fmt}"'
         return response
+
+
+def _period_in_order(attrs: dict) -> dict:
+    if attrs.get("from") and attrs.get("to") and attrs["from"] > attrs["to"]:
+        raise serializers.ValidationError({"from": "must not be after 'to'."})
+    return attrs
+
+
+# `from` is a Python keyword, so the class is built rather than declared.
+EvidencePeriod = type("EvidencePeriod", (serializers.Serializer,), {
+    "__doc__": "`from` and `to` (ISO 8601), both optional.",
+    "from": serializers.DateTimeField(required=False, allow_null=True),
+    "to": serializers.DateTimeField(required=False, allow_null=True),
+    "validate": lambda self, attrs: _period_in_order(attrs),
+})
+
+
+class AgentEvidenceView(APIView):
+    """`GET /api/v1/agents/{name}/evidence?from=&to=`: the agent's entries in the period, each
+    with an inclusion proof to one signed checkpoint, for `agentctl audit verify` offline.
+    For the agent's owner, compliance and admin; fetching it is audited."""
+
+    permission_classes = [IsPerson]
+
+    @extend_schema(
+        parameters=[OpenApiParameter("from", OpenApiTypes.DATETIME),
+                    OpenApiParameter("to", OpenApiTypes.DATETIME)],
+        responses={200: OpenApiTypes.OBJECT},
+    )
+    def get(self, request: Request, name: str) -> Response:
+        agent = Agent.objects.filter(name=name).only("name", "owner_id").first()
+        if agent is None:
+            raise NotFound(f"No agent named {name!r}.")
+        user = request.user
+        if not ((has_role(user, Role.OWNER) and agent.owner_id == user.pk)
+                or has_role(user, Role.COMPLIANCE)):
+            raise PermissionDenied(f"You may not fetch the evidence of {name}.")
+        # The page's empty date fields mean "no bound", as a missing parameter does.
+        period = EvidencePeriod(data={k: v for k, v in request.query_params.items() if v})
+        period.is_valid(raise_exception=True)
+        start, end = period.validated_data.get("from"), period.validated_data.get("to")
+        size = sign_for_export(
+            actor=user, target=f"agent:{name}", agent=name,
+            after={"format": "evidence", "from": format_time(start) if start else None,
+                   "to": format_time(end) if end else None})
+        try:
+            document = bundle(name, start, end, size, settings.AUDIT_EVIDENCE_MAX_ENTRIES)
+        except TooManyEntries as error:
+            raise ValidationError({"to": str(error)}) from error
+        response = Response(document)
+        response["Content-Disposition"] = f'attachment; filename="evidence-{name}.json"'
+        return response
+
+
+class AuditKeySerializer(serializers.ModelSerializer):
+    """A signing key's public half, as docs/audit-format.md publishes it."""
+
+    created_at = serializers.SerializerMethodField()
+    retired_at = serializers.SerializerMethodField()
+
+    class Meta:
+        model = AuditKey
+        fields = ["key_id", "algorithm", "public_key", "created_at", "retired_at"]
+
+    def get_created_at(self, key: AuditKey) -> str:
+        return format_time(key.created_at)
+
+    def get_retired_at(self, key: AuditKey) -> str | None:
+        return format_time(key.retired_at) if key.retired_at else None
+
+
+class AuditKeysView(ComplianceOnly, APIView):
+    """Every key that ever signed a checkpoint, current and retired, with its id."""
+
+    @extend_schema(responses=inline_serializer(
+        "AuditKeys", {"keys": AuditKeySerializer(many=True)}))
+    def get(self, request: Request) -> Response:
+        return Response({"keys": AuditKeySerializer(AuditKey.objects.all(), many=True).data})
+
+
+class AuditCheckpointSerializer(serializers.Serializer):
+    """A signed tree head (legacy HMAC ones carry head_hash instead of root and key_id)."""
+
+    size = serializers.IntegerField()
+    root = serializers.CharField(required=False)
+    head_hash = serializers.CharField(required=False)
+    at = serializers.CharField()
+    key_id = serializers.CharField(required=False)
+    algorithm = serializers.CharField()
+    signature = serializers.CharField()
+
+    def to_representation(self, checkpoint: AuditCheckpoint) -> dict[str, Any]:
+        return checkpoint.to_dict()
+
+
+class AuditCheckpointList(ComplianceOnly, generics.ListAPIView):
+    """Signed tree heads, newest first."""
+
+    serializer_class = AuditCheckpointSerializer
+    pagination_class = NewestFirst
+    queryset = AuditCheckpoint.objects.all()
+
+
+def tree_size() -> int:
+    """How many entries the stored tree covers (the sequenced head)."""
+    return AuditChainHead.objects.filter(pk=1).values_list("seq", flat=True).first() or 0
+
+
+class InclusionQuery(serializers.Serializer):
+    """seq, and the tree size to prove it in (default: the newest checkpoint covering it)."""
+
+    seq = serializers.IntegerField(min_value=1)
+    size = serializers.IntegerField(min_value=1, required=False)
+
+    def validate(self, attrs: dict) -> dict:
+        size = tree_size()
+        if attrs["seq"] > size:
+            raise ValidationError({"seq": f"the tree holds {size} entries"})
+        if "size" not in attrs:
+            newest = AuditCheckpoint.objects.order_by("-seq").values_list("seq", flat=True).first()
+            attrs["size"] = newest if newest and newest >= attrs["seq"] else size
+        if not attrs["seq"] <= attrs["size"] <= size:
+            raise ValidationError({"size": f"must be between seq and {size}, the tree's size"})
+        return attrs
+
+
+class ConsistencyQuery(serializers.Serializer):
+    """Two tree sizes, first <= second <= the tree's size."""
+
+    first = serializers.IntegerField(min_value=1)
+    second = serializers.IntegerField(min_value=1)
+
+    def validate(self, attrs: dict) -> dict:
+        size = tree_size()
+        if attrs["second"] > size:
+            raise ValidationError({"second": f"the tree holds {size} entries"})
+        if attrs["first"] > attrs["second"]:
+            raise ValidationError({"first": "must not be larger than second"})
+        return attrs
+
+
+class AuditInclusionProofView(ComplianceOnly, APIView):
+    """RFC 6962 audit path of one entry in the tree of a given size."""
+
+    @extend_schema(parameters=[InclusionQuery], responses=inline_serializer(
+        "AuditInclusionProof", {
+            "seq": serializers.IntegerField(), "leaf_index": serializers.IntegerField(),
+            "tree_size": serializers.IntegerField(), "leaf_hash": serializers.CharField(),
+            "proof": serializers.ListField(child=serializers.CharField())}))
+    def get(self, request: Request) -> Response:
+        query = InclusionQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        seq, size = query.validated_data["seq"], query.validated_data["size"]
+        return Response({"seq": seq, "leaf_index": seq - 1, "tree_size": size,
+                         "leaf_hash": tree.leaf(seq - 1),
+                         "proof": tree.inclusion_proof(seq - 1, size)})
+
+
+class AuditConsistencyProofView(ComplianceOnly, APIView):
+    """RFC 6962 proof that the tree of `first` entries is a prefix of the tree of `second`."""
+
+    @extend_schema(parameters=[ConsistencyQuery], responses=inline_serializer(
+        "AuditConsistencyProof", {
+            "first": serializers.IntegerField(), "second": serializers.IntegerField(),
+            "proof": serializers.ListField(child=serializers.CharField())}))
+    def get(self, request: Request) -> Response:
+        query = ConsistencyQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        first, second = query.validated_data["first"], query.validated_data["second"]
+        return Response({"first": first, "second": second,
+                         "proof": tree.consistency_proof(first, second)})

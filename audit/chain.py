@@ -1,43 +1,24 @@
-"""The hash chain, in plain Python: the same code verifies the database and an exported file.
-
-hash = sha256(canonical_json(entry without hash) + prev_hash), with canonical JSON being
-json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False) encoded as UTF-8.
+"""The hash chain: the entry hashing lives in the client package (agentgov.entries), which the
+offline verifier shares, so the database and an exported file are checked by the same code.
 """
 
 import hashlib
 import hmac
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
 from typing import Any
 
-GENESIS_HASH = "0" * 64
-HASHED_FIELDS = (
-    "seq", "at", "actor", "action", "target", "agent",
-    "before", "after", "reason", "request_id", "prev_hash",
+from agentgov.entries import (  # noqa: F401  (re-exported: one implementation, in the client)
+    GENESIS_HASH,
+    HASHED_FIELDS,
+    canonical_json,
+    entry_hash,
+    format_time,
 )
 
 
-def canonical_json(value: Any) -> str:
-    """The one JSON spelling of a value: sorted keys, no spaces, UTF-8 text."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False)
-
-
-def format_time(moment: datetime) -> str:
-    """UTC ISO 8601 with microseconds and a Z, so the hashed text never depends on a zone."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def entry_hash(entry: Mapping[str, Any]) -> str:
-    """The hash an entry must carry, from its hashed fields (`at` already formatted)."""
-    payload = canonical_json({name: entry[name] for name in HASHED_FIELDS})
-    return hashlib.sha256((payload + entry["prev_hash"]).encode("utf-8")).hexdigest()
-
-
 def checkpoint_signature(key: str, seq: int, head_hash: str) -> str:
-    """HMAC-SHA256 over the checkpointed position, with a key kept outside the database."""
+    """Legacy (pre-Ed25519) HMAC-SHA256 over a chain position, keyed outside the database."""
     message = f"{seq}:{head_hash}".encode()
     return hmac.new(key.encode("utf-8"), message, hashlib.sha256).hexdigest()
 
@@ -52,6 +33,9 @@ class ChainReport:
     first_broken_seq: int | None = None
     problem: str | None = None
     checkpoints: int = 0
+    reason: str | None = None  # a BreakReason word when not ok
+    root: str | None = None  # the Merkle root over the `count` entries
+    pending: int = 0  # entries written but not yet sequenced
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -69,3 +69,23 @@ class AuditAction(models.TextChoices):
     UNREGISTERED_ADOPTED = "unregistered.adopted"
     AUDIT_EXPORTED = "audit.exported"
     AUDIT_VERIFIED = "audit.verified"
+    KEY_ROTATED = "audit.key_rotated"
+
+
+class SignatureAlgorithm(models.TextChoices):
+    """How a checkpoint is signed: Ed25519 now; HMAC for checkpoints made before it."""
+
+    ED25519 = "ed25519"
+    HMAC_SHA256 = "hmac-sha256"
+
+
+class BreakReason(models.TextChoices):
+    """Why verify refuses the trail (the words docs/audit-format.md gives the offline side)."""
+
+    EDITED = "edited"
+    DELETED = "deleted"
+    TRUNCATED = "truncated"
+    REHASHED = "rehashed"
+    WITNESS_MISMATCH = "witness-mismatch"
+    WITNESS_MISSING = "witness-missing"
+    UNKNOWN_KEY = "unknown-key"

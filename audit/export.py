@@ -1,13 +1,18 @@
-"""Exporting the trail as JSONL or CSV, streamed a chunk at a time."""
+"""Exporting the trail, streamed a chunk at a time: the v1 JSONL form (docs/audit-format.md:
+header, signed checkpoints, their keys, entries) that `agentctl audit verify` proves offline,
+or CSV rows for spreadsheets, every cell safe from formula injection."""
 
 import csv
 import io
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
+from agentgov.audit import EXPORT_FORMAT, escape_cell
 from asgiref.sync import sync_to_async
+from django.utils import timezone
 
-from audit.chain import canonical_json
+from audit.chain import canonical_json, format_time
+from audit.models import AuditCheckpoint, AuditKey, AuditPendingEntry
 from audit.verify import ENTRY_FIELDS, fetch_chunk
 
 FORMATS = {"jsonl": "application/x-ndjson", "csv": "text/csv"}
@@ -18,49 +23,60 @@ def jsonl_lines(rows: Iterable[dict[str, Any]]) -> str:
     return "".join(canonical_json(row) + "\n" for row in rows)
 
 
+def entry_lines(rows: Iterable[dict[str, Any]]) -> str:
+    return jsonl_lines({"type": "entry", "entry": row} for row in rows)
+
+
 def csv_header() -> str:
     return ",".join(ENTRY_FIELDS) + "\r\n"
 
 
+def csv_cell(row: dict[str, Any], name: str) -> str:
+    """One cell: before and after as canonical JSON text, and anything a spreadsheet would run
+    as a formula escaped (agentgov.audit.escape_cell; the offline verifier undoes it)."""
+    value = row[name]
+    text = canonical_json(value) if name in ("before", "after") else str(value)
+    return escape_cell(text)
+
+
 def csv_lines(rows: Iterable[dict[str, Any]]) -> str:
-    """CSV rows; before and after hold canonical JSON text."""
+    """CSV rows, one per entry."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     for row in rows:
-        writer.writerow(
-            [
-                canonical_json(row[name]) if name in ("before", "after") else row[name]
-                for name in ENTRY_FIELDS
-            ]
-        )
+        writer.writerow([csv_cell(row, name) for name in ENTRY_FIELDS])
     return buffer.getvalue()
 
 
-def renderer(fmt: str) -> tuple[str, Callable[[Iterable[dict[str, Any]]], str]]:
-    """The header text and row renderer for an export format."""
-    if fmt == "csv":
-        return csv_header(), csv_lines
-    return "", jsonl_lines
+def preamble(size: int) -> str:
+    """The v1 header, every checkpoint up to `size` oldest first, and the keys they name."""
+    checkpoints = [c.to_dict() for c in AuditCheckpoint.objects.filter(seq__lte=size)
+                   .order_by("seq")]
+    named = {c["key_id"] for c in checkpoints if c.get("key_id")}
+    keys = [k.to_dict() for k in AuditKey.objects.filter(key_id__in=named).order_by("created_at")]
+    header = {"type": "header", "format": EXPORT_FORMAT,
+              "exported_at": format_time(timezone.now()), "size": size,
+              "pending": AuditPendingEntry.objects.count()}
+    return jsonl_lines([header, *({"type": "checkpoint", **c} for c in checkpoints),
+                        *({"type": "key", **k} for k in keys)])
 
 
-def export_chunks(fmt: str, chunk: int = 2000) -> Iterator[str]:
-    """The whole export as text chunks (for the management command)."""
-    header, render = renderer(fmt)
-    if header:
-        yield header
+def export_chunks(fmt: str, size: int, chunk: int = 2000) -> Iterator[str]:
+    """The export of entries 1..`size` as text chunks (for the management command)."""
+    yield csv_header() if fmt == "csv" else preamble(size)
+    render = csv_lines if fmt == "csv" else entry_lines
     after = 0
-    while rows := fetch_chunk(after, chunk):
+    while rows := fetch_chunk(after, chunk, upto=size):
         yield render(rows)
         after = rows[-1]["seq"]
 
 
-async def export_chunks_async(fmt: str, chunk: int = 2000) -> AsyncIterator[str]:
+async def export_chunks_async(fmt: str, size: int, chunk: int = 2000) -> AsyncIterator[str]:
     """The same chunks for an ASGI streaming response: no chunk list is ever held in memory."""
-    header, render = renderer(fmt)
-    if header:
-        yield header
+    yield csv_header() if fmt == "csv" else await sync_to_async(preamble)(size)
+    render = csv_lines if fmt == "csv" else entry_lines
     after = 0
     load = sync_to_async(fetch_chunk)
-    while rows := await load(after, chunk):
+    while rows := await load(after, chunk, size):
         yield render(rows)
         after = rows[-1]["seq"]

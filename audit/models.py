@@ -1,10 +1,11 @@
-"""Append-only audit rows, the chain head that serialises appends, and signed checkpoints."""
+"""Append-only audit rows, the chain head, the stored Merkle tree, signed checkpoints and keys."""
 
 from typing import Any
 
 from django.db import models
 
 from audit.chain import format_time
+from audit.choices import SignatureAlgorithm
 
 
 class AppendOnlyError(RuntimeError):
@@ -89,6 +90,33 @@ class AuditEntry(AppendOnlyModel):
         }
 
 
+class AuditPendingEntry(models.Model):
+    """An entry written in its change's transaction but not yet given a place in the log: the
+    sequencer moves it into AuditEntry (seq, hashes, tree) in the same transaction that
+    deletes it here, so it is sequenced exactly once."""
+
+    id = models.BigAutoField(primary_key=True)
+    at = models.DateTimeField()
+    actor = models.CharField(max_length=200)
+    action = models.CharField(max_length=64)
+    target = models.CharField(max_length=255)
+    agent = models.CharField(max_length=63, blank=True, default="")
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    reason = models.TextField(blank=True, default="")
+    request_id = models.CharField(max_length=64, blank=True, default="")
+
+    seq = None  # not sequenced yet: no place in the log, no hash
+    hash = None
+    prev_hash = None
+
+    class Meta:
+        verbose_name_plural = "pending audit entries"
+
+    def __str__(self) -> str:
+        return f"pending {self.action} {self.target} by {self.actor}"
+
+
 class AuditChainHead(models.Model):
     """The single row every append locks, so concurrent writers never fork the chain."""
 
@@ -100,16 +128,68 @@ class AuditChainHead(models.Model):
         return f"head #{self.seq}"
 
 
-class AuditCheckpoint(AppendOnlyModel):
-    """A signed statement of the chain head at some seq, made with a key outside the database."""
+class AuditTreeNode(AppendOnlyModel):
+    """The hash of one complete subtree of the RFC 6962 tree over the entries.
 
-    seq = models.BigIntegerField(primary_key=True)
+    `position` packs (level, index) as level * 2**40 + index: the node covers leaves
+    [index * 2**level, (index + 1) * 2**level). Only complete subtrees are stored, so any root
+    or proof is a handful of these read in one query.
+    """
+
+    position = models.BigIntegerField(primary_key=True)
+    hash = models.CharField(max_length=64)
+
+    def __str__(self) -> str:
+        return f"node {self.position >> 40}/{self.position & ((1 << 40) - 1)}"
+
+
+class AuditCheckpoint(AppendOnlyModel):
+    """A signed tree head: the size and Merkle root of the log, signed with a key held outside
+    the database (legacy rows: an HMAC of the chain head)."""
+
+    seq = models.BigIntegerField(primary_key=True)  # the tree size the checkpoint covers
     head_hash = models.CharField(max_length=64)
+    root = models.CharField(max_length=64, blank=True, default="")
     at = models.DateTimeField()
-    signature = models.CharField(max_length=64)
+    key_id = models.CharField(max_length=16, blank=True, default="")
+    algorithm = models.CharField(max_length=16, choices=SignatureAlgorithm.choices,
+                                 default=SignatureAlgorithm.ED25519)
+    signature = models.CharField(max_length=128)
 
     class Meta:
         ordering = ["seq"]
 
     def __str__(self) -> str:
         return f"checkpoint #{self.seq}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The published form (docs/audit-format.md), as sent to witnesses and exported."""
+        if self.algorithm == SignatureAlgorithm.HMAC_SHA256:
+            return {"size": self.seq, "head_hash": self.head_hash, "at": format_time(self.at),
+                    "algorithm": self.algorithm, "signature": self.signature}
+        return {"size": self.seq, "root": self.root, "at": format_time(self.at),
+                "key_id": self.key_id, "algorithm": self.algorithm,
+                "signature": self.signature}
+
+
+class AuditKey(models.Model):
+    """A public key that signs (or once signed) checkpoints; the private half is never stored."""
+
+    key_id = models.CharField(max_length=16, primary_key=True)
+    algorithm = models.CharField(max_length=16, choices=SignatureAlgorithm.choices,
+                                 default=SignatureAlgorithm.ED25519)
+    public_key = models.CharField(max_length=64)  # base64 of the raw 32 bytes
+    created_at = models.DateTimeField()
+    retired_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at"]
+
+    def __str__(self) -> str:
+        return f"key {self.key_id}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The published form of the key."""
+        return {"key_id": self.key_id, "algorithm": self.algorithm,
+                "public_key": self.public_key, "created_at": format_time(self.created_at),
+                "retired_at": format_time(self.retired_at) if self.retired_at else None}

@@ -1,18 +1,37 @@
-"""Verifying the trail stored in the database: chain, head and signed checkpoints."""
+"""Verifying the trail stored in the database against what was signed and witnessed: the chain,
+the Merkle root at every checkpoint, each checkpoint's signature and key, the witnesses' copies.
+
+Reads run in an order that makes concurrent appends harmless: witness copies first, then the
+checkpoints, then the head, then the entries up to the head. Anything a witness or checkpoint
+holds was committed with its entries before it could be read, so an entry missing below it is a
+real loss, never a race.
+"""
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
+from agentgov import checkpoints as signed_heads
+from agentgov.entries import entry_leaf_hash
+from agentgov.merkle import EMPTY_ROOT, TreeBuilder
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from django.conf import settings
 from django.db.models import Max
+from django.utils import timezone
 
-from audit.chain import ChainReport, checkpoint_signature, format_time, verify_entries
-from audit.models import AuditChainHead, AuditCheckpoint, AuditEntry
+from audit import keys, witnesses
+from audit.chain import GENESIS_HASH, ChainReport, checkpoint_signature, entry_hash, format_time
+from audit.choices import AuditAction, BreakReason, SignatureAlgorithm
+from audit.models import AuditChainHead, AuditCheckpoint, AuditEntry, AuditPendingEntry
 
 ENTRY_FIELDS = (
     "seq", "at", "actor", "action", "target", "agent",
     "before", "after", "reason", "request_id", "prev_hash", "hash",
 )
+# A checkpoint reaches the directory witnesses just after its commit; younger ones may be
+# in flight and are not yet held against a witness.
+PUBLISH_GRACE = timedelta(seconds=60)
 
 
 def fetch_chunk(after_seq: int, limit: int, upto: int | None = None) -> list[dict[str, Any]]:
@@ -36,49 +55,195 @@ def iter_entries(chunk: int = 5000, upto: int | None = None) -> Iterator[dict[st
         after = rows[-1]["seq"]
 
 
-def verify_trail() -> ChainReport:
-    """Walk the whole chain; report ok or the first broken seq and why.
+@dataclass
+class Walk:
+    """What one pass over the entries found: where the chain first breaks (if it does), the
+    Merkle root at every size asked for, and the keys that rotations vouch for."""
 
-    The head is read first and the walk ends there, so entries other processes append while
-    it runs are left for the next verification instead of looking like a break.
-    """
+    count: int = 0
+    head_hash: str = GENESIS_HASH
+    root: str = EMPTY_ROOT.hex()
+    broken: tuple[int, str, str] | None = None
+    chain_at: dict[int, str] = field(default_factory=dict)
+    roots_at: dict[int, str] = field(default_factory=dict)
+    rotations: list[dict[str, Any]] = field(default_factory=list)
+
+
+def walk(entries: Iterator[dict[str, Any]], sizes: set[int]) -> Walk:
+    """Check seq, links and hashes in order, keeping the running Merkle root."""
+    result, builder = Walk(), TreeBuilder()
+    expected, previous = 1, GENESIS_HASH
+    for entry in entries:
+        seq = entry["seq"]
+        if seq != expected:
+            if seq > expected:
+                result.broken = (expected, BreakReason.DELETED,
+                                 f"entry {expected} is missing (next entry is {seq})")
+            else:
+                result.broken = (seq, BreakReason.EDITED,
+                                 f"entry {seq} appears out of order after entry {expected - 1}")
+            break
+        if entry["prev_hash"] != previous:
+            result.broken = (seq, BreakReason.EDITED, f"entry {seq} does not link to entry "
+                                                      f"{seq - 1}: it was edited or inserted")
+            break
+        if entry_hash(entry) != entry["hash"]:
+            result.broken = (seq, BreakReason.EDITED,
+                             f"entry {seq} does not match its hash: it was edited")
+            break
+        builder.append(entry_leaf_hash(entry))
+        if seq in sizes:
+            result.roots_at[seq] = builder.root().hex()
+            result.chain_at[seq] = entry["hash"]
+        if entry["action"] == AuditAction.KEY_ROTATED:
+            result.rotations.append(entry)
+        previous, expected = entry["hash"], expected + 1
+    result.count, result.head_hash = expected - 1, previous
+    result.root = builder.root().hex()
+    return result
+
+
+def trusted_keys(rotations: list[dict[str, Any]]) -> dict[str, Ed25519PublicKey]:
+    """key id -> public key of every key verify trusts: the configured signing key, and each
+    earlier key that signed its successor's introduction (walking the rotations back). Keys
+    are never taken from the database's own key table, which whoever rewrites rows can write."""
+    current = keys.signing_key().public_key()
+    trusted = {signed_heads.key_id(current): current}
+    for entry in reversed(rotations):
+        new, old = entry["after"] or {}, entry["before"] or {}
+        introduced = {name: new.get(name)
+                      for name in ("key_id", "algorithm", "public_key", "created_at")}
+        try:
+            old_key = signed_heads.load_public_key(str(old.get("public_key", "")))
+            signed_heads.verify_rotation(old_key, introduced,
+                                         str(new.get("signature_by_previous", "")))
+        except ValueError:
+            continue
+        if introduced["key_id"] in trusted:
+            trusted[signed_heads.key_id(old_key)] = old_key
+    return trusted
+
+
+def verify_trail() -> ChainReport:
+    """Walk the whole trail; report ok, or the first bad seq, a reason word and a plain why."""
+    started = timezone.now()
+    held = {url: witnesses.copies(url) for url in witnesses.readable_witnesses()}
+    checkpoints = {c.seq: c for c in AuditCheckpoint.objects.order_by("seq")}
     head = AuditChainHead.objects.filter(pk=1).first()
-    end = head.seq if head is not None else None
-    key = settings.AUDIT_SIGNING_KEY
-    signed: dict[int, str] = {}
-    forged: int | None = None
-    checkpoints = AuditCheckpoint.objects.order_by("seq")
-    if end is not None:
-        checkpoints = checkpoints.filter(seq__lte=end)
-    for checkpoint in checkpoints:
-        expected = checkpoint_signature(key, checkpoint.seq, checkpoint.head_hash)
-        if checkpoint.signature == expected:
-            signed[checkpoint.seq] = checkpoint.head_hash
-        elif forged is None:
-            forged = checkpoint.seq
-    report = verify_entries(iter_entries(upto=end), checkpoints=signed)
-    report.checkpoints = len(signed)
-    if forged is not None and (report.ok or forged < (report.first_broken_seq or 0)):
-        _broken(report, forged, f"the checkpoint at entry {forged} has an invalid signature")
-    if report.ok and head is not None:
-        if head.seq != report.count:
-            _broken(report, report.count + 1, f"the chain ends at entry {report.count} but its "
-                                              f"head records entry {head.seq}")
-        elif head.hash != report.head_hash:
-            _broken(report, head.seq, f"entry {head.seq} is not the head the chain records")
-    if report.ok:
-        _check_nothing_beyond_the_head(report)
+    end = head.seq if head is not None else 0
+    sizes = set(checkpoints) | {size for copies in held.values() for size in copies}
+    result = walk(iter_entries(upto=end), sizes)
+    problems: list[tuple[int, str, str]] = []
+    if result.broken:
+        problems.append(result.broken)
+    else:
+        problems += _head_problems(result, head)
+    problems += _checkpoint_problems(result, checkpoints)
+    problems += _witness_problems(result, checkpoints, held, started)
+    report = ChainReport(True, result.count, result.head_hash)
+    report.checkpoints = sum(1 for size in checkpoints if size <= result.count)
+    report.root = result.root
+    report.pending = AuditPendingEntry.objects.count()  # shown, never hidden: not yet placed
+    if problems:
+        seq, reason, problem = min(problems, key=lambda found: found[0])
+        report.ok, report.first_broken_seq, report.reason, report.problem = (
+            False, seq, str(reason), problem)
     return report
 
 
-def _broken(report: ChainReport, seq: int, problem: str) -> None:
-    report.ok, report.first_broken_seq, report.problem = False, seq, problem
-
-
-def _check_nothing_beyond_the_head(report: ChainReport) -> None:
-    """Rows past the head were slipped in without it. The newest row is read before the head:
-    a row committed in between is committed with its head, so it never counts as beyond."""
+def _head_problems(result: Walk, head: AuditChainHead | None) -> list[tuple[int, str, str]]:
+    if head is None:
+        return []
+    if head.seq != result.count:
+        return [(result.count + 1, BreakReason.TRUNCATED,
+                 f"the log ends at entry {result.count} but its head records entry {head.seq}")]
+    if head.hash != result.head_hash:
+        return [(head.seq, BreakReason.EDITED,
+                 f"entry {head.seq} is not the head the chain records")]
+    # Rows past the head were slipped in without it. The newest row is read before the head:
+    # a row committed in between is committed with its head, so it never counts as beyond.
     newest = AuditEntry.objects.aggregate(seq=Max("seq"))["seq"] or 0
-    head = AuditChainHead.objects.filter(pk=1).values_list("seq", flat=True).first() or 0
-    if newest > head:
-        _broken(report, head + 1, f"entry {head + 1} lies beyond the head of the chain")
+    current = AuditChainHead.objects.filter(pk=1).values_list("seq", flat=True).first() or 0
+    if newest > current:
+        return [(current + 1, BreakReason.EDITED,
+                 f"entry {current + 1} lies beyond the head of the chain")]
+    return []
+
+
+def _checkpoint_problems(
+    result: Walk, checkpoints: dict[int, AuditCheckpoint]
+) -> list[tuple[int, str, str]]:
+    """Each checkpoint must be signed by a trusted key and match the entries it covers. A
+    failing one is reported at the first seq no earlier checkpoint proved (as the offline
+    verifier reports it, docs/audit-format.md)."""
+    failures: list[tuple[int, str, str]] = []
+    problems: list[tuple[int, str, str]] = []
+    proven = [0]
+    trusted = trusted_keys(result.rotations)
+    for size, checkpoint in sorted(checkpoints.items()):
+        if checkpoint.algorithm == SignatureAlgorithm.HMAC_SHA256:
+            expected = checkpoint_signature(settings.AUDIT_SIGNING_KEY, size, checkpoint.head_hash)
+            signed = checkpoint.signature == expected
+            matches = result.chain_at.get(size) == checkpoint.head_hash
+        else:
+            try:
+                signed_heads.verify_checkpoint(checkpoint.to_dict(), trusted)
+                signed = True
+            except signed_heads.UnknownKey:
+                failures.append((size, BreakReason.UNKNOWN_KEY,
+                                 f"the checkpoint at entry {size} is signed by key "
+                                 f"{checkpoint.key_id!r}, which is not a trusted key"))
+                continue
+            except signed_heads.SignatureError:
+                signed = False
+            matches = result.roots_at.get(size) == checkpoint.root
+        if not signed:
+            failures.append((size, BreakReason.REHASHED,
+                             f"the checkpoint at entry {size} has an invalid signature"))
+        elif size > result.count:
+            if not result.broken:
+                problems.append((result.count + 1, BreakReason.TRUNCATED,
+                                 f"a signed checkpoint covers {size} entries but the log ends "
+                                 f"at entry {result.count}: entries were cut off"))
+        elif not matches:
+            failures.append((size, BreakReason.REHASHED,
+                             f"entries up to {size} differ from the signed checkpoint at "
+                             f"{size}: the log was rewritten and re-hashed"))
+        else:
+            proven.append(size)
+    for size, reason, problem in failures:
+        since = max(p for p in proven if p < size) + 1
+        problems.append((since, reason, problem))
+    return problems
+
+
+def _witness_problems(
+    result: Walk,
+    checkpoints: dict[int, AuditCheckpoint],
+    held: dict[str, dict[int, dict[str, Any] | None]],
+    started: Any,
+) -> list[tuple[int, str, str]]:
+    """Every witness copy must be in the database as it was published, and every checkpoint
+    old enough must have reached every witness."""
+    problems: list[tuple[int, str, str]] = []
+    for url, copies in held.items():
+        for size, copy in copies.items():
+            checkpoint = checkpoints.get(size)
+            if checkpoint is None and size > result.count and not result.broken:
+                problems.append((result.count + 1, BreakReason.TRUNCATED,
+                                 f"witness {url} holds a checkpoint of {size} entries but the "
+                                 f"log ends at entry {result.count}: entries were cut off"))
+            elif checkpoint is None:
+                problems.append((size, BreakReason.WITNESS_MISSING,
+                                 f"the checkpoint at entry {size}, held by witness {url}, is "
+                                 f"missing from the database"))
+            elif copy != checkpoint.to_dict():
+                problems.append((size, BreakReason.WITNESS_MISMATCH,
+                                 f"the checkpoint at entry {size} differs from witness {url}'s "
+                                 f"copy"))
+        for size, checkpoint in checkpoints.items():
+            published = checkpoint.algorithm == SignatureAlgorithm.ED25519
+            if published and size not in copies and checkpoint.at < started - PUBLISH_GRACE:
+                problems.append((size, BreakReason.WITNESS_MISSING,
+                                 f"the checkpoint at entry {size} never reached witness {url}"))
+    return problems

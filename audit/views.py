@@ -8,7 +8,7 @@ from django.shortcuts import render
 from audit.choices import AuditAction
 from audit.filters import AuditFilterSerializer, filter_entries
 from audit.jsondiff import flat_changes
-from audit.models import AuditEntry
+from audit.models import AuditEntry, AuditPendingEntry
 from registry.choices import Role
 from registry.roles import has_role
 
@@ -44,5 +44,6 @@ def explorer(request: HttpRequest) -> HttpResponse:
             "actions": AuditAction.values,
             "next_before": entries[-1][0].seq if has_more and entries else None,
             "base_query": query.urlencode(),
+            "pending": AuditPendingEntry.objects.count(),
         },
     )

@@ -1,12 +1,21 @@
-"""Audit trail throughput: appends per second with 8 concurrent writer processes, and the time to
-verify 100,000 entries. Prints one JSON line.
+"""Audit trail throughput and proof costs, each against a floor measured in the same run. Prints
+one JSON line.
 
-Uses a scratch database: `agentgov_bench` on the PostgreSQL of DATABASE_URL (or 127.0.0.1:5432
-when it answers), else a temporary SQLite file. Usage: python bench/audit_append.py
+- appends/s with 8 writer processes (AUDIT_SEQUENCER=workers, a real RQ worker sequencing)
+  against 8 writers doing a bare INSERT + COMMIT of the same row shape;
+- entry -> sequenced latency p95 (probe entries written while the writers run);
+- verify of VERIFY_ROWS entries against hashing the same bytes in a tight loop;
+- inclusion and consistency proofs at VERIFY_ROWS entries, p95.
+
+Uses a scratch database (bench/scratch.py). Usage: python bench/audit_append.py
+Sizes: BENCH_AUDIT_EACH (appends per writer, 1000), BENCH_AUDIT_VERIFY_ROWS (1,000,000).
 """
 
+import hashlib
 import json
 import os
+import random
+import statistics
 import subprocess
 import sys
 import time
@@ -18,43 +27,154 @@ sys.path.insert(0, str(ROOT))
 from bench.cluster import build_audit_rows  # noqa: E402
 from bench.scratch import setup_django  # noqa: E402
 
-WRITERS, EACH, VERIFY_ROWS = 8, 250, 100_000
+WRITERS = 8
+EACH = int(os.environ.get("BENCH_AUDIT_EACH", "1000"))
+VERIFY_ROWS = int(os.environ.get("BENCH_AUDIT_VERIFY_ROWS", "1000000"))
+PROOFS = 200
 
 
-def main() -> None:
-    setup_django()
-    from django.db import connection
+def p95(values: list[float]) -> float:
+    return statistics.quantiles(values, n=20)[-1] if len(values) > 1 else values[0]
 
-    writers = [
-        subprocess.Popen([sys.executable, str(ROOT / "bench" / "audit_writer.py"), f"w{n}",
-                          str(EACH)], env=dict(os.environ), stdout=subprocess.PIPE, text=True)
-        for n in range(WRITERS)
-    ]
+
+def start_writers(mode: str, **env: str) -> list[subprocess.Popen]:
+    return [subprocess.Popen([sys.executable, str(ROOT / "bench" / "audit_writer.py"), f"w{n}",
+                              str(EACH), mode], env={**os.environ, **env},
+                             stdout=subprocess.PIPE, text=True)
+            for n in range(WRITERS)]
+
+
+def rate(writers: list[subprocess.Popen]) -> float:
     spans = []
     for writer in writers:
         out, _ = writer.communicate()
         if writer.returncode != 0:
             raise SystemExit("a writer failed")
         spans.append(json.loads(out.strip().splitlines()[-1]))
-    append_seconds = max(s["finished"] for s in spans) - min(s["started"] for s in spans)
+    seconds = max(s["finished"] for s in spans) - min(s["started"] for s in spans)
+    return WRITERS * EACH / seconds
 
 
+def probe_latencies(writers: list[subprocess.Popen]) -> list[float]:
+    """Write one entry at a time while the writers run; time each until it is sequenced."""
+    from django.conf import settings
+    from django.db import transaction
+
+    import audit
+    from audit.models import AuditEntry
+
+    settings.AUDIT_SEQUENCER = "workers"
+    latencies, i = [], 0
+    while any(writer.poll() is None for writer in writers) or len(latencies) < 20:
+        started = time.perf_counter()
+        with transaction.atomic():
+            audit.record(actor="system:probe", action="role.granted", target=f"probe:{i}")
+        while not AuditEntry.objects.filter(target=f"probe:{i}").exists():
+            time.sleep(0.005)
+        latencies.append(time.perf_counter() - started)
+        i += 1
+    return latencies
+
+
+def extend_tree(size: int) -> None:
+    """Store the Merkle tree over the bulk-made entries after `size`, as the sequencer would."""
+    from audit import tree
+    from audit.verify import fetch_chunk
+
+    while rows := fetch_chunk(size, 20000):
+        tree.append(size, rows)
+        size = rows[-1]["seq"]
+
+
+def hashing_floor() -> float:
+    """Seconds to hash the bytes verify hashes (chain payload and leaf of every entry)."""
+    from agentgov.entries import ENTRY_FIELDS, HASHED_FIELDS, canonical_json
+
+    from audit.verify import iter_entries
+
+    total, chunk = 0.0, []
+    for row in iter_entries():
+        chunk.append(((canonical_json({k: row[k] for k in HASHED_FIELDS}) + row["prev_hash"])
+                      .encode(), canonical_json({k: row[k] for k in ENTRY_FIELDS}).encode()))
+        if len(chunk) == 20000:
+            total += _time_hashing(chunk)
+            chunk = []
+    return total + _time_hashing(chunk)
+
+
+def _time_hashing(chunk: list[tuple[bytes, bytes]]) -> float:
+    sha256 = hashlib.sha256
+    started = time.perf_counter()
+    for payload, leaf in chunk:
+        sha256(payload).hexdigest()
+        sha256(b"\x00" + leaf).digest()
+    return time.perf_counter() - started
+
+
+def proof_times(size: int) -> tuple[float, float]:
+    from audit import tree
+
+    rng = random.Random(13)
+    inclusion, consistency = [], []
+    for _ in range(PROOFS):
+        started = time.perf_counter()
+        tree.inclusion_proof(rng.randrange(size), size)
+        inclusion.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        tree.consistency_proof(rng.randrange(1, size), size)
+        consistency.append(time.perf_counter() - started)
+    return p95(inclusion), p95(consistency)
+
+
+def main() -> None:
+    setup_django()
+    from django.db import connection
+
+    from audit.models import AuditEntry, AuditPendingEntry
     from audit.verify import verify_trail
 
-    build_audit_rows(VERIFY_ROWS)
+    floor = rate(start_writers("bare"))
+    AuditPendingEntry.objects.all().delete()
 
+    env = {**os.environ, "AUDIT_SEQUENCER": "workers"}
+    worker = subprocess.Popen([sys.executable, "manage.py", "rqworker", "default"], cwd=ROOT,
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        writers = start_writers("record", AUDIT_SEQUENCER="workers")
+        latencies = probe_latencies(writers)
+        appends = rate(writers)
+        while AuditPendingEntry.objects.exists():
+            time.sleep(0.05)
+    finally:
+        worker.terminate()
+        worker.wait(timeout=30)
+    report = verify_trail()
+    assert report.ok and report.count == AuditEntry.objects.count(), report
+
+    sequenced = report.count
+    build_audit_rows(VERIFY_ROWS)
+    extend_tree(sequenced)
     started = time.perf_counter()
     report = verify_trail()
     verify_seconds = time.perf_counter() - started
     assert report.ok and report.count == VERIFY_ROWS, report
+    hashing_seconds = hashing_floor()
+    inclusion_p95, consistency_p95 = proof_times(VERIFY_ROWS)
     print(json.dumps({
         "bench": "audit_append",
         "database": connection.vendor,
         "writers": WRITERS,
         "appends": WRITERS * EACH,
-        "appends_per_second": round(WRITERS * EACH / append_seconds, 1),
+        "appends_per_second": round(appends, 1),
+        "floor_inserts_per_second": round(floor, 1),
+        "appends_vs_floor": round(appends / floor, 2),
+        "entry_to_sequenced_p95_seconds": round(p95(latencies), 3),
         "verify_entries": VERIFY_ROWS,
         "verify_seconds": round(verify_seconds, 2),
+        "hashing_floor_seconds": round(hashing_seconds, 2),
+        "verify_vs_hashing": round(verify_seconds / hashing_seconds, 1),
+        "inclusion_proof_p95_ms": round(inclusion_p95 * 1000, 2),
+        "consistency_proof_p95_ms": round(consistency_p95 * 1000, 2),
     }))
 
 

@@ -1,6 +1,9 @@
 """A separate process appending audit entries, as a web process or worker would.
 
-Used by bench/audit_append.py and by the concurrency test: python bench/audit_writer.py NAME COUNT
+Used by bench/audit_append.py and by the concurrency test:
+    python bench/audit_writer.py NAME COUNT          # audit.record, one transaction each
+    python bench/audit_writer.py NAME COUNT bare     # the floor: a bare single-row INSERT, then
+                                                     # COMMIT, of the same row shape, no model
 """
 
 import json
@@ -14,21 +17,38 @@ import django  # noqa: E402
 
 django.setup()
 
-from django.db import transaction  # noqa: E402
+from django.db import connection, transaction  # noqa: E402
+from django.utils import timezone  # noqa: E402
 
 import audit  # noqa: E402
 from audit.choices import AuditAction  # noqa: E402
 
+BARE = ("INSERT INTO audit_auditpendingentry (at, actor, action, target, agent, before, after, "
+        "reason, request_id) VALUES (%s, %s, %s, %s, %s, {json}, {json}, %s, %s)")
 
-def main(name: str, count: int) -> None:
+
+def bare(name: str, count: int) -> None:
+    statement = BARE.format(json="%s::jsonb" if connection.vendor == "postgresql" else "%s")
+    with connection.cursor() as cursor:
+        for i in range(count):
+            with transaction.atomic():  # BEGIN, the INSERT, COMMIT: one row per transaction
+                cursor.execute(statement, [timezone.now(), f"system:{name}", "role.granted",
+                                           f"{name}:{i}", "", "null",
+                                           json.dumps({"writer": name, "i": i}), "", ""])
+
+
+def main(name: str, count: int, mode: str) -> None:
     started = time.time()
-    for i in range(count):
-        with transaction.atomic():
-            audit.record(actor=f"system:{name}", action=AuditAction.ROLE_GRANTED,
-                         target=f"{name}:{i}", after={"writer": name, "i": i})
+    if mode == "bare":
+        bare(name, count)
+    else:
+        for i in range(count):
+            with transaction.atomic():
+                audit.record(actor=f"system:{name}", action=AuditAction.ROLE_GRANTED,
+                             target=f"{name}:{i}", after={"writer": name, "i": i})
     # The bench times the appends themselves, not interpreter and Django start-up.
     print(json.dumps({"writer": name, "started": started, "finished": time.time()}))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]))
+    main(sys.argv[1], int(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else "record")

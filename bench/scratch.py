@@ -20,14 +20,16 @@ def scratch_database() -> str:
     url = os.environ.get("DATABASE_URL", "")
     if not url and port_answers("127.0.0.1", 5432):
         url = "postgres://postgres@127.0.0.1:5432/postgres"
+    # BENCH_DATABASE_NAME / BENCH_REDIS_DB let engineers sharing a server bench side by side.
+    name = os.environ.get("BENCH_DATABASE_NAME", "agentgov_bench")
     if url.startswith("postgres"):
         import psycopg
 
         server = url.rsplit("/", 1)[0]
         with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
-            conn.execute("DROP DATABASE IF EXISTS agentgov_bench WITH (FORCE)")
-            conn.execute("CREATE DATABASE agentgov_bench")
-        return f"{server}/agentgov_bench"
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            conn.execute(f"CREATE DATABASE {name}")
+        return f"{server}/{name}"
     return f"sqlite:///{tempfile.mkdtemp()}/bench.sqlite3"
 
 
@@ -35,7 +37,8 @@ def scratch_redis() -> str | None:
     url = os.environ.get("REDIS_URL", "")
     if not url and port_answers("127.0.0.1", 6379):
         url = "redis://127.0.0.1:6379/0"
-    return url.rsplit("/", 1)[0] + "/14" if url else None
+    database = os.environ.get("BENCH_REDIS_DB", "14")
+    return url.rsplit("/", 1)[0] + f"/{database}" if url else None
 
 
 def setup_django() -> None:

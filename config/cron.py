@@ -3,10 +3,12 @@
 from django.conf import settings
 from rq import cron
 
-from audit.jobs import checkpoint
+from audit.jobs import checkpoint, sequence
 from reconciliation.jobs import expire_overdue_decisions, recount_events, resync, simulate_drift
 
 cron.register(checkpoint, queue_name="default", interval=settings.AUDIT_CHECKPOINT_MINUTES * 60)
+if settings.AUDIT_SEQUENCER == "workers":
+    cron.register(sequence, queue_name="default", interval=settings.AUDIT_SEQUENCE_DELAY_SECONDS)
 
 cron.register(resync, queue_name="reconcile", interval=settings.RECONCILE_RESYNC_SECONDS)
 cron.register(recount_events, queue_name="ingest", interval=30)

@@ -41,10 +41,30 @@ def _secret(name: str, file_name: str) -> str:
 
 
 SECRET_KEY = _secret("SECRET_KEY", "secret-key")
-# Signs audit checkpoints; kept outside the database so a rewritten chain cannot be re-signed.
+# The audit trail (README, "The audit trail"). Checkpoints are signed with an Ed25519 key held
+# outside the database (PEM or base64 raw, or a file; under DEBUG generated into var/ on first
+# use); AUDIT_SIGNING_KEY is the HMAC secret that still verifies checkpoints made before Ed25519.
 AUDIT_SIGNING_KEY = _secret("AUDIT_SIGNING_KEY", "audit-signing-key")
+AUDIT_PRIVATE_KEY = env_str("AUDIT_PRIVATE_KEY", "")
+AUDIT_PRIVATE_KEY_FILE = env_str("AUDIT_PRIVATE_KEY_FILE", "")
+AUDIT_PRIVATE_KEY_GENERATE = DEBUG and not (AUDIT_PRIVATE_KEY or AUDIT_PRIVATE_KEY_FILE)
+if AUDIT_PRIVATE_KEY_GENERATE:
+    AUDIT_PRIVATE_KEY_FILE = str(VAR_DIR / "audit-private-key.pem")
+elif not (AUDIT_PRIVATE_KEY or AUDIT_PRIVATE_KEY_FILE):
+    raise SettingError("AUDIT_PRIVATE_KEY or AUDIT_PRIVATE_KEY_FILE must be set when DEBUG is off")
 AUDIT_CHECKPOINT_EVERY = env_int("AUDIT_CHECKPOINT_EVERY", 1000, minimum=1)
 AUDIT_CHECKPOINT_MINUTES = env_int("AUDIT_CHECKPOINT_MINUTES", 5, minimum=1)
+# Where every checkpoint is also published: file:///dir and https://... URLs.
+AUDIT_WITNESSES = env_list("AUDIT_WITNESSES", [])
+AUDIT_WITNESS_SECRET = env_str("AUDIT_WITNESS_SECRET", "")
+# inline: each entry takes its place in the log inside its own transaction (one head, serial);
+# workers: entries queue unsequenced and the RQ workers' sequencer places them in batches.
+AUDIT_SEQUENCER = env_str("AUDIT_SEQUENCER", "inline")
+if AUDIT_SEQUENCER not in ("inline", "workers"):
+    raise SettingError("AUDIT_SEQUENCER must be inline or workers")
+AUDIT_SEQUENCE_DELAY_SECONDS = env_int("AUDIT_SEQUENCE_DELAY_SECONDS", 1, minimum=1)
+# The most entries one evidence bundle carries (each with its proof); ask for a shorter period.
+AUDIT_EVIDENCE_MAX_ENTRIES = env_int("AUDIT_EVIDENCE_MAX_ENTRIES", 10000, minimum=1)
 
 # The reconcile loop (DESIGN.md §5).
 RECONCILE_RESYNC_SECONDS = env_int("RECONCILE_RESYNC_SECONDS", 60, minimum=5)

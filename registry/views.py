@@ -146,6 +146,8 @@ def agent_detail(request: HttpRequest, name: str) -> HttpResponse:
         **state,
         **waiver_context(agent, request.user),
         **retirement_context(agent, request.user),
+        "can_fetch_evidence": has_role(request.user, Role.COMPLIANCE) or (
+            has_role(request.user, Role.OWNER) and agent.owner_id == request.user.pk),
     })
 
 

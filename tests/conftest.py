@@ -300,3 +300,18 @@ def eventually(check, timeout: float = 30, interval: float = 0.2, message: str =
         if time.monotonic() > deadline:
             raise AssertionError(message or f"condition not met within {timeout}s")
         time.sleep(interval)
+
+
+@pytest.fixture(scope="session")
+def auditor_agentctl(tmp_path_factory) -> Path:
+    """The auditor's agentctl: a fresh venv with only `pip install clients/python` (once)."""
+    venv = tmp_path_factory.mktemp("auditor") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    install = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
+                              str(ROOT / "clients" / "python")],
+                             capture_output=True, text=True, timeout=600)
+    assert install.returncode == 0, install.stderr[-2000:]
+    listed = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "list"],
+                            capture_output=True, text=True, check=True).stdout.lower()
+    assert "django" not in listed
+    return venv / "bin" / "agentctl"

@@ -262,6 +262,16 @@ API = [
         (401,     403,    403,    403,    403,    200,    200,    403,    403)),
     Row("GET /api/v1/audit/export?format=jsonl",
         (401,     403,    403,    403,    403,    200,    200,    403,    403)),
+    Row("GET /api/v1/agents/refund-agent/evidence",  # the owner, compliance, admin; no agent
+        (401,     200,    403,    403,    403,    200,    200,    403,    403)),
+    Row("GET /api/v1/audit/keys",
+        (401,     403,    403,    403,    403,    200,    200,    403,    403)),
+    Row("GET /api/v1/audit/checkpoints",
+        (401,     403,    403,    403,    403,    200,    200,    403,    403)),
+    Row("GET /api/v1/audit/proofs/inclusion?seq=1",
+        (401,     403,    403,    403,    403,    200,    200,    403,    403)),
+    Row("GET /api/v1/audit/proofs/consistency?first=1&second=2",
+        (401,     403,    403,    403,    403,    200,    200,    403,    403)),
     # open by design: the API's description, probes, Prometheus (DESIGN.md §6)
     Row("GET /api/schema",
         (200,     200,    200,    200,    200,    200,    200,    200,    200)),

@@ -1,58 +1,60 @@
-"""The audit API and export, for compliance, and the export verified offline as the README says."""
+"""The audit API and export, for compliance; the export checked with the offline verifier."""
 
 import csv
 import io
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from agentgov.audit import verify_file
 from django.db import connection
 
 import audit
 from audit.choices import AuditAction
-from tests.conftest import ROOT
 
 pytestmark = pytest.mark.django_db
-
-
-def readme_verifier(tmp_path: Path) -> Path:
-    text = (ROOT / "README.md").read_text()
-    block = re.search(r"<!-- offline-verify:start -->\s*```python\n(.*?)```", text, re.S).group(1)
-    script = tmp_path / "verify_export.py"
-    script.write_text(block)
-    return script
 
 
 def streamed(response) -> str:
     return b"".join(response).decode("utf-8")
 
 
-def test_export_jsonl_verifies_offline_with_the_readme_procedure(people, api_as, tmp_path):
+def test_export_jsonl_is_the_v1_form_ending_at_a_checkpoint_over_its_own_entry(people, api_as):
     audit.record(actor=people.alice, action=AuditAction.TOKEN_ISSUED, target="user:alice",
                  agent="refund-agent", before=None, after={"note": "ünïcødé ✓", "n": 1.5})
     dana = api_as(people.dana)
     response = dana.get("/api/v1/audit/export?format=jsonl")
     assert response.status_code == 200
     assert response["Content-Type"] == "application/x-ndjson"
-    body = streamed(response)
-    lines = [json.loads(line) for line in body.splitlines()]
-    # The export records itself first, so it is part of what it exports.
-    assert lines[-1]["action"] == "audit.exported" and lines[-1]["actor"] == "dana"
-    export = tmp_path / "trail.jsonl"
-    export.write_text(body, encoding="utf-8")
-    script = readme_verifier(tmp_path)
-    ok = subprocess.run([sys.executable, str(script), str(export)], capture_output=True, text=True)
-    head = dana.get("/api/v1/audit/verify").json()["head_hash"]
-    assert ok.returncode == 0 and ok.stdout.strip() == f"OK {len(lines)} entries, head {head}"
+    lines = [json.loads(line) for line in streamed(response).splitlines()]
+    header, records = lines[0], lines[1:]
+    assert header["type"] == "header" and header["format"] == "agentgov-audit-export/v1"
+    kinds = [r["type"] for r in records]
+    assert kinds == sorted(kinds, key=["checkpoint", "key", "entry"].index)  # in that order
+    entries = [r["entry"] for r in records if r["type"] == "entry"]
+    checkpoints = [r for r in records if r["type"] == "checkpoint"]
+    keys = {r["key_id"] for r in records if r["type"] == "key"}
+    assert [e["seq"] for e in entries] == list(range(1, header["size"] + 1))
+    # The export records itself first and is signed after, so it is part of what it proves.
+    assert entries[-1]["action"] == "audit.exported" and entries[-1]["actor"] == "dana"
+    assert checkpoints[-1]["size"] == header["size"] and checkpoints[-1]["key_id"] in keys
+    assert any(e["after"] == {"note": "ünïcødé ✓", "n": 1.5} for e in entries)
+    status = verify_file(write_export(lines), public_keys=[current_key(dana)])
+    assert status.ok and status.count == header["size"]
 
-    tampered = lines[:]
-    tampered[3] = {**tampered[3], "actor": "mallory"}
-    export.write_text("".join(json.dumps(row) + "\n" for row in tampered), encoding="utf-8")
-    bad = subprocess.run([sys.executable, str(script), str(export)], capture_output=True, text=True)
-    assert bad.returncode == 1 and bad.stderr.strip() == "BROKEN at seq 4"
+
+def write_export(lines: list[dict]) -> Path:
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False, encoding="utf-8") as f:
+        f.write("".join(json.dumps(line) + "\n" for line in lines))
+    return Path(f.name)
+
+
+def current_key(client) -> str:
+    keys = client.get("/api/v1/audit/keys").json()["keys"]
+    return next(k["public_key"] for k in keys if k["retired_at"] is None)
 
 
 def test_export_csv_round_trips_to_the_same_entries(people, api_as):
@@ -66,7 +68,8 @@ def test_export_csv_round_trips_to_the_same_entries(people, api_as):
          "after": json.loads(row["after"])}
         for row in rows
     ]
-    from_jsonl = [json.loads(line) for line in jsonl.splitlines()]
+    from_jsonl = [record["entry"] for record in map(json.loads, jsonl.splitlines())
+                  if record["type"] == "entry"]
     # The CSV export was audited after the JSONL one, so it holds one more entry.
     assert from_csv[: len(from_jsonl)] == from_jsonl
     assert from_csv[-1]["action"] == "audit.exported"
@@ -156,12 +159,14 @@ def test_the_operator_commands_export_verify_and_name_the_broken_seq(people, tmp
     audit.record(actor=people.alice, action=AuditAction.TOKEN_ISSUED, target="user:alice")
     export = tmp_path / "trail.jsonl"
     call_command("audit", "export", "--format", "jsonl", "--output", str(export))
-    lines = [json.loads(line) for line in export.read_text(encoding="utf-8").splitlines()]
+    lines = [json.loads(line)["entry"] for line in export.read_text(encoding="utf-8").splitlines()
+             if json.loads(line)["type"] == "entry"]
     assert lines[-1]["action"] == "audit.exported"  # the export is itself in the trail
     assert lines[-1]["actor"].startswith("system:manage.py")
-    ok = subprocess.run([sys.executable, str(readme_verifier(tmp_path)), str(export)],
-                        capture_output=True, text=True)
-    assert ok.returncode == 0 and ok.stdout.startswith(f"OK {len(lines)} entries")
+    key = io.StringIO()
+    call_command("audit", "public-key", "--format", "base64", stdout=key)
+    checked = verify_file(export, public_keys=[key.getvalue().strip()])
+    assert checked.ok and checked.count == len(lines), checked
     out = io.StringIO()
     call_command("audit", "verify", stdout=out)
     report = json.loads(out.getvalue())

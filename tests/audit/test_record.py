@@ -5,6 +5,7 @@ from django.db import connection, transaction
 from django.test import override_settings
 
 import audit
+from audit.actions import tree_root
 from audit.chain import GENESIS_HASH, entry_hash
 from audit.choices import AuditAction
 from audit.models import AppendOnlyError, AuditCheckpoint, AuditEntry
@@ -31,7 +32,8 @@ def test_entries_link_each_to_the_previous_and_hash_their_content():
     assert [entry_hash(row) for row in stored] == [row["hash"] for row in stored]
     assert verify_trail().to_dict() == {
         "ok": True, "count": 3, "head_hash": third.hash, "first_broken_seq": None,
-        "problem": None, "checkpoints": 0,
+        "problem": None, "checkpoints": 0, "reason": None, "pending": 0,
+        "root": tree_root(3),
     }
 
 

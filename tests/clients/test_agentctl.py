@@ -32,12 +32,18 @@ def ctl(server, capsys):
     return run
 
 
-def readme_verifier(tmp_path: Path) -> Path:
+def readme_auditor_commands() -> list[str]:
     text = (ROOT / "README.md").read_text()
-    block = re.search(r"<!-- offline-verify:start -->\s*```python\n(.*?)```", text, re.S).group(1)
-    script = tmp_path / "readme_verify.py"
-    script.write_text(block)
-    return script
+    block = re.search(r"<!-- auditor-commands:start -->\s*```sh\n(.*?)```", text, re.S).group(1)
+    return [line.split("  #")[0].strip() for line in block.splitlines() if line.strip()]
+
+
+@pytest.fixture
+def witness_dir(tmp_path, monkeypatch) -> Path:
+    """A directory witness for the server process (list it before `server`)."""
+    folder = tmp_path / "witness"
+    monkeypatch.setenv("AUDIT_WITNESSES", f"file://{folder}")
+    return folder
 
 
 def test_an_owner_applies_an_approver_approves_and_everyone_reads(ctl, keys, tmp_path, people):
@@ -124,32 +130,45 @@ def test_diff_shows_drift_until_it_is_corrected(ctl, keys, server, agent_key, pu
     assert not DesiredStateVersion.objects.filter(state="pending").exists()  # a dry run
 
 
-def test_an_exported_trail_verifies_offline_exactly_as_the_readme_says(ctl, keys, tmp_path,
-                                                                       refund_agent):
-    trail = tmp_path / "export.jsonl"
+def test_the_readme_auditor_commands_verify_an_export_from_their_own_venv(
+        witness_dir, ctl, keys, server, tmp_path, refund_agent, auditor_agentctl):
+    install, fetch_keys, verify = readme_auditor_commands()
+    assert install == "pip install ./clients/python"  # what auditor_agentctl's venv ran
+    trail = tmp_path / "trail.jsonl"
     assert ctl(keys.dana, "audit", "export", "-o", str(trail))[0] == 0
-    status, out, err = ctl(None, "audit", "verify", "--file", str(trail))
-    readme = subprocess.run([sys.executable, str(readme_verifier(tmp_path)), str(trail)],
-                            capture_output=True, text=True)
-    assert status == 0 and out == readme.stdout and readme.returncode == 0
-    server_head = json.loads(ctl(keys.dana, "audit", "verify")[1])["head_hash"]
-    assert out.strip().endswith(f"head {server_head}")
-    assert ctl(None, "audit", "verify", "--file", str(trail), "--head", server_head)[0] == 0
-    status, _, err = ctl(None, "audit", "verify", "--file", str(trail), "--head", "0" * 64)
-    assert status == 1 and err.startswith("HEAD MISMATCH")
+    env = {"PATH": f"{auditor_agentctl.parent}:/usr/bin:/bin", "AGENTGOV_URL": server,
+           "TOKEN": keys.dana, "WITNESS_DIR": str(witness_dir), "HOME": str(tmp_path)}
+    listed = subprocess.run(["bash", "-c", fetch_keys], capture_output=True, text=True, env=env,
+                            cwd=tmp_path, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    header, *rows = listed.stdout.splitlines()
+    assert header.split() == ["KEY_ID", "PUBLIC_KEY", "CREATED", "RETIRED"]
+    (current,) = [row.split() for row in rows if row.split()[3] == "-"]
+    env["PUBLIC_KEY"] = current[1]
 
+    proven = subprocess.run(["bash", "-c", verify], capture_output=True, text=True, env=env,
+                            cwd=tmp_path, timeout=60)
+    assert proven.returncode == 0, proven.stderr
     entries = [json.loads(line) for line in trail.read_text(encoding="utf-8").splitlines()]
-    entries[2]["actor"] = "mallory"
-    trail.write_text("".join(json.dumps(e) + "\n" for e in entries), encoding="utf-8")
-    status, _, err = ctl(None, "audit", "verify", "--file", str(trail))
-    readme = subprocess.run([sys.executable, str(readme_verifier(tmp_path)), str(trail)],
-                            capture_output=True, text=True)
-    assert status == 1 and err == "BROKEN at seq 3\n" == readme.stderr
+    size = entries[0]["size"]
+    assert proven.stdout.splitlines()[0].startswith(f"OK {size} entries, head ")
+    assert proven.stdout.splitlines()[-1].startswith(f"entries 1-{size} proven by checkpoint "
+                                                     f"{size} (key {current[0]}")
+    server_head = json.loads(ctl(keys.dana, "audit", "verify")[1])["head_hash"]
+    assert ctl(None, "audit", "verify", str(trail), "--public-key", current[1],
+               "--head", server_head)[0] == 0  # nothing was appended since the export
+
+    records = [json.loads(line) for line in trail.read_text(encoding="utf-8").splitlines()]
+    next(r for r in records if r["type"] == "entry")["entry"]["actor"] = "mallory"
+    trail.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    tampered = subprocess.run(["bash", "-c", verify], capture_output=True, text=True, env=env,
+                              cwd=tmp_path, timeout=60)
+    assert tampered.returncode == 1 and tampered.stderr.startswith("FAILED at seq 1: edited: ")
 
     csv_trail = tmp_path / "export.csv"
     assert ctl(keys.dana, "audit", "export", "--format", "csv", "-o", str(csv_trail))[0] == 0
     status, out, _ = ctl(None, "audit", "verify", "--file", str(csv_trail))
-    assert status == 0 and out.startswith(f"OK {len(entries) + 1} entries, head ")
+    assert status == 0 and out.startswith(f"OK {size + 1} entries, head ")
 
 
 def test_usage_mistakes_and_an_unreachable_server_are_reported_plainly(keys, capsys):

@@ -126,6 +126,7 @@ def test_pages_need_a_sign_in(db, client):
 
 
 def test_deploy_checks_are_clean_with_debug_off(tmp_path):
+    import base64
     import secrets
     import subprocess
     import sys
@@ -134,6 +135,7 @@ def test_deploy_checks_are_clean_with_debug_off(tmp_path):
 
     env = {"PATH": "/usr/bin:/bin", "DEBUG": "false", "SECRET_KEY": secrets.token_urlsafe(60),
            "AUDIT_SIGNING_KEY": secrets.token_urlsafe(32), "REDIS_URL": "redis://127.0.0.1:1/0",
+           "AUDIT_PRIVATE_KEY": base64.b64encode(secrets.token_bytes(32)).decode(),
            "ALLOWED_HOSTS": "gov.example.com", "VAR_DIR": str(tmp_path)}
     result = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level",
                              "WARNING"], cwd=ROOT, env=env, capture_output=True, text=True)

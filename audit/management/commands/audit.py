@@ -1,16 +1,18 @@
-"""`manage.py audit verify|export|checkpoint`: the operator's view of the trail."""
+"""`manage.py audit verify|export|checkpoint|public-key|rotate-key`: the operator's view of the
+trail and its signing key."""
 
 import getpass
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
+from agentgov import checkpoints
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import transaction
 
-import audit
-from audit.actions import checkpoint_head
-from audit.choices import AuditAction
+from audit import keys
+from audit.actions import checkpoint_head, rotate_key, sign_for_export
 from audit.export import FORMATS, export_chunks
 from audit.verify import verify_trail
 
@@ -33,6 +35,12 @@ class Command(BaseCommand):
         export.add_argument("--format", choices=sorted(FORMATS), default="jsonl")
         export.add_argument("--output", "-o", default="-", help="file path, or - for stdout")
         sub.add_parser("checkpoint", help="sign the current head now")
+        public = sub.add_parser("public-key", help="print the current signing key's public half")
+        public.add_argument("--format", choices=["pem", "base64", "json"], default="pem")
+        rotate = sub.add_parser("rotate-key", help="switch to a fresh signing key; the rotation "
+                                                   "is an audit entry signed by the old key")
+        rotate.add_argument("--output", help="where to write the new private key (required "
+                                             "when the key comes from AUDIT_PRIVATE_KEY)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         verb = options["verb"]
@@ -42,15 +50,14 @@ class Command(BaseCommand):
             if not report.ok:
                 raise CommandError(f"audit trail broken at seq {report.first_broken_seq}")
         elif verb == "export":
-            with transaction.atomic():  # recorded first, as through the API: it is exported too
-                audit.record(actor=f"system:manage.py ({_os_user()})",
-                             action=AuditAction.AUDIT_EXPORTED, target="audit:trail",
-                             after={"format": options["format"]})
+            # recorded first, as through the API, then signed: the file proves its own export
+            size = sign_for_export(actor=f"system:manage.py ({_os_user()})",
+                                   target="audit:trail", after={"format": options["format"]})
             out = sys.stdout if options["output"] == "-" else open(  # noqa: SIM115
                 options["output"], "w", encoding="utf-8", newline=""
             )
             try:
-                for chunk in export_chunks(options["format"]):
+                for chunk in export_chunks(options["format"], size):
                     out.write(chunk)
             finally:
                 if out is not sys.stdout:
@@ -58,3 +65,31 @@ class Command(BaseCommand):
         elif verb == "checkpoint":
             made = checkpoint_head()
             self.stdout.write(f"signed entry {made.seq}" if made else "head already signed")
+        elif verb == "public-key":
+            self.stdout.write(self._public_key(options["format"]))
+        elif verb == "rotate-key":
+            self._rotate(options["output"])
+
+    def _public_key(self, fmt: str) -> str:
+        public = keys.signing_key().public_key()
+        if fmt == "pem":
+            return checkpoints.public_key_pem(public).rstrip("\n")
+        form = checkpoints.published_key(public, "")
+        if fmt == "base64":
+            return form["public_key"]
+        return json.dumps({"key_id": form["key_id"], "algorithm": form["algorithm"],
+                           "public_key": form["public_key"]})
+
+    def _rotate(self, output: str | None) -> None:
+        target = Path(output) if output else keys.key_file()
+        if target is None:
+            raise CommandError("the key comes from AUDIT_PRIVATE_KEY: give --output PATH for "
+                               "the new key, then point AUDIT_PRIVATE_KEY_FILE at it")
+        if output and target.exists():
+            raise CommandError(f"{target} exists: the new key is never written over a file")
+        new_key = Ed25519PrivateKey.generate()
+        entry = rotate_key(actor=f"system:manage.py ({_os_user()})", new_key=new_key)
+        # Written only once the rotation is committed: a key no entry vouches for never signs.
+        keys.write_key_file(target, new_key, replace=not output)
+        self.stdout.write(f"rotated to key {entry.after['key_id']} (entry {entry.seq}); "
+                          f"new private key in {target}")

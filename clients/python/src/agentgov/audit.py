@@ -1,18 +1,47 @@
-"""Offline verification of an exported audit trail, exactly as the control plane's README
-documents it: each entry's hash is sha256(canonical JSON of the entry without `hash` +
-the previous hash), seq counts up from 1 and the first prev_hash is 64 zeros."""
+"""Offline verification of an exported audit trail (docs/audit-format.md), with no server.
+
+A v1 JSONL export carries signed checkpoints: the chain is walked, the Merkle root recomputed at
+every checkpoint's size and its Ed25519 signature checked with a key the auditor trusts, so an
+edited, deleted, truncated or re-hashed trail fails with the first bad seq and a plain reason.
+A CSV or an old entries-only JSONL carries no checkpoint: only its chain can be checked.
+"""
 
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-GENESIS = "0" * 64
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from agentgov import checkpoints as signing
+from agentgov.entries import GENESIS_HASH, canonical_json, entry_hash, entry_leaf_hash
+from agentgov.merkle import TreeBuilder
+
+GENESIS = GENESIS_HASH
+EXPORT_FORMAT = "agentgov-audit-export/v1"
+EVIDENCE_FORMAT = "agentgov-evidence/v1"
+# The plain reasons the contract names, and one for entries no checkpoint covers.
+EDITED, DELETED, TRUNCATED, REHASHED = "edited", "deleted", "truncated", "rehashed"
+WITNESS_MISMATCH, WITNESS_MISSING = "witness-mismatch", "witness-missing"
+UNKNOWN_KEY = "unknown-key"
+UNSIGNED = "unsigned"
+ROTATION_ACTION = "audit.key_rotated"
+ROTATED_FIELDS = ("key_id", "algorithm", "public_key", "created_at")
+# A spreadsheet runs a cell starting with one of these as a formula (OWASP's list); the export
+# prefixes such a cell, and one starting with the quote itself, with a quote, so it stays data.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "'")
+
+
+class Failure(Exception):
+    """The first thing wrong with a file: the seq it happens at and one plain reason."""
+
+    def __init__(self, seq: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.seq, self.reason, self.message = seq, reason, message
 
 
 @dataclass(frozen=True)
@@ -23,22 +52,43 @@ class TrailCheck:
     count: int
     head: str
     broken_seq: int | None = None
+    reason: str | None = None
+    message: str | None = None
+    proven: tuple[str, ...] = field(default=())
+    kind: str = "chain"
 
     def __str__(self) -> str:
         if self.ok:
             return f"OK {self.count} entries, head {self.head}"
-        return f"BROKEN at seq {self.broken_seq}"
+        if self.reason is None:
+            return f"BROKEN at seq {self.broken_seq}"
+        return f"FAILED at seq {self.broken_seq}: {self.reason}: {self.message}"
+
+    def report(self) -> str:
+        """What the command line prints: the summary, then what each checkpoint proves."""
+        return "".join(f"{line}\n" for line in (str(self), *self.proven))
 
 
-def canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+def unescape_cell(cell: str) -> str:
+    """Undo the export's formula escaping: a leading quote was added, so drop one."""
+    return cell[1:] if cell.startswith("'") else cell
 
 
-def _holds(entry: dict[str, Any] | None, prev: str, seq: int) -> bool:
+def escape_cell(cell: str) -> str:
+    """Neutralise a cell a spreadsheet would run as a formula (see FORMULA_STARTS)."""
+    return "'" + cell if cell.startswith(FORMULA_STARTS) else cell
+
+
+# --- the chain alone (CSV, old entries-only JSONL) --------------------------------------------
+
+
+def entry_holds(entry: dict[str, Any] | None, prev: str, seq: int) -> bool:
     if not isinstance(entry, dict):
         return False
-    body = {k: v for k, v in entry.items() if k != "hash"}
-    digest = hashlib.sha256((canonical_json(body) + prev).encode()).hexdigest()
+    try:
+        digest = entry_hash(entry)
+    except (KeyError, TypeError, ValueError):
+        return False
     return entry.get("seq") == seq and entry.get("prev_hash") == prev and (
         digest == entry.get("hash"))
 
@@ -47,7 +97,7 @@ def verify_entries(entries: Iterable[dict[str, Any] | None]) -> TrailCheck:
     """Walk entries in file order; None stands for a line that could not be read."""
     prev, expected_seq = GENESIS, 1
     for entry in entries:
-        if not _holds(entry, prev, expected_seq):
+        if not entry_holds(entry, prev, expected_seq):
             return TrailCheck(False, expected_seq - 1, prev, expected_seq)
         prev, expected_seq = entry["hash"], expected_seq + 1
     return TrailCheck(True, expected_seq - 1, prev)
@@ -63,20 +113,272 @@ def jsonl_entries(path: Path) -> Iterator[dict[str, Any] | None]:
 
 
 def csv_entries(path: Path) -> Iterator[dict[str, Any] | None]:
-    """CSV rows back to entries: seq an int, before and after parsed from their JSON text."""
+    """CSV rows back to entries: cells unescaped, seq an int, before and after parsed."""
     with open(path, encoding="utf-8", newline="") as rows:
-        for row in csv.DictReader(rows):
+        for raw in csv.DictReader(rows):
             try:
+                row = {name: unescape_cell(cell) for name, cell in raw.items()}
                 yield {**row, "seq": int(row["seq"]), "before": json.loads(row["before"]),
                        "after": json.loads(row["after"])}
-            except (KeyError, TypeError, ValueError):
+            except (AttributeError, KeyError, TypeError, ValueError):
                 yield None
 
 
-def verify_file(path: str | Path, fmt: str | None = None) -> TrailCheck:
-    """Verify a JSONL or CSV export (the format from the file name unless given)."""
+# --- a v1 export with signed checkpoints ------------------------------------------------------
+
+
+def checkpoint_name(checkpoint: Mapping[str, Any]) -> str:
+    return f"checkpoint {checkpoint.get('size')} (key {checkpoint.get('key_id')}, " \
+           f"signed {checkpoint.get('at')})"
+
+
+def check_signature(checkpoint: Mapping[str, Any], keys: Mapping[str, Ed25519PublicKey],
+                     first_unproven: int) -> None:
+    try:
+        signing.verify_checkpoint(checkpoint, keys)
+    except signing.UnknownKey as error:
+        raise Failure(first_unproven, UNKNOWN_KEY, str(error)) from error
+    except signing.SignatureError as error:
+        raise Failure(first_unproven, REHASHED, str(error)) from error
+
+
+def read_witness(directory: str | Path) -> dict[int, dict[str, Any]]:
+    """The checkpoints a directory witness holds, by size (checkpoint-<size>.json files)."""
+    found: dict[int, dict[str, Any]] = {}
+    for path in sorted(Path(directory).glob("checkpoint-*.json")):
+        try:
+            checkpoint = json.loads(path.read_text(encoding="utf-8"))
+            found[int(checkpoint["size"])] = checkpoint
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise Failure(0, WITNESS_MISMATCH,
+                          f"the witness file {path.name} is unreadable") from error
+    return found
+
+
+def signed_part(checkpoint: Mapping[str, Any]) -> str:
+    names = (*signing.SIGNED_FIELDS, "algorithm", "signature")
+    return canonical_json({name: checkpoint.get(name) for name in names})
+
+
+class ExportWalk:
+    """One pass over a v1 export: the chain, the tree, and each checkpoint as its size passes."""
+
+    def __init__(self, keys: Mapping[str, Ed25519PublicKey],
+                 witness: Mapping[int, Mapping[str, Any]] | None) -> None:
+        self.keys, self.witness = dict(keys), witness
+        self.header: dict[str, Any] | None = None
+        self.checkpoints: list[dict[str, Any]] = []
+        self.skipped: list[str] = []
+        self.tree, self.prev, self.count, self.proven_to = TreeBuilder(), GENESIS, 0, 0
+        self.proven: list[str] = []
+        self.rotations: list[tuple[int, dict[str, Any]]] = []
+
+    def run(self, lines: Iterable[str]) -> TrailCheck:
+        try:
+            pending: list[dict[str, Any]] | None = None
+            for number, line in enumerate(lines, start=1):
+                if not line.strip():
+                    continue
+                record = self._parse(line, number)
+                if record.get("type") == "entry":
+                    if pending is None:
+                        pending = self._settle(self._order_checkpoints())
+                    self._entry(record.get("entry"))
+                    pending = self._settle(pending)
+                elif record.get("type") == "checkpoint":
+                    if pending is not None:
+                        raise Failure(self.count + 1, EDITED, "a checkpoint follows the entries")
+                    self._collect(record)
+            if self.header is None:
+                raise Failure(1, EDITED, "the file has no v1 export header")
+            if pending is None:
+                pending = self._settle(self._order_checkpoints())
+            self._finish(pending)
+        except Failure as failure:
+            return TrailCheck(False, self.count, self.prev, failure.seq, failure.reason,
+                              failure.message, kind="export")
+        return TrailCheck(True, self.count, self.prev, proven=(*self.proven, *self.skipped),
+                          kind="export")
+
+    def _settle(self, pending: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Prove every checkpoint whose size the walk has just reached."""
+        while pending and pending[0]["size"] == self.count:
+            self._prove(pending.pop(0))
+        return pending
+
+    def _parse(self, line: str, number: int) -> dict[str, Any]:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            record = None
+        if not isinstance(record, dict):
+            raise Failure(self.count + 1, EDITED, f"line {number} is not a JSON object")
+        if record.get("type") == "header":
+            if self.header is not None or number != 1:
+                raise Failure(self.count + 1, EDITED, f"line {number} is a second header")
+            if record.get("format") != EXPORT_FORMAT:
+                raise Failure(1, EDITED, f"unknown export format {record.get('format')!r}")
+            self.header = record
+        elif self.header is None:
+            raise Failure(1, EDITED, "the file has no v1 export header")
+        return record
+
+    def _collect(self, record: Mapping[str, Any]) -> None:
+        checkpoint = {k: v for k, v in record.items() if k != "type"}
+        if checkpoint.get("algorithm") != signing.ALGORITHM:
+            self.skipped.append(f"{checkpoint_name(checkpoint)}: "
+                                f"{checkpoint.get('algorithm')}, not verifiable offline")
+            return
+        if not isinstance(checkpoint.get("size"), int) or checkpoint["size"] < 0:
+            raise Failure(1, EDITED, "a checkpoint has no valid size")
+        self.checkpoints.append(checkpoint)
+
+    def _order_checkpoints(self) -> list[dict[str, Any]]:
+        """Check the witness against the file's checkpoints before any entry is read."""
+        pending = sorted(self.checkpoints, key=lambda c: c["size"])
+        if self.witness is not None:
+            by_size = {c["size"]: c for c in pending}
+            for size, copy in sorted(self.witness.items()):
+                mine = by_size.get(size)
+                if mine is None:
+                    # A witnessed checkpoint the file dropped: it must still hold for the file.
+                    pending.append({**copy, "witnessed_only": True})
+                elif signed_part(mine) != signed_part(copy):
+                    raise Failure(size, WITNESS_MISMATCH,
+                                  f"the file's checkpoint {size} differs from the witness's copy")
+            for size in by_size:
+                if size not in self.witness:
+                    raise Failure(size, WITNESS_MISSING,
+                                  f"the witness holds no copy of checkpoint {size}")
+            pending.sort(key=lambda c: c["size"])
+        return pending
+
+    def _entry(self, entry: Any) -> None:
+        seq = self.count + 1
+        if not isinstance(entry, dict) or not isinstance(entry.get("seq"), int):
+            raise Failure(seq, EDITED, f"entry {seq} is not an entry object")
+        if entry["seq"] > seq:
+            raise Failure(seq, DELETED, f"entry {seq} is missing (the next is {entry['seq']})")
+        if entry["seq"] < seq:
+            raise Failure(seq, EDITED, f"entry {entry['seq']} appears again after {seq - 1}")
+        if entry.get("prev_hash") != self.prev or not entry_holds(entry, self.prev, seq):
+            raise Failure(seq, EDITED, f"entry {seq} does not match its hash")
+        try:
+            self.tree.append(entry_leaf_hash(entry))
+        except (KeyError, TypeError, ValueError) as error:
+            raise Failure(seq, EDITED, f"entry {seq} cannot be hashed") from error
+        if entry.get("action") == ROTATION_ACTION and isinstance(entry.get("after"), dict):
+            self.rotations.append((seq, entry["after"]))
+        self.prev, self.count = entry["hash"], seq
+
+    def _prove(self, checkpoint: Mapping[str, Any]) -> None:
+        first_unproven = self.proven_to + 1
+        check_signature(checkpoint, self.keys, first_unproven)
+        if checkpoint.get("root") != self.tree.root().hex():
+            reason = WITNESS_MISMATCH if checkpoint.get("witnessed_only") else REHASHED
+            raise Failure(first_unproven, reason,
+                          f"entries up to {checkpoint['size']} do not hash to the root "
+                          f"{checkpoint_name(checkpoint)} signed")
+        self.proven_to = max(self.proven_to, checkpoint["size"])
+        where = "witnessed " if checkpoint.get("witnessed_only") else ""
+        self.proven.append(f"entries 1-{checkpoint['size']} proven by {where}"
+                           f"{checkpoint_name(checkpoint)}")
+        self._learn_rotated_keys()
+
+    def _learn_rotated_keys(self) -> None:
+        """Trust a new key once a signed checkpoint proves the rotation entry that carries it
+        with the previous (trusted) key's signature: the auditor need only hold the first key."""
+        for seq, after in [r for r in self.rotations if r[0] <= self.proven_to]:
+            self.rotations.remove((seq, after))
+            previous = self.keys.get(after.get("previous_key_id"))
+            form = {name: after.get(name) for name in ROTATED_FIELDS}
+            try:
+                new = signing.public_key_from_base64(str(after.get("public_key")))
+                if previous is None or signing.key_id(new) != after.get("key_id"):
+                    continue
+                signing.verify_rotation(previous, form, str(after.get("signature_by_previous")))
+            except (ValueError, signing.SignatureError):
+                continue
+            self.keys[after["key_id"]] = new
+            self.proven.append(f"key {after['key_id']} trusted from the rotation at seq {seq}, "
+                               f"signed by key {after['previous_key_id']}")
+
+    def _finish(self, pending: list[dict[str, Any]]) -> None:
+        if pending:
+            raise Failure(self.count + 1, TRUNCATED,
+                          f"{checkpoint_name(pending[0])} covers entries the file lacks "
+                          f"(it ends at {self.count})")
+        size = self.header.get("size") if self.header else None
+        if isinstance(size, int) and size > self.count:
+            raise Failure(self.count + 1, TRUNCATED,
+                          f"the header says {size} entries, the file ends at {self.count}")
+        if self.proven_to < self.count:
+            raise Failure(self.proven_to + 1, UNSIGNED,
+                          f"entries {self.proven_to + 1}-{self.count} are covered by no "
+                          f"checkpoint a trusted key signed")
+
+
+def verify_export_lines(lines: Iterable[str], keys: Mapping[str, Ed25519PublicKey],
+                        witness: Mapping[int, Mapping[str, Any]] | None = None) -> TrailCheck:
+    """Verify a v1 export's lines against trusted keys (and a witness's checkpoints, if given)."""
+    return ExportWalk(keys, witness).run(lines)
+
+
+def sniff(path: Path) -> str:
+    """What a file is: "evidence", "export" (v1 JSONL), "jsonl" (entries only) or "csv"."""
+    if path.suffix.lower() == ".csv":
+        return "csv"
+    with open(path, encoding="utf-8") as file:
+        first = file.readline()
+    try:
+        record = json.loads(first)
+    except ValueError:
+        record = None
+    if record is None and first.lstrip().startswith("{"):
+        try:  # a pretty-printed evidence bundle spans lines
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError:
+            record = None
+    if isinstance(record, dict) and record.get("format") == EVIDENCE_FORMAT:
+        return "evidence"
+    if isinstance(record, dict) and record.get("type") == "header":
+        return "export"
+    return "jsonl"
+
+
+def trusted_keys(given: Iterable[str]) -> dict[str, Ed25519PublicKey]:
+    """The keys the auditor trusts, by key id, from base64 text or PEM file paths."""
+    keys = {}
+    for text in given:
+        key = signing.load_public_key(text)
+        keys[signing.key_id(key)] = key
+    return keys
+
+
+def verify_file(path: str | Path, fmt: str | None = None, *, public_keys: Iterable[str] = (),
+                witness: str | Path | None = None) -> TrailCheck:
+    """Verify an export or evidence bundle; the kind is detected unless `fmt` names it."""
     path = Path(path)
-    fmt = fmt or ("csv" if path.suffix.lower() == ".csv" else "jsonl")
-    if fmt not in ("jsonl", "csv"):
+    fmt = fmt or sniff(path)
+    if fmt not in ("jsonl", "csv", "export", "evidence"):
         raise ValueError(f"unknown format {fmt!r}; expected jsonl or csv")
-    return verify_entries(csv_entries(path) if fmt == "csv" else jsonl_entries(path))
+    if fmt == "jsonl" and sniff(path) in ("export", "evidence"):
+        fmt = sniff(path)
+    if fmt == "csv":
+        return verify_entries(csv_entries(path))
+    if fmt == "jsonl":
+        return verify_entries(jsonl_entries(path))
+    keys = trusted_keys(public_keys)
+    if not keys:
+        raise ValueError(f"an {fmt} is proven by signed checkpoints: pass --public-key")
+    try:
+        copies = read_witness(witness) if witness is not None else None
+    except Failure as failure:
+        return TrailCheck(False, 0, GENESIS, failure.seq, failure.reason, failure.message,
+                          kind=fmt)
+    if fmt == "evidence":
+        from agentgov.evidence import verify_bundle
+
+        return verify_bundle(json.loads(path.read_text(encoding="utf-8")), keys, copies)
+    with open(path, encoding="utf-8") as lines:
+        return verify_export_lines(lines, keys, copies)

@@ -221,12 +221,14 @@ def cmd_token_revoke(client: Client, args: argparse.Namespace, out: TextIO) -> i
 
 
 def cmd_audit_verify(client: Client | None, args: argparse.Namespace, out: TextIO) -> int:
-    if args.file:
-        check = verify_file(args.file, args.format)
+    path = args.path or args.file
+    if path:
+        check = verify_file(path, args.format, public_keys=args.public_key or (),
+                            witness=args.witness)
         if not check.ok:
             sys.stderr.write(f"{check}\n")
             return 1
-        out.write(f"{check}\n")
+        out.write(check.report())
         if args.head and args.head != check.head:
             sys.stderr.write(f"HEAD MISMATCH: the file ends at {check.head}, "
                              f"expected {args.head}\n")
@@ -236,6 +238,18 @@ def cmd_audit_verify(client: Client | None, args: argparse.Namespace, out: TextI
     report = client.audit_verify()
     out.write(json.dumps(report) + "\n")
     return 0 if report.get("ok") else 1
+
+
+def cmd_audit_keys(client: Client, args: argparse.Namespace, out: TextIO) -> int:
+    published = client.audit_keys()
+    if args.output == "json":
+        out.write(json.dumps(published, indent=2) + "\n")
+        return 0
+    out.write(f"{'KEY_ID':<16}  {'PUBLIC_KEY':<44}  {'CREATED':<27}  RETIRED\n")
+    for key in published:
+        out.write(f"{key['key_id']:<16}  {key['public_key']:<44}  {key['created_at']:<27}  "
+                  f"{key.get('retired_at') or '-'}\n")
+    return 0
 
 
 def cmd_audit_export(client: Client, args: argparse.Namespace, out: TextIO) -> int:
@@ -309,12 +323,27 @@ def parser() -> argparse.ArgumentParser:
     audit = verbs.add_parser("audit", help="the audit trail")
     audit_verbs = audit.add_subparsers(dest="audit_verb", required=True, metavar="COMMAND")
     verify = audit_verbs.add_parser(
-        "verify", help="verify an exported trail offline (--file), or ask the server")
-    verify.add_argument("--file", help="a JSONL or CSV export; nothing is sent anywhere")
+        "verify", help="verify an export or evidence bundle offline (FILE), or ask the server",
+        description="With FILE, nothing is sent anywhere: a v1 export or an evidence bundle is "
+                    "proven by checkpoints signed with a key given by --public-key; a CSV or "
+                    "an entries-only JSONL has its chain checked. Without FILE, the server "
+                    "walks its own trail.")
+    verify.add_argument("path", nargs="?", metavar="FILE",
+                        help="an export (JSONL or CSV) or an evidence bundle")
+    verify.add_argument("--file", help=argparse.SUPPRESS)  # the older spelling of FILE
+    verify.add_argument("--public-key", action="append", metavar="KEY",
+                        help="a trusted Ed25519 public key: base64 of its raw 32 bytes or a PEM "
+                             "file (repeat for rotated keys)")
+    verify.add_argument("--witness", metavar="DIR",
+                        help="a witness directory of checkpoint-<size>.json copies to compare")
     verify.add_argument("--format", choices=["jsonl", "csv"],
-                        help="default: from the file name")
+                        help="default: detected from the file")
     verify.add_argument("--head", help="also require the trail to end at this hash")
     verify.set_defaults(run=cmd_audit_verify)
+    keys = audit_verbs.add_parser(
+        "keys", help="the public keys that sign checkpoints (give them to --public-key)")
+    keys.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    keys.set_defaults(run=cmd_audit_keys)
     export = audit_verbs.add_parser("export", help="download the whole trail")
     export.add_argument("--format", choices=["jsonl", "csv"], default="jsonl")
     export.add_argument("-o", "--output", default="-", help="file path, or - for stdout")
@@ -327,7 +356,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     mistake (`diff`: 1 when there are differences, 2 on failure)."""
     out = out or sys.stdout
     args = parser().parse_args(argv)
-    offline = args.run is cmd_audit_verify and args.file
+    offline = args.run is cmd_audit_verify and bool(args.path or args.file)
     if not offline and not args.token:
         sys.stderr.write("agentctl: no token: pass --token or set AGENTGOV_TOKEN\n")
         return 2

@@ -317,6 +317,10 @@ class Client:
         return self.request("POST", f"/api/v1/tokens/{int(token_id)}/revoke",
                             json={"reason": reason}).json()
 
+    def audit_keys(self) -> list[dict[str, Any]]:
+        """Every key that signed checkpoints, current and retired, in its published form."""
+        return self.request("GET", "/api/v1/audit/keys").json()["keys"]
+
     def audit_verify(self) -> dict[str, Any]:
         """The server's own walk of the trail: ok, count, head_hash, first_broken_seq."""
         return self.request("GET", "/api/v1/audit/verify").json()

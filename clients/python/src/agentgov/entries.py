@@ -1,0 +1,42 @@
+"""Audit entries as docs/audit-format.md defines them: canonical JSON, the per-row chain hash
+and the Merkle leaf. The control plane writes with these and the offline verifier checks with
+them, so the two can never disagree."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from agentgov.merkle import leaf_hash
+
+GENESIS_HASH = "0" * 64
+HASHED_FIELDS = (
+    "seq", "at", "actor", "action", "target", "agent",
+    "before", "after", "reason", "request_id", "prev_hash",
+)
+ENTRY_FIELDS = (*HASHED_FIELDS, "hash")
+
+
+def canonical_json(value: Any) -> str:
+    """The one JSON spelling of a value: sorted keys, no spaces, UTF-8 text, no NaN."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False)
+
+
+def format_time(moment: datetime) -> str:
+    """UTC ISO 8601 with microseconds and a Z, so the hashed text never depends on a zone."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def entry_hash(entry: Mapping[str, Any]) -> str:
+    """The chain hash an entry must carry: sha256(canonical JSON of its fields + prev_hash)."""
+    payload = canonical_json({name: entry[name] for name in HASHED_FIELDS})
+    return hashlib.sha256((payload + entry["prev_hash"]).encode("utf-8")).hexdigest()
+
+
+def entry_leaf_hash(entry: Mapping[str, Any]) -> bytes:
+    """The entry's Merkle leaf hash: SHA-256(0x00 || canonical JSON of the whole exported entry)."""
+    return leaf_hash(canonical_json({name: entry[name] for name in ENTRY_FIELDS}).encode("utf-8"))

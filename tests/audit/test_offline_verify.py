@@ -1,0 +1,449 @@
+"""An outside auditor verifies what compliance downloads, offline: `agentctl audit verify` run
+from a virtual environment holding only the client package (no Django, no server), on the
+export and on an evidence bundle, untouched and tampered in each way an insider could try."""
+
+import base64
+import csv
+import io
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from agentgov import checkpoints as signing
+from agentgov.entries import GENESIS_HASH, entry_hash, entry_leaf_hash
+from agentgov.merkle import TreeBuilder
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+import audit
+from audit import keys
+from audit.choices import AuditAction
+from tests.conftest import refund_manifest
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def verify(auditor_agentctl):
+    """Run `agentctl audit verify FILE ...` as the auditor; returns (status, stdout, stderr)."""
+
+    def run(path: Path, *args: str) -> tuple[int, str, str]:
+        done = subprocess.run([str(auditor_agentctl), "audit", "verify", str(path), *args],
+                              capture_output=True, text=True, timeout=120)
+        return done.returncode, done.stdout, done.stderr
+
+    return run
+
+
+@pytest.fixture
+def witness(settings, tmp_path) -> Path:
+    """A directory witness, configured before the trail is written (list it before `trail`)."""
+    folder = tmp_path / "witness"
+    settings.AUDIT_WITNESSES = [f"file://{folder}"]
+    return folder
+
+
+@pytest.fixture
+def exported(people, api_as, django_capture_on_commit_callbacks, tmp_path):
+    """Compliance downloads the export through the API, witnesses published."""
+    return lambda: export(api_as, people, django_capture_on_commit_callbacks, tmp_path)
+
+
+@pytest.fixture
+def trail(people, refund_agent, settings, django_capture_on_commit_callbacks):
+    """A trail with a checkpoint every 5 entries, some about the refund agent."""
+    settings.AUDIT_CHECKPOINT_EVERY = 5
+    with django_capture_on_commit_callbacks(execute=True):
+        for n in range(12):
+            audit.record(actor=people.alice, action=AuditAction.TOKEN_ISSUED,
+                         target=f"token:{n}", agent="refund-agent" if n % 2 else "")
+
+
+@pytest.fixture
+def public_key(trail, people, api_as) -> str:
+    """The key the auditor fetched once from GET /api/v1/audit/keys and trusts from then on."""
+    published = api_as(people.dana).get("/api/v1/audit/keys").json()["keys"]
+    (current,) = [key for key in published if key["retired_at"] is None]
+    return current["public_key"]
+
+
+def export(api_as, people, capture, tmp_path) -> tuple[Path, list[dict]]:
+    with capture(execute=True):
+        response = api_as(people.dana).get("/api/v1/audit/export?format=jsonl")
+    assert response.status_code == 200
+    body = b"".join(response).decode("utf-8")
+    path = tmp_path / "trail.jsonl"
+    path.write_text(body, encoding="utf-8")
+    return path, [json.loads(line) for line in body.splitlines()]
+
+
+def write(path: Path, records: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def rehash(records: list[dict], signer: Ed25519PrivateKey, key_id: str | None = None,
+           later: tuple[int, Ed25519PrivateKey] | None = None) -> None:
+    """What an insider holding the database does: rewrite the chain, the tree and every
+    checkpoint so the file is consistent again, signed with `signer` (and, past size `later[0]`,
+    with `later[1]`)."""
+    prev, tree = GENESIS_HASH, TreeBuilder()
+    roots = {0: tree.root().hex()}
+    for record in records:
+        if record["type"] == "entry":
+            entry = record["entry"]
+            entry["prev_hash"] = prev
+            entry["hash"] = prev = entry_hash(entry)
+            tree.append(entry_leaf_hash(entry))
+            roots[tree.size] = tree.root().hex()
+    for record in records:
+        if record["type"] == "checkpoint":
+            key = later[1] if later and record["size"] > later[0] else signer
+            signed = signing.sign_checkpoint(key, record["size"], roots[record["size"]],
+                                             record["at"])
+            if key_id:
+                signed["key_id"] = key_id
+            record.update(signed)
+
+
+def test_an_untouched_export_is_proven_by_its_signed_checkpoints(
+        public_key, trail, people, api_as, exported, tmp_path, verify):
+    path, records = exported()
+    entries = [r for r in records if r["type"] == "entry"]
+    sizes = [r["size"] for r in records if r["type"] == "checkpoint"]
+    assert records[0]["size"] == len(entries) == sizes[-1]
+    assert entries[-1]["entry"]["action"] == "audit.exported"  # the export proves itself
+    status, out, err = verify(path, "--public-key", public_key)
+    assert status == 0, err
+    lines = out.splitlines()
+    assert lines[0] == f"OK {len(entries)} entries, head {entries[-1]['entry']['hash']}"
+    assert [line.split(" proven by ")[0] for line in lines[1:]] == [
+        f"entries 1-{size}" for size in sizes]
+
+    pem = tmp_path / "key.pem"  # the same key as a PEM file
+    pem.write_text(signing.public_key_pem(keys.signing_key().public_key()))
+    assert verify(path, "--public-key", str(pem))[0] == 0
+
+    status, _, err = verify(path)  # nothing trusted, nothing proven
+    assert status == 1 and "--public-key" in err
+
+
+@pytest.mark.parametrize("tamper, seq, reason", [
+    ("edit", 3, "edited"),
+    ("delete", 4, "deleted"),
+    ("truncate", None, "truncated"),
+    ("rehash-other-key", 1, "unknown-key"),
+    ("rehash-claiming-trusted-key", 1, "rehashed"),
+    ("append-unsigned", None, "unsigned"),
+])
+def test_each_tampered_export_fails_at_the_first_bad_seq_with_its_reason(
+        public_key, trail, people, api_as, exported, tmp_path, verify,
+        tamper, seq, reason):
+    path, records = exported()
+    entries = [r for r in records if r["type"] == "entry"]
+    count = len(entries)
+    if tamper == "edit":
+        entries[2]["entry"]["actor"] = "mallory"
+    elif tamper == "delete":
+        records.remove(entries[3])
+    elif tamper == "truncate":  # drop the tail, keep the header and checkpoints
+        records = records[:-2]
+        seq = count - 1
+    elif tamper == "rehash-other-key":
+        entries[0]["entry"]["reason"] = "nothing to see"
+        rehash(records, Ed25519PrivateKey.generate())
+    elif tamper == "rehash-claiming-trusted-key":
+        entries[0]["entry"]["reason"] = "nothing to see"
+        rehash(records, Ed25519PrivateKey.generate(), key_id=entries and records[1]["key_id"])
+    elif tamper == "append-unsigned":
+        extra = json.loads(json.dumps(entries[-1]))
+        extra["entry"].update(seq=count + 1, prev_hash=entries[-1]["entry"]["hash"])
+        extra["entry"]["hash"] = entry_hash(extra["entry"])
+        records.append(extra)
+        seq = count + 1
+    status, out, err = verify(write(path, records), "--public-key", public_key)
+    assert status == 1 and out == ""
+    assert err.startswith(f"FAILED at seq {seq}: {reason}: "), err
+
+
+def test_a_truncated_export_with_its_later_checkpoints_removed_is_caught_by_the_witness(
+        witness, public_key, trail, people, api_as, exported, tmp_path, verify):
+    path, records = exported()
+    assert verify(path, "--public-key", public_key, "--witness", str(witness))[0] == 0
+    # Cut the file back to its first checkpoint and remove every later one: alone, it holds.
+    first = next(r["size"] for r in records if r["type"] == "checkpoint")
+    cut = [r for r in records if r["type"] == "key"
+           or (r["type"] == "checkpoint" and r["size"] <= first)
+           or (r["type"] == "entry" and r["entry"]["seq"] <= first)]
+    cut.insert(0, {**records[0], "size": first})
+    write(path, cut)
+    assert verify(path, "--public-key", public_key)[0] == 0
+    status, _, err = verify(path, "--public-key", public_key, "--witness", str(witness))
+    assert status == 1 and err.startswith(f"FAILED at seq {first + 1}: truncated: "), err
+
+
+def test_a_log_forked_with_the_real_key_disagrees_with_the_witness(
+        witness, public_key, trail, people, api_as, exported, tmp_path, verify):
+    path, records = exported()
+    next(r for r in records if r["type"] == "entry")["entry"]["actor"] = "mallory"
+    rehash(records, keys.signing_key())  # the operator holds the key: only the witness objects
+    write(path, records)
+    assert verify(path, "--public-key", public_key)[0] == 0
+    first = next(r["size"] for r in records if r["type"] == "checkpoint")
+    status, _, err = verify(path, "--public-key", public_key, "--witness", str(witness))
+    assert status == 1 and err.startswith(f"FAILED at seq {first}: witness-mismatch: "), err
+
+
+def test_a_checkpoint_the_witness_never_received_is_reported(
+        witness, public_key, trail, people, api_as, exported, tmp_path, verify):
+    path, records = exported()
+    last = records[0]["size"]
+    (witness / f"checkpoint-{last:012d}.json").unlink()
+    status, _, err = verify(path, "--public-key", public_key, "--witness", str(witness))
+    assert status == 1 and err.startswith(f"FAILED at seq {last}: witness-missing: "), err
+
+
+# --- evidence bundles -------------------------------------------------------------------------
+
+
+def evidence(client, tmp_path, query="") -> tuple[Path, dict]:
+    response = client.get(f"/api/v1/agents/refund-agent/evidence{query}")
+    assert response.status_code == 200, response.content
+    path = tmp_path / "evidence.json"
+    path.write_bytes(response.content)
+    return path, response.json()
+
+
+def test_an_evidence_bundle_is_verified_offline_without_the_rest_of_the_trail(
+        public_key, trail, people, api_as, tmp_path, verify):
+    path, document = evidence(api_as(people.alice), tmp_path)  # alice owns the agent
+    seqs = [item["entry"]["seq"] for item in document["entries"]]
+    assert len(seqs) >= 6 and all(item["entry"]["agent"] == "refund-agent"
+                                  for item in document["entries"])
+    last = document["entries"][-1]["entry"]  # the bundle proves that it was fetched, and by whom
+    assert (last["action"], last["actor"], last["seq"]) == (
+        "audit.exported", "alice", document["checkpoint"]["size"])
+    status, out, err = verify(path, "--public-key", public_key)
+    assert status == 0, err
+    assert out.splitlines()[0].startswith(f"OK {len(seqs)} entries")
+    assert f"(seq {seqs[0]}-{seqs[-1]}) proven by checkpoint {document['checkpoint']['size']}" \
+        in out
+
+    middle = document["entries"][len(seqs) // 2]
+    since = middle["entry"]["at"]
+    path, later = evidence(api_as(people.dana), tmp_path,
+                           f"?from={since}&to=2999-01-01T00:00:00Z")
+    assert later["from"] == since
+    assert middle["entry"] in [item["entry"] for item in later["entries"]]
+    assert all(item["entry"]["at"] >= since for item in later["entries"])
+    assert verify(path, "--public-key", public_key)[0] == 0
+
+
+@pytest.mark.parametrize("tamper, reason", [
+    ("edit", "edited"), ("proof", "edited"), ("other-key", "unknown-key"),
+    ("checkpoint", "rehashed"),
+])
+def test_a_tampered_evidence_bundle_fails_with_its_reason(
+        public_key, trail, people, api_as, tmp_path, verify, tamper, reason):
+    path, document = evidence(api_as(people.dana), tmp_path)
+    item = document["entries"][1]
+    seq = item["entry"]["seq"]
+    if tamper == "edit":
+        item["entry"]["reason"] = "approved by the board"
+        item["entry"]["hash"] = entry_hash(item["entry"])  # the chain hash alone is easy
+    elif tamper == "proof":
+        item["proof"][0] = "00" * 32
+    elif tamper == "other-key":
+        signer = Ed25519PrivateKey.generate()
+        document["checkpoint"] = signing.sign_checkpoint(
+            signer, document["checkpoint"]["size"], document["checkpoint"]["root"],
+            document["checkpoint"]["at"])
+        seq = 1
+    elif tamper == "checkpoint":
+        document["checkpoint"]["size"] += 1
+        seq = 1
+    path.write_text(json.dumps(document), encoding="utf-8")
+    status, _, err = verify(path, "--public-key", public_key)
+    assert status == 1 and err.startswith(f"FAILED at seq {seq}: {reason}: "), err
+
+
+def test_evidence_is_for_the_owner_compliance_and_admin_only(trail, people, api_as):
+    from rest_framework.test import APIClient
+
+    for who, status in (("alice", 200), ("dana", 200), ("admin", 200), ("bob", 403)):
+        response = api_as(getattr(people, who)).get("/api/v1/agents/refund-agent/evidence")
+        assert response.status_code == status, who
+    assert APIClient().get("/api/v1/agents/refund-agent/evidence").status_code == 401
+    missing = api_as(people.dana).get("/api/v1/agents/nobody/evidence")
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
+    bad = api_as(people.dana).get("/api/v1/agents/refund-agent/evidence?from=yesterday")
+    assert bad.status_code == 400 and bad.json()["error"]["details"][0]["pointer"] == "/from"
+    backwards = api_as(people.dana).get(
+        "/api/v1/agents/refund-agent/evidence?from=2026-02-01T00:00:00Z&to=2026-01-01T00:00:00Z")
+    assert backwards.status_code == 400
+
+
+def test_the_agent_page_offers_the_evidence_download_to_those_who_may_fetch_it(
+        trail, people, client):
+    client.force_login(people.alice)
+    page = client.get("/agents/refund-agent/").content.decode()
+    assert 'action="/api/v1/agents/refund-agent/evidence"' in page
+    client.force_login(people.bob)
+    assert "/evidence" not in client.get("/agents/refund-agent/").content.decode()
+    client.force_login(people.alice)
+    download = client.get("/api/v1/agents/refund-agent/evidence?from=&to=")
+    assert download.status_code == 200 and download.json()["format"] == "agentgov-evidence/v1"
+
+
+def test_the_public_key_given_as_base64_must_be_a_key(trail, exported, verify):
+    path, _ = exported()
+    status, _, err = verify(path, "--public-key", base64.b64encode(b"short").decode())
+    assert status == 1 and err.startswith("error: ")
+
+
+# --- CSV for spreadsheets ---------------------------------------------------------------------
+
+FORMULAS = ['=HYPERLINK("http://x","y")', "@SUM(1)", "-1+1", "+1", "\tcmd", "\rcmd", "'quoted"]
+
+
+def test_csv_cells_never_start_a_formula_yet_the_csv_still_verifies_offline(
+        people, refund_agent, api_as, tmp_path, verify):
+    from registry import actions
+    from registry.choices import VersionSource
+
+    (outcome,) = actions.apply_manifests(
+        [refund_manifest(enforcement={"default": "correct"})], actor=people.alice,
+        source=VersionSource.YAML)
+    approved = api_as(people.bob).post(f"/api/v1/proposals/{outcome.version.pk}/approve",
+                                       {"comment": FORMULAS[0]}, format="json")
+    assert approved.status_code == 200
+    for comment in FORMULAS[1:]:
+        audit.record(actor=people.alice, action=AuditAction.TOKEN_ISSUED, target=comment,
+                     reason=comment, after={"n": -1})
+    dana = api_as(people.dana)
+    response = dana.get("/api/v1/audit/export?format=csv")
+    body = b"".join(response).decode("utf-8")
+    rows = list(csv.reader(io.StringIO(body)))[1:]
+    cells = [cell for row in rows for cell in row]
+    assert not [cell for cell in cells if cell[:1] in ("=", "+", "-", "@", "\t", "\r")]
+    reasons = {row[8] for row in rows}
+    assert {"'" + text for text in FORMULAS} <= reasons
+
+    path = tmp_path / "trail.csv"
+    path.write_text(body, encoding="utf-8", newline="")
+    status, out, err = verify(path)
+    assert status == 0, err
+    assert out == f"OK {len(rows)} entries, head {rows[-1][-1]}\n"
+    # The README's rule (drop one leading quote) gives back exactly the hashed values.
+    restored = [[cell[1:] if cell.startswith("'") else cell for cell in row] for row in rows]
+    assert {text for text in FORMULAS} <= {row[8] for row in restored}
+
+    from django.core.management import call_command  # the operator's export: the same cells
+
+    by_command = tmp_path / "by-command.csv"
+    call_command("audit", "export", "--format", "csv", "--output", str(by_command))
+    with open(by_command, encoding="utf-8", newline="") as rows_file:
+        command_cells = [cell for row in csv.reader(rows_file) for cell in row]
+    assert not [cell for cell in command_cells if cell[:1] in ("=", "+", "-", "@", "\t", "\r")]
+    assert verify(by_command)[0] == 0
+
+    edited = body.replace("'@SUM(1)", "'@SUM(2)", 1)
+    path.write_text(edited, encoding="utf-8", newline="")
+    status, _, err = verify(path)
+    assert status == 1 and err.startswith("BROKEN at seq ")
+
+
+def test_after_a_rotation_the_first_key_alone_proves_the_whole_export(
+        public_key, trail, people, settings, exported, verify):
+    from cryptography.hazmat.primitives import serialization
+
+    from audit.actions import rotate_key
+
+    new_key = Ed25519PrivateKey.generate()
+    rotate_key(actor=people.dana, new_key=new_key)
+    settings.AUDIT_PRIVATE_KEY = keys.private_key_pem(new_key).decode()
+    for n in range(6):
+        audit.record(actor=people.alice, action=AuditAction.TOKEN_ISSUED, target=f"later:{n}")
+    path, records = exported()
+    new_id = signing.key_id(new_key.public_key())
+    assert {r["key_id"] for r in records if r["type"] == "checkpoint"} >= {new_id}
+
+    status, out, err = verify(path, "--public-key", public_key)
+    assert status == 0, err
+    assert f"key {new_id} trusted from the rotation at seq " in out
+    assert out.splitlines()[-1].startswith(f"entries 1-{records[0]['size']} proven by "
+                                           f"checkpoint {records[0]['size']} (key {new_id}")
+    raw = new_key.public_key().public_bytes(serialization.Encoding.Raw,
+                                            serialization.PublicFormat.Raw)
+    status, _, err = verify(path, "--public-key", base64.b64encode(raw).decode())
+    assert status == 1 and err.startswith("FAILED at seq 1: unknown-key: ")
+
+    # A rotation entry whose endorsement is forged vouches for nothing, even in a file whose
+    # checkpoints are all re-signed with the real keys.
+    rotation = next(r["entry"] for r in records
+                    if r["type"] == "entry" and r["entry"]["action"] == "audit.key_rotated")
+    rotation["after"]["signature_by_previous"] = base64.b64encode(b"\0" * 64).decode()
+    old_key = checkpoints_key_file(settings)
+    rehash(records, old_key, later=(rotation["seq"], new_key))
+    status, _, err = verify(write(path, records), "--public-key", public_key)
+    assert status == 1 and err.startswith(f"FAILED at seq {rotation['seq'] + 1}: unknown-key: ")
+
+
+def checkpoints_key_file(settings) -> Ed25519PrivateKey:
+    """The key the trail was first signed with (the development key file)."""
+    return signing.load_private_key(Path(settings.AUDIT_PRIVATE_KEY_FILE).read_bytes())
+
+
+def test_with_the_workers_sequencer_the_export_places_its_queue_and_ends_at_its_own_entry(
+        public_key, trail, people, settings, exported, verify):
+    settings.AUDIT_SEQUENCER = "workers"
+    for n in range(3):  # queued, not yet placed by any worker
+        audit.record(actor=people.alice, action=AuditAction.TOKEN_ISSUED, target=f"queued:{n}")
+    path, records = exported()
+    entries = [r["entry"] for r in records if r["type"] == "entry"]
+    queued = [e["target"] for e in entries if e["target"].startswith("queued:")]
+    assert queued == ["queued:0", "queued:1", "queued:2"]
+    assert entries[-1]["action"] == "audit.exported" and records[0]["pending"] == 0
+    status, out, err = verify(path, "--public-key", public_key)
+    assert status == 0 and out.startswith(f"OK {len(entries)} entries"), err
+
+
+# --- tampering done in the database, before the export is made ------------------------------
+
+
+@pytest.mark.parametrize("statement, seq, reason", [
+    ("UPDATE audit_auditentry SET reason = 'approved by the board' WHERE seq = 3", 3, "edited"),
+    ("DELETE FROM audit_auditentry WHERE seq = 4", 4, "deleted"),
+    ("UPDATE audit_auditcheckpoint SET root = '" + "0" * 64 + "' WHERE seq = "
+     "(SELECT MIN(seq) FROM audit_auditcheckpoint)", 1, "rehashed"),
+])
+def test_tampering_in_the_database_reaches_the_auditor_as_a_failed_export(
+        public_key, trail, exported, verify, statement, seq, reason):
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":  # as a database superuser would
+            cursor.execute("ALTER TABLE audit_auditentry DISABLE TRIGGER USER")
+            cursor.execute("ALTER TABLE audit_auditcheckpoint DISABLE TRIGGER USER")
+        cursor.execute(statement)
+    path, _ = exported()
+    status, out, err = verify(path, "--public-key", public_key)
+    assert status == 1 and out == ""
+    assert err.startswith(f"FAILED at seq {seq}: {reason}: "), err
+
+
+def test_an_entry_edited_in_the_database_fails_its_evidence_bundle(public_key, trail, people,
+                                                                   api_as, tmp_path, verify):
+    from django.db import connection
+
+    from audit.models import AuditEntry
+
+    seq = AuditEntry.objects.filter(agent="refund-agent").order_by("-seq").values_list(
+        "seq", flat=True)[2]
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("ALTER TABLE audit_auditentry DISABLE TRIGGER USER")
+        cursor.execute("UPDATE audit_auditentry SET actor = 'mallory' WHERE seq = %s", [seq])
+    path, _ = evidence(api_as(people.dana), tmp_path)
+    status, _, err = verify(path, "--public-key", public_key)
+    assert status == 1 and err.startswith(f"FAILED at seq {seq}: edited: "), err
