@@ -32,7 +32,7 @@ def web_process():
         [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
          "config.asgi:application"], cwd=ROOT, env=child_env(), stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL)
-    eventually(lambda: embedded_redis.port_answers("127.0.0.1", port), timeout=30)
+    eventually(lambda: embedded_redis.port_answers("127.0.0.1", port), timeout=90)
     return process, f"http://127.0.0.1:{port}"
 
 
