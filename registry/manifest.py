@@ -679,11 +679,9 @@ class _StrictLoader(Composer, _Parser, SafeConstructor, Resolver):
 
 
 # YAML 1.1 reads 1e3 as a string; JSON and YAML 1.2 read it as a number, and JSON bodies must work.
-_StrictLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
-    list("-+0123456789"),
-)
+_EXPONENT_FLOAT = re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
+_StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_FLOAT,
+                                    list("-+0123456789"))
 
 
 class _DocumentBuilder:
@@ -882,6 +880,9 @@ def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 
 
 _Dumper.add_representer(str, _represent_str)
+# The writer resolves plain scalars as our loader does, so a string our loader would read as a
+# number (`0e0`) is quoted on the way out.
+_Dumper.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+0123456789"))
 
 
 def manifest_to_yaml(manifest: Manifest) -> str:

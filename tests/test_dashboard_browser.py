@@ -18,7 +18,7 @@ from config import embedded_redis
 from reconciliation.models import Escalation
 from registry.models import Agent
 from tests.conftest import PASSWORD, ROOT, approved_agent, child_env, eventually
-from tests.test_demo import ARTIFACTS, CHROMIUM_ARGS
+from tests.test_demo import ARTIFACTS, CHROMIUM_ARGS, watch_for_csp_violations
 
 pytestmark = pytest.mark.browser
 
@@ -41,6 +41,7 @@ class Browser:
                 if r.status >= 400 else None)
         page.on("request", lambda r: None if r.url.startswith(("http://127.0.0.1", "ws://127"))
                 else self.problems.append(f"left the machine: {r.url}"))
+        watch_for_csp_violations(page, self.problems)
         page.goto(f"{self.base}/login/")
         page.fill("#id_username", username)
         page.fill("#id_password", PASSWORD)

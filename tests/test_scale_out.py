@@ -11,7 +11,7 @@ import pytest
 
 from config import embedded_redis
 from reconciliation import actions
-from reconciliation.models import Finding, ReconcileRun
+from reconciliation.models import Finding, ReconcileRun, SandboxAgent
 from registry import actions as registry_actions
 from registry.models import Agent
 from tests.conftest import (
@@ -32,7 +32,7 @@ def web_process():
         [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
          "config.asgi:application"], cwd=ROOT, env=child_env(), stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL)
-    eventually(lambda: embedded_redis.port_answers("127.0.0.1", port), timeout=30)
+    eventually(lambda: embedded_redis.port_answers("127.0.0.1", port), timeout=90)
     return process, f"http://127.0.0.1:{port}"
 
 
@@ -59,9 +59,15 @@ def test_two_web_processes_and_three_workers_converge_everything_one_pass_at_a_t
                         headers={"Authorization": f"Token {key}"})
                     with urllib.request.urlopen(request, timeout=10) as response:
                         assert response.status == 202
-            eventually(lambda: Agent.objects.filter(status__health="in_policy").count()
-                       == AGENTS and not Finding.objects.exclude(status="corrected").exists(),
-                       timeout=90, message=workers[0].output())
+            applied = 3 * (round_ + 1)
+            # Round 1's end state already holds before round 2's drift is seen: wait until
+            # this round's changes have all been applied too.
+            eventually(lambda applied=applied: Agent.objects.filter(
+                           status__health="in_policy").count() == AGENTS
+                       and not Finding.objects.exclude(status="corrected").exists()
+                       and all(SandboxAgent.objects.get(agent=agent).apply_count
+                               == applied for agent in agents),
+                       timeout=120, message=workers[0].output())
     finally:
         for process, _ in webs:
             process.send_signal(signal.SIGTERM)

@@ -2,11 +2,16 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+import redis
 
+from config import embedded_redis
 from config.env import SettingError, env_bool, env_int, env_url
 from tests.conftest import ROOT
+
+STRONG = "Zr7-q0Vx_8pLm2Nw4Ks6Jt1Hy3Gd5Fb9Ac"
 
 PROBE = (
     "import django; django.setup(); from django.conf import settings as s; "
@@ -21,23 +26,61 @@ def run_settings(env: dict[str, str]) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=60)
 
 
-def test_nothing_configured_means_sqlite_and_an_embedded_redis_server(tmp_path):
-    from config import embedded_redis
-
+def test_nothing_configured_means_sqlite_and_importing_the_settings_starts_nothing(tmp_path):
     result = run_settings({"VAR_DIR": str(tmp_path)})
+    assert result.returncode == 0, result.stderr
+    engine, redis_url, debug = result.stdout.split()
+    assert engine == "django.db.backends.sqlite3" and debug == "True"
+    # No redis-server was started (schema generation, linters and one-off commands import
+    # the settings): the URL points where nothing answers until something starts it.
+    assert not (tmp_path / "redis").exists()
+    port = int(redis_url.rsplit(":", 1)[1].split("/")[0])
+    assert not embedded_redis.port_answers("127.0.0.1", port)
+
+
+def manage(var: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {"PATH": "/usr/bin:/bin", "VAR_DIR": str(var), "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "manage.py", *args], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+
+
+def redis_servers_under(var: Path) -> list[int]:
+    """Ports of redis-servers started with a config under `var` that still answer."""
+    config = embedded_redis.read_config(var / "redis")
+    return [config.port] if config and embedded_redis.port_answers("127.0.0.1", config.port) else []
+
+
+def test_one_off_commands_leave_no_redis_server_running_and_their_files_owner_only(tmp_path):
+    var = tmp_path / "var"
+    schema = manage(var, "spectacular", "--file", str(tmp_path / "schema.yaml"))
+    assert schema.returncode == 0, schema.stderr
+    assert not (var / "redis").exists()
+    migrated = manage(var, "migrate", "--noinput", "-v", "0")
+    assert migrated.returncode == 0, migrated.stderr
+    # A command that needs Redis starts the embedded one, with a password, and stops it.
+    stats = manage(var, "rqstats")
+    assert stats.returncode == 0, stats.stderr
+    assert (var / "redis" / "redis.conf").exists() and redis_servers_under(var) == []
+    assert "requirepass" in (var / "redis" / "redis.conf").read_text()
+    made = [path for path in var.rglob("*")]
+    assert {p.name for p in made} >= {"db.sqlite3", "secret-key", "audit-signing-key",
+                                      "redis.conf"}
+    loose = {str(p.relative_to(var)): oct(p.stat().st_mode & 0o777) for p in [var, *made]
+             if p.stat().st_mode & 0o077}
+    assert loose == {}, "readable by others"
+
+
+def test_the_embedded_redis_refuses_clients_without_its_password(tmp_path):
+    url, started = embedded_redis.ensure_running(tmp_path / "redis")
     try:
-        assert result.returncode == 0, result.stderr
-        engine, redis_url, debug = result.stdout.split()
-        assert engine == "django.db.backends.sqlite3"
-        assert redis_url.startswith("redis://127.0.0.1:")
-        port = int(redis_url.split(":")[2].split("/")[0])
-        assert embedded_redis.port_answers("127.0.0.1", port)  # a real server, still running
-        assert debug == "True"
-        # A second process shares the same embedded server instead of starting another.
-        again = run_settings({"VAR_DIR": str(tmp_path)})
-        assert again.stdout.split()[1] == redis_url
+        assert started
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        with pytest.raises(redis.AuthenticationError):
+            redis.Redis(port=port).ping()  # another local user, or a page doing DNS rebinding
+        assert redis.Redis.from_url(url).ping()
     finally:
         embedded_redis.stop_running(tmp_path / "redis")
+    assert not embedded_redis.port_answers("127.0.0.1", port)
 
 
 def test_configured_urls_are_used(tmp_path):
@@ -54,13 +97,21 @@ def test_configured_urls_are_used(tmp_path):
 @pytest.mark.parametrize("env, message", [
     ({"DEBUG": "maybe"}, "DEBUG must be a boolean"),
     ({"DEBUG": "false", "REDIS_URL": "redis://x:1/0"}, "SECRET_KEY must be set when DEBUG is off"),
-    ({"DEBUG": "false", "SECRET_KEY": "k" * 50, "REDIS_URL": "redis://x:1/0"},
+    ({"DEBUG": "false", "SECRET_KEY": STRONG, "REDIS_URL": "redis://x:1/0"},
      "AUDIT_SIGNING_KEY must be set when DEBUG is off"),
-    ({"DEBUG": "false", "SECRET_KEY": "k" * 50, "AUDIT_SIGNING_KEY": "a" * 50,
+    ({"DEBUG": "false", "SECRET_KEY": STRONG, "AUDIT_SIGNING_KEY": STRONG,
       "REDIS_URL": "redis://x:1/0"},
      "AUDIT_PRIVATE_KEY or AUDIT_PRIVATE_KEY_FILE must be set when DEBUG is off"),
     ({"AUDIT_SEQUENCER": "sometimes", "REDIS_URL": "redis://x:1/0"},
      "AUDIT_SEQUENCER must be inline or workers"),
+    ({"AUDIT_SIGNING_KEY": "k", "REDIS_URL": "redis://x:1/0"},
+     "AUDIT_SIGNING_KEY is too weak: it needs at least 32 characters (got 1)"),
+    ({"SECRET_KEY": "k" * 50, "REDIS_URL": "redis://x:1/0"},
+     "SECRET_KEY is too weak: it needs at least 10 different characters (got 1)"),
+    ({"SECRET_KEY": "django-insecure-" + STRONG, "REDIS_URL": "redis://x:1/0"},
+     "SECRET_KEY is too weak: it needs not a placeholder"),
+    ({"DECISION_WEBHOOK_SECRET": "hunter2", "REDIS_URL": "redis://x:1/0"},
+     "DECISION_WEBHOOK_SECRET is too weak"),
     ({"DATABASE_URL": "mysql://root@localhost/x"}, "DATABASE_URL must be a URL with scheme"),
     ({"AUDIT_CHECKPOINT_EVERY": "0", "REDIS_URL": "redis://x:1/0"},
      "AUDIT_CHECKPOINT_EVERY must be at least 1"),
@@ -69,6 +120,17 @@ def test_bad_values_fail_loudly_at_start_up(tmp_path, env, message):
     result = run_settings({"VAR_DIR": str(tmp_path), **env})
     assert result.returncode != 0
     assert message in result.stderr
+    for name in ("SECRET_KEY", "AUDIT_SIGNING_KEY", "DECISION_WEBHOOK_SECRET"):
+        if name in env and len(env[name]) > 3:
+            assert env[name] not in result.stderr  # a refused secret is never echoed
+
+
+def test_a_weak_key_file_under_var_is_refused_too(tmp_path):
+    (tmp_path / "audit-signing-key").write_text("x")
+    result = run_settings({"VAR_DIR": str(tmp_path), "REDIS_URL": "redis://x:1/0"})
+    assert result.returncode != 0
+    assert f"AUDIT_SIGNING_KEY (from {tmp_path / 'audit-signing-key'}) is too weak" in (
+        result.stderr)
 
 
 def test_typed_helpers(monkeypatch):

@@ -93,8 +93,9 @@ def test_drift_behind_the_sidecars_back_is_reported_and_restored_unless_told_not
         approved = runtime.observe()
         drifted = {**approved, "tools": sorted([*approved["tools"], "crm.search"])}
         runtime.state = drifted  # someone changed the agent behind the sidecar's back
-        eventually(lambda: push_agent.observations.filter(
-            state__tools__contains=["crm.search"]).exists())
+        # Read in Python: SQLite (the embedded default) has no JSON `contains` lookup.
+        eventually(lambda: any("crm.search" in observation.state.get("tools", [])
+                               for observation in push_agent.observations.all()))
         if restore:
             eventually(lambda: latest_report(push_agent)["tools"] == approved["tools"])
             assert runtime.applied == [1, 1] and runtime.state == approved

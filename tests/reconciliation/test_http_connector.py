@@ -116,7 +116,7 @@ def test_a_worker_killed_mid_correction_over_http_applies_nothing_twice(
         first = start_worker(RECONCILE_LOCK_SECONDS="5", PLATFORM_SECRET=SECRET, **env)
         eventually(lambda: platform.changes_seen >= 2, timeout=60, message=first.output())
         first.kill()  # in the middle of the second change
-        eventually(lambda: platform.apply_count >= 2, timeout=10)  # the held change lands
+        eventually(lambda: platform.apply_count >= 2, timeout=60)  # the held change lands
         second = start_worker(PLATFORM_SECRET=SECRET, **env)
         enqueue_reconcile(agent.pk, "manual")
         eventually(lambda: set(agent.findings.values_list("status", flat=True))

@@ -65,13 +65,14 @@ def test_block_mode_suspends_the_agent_through_the_platform(people, start_worker
     eventually(lambda: converged(agent), message=worker.output())
     actions.sandbox_deploy(agent, actor="system:deploy-bot", changes=BAD_DEPLOYMENT,
                            reason="a deployment quietly widened access")
-    eventually(lambda: sandbox(agent).state["running"] is False, timeout=30,
-               message=worker.output())
-    agent.refresh_from_db()
-    assert agent.lifecycle == "suspended" and statuses(agent) == {"blocked"}
+    # The platform stops the agent before the registry records it (the connector is told
+    # first): wait for the end state, not the first sign of it.
+    eventually(lambda: (sandbox(agent).state["running"] is False
+                        and Agent.objects.get(pk=agent.pk).lifecycle == "suspended"
+                        and statuses(agent) == {"blocked"}
+                        and conditions(people)["Suspended"]["status"] == "True"),
+               timeout=60, message=f"findings {statuses(agent)}; worker said:\n{worker.output()}")
     assert "crm.search" in sandbox(agent).state["tools"]  # suspended, not corrected
-    eventually(lambda: conditions(people)["Suspended"]["status"] == "True",
-               message=worker.output())
 
 
 def test_shadow_mode_on_a_worker_records_the_corrections_and_applies_none(people,
@@ -101,8 +102,10 @@ def test_a_lagging_platform_is_waited_for_not_corrected_twice(people, start_work
     actions.sandbox_faults(agent, actor="system:test", lag_seconds=lag_seconds)
     actions.sandbox_deploy(agent, actor="system:deploy-bot", changes=BAD_DEPLOYMENT,
                            reason="a deployment quietly widened access")
-    eventually(lambda: statuses(agent) == {"correcting"}, timeout=30, message=worker.output())
-    assert conditions(people)["Reconciling"]["reason"] == "Verifying"
+    # The finding turns "correcting" one transaction before the conditions say so.
+    eventually(lambda: (statuses(agent) == {"correcting"}
+                        and conditions(people)["Reconciling"]["reason"] == "Verifying"),
+               timeout=30, message=worker.output())
     eventually(lambda: statuses(agent) == {"corrected"}, timeout=30,
                message=f"findings {statuses(agent)}; worker said:\n{worker.output()}")
     assert sandbox(agent).apply_count == 3  # stale reads never made it apply again

@@ -325,6 +325,25 @@ def test_propose_a_change_starts_from_the_active_manifest(client, people, refund
     assert yaml.safe_load(html.unescape(textarea))["spec"] == refund_agent.active_version.spec
 
 
+def test_a_manifest_whose_strings_look_like_numbers_applies_back_from_its_own_page(
+        client, api_as, people):
+    # Registered through the JSON API, where "0e0" and "1e5" are plainly strings.
+    document = yaml.safe_load(REFUND_AGENT_YAML)
+    document["metadata"]["labels"] = {"0e0": "1E5", "env": "prod"}
+    document["spec"]["tools"] = ["0e0", "0.0", "1e5", "orders.lookup"]
+    created = api_as(people.alice).post("/api/v1/manifests", document, format="json")
+    assert created.status_code in (200, 201), created.content
+    actions.approve_proposal(Agent.objects.get(name="refund-agent").versions.get().pk,
+                             actor=people.bob)
+    client.force_login(people.alice)
+    register_again = page(client.get("/manifests/new?agent=refund-agent"))
+    text = html.unescape(re.search(r'<textarea id="manifest"[^>]*>\n(.*?)</textarea>',
+                                   register_again, re.S).group(1))
+    body = page(client.post("/manifests/new", {"manifest": text}))
+    assert 'id="error-summary"' not in body
+    assert "agent/refund-agent unchanged" in body
+
+
 # --- the approvals inbox and proposals ---------------------------------------------------------
 
 

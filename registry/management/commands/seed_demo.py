@@ -8,6 +8,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from config.private_files import write_private
 from registry import actions
 from registry.choices import Role
 from registry.password_audit import password_changed_by
@@ -48,9 +49,7 @@ class Command(BaseCommand):
                                           is_superuser=True, reason="admin role granted")
             actions.grant_role(user, role, actor="system:demo")
             logins[username] = password
-        store.parent.mkdir(parents=True, exist_ok=True)
-        store.write_text(json.dumps(logins, indent=2))
-        store.chmod(0o600)
+        write_private(store, json.dumps(logins, indent=2))
         from reconciliation.demo import seed_cluster, seed_history
 
         created = seed_cluster()
