@@ -163,6 +163,8 @@ FORMS = {
     "revoke a token": ("alice", "/tokens/", "registry-token-revoke", "reason",
                        {"reason": "rotated"}, "token.revoked"),
     "keep a token": ("alice", "/tokens/", "registry-token-keep", None, {}, "token.kept"),
+    "propose retiring an agent": ("alice", "/agents/refund-agent/", "registry-agent-retire",
+                                  "reason", {"reason": "replaced"}, "retirement.proposed"),
     "inject drift in the lab": ("dana", "/lab/", "lab", "agent", {"what": "drift"},
                                 "sandbox.changed"),
     "mass drift in the lab": ("dana", "/lab/", "lab", "count", {"what": "mass", "count": "1"},
