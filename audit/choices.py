@@ -20,6 +20,8 @@ class AuditAction(models.TextChoices):
     TOKEN_KEPT = "token.kept"
     USER_PASSWORD_CHANGED = "user.password_changed"
     USER_FLAGS_CHANGED = "user.flags_changed"
+    STEPUP_DEVICE_CONFIRMED = "stepup.device_confirmed"
+    STEPUP_FAILED = "stepup.failed"
     AGENT_REGISTERED = "agent.registered"
     AGENT_TOKEN_ISSUED = "agent.token_issued"
     AGENT_HANDED_OVER = "agent.handed_over"

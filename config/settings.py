@@ -125,6 +125,8 @@ INSTALLED_APPS = [
     "django_htmx",
     "axes",
     "csp",
+    "django_otp",
+    "django_otp.plugins.otp_totp",
     "audit",
     "reconciliation",
 ]
@@ -250,6 +252,15 @@ def _networks(name: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
 
 # Proxies whose X-Forwarded-For is believed for the client's address (config/client_address.py).
 TRUSTED_PROXIES = _networks("TRUSTED_PROXIES")
+
+# Step-up (registry/stepup.py): approving a proposal whose risk is above the threshold (unset:
+# none by risk), or that a `step_up` guardrail marks, needs a TOTP code verified this recently.
+STEPUP_RISK_THRESHOLD = (None if env_str("STEPUP_RISK_THRESHOLD") is None
+                         else env_int("STEPUP_RISK_THRESHOLD", 0, minimum=0))
+STEPUP_MAX_AGE_SECONDS = env_int("STEPUP_MAX_AGE_SECONDS", 300, minimum=30)
+# After n wrong codes in a row a device refuses every code for factor * 2**(n-1) seconds.
+OTP_TOTP_THROTTLE_FACTOR = env_int("STEPUP_THROTTLE_SECONDS", 1, minimum=1)
+OTP_TOTP_ISSUER = "Agent governance"
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
