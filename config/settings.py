@@ -261,6 +261,9 @@ STEPUP_MAX_AGE_SECONDS = env_int("STEPUP_MAX_AGE_SECONDS", 300, minimum=30)
 # After n wrong codes in a row a device refuses every code for factor * 2**(n-1) seconds.
 OTP_TOTP_THROTTLE_FACTOR = env_int("STEPUP_THROTTLE_SECONDS", 1, minimum=1)
 OTP_TOTP_ISSUER = "Agent governance"
+# A code is accepted 30 s either side of the server's clock, never further: following a
+# device's drift would let the window wander.
+OTP_TOTP_SYNC = False
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
