@@ -20,6 +20,7 @@ class AuditAction(models.TextChoices):
     TOKEN_KEPT = "token.kept"
     USER_PASSWORD_CHANGED = "user.password_changed"
     USER_FLAGS_CHANGED = "user.flags_changed"
+    STEPUP_ENROLMENT_STARTED = "stepup.enrolment_started"
     STEPUP_DEVICE_CONFIRMED = "stepup.device_confirmed"
     STEPUP_FAILED = "stepup.failed"
     AGENT_REGISTERED = "agent.registered"

@@ -40,7 +40,10 @@ def start_enrolment(*, actor: Any) -> TOTPDevice:
     for nothing until it is confirmed with a code."""
     _person(actor)
     TOTPDevice.objects.filter(user=actor, confirmed=False).delete()
-    return TOTPDevice.objects.create(user=actor, name="authenticator", confirmed=False)
+    device = TOTPDevice.objects.create(user=actor, name="authenticator", confirmed=False)
+    audit.record(actor=actor, action=AuditAction.STEPUP_ENROLMENT_STARTED,
+                 target=f"user:{actor.username}", after={"device": device.pk})
+    return device
 
 
 def _check_code(device_id: int, code: str) -> tuple[bool, datetime | None]:
