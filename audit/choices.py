@@ -23,6 +23,7 @@ class AuditAction(models.TextChoices):
     STEPUP_ENROLMENT_STARTED = "stepup.enrolment_started"
     STEPUP_DEVICE_CONFIRMED = "stepup.device_confirmed"
     STEPUP_FAILED = "stepup.failed"
+    STEPUP_RESET = "stepup.reset"
     AGENT_REGISTERED = "agent.registered"
     AGENT_TOKEN_ISSUED = "agent.token_issued"
     AGENT_HANDED_OVER = "agent.handed_over"

@@ -108,6 +108,9 @@ CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
     "daphne",
+    # Before registry, whose admin module replaces django-otp's device admin with a read-only one.
+    "django_otp",
+    "django_otp.plugins.otp_totp",
     # Before django.contrib.auth, so its `createsuperuser` (which audits) is the one that runs.
     "registry",
     "django.contrib.admin",
@@ -125,8 +128,6 @@ INSTALLED_APPS = [
     "django_htmx",
     "axes",
     "csp",
-    "django_otp",
-    "django_otp.plugins.otp_totp",
     "audit",
     "reconciliation",
 ]
@@ -264,6 +265,7 @@ OTP_TOTP_ISSUER = "Agent governance"
 # A code is accepted 30 s either side of the server's clock, never further: following a
 # device's drift would let the window wander.
 OTP_TOTP_SYNC = False
+OTP_ADMIN_HIDE_SENSITIVE_DATA = True
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"

@@ -129,3 +129,16 @@ def verify_step_up(*, actor: Any, code: str, reasons: list[str],
     step_up = StepUp(device.pk, now)
     remember(session, step_up)
     return step_up
+
+
+@transaction.atomic
+def reset_authenticator(user: Any, *, actor: Any, reason: str) -> int:
+    """Remove a person's authenticators (lost phone, or one a thief enrolled); they enrol again
+    before their next step-up approval. Returns how many were removed."""
+    devices = list(TOTPDevice.objects.filter(user=user).values_list("pk", flat=True))
+    if devices:
+        TOTPDevice.objects.filter(pk__in=devices).delete()
+        audit.record(actor=actor, action=AuditAction.STEPUP_RESET,
+                     target=f"user:{user.username}", before={"devices": devices},
+                     after=None, reason=reason)
+    return len(devices)

@@ -347,3 +347,29 @@ def test_a_guardrail_turned_to_step_up_does_not_activate_on_earlier_approvals(
     assert error(carol.post(url, {}, format="json"))["code"] == "step_up_required"
     assert carol.post(url, {"otp": totp(secret)}, format="json").status_code == 200
     assert DesiredStateVersion.objects.get(pk=version.pk).state == "approved"
+
+
+def test_a_lost_authenticator_is_reset_from_the_command_line_never_in_the_admin(
+        people, api_as, threshold):
+    from django.core.management import call_command
+
+    version = raise_limit(people, approved_agent(people, "refund-agent"))
+    threshold()
+    secret = enrol(people.bob)
+    device = TOTPDevice.objects.get(user=people.bob)
+    people.admin.is_staff = people.admin.is_superuser = True  # as `grant_role admin` makes them
+    people.admin.save(update_fields=["is_staff", "is_superuser"])
+    admin = signed_in(people.admin)
+    assert admin.get("/admin/otp_totp/totpdevice/add/").status_code == 403
+    assert admin.post(f"/admin/otp_totp/totpdevice/{device.pk}/delete/",
+                      {"post": "yes"}).status_code == 403
+    assert secret.hex() not in admin.get(
+        f"/admin/otp_totp/totpdevice/{device.pk}/change/").content.decode()
+    call_command("reset_two_factor", "bob", "--reason", "lost phone")
+    assert not TOTPDevice.objects.filter(user=people.bob).exists()
+    reset = AuditEntry.objects.get(action="stepup.reset")
+    assert (reset.target, reset.reason, reset.before) == ("user:bob", "lost phone",
+                                                          {"devices": [device.pk]})
+    refused = api_as(people.bob).post(f"/api/v1/proposals/{version.pk}/approve",
+                                      {"otp": totp(secret)}, format="json")
+    assert "enrol" in error(refused)["message"]
