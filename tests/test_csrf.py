@@ -163,6 +163,8 @@ FORMS = {
     "revoke a token": ("alice", "/tokens/", "registry-token-revoke", "reason",
                        {"reason": "rotated"}, "token.revoked"),
     "keep a token": ("alice", "/tokens/", "registry-token-keep", None, {}, "token.kept"),
+    "enrol an authenticator": ("bob", "/account/two-factor/", "registry-two-factor", "start",
+                               {}, "stepup.enrolment_started"),
     "inject drift in the lab": ("dana", "/lab/", "lab", "agent", {"what": "drift"},
                                 "sandbox.changed"),
     "mass drift in the lab": ("dana", "/lab/", "lab", "count", {"what": "mass", "count": "1"},
@@ -206,7 +208,7 @@ CRAWL = {
     "anonymous": ["/login/"],
     "alice": ["/", "/manifests/new", "/proposals/{proposal}/", "/agents/refund-agent/",
               "/tokens/"],
-    "bob": ["/approvals/", "/proposals/{proposal}/", "/escalations/"],
+    "bob": ["/approvals/", "/proposals/{proposal}/", "/escalations/", "/account/two-factor/"],
     "dana": ["/findings/", "/lab/", "/guardrails/", "/guardrails/new",
              "/guardrails/no-crm/edit", "/guardrails/no-crm/delete", "/audit/"],
 }
