@@ -108,6 +108,9 @@ CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
     "daphne",
+    # Before registry, whose admin module replaces django-otp's device admin with a read-only one.
+    "django_otp",
+    "django_otp.plugins.otp_totp",
     # Before django.contrib.auth, so its `createsuperuser` (which audits) is the one that runs.
     "registry",
     "django.contrib.admin",
@@ -250,6 +253,19 @@ def _networks(name: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
 
 # Proxies whose X-Forwarded-For is believed for the client's address (config/client_address.py).
 TRUSTED_PROXIES = _networks("TRUSTED_PROXIES")
+
+# Step-up (registry/stepup.py): approving a proposal whose risk is above the threshold (unset:
+# none by risk), or that a `step_up` guardrail marks, needs a TOTP code verified this recently.
+STEPUP_RISK_THRESHOLD = (None if env_str("STEPUP_RISK_THRESHOLD") is None
+                         else env_int("STEPUP_RISK_THRESHOLD", 0, minimum=0))
+STEPUP_MAX_AGE_SECONDS = env_int("STEPUP_MAX_AGE_SECONDS", 300, minimum=30)
+# After n wrong codes in a row a device refuses every code for factor * 2**(n-1) seconds.
+OTP_TOTP_THROTTLE_FACTOR = env_int("STEPUP_THROTTLE_SECONDS", 1, minimum=1)
+OTP_TOTP_ISSUER = "Agent governance"
+# A code is accepted 30 s either side of the server's clock, never further: following a
+# device's drift would let the window wander.
+OTP_TOTP_SYNC = False
+OTP_ADMIN_HIDE_SENSITIVE_DATA = True
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"

@@ -1,11 +1,14 @@
-"""The Django admin shows people and roles read-only: a role changes only through
-`grant_role` / `revoke_role` (audited), never around them."""
+"""The Django admin shows people, roles and authenticators read-only: a role changes only
+through `grant_role` / `revoke_role` (audited), an authenticator only through its owner's page or
+`reset_two_factor` (audited), never around them."""
 
 from typing import Any
 
 from django.contrib import admin
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group, User
+from django_otp.plugins.otp_totp.admin import TOTPDeviceAdmin
+from django_otp.plugins.otp_totp.models import TOTPDevice
 
 
 class ReadOnly:
@@ -23,6 +26,7 @@ class ReadOnly:
 
 admin.site.unregister(User)
 admin.site.unregister(Group)
+admin.site.unregister(TOTPDevice)
 
 
 @admin.register(User)
@@ -32,4 +36,9 @@ class PersonAdmin(ReadOnly, UserAdmin):
 
 @admin.register(Group)
 class RoleAdmin(ReadOnly, GroupAdmin):
+    pass
+
+
+@admin.register(TOTPDevice)
+class AuthenticatorAdmin(ReadOnly, TOTPDeviceAdmin):
     pass

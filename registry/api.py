@@ -203,6 +203,12 @@ class DecisionSerializer(serializers.Serializer):
     expected_generation = serializers.IntegerField(required=False, min_value=0)
 
 
+class ApproveSerializer(DecisionSerializer):
+    otp = serializers.CharField(
+        required=False, allow_blank=True, max_length=12, default="",
+        help_text="A current TOTP code, when the proposal needs step-up (step_up_required).")
+
+
 def inbox_order(queryset: QuerySet[DesiredStateVersion]) -> QuerySet[DesiredStateVersion]:
     """Riskiest first, then newest: the approvals inbox order."""
     return queryset.order_by("-risk", "-created_at")
@@ -229,15 +235,16 @@ class ProposalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
         fresh = self.get_queryset().get(pk=version.pk)
         return Response(ProposalSerializer(fresh).data)
 
-    @extend_schema(request=DecisionSerializer, responses=ProposalSerializer)
+    @extend_schema(request=ApproveSerializer, responses=ProposalSerializer)
     @action(detail=True, methods=["post"])
     def approve(self, request: Request, pk: str) -> Response:
         actions.check_can_decide(int(pk), actor=request.user)
-        body = DecisionSerializer(data=request.data)
+        body = ApproveSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         version = actions.approve_proposal(
             int(pk), actor=request.user, comment=body.validated_data["comment"],
-            expected_generation=body.validated_data.get("expected_generation"))
+            expected_generation=body.validated_data.get("expected_generation"),
+            otp=body.validated_data["otp"])
         return self._decided(version)
 
     @extend_schema(request=DecisionSerializer, responses=ProposalSerializer)

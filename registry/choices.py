@@ -45,6 +45,7 @@ class GuardrailEffect(models.TextChoices):
     DENY = "deny"
     REQUIRE_APPROVALS = "require_approvals"
     WARN = "warn"
+    STEP_UP = "step_up"  # each approver must give a fresh second factor (registry/stepup.py)
 
 
 class GuardrailOutcome(models.TextChoices):
@@ -54,4 +55,5 @@ class GuardrailOutcome(models.TextChoices):
     DENIED = "denied"
     REQUIRES_APPROVALS = "requires_approvals"
     WARNED = "warned"
+    REQUIRES_STEP_UP = "requires_step_up"
     ERROR = "error"  # evaluation failed: fail closed, the proposal is held

@@ -30,6 +30,7 @@ class DecisionForm(forms.Form):
 
     comment = forms.CharField(required=False, max_length=2000)
     expected_generation = forms.IntegerField(required=False, min_value=0)
+    otp = forms.CharField(required=False, max_length=12)  # step-up: a current TOTP code
 
 
 class GuardrailForm(forms.Form):
@@ -94,3 +95,17 @@ class RetireForm(forms.Form):
     """Retire: why (the action insists on a reason)."""
 
     reason = forms.CharField(max_length=2000)
+
+
+class StepUpCodeForm(forms.Form):
+    """A current code from the person's authenticator (step-up), empty when not asked for."""
+
+    otp = forms.CharField(required=False, max_length=12)
+
+
+class EnrolForm(forms.Form):
+    """Confirm a new authenticator with its code (and the old one's, when replacing it)."""
+
+    device = forms.IntegerField(min_value=1)
+    code = forms.CharField(max_length=12)
+    current_code = forms.CharField(required=False, max_length=12)

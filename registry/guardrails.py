@@ -137,6 +137,7 @@ def evaluate(guardrail: Any, spec: dict, metadata: dict, now: datetime) -> Guard
         GuardrailEffect.DENY: GuardrailOutcome.DENIED,
         GuardrailEffect.REQUIRE_APPROVALS: GuardrailOutcome.REQUIRES_APPROVALS,
         GuardrailEffect.WARN: GuardrailOutcome.WARNED,
+        GuardrailEffect.STEP_UP: GuardrailOutcome.REQUIRES_STEP_UP,
     }[GuardrailEffect(guardrail.effect)]
     needs_more = outcome == GuardrailOutcome.REQUIRES_APPROVALS
     approvals = guardrail.required_approvals if needs_more else 0

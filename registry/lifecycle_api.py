@@ -104,6 +104,9 @@ class RetirementOutSerializer(serializers.Serializer):
 class RetirementDecisionSerializer(serializers.Serializer):
     comment = serializers.CharField(required=False, allow_blank=True, max_length=2000,
                                     default="")
+    otp = serializers.CharField(
+        required=False, allow_blank=True, max_length=12, default="",
+        help_text="A current TOTP code, when step-up is configured (step_up_required).")
 
 
 class RetireView(APIView):
@@ -133,5 +136,6 @@ class RetirementApproveView(APIView):
         body = RetirementDecisionSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         retirement = actions.approve_retirement(pk, actor=request.user,
-                                                comment=body.validated_data["comment"])
+                                                comment=body.validated_data["comment"],
+                                                otp=body.validated_data["otp"])
         return Response(retirement.to_dict())

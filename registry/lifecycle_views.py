@@ -14,9 +14,10 @@ from config.errors import DomainError
 from registry import actions
 from registry.actions.waivers import may_waive
 from registry.choices import Lifecycle, Role, VersionSource, VersionState
-from registry.forms import RetireForm, RollbackForm, WaiverForm
+from registry.forms import RetireForm, RollbackForm, StepUpCodeForm, WaiverForm
 from registry.models import Agent, Retirement
 from registry.roles import has_role
+from registry.stepup import confirmed_device, retirement_reasons
 
 
 @login_required
@@ -90,8 +91,10 @@ def retirement_approve(request: HttpRequest, pk: int) -> HttpResponse:
     retirement = Retirement.objects.select_related("agent").filter(pk=pk).first()
     if retirement is None:
         raise Http404
+    form = StepUpCodeForm(request.POST)
+    otp = form.cleaned_data["otp"] if form.is_valid() else ""
     try:
-        actions.approve_retirement(pk, actor=request.user)
+        actions.approve_retirement(pk, actor=request.user, otp=otp, session=request.session)
     except DomainError as error:
         messages.error(request, error.message)
     else:
@@ -108,4 +111,6 @@ def retirement_context(agent: Agent, user: Any) -> dict[str, Any]:
             and has_role(user, Role.OWNER)
             and (agent.owner_id == user.pk or has_role(user, Role.ADMIN)),
             "can_approve_retirement": pending is not None and has_role(user, Role.APPROVER)
-            and user.pk not in (pending.proposed_by_id, agent.owner_id)}
+            and user.pk not in (pending.proposed_by_id, agent.owner_id),
+            "retirement_step_up": retirement_reasons() if pending is not None else [],
+            "enrolled": pending is not None and confirmed_device(user) is not None}

@@ -1,7 +1,7 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from registry import api, lifecycle_api, lifecycle_views, views
+from registry import api, lifecycle_api, lifecycle_views, stepup_views, views
 
 router = SimpleRouter(trailing_slash=False)
 router.register("agents", api.AgentViewSet, basename="agent")
@@ -23,6 +23,7 @@ api_urlpatterns = [
 ]
 
 page_urlpatterns = [
+    path("account/two-factor/", stepup_views.two_factor, name="registry-two-factor"),
     path("agents/", views.agent_list, name="registry-agents"),
     path("agents/<slug:name>/", views.agent_detail, name="registry-agent"),
     path("agents/<slug:name>/rollback", lifecycle_views.agent_rollback,

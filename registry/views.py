@@ -43,6 +43,7 @@ from registry.manifest import (
 )
 from registry.models import Agent, Approval, DesiredStateVersion, Guardrail
 from registry.roles import has_role, sees_operations
+from registry.stepup import confirmed_device, proposal_reasons
 
 PAGE_SIZE = 50
 HISTORY_SIZE = 100
@@ -269,6 +270,8 @@ class ProposalCard:
     may_decide: bool
     why_not: str
     may_withdraw: bool
+    step_up: list[str] = field(default_factory=list)  # why approving needs a second factor
+    enrolled: bool = False  # the viewer has a confirmed authenticator
 
 
 def _card(version: DesiredStateVersion, user: Any) -> ProposalCard:
@@ -285,6 +288,8 @@ def _card(version: DesiredStateVersion, user: Any) -> ProposalCard:
                    "decides.")
     elif agent.owner_id == user.pk:
         why_not = "Four eyes: you own this agent, so another approver decides."
+    step_up = (proposal_reasons(version.risk, version.guardrail_results)
+               if pending and not why_not else [])
     return ProposalCard(
         version=version,
         approvers=_approvers(version),
@@ -293,6 +298,8 @@ def _card(version: DesiredStateVersion, user: Any) -> ProposalCard:
         may_decide=pending and not why_not,
         why_not=why_not if pending else "",
         may_withdraw=pending and version.proposed_by_id == user.pk,
+        step_up=step_up,
+        enrolled=bool(step_up) and confirmed_device(user) is not None,
     )
 
 
@@ -377,7 +384,8 @@ def proposal_approve(request: HttpRequest, pk: int) -> HttpResponse:
     try:
         version = actions.approve_proposal(
             pk, actor=request.user, comment=form.cleaned_data["comment"],
-            expected_generation=form.cleaned_data["expected_generation"])
+            expected_generation=form.cleaned_data["expected_generation"],
+            otp=form.cleaned_data["otp"], session=request.session)
     except DomainError as error:
         messages.error(request, error.message)
     else:

@@ -165,6 +165,8 @@ FORMS = {
     "keep a token": ("alice", "/tokens/", "registry-token-keep", None, {}, "token.kept"),
     "propose retiring an agent": ("alice", "/agents/refund-agent/", "registry-agent-retire",
                                   "reason", {"reason": "replaced"}, "retirement.proposed"),
+    "enrol an authenticator": ("bob", "/account/two-factor/", "registry-two-factor", "start",
+                               {}, "stepup.enrolment_started"),
     "inject drift in the lab": ("dana", "/lab/", "lab", "agent", {"what": "drift"},
                                 "sandbox.changed"),
     "mass drift in the lab": ("dana", "/lab/", "lab", "count", {"what": "mass", "count": "1"},
@@ -208,7 +210,7 @@ CRAWL = {
     "anonymous": ["/login/"],
     "alice": ["/", "/manifests/new", "/proposals/{proposal}/", "/agents/refund-agent/",
               "/tokens/"],
-    "bob": ["/approvals/", "/proposals/{proposal}/", "/escalations/"],
+    "bob": ["/approvals/", "/proposals/{proposal}/", "/escalations/", "/account/two-factor/"],
     "dana": ["/findings/", "/lab/", "/guardrails/", "/guardrails/new",
              "/guardrails/no-crm/edit", "/guardrails/no-crm/delete", "/audit/"],
 }

@@ -310,6 +310,7 @@ PAGES = [
     Row("GET /guardrails/g-existing/delete", (L, 403, 403, 403, 403, 200, 200, L, L)),
     Row("GET /audit/",                  (L, 403, 403, 403, 403, 200, 200, L, L)),
     Row("GET /tokens/",                 (L, 200, 200, 200, 200, 200, 200, L, L)),
+    Row("GET /account/two-factor/",     (L, 200, 200, 200, 200, 200, 200, L, L)),
     Row("GET /login/",                  (200, 200, 200, 200, 200, 200, 200, 200, 200)),
     Row("GET /vendor/plotly.min.js",    (200, 200, 200, 200, 200, 200, 200, 200, 200)),
     # The Django admin (read-only, see tests/registry/test_people.py) and the RQ dashboard.
@@ -344,6 +345,8 @@ FORMS = [
         body={"reason": "rotated"}, audited=("token.revoked",)),
     Row("POST /tokens/{token}/keep",    (L, R, 404, 404, 404, 404, R, L, L),
         body={}, audited=("token.kept",)),
+    Row("POST /account/two-factor/",    (L, D, D, D, D, D, D, L, L),
+        body={"start": "1"}, audited=("stepup.enrolment_started",)),
     Row("POST /agents/refund-agent/rollback", (L, R, R, R, R, R, R, L, L),
         body={"generation": 1}, audited=("rollback.proposed",)),
     Row("POST /agents/refund-agent/retirement", (L, D, R, R, R, R, D, L, L),

@@ -1,5 +1,6 @@
 """Registering agents, proposing desired states, approving and rejecting them (four-eyes)."""
 
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -16,6 +17,7 @@ from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from reconciliation.outbound import listed
 from reconciliation.triggers import request_reconcile, schedule_grant_expiries
 from registry.actions.grants import start_grant_clocks
+from registry.actions.stepup import verify_step_up
 from registry.actions.tokens import suspend_for_handover
 from registry.choices import GuardrailOutcome, Lifecycle, Role, VersionSource, VersionState
 from registry.connector_secrets import granted
@@ -26,6 +28,7 @@ from registry.models import Agent, Approval, DesiredStateVersion, Guardrail
 from registry.permission_diff import permission_diff, risk_score
 from registry.principals import AgentPrincipal, acting_agent
 from registry.roles import has_role
+from registry.stepup import StepUp, proposal_reasons, required_error
 
 
 @dataclass
@@ -86,7 +89,8 @@ def _raw_diff(before: dict | None, after: dict) -> list[dict[str, Any]]:
 
 # How bad a verdict is: the worse of the agent as it is and as it would be counts.
 _VERDICT_RANK = {GuardrailOutcome.PASSED: 0, GuardrailOutcome.WARNED: 1,
-                 GuardrailOutcome.REQUIRES_APPROVALS: 2, GuardrailOutcome.DENIED: 3,
+                 GuardrailOutcome.REQUIRES_STEP_UP: 2, GuardrailOutcome.REQUIRES_APPROVALS: 2,
+                 GuardrailOutcome.DENIED: 3,
                  GuardrailOutcome.ERROR: 4}
 
 
@@ -372,13 +376,32 @@ def _check_four_eyes(version: DesiredStateVersion, agent: Agent, actor: Any) -> 
                          "or that would hand it to you.", code="four_eyes")
 
 
-@transaction.atomic
 def approve_proposal(version_id: int, *, actor: Any, comment: str = "",
-                     expected_generation: int | None = None) -> DesiredStateVersion:
-    """Add one approver's approval; with enough distinct approvals, activate the version."""
+                     expected_generation: int | None = None, otp: str = "",
+                     session: MutableMapping | None = None) -> DesiredStateVersion:
+    """Add one approver's approval (after a fresh second factor when it needs step-up); with
+    enough distinct approvals, activate the version."""
+    step_up = None
+    peek = DesiredStateVersion.objects.filter(pk=version_id).values(
+        "state", "held", "risk", "guardrail_results").first()
+    if peek and peek["state"] == VersionState.PENDING and not peek["held"]:
+        reasons = proposal_reasons(peek["risk"], peek["guardrail_results"])
+        if reasons:
+            check_can_decide(version_id, actor=actor)  # a stranger is refused, not asked a code
+            step_up = verify_step_up(actor=actor, code=otp, reasons=reasons, session=session)
+    return _approve(version_id, actor=actor, comment=comment,
+                    expected_generation=expected_generation, step_up=step_up)
+
+
+@transaction.atomic
+def _approve(version_id: int, *, actor: Any, comment: str, expected_generation: int | None,
+             step_up: StepUp | None) -> DesiredStateVersion:
     version, agent = _locked_version(version_id)
     _check_four_eyes(version, agent, actor)
     _check_pending(version)
+    reasons = proposal_reasons(version.risk, version.guardrail_results)
+    if reasons and step_up is None:  # marked for step-up since it was first read
+        raise required_error(reasons, actor, problem="approve again with a current code.")
     if version.held:
         raise Conflict("A guardrail could not be evaluated for this proposal; it is held until "
                        "the guardrail is fixed.", code="held")
@@ -393,10 +416,13 @@ def approve_proposal(version_id: int, *, actor: Any, comment: str = "",
     Approval.objects.create(version=version, approver=actor, revision=version.revision,
                             comment=comment)
     count = version.approvals.filter(revision=version.revision).count()
+    after = {"approvals": count, "required": version.required_approvals,
+             "revision": version.revision}
+    if step_up is not None:
+        after["step_up"] = {**step_up.to_dict(), "reasons": reasons}
     audit.record(actor=actor, action=AuditAction.PROPOSAL_APPROVED,
                  target=f"proposal:{version.pk}", agent=agent.name, reason=comment,
-                 after={"approvals": count, "required": version.required_approvals,
-                        "revision": version.revision})
+                 after=after)
     if count >= version.required_approvals:
         _activate(version, agent, actor)
         _announce("proposal.decided", version, agent)
@@ -552,6 +578,8 @@ def activate_if_approved(version_id: int) -> DesiredStateVersion | None:
     if version.state != VersionState.PENDING or version.held or (
             version.base_generation != agent.generation):
         return None
+    if proposal_reasons(version.risk, version.guardrail_results):
+        return None  # no one gave a fresh second factor just now: an approver must step up
     approvals = list(version.approvals.filter(revision=version.revision)
                      .select_related("approver").order_by("pk"))
     if not approvals or len(approvals) < version.required_approvals:

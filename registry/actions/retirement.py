@@ -2,6 +2,7 @@
 revoked, its pending proposals withdrawn, it leaves the resync and the rule windows, and its
 platform is asked to stop it. Its history stays readable."""
 
+from collections.abc import MutableMapping
 from typing import Any
 
 import django_rq
@@ -12,10 +13,12 @@ import audit
 from audit.choices import AuditAction
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from registry.actions.proposals import check_can_propose
+from registry.actions.stepup import verify_step_up
 from registry.choices import Lifecycle, Role, VersionState
 from registry.models import Agent, ApiToken, Retirement
 from registry.principals import AgentPrincipal
 from registry.roles import has_role
+from registry.stepup import StepUp, required_error, retirement_reasons
 
 SYSTEM = "system:reconciler"
 
@@ -45,22 +48,43 @@ def propose_retirement(agent_name: str, *, actor: Any, reason: str) -> Retiremen
     return retirement
 
 
-@transaction.atomic
-def approve_retirement(retirement_id: int, *, actor: Any, comment: str = "") -> Retirement:
-    """Carry out a proposed retirement (an approver who neither proposed it nor owns it)."""
-    retirement = (Retirement.objects.select_for_update().select_related("agent", "proposed_by")
-                  .filter(pk=retirement_id).first())
+def _check_retirement(retirement: Retirement | None, retirement_id: int, actor: Any) -> None:
     if retirement is None:
         raise NotFound(f"No retirement {retirement_id}.")
-    agent = Agent.objects.select_for_update().get(pk=retirement.agent_id)
     if isinstance(actor, AgentPrincipal) or not has_role(actor, Role.APPROVER):
         raise NotAllowed("Only approvers approve a retirement.")
-    if actor.pk in (retirement.proposed_by_id, agent.owner_id):
+    if actor.pk in (retirement.proposed_by_id, retirement.agent.owner_id):
         raise NotAllowed("Four eyes: you cannot approve retiring an agent you own or whose "
                          "retirement you proposed.", code="four_eyes")
     if retirement.state != VersionState.PENDING:
         raise Conflict(f"Retirement {retirement.pk} is {retirement.state}, not pending.",
                        code="not_pending")
+
+
+def approve_retirement(retirement_id: int, *, actor: Any, comment: str = "", otp: str = "",
+                       session: MutableMapping | None = None) -> Retirement:
+    """Carry out a proposed retirement (an approver who neither proposed it nor owns it), after
+    a fresh second factor when step-up is configured."""
+    step_up = None
+    reasons = retirement_reasons()
+    if reasons:
+        _check_retirement(Retirement.objects.select_related("agent").filter(
+            pk=retirement_id).first(), retirement_id, actor)  # refusals before any code
+        step_up = verify_step_up(actor=actor, code=otp, reasons=reasons, session=session)
+    return _retire(retirement_id, actor=actor, comment=comment, step_up=step_up,
+                   reasons=reasons)
+
+
+@transaction.atomic
+def _retire(retirement_id: int, *, actor: Any, comment: str, step_up: StepUp | None,
+            reasons: list[str]) -> Retirement:
+    retirement = (Retirement.objects.select_for_update().select_related("agent", "proposed_by")
+                  .filter(pk=retirement_id).first())
+    agent = (Agent.objects.select_for_update().get(pk=retirement.agent_id)
+             if retirement is not None else None)
+    _check_retirement(retirement, retirement_id, actor)
+    if reasons and step_up is None:
+        raise required_error(reasons, actor, problem="approve again with a current code.")
     now = timezone.now()
     retirement.state, retirement.decided_by, retirement.decided_at = (
         VersionState.APPROVED, actor, now)
@@ -77,7 +101,9 @@ def approve_retirement(retirement_id: int, *, actor: Any, comment: str = "") -> 
     audit.record(actor=actor, action=AuditAction.AGENT_RETIRED, target=f"agent:{agent.name}",
                  agent=agent.name, before={"lifecycle": before},
                  after={"lifecycle": Lifecycle.RETIRED, "retirement": retirement.pk,
-                        "tokens_revoked": tokens, "proposals_withdrawn": withdrawn},
+                        "tokens_revoked": tokens, "proposals_withdrawn": withdrawn,
+                        **({"step_up": {**step_up.to_dict(), "reasons": reasons}}
+                           if step_up is not None else {})},
                  reason=comment or retirement.reason)
     transaction.on_commit(lambda: django_rq.get_queue("reconcile", commit_mode="auto").enqueue(
         "reconciliation.jobs.stop_retired_agent", agent.pk), robust=True)

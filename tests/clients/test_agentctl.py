@@ -206,3 +206,27 @@ def test_an_owner_lists_and_revokes_their_agents_token_with_agentctl(ctl, keys, 
     with Client(server, key, agent="refund-agent") as client, pytest.raises(Exception) as error:
         client.desired_state()
     assert getattr(error.value, "status", None) == 401
+
+
+def test_an_approver_steps_up_with_a_code_from_the_command_line(ctl, keys, people):
+    import time
+
+    from django_otp.plugins.otp_totp.models import TOTPDevice
+
+    from registry import actions
+    from tests.conftest import approved_agent, refund_manifest
+    from tests.registry.test_stepup import totp
+
+    agent = approved_agent(people, "refund-agent")
+    actions.create_guardrail(actor=people.dana, name="model-changes",
+                             expression='spec.model == "gpt-4.1"', effect="step_up",
+                             message="changing the model needs a second factor")
+    proposal = actions.propose(agent, refund_manifest(model="gpt-5").spec,
+                               agent.active_version.metadata, actor=people.alice,
+                               source="api").version
+    device = TOTPDevice.objects.create(user=people.bob, confirmed=True,
+                                       last_t=int(time.time() // 30) - 2)
+    status, _, err = ctl(keys.bob, "approve", str(proposal.pk))
+    assert status == 1 and "step_up_required" in err
+    status, out, _ = ctl(keys.bob, "approve", str(proposal.pk), "--otp", totp(device.bin_key))
+    assert status == 0 and out.endswith("approved, generation 2\n")

@@ -191,7 +191,7 @@ def cmd_diff(client: Client, args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_approve(client: Client, args: argparse.Namespace, out: TextIO) -> int:
     proposal = client.approve(args.id, comment=args.comment,
-                              expected_generation=args.expected_generation)
+                              expected_generation=args.expected_generation, otp=args.otp)
     if proposal["state"] == "pending":
         out.write(f"proposal {proposal['id']} ({proposal['agent']}): approved, "
                   f"{len(proposal.get('approvals') or [])} of "
@@ -310,6 +310,8 @@ def parser() -> argparse.ArgumentParser:
     approve.add_argument("-m", "--comment", default="")
     approve.add_argument("--expected-generation", type=int,
                          help="refuse if the agent moved on from this generation")
+    approve.add_argument("--otp", default="",
+                         help="a current code from your authenticator, when step-up applies")
     approve.set_defaults(run=cmd_approve)
 
     token = verbs.add_parser("token", help="your API tokens and your agents'")

@@ -300,11 +300,14 @@ class Client:
         return self.request("GET", f"/api/v1/proposals/{int(proposal_id)}").json()
 
     def approve(self, proposal_id: int, *, comment: str = "",
-                expected_generation: int | None = None) -> dict[str, Any]:
-        """Approve a proposal (four eyes: never your own); returns the proposal after."""
+                expected_generation: int | None = None, otp: str = "") -> dict[str, Any]:
+        """Approve a proposal (four eyes: never your own); returns the proposal after. `otp` is
+        a current code from your authenticator when the proposal needs step-up."""
         body: dict[str, Any] = {"comment": comment}
         if expected_generation is not None:
             body["expected_generation"] = expected_generation
+        if otp:
+            body["otp"] = otp
         return self.request("POST", f"/api/v1/proposals/{int(proposal_id)}/approve",
                             json=body).json()
 
