@@ -12,12 +12,11 @@ the same key: honour Idempotency-Key and it changes nothing.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import time
 from collections.abc import Mapping
 
-from agentgov.webhooks import BadSignature
+from agentgov.webhooks import BadSignature, header, verify_signed
+
+__all__ = ["BadSignature", "KEY_HEADER", "SIGNATURE_HEADER", "signed_text", "verify_request"]
 
 SIGNATURE_HEADER = "X-Signature"
 KEY_HEADER = "Idempotency-Key"
@@ -28,26 +27,11 @@ def signed_text(timestamp: int, method: str, path: str, key: str, body: bytes) -
     return f"{timestamp}\n{method.upper()}\n{path}\n{key}\n".encode() + body
 
 
-def _header(headers: Mapping[str, str], name: str) -> str:
-    return next((v for k, v in headers.items() if k.lower() == name.lower()), "")
-
-
 def verify_request(method: str, path: str, headers: Mapping[str, str], body: bytes,
                    secret: str, *, tolerance: float = 300.0, now: float | None = None) -> None:
     """Return when the request is the control plane's, as sent, and recent; raise
     `BadSignature` otherwise. `path` is the request path as received (no query string)."""
-    value = _header(headers, SIGNATURE_HEADER)
-    if not value:
-        raise BadSignature(f"no {SIGNATURE_HEADER} header")
-    fields = dict(part.split("=", 1) for part in value.split(",") if "=" in part)
-    try:
-        timestamp = int(fields["t"])
-        given = fields["v1"]
-    except (KeyError, ValueError):
-        raise BadSignature(f"malformed {SIGNATURE_HEADER} header") from None
-    text = signed_text(timestamp, method, path, _header(headers, KEY_HEADER), body)
-    expected = hmac.new(secret.encode(), text, hashlib.sha256).hexdigest()
-    if not hmac.compare_digest(expected, given):
-        raise BadSignature("the signature does not match this request and secret")
-    if abs((time.time() if now is None else now) - timestamp) > tolerance:
-        raise BadSignature(f"signed {timestamp}, outside the {tolerance:.0f}s tolerance")
+    key = header(headers, KEY_HEADER)
+    verify_signed(headers, SIGNATURE_HEADER, secret,
+                  lambda t: signed_text(t, method, path, key, body),
+                  tolerance=tolerance, now=now, what="request")
