@@ -10,7 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from audit import keys, sequencing, tree, witnesses
-from audit.chain import GENESIS_HASH, canonical_json, entry_hash, format_time
+from audit.chain import GENESIS_HASH, canonical_json, chain_hash, entry_payload, format_time
 from audit.choices import AuditAction, SignatureAlgorithm
 from audit.context import current_request_id
 from audit.models import (
@@ -102,8 +102,9 @@ def _place(head: AuditChainHead, contents: list[dict[str, Any]]) -> list[AuditEn
     for content in contents:
         seq += 1
         fields = {**content, "seq": seq, "prev_hash": previous}
-        previous = entry_hash({**fields, "at": format_time(fields["at"])})
-        entries.append(AuditEntry(**fields, hash=previous))
+        payload = entry_payload({**fields, "at": format_time(fields["at"])})
+        previous = chain_hash(payload, previous)
+        entries.append(AuditEntry(**fields, hash=previous, canonical=payload))
     AuditEntry.objects.bulk_create(entries)
     tree.append(head.seq, [entry.to_dict() for entry in entries])
     every = settings.AUDIT_CHECKPOINT_EVERY
