@@ -8,6 +8,8 @@ real loss, never a race.
 """
 
 import hashlib
+import queue
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -63,15 +65,20 @@ def iter_entries(chunk: int = 5000, upto: int | None = None) -> Iterator[dict[st
         after = rows[-1]["seq"]
 
 
-# PostgreSQL checks each stored payload against the row's columns in C: the same JSON value,
-# number spellings included (jsonb text keeps 1.0 apart from 1). Rows without a payload bring
-# their columns instead, and Python rebuilds the payload from them.
+# PostgreSQL holds each stored payload to the row's columns in C, parsing it once: every scalar
+# as text, `before` and `after` as the same JSON spelled the same (jsonb text keeps 1.0 apart from
+# 1). NULL (no payload stored) sends the row's columns to Python, which rebuilds the payload.
 BOUND_SQL = """
-    CASE WHEN canonical = '' THEN NULL ELSE (canonical::jsonb)::text = jsonb_build_object(
-        'seq', seq, 'actor', actor, 'action', action, 'target', target, 'agent', agent,
-        'before', before, 'after', after, 'reason', reason, 'request_id', request_id,
-        'prev_hash', prev_hash,
-        'at', to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))::text END"""
+    CASE WHEN j IS NULL THEN NULL ELSE
+        (j->>'seq') = seq::text AND (j->>'actor') = actor AND (j->>'action') = action
+        AND (j->>'target') = target AND (j->>'agent') = agent AND (j->>'reason') = reason
+        AND (j->>'request_id') = request_id AND (j->>'prev_hash') = prev_hash
+        AND (j->>'at') = to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+        AND (j->'before')::text = coalesce(before, 'null'::jsonb)::text
+        AND (j->'after')::text = coalesce(after, 'null'::jsonb)::text IS TRUE END"""
+# OFFSET 0 keeps the parse from being inlined into (and repeated by) each comparison.
+PARSED_SQL = """(SELECT *, CASE WHEN canonical = '' THEN NULL ELSE canonical::jsonb END AS j
+    FROM audit_auditentry WHERE seq <= %s ORDER BY seq OFFSET 0) AS entry"""
 COLUMNS = ("at", "actor", "action", "target", "agent", "before", "after", "reason", "request_id")
 # A row is (seq, prev_hash, hash, payload), payload None when its columns differ from it.
 Row = tuple[int, str, str, str | None]
@@ -86,16 +93,18 @@ def iter_payloads(upto: int, chunk: int = 20000, fast: bool = True) -> Iterator[
     """
     bound = fast and connection.vendor == "postgresql"
     if bound:
-        columns = ", ".join(f"CASE WHEN canonical = '' THEN {c} END" for c in COLUMNS)
-        select = f"seq, prev_hash, hash, canonical, {BOUND_SQL}, {columns}"
+        columns = ", ".join(f"CASE WHEN j IS NULL THEN {c} END" for c in COLUMNS)
+        query = (f"SELECT seq, prev_hash, hash, canonical, {BOUND_SQL}, {columns} "
+                 f"FROM {PARSED_SQL} ORDER BY seq")
     else:
-        select = f"seq, prev_hash, hash, canonical, NULL, {', '.join(COLUMNS)}"
-    query = f"SELECT {select} FROM audit_auditentry WHERE seq <= %s ORDER BY seq"
+        query = (f"SELECT seq, prev_hash, hash, canonical, NULL, {', '.join(COLUMNS)} "
+                 f"FROM audit_auditentry WHERE seq <= %s ORDER BY seq")
     decode = AuditEntry._meta.get_field("before").from_db_value
     with transaction.atomic(), connection.chunked_cursor() as cursor:
         # Inside a transaction the server-side cursor streams instead of being materialised.
         cursor.execute(query, [upto])
-        while rows := cursor.fetchmany(chunk):
+        chunks = prefetched(cursor, chunk) if bound else iter(lambda: cursor.fetchmany(chunk), [])
+        for rows in chunks:
             for seq, prev_hash, hash_, canonical, matches, *values in rows:
                 if canonical and bound:
                     yield seq, prev_hash, hash_, canonical if matches else None
@@ -109,6 +118,44 @@ def iter_payloads(upto: int, chunk: int = 20000, fast: bool = True) -> Iterator[
                 entry["at"] = format_time(entry["at"])
                 payload = entry_payload(entry)
                 yield seq, prev_hash, hash_, payload if canonical in ("", payload) else None
+
+
+def prefetched(cursor: Any, chunk: int) -> Iterator[list[tuple]]:
+    """The cursor's rows a chunk at a time, the next chunk fetched by a thread meanwhile: the
+    database works out chunk n + 1 (waiting for it releases the GIL) while Python hashes chunk n."""
+    chunks: queue.Queue = queue.Queue(maxsize=2)
+    stop = threading.Event()
+
+    def fetch() -> None:
+        try:
+            while not stop.is_set():
+                rows = cursor.fetchmany(chunk)
+                _put(rows)
+                if not rows:
+                    return
+        except Exception as error:  # noqa: BLE001  (handed to the reading thread to raise)
+            _put(error)
+
+    def _put(item: Any) -> None:
+        while not stop.is_set():
+            try:
+                return chunks.put(item, timeout=0.1)
+            except queue.Full:
+                continue
+
+    fetcher = threading.Thread(target=fetch, name="audit-verify-fetch", daemon=True)
+    fetcher.start()
+    try:
+        while True:
+            item = chunks.get()
+            if isinstance(item, Exception):
+                raise item
+            if not item:
+                return
+            yield item
+    finally:
+        stop.set()
+        fetcher.join()
 
 
 @dataclass
