@@ -224,19 +224,26 @@ def walk(rows: Iterator[Row], sizes: set[int]) -> Walk:
         previous, expected = hash_, expected + 1
     result.count, result.head_hash = expected - 1, previous
     result.root = builder.root().hex()
-    # Rotations among the entries just proven (their columns were checked with them).
-    rotated = AuditEntry.objects.filter(action=AuditAction.KEY_ROTATED, seq__lte=result.count)
-    result.rotations = list(rotated.order_by("seq").values("before", "after"))
     return result
 
 
 def walk_trail(upto: int, sizes: set[int]) -> Walk:
     """walk() over the stored entries; if PostgreSQL cannot even parse a stored payload (it was
     tampered with), walk again rebuilding every payload in Python, which names the entry."""
-    try:
-        return walk(iter_payloads(upto), sizes)
-    except DataError:
-        return walk(iter_payloads(upto, fast=False), sizes)
+    for fast in (True, False):
+        rows = iter_payloads(upto, fast=fast)
+        try:
+            result = walk(rows, sizes)
+            break
+        except DataError:
+            if not fast:
+                raise
+        finally:
+            rows.close()  # its cursor, thread and transaction end here, not when collected
+    # Rotations among the entries just proven (their columns were checked with them).
+    rotated = AuditEntry.objects.filter(action=AuditAction.KEY_ROTATED, seq__lte=result.count)
+    result.rotations = list(rotated.order_by("seq").values("before", "after"))
+    return result
 
 
 def trusted_keys(rotations: list[dict[str, Any]]) -> dict[str, Ed25519PublicKey]:
