@@ -3,14 +3,21 @@
 import json
 from typing import Any
 
-from agentgov import checkpoints
+from agentgov import checkpoints, merkle
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from audit import keys, sequencing, tree, witnesses
-from audit.chain import GENESIS_HASH, canonical_json, entry_hash, format_time
+from audit.chain import (
+    GENESIS_HASH,
+    canonical_json,
+    chain_hash,
+    entry_payload,
+    format_time,
+    leaf_bytes,
+)
 from audit.choices import AuditAction, SignatureAlgorithm
 from audit.context import current_request_id
 from audit.models import (
@@ -102,10 +109,12 @@ def _place(head: AuditChainHead, contents: list[dict[str, Any]]) -> list[AuditEn
     for content in contents:
         seq += 1
         fields = {**content, "seq": seq, "prev_hash": previous}
-        previous = entry_hash({**fields, "at": format_time(fields["at"])})
-        entries.append(AuditEntry(**fields, hash=previous))
+        payload = entry_payload({**fields, "at": format_time(fields["at"])})
+        previous = chain_hash(payload, previous)
+        entries.append(AuditEntry(**fields, hash=previous, canonical=payload))
     AuditEntry.objects.bulk_create(entries)
-    tree.append(head.seq, [entry.to_dict() for entry in entries])
+    tree.append_leaves(head.seq, [merkle.leaf_hash(leaf_bytes(entry.canonical, entry.hash))
+                                  for entry in entries])
     every = settings.AUDIT_CHECKPOINT_EVERY
     for entry in entries:
         if entry.seq % every == 0:
@@ -120,12 +129,12 @@ def sequence_pending(*, limit: int = 5000) -> int:
     """Place up to `limit` queued entries in the log, oldest first, in one transaction: a
     sequencer killed mid-batch leaves them all queued, none half-placed or placed twice."""
     head = _lock_head()  # one sequencer at a time; writers never wait on it
-    rows = list(AuditPendingEntry.objects.order_by("id")[:limit])
+    rows = list(AuditPendingEntry.objects.order_by("id").values("id", *PENDING_FIELDS)[:limit])
     if not rows:
         return 0
-    contents = [{name: getattr(row, name) for name in PENDING_FIELDS} for row in rows]
-    _place(head, contents)
-    AuditPendingEntry.objects.filter(id__in=[row.id for row in rows]).delete()
+    ids = [row.pop("id") for row in rows]
+    _place(head, rows)
+    AuditPendingEntry.objects.filter(id__in=ids).delete()
     return len(rows)
 
 

@@ -17,6 +17,29 @@ from agentgov.entries import (  # noqa: F401  (re-exported: one implementation, 
 )
 
 
+def entry_payload(entry: Mapping[str, Any]) -> str:
+    """The canonical JSON the chain hash covers (entry_hash hashes it followed by prev_hash)."""
+    return canonical_json({name: entry[name] for name in HASHED_FIELDS})
+
+
+def chain_hash(payload: str, prev_hash: str) -> str:
+    """The chain hash over a stored payload: the same bytes agentgov.entries.entry_hash hashes."""
+    return hashlib.sha256((payload + prev_hash).encode()).hexdigest()
+
+
+# The payload's last top-level key before prev_hash is "before"; the leaf's object adds "hash"
+# there. Only strings and a number follow the top-level prev_hash, and a JSON string can never
+# hold an unescaped quote, so the last occurrence of this text is the top-level key.
+_PREV_HASH_KEY = ',"prev_hash":"'
+
+
+def leaf_bytes(payload: str, hash_: str) -> bytes:
+    """The Merkle leaf's data (canonical JSON of the whole exported entry, as
+    agentgov.entries.entry_leaf_hash builds it) from the stored payload, without re-serialising."""
+    cut = payload.rfind(_PREV_HASH_KEY) + 1
+    return f'{payload[:cut]}"hash":"{hash_}",{payload[cut:]}'.encode()
+
+
 def checkpoint_signature(key: str, seq: int, head_hash: str) -> str:
     """Legacy (pre-Ed25519) HMAC-SHA256 over a chain position, keyed outside the database."""
     message = f"{seq}:{head_hash}".encode()

@@ -16,8 +16,9 @@ def post_to_witness(url: str, checkpoint: dict) -> None:
     post(url, checkpoint)
 
 
-def sequence() -> int:
-    """Place queued audit entries in the log (kicked by writers and run by rqcron)."""
+def sequence(linger: float = 0.0) -> int:
+    """Place queued audit entries in the log (kicked by writers, lingering for more, and run
+    by rqcron without lingering)."""
     from audit.sequencing import drain
 
-    return drain()
+    return drain(linger)

@@ -58,6 +58,10 @@ class AuditEntry(AppendOnlyModel):
     request_id = models.CharField(max_length=64, blank=True, default="")
     prev_hash = models.CharField(max_length=64)
     hash = models.CharField(max_length=64, unique=True)
+    # The canonical JSON the chain hash covers, kept so verify hashes stored bytes instead of
+    # re-serialising every row; verify also checks it against the columns above. Empty on rows
+    # written before it existed (verify then rebuilds it from the columns).
+    canonical = models.TextField(blank=True, default="", db_default="")
 
     class Meta:
         ordering = ["seq"]

@@ -1,13 +1,18 @@
 """Running the sequencer on the RQ workers (AUDIT_SEQUENCER=workers), as Trillian does: writers
 only queue entries; one job at a time places them in batches.
 
-A committed entry kicks the job unless one is already due (a Redis flag); the job drains the
-queue, clears the flag and looks once more, so an entry committed meanwhile is never stranded.
-rqcron also runs the job every AUDIT_SEQUENCE_DELAY_SECONDS: after a worker is killed mid-batch
-(its transaction rolled back, the flag left set) the entries wait at most that long.
+A committed entry kicks the sequencer: it wakes the running job if there is one (a Redis list
+the job waits on), else queues one (a Redis flag says one is due). The job places what is queued,
+then waits briefly for the next kick, so a steady stream of commits is placed batch after batch
+by one warm job instead of one queued job per burst; what arrives while a batch runs is the next
+batch. After RUN_SECONDS it hands the worker back (queueing a successor if entries remain), so
+the other queues on the same worker keep moving. rqcron also runs the job every
+AUDIT_SEQUENCE_DELAY_SECONDS: after a worker is killed mid-batch (its transaction rolled back, the
+flag left set) the entries wait at most that long.
 """
 
 import logging
+import time
 from functools import cache
 from typing import Any
 
@@ -16,7 +21,10 @@ from redis.exceptions import RedisError
 
 log = logging.getLogger(__name__)
 FLAG = "audit:sequencer:due"
+WAKE = "audit:sequencer:wake"
 FLAG_SECONDS = 30  # a job killed before clearing the flag blocks kicks no longer than this
+LINGER_SECONDS = 0.5  # how long a job waits for the next commit before it ends
+RUN_SECONDS = 5.0  # then it leaves the worker to other jobs
 
 
 @cache
@@ -25,28 +33,43 @@ def _queue() -> Any:
     return django_rq.get_queue("default", commit_mode="auto")
 
 
+def _enqueue(queue: Any) -> None:
+    queue.enqueue("audit.jobs.sequence", kwargs={"linger": LINGER_SECONDS}, job_timeout=600)
+
+
 def kick() -> None:
-    """Make sure a sequencer job is queued (called after a writer commits)."""
+    """Wake the sequencer, or queue one if none is due (called after a writer commits)."""
     try:
         queue = _queue()
-        if queue.connection.set(FLAG, "1", nx=True, ex=FLAG_SECONDS):
-            queue.enqueue("audit.jobs.sequence", job_timeout=600)
+        pipe = queue.connection.pipeline(transaction=False)
+        pipe.rpush(WAKE, 1)
+        pipe.ltrim(WAKE, -1, -1)  # one wake-up is enough, however many commits ask
+        pipe.set(FLAG, "1", nx=True, ex=FLAG_SECONDS)
+        if pipe.execute()[2]:
+            _enqueue(queue)
     except RedisError as error:  # the periodic run still picks the entries up
         log.warning("could not queue the audit sequencer: %s", error)
 
 
-def drain() -> int:
-    """Sequence every queued entry, batch after batch; how many were placed."""
+def drain(linger: float = 0.0) -> int:
+    """Sequence every queued entry, batch after batch, waiting up to `linger` seconds for more
+    after each; how many were placed."""
     from audit.actions import sequence_pending
     from audit.models import AuditPendingEntry
 
-    placed = 0
+    placed, until = 0, time.monotonic() + RUN_SECONDS
     connection = django_rq.get_connection("default")
     while True:
         while batch := sequence_pending():
             placed += batch
+            connection.expire(FLAG, FLAG_SECONDS)  # still running: no second job is due
+        if linger and time.monotonic() < until and connection.blpop([WAKE], timeout=linger):
+            continue
         connection.delete(FLAG)
         if not AuditPendingEntry.objects.exists():
             return placed
         if not connection.set(FLAG, "1", nx=True, ex=FLAG_SECONDS):
             return placed  # another run is due and will take them
+        if time.monotonic() >= until:
+            _enqueue(_queue())  # behind whatever else waits for this worker
+            return placed

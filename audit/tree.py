@@ -52,9 +52,14 @@ def load(nodes: Iterable[merkle.Node]) -> dict[merkle.Node, bytes]:
 def append(size: int, entries: list[dict[str, Any]]) -> None:
     """Store the nodes that appending these exported entries to a tree of `size` completes
     (the caller holds the head, so no other writer grows the tree meanwhile)."""
+    append_leaves(size, [entry_leaf_hash(entry) for entry in entries])
+
+
+def append_leaves(size: int, leaves: list[bytes]) -> None:
+    """append() for leaf hashes already made (the sequencer builds them from stored payloads)."""
     stored = load(frontier_nodes(size))
     frontier = {level: stored[(level, index)] for level, index in frontier_nodes(size)}
-    made = grow(size, frontier, [entry_leaf_hash(entry) for entry in entries])
+    made = grow(size, frontier, leaves)
     AuditTreeNode.objects.bulk_create([AuditTreeNode(position=p, hash=h) for p, h in made])
 
 

@@ -90,7 +90,7 @@ def build_audit_rows(total: int, agent_names: list[str] | None = None) -> None:
     """Extend the audit chain to `total` entries with valid hashes (bulk inserts)."""
     from django.utils import timezone
 
-    from audit.chain import entry_hash, format_time
+    from audit.chain import chain_hash, entry_payload, format_time
     from audit.models import AuditChainHead, AuditEntry
 
     head = AuditChainHead.objects.get(pk=1)
@@ -104,8 +104,9 @@ def build_audit_rows(total: int, agent_names: list[str] | None = None) -> None:
                   "agent": names[i % len(names)], "before": {"roles": []},
                   "after": {"roles": ["owner"], "i": i}, "reason": "", "request_id": "",
                   "prev_hash": previous}
-        previous = entry_hash({**fields, "at": format_time(fields["at"])})
-        batch.append(AuditEntry(**fields, hash=previous))
+        payload = entry_payload({**fields, "at": format_time(fields["at"])})
+        previous = chain_hash(payload, previous)
+        batch.append(AuditEntry(**fields, hash=previous, canonical=payload))
         if len(batch) == 5000:
             AuditEntry.objects.bulk_create(batch)
             batch = []
