@@ -43,10 +43,9 @@ class AppendOnlyModel(models.Model):
         raise AppendOnlyError(f"{type(self).__name__} rows are append-only")
 
 
-class AuditEntry(AppendOnlyModel):
-    """One audited change: who did what to which target, before and after, hash-chained."""
+class AuditFields(models.Model):
+    """What an audited change says, before the log gives it a place (seq and hashes)."""
 
-    seq = models.BigIntegerField(primary_key=True)
     at = models.DateTimeField()
     actor = models.CharField(max_length=200)
     action = models.CharField(max_length=64)
@@ -56,6 +55,15 @@ class AuditEntry(AppendOnlyModel):
     after = models.JSONField(null=True, blank=True)
     reason = models.TextField(blank=True, default="")
     request_id = models.CharField(max_length=64, blank=True, default="")
+
+    class Meta:
+        abstract = True
+
+
+class AuditEntry(AppendOnlyModel, AuditFields):
+    """One audited change: who did what to which target, before and after, hash-chained."""
+
+    seq = models.BigIntegerField(primary_key=True)
     prev_hash = models.CharField(max_length=64)
     hash = models.CharField(max_length=64, unique=True)
     # The canonical JSON the chain hash covers, kept so verify hashes stored bytes instead of
@@ -94,21 +102,12 @@ class AuditEntry(AppendOnlyModel):
         }
 
 
-class AuditPendingEntry(models.Model):
+class AuditPendingEntry(AuditFields):
     """An entry written in its change's transaction but not yet given a place in the log: the
     sequencer moves it into AuditEntry (seq, hashes, tree) in the same transaction that
     deletes it here, so it is sequenced exactly once."""
 
     id = models.BigAutoField(primary_key=True)
-    at = models.DateTimeField()
-    actor = models.CharField(max_length=200)
-    action = models.CharField(max_length=64)
-    target = models.CharField(max_length=255)
-    agent = models.CharField(max_length=63, blank=True, default="")
-    before = models.JSONField(null=True, blank=True)
-    after = models.JSONField(null=True, blank=True)
-    reason = models.TextField(blank=True, default="")
-    request_id = models.CharField(max_length=64, blank=True, default="")
 
     seq = None  # not sequenced yet: no place in the log, no hash
     hash = None
