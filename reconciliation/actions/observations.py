@@ -51,6 +51,10 @@ def record_observation(agent: Agent, state: dict[str, Any], *, actor: Any, sourc
                           agent=agent)
     if trigger_reconcile:
         request_reconcile(agent.pk, Trigger.OBSERVATION)
+    if changed:
+        from reconciliation.toxic_paths import request_path_check
+
+        request_path_check()  # a changed state may open or close a toxic path in the fleet
     return row, changed
 
 
