@@ -474,3 +474,35 @@ class AlertEvent(models.Model):
         return {**self.payload, "id": self.pk, "event": self.event,
                 "at": self.at.isoformat(), "agent": self.agent_name or None,
                 "severity": self.severity or None, "owner_id": self.owner_id}
+
+
+class Silence(models.Model):
+    """A stretch during which an agent was not heard from for longer than its expected
+    heartbeat (registered, or only seen in traffic); open while ended_at is null."""
+
+    agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.CASCADE,
+                              related_name="silences")
+    agent_name = models.CharField(max_length=63)  # also for agents only seen in traffic
+    expected_seconds = models.PositiveIntegerField()
+    last_heard_at = models.DateTimeField(null=True, blank=True)  # null: never heartbeated
+    started_at = models.DateTimeField(default=timezone.now)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["agent_name"],
+                                               condition=models.Q(ended_at__isnull=True),
+                                               name="one_open_silence_per_agent")]
+        indexes = [models.Index(fields=["started_at"], name="silence_started")]
+
+    def __str__(self) -> str:
+        return f"silence of {self.agent_name} since {self.started_at:%Y-%m-%d %H:%M:%S}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The audited and served form."""
+        def stamp(value: datetime | None) -> str | None:
+            return value.isoformat().replace("+00:00", "Z") if value else None
+
+        return {"agent": self.agent_name, "registered": self.agent_id is not None,
+                "expected_seconds": self.expected_seconds,
+                "last_heard_at": stamp(self.last_heard_at),
+                "started_at": stamp(self.started_at), "ended_at": stamp(self.ended_at)}

@@ -7,6 +7,7 @@ collapse into one (the queued key is cleared when a check starts, so nothing see
 start is missed)."""
 
 import hashlib
+import json
 from datetime import datetime
 from typing import Any
 
@@ -41,7 +42,13 @@ def observed_states() -> dict[str, dict[str, Any]]:
     rows = (Agent.objects.exclude(lifecycle=Lifecycle.RETIRED)
             .annotate(observed=Subquery(latest, output_field=models.JSONField()))
             .values_list("name", "observed"))
-    return {name: state for name, state in rows if isinstance(state, dict)}
+    states = {}
+    for name, state in rows:
+        if isinstance(state, str):  # some backends hand a subquery's JSON back as text
+            state = json.loads(state)
+        if isinstance(state, dict):
+            states[name] = state
+    return states
 
 
 def _open(agent: Agent, path: ToxicPath, now: datetime) -> None:

@@ -49,6 +49,9 @@ def record_observation(agent: Agent, state: dict[str, Any], *, actor: Any, sourc
     row, changed = _store(ObservedState.objects.filter(agent=agent), state, actor=actor,
                           source=source, target=f"agent:{agent.name}", agent_name=agent.name,
                           agent=agent)
+    from reconciliation.silence import clear_on_report
+
+    clear_on_report(agent, row.last_seen_at)  # heard again: an open silence ends
     if trigger_reconcile:
         request_reconcile(agent.pk, Trigger.OBSERVATION)
     if changed:

@@ -49,8 +49,10 @@ from reconciliation.models import (
     Finding,
     ObservedState,
     ReconcileRun,
+    Silence,
 )
 from reconciliation.reconciler import FindingView, decide, idempotency_key
+from reconciliation.silence import overlay as silence_overlay
 from registry.actions.waivers import active_waivers, record_lapses
 from registry.choices import Lifecycle, VersionState
 from registry.models import Agent
@@ -276,9 +278,10 @@ def _apply_counts(agent: Agent, status: AgentStatus, *, generation: int, now: da
                                                status=EscalationStatus.OPEN).count(),
     }
     suspended = Agent.objects.filter(pk=agent.pk, lifecycle=Lifecycle.SUSPENDED).exists()
-    status.conditions = compute_conditions(
+    status.conditions = silence_overlay(compute_conditions(
         status.conditions, generation=generation, now=now, suspended=suspended,
-        failed=failed, **counts)
+        failed=failed, **counts), Silence.objects.filter(agent=agent,
+                                                         ended_at__isnull=True).first())
     status.open_findings = counts["drifted"]
     status.health = (
         Health.SUSPENDED if suspended else Health.FAILED if failed
