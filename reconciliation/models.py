@@ -40,6 +40,9 @@ class ObservedState(models.Model):
     state_sha256 = models.CharField(max_length=64)
     source = models.CharField(max_length=16)  # push | http | sandbox
     reported_by = models.CharField(max_length=200)
+    # Who or what changed the agent into this state, when the reporter knows (the platform's
+    # changed_by / change_id, the drift lab's deployment): reconciliation/attribution.py.
+    change = models.JSONField(null=True, blank=True)
     observed_at = models.DateTimeField(default=timezone.now)
     last_seen_at = models.DateTimeField(default=timezone.now)
 
@@ -67,6 +70,9 @@ class SandboxAgent(models.Model):
     lag_seconds = models.PositiveIntegerField(default=0)
     stale_state = models.JSONField(null=True, blank=True)
     stale_until = models.DateTimeField(null=True, blank=True)
+    # The last deployment that changed it from outside (the drift lab), until a correction
+    # replaces what it did: {deployment_id, actor, reason}.
+    last_deployment = models.JSONField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"sandbox:{self.agent_id}"
@@ -156,11 +162,16 @@ class Finding(models.Model):
     # The proposal an approver accepted it into (held as `accepted` until that is decided).
     proposal = models.ForeignKey("registry.DesiredStateVersion", null=True, blank=True,
                                  on_delete=models.SET_NULL, related_name="+")
+    # What caused this occurrence, when anything knows (reconciliation/attribution.py):
+    # findings from one deployment, platform change or proposal share one key.
+    cause_key = models.CharField(max_length=200, default="unknown")
+    cause = models.JSONField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["agent", "fingerprint"],
                                                name="one_finding_per_drift")]
-        indexes = [models.Index(fields=["status", "-last_seen"], name="finding_status"),
+        indexes = [models.Index(fields=["cause_key", "-detected_at"], name="finding_cause"),
+                   models.Index(fields=["status", "-last_seen"], name="finding_status"),
                    models.Index(fields=["detected_at"], name="finding_detected"),
                    models.Index(fields=["agent", "status"], name="finding_agent_status")]
 
@@ -171,7 +182,8 @@ class Finding(models.Model):
         """The audited form."""
         return {"kind": self.kind, "pointer": self.pointer, "expected": self.expected,
                 "actual": self.actual, "severity": self.severity, "status": self.status,
-                "occurrence": self.occurrence, "attempts": self.attempts}
+                "occurrence": self.occurrence, "attempts": self.attempts,
+                "cause": self.cause_key}
 
 
 class Correction(models.Model):
