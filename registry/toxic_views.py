@@ -13,7 +13,7 @@ from reconciliation.toxic_paths import observed_states
 from registry import actions
 from registry.choices import Role, ToxicEffect
 from registry.models import ToxicCombination
-from registry.roles import has_role
+from registry.roles import has_role, sees_everything
 from registry.toxic import CAPABILITY_EXPECTED, toxic_paths
 from registry.toxic_fleet import approved_specs, enabled_rules
 from registry.views import _forbidden, _page
@@ -54,7 +54,10 @@ def toxic_list(request: HttpRequest) -> HttpResponse:
     return _page(request, "registry/toxic_list.html", {
         "rules": ToxicCombination.objects.order_by("name"), "form": form, "can_edit": can_edit,
         "approved_paths": [p.to_dict() for p in toxic_paths(approved_specs(), rules)],
-        "observed_paths": [p.to_dict() for p in toxic_paths(observed_states(), rules)],
+        # what agents really run with is for reviewers (README, "Roles")
+        "sees_observed": sees_everything(request.user),
+        "observed_paths": [p.to_dict() for p in toxic_paths(observed_states(), rules)]
+        if sees_everything(request.user) else [],
     }, status=400 if form.errors else 200)
 
 

@@ -176,3 +176,16 @@ def test_the_page_lists_rules_and_paths_and_only_compliance_may_declare(people, 
     assert client.post("/toxic/customers-never-email/delete").status_code == 302
     assert not ToxicCombination.objects.exists()
     assert AuditEntry.objects.filter(action="toxic_rule.deleted").count() == 1
+
+
+def test_paths_api_shows_observed_paths_to_reviewers_only(people, api_as, fleet):
+    support, mailer = fleet
+    actions.create_toxic_combination(actor=people.dana, **RULE)
+    record_observation(support, {**READER, "delegates_to": ["mailer"]}, actor="platform",
+                       source="push", trigger_reconcile=False)
+    record_observation(mailer, MAILER, actor="platform", source="push",
+                       trigger_reconcile=False)
+    owner = api_as(people.alice).get("/api/v1/toxic-combinations/paths").json()
+    assert owner == {"approved": []}  # what agents really run with is not an owner's to see
+    reviewer = api_as(people.dana).get("/api/v1/toxic-combinations/paths").json()
+    assert [p["agents"] for p in reviewer["observed"]] == [["support", "mailer"]]
