@@ -128,3 +128,18 @@ def test_rules_with_no_holders_and_several_rules_are_sorted_and_deduplicated():
     assert [p.key for p in toxic_paths(fleet, rules)] == [
         ("customers-never-email", "x", "x"), ("customers-never-email", "x", "y"),
         ("customers-never-email", "y", "x"), ("customers-never-email", "y", "y")]
+
+
+def test_the_permission_diff_lists_new_ways_to_reach_other_agents_as_widening():
+    from registry.permission_diff import permission_diff, risk_score
+    from tests.conftest import refund_manifest
+
+    before = refund_manifest().spec
+    after = refund_manifest(delegates_to=["mailer"], mcp_servers=["https://mcp.internal"]).spec
+    changes = [c for c in permission_diff(before, after) if c.area == "delegation"]
+    assert [(c.risk, c.text) for c in changes] == [
+        ("widening", "+ may call agent mailer"),
+        ("widening", "+ uses MCP server https://mcp.internal")]
+    assert risk_score(changes) == 20
+    assert [c.text for c in permission_diff(after, before)] == [
+        "− may call agent mailer", "− uses MCP server https://mcp.internal"]
