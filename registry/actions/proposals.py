@@ -426,23 +426,40 @@ def _approve(version_id: int, *, actor: Any, comment: str, expected_generation: 
     audit.record(actor=actor, action=AuditAction.PROPOSAL_APPROVED,
                  target=f"proposal:{version.pk}", agent=agent.name, reason=comment,
                  after=after)
-    if count >= version.required_approvals:
-        _refuse_toxic_now(version, agent)
+    if count >= version.required_approvals and _toxic_now_allows(version, agent, actor, count):
         _activate(version, agent, actor)
         _announce("proposal.decided", version, agent)
     return version
 
 
-def _refuse_toxic_now(version: DesiredStateVersion, agent: Agent) -> None:
-    """The fleet may have moved since the proposal was judged: a toxic path it would create
-    today, under a denying rule, refuses the approval that would activate it (422)."""
-    denials = [r for r in judge_proposal(agent.name, version.spec)
-               if r.outcome == GuardrailOutcome.DENIED]
+def _toxic_now_allows(version: DesiredStateVersion, agent: Agent, actor: Any,
+                      count: int) -> bool:
+    """The fleet may have moved since the proposal was judged. A toxic path it would create
+    today under a denying rule refuses the approval that would activate it (422); one under a
+    rule asking for more approvals than it has raises its required approvals (audited, kept
+    pending, this approval counts)."""
+    results = judge_proposal(agent.name, version.spec)
+    denials = [r for r in results if r.outcome == GuardrailOutcome.DENIED]
     if denials:
         raise Invalid(f"{agent.name}: refused by {denials[0].guardrail}: {denials[0].message}",
                       code="guardrail_denied", details=[
                           {"pointer": "/spec", "message": f"{r.guardrail}: {r.message}",
                            "guardrail": r.guardrail, "path": r.path} for r in denials])
+    needed = max([version.required_approvals, *(r.required_approvals for r in results)])
+    if needed <= count:
+        return True
+    before = {"guardrails": version.guardrail_results,
+              "required_approvals": version.required_approvals}
+    known = {r.get("guardrail") for r in version.guardrail_results}
+    version.guardrail_results = [*version.guardrail_results,
+                                 *(r.to_dict() for r in results if r.guardrail not in known)]
+    version.required_approvals = needed
+    version.save(update_fields=["guardrail_results", "required_approvals"])
+    audit.record(actor=actor, action=AuditAction.PROPOSAL_REEVALUATED,
+                 target=f"proposal:{version.pk}", agent=agent.name, before=before,
+                 after={"guardrails": version.guardrail_results, "required_approvals": needed},
+                 reason="a toxic path it would create now needs more approvals")
+    return False
 
 
 def _activate(version: DesiredStateVersion, agent: Agent, actor: Any) -> None:

@@ -189,3 +189,25 @@ def test_paths_api_shows_observed_paths_to_reviewers_only(people, api_as, fleet)
     assert owner == {"approved": []}  # what agents really run with is not an owner's to see
     reviewer = api_as(people.dana).get("/api/v1/toxic-combinations/paths").json()
     assert [p["agents"] for p in reviewer["observed"]] == [["support", "mailer"]]
+
+
+def test_an_approval_asks_for_more_approvers_when_the_fleet_moved_under_a_require_rule(
+        people, fleet):
+    support, mailer = fleet
+    actions.create_toxic_combination(actor=people.dana, **{**RULE, "effect":
+                                                           "require_approvals"})
+    mailer_off = propose(people, mailer, tools=["orders.lookup"]).version
+    actions.approve_proposal(mailer_off.pk, actor=people.bob)
+    pending = propose(people, support, delegates_to=["mailer"], **READER).version
+    assert pending.required_approvals == 1
+    mailer_on = propose(people, mailer, **MAILER).version
+    actions.approve_proposal(mailer_on.pk, actor=people.bob)
+    actions.approve_proposal(pending.pk, actor=people.bob)  # one approval was enough, no more
+    pending.refresh_from_db()
+    assert (pending.state, pending.required_approvals) == ("pending", 2)
+    assert any(r.get("path") for r in pending.guardrail_results)
+    assert AuditEntry.objects.filter(action="proposal.reevaluated",
+                                     target=f"proposal:{pending.pk}").exists()
+    actions.approve_proposal(pending.pk, actor=people.carol)
+    pending.refresh_from_db()
+    assert pending.state == "approved"
