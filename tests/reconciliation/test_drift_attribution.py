@@ -107,3 +107,17 @@ def test_a_push_report_may_name_its_change_too(people):
     bad = client.put("/api/v1/agents/refund-agent/observed-state",
                      {**state, "change_id": ["not", "a", "string"]}, format="json")
     assert bad.status_code == 202  # an unusable change field is dropped, never a 500
+
+
+def test_the_findings_page_shows_each_cause_and_filters_by_it(people, client):
+    agent = approved_agent(people, "refund-agent", enforcement={"default": "log"})
+    actions.reconcile_agent(agent.pk, trigger="manual")
+    actions.sandbox_deploy(agent, actor="system:deploy-bot", changes=BAD_DEPLOYMENT,
+                           reason="friday release")
+    actions.reconcile_agent(agent.pk, trigger="observation")
+    key = Finding.objects.filter(agent=agent).first().cause_key
+    client.force_login(people.dana)
+    page = client.get("/findings/", {"cause": key}).content.decode()
+    assert page.count(f'class="cause" href="?cause={key.replace(":", "%3A")}"') == 3
+    assert "by system:deploy-bot" in page
+    assert "0 findings" in client.get("/findings/", {"cause": "unknown"}).content.decode()
