@@ -76,6 +76,13 @@ RECONCILE_VERIFY_DELAY_SECONDS = env_int("RECONCILE_VERIFY_DELAY_SECONDS", 5, mi
 RECONCILE_MAX_ATTEMPTS = env_int("RECONCILE_MAX_ATTEMPTS", 3, minimum=1)
 RECONCILE_LOCK_SECONDS = env_int("RECONCILE_LOCK_SECONDS", 120, minimum=5)
 RECONCILE_MAX_RETRIES = env_int("RECONCILE_MAX_RETRIES", 5, minimum=0)
+# Silence (reconciliation/silence.py): how long an agent may go unheard before it turns
+# Ready=Unknown (Silent), by connector kind unless its spec says `heartbeat`; 0 never. The
+# sandbox is the control plane's own simulation, read by it: never silent by default.
+HEARTBEAT_PUSH_SECONDS = env_int("HEARTBEAT_PUSH_SECONDS", 300, minimum=0)
+HEARTBEAT_HTTP_SECONDS = env_int("HEARTBEAT_HTTP_SECONDS", 300, minimum=0)
+HEARTBEAT_SANDBOX_SECONDS = env_int("HEARTBEAT_SANDBOX_SECONDS", 0, minimum=0)
+SILENCE_CHECK_SECONDS = env_int("SILENCE_CHECK_SECONDS", 30, minimum=1)
 # Tests of dead workers: the sandbox's injected crash kills the worker process for real.
 SANDBOX_CRASH_KILLS_PROCESS = env_bool("SANDBOX_CRASH_KILLS_PROCESS", False)
 # The demo's background simulator drifts a random sandbox agent this often (0: off).

@@ -6,7 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from audit.urls import api_urlpatterns as audit_api
 from audit.urls import page_urlpatterns as audit_pages
 from config import observability
-from reconciliation import escalation_pages
+from reconciliation import escalation_pages, fleet_views
 from reconciliation import views as reconciliation_views
 from reconciliation.urls import api_urlpatterns as reconciliation_api
 from reconciliation.urls import otlp_urlpatterns
@@ -24,6 +24,7 @@ urlpatterns = [
          name="escalations-resolve"),
     path("findings/", reconciliation_views.findings, name="findings"),
     path("lab/", reconciliation_views.lab, name="lab"),
+    path("fleet/", fleet_views.fleet_page, name="fleet"),
     path("vendor/plotly.min.js", reconciliation_views.plotly_js, name="plotly-js"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),

@@ -6,7 +6,7 @@ from datetime import timedelta
 from typing import Any
 
 import redis
-from django.db.models import QuerySet
+from django.db.models import Count, Max, Min, Q, QuerySet
 from django.http import HttpResponse
 from django.utils import timezone
 from django_filters.rest_framework import DjangoFilterBackend
@@ -20,7 +20,9 @@ from rest_framework.views import APIView
 
 from config.errors import Invalid, NotAllowed, NotFound, Unavailable
 from reconciliation import actions
+from reconciliation.attribution import split_change
 from reconciliation.choices import (
+    OPEN_STATUSES,
     CorrectionResult,
     EscalationKind,
     Resolution,
@@ -66,8 +68,11 @@ class ObservedStateView(APIView):
         if acting_agent(request.user) is None and not Agent.objects.filter(name=name).exists():
             return self._unregistered(request, name)
         agent = agent_for(request, name, people=(Role.ADMIN,))
+        # the platform's change log may name the change (drift attribution)
+        report, change = (split_change(request.data) if isinstance(request.data, dict)
+                          else (request.data, None))
         try:
-            state = validate_observed(request.data)
+            state = validate_observed(report)
         except ObservedStateError as error:
             raise Invalid(f"The observed state is not valid: {error.errors[0][0]}: "
                           f"{error.errors[0][1]}",
@@ -75,7 +80,7 @@ class ObservedStateView(APIView):
                           ) from None
         source = "push" if isinstance(request.user, AgentPrincipal) else "platform"
         row, changed = actions.record_observation(agent, state, actor=request.user,
-                                                  source=source)
+                                                  source=source, change=change)
         return Response({"changed": changed, "sha256": row.state_sha256,
                          "observed_at": row.observed_at}, status=status.HTTP_202_ACCEPTED)
 
@@ -163,7 +168,7 @@ class FindingSerializer(serializers.ModelSerializer):
         fields = ["id", "agent", "kind", "pointer", "expected", "actual", "severity", "area",
                   "status", "generation", "occurrence", "attempts", "reason", "first_seen",
                   "detected_at", "last_seen", "corrected_at", "hold_until", "acknowledged_by",
-                  "acknowledged_at"]
+                  "acknowledged_at", "cause_key", "cause"]
 
 
 class ReasonSerializer(serializers.Serializer):
@@ -198,6 +203,22 @@ class FindingViewSet(ReviewerOnly, viewsets.ReadOnlyModelViewSet):
         actions.acknowledge_finding(int(pk), actor=request.user,
                                     reason=body.validated_data["reason"])
         return Response(FindingSerializer(self.get_queryset().get(pk=pk)).data)
+
+    @action(detail=False, methods=["get"])
+    def causes(self, request: Request) -> Response:
+        """The findings (as filtered) grouped by cause: one row per cause key with its
+        kind, who made the change, how many findings and agents, and when, newest first."""
+        queryset = self.filter_queryset(self.get_queryset()).order_by()
+        rows = (queryset.values("cause_key").annotate(
+            findings=Count("pk"), open=Count("pk", filter=Q(status__in=OPEN_STATUSES)),
+            agents=Count("agent", distinct=True), first=Min("detected_at"),
+            last=Max("detected_at"), sample=Max("pk")).order_by("-last")[:200])
+        samples = dict(Finding.objects.filter(pk__in=[r["sample"] for r in rows])
+                       .values_list("pk", "cause"))
+        return Response({"results": [
+            {"key": r["cause_key"], "cause": samples.get(r["sample"]) or {"key": r["cause_key"]},
+             "findings": r["findings"], "open": r["open"], "agents": r["agents"],
+             "first_detected": r["first"], "last_detected": r["last"]} for r in rows]})
 
 
 class EscalationSerializer(serializers.ModelSerializer):

@@ -19,6 +19,9 @@ class FindingFilterSet(django_filters.FilterSet):
     kind = django_filters.CharFilter(max_length=32)
     source = django_filters.ChoiceFilter(choices=SOURCES, method="found_in",
                                          help_text="config or behaviour")
+    cause = django_filters.CharFilter(field_name="cause_key", max_length=200,
+                                      help_text="a cause key: deployment:<id>, change:<id>, "
+                                                "changed-by:<actor>, proposal:<id> or unknown")
 
     class Meta:
         model = Finding

@@ -287,3 +287,10 @@ def recount_events() -> int:
     from reconciliation.actions.behaviour import recount_events as recount
 
     return recount(settled_seconds=10)
+
+
+def find_silent_agents() -> dict[str, int]:
+    """The silence check (cron, every SILENCE_CHECK_SECONDS)."""
+    from reconciliation.silence import find_silent_agents as find
+
+    return find()

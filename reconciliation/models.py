@@ -40,6 +40,9 @@ class ObservedState(models.Model):
     state_sha256 = models.CharField(max_length=64)
     source = models.CharField(max_length=16)  # push | http | sandbox
     reported_by = models.CharField(max_length=200)
+    # Who or what changed the agent into this state, when the reporter knows (the platform's
+    # changed_by / change_id, the drift lab's deployment): reconciliation/attribution.py.
+    change = models.JSONField(null=True, blank=True)
     observed_at = models.DateTimeField(default=timezone.now)
     last_seen_at = models.DateTimeField(default=timezone.now)
 
@@ -67,6 +70,9 @@ class SandboxAgent(models.Model):
     lag_seconds = models.PositiveIntegerField(default=0)
     stale_state = models.JSONField(null=True, blank=True)
     stale_until = models.DateTimeField(null=True, blank=True)
+    # The last deployment that changed it from outside (the drift lab), until a correction
+    # replaces what it did: {deployment_id, actor, reason}.
+    last_deployment = models.JSONField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"sandbox:{self.agent_id}"
@@ -156,11 +162,16 @@ class Finding(models.Model):
     # The proposal an approver accepted it into (held as `accepted` until that is decided).
     proposal = models.ForeignKey("registry.DesiredStateVersion", null=True, blank=True,
                                  on_delete=models.SET_NULL, related_name="+")
+    # What caused this occurrence, when anything knows (reconciliation/attribution.py):
+    # findings from one deployment, platform change or proposal share one key.
+    cause_key = models.CharField(max_length=200, default="unknown")
+    cause = models.JSONField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["agent", "fingerprint"],
                                                name="one_finding_per_drift")]
-        indexes = [models.Index(fields=["status", "-last_seen"], name="finding_status"),
+        indexes = [models.Index(fields=["cause_key", "-detected_at"], name="finding_cause"),
+                   models.Index(fields=["status", "-last_seen"], name="finding_status"),
                    models.Index(fields=["detected_at"], name="finding_detected"),
                    models.Index(fields=["agent", "status"], name="finding_agent_status")]
 
@@ -171,7 +182,8 @@ class Finding(models.Model):
         """The audited form."""
         return {"kind": self.kind, "pointer": self.pointer, "expected": self.expected,
                 "actual": self.actual, "severity": self.severity, "status": self.status,
-                "occurrence": self.occurrence, "attempts": self.attempts}
+                "occurrence": self.occurrence, "attempts": self.attempts,
+                "cause": self.cause_key}
 
 
 class Correction(models.Model):
@@ -474,3 +486,35 @@ class AlertEvent(models.Model):
         return {**self.payload, "id": self.pk, "event": self.event,
                 "at": self.at.isoformat(), "agent": self.agent_name or None,
                 "severity": self.severity or None, "owner_id": self.owner_id}
+
+
+class Silence(models.Model):
+    """A stretch during which an agent was not heard from for longer than its expected
+    heartbeat (registered, or only seen in traffic); open while ended_at is null."""
+
+    agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.CASCADE,
+                              related_name="silences")
+    agent_name = models.CharField(max_length=63)  # also for agents only seen in traffic
+    expected_seconds = models.PositiveIntegerField()
+    last_heard_at = models.DateTimeField(null=True, blank=True)  # null: never heartbeated
+    started_at = models.DateTimeField(default=timezone.now)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["agent_name"],
+                                               condition=models.Q(ended_at__isnull=True),
+                                               name="one_open_silence_per_agent")]
+        indexes = [models.Index(fields=["started_at"], name="silence_started")]
+
+    def __str__(self) -> str:
+        return f"silence of {self.agent_name} since {self.started_at:%Y-%m-%d %H:%M:%S}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The audited and served form."""
+        def stamp(value: datetime | None) -> str | None:
+            return value.isoformat().replace("+00:00", "Z") if value else None
+
+        return {"agent": self.agent_name, "registered": self.agent_id is not None,
+                "expected_seconds": self.expected_seconds,
+                "last_heard_at": stamp(self.last_heard_at),
+                "started_at": stamp(self.started_at), "ended_at": stamp(self.ended_at)}

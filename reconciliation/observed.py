@@ -86,9 +86,10 @@ def validate_observed(report: Any) -> dict[str, Any]:
                 state[key] = value
             else:
                 errors.append((pointer, "expected an object with a type"))
-        elif key == "tools":
+        elif key in ("tools", "delegates_to", "mcp_servers"):
+            # delegates_to: agents it calls; mcp_servers: servers or tool endpoints it uses
             if not isinstance(value, list) or len(value) > MAX_ITEMS:
-                errors.append((pointer, f"expected a list of at most {MAX_ITEMS} tool names"))
+                errors.append((pointer, f"expected a list of at most {MAX_ITEMS} names"))
                 continue
             for index, tool in enumerate(value):
                 _string(tool, f"{pointer}/{index}", errors)
@@ -121,7 +122,8 @@ def validate_observed(report: Any) -> dict[str, Any]:
             state[key] = value
         else:
             errors.append((pointer, "unknown field; expected framework, connector, model, "
-                                    "version, tools, data, actions, limits, grants, running"))
+                                    "version, tools, data, actions, limits, grants, running, "
+                                    "delegates_to, mcp_servers"))
     if errors:
         raise ObservedStateError(errors)
     return state

@@ -1,7 +1,7 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from reconciliation import api, behaviour_api
+from reconciliation import api, behaviour_api, fleet_views
 
 router = SimpleRouter(trailing_slash=False)
 router.register("findings", api.FindingViewSet, basename="finding")
@@ -16,6 +16,7 @@ api_urlpatterns = [
     path("agents/<slug:name>/shadow", api.AgentShadowView.as_view(), name="agent-shadow"),
     path("control", api.ControlView.as_view(), name="control"),
     path("dashboard", api.DashboardView.as_view(), name="dashboard"),
+    path("fleet", fleet_views.FleetView.as_view(), name="fleet-api"),
     path("inbox", api.InboxView.as_view(), name="inbox"),
     path("control/shadow", api.ControlShadowView.as_view(), name="control-shadow"),
     path("control/breaker/reset", api.BreakerResetView.as_view(), name="breaker-reset"),

@@ -57,3 +57,10 @@ class GuardrailOutcome(models.TextChoices):
     WARNED = "warned"
     REQUIRES_STEP_UP = "requires_step_up"
     ERROR = "error"  # evaluation failed: fail closed, the proposal is held
+
+
+class ToxicEffect(models.TextChoices):
+    """What happens to a proposal that would join the two sides of a toxic combination."""
+
+    DENY = "deny"
+    REQUIRE_APPROVALS = "require_approvals"

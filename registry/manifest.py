@@ -583,11 +583,11 @@ def _spec(c: _Checker, raw: Any, p: str) -> dict[str, Any]:
     spec = c.mapping(
         raw, p, required=("framework", "connector"),
         optional=("model", "version", "tools", "data", "actions", "limits", "grants",
-                  "enforcement"),
+                  "enforcement", *FLEET_FIELDS),
     )
     if spec is None:
         return {}
-    return {
+    return _fleet_fields(c, spec, p) | {
         "framework": _present(c.string, spec, "framework", p, "a string of 1 to 64 characters",
                               min_len=1, max_len=64),
         "connector": _connector(c, spec["connector"], f"{p}/connector")
@@ -605,6 +605,44 @@ def _spec(c: _Checker, raw: Any, p: str) -> dict[str, Any]:
         "grants": _grants(c, _optional(spec, "grants", []), f"{p}/grants"),
         "enforcement": _enforcement(c, _optional(spec, "enforcement", {}), f"{p}/enforcement"),
     }
+
+
+# Optional fields that say how an agent meets the rest of the fleet (registry/toxic.py) and
+# how often it must be heard from (reconciliation/silence.py). Canonical only when set, so the
+# hash of every spec approved before they existed stays what it was.
+FLEET_FIELDS = ("delegates_to", "mcp_servers", "heartbeat")
+MCP_SERVER_EXPECTED = "an MCP server or tool endpoint: a name or URL of 1 to 256 characters"
+
+
+def _names(c: _Checker, raw: Any, p: str, noun: str, expected: str,
+           pattern: re.Pattern) -> list[str]:
+    """Unique names, sorted."""
+    first: dict[str, int] = {}
+    for i, item in enumerate(c.sequence(raw, p, noun, 200)):
+        name = c.string(item, f"{p}/{i}", expected, pattern=pattern)
+        if name is not None and name in first:
+            c.error(f"{p}/{i}", f"expected each of the {noun} once; got {name!r} again"
+                    f" (first at {p}/{first[name]})")
+        elif name is not None:
+            first[name] = i
+    return sorted(first)
+
+
+def _fleet_fields(c: _Checker, spec: dict, p: str) -> dict[str, Any]:
+    """delegates_to (agents it may call), mcp_servers (servers or tool endpoints it uses) and
+    heartbeat (the longest it may go unheard), each present only when given."""
+    out: dict[str, Any] = {}
+    if spec.get("delegates_to") is not None:
+        out["delegates_to"] = _names(c, spec["delegates_to"], f"{p}/delegates_to",
+                                     "agents it may call", SLUG_EXPECTED, _SLUG)
+    if spec.get("mcp_servers") is not None:
+        out["mcp_servers"] = _names(c, spec["mcp_servers"], f"{p}/mcp_servers",
+                                    "MCP servers", MCP_SERVER_EXPECTED, _RESOURCE)
+    if spec.get("heartbeat") is not None:
+        seconds = c.parsed(spec["heartbeat"], f"{p}/heartbeat", duration_seconds)
+        if seconds is not None:
+            out["heartbeat"] = format_duration(seconds)
+    return {key: value for key, value in out.items() if value != []}
 
 
 def canonicalize(spec: Any) -> dict[str, Any]:

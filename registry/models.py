@@ -6,7 +6,13 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from registry.choices import GuardrailEffect, Lifecycle, VersionSource, VersionState
+from registry.choices import (
+    GuardrailEffect,
+    Lifecycle,
+    ToxicEffect,
+    VersionSource,
+    VersionState,
+)
 
 
 def hash_token_key(key: str) -> str:
@@ -269,3 +275,33 @@ class Retirement(models.Model):
         return {"id": self.pk, "agent": self.agent.name, "reason": self.reason,
                 "state": self.state, "proposed_by": self.proposed_by.username,
                 "decided_by": self.decided_by.username if self.decided_by_id else None}
+
+
+class ToxicCombination(models.Model):
+    """Two capabilities compliance declares must never meet: no agent holding one may reach an
+    agent holding the other (registry/toxic.py says what a path is)."""
+
+    name = models.SlugField(max_length=63, unique=True)
+    description = models.TextField(blank=True, default="")
+    left = models.CharField(max_length=300)  # a capability, e.g. data:customers_db:read
+    right = models.CharField(max_length=300)  # e.g. tool:email.send_external
+    effect = models.CharField(max_length=20, choices=ToxicEffect.choices,
+                              default=ToxicEffect.DENY)
+    required_approvals = models.PositiveSmallIntegerField(default=2)
+    enabled = models.BooleanField(default=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT,
+                                   related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def to_dict(self) -> dict:
+        """The audited and served form."""
+        return {"name": self.name, "description": self.description, "left": self.left,
+                "right": self.right, "effect": self.effect,
+                "required_approvals": self.required_approvals, "enabled": self.enabled}

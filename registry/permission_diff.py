@@ -58,6 +58,7 @@ class Area(StrEnum):
     OWNER = "owner"
     LABELS = "labels"
     CONNECTOR = "connector"
+    DELEGATION = "delegation"  # agents it may call, MCP servers it shares (registry/toxic.py)
     RUNTIME = "runtime"
 
 
@@ -108,6 +109,7 @@ def permission_diff(
         *_actions(old.get("actions", {}), proposed["actions"], fresh),
         *_limits(old.get("limits", []), proposed["limits"], fresh),
         *_enforcement(old.get("enforcement", {}), proposed["enforcement"]),
+        *_delegation(old, proposed),
         *_runtime(old, proposed, fresh),
     ]
     if metadata_before is not None and metadata_after is not None:
@@ -126,7 +128,7 @@ def risk_score(changes: Iterable[PermissionChange]) -> int:
     narrowing and neutral changes.
     """
     weights = {Area.ACTIONS: 20, Area.TOOLS: 10, Area.DATA: 10, Area.GRANTS: 10,
-               Area.OWNER: 10, Area.CONNECTOR: 10}
+               Area.OWNER: 10, Area.CONNECTOR: 10, Area.DELEGATION: 10}
     return sum(
         weights.get(change.area, 5) for change in changes if change.risk == Risk.WIDENING
     )
@@ -151,6 +153,19 @@ def _tools(old: list[str], new: list[str]) -> Iterator[PermissionChange]:
     for name in set(old) - set(new):
         yield PermissionChange(Area.TOOLS, Risk.NARROWING, f"{MINUS} tool {name}",
                                _pointer("tools", name), name, None)
+
+
+def _delegation(old: dict[str, Any], new: dict[str, Any]) -> Iterator[PermissionChange]:
+    """Agents it may call and MCP servers it uses, added (widening: it reaches further) or
+    removed (narrowing)."""
+    for key, noun in (("delegates_to", "may call agent"), ("mcp_servers", "uses MCP server")):
+        before, after = set(old.get(key) or []), set(new.get(key) or [])
+        for name in after - before:
+            yield PermissionChange(Area.DELEGATION, Risk.WIDENING, f"+ {noun} {name}",
+                                   _pointer(key, name), None, name)
+        for name in before - after:
+            yield PermissionChange(Area.DELEGATION, Risk.NARROWING, f"{MINUS} {noun} {name}",
+                                   _pointer(key, name), name, None)
 
 
 def _data(old: list[dict], new: list[dict]) -> Iterator[PermissionChange]:

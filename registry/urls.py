@@ -1,13 +1,22 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from registry import api, lifecycle_api, lifecycle_views, stepup_views, views
+from registry import (
+    api,
+    lifecycle_api,
+    lifecycle_views,
+    stepup_views,
+    toxic_api,
+    toxic_views,
+    views,
+)
 
 router = SimpleRouter(trailing_slash=False)
 router.register("agents", api.AgentViewSet, basename="agent")
 router.register("proposals", api.ProposalViewSet, basename="proposal")
 router.register("guardrails", api.GuardrailViewSet, basename="guardrail")
 router.register("tokens", api.TokenViewSet, basename="token")
+router.register("toxic-combinations", toxic_api.ToxicCombinationViewSet, basename="toxic")
 
 api_urlpatterns = [
     path("manifests", api.ManifestView.as_view(), name="manifests"),
@@ -44,6 +53,8 @@ page_urlpatterns = [
     path("tokens/", views.token_list, name="registry-tokens"),
     path("tokens/<int:pk>/revoke", views.token_revoke, name="registry-token-revoke"),
     path("tokens/<int:pk>/keep", views.token_keep, name="registry-token-keep"),
+    path("toxic/", toxic_views.toxic_list, name="registry-toxic"),
+    path("toxic/<slug:name>/delete", toxic_views.toxic_delete, name="registry-toxic-delete"),
     path("guardrails/", views.guardrail_list, name="registry-guardrails"),
     path("guardrails/new", views.guardrail_create, name="registry-guardrail-new"),
     path("guardrails/<slug:name>/edit", views.guardrail_edit, name="registry-guardrail-edit"),

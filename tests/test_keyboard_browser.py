@@ -89,7 +89,7 @@ def test_pages_fit_the_screen_and_never_say_it_with_colour_alone(
     inject(agent, "drift", actor="dana")  # leaves drift, findings and a diff to show
     reconciliation.reconcile_agent(agent.pk, trigger="observation")
     pages = ["/", "/agents/", "/agents/refund-agent/", "/findings/", "/escalations/",
-             "/guardrails/", "/audit/", "/lab/"]
+             "/guardrails/", "/audit/", "/lab/", "/toxic/", "/fleet/"]
     with sync_playwright() as playwright:
         browser = Browser(playwright, live_server_process.url)
         dana = browser.page("dana", width=width)

@@ -98,6 +98,8 @@ def new_spec(**changes) -> dict:
 OBSERVED_MARKER = "observed.tool-7f3a"
 AUDIT_MARKER = "deployment-reason-3d9e"
 GUARDRAIL = {"name": "g-existing", "expression": "true", "effect": "warn", "message": "changed"}
+TOXIC = {"name": "t-existing", "left": "tool:x.never", "right": "tool:y.never",
+         "effect": "deny", "required_approvals": 2}
 NEW_AGENT = REFUND_AGENT_YAML.replace("name: refund-agent", "name: billing-agent")
 MODEL_CHANGE = REFUND_AGENT_YAML.replace("model: gpt-4.1", "model: gpt-5.1")
 YAML = "application/yaml"
@@ -175,6 +177,26 @@ API = [
         body={"message": "patched"}),
     Row("DELETE /api/v1/guardrails/g-existing",
         (401,     403,    403,    403,    403,    204,    204,    403,    403)),
+    # toxic combinations: read by people, written by compliance
+    Row("GET /api/v1/toxic-combinations",
+        (401,     200,    200,    200,    200,    200,    200,    403,    403)),
+    Row("POST /api/v1/toxic-combinations",
+        (401,     403,    403,    403,    403,    201,    201,    403,    403),
+        body={**TOXIC, "name": "t-new"}),
+    Row("GET /api/v1/toxic-combinations/t-existing",
+        (401,     200,    200,    200,    200,    200,    200,    403,    403)),
+    Row("PUT /api/v1/toxic-combinations/t-existing",
+        (401,     403,    403,    403,    403,    200,    200,    403,    403), body=TOXIC),
+    Row("PATCH /api/v1/toxic-combinations/t-existing",
+        (401,     403,    403,    403,    403,    200,    200,    403,    403),
+        body={"description": "patched"}),
+    Row("DELETE /api/v1/toxic-combinations/t-existing",
+        (401,     403,    403,    403,    403,    204,    204,    403,    403)),
+    # the approved fleet's paths for people; the observed ones only for reviewers
+    Row("GET /api/v1/toxic-combinations/paths",
+        (401,     200,    200,    200,    200,    200,    200,    403,    403)),
+    Row("GET /api/v1/fleet",
+        (401,     403,    403,    200,    200,    200,    200,    403,    403)),
     # tokens: each person sees their own and their agents' (admin every one); others get 404
     Row("GET /api/v1/tokens",
         (401,     200,    200,    200,    200,    200,    200,    403,    403)),
@@ -228,6 +250,8 @@ API = [
     Row("GET /api/v1/findings",
         (401,     403,    403,    200,    200,    200,    200,    403,    403)),
     Row("GET /api/v1/findings/{finding}",
+        (401,     403,    403,    200,    200,    200,    200,    403,    403)),
+    Row("GET /api/v1/findings/causes",
         (401,     403,    403,    200,    200,    200,    200,    403,    403)),
     Row("POST /api/v1/findings/{finding}/acknowledge",
         (401,     403,    403,    403,    403,    200,    200,    403,    403),
@@ -309,6 +333,8 @@ PAGES = [
     Row("GET /guardrails/g-existing/edit", (L, 403, 403, 403, 403, 200, 200, L, L)),
     Row("GET /guardrails/g-existing/delete", (L, 403, 403, 403, 403, 200, 200, L, L)),
     Row("GET /audit/",                  (L, 403, 403, 403, 403, 200, 200, L, L)),
+    Row("GET /toxic/",                  (L, 200, 200, 200, 200, 200, 200, L, L)),
+    Row("GET /fleet/",                  (L, 403, 403, 200, 200, 200, 200, L, L)),
     Row("GET /tokens/",                 (L, 200, 200, 200, 200, 200, 200, L, L)),
     Row("GET /account/two-factor/",     (L, 200, 200, 200, 200, 200, 200, L, L)),
     Row("GET /login/",                  (200, 200, 200, 200, 200, 200, 200, 200, 200)),
@@ -363,6 +389,10 @@ FORMS = [
         body={**GUARDRAIL, "required_approvals": 2}, audited=("guardrail.updated",)),
     Row("POST /guardrails/g-existing/delete", (L, 403, 403, 403, 403, D, D, L, L),
         body={}, audited=("guardrail.deleted",)),
+    Row("POST /toxic/",                 (L, 403, 403, 403, 403, D, D, L, L),
+        body={**TOXIC, "name": "t-new"}, audited=("toxic_rule.created",)),
+    Row("POST /toxic/t-existing/delete", (L, 403, 403, 403, 403, D, D, L, L),
+        body={}, audited=("toxic_rule.deleted",)),
     # The cards on /approvals/ and /escalations/ post to one escalation's triage and resolve.
     Row("POST /escalations/{escalation}/resolve", (L, 403, 403, D, D, R, D, L, L),
         body={"resolution": "revert", "comment": "back"}, audited=("escalation.resolved",)),
@@ -481,6 +511,7 @@ def build_scene() -> Scene:
                                           actor="system:test")
     registry_actions.create_guardrail(actor=people["dana"], name="g-existing",
                                       expression="true", effect="warn", message="m")
+    registry_actions.create_toxic_combination(actor=people["dana"], **TOXIC)
     ControlState.objects.update_or_create(pk=1, defaults={
         "breaker_tripped_at": timezone.now(), "breaker_reason": "tripped for the test"})
 

@@ -22,7 +22,8 @@ from registry.models import Agent
 
 
 def _store(history: QuerySet[ObservedState], state: dict[str, Any], *, actor: Any, source: str,
-           target: str, agent_name: str, **owner: Any) -> tuple[ObservedState, bool]:
+           target: str, agent_name: str, change: dict[str, Any] | None = None,
+           **owner: Any) -> tuple[ObservedState, bool]:
     """Append `state` to a history unless it equals the latest row (then that row's
     last_seen_at moves: a heartbeat). Call inside a transaction."""
     now = timezone.now()
@@ -34,23 +35,33 @@ def _store(history: QuerySet[ObservedState], state: dict[str, Any], *, actor: An
         return latest, False
     row = ObservedState.objects.create(state=state, state_sha256=digest, source=source,
                                        reported_by=audit_label(actor), observed_at=now,
-                                       last_seen_at=now, **owner)
+                                       last_seen_at=now, change=change, **owner)
     audit.record(actor=actor, action=AuditAction.OBSERVATION_RECORDED, target=target,
                  agent=agent_name, before=latest.state if latest else None, after=state,
-                 reason=f"reported through {source}")
+                 reason=f"reported through {source}" + (
+                     f"; changed by {change['key']}" if change else ""))
     return row, True
 
 
 @transaction.atomic
 def record_observation(agent: Agent, state: dict[str, Any], *, actor: Any, source: str,
-                       trigger_reconcile: bool = True) -> tuple[ObservedState, bool]:
-    """Store an observed state; only a changed state is a new history row (a heartbeat just
-    moves last_seen_at). Queues a reconcile after commit. Returns (row, changed)."""
+                       trigger_reconcile: bool = True, change: dict[str, Any] | None = None
+                       ) -> tuple[ObservedState, bool]:
+    """Store an observed state (with the change that made it, when the reporter names one);
+    only a changed state is a new history row (a heartbeat just moves last_seen_at). Queues a
+    reconcile after commit. Returns (row, changed)."""
     row, changed = _store(ObservedState.objects.filter(agent=agent), state, actor=actor,
                           source=source, target=f"agent:{agent.name}", agent_name=agent.name,
-                          agent=agent)
+                          agent=agent, change=change)
+    from reconciliation.silence import clear_on_report
+
+    clear_on_report(agent, row.last_seen_at)  # heard again: an open silence ends
     if trigger_reconcile:
         request_reconcile(agent.pk, Trigger.OBSERVATION)
+    if changed:
+        from reconciliation.toxic_paths import request_path_check
+
+        request_path_check()  # a changed state may open or close a toxic path in the fleet
     return row, changed
 
 

@@ -26,6 +26,7 @@ from reconciliation.actions.common import (
     suspend_agent,
 )
 from reconciliation.actions.observations import record_observation
+from reconciliation.attribution import cause_of, pending_proposals
 from reconciliation.choices import (
     OPEN_STATUSES,
     TEAM_LABEL,
@@ -49,8 +50,10 @@ from reconciliation.models import (
     Finding,
     ObservedState,
     ReconcileRun,
+    Silence,
 )
 from reconciliation.reconciler import FindingView, decide, idempotency_key
+from reconciliation.silence import overlay as silence_overlay
 from registry.actions.waivers import active_waivers, record_lapses
 from registry.choices import Lifecycle, VersionState
 from registry.models import Agent
@@ -66,6 +69,16 @@ class PassContext:
     generation: int
     shadow: bool
     observed_at: datetime | None = None  # when the state this pass judges was first seen
+    actual: dict[str, Any] | None = None  # the state this pass judges
+    change: dict[str, Any] | None = None  # the change that made it, when the reporter says
+    proposals: list[tuple[int, dict[str, Any]]] | None = None  # loaded on the first new drift
+
+    def cause(self, drift: Drift) -> dict[str, Any]:
+        """What caused a drift found now (reconciliation/attribution.py)."""
+        if self.proposals is None and not self.change:
+            self.proposals = pending_proposals(self.agent)
+        return cause_of(drift, change=self.change, observed=self.actual or {},
+                        proposals=self.proposals or [], now=self.now)
 
 
 def _finding_views(agent: Agent) -> dict[str, FindingView]:
@@ -140,19 +153,23 @@ def _upsert_findings(ctx: PassContext, drifts: list[Drift],
     for drift in drifts:
         finding = existing.get(drift.fingerprint)
         if finding is None:
+            cause = ctx.cause(drift)
             finding = Finding.objects.create(
                 agent=agent, fingerprint=drift.fingerprint, kind=drift.kind,
                 pointer=drift.pointer, expected=drift.expected, actual=drift.actual,
                 severity=drift.severity, area=drift.area, operation=drift.operation.to_dict(),
-                observed_at=ctx.observed_at,
+                observed_at=ctx.observed_at, cause_key=cause["key"], cause=cause,
                 generation=ctx.generation, first_seen=now, detected_at=now, last_seen=now)
             audit.record(actor=SYSTEM, action=AuditAction.FINDING_OPENED,
                          target=f"finding:{finding.pk}", agent=agent.name,
-                         after=finding.to_dict(), reason=f"found by a {ctx.trigger} pass")
-            alert("drift.detected", agent, finding)
+                         after={**finding.to_dict(), "cause": cause},
+                         reason=f"found by a {ctx.trigger} pass")
+            alert("drift.detected", agent, finding, cause=cause["key"])
         elif finding.status in (FindingStatus.CORRECTED, FindingStatus.RESOLVED):
             came_back = drift.fingerprint in regressed
             was = finding.status
+            cause = ctx.cause(drift)
+            finding.cause_key, finding.cause = cause["key"], cause
             finding.status = FindingStatus.REGRESSED if came_back else FindingStatus.OPEN
             finding.occurrence += 1
             finding.attempts = finding.attempts if came_back else 0
@@ -163,10 +180,11 @@ def _upsert_findings(ctx: PassContext, drifts: list[Drift],
             audit.record(
                 actor=SYSTEM, target=f"finding:{finding.pk}", agent=agent.name,
                 action=AuditAction.FINDING_REGRESSED if came_back else AuditAction.FINDING_OPENED,
-                before={"status": was}, after=finding.to_dict(),
+                before={"status": was}, after={**finding.to_dict(), "cause": cause},
                 reason="the same drift came back within the hold window" if came_back
                 else "the drift is back")
-            alert("drift.regressed" if came_back else "drift.detected", agent, finding)
+            alert("drift.regressed" if came_back else "drift.detected", agent, finding,
+                  cause=cause["key"])
         else:
             Finding.objects.filter(pk=finding.pk).update(last_seen=now)
         out[drift.fingerprint] = finding
@@ -276,9 +294,10 @@ def _apply_counts(agent: Agent, status: AgentStatus, *, generation: int, now: da
                                                status=EscalationStatus.OPEN).count(),
     }
     suspended = Agent.objects.filter(pk=agent.pk, lifecycle=Lifecycle.SUSPENDED).exists()
-    status.conditions = compute_conditions(
+    status.conditions = silence_overlay(compute_conditions(
         status.conditions, generation=generation, now=now, suspended=suspended,
-        failed=failed, **counts)
+        failed=failed, **counts), Silence.objects.filter(agent=agent,
+                                                         ended_at__isnull=True).first())
     status.open_findings = counts["drifted"]
     status.health = (
         Health.SUSPENDED if suspended else Health.FAILED if failed
@@ -340,13 +359,17 @@ def reconcile_agent(agent_id: int, *, trigger: str, now: datetime | None = None
     if actual is None:
         with transaction.atomic():
             return _run(ctx, RunResult.SKIPPED, error="no observed state yet")
+    ctx.actual = actual
     if connector.name != "push":
+        ctx.change = getattr(connector, "last_change", None)
         row, _ = record_observation(agent, actual, actor=f"connector:{connector.name}",
-                                    source=connector.name, trigger_reconcile=False)
+                                    source=connector.name, trigger_reconcile=False,
+                                    change=ctx.change)
         ctx.observed_at = min(row.observed_at, ctx.now)  # read by this pass: seen now
     else:
-        ctx.observed_at = (ObservedState.objects.filter(agent=agent).order_by("-observed_at")
-                           .values_list("observed_at", flat=True).first())
+        ctx.observed_at, ctx.change = (
+            ObservedState.objects.filter(agent=agent).order_by("-observed_at")
+            .values_list("observed_at", "change").first() or (None, None))
 
     with transaction.atomic():  # detection
         control = ControlState.objects.select_for_update().get(pk=control.pk)

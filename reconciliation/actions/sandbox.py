@@ -1,5 +1,6 @@
 """The sandbox platform: deploying agents, external drift and fault injection."""
 
+import uuid
 from typing import Any
 
 from django.db import transaction
@@ -8,7 +9,8 @@ from django.utils import timezone
 import audit
 from audit.choices import AuditAction
 from config.errors import Invalid
-from reconciliation.actions.common import desired_now
+from reconciliation.actions.common import audit_label, desired_now
+from reconciliation.attribution import deployment
 from reconciliation.choices import (
     Trigger,
 )
@@ -37,9 +39,11 @@ def sandbox_deploy(agent: Agent, *, actor: Any, changes: dict[str, Any], reason:
     row = SandboxAgent.objects.select_for_update().get(agent=agent)
     before = row.state
     row.state = {**row.state, **changes}
-    row.save(update_fields=["state"])
+    row.last_deployment = deployment(uuid.uuid4().hex[:12], audit_label(actor), reason)
+    row.save(update_fields=["state", "last_deployment"])
     audit.record(actor=actor, action=AuditAction.SANDBOX_CHANGED, target=f"agent:{agent.name}",
-                 agent=agent.name, before=before, after=row.state, reason=reason)
+                 agent=agent.name, before=before, after=row.state,
+                 reason=f"{reason} ({row.last_deployment['key']})")
     request_reconcile(agent.pk, Trigger.OBSERVATION)
 
 

@@ -18,6 +18,7 @@ from urllib.parse import quote, urlsplit
 from django.conf import settings
 
 from reconciliation import outbound
+from reconciliation.attribution import split_change
 from reconciliation.connectors.base import ApplyOutcome, ConnectorError
 from reconciliation.connectors.signing import SIGNATURE_HEADER, sign_request
 from registry.connector_secrets import granted, secret_value
@@ -38,6 +39,8 @@ class HttpConnector:
     """A platform reached over HTTP."""
 
     name = "http"
+
+    last_change: dict[str, Any] | None = None
 
     def __init__(self, url: str, secret_name: str) -> None:
         self.url = url
@@ -103,7 +106,13 @@ class HttpConnector:
         raise ConnectorError(UNREACHABLE)  # pragma: no cover (the loop returns or raises)
 
     def observe(self, agent: Agent) -> dict[str, Any] | None:
-        return self._call(agent, "GET", "state")
+        """The platform's answer, without its optional change_id / changed_by (kept as
+        last_change for drift attribution)."""
+        reply = self._call(agent, "GET", "state")
+        if not isinstance(reply, dict):
+            return reply
+        state, self.last_change = split_change(reply)
+        return state
 
     def apply(self, agent: Agent, operation: dict[str, Any], key: str) -> ApplyOutcome:
         body = json.dumps({"operation": operation}, sort_keys=True).encode()

@@ -26,9 +26,11 @@ class SandboxConnector:
     """Reads and changes SandboxAgent rows; honours idempotency keys like a real platform."""
 
     name = "sandbox"
+    last_change: dict[str, Any] | None = None
 
     def observe(self, agent: Agent) -> dict[str, Any] | None:
         row = _deployed(agent)
+        self.last_change = row.last_deployment  # the drift lab's deployment, if one stands
         if row.stale_until and row.stale_until > timezone.now():
             return row.stale_state  # the platform's own lagging cache
         return row.state
@@ -59,6 +61,7 @@ class SandboxConnector:
                 row.stale_until = now + timedelta(seconds=row.lag_seconds)
             row.state = apply_operations(row.state, [operation])
             row.applied_keys = [*row.applied_keys[-999:], key]
+            row.last_deployment = None  # a correction replaces what the deployment did
             row.apply_count += 1
             if row.changes_until_fault:
                 row.changes_until_fault -= 1

@@ -29,6 +29,11 @@ from registry.actions.proposals import (
 from registry.actions.retirement import approve_retirement, propose_retirement
 from registry.actions.rollback import propose_rollback
 from registry.actions.tokens import keep_agent_token, revoke_api_token, visible_tokens
+from registry.actions.toxic import (
+    create_toxic_combination,
+    delete_toxic_combination,
+    update_toxic_combination,
+)
 from registry.actions.waivers import grant_waiver
 
 __all__ = [
@@ -39,5 +44,6 @@ __all__ = [
     "propose_rollback", "record_account_created", "record_password_change", "record_sign_in",
     "record_sign_in_failure", "record_sign_out", "reject_proposal", "revoke_api_token",
     "revoke_connector_secret", "revoke_role", "set_account_flags", "update_guardrail",
-    "visible_tokens", "withdraw_proposal",
+    "visible_tokens", "withdraw_proposal", "create_toxic_combination",
+    "update_toxic_combination", "delete_toxic_combination",
 ]

@@ -29,6 +29,7 @@ from registry.permission_diff import permission_diff, risk_score
 from registry.principals import AgentPrincipal, acting_agent
 from registry.roles import has_role
 from registry.stepup import StepUp, proposal_reasons, required_error
+from registry.toxic_fleet import judge_proposal
 
 
 @dataclass
@@ -123,10 +124,11 @@ def assess(agent_name: str, active_spec: dict | None, spec: dict, metadata: dict
     if current is not None and current != {k: metadata.get(k) for k in current}:
         contexts.append({**current, "name": agent_name})
     judged, _ = start_clocks(spec, now)  # grants counted from approval: as if approved now
-    results = [
+    results: list[Any] = [
         verdict for guardrail in Guardrail.objects.filter(enabled=True).order_by("name")
         if (verdict := _verdict(guardrail, judged, contexts, now)) is not None
     ]
+    results += judge_proposal(agent_name, judged)  # toxic paths it would create
     return Assessment(
         changes=[c.to_dict() for c in changes],
         diff=_raw_diff(active_spec, spec),
@@ -144,7 +146,8 @@ def _refuse_denied(agent_name: str, assessment: Assessment) -> None:
             f"{assessment.denials[0].message}",
             code="guardrail_denied",
             details=[{"pointer": "/spec", "message": f"{r.guardrail}: {r.message}",
-                      "guardrail": r.guardrail} for r in assessment.denials],
+                      "guardrail": r.guardrail, **({"path": r.path} if getattr(
+                          r, "path", None) else {})} for r in assessment.denials],
         )
 
 
@@ -423,10 +426,40 @@ def _approve(version_id: int, *, actor: Any, comment: str, expected_generation: 
     audit.record(actor=actor, action=AuditAction.PROPOSAL_APPROVED,
                  target=f"proposal:{version.pk}", agent=agent.name, reason=comment,
                  after=after)
-    if count >= version.required_approvals:
+    if count >= version.required_approvals and _toxic_now_allows(version, agent, actor, count):
         _activate(version, agent, actor)
         _announce("proposal.decided", version, agent)
     return version
+
+
+def _toxic_now_allows(version: DesiredStateVersion, agent: Agent, actor: Any,
+                      count: int) -> bool:
+    """The fleet may have moved since the proposal was judged. A toxic path it would create
+    today under a denying rule refuses the approval that would activate it (422); one under a
+    rule asking for more approvals than it has raises its required approvals (audited, kept
+    pending, this approval counts)."""
+    results = judge_proposal(agent.name, version.spec)
+    denials = [r for r in results if r.outcome == GuardrailOutcome.DENIED]
+    if denials:
+        raise Invalid(f"{agent.name}: refused by {denials[0].guardrail}: {denials[0].message}",
+                      code="guardrail_denied", details=[
+                          {"pointer": "/spec", "message": f"{r.guardrail}: {r.message}",
+                           "guardrail": r.guardrail, "path": r.path} for r in denials])
+    needed = max([version.required_approvals, *(r.required_approvals for r in results)])
+    if needed <= count:
+        return True
+    before = {"guardrails": version.guardrail_results,
+              "required_approvals": version.required_approvals}
+    known = {r.get("guardrail") for r in version.guardrail_results}
+    version.guardrail_results = [*version.guardrail_results,
+                                 *(r.to_dict() for r in results if r.guardrail not in known)]
+    version.required_approvals = needed
+    version.save(update_fields=["guardrail_results", "required_approvals"])
+    audit.record(actor=actor, action=AuditAction.PROPOSAL_REEVALUATED,
+                 target=f"proposal:{version.pk}", agent=agent.name, before=before,
+                 after={"guardrails": version.guardrail_results, "required_approvals": needed},
+                 reason="a toxic path it would create now needs more approvals")
+    return False
 
 
 def _activate(version: DesiredStateVersion, agent: Agent, actor: Any) -> None:

@@ -1,0 +1,74 @@
+"""Drift attribution: what caused a finding, when anything knows, in this order:
+
+1. the change the reporter names: the platform's change log (an http connector's answer, or
+   a push report, may carry `change_id` and `changed_by`) or the drift lab's deployment;
+2. the agent's own pending proposal, when what it runs with matches what it proposed there
+   (it changed itself ahead of approval);
+3. `unknown`.
+
+Every cause has a key, so the findings of one deployment or one platform change share it (and
+the findings list filters by it: `?cause=`). Pure functions apart from `pending_proposals`.
+"""
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from reconciliation.diff import Drift, diff
+
+CHANGE_FIELDS = ("change_id", "changed_by")
+MAX_FIELD = 200
+UNKNOWN: dict[str, Any] = {"kind": "unknown", "key": "unknown"}
+
+
+def split_change(report: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """An observed-state answer without its change fields, and the platform change they name
+    (None when it names none). Non-string or over-long values are ignored, never trusted."""
+    state = {k: v for k, v in report.items() if k not in CHANGE_FIELDS}
+    fields = {k: report[k][:MAX_FIELD] for k in CHANGE_FIELDS
+              if isinstance(report.get(k), str) and report[k].strip()}
+    if not fields:
+        return state, None
+    return state, platform_change(fields.get("change_id", ""), fields.get("changed_by", ""))
+
+
+def platform_change(change_id: str, changed_by: str) -> dict[str, Any]:
+    """The platform's change log entry as a cause (keyed by its id when it gives one)."""
+    key = f"change:{change_id}" if change_id else f"changed-by:{changed_by}"
+    return {"kind": "platform_change", "key": key[:MAX_FIELD], "change_id": change_id or None,
+            "actor": changed_by or None}
+
+
+def deployment(deployment_id: str, actor: str, reason: str) -> dict[str, Any]:
+    """A deployment on the (simulated) platform as a cause."""
+    return {"kind": "deployment", "key": f"deployment:{deployment_id}",
+            "deployment_id": deployment_id, "actor": actor, "reason": reason[:MAX_FIELD]}
+
+
+def _explained_by(spec: Mapping[str, Any], observed: Mapping[str, Any], drift: Drift,
+                  now: datetime) -> bool:
+    """The drift's pointer is not drift against this spec: the agent runs with what it
+    proposed there."""
+    return drift.pointer not in {d.pointer for d in diff(spec, observed, now)}
+
+
+def cause_of(drift: Drift, *, change: Mapping[str, Any] | None, observed: Mapping[str, Any],
+             proposals: Iterable[tuple[int, Mapping[str, Any]]], now: datetime
+             ) -> dict[str, Any]:
+    """The cause of one drift: the named change, else the agent's own pending proposal that
+    explains it (the newest first), else unknown."""
+    if change:
+        return dict(change)
+    for proposal_id, spec in proposals:
+        if _explained_by(spec, observed, drift, now):
+            return {"kind": "own_proposal", "key": f"proposal:{proposal_id}",
+                    "proposal": proposal_id}
+    return dict(UNKNOWN)
+
+
+def pending_proposals(agent: Any) -> list[tuple[int, dict[str, Any]]]:
+    """The agent's own pending proposals (made through its token), newest first."""
+    from registry.choices import VersionSource, VersionState
+
+    return list(agent.versions.filter(state=VersionState.PENDING, source=VersionSource.AGENT)
+                .order_by("-created_at").values_list("pk", "spec"))

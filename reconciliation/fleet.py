@@ -1,0 +1,193 @@
+"""The fleet view for compliance: every rule with the agents it covers, its current
+violations and a 7-day trend, the agents no rule covers at all, and silence over time.
+
+Each rule kind is a row source: a function from the loaded fleet to rows, registered in
+ROW_SOURCES (guardrails and toxic combinations today; a group-rule source is one more
+function). Every source reads the fleet from `Fleet` (loaded once) and makes a fixed number of
+queries of its own, so the view costs the same number of queries for ten agents or ten thousand.
+"""
+
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import cel
+import plotly.graph_objects as go
+from django.utils import timezone
+
+from reconciliation.choices import OPEN_STATUSES
+from reconciliation.models import Finding, Silence
+from reconciliation.toxic_paths import KIND as TOXIC_KIND
+from reconciliation.toxic_paths import observed_states
+from registry.choices import GuardrailOutcome, Lifecycle
+from registry.guardrails import selector_matches
+from registry.models import Agent, DesiredStateVersion, Guardrail, ToxicCombination
+from registry.toxic import Capability, toxic_paths
+
+TREND_DAYS = 7
+MAX_NAMES = 50  # agents named per cell; the counts are always whole
+
+
+@dataclass
+class Fleet:
+    """Every live agent with its approved spec and metadata, loaded once for all sources."""
+
+    now: datetime
+    agents: dict[str, dict[str, Any]]  # name -> {"labels", "owner", "spec"}
+    days: list[datetime]
+
+    @classmethod
+    def load(cls, now: datetime | None = None) -> "Fleet":
+        now = now or timezone.now()
+        rows = (Agent.objects.exclude(lifecycle=Lifecycle.RETIRED)
+                .filter(active_version__isnull=False)
+                .values_list("name", "labels", "owner__username", "description",
+                             "active_version__spec"))
+        agents = {name: {"labels": labels or {}, "owner": owner, "description": description,
+                         "spec": spec} for name, labels, owner, description, spec in rows}
+        today = now.replace(hour=0, minute=0, second=0, microsecond=0)
+        days = [today - timedelta(days=TREND_DAYS - 1 - i) for i in range(TREND_DAYS)]
+        return cls(now, agents, days)
+
+    def day_index(self, when: datetime) -> int | None:
+        index = (when - self.days[0]).days
+        return index if 0 <= index < TREND_DAYS else None
+
+
+@dataclass
+class FleetRow:
+    """One rule as the fleet view shows it."""
+
+    kind: str  # guardrail | toxic_combination | (group_rule ...)
+    name: str
+    effect: str
+    description: str
+    covers: list[str]
+    violations: list[str]  # agents that break it now
+    trend: list[int]  # violations found per day, oldest first
+    link: str = ""
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "name": self.name, "effect": self.effect,
+                "description": self.description, "covers_count": len(self.covers),
+                "covers": self.covers[:MAX_NAMES], "violations_count": len(self.violations),
+                "violations": self.violations[:MAX_NAMES], "trend": self.trend,
+                "link": self.link, **self.detail}
+
+
+def _failing(guardrail: Guardrail, program: Any, agent: dict[str, Any], name: str,
+             now: datetime) -> bool:
+    """The agent's approved spec fails the guardrail now (or cannot be judged: fail closed)."""
+    metadata = {"name": name, "owner": agent["owner"], "labels": agent["labels"],
+                "description": agent["description"]}
+    try:
+        return program.execute({"spec": agent["spec"], "metadata": metadata, "now": now}) \
+            is not True
+    except Exception:  # noqa: BLE001 - cannot be judged: shown as a violation, never a 500
+        return True
+
+
+def guardrail_rows(fleet: Fleet) -> list[FleetRow]:
+    """Each enabled guardrail: the agents its selector picks, the approved specs that fail it
+    now, and the proposals it stopped or flagged per day (two queries)."""
+    guardrails = list(Guardrail.objects.filter(enabled=True).order_by("name"))
+    flagged: dict[str, list[int]] = defaultdict(lambda: [0] * TREND_DAYS)
+    for created, results in DesiredStateVersion.objects.filter(
+            created_at__gte=fleet.days[0]).values_list("created_at", "guardrail_results"):
+        index = fleet.day_index(created)
+        for result in results or []:
+            if index is not None and result.get("outcome") != GuardrailOutcome.PASSED:
+                flagged[result.get("guardrail", "")][index] += 1
+    rows = []
+    for guardrail in guardrails:
+        covers = sorted(name for name, agent in fleet.agents.items()
+                        if selector_matches(guardrail.selector, agent["labels"]))
+        try:
+            program = cel.compile(guardrail.expression)
+            failing = [name for name in covers
+                       if _failing(guardrail, program, fleet.agents[name], name, fleet.now)]
+        except Exception:  # noqa: BLE001 - an expression that no longer compiles
+            failing = covers
+        rows.append(FleetRow("guardrail", guardrail.name, guardrail.effect,
+                             guardrail.description or guardrail.message, covers, failing,
+                             flagged[guardrail.name], "/guardrails/",
+                             {"selector": guardrail.selector}))
+    return rows
+
+
+def toxic_rows(fleet: Fleet) -> list[FleetRow]:
+    """Each enabled toxic combination: the agents holding either side, the agents on a path
+    now (approved or observed) and the observed paths found per day (three queries)."""
+    rules = list(ToxicCombination.objects.filter(enabled=True).order_by("name"))
+    if not rules:
+        return []
+    specs = {name: agent["spec"] for name, agent in fleet.agents.items()}
+    on_path: dict[str, set[str]] = defaultdict(set)
+    for path in [*toxic_paths(specs, rules), *toxic_paths(observed_states(), rules)]:
+        on_path[path.rule].update(path.agents)
+    found: dict[str, list[int]] = defaultdict(lambda: [0] * TREND_DAYS)
+    for pointer, detected in Finding.objects.filter(
+            kind=TOXIC_KIND, detected_at__gte=fleet.days[0]).values_list("pointer",
+                                                                          "detected_at"):
+        index = fleet.day_index(detected)
+        if index is not None:
+            found[pointer.removeprefix("/toxic/")][index] += 1
+    rows = []
+    for rule in rules:
+        sides = (Capability.parse(rule.left), Capability.parse(rule.right))
+        covers = sorted(name for name, spec in specs.items()
+                        if any(side.held_by(spec) for side in sides))
+        rows.append(FleetRow("toxic_combination", rule.name, rule.effect, rule.description,
+                             covers, sorted(on_path[rule.name]), found[rule.name], "/toxic/",
+                             {"left": rule.left, "right": rule.right}))
+    return rows
+
+
+# The rule kinds the view shows, in order. A new kind (group rules) adds its source here.
+ROW_SOURCES: list[Callable[[Fleet], list[FleetRow]]] = [guardrail_rows, toxic_rows]
+
+
+def silence_now_and_over_time(fleet: Fleet) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The agents silent now, and a chart of how many were silent each hour of the last day
+    (one query)."""
+    start = fleet.now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=23)
+    hours = [start + timedelta(hours=i) for i in range(24)]
+    silences = list(Silence.objects.filter(started_at__lte=fleet.now).exclude(
+        ended_at__lt=start).order_by("started_at"))
+    counts = [sum(1 for s in silences if s.started_at < hour + timedelta(hours=1)
+                  and (s.ended_at is None or s.ended_at >= hour)) for hour in hours]
+    figure = go.Figure(layout={"margin": {"l": 40, "r": 10, "t": 30, "b": 40}, "height": 240,
+                               "title": "Silent agents (last 24 h)",
+                               "yaxis": {"rangemode": "tozero"}})
+    figure.add_bar(name="silent", x=[h.strftime("%H:00") for h in hours], y=counts)
+    silent = [s.to_dict() for s in silences if s.ended_at is None]
+    return silent, figure.to_plotly_json()
+
+
+def fleet_view(now: datetime | None = None) -> dict[str, Any]:
+    """Everything the fleet page and `GET /api/v1/fleet` show."""
+    fleet = Fleet.load(now)
+    rows = [row for source in ROW_SOURCES for row in source(fleet)]
+    covered = {name for row in rows for name in row.covers}
+    open_by_agent = Counter(Finding.objects.filter(status__in=OPEN_STATUSES)
+                            .values_list("agent__name", flat=True))
+    silent, chart = silence_now_and_over_time(fleet)
+    trend = go.Figure(layout={"margin": {"l": 40, "r": 10, "t": 30, "b": 40}, "height": 260,
+                              "title": f"Violations found per day (last {TREND_DAYS} days)",
+                              "legend": {"orientation": "h"}, "yaxis": {"rangemode": "tozero"}})
+    for row in rows:
+        trend.add_scatter(name=f"{row.kind}: {row.name}", mode="lines+markers",
+                          x=[d.strftime("%m-%d") for d in fleet.days], y=row.trend)
+    return {
+        "at": fleet.now.isoformat(),
+        "agents": len(fleet.agents),
+        "rules": [row.to_dict() for row in rows],
+        "uncovered": sorted(name for name in fleet.agents if name not in covered),
+        "open_findings": {name: open_by_agent[name] for name in sorted(fleet.agents)
+                          if open_by_agent[name]},
+        "silent": silent,
+        "charts": {"trend": trend.to_plotly_json(), "silence": chart},
+    }

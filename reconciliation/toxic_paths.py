@@ -1,0 +1,130 @@
+"""Toxic paths in what the fleet really runs with: each path the observed states form between
+the two sides of a toxic combination is a finding on each agent at its ends; a path no longer
+observed (either side's permission removed, the link gone, the rule deleted) is resolved.
+
+Checked by a job after every changed observation and every rule change; checks that pile up
+collapse into one (the queued key is cleared when a check starts, so nothing seen after the
+start is missed)."""
+
+import hashlib
+import json
+from datetime import datetime
+from typing import Any
+
+import django_rq
+from django.db import models, transaction
+from django.db.models import OuterRef, Subquery
+from django.utils import timezone
+
+import audit
+from audit.choices import AuditAction
+from reconciliation.actions.common import SYSTEM, alert
+from reconciliation.choices import OPEN_STATUSES, FindingStatus
+from reconciliation.models import Finding, ObservedState
+from registry.choices import Lifecycle
+from registry.models import Agent
+from registry.toxic import ToxicPath, toxic_paths
+from registry.toxic_fleet import enabled_rules
+
+KIND = "toxic_path"
+QUEUED_KEY = "toxic:check:queued"
+QUEUED_TTL = 300
+
+
+def fingerprint(path: ToxicPath) -> str:
+    return hashlib.sha256("|".join((KIND, *path.key)).encode()).hexdigest()
+
+
+def observed_states() -> dict[str, dict[str, Any]]:
+    """Every live agent's latest observed state, by name, in one query."""
+    latest = (ObservedState.objects.filter(agent=OuterRef("pk")).order_by("-observed_at")
+              .values("state")[:1])
+    rows = (Agent.objects.exclude(lifecycle=Lifecycle.RETIRED)
+            .annotate(observed=Subquery(latest, output_field=models.JSONField()))
+            .values_list("name", "observed"))
+    states = {}
+    for name, state in rows:
+        if isinstance(state, str):  # some backends hand a subquery's JSON back as text
+            state = json.loads(state)
+        if isinstance(state, dict):
+            states[name] = state
+    return states
+
+
+def _open(agent: Agent, path: ToxicPath, now: datetime) -> None:
+    digest = fingerprint(path)
+    finding, created = Finding.objects.get_or_create(
+        agent=agent, fingerprint=digest, defaults={
+            "kind": KIND, "pointer": f"/toxic/{path.rule}", "expected": None,
+            "actual": path.to_dict(), "severity": "high", "area": "config",
+            "generation": agent.generation, "behaviour": True, "operation": None,
+            "reason": f"toxic path: {path.describe()}", "first_seen": now,
+            "detected_at": now, "last_seen": now, "observed_at": now})
+    if not created and finding.status in OPEN_STATUSES:
+        Finding.objects.filter(pk=finding.pk).update(last_seen=now, actual=path.to_dict())
+        return
+    if not created:  # it had been cleared and is back
+        finding.status, finding.occurrence = FindingStatus.OPEN, finding.occurrence + 1
+        finding.detected_at = finding.last_seen = now
+        finding.actual = path.to_dict()
+        finding.save(update_fields=["status", "occurrence", "detected_at", "last_seen",
+                                    "actual"])
+    audit.record(actor=SYSTEM, action=AuditAction.FINDING_OPENED, target=f"finding:{finding.pk}",
+                 agent=agent.name, after={**finding.to_dict(), "path": path.to_dict()},
+                 reason=f"toxic path observed: {path.describe()}")
+    alert("drift.detected", agent, finding, message=f"toxic path: {path.describe()}")
+
+
+def _clear(finding: Finding) -> None:
+    reason = "the toxic path is no longer observed"
+    was = finding.status
+    Finding.objects.filter(pk=finding.pk).update(status=FindingStatus.RESOLVED, reason=reason)
+    audit.record(actor=SYSTEM, action=AuditAction.FINDING_RESOLVED,
+                 target=f"finding:{finding.pk}", agent=finding.agent.name,
+                 before={"status": was}, after={"status": FindingStatus.RESOLVED},
+                 reason=reason)
+    alert("drift.corrected", finding.agent, finding, message=reason)
+
+
+@transaction.atomic
+def record_observed_paths(now: datetime | None = None) -> dict[str, int]:
+    """Open a finding for each observed toxic path on the agents at its ends; resolve the
+    ones no longer observed. Returns counts."""
+    from reconciliation.actions.passes import refresh_status
+
+    now = now or timezone.now()
+    paths = toxic_paths(observed_states(), enabled_rules())
+    wanted: dict[tuple[str, str], ToxicPath] = {}
+    for path in paths:
+        for name in {path.left_agent, path.right_agent}:
+            wanted[(name, fingerprint(path))] = path
+    agents = Agent.objects.in_bulk({name for name, _ in wanted}, field_name="name")
+    for (name, _), path in sorted(wanted.items()):
+        _open(agents[name], path, now)
+    stale = [f for f in Finding.objects.select_related("agent").filter(
+        kind=KIND, status__in=OPEN_STATUSES) if (f.agent.name, f.fingerprint) not in wanted]
+    for finding in stale:
+        _clear(finding)
+    for agent in {*agents.values(), *(f.agent for f in stale)}:
+        refresh_status(agent, now=now)
+    return {"paths": len(paths), "cleared": len(stale)}
+
+
+def check_observed_paths_job() -> dict[str, int]:
+    """RQ entry point: clear the queued key first, so a change seen from now on queues
+    another check."""
+    django_rq.get_connection("default").delete(QUEUED_KEY)
+    return record_observed_paths()
+
+
+def enqueue_path_check() -> bool:
+    queue = django_rq.get_queue("default", commit_mode="auto")
+    if not queue.connection.set(QUEUED_KEY, "1", nx=True, ex=QUEUED_TTL):
+        return False
+    queue.enqueue("reconciliation.toxic_paths.check_observed_paths_job")
+    return True
+
+
+def request_path_check() -> None:
+    """After commit, a fleet check (collapsed with any already waiting)."""
+    transaction.on_commit(enqueue_path_check, robust=True)

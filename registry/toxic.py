@@ -1,0 +1,206 @@
+"""Toxic combinations: capabilities that must never meet across the fleet (pure, no Django).
+
+A rule names two capabilities ("data:customers_db:read", "tool:email.send_external"). They
+meet when an agent holding one can reach an agent holding the other: through delegation (an
+agent's `delegates_to`, in either direction, since the answer flows back), through an MCP
+server or tool endpoint both use (`mcp_servers`), and through any chain of those. One agent
+holding both is the shortest path of all. The same function judges approved specs (for a
+proposal: the fleet as it would be) and observed states (for the fleet as it is).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+ACCESS_RANK = {"read": 1, "write": 2, "admin": 3}  # write implies read, admin implies both
+CAPABILITY_EXPECTED = ("a capability: data:<resource>:<read|write|admin> (that access or more)"
+                       " or tool:<tool name>")
+
+
+class RuleLike(Protocol):
+    name: str
+    left: str
+    right: str
+
+
+@dataclass(frozen=True)
+class Capability:
+    """What an agent may do that a rule cares about: access to a resource, or a tool."""
+
+    kind: str  # data | tool
+    name: str
+    access: str = ""
+
+    @classmethod
+    def parse(cls, text: str) -> Capability:
+        """data:customers_db:read or tool:email.send_external; ValueError otherwise."""
+        parts = text.split(":") if isinstance(text, str) else []
+        if len(parts) == 3 and parts[0] == "data" and parts[1] and parts[2] in ACCESS_RANK:
+            return cls("data", parts[1], parts[2])
+        if len(parts) == 2 and parts[0] == "tool" and parts[1]:
+            return cls("tool", parts[1])
+        raise ValueError(f"expected {CAPABILITY_EXPECTED}; got {text!r}")
+
+    def __str__(self) -> str:
+        return f"data:{self.name}:{self.access}" if self.kind == "data" else f"tool:{self.name}"
+
+    def held_by(self, state: Mapping[str, Any]) -> bool:
+        """Whether a spec or observed state holds it (data scopes and grants both count)."""
+        if self.kind == "tool":
+            return self.name in _strings(state.get("tools"))
+        need = ACCESS_RANK[self.access]
+        return any(isinstance(entry, Mapping) and entry.get("resource") == self.name
+                   and ACCESS_RANK.get(entry.get("access"), 4) >= need
+                   for key in ("data", "grants") for entry in _list(state.get(key)))
+
+    def describe(self) -> str:
+        if self.kind == "tool":
+            return f"can use {self.name}"
+        return f"can {self.access} {self.name}"
+
+
+@dataclass(frozen=True)
+class Hop:
+    """One step of a path: from one agent to the next, and what connects them."""
+
+    source: str
+    target: str
+    via: str  # "delegates_to" (source may call target), "called_by" or "mcp:<server>"
+
+    def describe(self) -> str:
+        if self.via == "delegates_to":
+            return f"{self.source} calls {self.target}"
+        if self.via == "called_by":
+            return f"{self.source} is called by {self.target}"
+        return f"{self.source} and {self.target} share {self.via.removeprefix('mcp:')}"
+
+
+@dataclass(frozen=True)
+class ToxicPath:
+    """Two agents (or one) that join the two sides of a rule, and the shortest way between."""
+
+    rule: str
+    left_agent: str
+    left: str
+    right_agent: str
+    right: str
+    hops: tuple[Hop, ...]
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.rule, self.left_agent, self.right_agent)
+
+    @property
+    def agents(self) -> list[str]:
+        return [self.left_agent, *(hop.target for hop in self.hops)]
+
+    def describe(self) -> str:
+        """agent -> agent, with the capability at each end."""
+        left = Capability.parse(self.left).describe()
+        right = Capability.parse(self.right).describe()
+        if not self.hops:
+            return f"{self.left_agent} ({left} and {right}) holds both"
+        middle = [hop.target for hop in self.hops[:-1]]
+        return " -> ".join([f"{self.left_agent} ({left})", *middle,
+                            f"{self.right_agent} ({right})"]) + " (" + "; ".join(
+            hop.describe() for hop in self.hops) + ")"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rule": self.rule, "left_agent": self.left_agent, "left": self.left,
+                "right_agent": self.right_agent, "right": self.right,
+                "agents": self.agents, "description": self.describe(),
+                "hops": [{"from": h.source, "to": h.target, "via": h.via} for h in self.hops]}
+
+
+def _list(value: Any) -> list:
+    return value if isinstance(value, list) else []
+
+
+def _strings(value: Any) -> list[str]:
+    return [item for item in _list(value) if isinstance(item, str)]
+
+
+def _edges(states: Mapping[str, Mapping[str, Any]]) -> dict[str, list[tuple[str, str]]]:
+    """Adjacency over agents and servers: agent -> [(neighbour, via)]. A server is a node
+    ("mcp:<name>") so a server shared by k agents costs k edges, not k squared."""
+    graph: dict[str, list[tuple[str, str]]] = {name: [] for name in states}
+    for name, state in states.items():
+        for callee in _strings(state.get("delegates_to")):
+            if callee in states and callee != name:
+                graph[name].append((callee, "delegates_to"))
+                graph[callee].append((name, "called_by"))
+        for server in _strings(state.get("mcp_servers")):
+            node = f"mcp:{server}"
+            graph.setdefault(node, []).append((name, node))
+            graph[name].append((node, node))
+    return graph
+
+
+def _shortest(graph: dict[str, list[tuple[str, str]]], start: str) -> dict[str, tuple[str, str]]:
+    """Breadth-first parents from `start`: node -> (parent, via); deterministic order."""
+    parents: dict[str, tuple[str, str]] = {start: ("", "")}
+    queue = deque([start])
+    while queue:
+        node = queue.popleft()
+        for neighbour, via in sorted(graph.get(node, [])):
+            if neighbour not in parents:
+                parents[neighbour] = (node, via)
+                queue.append(neighbour)
+    return parents
+
+
+def _hops(parents: dict[str, tuple[str, str]], end: str) -> tuple[Hop, ...]:
+    """The agent-to-agent steps from the search's start to `end` (agent names are slugs, so
+    a node named mcp:... is always a server, named on the step that crosses it)."""
+    chain = [end]
+    while parents[chain[-1]][0]:
+        chain.append(parents[chain[-1]][0])
+    chain.reverse()
+    hops, previous = [], chain[0]
+    for index, node in enumerate(chain[1:], start=1):
+        if node.startswith("mcp:"):
+            continue
+        before = chain[index - 1]
+        hops.append(Hop(previous, node, before if before.startswith("mcp:") else
+                        parents[node][1]))
+        previous = node
+    return tuple(hops)
+
+
+def toxic_paths(states: Mapping[str, Mapping[str, Any]],
+                rules: Iterable[RuleLike]) -> list[ToxicPath]:
+    """Every (rule, left-holder, right-holder) that can reach each other, with a shortest
+    path, sorted. `states` maps agent names to specs or observed states."""
+    graph = _edges(states)
+    found: dict[tuple[str, str, str], ToxicPath] = {}
+    for rule in rules:
+        left, right = Capability.parse(rule.left), Capability.parse(rule.right)
+        holders_right = {n for n, s in states.items() if right.held_by(s)}
+        if not holders_right:
+            continue
+        for start in sorted(n for n, s in states.items() if left.held_by(s)):
+            parents = _shortest(graph, start)
+            for end in sorted(holders_right & parents.keys()):
+                path = ToxicPath(rule.name, start, str(left), end, str(right),
+                                 _hops(parents, end))
+                found.setdefault(path.key, path)
+    return sorted(found.values(), key=lambda p: p.key)
+
+
+def paths_through(paths: Iterable[ToxicPath], agent: str) -> Iterator[ToxicPath]:
+    """The paths an agent is on (at an end or in between)."""
+    return (path for path in paths if agent in path.agents)
+
+
+def new_paths(before: Mapping[str, Mapping[str, Any]], after: Mapping[str, Mapping[str, Any]],
+              agent: str, rules: list[RuleLike]) -> tuple[list[ToxicPath], list[ToxicPath]]:
+    """For a change to one agent: (paths through it the change would create, paths through it
+    that exist already)."""
+    was = {path.key for path in toxic_paths(before, rules)}
+    created, kept = [], []
+    for path in paths_through(toxic_paths(after, rules), agent):
+        (kept if path.key in was else created).append(path)
+    return created, kept

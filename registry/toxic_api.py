@@ -1,0 +1,73 @@
+"""The API of toxic combinations: every person reads them, compliance staff write them, and
+anyone may ask which paths the fleet has now (approved and observed)."""
+
+from typing import Any
+
+from rest_framework import serializers, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from config.errors import NotAllowed
+from reconciliation.toxic_paths import observed_states
+from registry import actions
+from registry.api import IsPerson
+from registry.choices import Role, ToxicEffect
+from registry.models import ToxicCombination
+from registry.roles import has_role, sees_everything
+from registry.toxic import toxic_paths
+from registry.toxic_fleet import approved_specs, enabled_rules
+
+
+class ToxicCombinationSerializer(serializers.ModelSerializer):
+    """Two capabilities that must not meet."""
+
+    effect = serializers.ChoiceField(choices=ToxicEffect.choices, default=ToxicEffect.DENY)
+    created_by = serializers.CharField(source="created_by.username", read_only=True)
+
+    class Meta:
+        model = ToxicCombination
+        fields = ["name", "description", "left", "right", "effect", "required_approvals",
+                  "enabled", "created_by", "created_at", "updated_at"]
+        read_only_fields = ["created_at", "updated_at"]
+
+
+class ToxicCombinationViewSet(viewsets.ModelViewSet):
+    """Toxic combinations and the paths the fleet has now (`GET .../paths`)."""
+
+    serializer_class = ToxicCombinationSerializer
+    permission_classes = [IsPerson]
+    lookup_field = "name"
+    queryset = ToxicCombination.objects.select_related("created_by").order_by("name")
+
+    def _writer(self) -> None:
+        if not has_role(self.request.user, Role.COMPLIANCE):
+            raise NotAllowed("Only compliance staff manage toxic combinations.")
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)
+        if request.method not in ("GET", "HEAD", "OPTIONS"):
+            self._writer()  # before the body is validated: others learn nothing from it
+
+    def perform_create(self, serializer: ToxicCombinationSerializer) -> None:
+        serializer.instance = actions.create_toxic_combination(actor=self.request.user,
+                                                               **serializer.validated_data)
+
+    def perform_update(self, serializer: ToxicCombinationSerializer) -> None:
+        changes = dict(serializer.validated_data)
+        changes.pop("name", None)  # the name is the rule's identity
+        serializer.instance = actions.update_toxic_combination(
+            serializer.instance, actor=self.request.user, **changes)
+
+    def perform_destroy(self, instance: ToxicCombination) -> None:
+        actions.delete_toxic_combination(instance, actor=self.request.user)
+
+    @action(detail=False, methods=["get"])
+    def paths(self, request: Request) -> Response:
+        """Every toxic path in the approved fleet, agent -> agent; and for reviewers (who see
+        what agents really run with) the paths in the observed one."""
+        rules = enabled_rules()
+        body = {"approved": [p.to_dict() for p in toxic_paths(approved_specs(), rules)]}
+        if sees_everything(request.user):
+            body["observed"] = [p.to_dict() for p in toxic_paths(observed_states(), rules)]
+        return Response(body)

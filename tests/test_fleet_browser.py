@@ -1,0 +1,45 @@
+"""The fleet page and the toxic combinations page in Chromium against the real ASGI server:
+dana declares a toxic pair in the form, sees the path the approved fleet already has, and the
+fleet page draws its trend and silence charts from the local plotly.js with no request
+leaving the machine, no console error and no CSP violation."""
+
+import pytest
+from django.contrib.auth.hashers import PBKDF2PasswordHasher
+from django.contrib.auth.models import User
+
+from registry.models import ToxicCombination
+from tests.conftest import PASSWORD, approved_agent
+from tests.test_dashboard_browser import Browser
+
+pytestmark = pytest.mark.browser
+
+
+def test_dana_declares_a_toxic_pair_and_reads_the_fleet_page(people, live_server_process,
+                                                            monkeypatch):
+    from playwright.sync_api import expect, sync_playwright
+
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    hasher = PBKDF2PasswordHasher()
+    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+    approved_agent(people, "support", data=[{"resource": "customers_db", "access": "read"}],
+                   delegates_to=["mailer"])
+    approved_agent(people, "mailer", tools=["email.send_external"])
+    with sync_playwright() as playwright:
+        browser = Browser(playwright, live_server_process.url)
+        dana = browser.page("dana")
+        dana.goto(f"{live_server_process.url}/toxic/")
+        dana.fill("#id_name", "customers-never-email")
+        dana.fill("#id_left", "data:customers_db:read")
+        dana.fill("#id_right", "tool:email.send_external")
+        dana.select_option("#id_effect", "deny")
+        dana.click("form.toxic-form button[type=submit]")
+        expect(dana.locator(".toxic-paths li").first).to_contain_text(
+            "support (can read customers_db) -> mailer (can use email.send_external)")
+        assert ToxicCombination.objects.filter(name="customers-never-email").exists()
+        dana.goto(f"{live_server_process.url}/fleet/")
+        row = dana.locator('tr[data-rule="customers-never-email"]')
+        expect(row.locator(".violations")).to_contain_text("mailer, support")
+        expect(dana.locator("#chart-fleet-trend .main-svg").first).to_be_attached()
+        expect(dana.locator("#chart-fleet-silence .main-svg").first).to_be_attached()
+        browser.browser.close()
+    assert browser.problems == []
