@@ -55,8 +55,13 @@ def agent_for(request: Request, name: str, *, people: tuple[str, ...]) -> Agent:
     return agent
 
 
+# Keys a reporter that sees only one side of an agent may replace alone (`?part=`).
+OBSERVED_PARTS = ("mcp_servers",)
+
+
 class ObservedStateView(APIView):
-    """`PUT /api/v1/agents/{name}/observed-state`: the agent or its platform reports."""
+    """`PUT /api/v1/agents/{name}/observed-state`: the agent or its platform reports;
+    `?part=mcp_servers` replaces that key of the latest report and keeps the rest."""
 
     @extend_schema(request=OpenApiTypes.OBJECT, responses={202: inline_serializer(
         "ObservationAccepted", {"changed": serializers.BooleanField(),
@@ -74,8 +79,18 @@ class ObservedStateView(APIView):
                           details=[{"pointer": p, "message": m} for p, m in error.errors]
                           ) from None
         source = "push" if isinstance(request.user, AgentPrincipal) else "platform"
-        row, changed = actions.record_observation(agent, state, actor=request.user,
-                                                  source=source)
+        part = request.query_params.get("part")
+        if part is not None:
+            if part not in OBSERVED_PARTS or set(state) != {part}:
+                raise Invalid(f"?part= names the one key the body holds: one of "
+                              f"{', '.join(OBSERVED_PARTS)}.", details=[
+                                  {"pointer": "/part", "message": "expected one of "
+                                   f"{', '.join(OBSERVED_PARTS)}, matching the body's one key"}])
+            row, changed = actions.record_observed_part(agent, part, state[part],
+                                                        actor=request.user, source=source)
+        else:
+            row, changed = actions.record_observation(agent, state, actor=request.user,
+                                                      source=source)
         return Response({"changed": changed, "sha256": row.state_sha256,
                          "observed_at": row.observed_at}, status=status.HTTP_202_ACCEPTED)
 
