@@ -236,7 +236,7 @@ def test_over_http_the_proxy_exposes_only_approved_tools_and_hides_a_rug_pull_un
 # --- stdio ------------------------------------------------------------------------------------
 
 
-def test_over_stdio_a_changed_tool_is_hidden_until_the_server_reverts_and_a_new_one_stays_hidden(
+def test_over_stdio_a_changed_tool_is_hidden_until_reverted_and_a_new_one_stays_hidden(
         people, keys, server, state, start_worker):
     start_worker("reconcile", "ingest", "default", **QUICK)
     upstream = f"{sys.executable} {UPSTREAM} {state}"
@@ -269,6 +269,10 @@ def test_over_stdio_a_changed_tool_is_hidden_until_the_server_reverts_and_a_new_
     assert (added.pointer, added.expected, added.actual["description"]) == (
         "/mcp_servers/orders/tools/delete_customer", None,
         "Delete a customer and all their data.")
-    eventually(lambda: not Finding.objects.filter(
-        agent=agent, kind__startswith="mcp_", status__in=("open", "escalated")).exists(),
-        message="the reverted drift was not closed")
+    # the drift stays escalated until a human orders the revert, which the fresh observation
+    # (the server reverted) then confirms
+    for drift in (finding(agent, "mcp_tool_changed"), added):
+        resolve(server, keys.bob, drift, "revert")
+    eventually(lambda: set(Finding.objects.filter(agent=agent, kind__startswith="mcp_")
+                           .values_list("status", flat=True)) <= {"resolved", "corrected"},
+               message="the reverted drift was not closed")
