@@ -10,7 +10,6 @@ import yaml
 
 from reconciliation.choices import OPEN_STATUSES
 
-
 MAX_LINE = 1_000_000
 
 
