@@ -11,7 +11,7 @@ from django.http import HttpResponse
 from django.utils import timezone
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
@@ -63,10 +63,15 @@ class ObservedStateView(APIView):
     """`PUT /api/v1/agents/{name}/observed-state`: the agent or its platform reports;
     `?part=mcp_servers` replaces that key of the latest report and keeps the rest."""
 
-    @extend_schema(request=OpenApiTypes.OBJECT, responses={202: inline_serializer(
-        "ObservationAccepted", {"changed": serializers.BooleanField(),
-                                "sha256": serializers.CharField(),
-                                "observed_at": serializers.DateTimeField()})})
+    @extend_schema(
+        request=OpenApiTypes.OBJECT,
+        parameters=[OpenApiParameter(
+            "part", str, enum=list(OBSERVED_PARTS),
+            description="replace only this key of the latest report (the MCP proxy)")],
+        responses={202: inline_serializer(
+            "ObservationAccepted", {"changed": serializers.BooleanField(),
+                                    "sha256": serializers.CharField(),
+                                    "observed_at": serializers.DateTimeField()})})
     def put(self, request: Request, name: str) -> Response:
         if acting_agent(request.user) is None and not Agent.objects.filter(name=name).exists():
             return self._unregistered(request, name)

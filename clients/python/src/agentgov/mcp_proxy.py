@@ -167,8 +167,9 @@ class GovernanceMiddleware(Middleware):
     async def on_call_tool(self, context: Any, call_next: Any) -> Any:
         governor = self.governor
         name, arguments = context.message.name, dict(context.message.arguments or {})
-        if name not in governor.offered:
-            governor.saw(await list_upstream_tools(governor.upstream))
+        if name not in governor.offered:  # called before any listing: look first
+            await anyio.to_thread.run_sync(governor.saw,
+                                           await list_upstream_tools(governor.upstream))
         if (why := governor.refusal(name)) is not None:
             raise ToolError(why)
         decision = None
