@@ -276,3 +276,26 @@ def test_over_stdio_a_changed_tool_is_hidden_until_reverted_and_a_new_one_stays_
     eventually(lambda: set(Finding.objects.filter(agent=agent, kind__startswith="mcp_")
                            .values_list("status", flat=True)) <= {"resolved", "corrected"},
                message="the reverted drift was not closed")
+
+
+# --- agentctl mcp-observe without the proxy ---------------------------------------------------
+
+
+def test_mcp_observe_reports_every_approved_server_and_exits_1_on_a_changed_tool(
+        people, keys, server, state, http_upstream):
+    agent, agent_key = approved_support_agent(people, server, keys.alice, http_upstream)
+    command = ["--url", server, "--token", agent_key, "mcp-observe", "--agent", AGENT,
+               "--report"]
+    out = io.StringIO()
+    assert agentctl(command, out=out) == 0
+    lines = sorted(line.split()[::2] for line in out.getvalue().splitlines())
+    assert lines == [["orders/lookup_order", "approved"], ["orders/refund_order", "approved"]]
+
+    rug_pull(state, hidden=["delete_customer"], descriptions={"lookup_order": POISONED})
+    out = io.StringIO()
+    assert agentctl(command, out=out) == 1
+    assert "orders/lookup_order" in out.getvalue() and "CHANGED" in out.getvalue()
+    observed = agent.observations.order_by("-observed_at").first().state["mcp_servers"]
+    assert [(s["name"], s["url"]) for s in observed] == [("orders", http_upstream)]
+    lookup = next(t for t in observed[0]["tools"] if t["name"] == "lookup_order")
+    assert lookup["description"] == POISONED
