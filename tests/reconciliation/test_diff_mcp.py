@@ -1,9 +1,12 @@
 """MCP servers in the diff: what an agent reaches through MCP is observed state, and a server
 that changes a tool after approval (the rug pull) is drift with a pointer, expected and actual."""
 
+import copy
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from reconciliation.diff import apply_operations, diff, plan
 from reconciliation.observed import ObservedStateError, validate_observed
@@ -90,3 +93,42 @@ def test_a_malformed_observed_mcp_report_names_the_pointer(report, pointer):
     with pytest.raises(ObservedStateError) as caught:
         validate_observed(report)
     assert pointer in [p for p, _ in caught.value.errors]
+
+
+# --- any approved servers against any observed ones ------------------------------------------
+
+SERVER_NAMES = ("orders", "files", "shell")
+TOOL_NAMES = ("lookup", "refund", "delete", "run")
+FINGERPRINTS = ("a" * 64, "b" * 64, "c" * 64)
+URLS = ("http://127.0.0.1:1/mcp", "https://mcp.example.com/mcp")
+
+
+def tools(with_fingerprint: bool) -> st.SearchStrategy:
+    tool = st.fixed_dictionaries({"name": st.sampled_from(TOOL_NAMES),
+                                  "fingerprint": st.sampled_from(FINGERPRINTS)},
+                                 optional={"description": st.sampled_from(("Look.", "Evil."))})
+    if not with_fingerprint:
+        tool = st.one_of(tool, st.sampled_from(TOOL_NAMES))
+    return st.lists(tool, max_size=4, unique_by=lambda t: t if isinstance(t, str) else t["name"])
+
+
+def servers(approved: bool) -> st.SearchStrategy:
+    server = st.fixed_dictionaries({"name": st.sampled_from(SERVER_NAMES),
+                                    "transport": st.just("http"), "url": st.sampled_from(URLS),
+                                    "tools": tools(approved)})
+    return st.lists(server, max_size=3, unique_by=lambda s: s["name"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(wanted=servers(approved=True), seen=servers(approved=False))
+def test_any_mcp_drift_is_planned_away_and_replanning_is_empty(wanted, seen):
+    desired = canonicalize({"framework": "custom", "connector": {"type": "push"},
+                            "mcp_servers": wanted})
+    actual = validate_observed({"mcp_servers": seen})
+    before = copy.deepcopy(actual)
+    drifts = diff(desired, actual, NOW)
+    operations = plan(desired, actual, NOW)
+    assert {d.operation.key for d in drifts} == {op.key for op in operations}
+    corrected = apply_operations(actual, operations)
+    assert actual == before
+    assert diff(desired, corrected, NOW) == [] and plan(desired, corrected, NOW) == []
