@@ -109,14 +109,16 @@ class McpGovernor:
             self.generation = desired.generation
 
     def saw(self, tools: list[dict[str, str]]) -> None:
-        """Remember what the upstream offers and report it when it changed."""
+        """Remember what the upstream offers and report it when it changed (a failed report
+        is tried again with the next listing)."""
         with self._lock:
             self.offered = {tool["name"]: tool for tool in tools}
             changed = tools != self._reported
-            self._reported = tools
         if changed:
             entry = {**self.upstream.spec_entry(self.server), "tools": tools}
             self.client.report_observed_part("mcp_servers", [entry], self.agent)
+            with self._lock:
+                self._reported = tools
 
     def refusal(self, name: str) -> str | None:
         """Why a call to `name` is refused now, or None if the tool is approved as offered."""
