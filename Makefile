@@ -9,7 +9,7 @@ PORT_OPEN = $(PY) -c "import socket,sys; s=socket.socket(); s.settimeout(0.5); s
 $(VENV)/.installed: pyproject.toml clients/python/pyproject.toml
 	test -x $(PY) || python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]' -e ./clients/python
+	$(PY) -m pip install --quiet -e '.[test]' -e './clients/python[mcp]'
 	touch $@
 
 install: $(VENV)/.installed

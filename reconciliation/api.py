@@ -11,7 +11,7 @@ from django.http import HttpResponse
 from django.utils import timezone
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
@@ -57,13 +57,23 @@ def agent_for(request: Request, name: str, *, people: tuple[str, ...]) -> Agent:
     return agent
 
 
-class ObservedStateView(APIView):
-    """`PUT /api/v1/agents/{name}/observed-state`: the agent or its platform reports."""
+# Keys a reporter that sees only one side of an agent may replace alone (`?part=`).
+OBSERVED_PARTS = ("mcp_servers",)
 
-    @extend_schema(request=OpenApiTypes.OBJECT, responses={202: inline_serializer(
-        "ObservationAccepted", {"changed": serializers.BooleanField(),
-                                "sha256": serializers.CharField(),
-                                "observed_at": serializers.DateTimeField()})})
+
+class ObservedStateView(APIView):
+    """`PUT /api/v1/agents/{name}/observed-state`: the agent or its platform reports;
+    `?part=mcp_servers` replaces that key of the latest report and keeps the rest."""
+
+    @extend_schema(
+        request=OpenApiTypes.OBJECT,
+        parameters=[OpenApiParameter(
+            "part", str, enum=list(OBSERVED_PARTS),
+            description="replace only this key of the latest report (the MCP proxy)")],
+        responses={202: inline_serializer(
+            "ObservationAccepted", {"changed": serializers.BooleanField(),
+                                    "sha256": serializers.CharField(),
+                                    "observed_at": serializers.DateTimeField()})})
     def put(self, request: Request, name: str) -> Response:
         if acting_agent(request.user) is None and not Agent.objects.filter(name=name).exists():
             return self._unregistered(request, name)
@@ -79,8 +89,18 @@ class ObservedStateView(APIView):
                           details=[{"pointer": p, "message": m} for p, m in error.errors]
                           ) from None
         source = "push" if isinstance(request.user, AgentPrincipal) else "platform"
-        row, changed = actions.record_observation(agent, state, actor=request.user,
-                                                  source=source, change=change)
+        part = request.query_params.get("part")
+        if part is not None:
+            if part not in OBSERVED_PARTS or set(state) != {part}:
+                raise Invalid(f"?part= names the one key the body holds: one of "
+                              f"{', '.join(OBSERVED_PARTS)}.", details=[
+                                  {"pointer": "/part", "message": "expected one of "
+                                   f"{', '.join(OBSERVED_PARTS)}, matching the body's one key"}])
+            row, changed = actions.record_observed_part(agent, part, state[part],
+                                                        actor=request.user, source=source)
+        else:
+            row, changed = actions.record_observation(agent, state, actor=request.user,
+                                                      source=source, change=change)
         return Response({"changed": changed, "sha256": row.state_sha256,
                          "observed_at": row.observed_at}, status=status.HTTP_202_ACCEPTED)
 

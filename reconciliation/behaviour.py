@@ -61,11 +61,18 @@ def _amount(value: float) -> str:
     return f"${value:,.0f}" if float(value).is_integer() else f"${value:,.2f}"
 
 
+def callable_tools(spec: dict[str, Any]) -> set[str]:
+    """The agent's own approved tools and those of its approved MCP servers (the governed
+    proxy records a call by the MCP tool's name, and refuses one whose fingerprint moved)."""
+    mcp = {tool["name"] for server in spec.get("mcp_servers", []) for tool in server["tools"]}
+    return {*spec.get("tools", []), *mcp}
+
+
 def static_violations(spec: dict[str, Any], event: Event, *, signed_off: bool,
                       reused_decision: bool = False) -> list[Violation]:
     """What one event breaks on its own against the effective desired spec."""
     found = []
-    if event.tool and event.tool not in spec.get("tools", []):
+    if event.tool and event.tool not in callable_tools(spec):
         found.append(Violation("tool_not_approved", f"/tools/{_escape(event.tool)}", None,
                                event.tool, "behaviour", event.id,
                                f"tool {event.tool} is not approved"))

@@ -10,6 +10,8 @@ import yaml
 
 from reconciliation.choices import OPEN_STATUSES
 
+MAX_LINE = 1_000_000
+
 
 @dataclass(frozen=True)
 class Row:
@@ -25,7 +27,10 @@ class Row:
 def _lines(state: dict[str, Any] | None) -> list[str]:
     if state is None:
         return []
-    return yaml.safe_dump(state, sort_keys=True, default_flow_style=False).splitlines()
+    # one line per value however long, so a changed text (an MCP tool's description) is one
+    # row with the approved text on the left and the new one on the right
+    return yaml.safe_dump(state, sort_keys=True, default_flow_style=False,
+                          width=MAX_LINE).splitlines()
 
 
 def side_by_side(desired: dict[str, Any], actual: dict[str, Any] | None) -> list[Row]:

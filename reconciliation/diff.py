@@ -15,6 +15,11 @@ Decisions worth knowing:
 - A missing `model`, `version` or `running` in the observation is unknown and never drift.
 - Actions observed but not desired only add restrictions and are ignored, so `action_added` is a
   reserved kind that `diff` never emits.
+- MCP servers are compared only when the observation has `mcp_servers` (an agent that does not
+  report them is unknown there, as with `model`). A server is one drift when it is added or
+  missing as a whole; inside an approved server each tool is compared by name and fingerprint
+  (an observed tool without a fingerprint is compared by name only), and a changed fingerprint
+  carries both descriptions so a reviewer can read what the server now tells the model.
 """
 
 from __future__ import annotations
@@ -60,6 +65,12 @@ class DriftKind(StrEnum):
     EXPIRED_GRANT_PRESENT = "expired_grant_present"
     RUNNING_WHILE_SUSPENDED = "running_while_suspended"
     STOPPED_WHILE_ACTIVE = "stopped_while_active"
+    MCP_SERVER_ADDED = "mcp_server_added"
+    MCP_SERVER_REMOVED = "mcp_server_removed"
+    MCP_SERVER_MOVED = "mcp_server_moved"
+    MCP_TOOL_ADDED = "mcp_tool_added"
+    MCP_TOOL_REMOVED = "mcp_tool_removed"
+    MCP_TOOL_CHANGED = "mcp_tool_changed"
 
 
 class Severity(StrEnum):
@@ -87,6 +98,10 @@ class OperationKind(StrEnum):
     SET_VERSION = "set_version"
     SUSPEND = "suspend"
     RESUME = "resume"
+    REMOVE_MCP_SERVER = "remove_mcp_server"
+    SET_MCP_SERVER = "set_mcp_server"
+    REMOVE_MCP_TOOL = "remove_mcp_tool"
+    SET_MCP_TOOL = "set_mcp_tool"
 
 
 _HIGH, _MEDIUM, _LOW = Severity.HIGH, Severity.MEDIUM, Severity.LOW
@@ -112,6 +127,13 @@ SEVERITY_BY_KIND = {
     DriftKind.EXPIRED_GRANT_PRESENT: _HIGH,
     DriftKind.RUNNING_WHILE_SUSPENDED: _HIGH,
     DriftKind.STOPPED_WHILE_ACTIVE: _LOW,
+    # a server pointed elsewhere or a tool whose description changed is a new tool in disguise
+    DriftKind.MCP_SERVER_ADDED: _HIGH,
+    DriftKind.MCP_SERVER_REMOVED: _LOW,
+    DriftKind.MCP_SERVER_MOVED: _HIGH,
+    DriftKind.MCP_TOOL_ADDED: _HIGH,
+    DriftKind.MCP_TOOL_REMOVED: _LOW,
+    DriftKind.MCP_TOOL_CHANGED: _HIGH,
 }
 ACTIONS_AREA_KINDS = frozenset(
     {
@@ -328,6 +350,7 @@ def diff(
         *_diff_limits(effective, observed),
         *_diff_identity(effective, observed),
         *_diff_running(effective, observed),
+        *_diff_mcp_servers(effective, observed),
     ]
     return sorted(drifts, key=lambda drift: (drift.pointer, drift.kind))
 
@@ -459,6 +482,67 @@ def _diff_running(effective: Mapping[str, Any], observed: Mapping[str, Any]) -> 
     yield _drift(kind, json_pointer("running"), expected, got, operation)
 
 
+def _by_name(entries: Iterable[Any]) -> dict[str, Mapping[str, Any]]:
+    """Entries with a string name, by name (the first of a repeated name wins)."""
+    named: dict[str, Mapping[str, Any]] = {}
+    for entry in entries:
+        if isinstance(entry, Mapping) and isinstance(entry.get("name"), str):
+            named.setdefault(entry["name"], entry)
+    return named
+
+
+def _tool_face(tool: Mapping[str, Any]) -> dict[str, Any]:
+    """What a tool tells the model, as far as known: its fingerprint and description."""
+    return {key: tool[key] for key in ("fingerprint", "description") if key in tool}
+
+
+def _diff_mcp_servers(
+    effective: Mapping[str, Any], observed: Mapping[str, Any]
+) -> Iterator[Drift]:
+    if not isinstance(observed.get("mcp_servers"), list | tuple):
+        return
+    wanted = _by_name(_entries(effective, "mcp_servers"))
+    present = _by_name(_entries(observed, "mcp_servers"))
+    for name in sorted(wanted.keys() | present.keys()):
+        pointer = json_pointer("mcp_servers", name)
+        approved, seen = wanted.get(name), present.get(name)
+        if approved is None:
+            operation = Operation(OperationKind.REMOVE_MCP_SERVER, name)
+            yield _drift(DriftKind.MCP_SERVER_ADDED, pointer, None, copy.deepcopy(dict(seen)),
+                         operation)
+            continue
+        restore = Operation(OperationKind.SET_MCP_SERVER, name, copy.deepcopy(dict(approved)))
+        if seen is None:
+            yield _drift(DriftKind.MCP_SERVER_REMOVED, pointer, copy.deepcopy(dict(approved)),
+                         None, restore)
+            continue
+        for key in ("url", "command"):
+            if key in approved and seen.get(key) is not None and seen[key] != approved[key]:
+                yield _drift(DriftKind.MCP_SERVER_MOVED, json_pointer("mcp_servers", name, key),
+                             approved[key], seen[key], restore)
+        yield from _diff_mcp_tools(name, approved, seen)
+
+
+def _diff_mcp_tools(
+    server: str, approved: Mapping[str, Any], seen: Mapping[str, Any]
+) -> Iterator[Drift]:
+    wanted = _by_name(_entries(approved, "tools"))
+    present = _by_name(_entries(seen, "tools"))
+    for name in sorted(wanted.keys() | present.keys()):
+        pointer = json_pointer("mcp_servers", server, "tools", name)
+        tool, offered = wanted.get(name), present.get(name)
+        if tool is None:
+            operation = Operation(OperationKind.REMOVE_MCP_TOOL, server, name)
+            yield _drift(DriftKind.MCP_TOOL_ADDED, pointer, None, _tool_face(offered), operation)
+            continue
+        operation = Operation(OperationKind.SET_MCP_TOOL, server, copy.deepcopy(dict(tool)))
+        if offered is None:
+            yield _drift(DriftKind.MCP_TOOL_REMOVED, pointer, _tool_face(tool), None, operation)
+        elif "fingerprint" in offered and offered["fingerprint"] != tool.get("fingerprint"):
+            yield _drift(DriftKind.MCP_TOOL_CHANGED, pointer, _tool_face(tool),
+                         _tool_face(offered), operation)
+
+
 # --- plan and apply -------------------------------------------------------------------------
 
 _SEVERITY_PHASE = {Severity.HIGH: 1, Severity.MEDIUM: 2, Severity.LOW: 3}
@@ -575,6 +659,40 @@ def _resume(state: dict[str, Any], _target: str, _: Any) -> None:
     state["running"] = True
 
 
+def _servers_without(state: dict[str, Any], server: str) -> list[Any]:
+    return [entry for entry in _entries(state, "mcp_servers")
+            if not (isinstance(entry, Mapping) and entry.get("name") == server)]
+
+
+def _remove_mcp_server(state: dict[str, Any], server: str, _: Any) -> None:
+    state["mcp_servers"] = _servers_without(state, server)
+
+
+def _set_mcp_server(state: dict[str, Any], server: str, approved: Mapping[str, Any]) -> None:
+    state["mcp_servers"] = [*_servers_without(state, server), dict(approved)]
+
+
+def _change_mcp_tools(state: dict[str, Any], server: str, tool: str,
+                      replacement: Mapping[str, Any] | None) -> None:
+    """The server's tools without `tool`, plus `replacement` if given."""
+    servers = []
+    for entry in _entries(state, "mcp_servers"):
+        if isinstance(entry, Mapping) and entry.get("name") == server:
+            tools = [t for t in _entries(entry, "tools")
+                     if not (isinstance(t, Mapping) and t.get("name") == tool)]
+            entry = {**entry, "tools": [*tools, *([dict(replacement)] if replacement else [])]}
+        servers.append(entry)
+    state["mcp_servers"] = servers
+
+
+def _remove_mcp_tool(state: dict[str, Any], server: str, tool: str) -> None:
+    _change_mcp_tools(state, server, tool, None)
+
+
+def _set_mcp_tool(state: dict[str, Any], server: str, tool: Mapping[str, Any]) -> None:
+    _change_mcp_tools(state, server, tool["name"], tool)
+
+
 _APPLY = {
     OperationKind.REMOVE_TOOL: _remove_tool,
     OperationKind.ADD_TOOL: _add_tool,
@@ -587,4 +705,8 @@ _APPLY = {
     OperationKind.SET_VERSION: _set_version,
     OperationKind.SUSPEND: _suspend,
     OperationKind.RESUME: _resume,
+    OperationKind.REMOVE_MCP_SERVER: _remove_mcp_server,
+    OperationKind.SET_MCP_SERVER: _set_mcp_server,
+    OperationKind.REMOVE_MCP_TOOL: _remove_mcp_tool,
+    OperationKind.SET_MCP_TOOL: _set_mcp_tool,
 }

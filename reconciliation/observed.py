@@ -9,6 +9,8 @@ from typing import Any
 
 MAX_ITEMS = 1000
 NUMBER_LIMIT = 1e12
+MAX_DESCRIPTION = 8000
+MCP_TOOL_FIELDS = ("name", "fingerprint", "description")
 
 
 class ObservedStateError(ValueError):
@@ -65,6 +67,46 @@ def _entries(value: Any, pointer: str, errors: list, fields: dict[str, str]) -> 
     return out
 
 
+def _mcp_tool(tool: Any, pointer: str, errors: list) -> dict | None:
+    """One observed MCP tool: a name, or {name, fingerprint, description} as far as known."""
+    if isinstance(tool, str):
+        return {"name": tool} if _string(tool, pointer, errors) else None
+    if not isinstance(tool, dict):
+        errors.append((pointer, "expected a tool name or an object"))
+        return None
+    unknown = set(tool) - set(MCP_TOOL_FIELDS)
+    for key in sorted(map(str, unknown)):
+        errors.append((f"{pointer}/{key}", "unknown field; expected one of "
+                                           f"{', '.join(MCP_TOOL_FIELDS)}"))
+    ok = _string(tool.get("name"), f"{pointer}/name", errors)
+    if "fingerprint" in tool:
+        ok = _string(tool["fingerprint"], f"{pointer}/fingerprint", errors, 128) and ok
+    description = tool.get("description", "")
+    if not isinstance(description, str) or len(description) > MAX_DESCRIPTION:
+        errors.append((f"{pointer}/description",
+                       f"expected a string of at most {MAX_DESCRIPTION} characters"))
+        ok = False
+    return dict(tool) if ok and not unknown else None
+
+
+def _mcp_servers(value: Any, pointer: str, errors: list) -> list[dict]:
+    """MCP servers the agent reaches and the tools each offers, sorted by name."""
+    servers = []
+    for index, entry in enumerate(_entries(value, pointer, errors, {
+            "name": "str!", "transport": "str", "url": "str", "command": "str",
+            "tools": "list"})):
+        server = dict(entry)
+        where = f"{pointer}/{index}/tools"
+        tools = server.get("tools", [])
+        if not isinstance(tools, list) or len(tools) > MAX_ITEMS:
+            errors.append((where, f"expected a list of at most {MAX_ITEMS} tools"))
+            tools = []
+        checked = [_mcp_tool(tool, f"{where}/{i}", errors) for i, tool in enumerate(tools)]
+        server["tools"] = sorted((t for t in checked if t), key=lambda t: t["name"])
+        servers.append(server)
+    return sorted(servers, key=lambda server: str(server.get("name")))
+
+
 def validate_observed(report: Any) -> dict[str, Any]:
     """The report, checked and normalised; raises ObservedStateError listing every problem."""
     errors: list[tuple[str, str]] = []
@@ -86,8 +128,8 @@ def validate_observed(report: Any) -> dict[str, Any]:
                 state[key] = value
             else:
                 errors.append((pointer, "expected an object with a type"))
-        elif key in ("tools", "delegates_to", "mcp_servers"):
-            # delegates_to: agents it calls; mcp_servers: servers or tool endpoints it uses
+        elif key in ("tools", "delegates_to"):
+            # delegates_to: agents it calls
             if not isinstance(value, list) or len(value) > MAX_ITEMS:
                 errors.append((pointer, f"expected a list of at most {MAX_ITEMS} names"))
                 continue
@@ -120,6 +162,8 @@ def validate_observed(report: Any) -> dict[str, Any]:
                 for field, number in limits.items():
                     _number(number, f"{where}/{field}", errors)
             state[key] = value
+        elif key == "mcp_servers":
+            state[key] = _mcp_servers(value, pointer, errors)
         else:
             errors.append((pointer, "unknown field; expected framework, connector, model, "
                                     "version, tools, data, actions, limits, grants, running, "

@@ -41,6 +41,9 @@ CONNECTOR_TYPES = ("push", "http", "sandbox")
 ENFORCEMENT_MODES = ("correct", "block", "escalate", "log")
 ENFORCEMENT_AREAS = ("config", "actions", "behaviour")
 LIMIT_KINDS = ("max_calls", "max_same_record")
+MCP_TRANSPORTS = ("stdio", "http")
+MAX_MCP_SERVERS = 50
+MAX_MCP_TOOLS = 200
 
 MAX_BYTES = 1_048_576
 MAX_DOCUMENTS = 100
@@ -62,6 +65,9 @@ _TOOL_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,127}")
 _RESOURCE = re.compile(r"[^\s\x00-\x1f\x7f]{1,256}")
 _ENV_VAR = re.compile(r"[A-Z_][A-Z0-9_]{0,127}")
 _DURATION = re.compile(r"([0-9]{1,9})([smhd])")
+# MCP names are the server's own (camelCase is common), so case is kept
+_MCP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 _NON_PRINTABLE = re.compile(
     r"[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
 )
@@ -87,6 +93,11 @@ LABEL_KEY_EXPECTED = (
 LABEL_VALUE_EXPECTED = (
     "a label value: empty, or 1 to 63 letters, digits, '.', '_' or '-',"
     " starting and ending with a letter or digit"
+)
+MCP_NAME_EXPECTED = "a name of 1 to 128 letters, digits, '_', '.' or '-', starting alphanumeric"
+FINGERPRINT_EXPECTED = (
+    "a tool fingerprint: 64 lowercase hex digits (agentgov.mcp_fingerprint.tool_fingerprint,"
+    " printed by `agentctl mcp-observe`)"
 )
 RESOURCE_EXPECTED = "a resource name of 1 to 256 characters without spaces"
 TIMESTAMP_EXPECTED = "an RFC 3339 timestamp with a zone, like 2026-12-04T00:00:00Z"
@@ -412,18 +423,7 @@ def _connector(c: _Checker, raw: Any, p: str) -> dict[str, str] | None:
             c.error(f"{p}/{key}", f"missing required field {key!r} for connector type http")
     url = _present(c.string, conn, "url", p, "an http or https URL", max_len=2048)
     if url is not None:
-        try:
-            parts = urlsplit(url)
-            # .port raises ValueError on a port that is not a number in range
-            good = parts.scheme in ("http", "https") and bool(parts.hostname) and (
-                parts.port is None or parts.port > 0
-            )
-        except ValueError:  # e.g. an unclosed IPv6 bracket
-            good = False
-        if not good or any(ch.isspace() for ch in url):
-            c.error(f"{p}/url", f"expected an http or https URL with a host; got {_got(url)}")
-        elif parts.username or parts.password:
-            c.error(f"{p}/url", "expected a URL without credentials (name them in secret_env)")
+        _http_url(c, url, f"{p}/url")
     secret = _present(c.string, conn, "secret_env", p,
                       "a connector secret name like REFUND_PLATFORM_SECRET ([A-Z_][A-Z0-9_]*)"
                       " that an admin granted to the owner",
@@ -567,6 +567,84 @@ def _grants(c: _Checker, raw: Any, p: str) -> list[dict[str, str]]:
     ]
 
 
+def _http_url(c: _Checker, url: str, pointer: str) -> None:
+    """Report a URL that is not http(s) with a host, or that carries credentials."""
+    try:
+        parts = urlsplit(url)
+        # .port raises ValueError on a port that is not a number in range
+        good = parts.scheme in ("http", "https") and bool(parts.hostname) and (
+            parts.port is None or parts.port > 0
+        )
+    except ValueError:  # e.g. an unclosed IPv6 bracket
+        good = False
+    if not good or any(ch.isspace() for ch in url):
+        c.error(pointer, f"expected an http or https URL with a host; got {_got(url)}")
+    elif parts.username or parts.password:
+        c.error(pointer, "expected a URL without credentials (name them in secret_env)")
+
+
+def _mcp_tools(c: _Checker, raw: Any, p: str) -> list[dict[str, str]]:
+    """Approved tools of one MCP server, one per name, sorted; each pinned by its fingerprint."""
+    first: dict[str, int] = {}
+    tools = []
+    for i, item in enumerate(c.sequence(raw, p, "MCP tools", MAX_MCP_TOOLS)):
+        q = f"{p}/{i}"
+        entry = c.mapping(item, q, required=("name", "fingerprint"), optional=("description",))
+        if entry is None:
+            continue
+        name = _present(c.string, entry, "name", q, MCP_NAME_EXPECTED, pattern=_MCP_NAME)
+        fingerprint = _present(c.string, entry, "fingerprint", q, FINGERPRINT_EXPECTED,
+                               pattern=_SHA256_HEX)
+        description = c.string(_optional(entry, "description", ""), f"{q}/description",
+                               "a string of at most 4000 characters", max_len=4000)
+        if name is not None and name in first:
+            c.error(f"{q}/name", f"expected each tool once; got {name!r} again"
+                    f" (first at {p}/{first[name]})")
+        elif None not in (name, fingerprint, description):
+            first[name] = i
+            tool = {"name": name, "fingerprint": fingerprint}
+            tools.append(tool | ({"description": description} if description else {}))
+    return sorted(tools, key=lambda tool: tool["name"])
+
+
+def _mcp_servers(c: _Checker, raw: Any, p: str) -> list[dict[str, Any]]:
+    """Approved MCP servers, one per name, sorted: stdio ones by command, http ones by URL."""
+    first: dict[str, int] = {}
+    servers = []
+    for i, item in enumerate(c.sequence(raw, p, "MCP servers", MAX_MCP_SERVERS)):
+        q = f"{p}/{i}"
+        entry = c.mapping(item, q, required=("name", "transport"),
+                          optional=("url", "command", "tools"))
+        if entry is None:
+            continue
+        name = _present(c.string, entry, "name", q, MCP_NAME_EXPECTED, pattern=_MCP_NAME)
+        transport = _present(c.choice, entry, "transport", q, MCP_TRANSPORTS)
+        where = {"http": "url", "stdio": "command"}.get(transport or "")
+        for key in ("url", "command"):
+            if transport is not None and key != where and key in entry:
+                c.error(f"{q}/{key}", f"expected no {key} for transport {transport}"
+                        f" (it takes {where}); got {_got(entry[key])}")
+        if where is not None and where not in entry:
+            c.error(f"{q}/{where}", f"missing required field {where!r} for transport {transport}")
+        target = None
+        if where == "url" and "url" in entry:
+            target = c.string(entry["url"], f"{q}/url", "an http or https URL", max_len=2048)
+            if target is not None:
+                _http_url(c, target, f"{q}/url")
+        elif where == "command" and "command" in entry:
+            target = c.string(entry["command"], f"{q}/command",
+                              "a command line of 1 to 2048 characters", pattern=_NOT_BLANK,
+                              max_len=2048)
+        tools = _mcp_tools(c, _optional(entry, "tools", []), f"{q}/tools")
+        if name is not None and name in first:
+            c.error(f"{q}/name", f"expected each MCP server once; got {name!r} again"
+                    f" (first at {p}/{first[name]})")
+        elif None not in (name, transport, target):
+            first[name] = i
+            servers.append({"name": name, "transport": transport, where: target, "tools": tools})
+    return sorted(servers, key=lambda server: server["name"])
+
+
 def _enforcement(c: _Checker, raw: Any, p: str) -> dict[str, str | None]:
     """Enforcement mode for every area, areas falling back to `default`."""
     modes = c.mapping(raw, p, optional=("default", *ENFORCEMENT_AREAS)) or {}
@@ -583,10 +661,13 @@ def _spec(c: _Checker, raw: Any, p: str) -> dict[str, Any]:
     spec = c.mapping(
         raw, p, required=("framework", "connector"),
         optional=("model", "version", "tools", "data", "actions", "limits", "grants",
-                  "enforcement", *FLEET_FIELDS),
+                  "enforcement", "mcp_servers", *FLEET_FIELDS),
     )
     if spec is None:
         return {}
+    # Only a spec that approves MCP servers carries the key, so every spec approved before
+    # MCP servers were governed keeps its canonical form and hash.
+    servers = _mcp_servers(c, _optional(spec, "mcp_servers", []), f"{p}/mcp_servers")
     return _fleet_fields(c, spec, p) | {
         "framework": _present(c.string, spec, "framework", p, "a string of 1 to 64 characters",
                               min_len=1, max_len=64),
@@ -604,14 +685,13 @@ def _spec(c: _Checker, raw: Any, p: str) -> dict[str, Any]:
         "limits": _limits(c, _optional(spec, "limits", []), f"{p}/limits"),
         "grants": _grants(c, _optional(spec, "grants", []), f"{p}/grants"),
         "enforcement": _enforcement(c, _optional(spec, "enforcement", {}), f"{p}/enforcement"),
-    }
+    } | ({"mcp_servers": servers} if servers else {})
 
 
 # Optional fields that say how an agent meets the rest of the fleet (registry/toxic.py) and
 # how often it must be heard from (reconciliation/silence.py). Canonical only when set, so the
 # hash of every spec approved before they existed stays what it was.
-FLEET_FIELDS = ("delegates_to", "mcp_servers", "heartbeat")
-MCP_SERVER_EXPECTED = "an MCP server or tool endpoint: a name or URL of 1 to 256 characters"
+FLEET_FIELDS = ("delegates_to", "heartbeat")
 
 
 def _names(c: _Checker, raw: Any, p: str, noun: str, expected: str,
@@ -629,15 +709,12 @@ def _names(c: _Checker, raw: Any, p: str, noun: str, expected: str,
 
 
 def _fleet_fields(c: _Checker, spec: dict, p: str) -> dict[str, Any]:
-    """delegates_to (agents it may call), mcp_servers (servers or tool endpoints it uses) and
-    heartbeat (the longest it may go unheard), each present only when given."""
+    """delegates_to (agents it may call) and heartbeat (the longest it may go unheard), each
+    present only when given (`mcp_servers`, the other way agents meet, is `_mcp_servers`)."""
     out: dict[str, Any] = {}
     if spec.get("delegates_to") is not None:
         out["delegates_to"] = _names(c, spec["delegates_to"], f"{p}/delegates_to",
                                      "agents it may call", SLUG_EXPECTED, _SLUG)
-    if spec.get("mcp_servers") is not None:
-        out["mcp_servers"] = _names(c, spec["mcp_servers"], f"{p}/mcp_servers",
-                                    "MCP servers", MCP_SERVER_EXPECTED, _RESOURCE)
     if spec.get("heartbeat") is not None:
         seconds = c.parsed(spec["heartbeat"], f"{p}/heartbeat", duration_seconds)
         if seconds is not None:

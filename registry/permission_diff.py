@@ -50,6 +50,7 @@ class Area(StrEnum):
     """The part of the spec a change belongs to, in the order the diff lists them."""
 
     TOOLS = "tools"
+    MCP = "mcp_servers"
     DATA = "data"
     GRANTS = "grants"
     ACTIONS = "actions"
@@ -104,6 +105,7 @@ def permission_diff(
     old = active or {}
     changes = [
         *_tools(old.get("tools", []), proposed["tools"]),
+        *_mcp_servers(old.get("mcp_servers", []), proposed.get("mcp_servers", [])),
         *_data(old.get("data", []), proposed["data"]),
         *_grants(old.get("grants", []), proposed["grants"]),
         *_actions(old.get("actions", {}), proposed["actions"], fresh),
@@ -122,12 +124,13 @@ def risk_score(changes: Iterable[PermissionChange]) -> int:
     """A number to sort proposals by, riskiest first.
 
     20 for each action limit removed or raised (money can move without sign-off), 10 for each
-    widening of access (a tool, data scope or grant added or widened), a new owner or a
+    widening of access (a tool, an MCP server or tool, a changed MCP tool, a data scope or
+    a grant added or widened), a new owner or a
     connector changed (who controls the agent, what the reconciler sees), 5 for any other
     widening (a looser behaviour limit, weaker enforcement, a label changed or removed), 0 for
     narrowing and neutral changes.
     """
-    weights = {Area.ACTIONS: 20, Area.TOOLS: 10, Area.DATA: 10, Area.GRANTS: 10,
+    weights = {Area.ACTIONS: 20, Area.TOOLS: 10, Area.MCP: 10, Area.DATA: 10, Area.GRANTS: 10,
                Area.OWNER: 10, Area.CONNECTOR: 10, Area.DELEGATION: 10}
     return sum(
         weights.get(change.area, 5) for change in changes if change.risk == Risk.WIDENING
@@ -156,9 +159,9 @@ def _tools(old: list[str], new: list[str]) -> Iterator[PermissionChange]:
 
 
 def _delegation(old: dict[str, Any], new: dict[str, Any]) -> Iterator[PermissionChange]:
-    """Agents it may call and MCP servers it uses, added (widening: it reaches further) or
-    removed (narrowing)."""
-    for key, noun in (("delegates_to", "may call agent"), ("mcp_servers", "uses MCP server")):
+    """Agents it may call, added (widening: it reaches further) or removed (narrowing); MCP
+    servers are `_mcp_servers`."""
+    for key, noun in (("delegates_to", "may call agent"),):
         before, after = set(old.get(key) or []), set(new.get(key) or [])
         for name in after - before:
             yield PermissionChange(Area.DELEGATION, Risk.WIDENING, f"+ {noun} {name}",
@@ -166,6 +169,49 @@ def _delegation(old: dict[str, Any], new: dict[str, Any]) -> Iterator[Permission
         for name in before - after:
             yield PermissionChange(Area.DELEGATION, Risk.NARROWING, f"{MINUS} {noun} {name}",
                                    _pointer(key, name), name, None)
+
+
+def _mcp_servers(old: list[dict], new: list[dict]) -> Iterator[PermissionChange]:
+    """MCP servers and their tools: anything new the model can reach is widening, and so is a
+    server pointed elsewhere or a tool whose description or input schema changed."""
+    before = {server["name"]: server for server in old}
+    after = {server["name"]: server for server in new}
+    for name in after.keys() - before.keys():
+        server = after[name]
+        tools = ", ".join(tool["name"] for tool in server["tools"]) or "no tools"
+        yield PermissionChange(Area.MCP, Risk.WIDENING,
+                               f"+ MCP server {name} ({_mcp_target(server)}): {tools}",
+                               _pointer("mcp_servers", name), None, server)
+    for name in before.keys() - after.keys():
+        yield PermissionChange(Area.MCP, Risk.NARROWING, f"{MINUS} MCP server {name}",
+                               _pointer("mcp_servers", name), before[name], None)
+    for name in before.keys() & after.keys():
+        was, now = before[name], after[name]
+        if _mcp_target(was) != _mcp_target(now):
+            yield PermissionChange(
+                Area.MCP, Risk.WIDENING,
+                f"MCP server {name}: {_mcp_target(was)} → {_mcp_target(now)}",
+                _pointer("mcp_servers", name), _mcp_target(was), _mcp_target(now))
+        yield from _mcp_tools(name, was["tools"], now["tools"])
+
+
+def _mcp_tools(server: str, old: list[dict], new: list[dict]) -> Iterator[PermissionChange]:
+    """Tools of one approved MCP server added, removed, or re-pinned to a new fingerprint."""
+    before = {tool["name"]: tool for tool in old}
+    after = {tool["name"]: tool for tool in new}
+    for name in after.keys() - before.keys():
+        yield PermissionChange(Area.MCP, Risk.WIDENING, f"+ MCP tool {server}/{name}",
+                               _pointer("mcp_servers", server, "tools", name), None, after[name])
+    for name in before.keys() - after.keys():
+        yield PermissionChange(Area.MCP, Risk.NARROWING, f"{MINUS} MCP tool {server}/{name}",
+                               _pointer("mcp_servers", server, "tools", name), before[name], None)
+    for name in before.keys() & after.keys():
+        if before[name]["fingerprint"] != after[name]["fingerprint"]:
+            yield PermissionChange(
+                Area.MCP, Risk.WIDENING,
+                f"MCP tool {server}/{name}: description or input schema changed"
+                f" ({before[name]['fingerprint'][:12]} → {after[name]['fingerprint'][:12]})",
+                _pointer("mcp_servers", server, "tools", name), before[name], after[name])
 
 
 def _data(old: list[dict], new: list[dict]) -> Iterator[PermissionChange]:
@@ -459,6 +505,11 @@ def _short(reason: str) -> str:
     """A reason on one line, cut to REASON_CHARS characters."""
     text = " ".join(reason.split())
     return text if len(text) <= REASON_CHARS else f"{text[: REASON_CHARS - 1]}…"
+
+
+def _mcp_target(server: dict) -> str:
+    """`http https://...` or `stdio <command>`: where an MCP server is reached."""
+    return f"{server['transport']} {server.get('url') or server.get('command')}"
 
 
 def _connector(connector: dict | None, detailed: bool = False) -> str:

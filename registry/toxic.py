@@ -123,6 +123,18 @@ def _strings(value: Any) -> list[str]:
     return [item for item in _list(value) if isinstance(item, str)]
 
 
+def _servers(value: Any) -> list[str]:
+    """The MCP servers an agent reaches, each named by where it is (its URL or command), so two
+    agents that call one server under different names still share it."""
+    out = []
+    for server in _list(value):
+        if isinstance(server, dict):
+            where = server.get("url") or server.get("command") or server.get("name")
+            if isinstance(where, str) and where:
+                out.append(where)
+    return out
+
+
 def _edges(states: Mapping[str, Mapping[str, Any]]) -> dict[str, list[tuple[str, str]]]:
     """Adjacency over agents and servers: agent -> [(neighbour, via)]. A server is a node
     ("mcp:<name>") so a server shared by k agents costs k edges, not k squared."""
@@ -132,7 +144,7 @@ def _edges(states: Mapping[str, Mapping[str, Any]]) -> dict[str, list[tuple[str,
             if callee in states and callee != name:
                 graph[name].append((callee, "delegates_to"))
                 graph[callee].append((name, "called_by"))
-        for server in _strings(state.get("mcp_servers")):
+        for server in _servers(state.get("mcp_servers")):
             node = f"mcp:{server}"
             graph.setdefault(node, []).append((name, node))
             graph[name].append((node, node))

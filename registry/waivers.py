@@ -8,7 +8,8 @@ from collections.abc import Iterable
 POINTER = re.compile(r"^(/[^/\s]{1,200}){1,4}$")
 POINTER_EXPECTED = ("a JSON pointer into the spec of one to four parts, like /tools/crm.search "
                     "or /actions/payments.refund/approval_above")
-AREAS = ("tools", "data", "actions", "limits", "grants", "model", "version", "running")
+AREAS = ("tools", "data", "actions", "limits", "grants", "model", "version", "running",
+         "mcp_servers")
 
 
 def is_waived(waived: Iterable[str], pointer: str) -> bool:

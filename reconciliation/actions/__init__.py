@@ -28,6 +28,7 @@ from reconciliation.actions.escalations import (
 from reconciliation.actions.observations import (
     note_unregistered_observation,
     record_observation,
+    record_observed_part,
 )
 from reconciliation.actions.passes import converged_check, reconcile_agent
 from reconciliation.actions.sandbox import ensure_sandbox, sandbox_deploy, sandbox_faults
@@ -38,7 +39,7 @@ __all__ = [
     "assign_unregistered", "audit_label", "authorise_acknowledgement", "authorise_escalation",
     "converged_check", "decide_pending", "desired_now", "ensure_sandbox", "expire_decision",
     "ingest_events", "note_unregistered_observation", "open_escalation", "reconcile_agent",
-    "record_observation",
+    "record_observation", "record_observed_part",
     "record_violations", "request_decision", "reset_breaker", "resolve_escalation", "resume_agent",
     "sandbox_deploy", "sandbox_faults", "set_shadow", "state_hash", "suspend_agent",
     "triage_escalation",

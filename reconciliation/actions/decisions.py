@@ -16,7 +16,7 @@ from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from reconciliation import windows
 from reconciliation.actions.behaviour import ensure_windows
 from reconciliation.actions.common import SYSTEM, alert, desired_now, state_hash
-from reconciliation.behaviour import window_checks
+from reconciliation.behaviour import callable_tools, window_checks
 from reconciliation.choices import DecisionOutcome, DecisionStatus, EscalationStatus
 from reconciliation.events import Event
 from reconciliation.models import Decision, Escalation
@@ -37,7 +37,7 @@ def evaluate(spec: dict[str, Any], request: dict[str, Any], agent: Agent,
     if agent.lifecycle != Lifecycle.ACTIVE:
         return DecisionOutcome.DENY, f"{agent.name} is {agent.lifecycle}"
     tool, resource = request.get("tool"), request.get("resource")
-    if tool and tool not in spec["tools"]:
+    if tool and tool not in callable_tools(spec):
         return DecisionOutcome.DENY, f"tool {tool} is not approved"
     if resource and resource not in {d["resource"] for d in spec["data"]}:
         return DecisionOutcome.DENY, f"resource {resource} is not approved"

@@ -147,6 +147,9 @@ def _resolve_drift(escalation: Escalation, finding: Finding | None, resolution: 
                                                        "grants", "model", "version")
                     if key in latest.state}
         spec.update(accepted)
+        if isinstance(latest.state.get("mcp_servers"), list):
+            spec["mcp_servers"] = _accepted_mcp_servers(spec.get("mcp_servers", []),
+                                                        latest.state["mcp_servers"])
         outcome = registry_actions.propose(
             agent, read_spec(spec), agent.active_version.metadata, actor=actor,
             source=VersionSource.UI, comment=f"accepted from escalation {escalation.pk}",
@@ -161,6 +164,24 @@ def _resolve_drift(escalation: Escalation, finding: Finding | None, resolution: 
         Finding.objects.filter(pk=finding.pk).update(status=FindingStatus.BLOCKED,
                                                      reason="suspended by an approver")
     return {}
+
+
+def _accepted_mcp_servers(approved: list[dict], observed: list[dict]) -> list[dict]:
+    """The observed MCP servers as spec entries: where the observation does not say how a
+    server is reached, the approved entry does. A tool seen without a fingerprint stays
+    without one, so the proposal is refused as invalid rather than approving it unpinned."""
+    known = {server["name"]: server for server in approved}
+    servers = []
+    for seen in observed:
+        was = known.get(seen["name"], {})
+        server = {"name": seen["name"], "transport": seen.get("transport", was.get("transport"))}
+        for key in ("url", "command"):
+            if seen.get(key) or was.get(key):
+                server[key] = seen.get(key) or was.get(key)
+        server["tools"] = [{key: tool[key] for key in ("name", "fingerprint", "description")
+                            if key in tool} for tool in seen.get("tools", [])]
+        servers.append(server)
+    return servers
 
 
 def _resolve_behaviour(escalation: Escalation, finding: Finding, resolution: Resolution, *,

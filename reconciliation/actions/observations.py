@@ -66,6 +66,25 @@ def record_observation(agent: Agent, state: dict[str, Any], *, actor: Any, sourc
 
 
 @transaction.atomic
+def record_observed_part(agent: Agent, key: str, value: Any, *, actor: Any, source: str
+                         ) -> tuple[ObservedState, bool]:
+    """Replace one key of the agent's latest observed state, keeping the rest: a reporter that
+    sees one side of the agent (the MCP proxy sees its MCP servers) must not erase what the
+    agent itself reported. For `mcp_servers` the reported servers replace the same-named ones
+    (one proxy per server). The agent row is locked so two partial reports cannot lose one."""
+    Agent.objects.select_for_update().filter(pk=agent.pk).first()
+    latest = agent.observations.order_by("-observed_at").only("state").first()
+    state = dict(latest.state) if latest is not None else {}
+    if key == "mcp_servers":
+        # one proxy fronts one server: the servers it reports replace theirs, others stay
+        reported = {server["name"] for server in value}
+        kept = [server for server in state.get(key, []) if server.get("name") not in reported]
+        value = sorted([*kept, *value], key=lambda server: str(server.get("name")))
+    state[key] = value
+    return record_observation(agent, state, actor=actor, source=source)
+
+
+@transaction.atomic
 def note_unregistered_observation(name: str, state: dict[str, Any], *, actor: Any,
                                   source: str = "platform"
                                   ) -> tuple[UnregisteredAgent, ObservedState, bool]:

@@ -75,11 +75,13 @@ def test_a_proposal_that_would_delegate_across_the_pair_is_denied_with_the_path(
     assert DesiredStateVersion.objects.count() == before
     # through the API: a server only the mailer uses joins nobody; the reader joining it does
     server = "https://mcp.internal/tools"
-    version = propose(people, mailer, **MAILER, mcp_servers=[server]).version
+    mailer_side = {"name": "tools", "transport": "http", "url": server, "tools": []}
+    reader_side = {"name": "shared-tools", "transport": "http", "url": server, "tools": []}
+    version = propose(people, mailer, **MAILER, mcp_servers=[mailer_side]).version
     actions.approve_proposal(version.pk, actor=people.bob)
     response = api_as(people.alice).post(
         "/api/v1/agents/support/proposals",
-        {"spec": refund_manifest(**READER, mcp_servers=[server]).spec}, format="json")
+        {"spec": refund_manifest(**READER, mcp_servers=[reader_side]).spec}, format="json")
     assert response.status_code == 422, response.json()
     (detail,) = response.json()["error"]["details"]
     assert detail["path"]["hops"] == [{"from": "support", "to": "mailer", "via": f"mcp:{server}"}]

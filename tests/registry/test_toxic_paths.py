@@ -19,9 +19,17 @@ CUSTOMERS_EMAIL = Rule("customers-never-email", "data:customers_db:read",
                        "tool:email.send_external")
 
 
+def mcp_server(url: str) -> dict:
+    """An approved MCP server, as the manifest holds it; agents meet at its URL, whatever
+    each calls it."""
+    return {"name": "tools", "transport": "http", "url": url,
+            "tools": []}
+
+
 def agent(*, data=(), tools=(), delegates_to=(), mcp_servers=(), grants=()):
     return {"data": [{"resource": r, "access": a} for r, a in data], "tools": list(tools),
-            "delegates_to": list(delegates_to), "mcp_servers": list(mcp_servers),
+            "delegates_to": list(delegates_to),
+            "mcp_servers": [mcp_server(url) for url in mcp_servers],
             "grants": [{"resource": r, "access": a} for r, a in grants]}
 
 
@@ -72,7 +80,8 @@ def test_a_shared_mcp_server_and_a_chain_are_paths_with_the_shortest_route():
     assert path.hops == (Hop("support", "router", "mcp:https://tools.internal"),
                          Hop("router", "mailer", "delegates_to"))
     # a direct shared server is shorter than the chain and wins
-    fleet["mailer"]["mcp_servers"] = ["https://tools.internal"]
+    fleet["mailer"]["mcp_servers"] = [{"name": "other-name", "transport": "http",
+                                       "url": "https://tools.internal", "tools": []}]
     (path,) = toxic_paths(fleet, [CUSTOMERS_EMAIL])
     assert path.hops == (Hop("support", "mailer", "mcp:https://tools.internal"),)
 
@@ -135,11 +144,8 @@ def test_the_permission_diff_lists_new_ways_to_reach_other_agents_as_widening():
     from tests.conftest import refund_manifest
 
     before = refund_manifest().spec
-    after = refund_manifest(delegates_to=["mailer"], mcp_servers=["https://mcp.internal"]).spec
+    after = refund_manifest(delegates_to=["mailer"]).spec
     changes = [c for c in permission_diff(before, after) if c.area == "delegation"]
-    assert [(c.risk, c.text) for c in changes] == [
-        ("widening", "+ may call agent mailer"),
-        ("widening", "+ uses MCP server https://mcp.internal")]
-    assert risk_score(changes) == 20
-    assert [c.text for c in permission_diff(after, before)] == [
-        "− may call agent mailer", "− uses MCP server https://mcp.internal"]
+    assert [(c.risk, c.text) for c in changes] == [("widening", "+ may call agent mailer")]
+    assert risk_score(changes) == 10
+    assert [c.text for c in permission_diff(after, before)] == ["− may call agent mailer"]

@@ -13,6 +13,7 @@ from typing import Any, TextIO
 from agentgov.audit import verify_file
 from agentgov.client import Client
 from agentgov.errors import AgentGovError, ApiError, Forbidden
+from agentgov.mcp_cli import add_mcp_commands
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
@@ -350,6 +351,7 @@ def parser() -> argparse.ArgumentParser:
     export.add_argument("--format", choices=["jsonl", "csv"], default="jsonl")
     export.add_argument("-o", "--output", default="-", help="file path, or - for stdout")
     export.set_defaults(run=cmd_audit_export)
+    add_mcp_commands(verbs)
     return top
 
 
@@ -372,7 +374,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
             line = f" (line {detail.extra['line']})" if detail.extra.get("line") else ""
             sys.stderr.write(f"  {detail.pointer or '/'}{line}: {detail.message}\n")
         return failed
-    except (AgentGovError, UsageError, OSError, ValueError) as error:
+    except (AgentGovError, UsageError, OSError, ValueError, RuntimeError) as error:
         sys.stderr.write(f"error: {error}\n")
         return failed
     finally:

@@ -180,6 +180,15 @@ class Client:
         return Observation(changed=body["changed"], sha256=body["sha256"],
                            observed_at=body["observed_at"])
 
+    def report_observed_part(self, key: str, value: Any, agent: str | None = None
+                             ) -> Observation:
+        """Replace one key (`mcp_servers`) of the agent's latest observed state and keep the
+        rest: for a reporter that sees one side of the agent, such as the MCP proxy."""
+        body = self.request("PUT", self._agent_path(agent, "observed-state"),
+                            params={"part": key}, json={key: value}).json()
+        return Observation(changed=body["changed"], sha256=body["sha256"],
+                           observed_at=body["observed_at"])
+
     def propose(self, spec: dict[str, Any], *, labels: dict[str, str] | None = None,
                 description: str | None = None, base_generation: int | None = None,
                 comment: str | None = None, agent: str | None = None) -> dict[str, Any]:

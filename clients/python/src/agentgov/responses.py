@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 OBSERVED_KEYS = ("framework", "connector", "model", "version", "tools", "data", "actions",
-                 "limits", "grants")
+                 "limits", "grants", "mcp_servers")
 
 
 def _without_blanks(value: Any) -> Any:
