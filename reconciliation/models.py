@@ -474,3 +474,4 @@ class AlertEvent(models.Model):
         return {**self.payload, "id": self.pk, "event": self.event,
                 "at": self.at.isoformat(), "agent": self.agent_name or None,
                 "severity": self.severity or None, "owner_id": self.owner_id}
+from reconciliation.group_models import GroupBreach, GroupRule  # noqa: E402,F401

@@ -18,7 +18,8 @@ from django.utils import timezone
 import audit
 from audit.choices import AuditAction
 from config.errors import NotAllowed
-from reconciliation import windows
+from reconciliation import group_windows, windows
+from reconciliation.actions import group_rules
 from reconciliation.actions.common import (
     SYSTEM,
     alert,
@@ -196,8 +197,9 @@ def _count_stored(events: list[Event], agents: dict[str, Agent],
     """After commit: count stored events in their windows, queue the rules they broke, and
     only then mark them counted. When Redis fails they stay uncounted for recount_events."""
     try:
-        _count_windows(events, agents, violations, now)
+        breaches = _count_windows(events, agents, violations, now)
         _queue_violations(violations)
+        group_rules.queue_breaches(breaches)
     except redis.RedisError as error:
         log.warning("Redis unavailable, %d events wait for their rules: %s", len(events), error)
         if report is not None:
@@ -272,8 +274,9 @@ def recount_events(limit: int = 5000, *, settled_seconds: float = 0) -> int:
     signed = {(e.agent, e.id): ((e.agent, e.id) in used_by, False)
               for e in events if e.decision_id}
     violations = _static(events, agents, signed, now)
-    _count_windows(events, agents, violations, now)
+    breaches = _count_windows(events, agents, violations, now)
     _queue_violations(violations)
+    group_rules.queue_breaches(breaches)
     BehaviourEvent.objects.filter(pk__in=[r.pk for r in rows]).update(counted=True)
     return len(rows)
 
@@ -306,8 +309,13 @@ def _note_unregistered(events: list[Event], now: datetime) -> None:
 
 
 def _count_windows(events: list[Event], agents: dict[str, Agent],
-                   violations: dict[int, list[Violation]], now: datetime) -> None:
+                   violations: dict[int, list[Violation]], now: datetime) -> list[dict]:
+    """Count the events in their per-agent and group windows (one pipeline); per-agent
+    breaks go into `violations`, group breaches are returned."""
     ensure_windows(list({a.pk: a for a in agents.values()}.values()), now)
+    rules = group_rules.active_rules()
+    if rules:
+        group_rules.ensure_group_windows(rules, now)
     checks = []
     durations: dict[str, int] = {}
     for event in events:
@@ -320,10 +328,14 @@ def _count_windows(events: list[Event], agents: dict[str, Agent],
                 durations[limit["per"]] = duration_seconds(limit["per"])
         checks.extend((agent, event, check)
                       for check in window_checks(spec, event, agent.pk, durations))
-    counts = windows.count([(check, event.id, event.ts) for _, event, check in checks], now)
+    grouped = group_rules.group_checks(events, agents, rules)
+    counts, totals = group_windows.count_with_groups(
+        [(check, event.id, event.ts) for _, event, check in checks],
+        [(check, event.ts) for _, event, check in grouped], now)
     for (agent, event, check), seen in zip(checks, counts, strict=True):
         if violation := window_violation(check, seen, event.id):
             violations.setdefault(agent.pk, []).append(violation)
+    return group_rules.over_limit(grouped, totals)
 
 
 REFILL_MAX_EVENTS = 50_000
