@@ -15,24 +15,27 @@ from reconciliation.group_rules import GroupCheck
 FILLED_KEY = "gw:filled:{rule_id}:{revision}"
 
 # KEYS[1] the window; ARGV: member, score, now, seconds, limit, measure.
-# Returns {total} under the limit, {total, agent id, ...} over it.
+# The window is the last `seconds` up to now, whatever order events arrive in: once every
+# event is in, the last one counted sees the whole window (a late event's own time does not
+# hide members sent before it). Returns {total} under the limit, {total, agent id, ...} over.
 COUNT = """
-local key, score, seconds = KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[4])
-redis.call('ZADD', key, score, ARGV[1])
-redis.call('ZREMRANGEBYSCORE', key, '-inf', tonumber(ARGV[3]) - seconds)
+local key, seconds = KEYS[1], tonumber(ARGV[4])
+local lower = tonumber(ARGV[3]) - seconds
+redis.call('ZADD', key, tonumber(ARGV[2]), ARGV[1])
+redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. lower)
 redis.call('EXPIRE', key, seconds + 60)
 local members
 local total = 0
 if ARGV[6] == 'events' then
-  total = redis.call('ZCOUNT', key, score - seconds, score)
+  total = redis.call('ZCOUNT', key, lower, '+inf')
 else
-  members = redis.call('ZRANGEBYSCORE', key, score - seconds, score)
+  members = redis.call('ZRANGEBYSCORE', key, lower, '+inf')
   for _, m in ipairs(members) do
     total = total + (tonumber(string.match(m, '|([^|]*)$')) or 0)
   end
 end
 if total <= tonumber(ARGV[5]) then return {tostring(total)} end
-members = members or redis.call('ZRANGEBYSCORE', key, score - seconds, score)
+members = members or redis.call('ZRANGEBYSCORE', key, lower, '+inf')
 local seen, out = {}, {tostring(total)}
 for _, m in ipairs(members) do
   local agent = string.match(m, '^([^|]*)|')
