@@ -365,6 +365,14 @@ class BehaviourEvent(models.Model):
     trace_id = models.CharField(max_length=64, blank=True, default="")
     span_id = models.CharField(max_length=32, blank=True, default="")
     source = models.CharField(max_length=8, default="api")  # api | otlp
+    # GenAI usage (OpenTelemetry gen_ai.* or sent as fields): what feeds token and cost rules.
+    model = models.CharField(max_length=128, blank=True, default="")
+    operation = models.CharField(max_length=32, blank=True, default="")
+    error = models.CharField(max_length=128, blank=True, default="")
+    input_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    output_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    cost = models.FloatField(null=True, blank=True)
+    attributes = models.JSONField(null=True, blank=True)  # what no field maps, as sent
     received_at = models.DateTimeField(default=timezone.now)
     # The outbox flag: stored False, set once the cross-call rules counted it in Redis (after
     # commit); whatever stays False (Redis down, a process died) is drained by recount_events.

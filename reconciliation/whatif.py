@@ -11,7 +11,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from reconciliation.events import Event
+from reconciliation.actions.group_rules import EVENT_COLUMNS, facts_of, stored_event
 from reconciliation.group_rules import AgentFacts, GroupRuleSpec, replay, selects
 from reconciliation.models import BehaviourEvent
 from registry.models import Agent
@@ -19,12 +19,10 @@ from registry.models import Agent
 DAYS = 7
 PAGE = 2000
 EXAMPLES = 5
-FIELDS = ("pk", "agent_id", "event_id", "ts", "kind", "tool", "resource", "record", "action",
-          "amount")
 
 
 def _pages(agent_ids: list[int], since: datetime, until: datetime, cap: int,
-           seen: list[int]) -> Iterator[tuple[int, Event]]:
+           seen: list[int]) -> Iterator[tuple[int, Any]]:
     """Stored events of these agents in time order, a page at a time (keyset on ts, pk);
     `seen[0]` counts what was read."""
     after: tuple[datetime, int] | None = None
@@ -33,22 +31,19 @@ def _pages(agent_ids: list[int], since: datetime, until: datetime, cap: int,
                                              ts__gte=since, ts__lte=until)
         if after is not None:
             rows = rows.filter(ts__gte=after[0]).exclude(ts=after[0], pk__lte=after[1])
-        page = list(rows.order_by("ts", "pk").values_list(*FIELDS)[:min(PAGE, cap - seen[0])])
+        page = list(rows.order_by("ts", "pk").values_list("pk", *EVENT_COLUMNS)
+                    [:min(PAGE, cap - seen[0])])
         if not page:
             return
-        for _pk, agent_id, event_id, ts, kind, tool, resource, record, action, amount in page:
+        for _pk, agent_id, *values in page:
             seen[0] += 1
-            yield agent_id, Event(id=event_id, agent="", ts=ts, kind=kind, tool=tool,
-                                  resource=resource, record=record, action=action,
-                                  amount=amount)
+            yield agent_id, stored_event(values)
         after = (page[-1][3], page[-1][0])
 
 
 def what_if(rule: GroupRuleSpec, *, now: datetime | None = None) -> dict[str, Any]:
     """Which agents and windows the rule would have flagged over the last week: breaches
     (each one escalation when the effect is escalate), findings per agent, and examples."""
-    from reconciliation.actions.group_rules import facts_of
-
     now = now or timezone.now()
     since = now - timedelta(days=DAYS)
     cap = settings.WHATIF_MAX_EVENTS

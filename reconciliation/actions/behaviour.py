@@ -182,6 +182,9 @@ def ingest_events(items: list[Any], *, actor: Any, token: Any = None, source: st
                             record=e.record, action=e.action, amount=e.amount,
                             approved_by=e.approved_by, decision_id=e.decision_id,
                             trace_id=e.trace_id, span_id=e.span_id, source=source,
+                            model=e.model, operation=e.operation, error=e.error,
+                            input_tokens=e.input_tokens, output_tokens=e.output_tokens,
+                            cost=e.cost, attributes=e.attributes,
                             received_at=now, counted=False, **sender) for e in fresh],
             ignore_conflicts=True, batch_size=1000)
         _note_unregistered([e for e in fresh if e.agent not in agents], now)
@@ -266,7 +269,9 @@ def recount_events(limit: int = 5000, *, settled_seconds: float = 0) -> int:
               and not r.foreign]
     events = [Event(id=r.event_id, agent=r.agent_name, ts=r.ts, kind=r.kind, tool=r.tool,
                     resource=r.resource, record=r.record, action=r.action, amount=r.amount,
-                    approved_by=r.approved_by, decision_id=r.decision_id) for r in judged]
+                    approved_by=r.approved_by, decision_id=r.decision_id,
+                    input_tokens=r.input_tokens, output_tokens=r.output_tokens, cost=r.cost)
+              for r in judged]
     agents = {r.agent.name: r.agent for r in judged}
     used_by = set(Decision.objects.filter(
         agent__in=[r.agent for r in judged], used_by_event__in=[e.id for e in events])

@@ -39,6 +39,17 @@ EDITABLE = ("description", "selector", "match", "measure", "limit", "per", "per_
 COUNTED = ("selector", "match", "measure", "limit", "per", "per_record")
 REFILL_MAX_EVENTS = 50_000
 BREACH_KIND = "group_limit_exceeded"
+# What a group rule reads of a stored event: its columns, then the same as Event's fields.
+EVENT_COLUMNS = ("agent_id", "event_id", "ts", "kind", "tool", "resource", "record", "action",
+                 "amount", "input_tokens", "output_tokens", "cost")
+EVENT_FIELDS = ("id", *EVENT_COLUMNS[2:])
+
+
+def stored_event(values: tuple) -> Any:
+    """An Event from a row of EVENT_COLUMNS without its agent id."""
+    from reconciliation.events import Event
+
+    return Event(agent="", **dict(zip(EVENT_FIELDS, values, strict=True)))
 
 
 # --- compliance manages the rules --------------------------------------------------------------
@@ -155,21 +166,16 @@ def ensure_group_windows(rules: list[GroupRuleSpec], now: datetime) -> None:
 
 
 def _refill(rule: GroupRuleSpec, now: datetime) -> None:
-    from reconciliation.events import Event
-
     agents = list(Agent.objects.filter(active_version__isnull=False)
                   .select_related("active_version"))
     facts = facts_of(agents, [rule])
     rows = (BehaviourEvent.objects.filter(agent__in=[a.pk for a in agents], foreign=False,
                                           ts__gte=now - timedelta(seconds=rule.seconds))
-            .order_by("-ts").values_list("agent_id", "event_id", "ts", "kind", "tool",
-                                         "resource", "record", "action", "amount")
-            [:REFILL_MAX_EVENTS])
+            .order_by("-ts").values_list(*EVENT_COLUMNS)[:REFILL_MAX_EVENTS])
     fill = []
-    for agent_id, event_id, ts, kind, tool, resource, record, action, amount in rows:
-        event = Event(id=event_id, agent="", ts=ts, kind=kind, tool=tool, resource=resource,
-                      record=record, action=action, amount=amount)
-        fill.extend((check, ts) for check in checks([rule], facts[agent_id], event))
+    for agent_id, *values in rows:
+        event = stored_event(values)
+        fill.extend((check, event.ts) for check in checks([rule], facts[agent_id], event))
     if fill:
         group_windows.fill(fill, now)
     group_windows.mark_filled(rule.id, rule.revision, rule.seconds)
