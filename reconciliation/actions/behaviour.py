@@ -38,6 +38,7 @@ from reconciliation.behaviour import (
     window_checks,
     window_violation,
 )
+from reconciliation.budgets import WARNING_AREA, budget_checks, budget_violation
 from reconciliation.choices import DecisionStatus, FindingStatus, Trigger
 from reconciliation.connectors import connector_for
 from reconciliation.diff import Operation, OperationKind
@@ -334,13 +335,22 @@ def _count_windows(events: list[Event], agents: dict[str, Agent],
         checks.extend((agent, event, check)
                       for check in window_checks(spec, event, agent.pk, durations))
     grouped = group_rules.group_checks(events, agents, rules)
+    spending = [(agent, event, check, index) for event in events
+                if (agent := agents.get(event.agent)) is not None
+                and agent.active_version is not None
+                for check, index in budget_checks(agent.active_version.spec, event, agent.pk)]
     counts, totals = group_windows.count_with_groups(
         [(check, event.id, event.ts) for _, event, check in checks],
-        [(check, event.ts) for _, event, check in grouped], now)
+        [(check, event.ts) for _, event, check in grouped]
+        + [(check, event.ts) for _, event, check, _ in spending], now)
     for (agent, event, check), seen in zip(checks, counts, strict=True):
         if violation := window_violation(check, seen, event.id):
             violations.setdefault(agent.pk, []).append(violation)
-    return group_rules.over_limit(grouped, totals)
+    for (agent, event, _, index), (total, _) in zip(spending, totals[len(grouped):],
+                                                    strict=True):
+        if violation := budget_violation(agent.active_version.spec, index, total, event.id):
+            violations.setdefault(agent.pk, []).append(violation)
+    return group_rules.over_limit(grouped, totals[:len(grouped)])
 
 
 REFILL_MAX_EVENTS = 50_000
@@ -352,8 +362,8 @@ def ensure_windows(agents: list[Agent], now: datetime) -> None:
     approval, events under limits a new version added, and whatever a Redis restart lost.
     A marker per agent says which generation they were filled for; without it the stored
     events go in (into the windows only: they are not judged again). Raises RedisError."""
-    limited = [a for a in agents if a.active_version is not None and a.active_version.spec.get(
-        "limits")]
+    limited = [a for a in agents if a.active_version is not None and (
+        a.active_version.spec.get("limits") or a.active_version.spec.get("budgets"))]
     for agent, generation in zip(limited, windows.filled_generations([a.pk for a in limited]),
                                  strict=True):
         if generation != agent.generation:
@@ -363,18 +373,24 @@ def ensure_windows(agents: list[Agent], now: datetime) -> None:
 def _refill(agent: Agent, now: datetime) -> None:
     spec = agent.active_version.spec
     durations = {limit["per"]: duration_seconds(limit["per"]) for limit in spec["limits"]}
-    horizon = max(durations.values())
+    horizon = max([*durations.values(),
+                   *(duration_seconds(b["per"]) for b in spec.get("budgets", []))])
     rows = (BehaviourEvent.objects.filter(agent=agent, foreign=False,
                                           ts__gte=now - timedelta(seconds=horizon))
-            .exclude(resource="").order_by("-ts")
-            .values_list("event_id", "ts", "kind", "resource", "record")[:REFILL_MAX_EVENTS])
-    checks = []
-    for event_id, ts, kind, resource, record in rows:
+            .order_by("-ts")
+            .values_list("event_id", "ts", "kind", "resource", "record", "input_tokens",
+                         "output_tokens", "cost")[:REFILL_MAX_EVENTS])
+    checks, spending = [], []
+    for event_id, ts, kind, resource, record, tokens_in, tokens_out, cost in rows:
         event = Event(id=event_id, agent=agent.name, ts=ts, kind=kind, resource=resource,
-                      record=record)
+                      record=record, input_tokens=tokens_in, output_tokens=tokens_out,
+                      cost=cost)
         checks.extend((check, event_id, ts)
                       for check in window_checks(spec, event, agent.pk, durations))
+        spending.extend((check, ts) for check, _ in budget_checks(spec, event, agent.pk))
     windows.fill(checks, now)
+    if spending:
+        group_windows.fill(spending, now)
     windows.mark_filled(agent.pk, agent.generation, horizon)
 
 
@@ -430,7 +446,8 @@ def record_violations(agent_id: int, violations: list[dict[str, Any]]) -> list[F
                 opened.append(finding)
             if finding.status != FindingStatus.OPEN:
                 continue  # already enforced (a retried job enforces only what is left)
-            mode = mode_for(spec, _AreaOnly(violation["area"]))
+            mode = ("log" if violation["area"] == WARNING_AREA
+                    else mode_for(spec, _AreaOnly(violation["area"])))
             waiver = next((w for w in waivers if is_waived((w.pointer,), violation["pointer"])),
                           None)
             if waiver is not None:
