@@ -49,6 +49,7 @@ class AuditAction(models.TextChoices):
     GROUP_RULE_UPDATED = "group_rule.updated"
     GROUP_RULE_DELETED = "group_rule.deleted"
     GROUP_RULE_BREACHED = "group_rule.breached"
+    DECISION_SIGNED = "decision.signed"  # one of several sign-offs a group rule asks for
     OBSERVATION_RECORDED = "observation.recorded"
     RECONCILE_RUN = "reconcile.run"
     FINDING_OPENED = "finding.opened"

@@ -25,6 +25,9 @@ class GroupRule(models.Model):
     per_record = models.BooleanField(default=False)  # one window per resource record
     effect = models.CharField(max_length=8, choices=[(e, e) for e in EFFECTS],
                               default="escalate")
+    # 2 to 5: an agent's decision request that would take the window over the limit waits
+    # for this many distinct approvers (1: the rule only counts what happened).
+    required_approvals = models.PositiveSmallIntegerField(default=1)
     enabled = models.BooleanField(default=True)
     # Bumped on each change: a changed rule counts in fresh windows.
     revision = models.PositiveIntegerField(default=1)
@@ -44,14 +47,16 @@ class GroupRule(models.Model):
         return {"name": self.name, "description": self.description, "selector": self.selector,
                 "match": self.match, "measure": self.measure, "limit": self.limit,
                 "per": self.per, "per_record": self.per_record, "effect": self.effect,
-                "enabled": self.enabled, "revision": self.revision}
+                "required_approvals": self.required_approvals, "enabled": self.enabled,
+                "revision": self.revision}
 
     def to_spec(self) -> GroupRuleSpec:
         """The pure form the counting works with."""
         return GroupRuleSpec(id=self.pk, name=self.name, selector=self.selector,
                              match=self.match, measure=self.measure, limit=self.limit,
                              per=self.per, per_record=self.per_record, effect=self.effect,
-                             revision=self.revision)
+                             revision=self.revision,
+                             required_approvals=self.required_approvals)
 
 
 class GroupBreach(models.Model):

@@ -46,6 +46,7 @@ class GroupRuleSpec:
     per_record: bool = False
     effect: str = "escalate"
     revision: int = 1
+    required_approvals: int = 1
 
     @property
     def seconds(self) -> int:
@@ -112,6 +113,13 @@ def validate(data: dict[str, Any]) -> list[dict[str, str]]:
             bad("/per", "expected a window between 1m and 1d")
     if data.get("effect", "escalate") not in EFFECTS:
         bad("/effect", f"expected one of {', '.join(EFFECTS)}")
+    approvals = data.get("required_approvals", 1)
+    if isinstance(approvals, bool) or not isinstance(approvals, int) or not 1 <= approvals <= 5:
+        bad("/required_approvals", "expected 1 (count only) or 2 to 5 approvers")
+    elif approvals > 1 and (measure not in ("events", "amount") or not match.get("action")
+                            or data.get("per_record")):
+        bad("/required_approvals", "sign-offs hold decisions on an action: match an action "
+                                   "and count events or amount, not per record")
     if data.get("per_record") and match.get("kind") not in (None, "data_access"):
         bad("/per_record", "per-record windows count data_access events")
     return errors
@@ -251,3 +259,26 @@ def replay(rule: GroupRuleSpec, events: list[tuple[AgentFacts, Any]]) -> list[Br
         open_breach[key] = breach
         breaches.append(breach)
     return breaches
+
+
+def holds(rule: GroupRuleSpec, agent: AgentFacts, request: dict[str, Any],
+          total: float) -> bool:
+    """Whether a decision request (an action, maybe an amount) would take the rule's window,
+    holding `total` now, over its limit, so it waits for the rule's sign-offs."""
+    if rule.required_approvals < 2 or not selects(rule, agent):
+        return False
+    probe = _Probe(request.get("action") or "", request.get("amount"))
+    value = weight(rule, probe)
+    return value is not None and total + value > rule.limit
+
+
+@dataclass(frozen=True)
+class _Probe:
+    """A decision request seen as the action event it would become."""
+
+    action: str
+    amount: float | None
+    kind: str = "action"
+    tool: str = ""
+    resource: str = ""
+    record: str = ""

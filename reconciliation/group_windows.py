@@ -111,3 +111,13 @@ def count_with_groups(agent_checks: list, group: list[tuple[GroupCheck, datetime
     group_replies = replies[-len(group):]
     agent_counts = replies[:-len(group)][-len(agent_checks):] if agent_checks else []
     return agent_counts, totals(group_replies)
+
+
+def peek_total(key: str, seconds: int, measure: str, now: datetime) -> float:
+    """A group window's total now, without adding anything (for a decision not yet taken)."""
+    lower = now.timestamp() - seconds
+    connection = windows.connection()
+    if measure == "events":
+        return float(connection.zcount(key, lower, "+inf"))
+    members = connection.zrangebyscore(key, lower, "+inf")
+    return sum(float(m.decode().rsplit("|", 1)[1]) for m in members)

@@ -444,6 +444,9 @@ class Decision(models.Model):
     comment = models.TextField(blank=True, default="")
     used_at = models.DateTimeField(null=True, blank=True)
     used_by_event = models.CharField(max_length=128, blank=True, default="")
+    # A group rule may ask for more than one sign-off: the approvers who allowed it so far.
+    required_approvals = models.PositiveSmallIntegerField(default=1)
+    approvals = models.JSONField(default=list, blank=True)
 
     class Meta:
         indexes = [models.Index(fields=["status", "expires_at"], name="decision_pending")]
@@ -458,7 +461,9 @@ class Decision(models.Model):
                 "expires_at": self.expires_at.isoformat() if self.expires_at else None,
                 "decided_by": self.decided_by.username if self.decided_by_id else None,
                 "decided_at": self.decided_at.isoformat() if self.decided_at else None,
-                "comment": self.comment}
+                "comment": self.comment,
+                **({"required_approvals": self.required_approvals,
+                    "approvals": self.approvals} if self.required_approvals > 1 else {})}
 
 
 class AlertEvent(models.Model):

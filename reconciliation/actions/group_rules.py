@@ -25,7 +25,9 @@ from reconciliation.group_rules import (
     GroupRuleSpec,
     checks,
     describe,
+    holds,
     validate,
+    window_key,
 )
 from reconciliation.models import BehaviourEvent, Finding, GroupBreach, GroupRule
 from registry.choices import Role
@@ -35,7 +37,7 @@ from registry.roles import has_role
 log = logging.getLogger(__name__)
 
 EDITABLE = ("description", "selector", "match", "measure", "limit", "per", "per_record",
-            "effect", "enabled")
+            "effect", "required_approvals", "enabled")
 COUNTED = ("selector", "match", "measure", "limit", "per", "per_record")
 REFILL_MAX_EVENTS = 50_000
 BREACH_KIND = "group_limit_exceeded"
@@ -71,12 +73,12 @@ def _validate(fields: dict[str, Any]) -> None:
 def create_group_rule(*, actor: Any, name: str, measure: str, limit: float, per: str,
                       selector: dict | None = None, match: dict | None = None,
                       per_record: bool = False, effect: str = "escalate", description: str = "",
-                      enabled: bool = True) -> GroupRule:
+                      required_approvals: int = 1, enabled: bool = True) -> GroupRule:
     """Save a new group rule; it counts events from now on (and those stored in its window)."""
     _check_role(actor)
     fields = {"description": description, "selector": selector or {}, "match": match or {},
               "measure": measure, "limit": limit, "per": per, "per_record": per_record,
-              "effect": effect, "enabled": enabled}
+              "effect": effect, "required_approvals": required_approvals, "enabled": enabled}
     _validate(fields)
     try:
         with transaction.atomic():
@@ -296,3 +298,33 @@ def _finding(rule: GroupRule, breach: GroupBreach, agent: Agent, reason: str,
                  reason=reason)
     alert("drift.detected", agent, finding, message=reason)
     return finding
+
+
+# --- decisions: sign-offs a group rule asks for ------------------------------------------------
+
+
+def decision_hold(agent: Agent, request: dict[str, Any], now: datetime
+                  ) -> tuple[str, int] | None:
+    """(why, approvers needed) when a group rule holds this decision request for sign-offs:
+    the action would take the group's window over the limit. Raises RedisError."""
+    rules = [r for r in active_rules() if r.required_approvals > 1]
+    if not rules:
+        return None
+    ensure_group_windows(rules, now)
+    facts = facts_of([agent], rules)[agent.pk]
+    held = []
+    for rule in rules:
+        key = window_key(rule, "all")
+        total = group_windows.peek_total(key, rule.seconds, rule.measure, now)
+        if holds(rule, facts, request, total):
+            held.append((rule, total))
+    if not held:
+        return None
+    rule, total = max(held, key=lambda pair: pair[0].required_approvals)
+    return (f"group rule {rule.name}: {_money(total)} already in the last {rule.per} across "
+            f"the group; this would go above {_money(rule.limit)}: "
+            f"{rule.required_approvals} approvers must sign off", rule.required_approvals)
+
+
+def _money(value: float) -> str:
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
