@@ -173,3 +173,31 @@ def test_what_if_pages_through_the_week_and_says_when_it_stopped(people, api_as,
                                       {**READS, "limit": 25}, format="json").json()
     assert (result["events"], result["capped"]) == (50, False)  # none read twice
     assert result["examples"][0]["events_over"] == 25
+
+
+@pytest.mark.django_db
+def test_the_rule_pages_show_breaches_to_reviewers_and_the_what_if_to_compliance(people,
+                                                                                 client):
+    from reconciliation.actions.group_rules import create_group_rule
+    from reconciliation.models import GroupBreach
+    from tests.conftest import PASSWORD
+
+    rule = create_group_rule(actor=people.dana, name="one-customer", measure="events",
+                             limit=50, per="1h", per_record=True,
+                             match={"kind": "data_access", "resource": "customers_db"})
+    GroupBreach.objects.create(rule=rule, group_key="record:customers_db:c-42", window="w",
+                               total=51, agents=["secret-agent", "pay-a"])
+    assert client.get("/group-rules/").status_code == 302  # signed-in people only
+    client.login(username="alice", password=PASSWORD)
+    listing = client.get("/group-rules/").content.decode()
+    assert "one-customer" in listing and "Breaches" not in listing
+    page = client.get("/group-rules/one-customer/").content.decode()
+    assert "secret-agent" not in page and "What-if" not in page  # an owner: the rule only
+    client.login(username="dana", password=PASSWORD)
+    page = client.get("/group-rules/one-customer/").content.decode()
+    assert "secret-agent, pay-a" in page
+    assert "What-if: the last 7 days of the fleet" in page and "<strong>0</strong> breaches" in page
+    client.login(username="bob", password=PASSWORD)
+    page = client.get("/group-rules/one-customer/").content.decode()
+    assert "secret-agent" in page and "What-if" not in page
+    assert client.get("/group-rules/nothing/").status_code == 404
