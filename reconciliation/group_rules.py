@@ -19,6 +19,8 @@ SELECTOR_KEYS = ("labels", "owner", "team", "framework")
 MATCH_KEYS = ("kind", "action", "resource", "tool")
 TEAM_LABEL = "team"
 MAX_LIMIT = 1e15
+WARN_SHARE = 0.8  # a group budget (tokens or cost) warns at 80% of its limit
+BUDGET_MEASURES = ("tokens", "cost")
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,12 @@ class GroupCheck:
     measure: str
     value: float
     member: str  # "<agent id>|<event id>|<value>": who, which event, how much
+    warn_at: float | None = None  # budgets (tokens, cost): a warning from here to the limit
+
+    @property
+    def reported_above(self) -> float:
+        """The total above which the window names its agents (the warning level if any)."""
+        return self.limit if self.warn_at is None else self.warn_at
 
 
 def validate(data: dict[str, Any]) -> list[dict[str, str]]:
@@ -177,8 +185,10 @@ def checks(rules: list[GroupRuleSpec], agent: AgentFacts, event: Any) -> list[Gr
         if value is None or value < 0:
             continue
         key = group_key(rule, event)
-        found.append(GroupCheck(rule.id, window_key(rule, key), key, rule.seconds, rule.limit,
-                                rule.measure, value, f"{agent.id}|{event.id}|{value!r}"))
+        found.append(GroupCheck(
+            rule.id, window_key(rule, key), key, rule.seconds, rule.limit, rule.measure, value,
+            f"{agent.id}|{event.id}|{value!r}",
+            rule.limit * WARN_SHARE if rule.measure in BUDGET_MEASURES else None))
     return found
 
 

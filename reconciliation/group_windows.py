@@ -17,7 +17,8 @@ FILLED_KEY = "gw:filled:{rule_id}:{revision}"
 # KEYS[1] the window; ARGV: member, score, now, seconds, limit, measure.
 # The window is the last `seconds` up to now, whatever order events arrive in: once every
 # event is in, the last one counted sees the whole window (a late event's own time does not
-# hide members sent before it). Returns {total} under the limit, {total, agent id, ...} over.
+# hide members sent before it). Returns {total} at most ARGV[5] (the limit, or a budget's
+# warning level), {total, agent id, ...} above it.
 COUNT = """
 local key, seconds = KEYS[1], tonumber(ARGV[4])
 local lower = tonumber(ARGV[3]) - seconds
@@ -54,7 +55,8 @@ def add_counts(pipe: Pipeline, checks: list[tuple[GroupCheck, datetime]], now: d
     script = _script()
     for check, moment in checks:
         script(keys=[check.key], args=[check.member, moment.timestamp(), now.timestamp(),
-                                       check.seconds, check.limit, check.measure], client=pipe)
+                                       check.seconds, check.reported_above, check.measure],
+               client=pipe)
 
 
 def totals(replies: list) -> list[tuple[float, list[int]]]:

@@ -41,6 +41,7 @@ EDITABLE = ("description", "selector", "match", "measure", "limit", "per", "per_
 COUNTED = ("selector", "match", "measure", "limit", "per", "per_record")
 REFILL_MAX_EVENTS = 50_000
 BREACH_KIND = "group_limit_exceeded"
+WARNING_KIND = "group_budget_warning"
 # What a group rule reads of a stored event: its columns, then the same as Event's fields.
 EVENT_COLUMNS = ("agent_id", "event_id", "ts", "kind", "tool", "resource", "record", "action",
                  "amount", "input_tokens", "output_tokens", "cost")
@@ -189,12 +190,14 @@ def over_limit(found: list[tuple[Agent, Any, GroupCheck]],
     involved, the first event over the limit."""
     by_window: dict[str, dict[str, Any]] = {}
     for (agent, event, check), (total, agent_ids) in zip(found, replies, strict=True):
-        if total <= check.limit:
+        if total <= check.reported_above:
             continue
-        hit = by_window.setdefault(check.key, {
-            "rule_id": check.rule_id, "key": check.key, "group_key": check.group_key,
+        warning = total <= check.limit  # a group budget at 80% or more, not over it
+        name = f"{'warning:' if warning else ''}{check.key}"
+        hit = by_window.setdefault(name, {
+            "rule_id": check.rule_id, "key": name, "group_key": check.group_key,
             "seconds": check.seconds, "total": total, "agents": [], "event_id": event.id,
-            "trigger_agent": agent.pk})
+            "trigger_agent": agent.pk, "warning": warning})
         hit["total"] = max(hit["total"], total)
         hit["agents"] = sorted(set(hit["agents"]) | set(agent_ids))
     return list(by_window.values())
@@ -230,6 +233,9 @@ def record_group_breach(hit: dict[str, Any]) -> GroupBreach | None:
         if rule is None or not rule.enabled:
             return None
         spec = rule.to_spec()
+        warning = bool(hit.get("warning"))
+        if warning:  # its own row, so the breach over the limit later is still one escalation
+            hit = {**hit, "group_key": f"warning|{hit['group_key']}"}
         agents = {a.pk: a for a in Agent.objects.filter(pk__in=hit["agents"])}
         names = sorted(a.name for a in agents.values())
         breach = (GroupBreach.objects.filter(rule=rule, group_key=hit["group_key"],
@@ -249,20 +255,24 @@ def record_group_breach(hit: dict[str, Any]) -> GroupBreach | None:
                          after={"group": hit["group_key"], "total": hit["total"],
                                 "limit": rule.limit, "agents": names,
                                 "event": hit["event_id"]},
-                         reason=describe(spec, hit["group_key"], hit["total"]))
+                         reason=describe(spec, hit["group_key"].removeprefix("warning|"),
+                                         hit["total"]))
         else:
             breach.total = max(breach.total, hit["total"])
             breach.agents = sorted(set(breach.agents) | set(names))
             breach.last_seen = now
             breach.save(update_fields=["total", "agents", "last_seen"])
-        reason = describe(spec, hit["group_key"], breach.total)
+        reason = describe(spec, hit["group_key"].removeprefix("warning|"), breach.total)
+        if warning:
+            reason = f"{reason.replace(', above ', ', 80% or more of ')} (a warning)"
         opened = []
         trigger = agents.get(hit["trigger_agent"]) or next(iter(agents.values()), None)
         for agent in sorted(agents.values(), key=lambda a: a.pk != getattr(trigger, "pk", 0)):
-            finding = _finding(rule, breach, agent, reason, now)
+            finding = _finding(rule, breach, agent, reason, now,
+                               WARNING_KIND if warning else BREACH_KIND)
             if finding is not None:
                 opened.append((agent, finding))
-        if created and rule.effect == "escalate" and opened:
+        if created and rule.effect == "escalate" and opened and not warning:
             agent, finding = opened[0]
             breach.escalation = open_escalation(
                 agent, finding, reason=f"{reason} (agents involved: {', '.join(names)})")
@@ -270,8 +280,8 @@ def record_group_breach(hit: dict[str, Any]) -> GroupBreach | None:
             opened = opened[1:]
         for _agent, finding in opened:
             note = (f"{reason}; escalated once as escalation #{breach.escalation_id}"
-                    if breach.escalation_id else f"{reason}; recorded (group rule effect "
-                                                 f"{rule.effect})")
+                    if breach.escalation_id else f"{reason}; recorded" if warning
+                    else f"{reason}; recorded (group rule effect {rule.effect})")
             Finding.objects.filter(pk=finding.pk).update(status=FindingStatus.LOGGED,
                                                          reason=note)
         for agent in agents.values():
@@ -280,7 +290,7 @@ def record_group_breach(hit: dict[str, Any]) -> GroupBreach | None:
 
 
 def _finding(rule: GroupRule, breach: GroupBreach, agent: Agent, reason: str,
-             now: datetime) -> Finding | None:
+             now: datetime, kind: str = "group_limit_exceeded") -> Finding | None:
     """The agent's finding of the breach, created (audited, alerted) once; None when it had
     one already (its count is brought up to date)."""
     fingerprint = _fingerprint(rule, breach)
@@ -288,7 +298,7 @@ def _finding(rule: GroupRule, breach: GroupBreach, agent: Agent, reason: str,
             last_seen=now, actual=breach.total):
         return None
     finding = Finding.objects.create(
-        agent=agent, fingerprint=fingerprint, kind=BREACH_KIND,
+        agent=agent, fingerprint=fingerprint, kind=kind,
         pointer=f"/group-rules/{rule.name}", expected=rule.limit, actual=breach.total,
         severity="high", area="behaviour", generation=agent.generation, behaviour=True,
         reason=reason, first_seen=now, detected_at=now, last_seen=now, observed_at=now)

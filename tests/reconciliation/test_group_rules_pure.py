@@ -116,3 +116,33 @@ def test_validation_names_each_bad_field_by_its_pointer():
         == ["/per"]
     assert validate({"measure": "events", "limit": True, "per": "1h", "per_record": True,
                      "match": {"kind": "action"}})[0]["pointer"] == "/limit"
+
+
+def test_a_group_budget_names_its_agents_from_80_percent_and_a_count_rule_at_its_limit():
+    tokens = GroupRuleSpec(4, "team-tokens", {"team": "payments"}, {"kind": "model_call"},
+                           "tokens", 10000, "1h")
+    event = Event(id="m1", agent="", ts=T0, kind="model_call", input_tokens=1200,
+                  output_tokens=300)
+    (check,) = checks([tokens], PAY1, event)
+    assert (check.value, check.limit, check.reported_above) == (1500.0, 10000, 8000)
+    (count,) = checks([READS], PAY1, read("e1", "c-1", 0))
+    assert (count.warn_at, count.reported_above) == (None, 50)
+
+
+def test_over_limit_turns_window_totals_into_one_hit_per_window():
+    from reconciliation.actions.group_rules import over_limit
+
+    tokens = GroupRuleSpec(4, "team-tokens", {}, {}, "tokens", 100, "1h")
+
+    class Agent:
+        def __init__(self, pk):
+            self.pk = pk
+
+    def use(event_id, n):
+        return Event(id=event_id, agent="", ts=T0, kind="model_call", input_tokens=n)
+
+    found = [(Agent(1), e, checks([tokens], PAY1, e)[0])
+             for e in (use("a", 70), use("b", 15), use("c", 10), use("d", 30))]
+    hits = over_limit(found, [(70, []), (85, [1]), (95, [1, 2]), (125, [1, 2])])
+    assert [(h["warning"], h["total"], h["agents"], h["event_id"]) for h in hits] == [
+        (True, 95, [1, 2], "b"), (False, 125, [1, 2], "d")]

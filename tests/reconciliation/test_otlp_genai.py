@@ -121,13 +121,19 @@ def test_a_token_limit_per_hour_across_agents_works_like_a_call_limit(
         chat(tracer, 2000, 500)  # 2,500 tokens each: 10,000 is the limit, not above it
     assert provider.force_flush()
     assert BehaviourEvent.objects.filter(kind="model_call").count() == 4
-    assert not GroupBreach.objects.exists()
+    # 80% of the group's budget: a warning on the agent, nothing enforced.
+    warning = eventually(lambda: Finding.objects.filter(kind="group_budget_warning").first(),
+                         timeout=120, message=worker.output())
+    assert warning.agent == refund_agent
+    assert not GroupBreach.objects.filter(group_key="all").exists()
     chat(tracer, 1, 0)
     assert provider.force_flush()
     provider.shutdown()
-    breach = eventually(lambda: GroupBreach.objects.first(), timeout=120,
-                        message=worker.output())
+    breach = eventually(lambda: GroupBreach.objects.filter(group_key="all").first(),
+                        timeout=120, message=worker.output())
     assert breach.total == 10001
     finding = eventually(lambda: Finding.objects.filter(kind="group_limit_exceeded").first())
     assert finding.agent == refund_agent
     eventually(lambda: Escalation.objects.filter(finding=finding).exists())
+    assert Escalation.objects.count() == 1  # the warning escalated nothing
+    assert Finding.objects.filter(kind="group_budget_warning").count() == 1
