@@ -77,6 +77,9 @@ def create_group_rule(*, actor: Any, name: str, measure: str, limit: float, per:
                       required_approvals: int = 1, enabled: bool = True) -> GroupRule:
     """Save a new group rule; it counts events from now on (and those stored in its window)."""
     _check_role(actor)
+    if name == "what-if":  # the path of the what-if for an unsaved rule
+        raise Invalid("A group rule cannot be named what-if.",
+                      details=[{"pointer": "/name", "message": "reserved"}])
     fields = {"description": description, "selector": selector or {}, "match": match or {},
               "measure": measure, "limit": limit, "per": per, "per_record": per_record,
               "effect": effect, "required_approvals": required_approvals, "enabled": enabled}
