@@ -180,7 +180,6 @@ def test_the_rule_pages_show_breaches_to_reviewers_and_the_what_if_to_compliance
                                                                                  client):
     from reconciliation.actions.group_rules import create_group_rule
     from reconciliation.models import GroupBreach
-    from tests.conftest import PASSWORD
 
     rule = create_group_rule(actor=people.dana, name="one-customer", measure="events",
                              limit=50, per="1h", per_record=True,
@@ -188,16 +187,16 @@ def test_the_rule_pages_show_breaches_to_reviewers_and_the_what_if_to_compliance
     GroupBreach.objects.create(rule=rule, group_key="record:customers_db:c-42", window="w",
                                total=51, agents=["secret-agent", "pay-a"])
     assert client.get("/group-rules/").status_code == 302  # signed-in people only
-    client.login(username="alice", password=PASSWORD)
+    client.force_login(people.alice)
     listing = client.get("/group-rules/").content.decode()
     assert "one-customer" in listing and "Breaches" not in listing
     page = client.get("/group-rules/one-customer/").content.decode()
     assert "secret-agent" not in page and "What-if" not in page  # an owner: the rule only
-    client.login(username="dana", password=PASSWORD)
+    client.force_login(people.dana)
     page = client.get("/group-rules/one-customer/").content.decode()
     assert "secret-agent, pay-a" in page
     assert "What-if: the last 7 days of the fleet" in page and "<strong>0</strong> breaches" in page
-    client.login(username="bob", password=PASSWORD)
+    client.force_login(people.bob)
     page = client.get("/group-rules/one-customer/").content.decode()
     assert "secret-agent" in page and "What-if" not in page
     assert client.get("/group-rules/nothing/").status_code == 404

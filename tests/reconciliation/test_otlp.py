@@ -63,7 +63,7 @@ def test_otlp_json_maps_by_the_genai_conventions():
     assert spans_to_events(payload) == [{
         "id": f"otel-{'ab' * 16}-{'cd' * 8}", "agent": "crm-enricher",
         "ts": "2026-01-01T00:00:00+00:00", "kind": "tool_call", "trace_id": "ab" * 16,
-        "span_id": "cd" * 8, "tool": "crm.search"}]
+        "span_id": "cd" * 8, "operation": "execute_tool", "tool": "crm.search"}]
 
 
 @pytest.mark.django_db
