@@ -14,36 +14,50 @@ from reconciliation.group_rules import GroupCheck
 
 FILLED_KEY = "gw:filled:{rule_id}:{revision}"
 
-# KEYS[1] the window; ARGV: member, score, now, seconds, limit, measure.
+# KEYS: the window (a sorted set), its running total, its agents (a hash of member counts);
+# ARGV: member ('' to only trim and read), score, now, seconds, report above, measure.
 # The window is the last `seconds` up to now, whatever order events arrive in: once every
 # event is in, the last one counted sees the whole window (a late event's own time does not
-# hide members sent before it). Returns {total} at most ARGV[5] (the limit, or a budget's
-# warning level), {total, agent id, ...} above it.
+# hide members sent before it). The total and the agents are kept as members come and go, so
+# an event costs O(log n) plus what it trims, never a scan of the window. Returns {total} at
+# most ARGV[5] (the limit, or a budget's warning level), {total, agent id, ...} above it.
 COUNT = """
-local key, seconds = KEYS[1], tonumber(ARGV[4])
+local key, sum_key, agents_key = KEYS[1], KEYS[2], KEYS[3]
+local seconds = tonumber(ARGV[4])
 local lower = tonumber(ARGV[3]) - seconds
-redis.call('ZADD', key, tonumber(ARGV[2]), ARGV[1])
-redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. lower)
-redis.call('EXPIRE', key, seconds + 60)
-local members
-local total = 0
-if ARGV[6] == 'events' then
-  total = redis.call('ZCOUNT', key, lower, '+inf')
-else
-  members = redis.call('ZRANGEBYSCORE', key, lower, '+inf')
-  for _, m in ipairs(members) do
-    total = total + (tonumber(string.match(m, '|([^|]*)$')) or 0)
+local function value(m) return tonumber(string.match(m, '|([^|]*)$')) or 0 end
+local function agent(m) return string.match(m, '^([^|]*)|') end
+if ARGV[1] ~= '' and redis.call('ZADD', key, tonumber(ARGV[2]), ARGV[1]) == 1 then
+  redis.call('INCRBYFLOAT', sum_key, value(ARGV[1]))
+  redis.call('HINCRBY', agents_key, agent(ARGV[1]), 1)
+end
+local old = redis.call('ZRANGEBYSCORE', key, '-inf', '(' .. lower)
+if #old > 0 then
+  local minus = 0
+  for _, m in ipairs(old) do
+    minus = minus + value(m)
+    if redis.call('HINCRBY', agents_key, agent(m), -1) <= 0 then
+      redis.call('HDEL', agents_key, agent(m))
+    end
   end
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. lower)
+  redis.call('INCRBYFLOAT', sum_key, -minus)
 end
-if total <= tonumber(ARGV[5]) then return {tostring(total)} end
-members = members or redis.call('ZRANGEBYSCORE', key, lower, '+inf')
-local seen, out = {}, {tostring(total)}
-for _, m in ipairs(members) do
-  local agent = string.match(m, '^([^|]*)|')
-  if agent and not seen[agent] then seen[agent] = true; table.insert(out, agent) end
+for _, k in ipairs(KEYS) do redis.call('EXPIRE', k, seconds + 60) end
+local total = redis.call('GET', sum_key) or '0'
+if redis.call('ZCARD', key) == 0 then
+  total = '0'
+  redis.call('DEL', sum_key, agents_key)
 end
+if tonumber(total) <= tonumber(ARGV[5]) then return {total} end
+local out = {total}
+for _, a in ipairs(redis.call('HKEYS', agents_key)) do table.insert(out, a) end
 return out
 """
+
+
+def _keys(key: str) -> list[str]:
+    return [key, f"{key}:sum", f"{key}:agents"]
 
 
 def _script():  # noqa: ANN202 - redis-py's Script
@@ -54,9 +68,9 @@ def add_counts(pipe: Pipeline, checks: list[tuple[GroupCheck, datetime]], now: d
     """Queue each (check, event time) on the pipeline; read the replies with `totals`."""
     script = _script()
     for check, moment in checks:
-        script(keys=[check.key], args=[check.member, moment.timestamp(), now.timestamp(),
-                                       check.seconds, check.reported_above, check.measure],
-               client=pipe)
+        script(keys=_keys(check.key), args=[check.member, moment.timestamp(),
+                                            now.timestamp(), check.seconds,
+                                            check.reported_above, check.measure], client=pipe)
 
 
 def totals(replies: list) -> list[tuple[float, list[int]]]:
@@ -64,20 +78,18 @@ def totals(replies: list) -> list[tuple[float, list[int]]]:
     out = []
     for reply in replies:
         values = [v.decode() if isinstance(v, bytes) else str(v) for v in reply]
-        out.append((float(values[0]), [int(a) for a in values[1:]]))
+        out.append((round(float(values[0]), 6), [int(a) for a in values[1:]]))
     return out
 
 
 def fill(checks: Iterable[tuple[GroupCheck, datetime]], now: datetime) -> None:
-    """Put stored events into their group windows without judging them."""
+    """Put stored events into their group windows without judging them (the same script,
+    so the running totals stay right; an event already there is not counted twice)."""
     pipe = windows.connection().pipeline(transaction=False)
-    seen: dict[str, int] = {}
+    script = _script()
     for check, moment in checks:
-        pipe.zadd(check.key, {check.member: moment.timestamp()})
-        seen[check.key] = check.seconds
-    for key, seconds in seen.items():
-        pipe.zremrangebyscore(key, "-inf", now.timestamp() - seconds)
-        pipe.expire(key, seconds + 60)
+        script(keys=_keys(check.key), args=[check.member, moment.timestamp(), now.timestamp(),
+                                            check.seconds, "1e300", check.measure], client=pipe)
     pipe.execute()
 
 
@@ -117,9 +129,6 @@ def count_with_groups(agent_checks: list, group: list[tuple[GroupCheck, datetime
 
 def peek_total(key: str, seconds: int, measure: str, now: datetime) -> float:
     """A group window's total now, without adding anything (for a decision not yet taken)."""
-    lower = now.timestamp() - seconds
-    connection = windows.connection()
-    if measure == "events":
-        return float(connection.zcount(key, lower, "+inf"))
-    members = connection.zrangebyscore(key, lower, "+inf")
-    return sum(float(m.decode().rsplit("|", 1)[1]) for m in members)
+    (reply,) = totals([_script()(keys=_keys(key), args=["", 0, now.timestamp(), seconds, "1e300",
+                                                        measure])])
+    return reply[0]
