@@ -49,6 +49,7 @@ bench: install
 	$(PY) bench/resync.py
 	$(PY) bench/drift_latency.py
 	$(PY) bench/ingest.py
+	$(PY) bench/ingest.py 20000 --group-rules
 	$(PY) bench/pages.py
 	$(PY) bench/soak.py
 

@@ -50,6 +50,11 @@ class AuditAction(models.TextChoices):
     TOXIC_RULE_DELETED = "toxic_rule.deleted"
     AGENT_SILENT = "agent.silent"
     AGENT_HEARD_AGAIN = "agent.heard_again"
+    GROUP_RULE_CREATED = "group_rule.created"
+    GROUP_RULE_UPDATED = "group_rule.updated"
+    GROUP_RULE_DELETED = "group_rule.deleted"
+    GROUP_RULE_BREACHED = "group_rule.breached"
+    DECISION_SIGNED = "decision.signed"  # one of several sign-offs a group rule asks for
     OBSERVATION_RECORDED = "observation.recorded"
     RECONCILE_RUN = "reconcile.run"
     FINDING_OPENED = "finding.opened"

@@ -90,6 +90,7 @@ DEMO_SIMULATOR_SECONDS = env_int("DEMO_SIMULATOR_SECONDS", 0, minimum=0)
 DECISION_TIMEOUT_SECONDS = env_int("DECISION_TIMEOUT_SECONDS", 300, minimum=5)
 # A proposal's backtest replays at most this many of the agent's latest events (and says so).
 BACKTEST_MAX_EVENTS = env_int("BACKTEST_MAX_EVENTS", 10000, minimum=1)
+WHATIF_MAX_EVENTS = env_int("WHATIF_MAX_EVENTS", 200000, minimum=1)
 # Worst-case work units of one guardrail evaluation (see registry/guardrail_cost.py).
 GUARDRAIL_COST_BUDGET = env_int("GUARDRAIL_COST_BUDGET", 1_000_000, minimum=100)
 # Where outbound requests may go: `host[:port]` entries (host a `*.corp.example` glob, an IP or

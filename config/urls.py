@@ -6,7 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from audit.urls import api_urlpatterns as audit_api
 from audit.urls import page_urlpatterns as audit_pages
 from config import observability
-from reconciliation import escalation_pages, fleet_views
+from reconciliation import escalation_pages, fleet_views, group_rule_pages
 from reconciliation import views as reconciliation_views
 from reconciliation.urls import api_urlpatterns as reconciliation_api
 from reconciliation.urls import otlp_urlpatterns
@@ -23,6 +23,8 @@ urlpatterns = [
     path("escalations/<int:pk>/resolve", escalation_pages.escalation_resolve,
          name="escalations-resolve"),
     path("findings/", reconciliation_views.findings, name="findings"),
+    path("group-rules/", group_rule_pages.group_rule_list, name="group-rules"),
+    path("group-rules/<slug:name>/", group_rule_pages.group_rule_detail, name="group-rule"),
     path("lab/", reconciliation_views.lab, name="lab"),
     path("fleet/", fleet_views.fleet_page, name="fleet"),
     path("vendor/plotly.min.js", reconciliation_views.plotly_js, name="plotly-js"),

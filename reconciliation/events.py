@@ -13,7 +13,7 @@ from typing import Any
 
 from django.utils.text import slugify
 
-KINDS = ("tool_call", "data_access", "action")
+KINDS = ("tool_call", "data_access", "action", "model_call", "agent_invocation")
 MAX_EVENTS = 5000
 MAX_PAST = timedelta(days=30)
 MAX_FUTURE = timedelta(minutes=5)
@@ -21,8 +21,13 @@ NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 MAX_RAW_NAME = 256  # longest display name kept for an agent ("Math Tutor")
 SEPARATORS = re.compile(r"[\s_./:@]+")
 TEXT_FIELDS = {"tool": 128, "resource": 256, "record": 256, "action": 128, "approved_by": 150,
-               "decision_id": 64, "trace_id": 64, "span_id": 32}
-FIELDS = {"id", "agent", "ts", "kind", "amount", *TEXT_FIELDS}
+               "decision_id": 64, "trace_id": 64, "span_id": 32, "model": 128, "operation": 32,
+               "error": 128}
+COUNT_FIELDS = ("input_tokens", "output_tokens")
+MAX_ATTRIBUTES = 64
+MAX_ATTRIBUTE_TEXT = 512
+FIELDS = {"id", "agent", "ts", "kind", "amount", "cost", "attributes", *COUNT_FIELDS,
+          *TEXT_FIELDS}
 
 
 class BatchError(ValueError):
@@ -47,6 +52,15 @@ class Event:
     trace_id: str = ""
     span_id: str = ""
     label: str = ""  # the agent's name as sent, when it was not already a slug
+    # GenAI usage (OpenTelemetry gen_ai.*): the model, tokens, cost, the operation, an error,
+    # and the attributes nothing here maps (kept as sent).
+    model: str = ""
+    operation: str = ""
+    error: str = ""
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost: float | None = None
+    attributes: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -142,6 +156,9 @@ def validate_event(raw: Any, now: datetime) -> Event | str:
     if amount is not None and (isinstance(amount, bool) or not isinstance(amount, int | float)
                                or not math.isfinite(amount) or not 0 <= amount <= 1e12):
         return "amount must be a number between 0 and 1e12"
+    usage = _usage(raw)
+    if isinstance(usage, str):
+        return usage
     if raw["kind"] == "action" and not texts.get("action"):
         return "an action event needs its action"
     if raw["kind"] == "data_access" and not texts.get("resource"):
@@ -150,7 +167,38 @@ def validate_event(raw: Any, now: datetime) -> Event | str:
         return "a tool_call event needs its tool"
     return Event(id=event_id, agent=slug, ts=moment, kind=raw["kind"],
                  amount=float(amount) if amount is not None else None,
-                 label=agent if agent != slug else "", **texts)
+                 label=agent if agent != slug else "", **usage, **texts)
+
+
+def _usage(raw: dict[str, Any]) -> dict[str, Any] | str:
+    """Tokens, cost and unmapped attributes of an event, or why they are rejected."""
+    usage: dict[str, Any] = {}
+    for field in COUNT_FIELDS:
+        value = raw.get(field)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 10**12:
+            return f"{field} must be an integer between 0 and 1e12"
+        usage[field] = value
+    cost = raw.get("cost")
+    if cost is not None:
+        if isinstance(cost, bool) or not isinstance(cost, int | float) or not (
+                math.isfinite(cost) and 0 <= cost <= 1e12):
+            return "cost must be a number between 0 and 1e12"
+        usage["cost"] = float(cost)
+    attributes = raw.get("attributes")
+    if attributes is not None:
+        if not isinstance(attributes, dict) or len(attributes) > MAX_ATTRIBUTES:
+            return f"attributes must be an object of at most {MAX_ATTRIBUTES} entries"
+        for key, value in attributes.items():
+            if len(key) > 128 or not (value is None or isinstance(value, bool | int)
+                                      or (isinstance(value, float) and math.isfinite(value))
+                                      or (isinstance(value, str)
+                                          and len(value) <= MAX_ATTRIBUTE_TEXT)):
+                return (f"attributes values must be numbers, booleans or strings of at most "
+                        f"{MAX_ATTRIBUTE_TEXT} characters (key at most 128)")
+        usage["attributes"] = attributes
+    return usage
 
 
 def _slugged(name: str) -> str:
@@ -255,12 +303,64 @@ def _span_id(span: dict[str, Any], key: str, pointer: str) -> str:
     return value
 
 
+# gen_ai.operation.name -> event kind (the GenAI semantic conventions' operations).
+OPERATION_KINDS = {"execute_tool": "tool_call", "chat": "model_call",
+                   "text_completion": "model_call", "generate_content": "model_call",
+                   "embeddings": "model_call", "invoke_agent": "agent_invocation",
+                   "create_agent": "agent_invocation", "invoke_workflow": "agent_invocation"}
+# Attributes mapped onto an event's own fields (the rest are kept in `attributes`).
+MAPPED = {"gen_ai.operation.name", "gen_ai.agent.name", "gen_ai.agent.id", "gen_ai.tool.name",
+          "gen_ai.response.model", "gen_ai.usage.input_tokens",
+          "gen_ai.usage.output_tokens", "gen_ai.usage.cost", "error.type",
+          *(f"governance.{f}" for f in ("resource", "record", "action", "amount",
+                                        "approved_by", "decision_id", "cost"))}
+ERROR_CODES = (2, "2", "STATUS_CODE_ERROR")
+
+
+def _span_error(span: dict[str, Any], attrs: dict[str, Any], pointer: str) -> str:
+    """error.type, else the span's error status (its message, or "error")."""
+    if attrs.get("error.type"):
+        return str(attrs["error.type"])[:128]
+    status = _object(span.get("status"), f"{pointer}/status")
+    if status.get("code") in ERROR_CODES:
+        return str(status.get("message") or "error")[:128]
+    return ""
+
+
+def _kept(attrs: dict[str, Any]) -> dict[str, Any]:
+    """The span's attributes nothing maps, within the event's bounds."""
+    kept = {}
+    for key, value in sorted(attrs.items()):
+        if key in MAPPED or len(kept) >= MAX_ATTRIBUTES or len(key) > 128:
+            continue
+        if isinstance(value, str):
+            value = value[:MAX_ATTRIBUTE_TEXT]
+        elif isinstance(value, float) and not math.isfinite(value):
+            continue
+        kept[key] = value
+    return kept
+
+
+def _whole(value: Any) -> int | None:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return None
+    return number if 0 <= number <= 10**12 else None
+
+
 def spans_to_events(payload: Any) -> list[dict[str, Any]]:
-    """OTLP trace data (JSON encoding) to raw events: GenAI spans whose operation is
-    `execute_tool` become tool calls; `governance.*` attributes add resource, record, action
-    and amount (a span with governance.action becomes an action event). Other spans are
-    ignored. The event id is the span's trace and span id, so a re-sent export is a repeat.
-    A body not shaped as an ExportTraceServiceRequest raises ShapeError naming where."""
+    """OTLP trace data (JSON encoding) to raw events by the GenAI semantic conventions:
+    `execute_tool` spans become tool calls (gen_ai.tool.name), model operations (`chat`,
+    `text_completion`, `generate_content`, `embeddings`) model calls with the request and
+    response model, `invoke_agent` (and `create_agent`, `invoke_workflow`) agent invocations;
+    each keeps its token usage (gen_ai.usage.input_tokens/output_tokens), cost where present
+    (gen_ai.usage.cost or governance.cost), its error (error.type or an error status) and
+    every attribute nothing maps. `governance.*` attributes add resource, record, action and
+    amount (a span with governance.action becomes an action event). Other spans are ignored.
+    The agent is gen_ai.agent.name, else gen_ai.agent.id, else service.name. The event id is
+    the span's trace and span id, so a re-sent export is a repeat. A body not shaped as an
+    ExportTraceServiceRequest raises ShapeError naming where."""
     events = []
     payload = _object(payload, "")
     for i, resource_spans in enumerate(_list(payload.get("resourceSpans"), "/resourceSpans")):
@@ -275,12 +375,13 @@ def spans_to_events(payload: Any) -> list[dict[str, Any]]:
             for k, span in enumerate(_list(scope_spans.get("spans"), f"{q}/spans")):
                 r = f"{q}/spans/{k}"
                 span = _object(span, r)
-                attrs = {**resource_attrs, **_attributes(span.get("attributes"),
-                                                         f"{r}/attributes")}
+                own = _attributes(span.get("attributes"), f"{r}/attributes")
+                attrs = {**resource_attrs, **own}
                 trace_id, span_id = _span_id(span, "traceId", r), _span_id(span, "spanId", r)
                 start = _start_time(span, r)
-                if attrs.get("gen_ai.operation.name") != "execute_tool" and (
-                        "governance.action" not in attrs):
+                operation = attrs.get("gen_ai.operation.name")
+                kind = OPERATION_KINDS.get(operation) if isinstance(operation, str) else None
+                if kind is None and "governance.action" not in attrs:
                     continue
                 agent = (attrs.get("gen_ai.agent.name") or attrs.get("gen_ai.agent.id")
                          or attrs.get("service.name"))
@@ -288,19 +389,35 @@ def spans_to_events(payload: Any) -> list[dict[str, Any]]:
                     "id": f"otel-{trace_id}-{span_id}",
                     "agent": agent,
                     "ts": start.isoformat(),
-                    "kind": "tool_call",
+                    "kind": kind or "tool_call",
                     "trace_id": trace_id,
                     "span_id": span_id,
                 }
+                if isinstance(operation, str) and operation:
+                    event["operation"] = operation[:32]
                 if attrs.get("gen_ai.tool.name"):
                     event["tool"] = attrs["gen_ai.tool.name"]
+                model = attrs.get("gen_ai.response.model") or attrs.get("gen_ai.request.model")
+                if model:
+                    event["model"] = str(model)[:128]
+                for field in ("input_tokens", "output_tokens"):
+                    if (tokens := _whole(attrs.get(f"gen_ai.usage.{field}"))) is not None:
+                        event[field] = tokens
+                cost = attrs.get("gen_ai.usage.cost", attrs.get("governance.cost"))
+                if cost is not None:
+                    event["cost"] = cost
+                if error := _span_error(span, attrs, r):
+                    event["error"] = error
                 for field in ("resource", "record", "action", "amount", "approved_by",
                               "decision_id"):
                     if f"governance.{field}" in attrs:
                         event[field] = attrs[f"governance.{field}"]
+                if kept := _kept(own):
+                    event["attributes"] = kept
                 if "action" in event:
                     event["kind"] = "action"
-                elif "resource" in event and "tool" not in event:
+                elif "resource" in event and "tool" not in event and kind in (None,
+                                                                              "tool_call"):
                     event["kind"] = "data_access"
                 events.append(event)
     return events

@@ -190,6 +190,21 @@ def record_violations_job(agent_id: int, violations: list[dict]) -> None:
         record_violations, agent_id, violations, retry=Retry(max=5, interval=[1, 2, 5, 15, 60]))
 
 
+def record_group_breach_job(hit: dict) -> None:
+    """Queue a group window over its limit for the ingest workers."""
+    from rq import Retry
+
+    django_rq.get_queue("ingest", commit_mode="auto").enqueue(
+        record_group_breach, hit, retry=Retry(max=5, interval=[1, 2, 5, 15, 60]))
+
+
+def record_group_breach(hit: dict) -> bool:
+    """Ingest worker: the breach, a finding per agent involved, one escalation."""
+    from reconciliation.actions.group_rules import record_group_breach as record
+
+    return record(hit) is not None
+
+
 def record_violations(agent_id: int, violations: list[dict]) -> int:
     """Ingest worker: findings and enforcement for broken rules."""
     from reconciliation.actions.behaviour import record_violations as record

@@ -377,6 +377,14 @@ class BehaviourEvent(models.Model):
     trace_id = models.CharField(max_length=64, blank=True, default="")
     span_id = models.CharField(max_length=32, blank=True, default="")
     source = models.CharField(max_length=8, default="api")  # api | otlp
+    # GenAI usage (OpenTelemetry gen_ai.* or sent as fields): what feeds token and cost rules.
+    model = models.CharField(max_length=128, blank=True, default="")
+    operation = models.CharField(max_length=32, blank=True, default="")
+    error = models.CharField(max_length=128, blank=True, default="")
+    input_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    output_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    cost = models.FloatField(null=True, blank=True)
+    attributes = models.JSONField(null=True, blank=True)  # what no field maps, as sent
     received_at = models.DateTimeField(default=timezone.now)
     # The outbox flag: stored False, set once the cross-call rules counted it in Redis (after
     # commit); whatever stays False (Redis down, a process died) is drained by recount_events.
@@ -448,6 +456,9 @@ class Decision(models.Model):
     comment = models.TextField(blank=True, default="")
     used_at = models.DateTimeField(null=True, blank=True)
     used_by_event = models.CharField(max_length=128, blank=True, default="")
+    # A group rule may ask for more than one sign-off: the approvers who allowed it so far.
+    required_approvals = models.PositiveSmallIntegerField(default=1)
+    approvals = models.JSONField(default=list, blank=True)
 
     class Meta:
         indexes = [models.Index(fields=["status", "expires_at"], name="decision_pending")]
@@ -462,7 +473,9 @@ class Decision(models.Model):
                 "expires_at": self.expires_at.isoformat() if self.expires_at else None,
                 "decided_by": self.decided_by.username if self.decided_by_id else None,
                 "decided_at": self.decided_at.isoformat() if self.decided_at else None,
-                "comment": self.comment}
+                "comment": self.comment,
+                **({"required_approvals": self.required_approvals,
+                    "approvals": self.approvals} if self.required_approvals > 1 else {})}
 
 
 class AlertEvent(models.Model):
@@ -518,3 +531,4 @@ class Silence(models.Model):
                 "expected_seconds": self.expected_seconds,
                 "last_heard_at": stamp(self.last_heard_at),
                 "started_at": stamp(self.started_at), "ended_at": stamp(self.ended_at)}
+from reconciliation.group_models import GroupBreach, GroupRule  # noqa: E402,F401

@@ -1,11 +1,12 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from reconciliation import api, behaviour_api, fleet_views
+from reconciliation import api, behaviour_api, fleet_views, group_rules_api
 
 router = SimpleRouter(trailing_slash=False)
 router.register("findings", api.FindingViewSet, basename="finding")
 router.register("escalations", api.EscalationViewSet, basename="escalation")
+router.register("group-rules", group_rules_api.GroupRuleViewSet, basename="group-rule")
 
 api_urlpatterns = [
     path("agents/<slug:name>/observed-state", api.ObservedStateView.as_view(),
@@ -28,6 +29,10 @@ api_urlpatterns = [
     path("unregistered/<slug:name>/assign", behaviour_api.AssignUnregisteredView.as_view(),
          name="unregistered-assign"),
     path("proposals/<int:pk>/backtest", behaviour_api.BacktestView.as_view(), name="backtest"),
+    path("group-rules/what-if", group_rules_api.GroupRuleWhatIfView.as_view(),
+         name="group-rules-what-if"),
+    path("group-rules/<slug:name>/what-if", group_rules_api.SavedGroupRuleWhatIfView.as_view(),
+         name="group-rule-what-if"),
     *router.urls,
 ]
 

@@ -44,6 +44,8 @@ LIMIT_KINDS = ("max_calls", "max_same_record")
 MCP_TRANSPORTS = ("stdio", "http")
 MAX_MCP_SERVERS = 50
 MAX_MCP_TOOLS = 200
+BUDGET_KINDS = ("tokens", "cost")  # GenAI usage an agent may spend per window
+MAX_BUDGET_SECONDS = 86400
 
 MAX_BYTES = 1_048_576
 MAX_DOCUMENTS = 100
@@ -521,6 +523,39 @@ def _limits(c: _Checker, raw: Any, p: str) -> list[dict[str, Any]]:
     return sorted(limits, key=lambda limit: (limit["resource"], "max_calls" not in limit))
 
 
+def _budgets(c: _Checker, raw: Any, p: str) -> list[dict[str, Any]]:
+    """Token and cost budgets, one per (kind, window), sorted: warn at 80%, enforce above."""
+    first: dict[tuple[str, int], int] = {}
+    budgets = []
+    for i, item in enumerate(c.sequence(raw, p, "budgets", 20)):
+        q = f"{p}/{i}"
+        entry = c.mapping(item, q, required=("per",), optional=BUDGET_KINDS)
+        if entry is None:
+            continue
+        kinds = [kind for kind in BUDGET_KINDS if entry.get(kind) is not None]
+        if len(kinds) != 1:
+            c.error(q, "expected exactly one of tokens, cost;"
+                    f" got {'both' if kinds else 'neither'}")
+            continue
+        amount = c.number(entry[kinds[0]], f"{q}/{kinds[0]}", 0, exclusive=True,
+                          integer=kinds[0] == "tokens")
+        seconds = _present(c.parsed, entry, "per", q, duration_seconds)
+        if seconds is not None and not 60 <= seconds <= MAX_BUDGET_SECONDS:
+            c.error(f"{q}/per", f"expected a window between 1m and 1d; got {entry['per']!r}")
+            continue
+        if None in (amount, seconds):
+            continue
+        key = (kinds[0], seconds)
+        if key in first:
+            c.error(q, f"expected one {kinds[0]} budget per window; got a second one per"
+                    f" {format_duration(seconds)} (first at {p}/{first[key]})")
+            continue
+        first[key] = i
+        budgets.append((kinds[0], seconds, amount))
+    return [{kind: amount, "per": format_duration(seconds)}
+            for kind, seconds, amount in sorted(budgets)]
+
+
 def _grant_clock(c: _Checker, entry: dict, q: str) -> tuple[int, Any] | None:
     """(0, instant) for a fixed expiry; (1, seconds) for a duration counted from approval."""
     if ("expires_at" in entry) == ("duration" in entry):
@@ -661,7 +696,7 @@ def _spec(c: _Checker, raw: Any, p: str) -> dict[str, Any]:
     spec = c.mapping(
         raw, p, required=("framework", "connector"),
         optional=("model", "version", "tools", "data", "actions", "limits", "grants",
-                  "enforcement", "mcp_servers", *FLEET_FIELDS),
+                  "enforcement", "mcp_servers", "budgets", *FLEET_FIELDS),
     )
     if spec is None:
         return {}
@@ -685,6 +720,9 @@ def _spec(c: _Checker, raw: Any, p: str) -> dict[str, Any]:
         "limits": _limits(c, _optional(spec, "limits", []), f"{p}/limits"),
         "grants": _grants(c, _optional(spec, "grants", []), f"{p}/grants"),
         "enforcement": _enforcement(c, _optional(spec, "enforcement", {}), f"{p}/enforcement"),
+        # Only when declared: specs without budgets keep their canonical form and hash.
+        **({"budgets": budgets} if (budgets := _budgets(
+            c, _optional(spec, "budgets", []), f"{p}/budgets")) else {}),
     } | ({"mcp_servers": servers} if servers else {})
 
 

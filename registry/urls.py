@@ -28,6 +28,9 @@ api_urlpatterns = [
          name="agent-retire"),
     path("retirements/<int:pk>/approve", lifecycle_api.RetirementApproveView.as_view(),
          name="retirement-approve"),
+    path("guardrails/what-if", api.GuardrailWhatIfView.as_view(), name="guardrails-what-if"),
+    path("guardrails/<slug:name>/what-if", api.SavedGuardrailWhatIfView.as_view(),
+         name="guardrail-what-if"),
     *router.urls,
 ]
 

@@ -100,6 +100,8 @@ AUDIT_MARKER = "deployment-reason-3d9e"
 GUARDRAIL = {"name": "g-existing", "expression": "true", "effect": "warn", "message": "changed"}
 TOXIC = {"name": "t-existing", "left": "tool:x.never", "right": "tool:y.never",
          "effect": "deny", "required_approvals": 2}
+GROUP_RULE = {"name": "gr-existing", "measure": "events", "limit": 50, "per": "1h",
+              "per_record": True, "match": {"kind": "data_access", "resource": "customers_db"}}
 NEW_AGENT = REFUND_AGENT_YAML.replace("name: refund-agent", "name: billing-agent")
 MODEL_CHANGE = REFUND_AGENT_YAML.replace("model: gpt-4.1", "model: gpt-5.1")
 YAML = "application/yaml"
@@ -197,6 +199,31 @@ API = [
         (401,     200,    200,    200,    200,    200,    200,    403,    403)),
     Row("GET /api/v1/fleet",
         (401,     403,    403,    200,    200,    200,    200,    403,    403)),
+    # guardrail what-if: compliance (and admin) only, before the body is read
+    Row("POST /api/v1/guardrails/what-if",
+        (401,     403,    403,    403,    403,    200,    200,    403,    403),
+        body={"expression": "true", "effect": "warn", "message": "m"}),
+    Row("GET /api/v1/guardrails/g-existing/what-if",
+        (401,     403,    403,    403,    403,    200,    200,    403,    403)),
+    # group rules: every person reads them; compliance writes; the what-if is compliance's
+    Row("GET /api/v1/group-rules",
+        (401,     200,    200,    200,    200,    200,    200,    403,    403)),
+    Row("POST /api/v1/group-rules",
+        (401,     403,    403,    403,    403,    201,    201,    403,    403),
+        body={**GROUP_RULE, "name": "gr-new"}),
+    Row("GET /api/v1/group-rules/gr-existing",
+        (401,     200,    200,    200,    200,    200,    200,    403,    403)),
+    Row("PUT /api/v1/group-rules/gr-existing",
+        (401,     403,    403,    403,    403,    200,    200,    403,    403), body=GROUP_RULE),
+    Row("PATCH /api/v1/group-rules/gr-existing",
+        (401,     403,    403,    403,    403,    200,    200,    403,    403),
+        body={"limit": 60}),
+    Row("DELETE /api/v1/group-rules/gr-existing",
+        (401,     403,    403,    403,    403,    204,    204,    403,    403)),
+    Row("POST /api/v1/group-rules/what-if",
+        (401,     403,    403,    403,    403,    200,    200,    403,    403), body=GROUP_RULE),
+    Row("GET /api/v1/group-rules/gr-existing/what-if",
+        (401,     403,    403,    403,    403,    200,    200,    403,    403)),
     # tokens: each person sees their own and their agents' (admin every one); others get 404
     Row("GET /api/v1/tokens",
         (401,     200,    200,    200,    200,    200,    200,    403,    403)),
@@ -332,6 +359,8 @@ PAGES = [
     Row("GET /guardrails/new",          (L, 403, 403, 403, 403, 200, 200, L, L)),
     Row("GET /guardrails/g-existing/edit", (L, 403, 403, 403, 403, 200, 200, L, L)),
     Row("GET /guardrails/g-existing/delete", (L, 403, 403, 403, 403, 200, 200, L, L)),
+    Row("GET /group-rules/",            (L, 200, 200, 200, 200, 200, 200, L, L)),
+    Row("GET /group-rules/gr-existing/", (L, 200, 200, 200, 200, 200, 200, L, L)),
     Row("GET /audit/",                  (L, 403, 403, 403, 403, 200, 200, L, L)),
     Row("GET /toxic/",                  (L, 200, 200, 200, 200, 200, 200, L, L)),
     Row("GET /fleet/",                  (L, 403, 403, 200, 200, 200, 200, L, L)),
@@ -512,6 +541,9 @@ def build_scene() -> Scene:
     registry_actions.create_guardrail(actor=people["dana"], name="g-existing",
                                       expression="true", effect="warn", message="m")
     registry_actions.create_toxic_combination(actor=people["dana"], **TOXIC)
+    from reconciliation.actions.group_rules import create_group_rule
+
+    create_group_rule(actor=people["dana"], **GROUP_RULE)
     ControlState.objects.update_or_create(pk=1, defaults={
         "breaker_tripped_at": timezone.now(), "breaker_reason": "tripped for the test"})
 

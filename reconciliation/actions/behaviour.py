@@ -18,7 +18,8 @@ from django.utils import timezone
 import audit
 from audit.choices import AuditAction
 from config.errors import NotAllowed
-from reconciliation import windows
+from reconciliation import group_windows, windows
+from reconciliation.actions import group_rules
 from reconciliation.actions.common import (
     SYSTEM,
     alert,
@@ -37,6 +38,7 @@ from reconciliation.behaviour import (
     window_checks,
     window_violation,
 )
+from reconciliation.budgets import WARNING_AREA, budget_checks, budget_violation
 from reconciliation.choices import DecisionStatus, FindingStatus, Trigger
 from reconciliation.connectors import connector_for
 from reconciliation.diff import Operation, OperationKind
@@ -181,6 +183,9 @@ def ingest_events(items: list[Any], *, actor: Any, token: Any = None, source: st
                             record=e.record, action=e.action, amount=e.amount,
                             approved_by=e.approved_by, decision_id=e.decision_id,
                             trace_id=e.trace_id, span_id=e.span_id, source=source,
+                            model=e.model, operation=e.operation, error=e.error,
+                            input_tokens=e.input_tokens, output_tokens=e.output_tokens,
+                            cost=e.cost, attributes=e.attributes,
                             received_at=now, counted=False, **sender) for e in fresh],
             ignore_conflicts=True, batch_size=1000)
         _note_unregistered([e for e in fresh if e.agent not in agents], now)
@@ -196,8 +201,9 @@ def _count_stored(events: list[Event], agents: dict[str, Agent],
     """After commit: count stored events in their windows, queue the rules they broke, and
     only then mark them counted. When Redis fails they stay uncounted for recount_events."""
     try:
-        _count_windows(events, agents, violations, now)
+        breaches = _count_windows(events, agents, violations, now)
         _queue_violations(violations)
+        group_rules.queue_breaches(breaches)
     except redis.RedisError as error:
         log.warning("Redis unavailable, %d events wait for their rules: %s", len(events), error)
         if report is not None:
@@ -264,7 +270,9 @@ def recount_events(limit: int = 5000, *, settled_seconds: float = 0) -> int:
               and not r.foreign]
     events = [Event(id=r.event_id, agent=r.agent_name, ts=r.ts, kind=r.kind, tool=r.tool,
                     resource=r.resource, record=r.record, action=r.action, amount=r.amount,
-                    approved_by=r.approved_by, decision_id=r.decision_id) for r in judged]
+                    approved_by=r.approved_by, decision_id=r.decision_id,
+                    input_tokens=r.input_tokens, output_tokens=r.output_tokens, cost=r.cost)
+              for r in judged]
     agents = {r.agent.name: r.agent for r in judged}
     used_by = set(Decision.objects.filter(
         agent__in=[r.agent for r in judged], used_by_event__in=[e.id for e in events])
@@ -272,8 +280,9 @@ def recount_events(limit: int = 5000, *, settled_seconds: float = 0) -> int:
     signed = {(e.agent, e.id): ((e.agent, e.id) in used_by, False)
               for e in events if e.decision_id}
     violations = _static(events, agents, signed, now)
-    _count_windows(events, agents, violations, now)
+    breaches = _count_windows(events, agents, violations, now)
     _queue_violations(violations)
+    group_rules.queue_breaches(breaches)
     BehaviourEvent.objects.filter(pk__in=[r.pk for r in rows]).update(counted=True)
     return len(rows)
 
@@ -306,8 +315,13 @@ def _note_unregistered(events: list[Event], now: datetime) -> None:
 
 
 def _count_windows(events: list[Event], agents: dict[str, Agent],
-                   violations: dict[int, list[Violation]], now: datetime) -> None:
+                   violations: dict[int, list[Violation]], now: datetime) -> list[dict]:
+    """Count the events in their per-agent and group windows (one pipeline); per-agent
+    breaks go into `violations`, group breaches are returned."""
     ensure_windows(list({a.pk: a for a in agents.values()}.values()), now)
+    rules = group_rules.active_rules()
+    if rules:
+        group_rules.ensure_group_windows(rules, now)
     checks = []
     durations: dict[str, int] = {}
     for event in events:
@@ -320,10 +334,23 @@ def _count_windows(events: list[Event], agents: dict[str, Agent],
                 durations[limit["per"]] = duration_seconds(limit["per"])
         checks.extend((agent, event, check)
                       for check in window_checks(spec, event, agent.pk, durations))
-    counts = windows.count([(check, event.id, event.ts) for _, event, check in checks], now)
+    grouped = group_rules.group_checks(events, agents, rules)
+    spending = [(agent, event, check, index) for event in events
+                if (agent := agents.get(event.agent)) is not None
+                and agent.active_version is not None
+                for check, index in budget_checks(agent.active_version.spec, event, agent.pk)]
+    counts, totals = group_windows.count_with_groups(
+        [(check, event.id, event.ts) for _, event, check in checks],
+        [(check, event.ts) for _, event, check in grouped]
+        + [(check, event.ts) for _, event, check, _ in spending], now)
     for (agent, event, check), seen in zip(checks, counts, strict=True):
         if violation := window_violation(check, seen, event.id):
             violations.setdefault(agent.pk, []).append(violation)
+    for (agent, event, _, index), (total, _) in zip(spending, totals[len(grouped):],
+                                                    strict=True):
+        if violation := budget_violation(agent.active_version.spec, index, total, event.id):
+            violations.setdefault(agent.pk, []).append(violation)
+    return group_rules.over_limit(grouped, totals[:len(grouped)])
 
 
 REFILL_MAX_EVENTS = 50_000
@@ -335,8 +362,8 @@ def ensure_windows(agents: list[Agent], now: datetime) -> None:
     approval, events under limits a new version added, and whatever a Redis restart lost.
     A marker per agent says which generation they were filled for; without it the stored
     events go in (into the windows only: they are not judged again). Raises RedisError."""
-    limited = [a for a in agents if a.active_version is not None and a.active_version.spec.get(
-        "limits")]
+    limited = [a for a in agents if a.active_version is not None and (
+        a.active_version.spec.get("limits") or a.active_version.spec.get("budgets"))]
     for agent, generation in zip(limited, windows.filled_generations([a.pk for a in limited]),
                                  strict=True):
         if generation != agent.generation:
@@ -346,18 +373,24 @@ def ensure_windows(agents: list[Agent], now: datetime) -> None:
 def _refill(agent: Agent, now: datetime) -> None:
     spec = agent.active_version.spec
     durations = {limit["per"]: duration_seconds(limit["per"]) for limit in spec["limits"]}
-    horizon = max(durations.values())
+    horizon = max([*durations.values(),
+                   *(duration_seconds(b["per"]) for b in spec.get("budgets", []))])
     rows = (BehaviourEvent.objects.filter(agent=agent, foreign=False,
                                           ts__gte=now - timedelta(seconds=horizon))
-            .exclude(resource="").order_by("-ts")
-            .values_list("event_id", "ts", "kind", "resource", "record")[:REFILL_MAX_EVENTS])
-    checks = []
-    for event_id, ts, kind, resource, record in rows:
+            .order_by("-ts")
+            .values_list("event_id", "ts", "kind", "resource", "record", "input_tokens",
+                         "output_tokens", "cost")[:REFILL_MAX_EVENTS])
+    checks, spending = [], []
+    for event_id, ts, kind, resource, record, tokens_in, tokens_out, cost in rows:
         event = Event(id=event_id, agent=agent.name, ts=ts, kind=kind, resource=resource,
-                      record=record)
+                      record=record, input_tokens=tokens_in, output_tokens=tokens_out,
+                      cost=cost)
         checks.extend((check, event_id, ts)
                       for check in window_checks(spec, event, agent.pk, durations))
+        spending.extend((check, ts) for check, _ in budget_checks(spec, event, agent.pk))
     windows.fill(checks, now)
+    if spending:
+        group_windows.fill(spending, now)
     windows.mark_filled(agent.pk, agent.generation, horizon)
 
 
@@ -413,7 +446,8 @@ def record_violations(agent_id: int, violations: list[dict[str, Any]]) -> list[F
                 opened.append(finding)
             if finding.status != FindingStatus.OPEN:
                 continue  # already enforced (a retried job enforces only what is left)
-            mode = mode_for(spec, _AreaOnly(violation["area"]))
+            mode = ("log" if violation["area"] == WARNING_AREA
+                    else mode_for(spec, _AreaOnly(violation["area"])))
             waiver = next((w for w in waivers if is_waived((w.pointer,), violation["pointer"])),
                           None)
             if waiver is not None:

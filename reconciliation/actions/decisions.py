@@ -16,6 +16,7 @@ from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from reconciliation import windows
 from reconciliation.actions.behaviour import ensure_windows
 from reconciliation.actions.common import SYSTEM, alert, desired_now, state_hash
+from reconciliation.actions.group_rules import decision_hold
 from reconciliation.behaviour import callable_tools, window_checks
 from reconciliation.choices import DecisionOutcome, DecisionStatus, EscalationStatus
 from reconciliation.events import Event
@@ -85,12 +86,23 @@ def request_decision(agent: Agent, request: dict[str, Any], *, actor: Any,
         raise Conflict(f"{agent.name} has no approved desired state.", code="not_approved")
     now = timezone.now()
     outcome, rule = evaluate(desired_now(agent, now), request, agent, now)
+    approvals = 1
+    if outcome != DecisionOutcome.DENY and request.get("action"):
+        try:
+            held = decision_hold(agent, request, now)
+        except redis.RedisError:
+            held = None
+            outcome, rule = DecisionOutcome.DENY, ("the group rules' windows cannot be read "
+                                                   "right now, so the answer is no (fail "
+                                                   "closed)")
+        if held is not None:
+            outcome, (rule, approvals) = DecisionOutcome.PENDING, held
     pending = outcome == DecisionOutcome.PENDING
     decision = Decision.objects.create(
         agent=agent, request=request, request_sha256=state_hash(request), outcome=outcome,
         status=DecisionStatus.PENDING if pending else DecisionStatus.DECIDED, rule=rule,
         callback_url=callback_url, generation=agent.generation, created_at=now,
-        asked_by=_person_behind(actor),
+        asked_by=_person_behind(actor), required_approvals=approvals,
         expires_at=now + timedelta(seconds=settings.DECISION_TIMEOUT_SECONDS) if pending
         else None)
     audit.record(actor=actor, action=AuditAction.DECISION_MADE, target=f"decision:{decision.pk}",
@@ -170,6 +182,19 @@ def decide_pending(decision_id: str, *, actor: Any, allow: bool, comment: str) -
         _close(decision, actor=SYSTEM, status=DecisionStatus.EXPIRED,
                outcome=DecisionOutcome.DENY, comment="nobody answered in time")
         raise Conflict("The decision expired before it was answered.", code="expired")
+    if allow and decision.required_approvals > 1:
+        if actor.username in decision.approvals:
+            raise Conflict("You signed this off already; another approver must.",
+                           code="already_signed")
+        decision.approvals = [*decision.approvals, actor.username]
+        if len(decision.approvals) < decision.required_approvals:
+            decision.save(update_fields=["approvals"])
+            audit.record(actor=actor, action=AuditAction.DECISION_SIGNED,
+                         target=f"decision:{decision.pk}", agent=decision.agent.name,
+                         after={"approvals": decision.approvals,
+                                "required_approvals": decision.required_approvals},
+                         reason=comment)
+            return decision
     _close(decision, actor=actor,
            status=DecisionStatus.APPROVED if allow else DecisionStatus.REJECTED,
            outcome=DecisionOutcome.ALLOW if allow else DecisionOutcome.DENY, comment=comment)
