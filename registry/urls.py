@@ -1,7 +1,15 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from registry import api, lifecycle_api, lifecycle_views, stepup_views, views
+from registry import (
+    api,
+    lifecycle_api,
+    lifecycle_views,
+    recertification_api,
+    recertification_views,
+    stepup_views,
+    views,
+)
 
 router = SimpleRouter(trailing_slash=False)
 router.register("agents", api.AgentViewSet, basename="agent")
@@ -19,6 +27,18 @@ api_urlpatterns = [
          name="agent-retire"),
     path("retirements/<int:pk>/approve", lifecycle_api.RetirementApproveView.as_view(),
          name="retirement-approve"),
+    path("retirements/<int:pk>/reject", recertification_api.RetirementRejectView.as_view(),
+         name="retirement-reject"),
+    path("waivers/<int:pk>/withdraw", recertification_api.WaiverWithdrawView.as_view(),
+         name="waiver-withdraw"),
+    path("agents/<slug:name>/recertify", recertification_api.RecertifyView.as_view(),
+         name="agent-recertify"),
+    path("recertification", recertification_api.RecertificationReportView.as_view(),
+         name="recertification"),
+    path("review-intervals", recertification_api.ReviewIntervalsView.as_view(),
+         name="review-intervals"),
+    path("review-intervals/<slug:level>", recertification_api.ReviewIntervalView.as_view(),
+         name="review-interval"),
     *router.urls,
 ]
 
@@ -34,6 +54,16 @@ page_urlpatterns = [
          name="registry-agent-retire"),
     path("retirements/<int:pk>/approve", lifecycle_views.retirement_approve,
          name="registry-retirement-approve"),
+    path("retirements/<int:pk>/reject", recertification_views.retirement_reject,
+         name="registry-retirement-reject"),
+    path("waivers/<int:pk>/withdraw", recertification_views.waiver_withdraw,
+         name="registry-waiver-withdraw"),
+    path("agents/<slug:name>/recertify", recertification_views.agent_recertify,
+         name="registry-agent-recertify"),
+    path("recertification/", recertification_views.recertification_report,
+         name="registry-recertification"),
+    path("recertification/intervals/<slug:level>", recertification_views.interval_set,
+         name="registry-review-interval"),
     path("manifests/new", views.manifest_apply, name="registry-apply"),
     path("approvals/", views.approvals_inbox, name="registry-approvals"),
     path("proposals/<int:pk>/", views.proposal_detail, name="registry-proposal"),

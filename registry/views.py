@@ -42,6 +42,7 @@ from registry.manifest import (
     parse_documents,
 )
 from registry.models import Agent, Approval, DesiredStateVersion, Guardrail
+from registry.recertification_views import lifecycle_context
 from registry.roles import has_role, sees_operations
 from registry.stepup import confirmed_device, proposal_reasons
 
@@ -147,6 +148,7 @@ def agent_detail(request: HttpRequest, name: str) -> HttpResponse:
         **state,
         **waiver_context(agent, request.user),
         **retirement_context(agent, request.user),
+        **lifecycle_context(agent, request.user, sees_operations=operations),
         "can_fetch_evidence": has_role(request.user, Role.COMPLIANCE) or (
             has_role(request.user, Role.OWNER) and agent.owner_id == request.user.pk),
     })

@@ -26,10 +26,11 @@ from registry.actions.proposals import (
     reject_proposal,
     withdraw_proposal,
 )
-from registry.actions.retirement import approve_retirement, propose_retirement
+from registry.actions.recertification import propose_recertification, set_review_interval
+from registry.actions.retirement import approve_retirement, propose_retirement, reject_retirement
 from registry.actions.rollback import propose_rollback
 from registry.actions.tokens import keep_agent_token, revoke_api_token, visible_tokens
-from registry.actions.waivers import grant_waiver
+from registry.actions.waivers import grant_waiver, withdraw_waiver
 
 __all__ = [
     "ProposalOutcome", "apply_manifests", "approve_proposal", "approve_retirement",
@@ -39,5 +40,6 @@ __all__ = [
     "propose_rollback", "record_account_created", "record_password_change", "record_sign_in",
     "record_sign_in_failure", "record_sign_out", "reject_proposal", "revoke_api_token",
     "revoke_connector_secret", "revoke_role", "set_account_flags", "update_guardrail",
-    "visible_tokens", "withdraw_proposal",
+    "visible_tokens", "withdraw_proposal", "propose_recertification", "set_review_interval",
+    "reject_retirement", "withdraw_waiver",
 ]
