@@ -11,8 +11,9 @@ import pytest
 from django.utils import timezone
 
 from audit.models import AuditEntry
+from reconciliation import actions as reconciliation
 from reconciliation.choices import EscalationStatus
-from reconciliation.models import AlertEvent, Escalation
+from reconciliation.models import AlertEvent, Escalation, SandboxAgent
 from registry import actions
 from registry.actions.recertification import mark_overdue, remind_owner
 from registry.models import Agent
@@ -176,9 +177,13 @@ def test_restrict_keeps_only_the_safe_tools_until_recertified(people, api_as):
         return answer.json()["outcome"]
 
     assert ask("payments.refund") == "allow"
+    reconciliation.ensure_sandbox(agent)
     mark_overdue(agent.pk, now=later(agent, seconds=1))
     assert ask("payments.refund") == "deny"  # not in the safe subset
     assert ask("orders.lookup") == "allow"
+    # The reconciler takes the other tools away on the platform.
+    reconciliation.reconcile_agent(agent.pk, trigger="manual")
+    assert SandboxAgent.objects.get(agent=agent).state["tools"] == ["orders.lookup"]
     (row,) = api_as(people.dana).get("/api/v1/recertification").json()
     assert row["restricted_to"] == ["orders.lookup"] and row["overdue_effect"] == "restrict"
 
@@ -189,6 +194,9 @@ def test_restrict_keeps_only_the_safe_tools_until_recertified(people, api_as):
     assert proposed.json()["changes"] == [] and proposed.json()["diff"] == []
     bob.post(f"/api/v1/proposals/{proposed.json()['proposal']}/approve", {}, format="json")
     assert ask("payments.refund") == "allow"
+    reconciliation.reconcile_agent(agent.pk, trigger="manual")  # and gives them back
+    assert SandboxAgent.objects.get(agent=agent).state["tools"] == ["orders.lookup",
+                                                                   "payments.refund"]
     assert recertified(alice)["status"] == "True"
     assert Escalation.objects.get(agent=agent).status == EscalationStatus.RESOLVED
 
