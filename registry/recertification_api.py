@@ -161,7 +161,9 @@ class ReviewIntervalView(APIView):
         return Response(_intervals_body())
 
 
-class ReasonSerializer(serializers.Serializer):
+class WithdrawSerializer(serializers.Serializer):
+    """`POST /waivers/{id}/withdraw`: why the waiver ends early."""
+
     reason = serializers.CharField(max_length=2000)
 
 
@@ -172,21 +174,23 @@ class WaiverWithdrawView(APIView):
     parser_classes = [SafeJSONParser]
     permission_classes = [IsPerson]
 
-    @extend_schema(request=ReasonSerializer, responses={200: WaiverOutSerializer})
+    @extend_schema(request=WithdrawSerializer, responses={200: WaiverOutSerializer})
     def post(self, request: Request, pk: int) -> Response:
         waiver = Waiver.objects.select_related("agent").filter(pk=pk).first()
         if waiver is None:
             raise NotFound(f"No waiver {pk}.")
         if not may_withdraw(waiver.agent, request.user):  # before the body is read
             raise NotAllowed("Only the agent's owner or compliance staff withdraw a waiver.")
-        body = ReasonSerializer(data=request.data)
+        body = WithdrawSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         waiver = actions.withdraw_waiver(pk, actor=request.user,
                                          reason=body.validated_data["reason"])
         return Response(waiver.to_dict())
 
 
-class CommentSerializer(serializers.Serializer):
+class RejectRetirementSerializer(serializers.Serializer):
+    """`POST /retirements/{id}/reject`: why not."""
+
     comment = serializers.CharField(max_length=2000)
 
 
@@ -196,10 +200,10 @@ class RetirementRejectView(APIView):
     parser_classes = [SafeJSONParser]
     permission_classes = [IsPerson]
 
-    @extend_schema(request=CommentSerializer, responses={200: RetirementOutSerializer})
+    @extend_schema(request=RejectRetirementSerializer, responses={200: RetirementOutSerializer})
     def post(self, request: Request, pk: int) -> Response:
         check_can_decide_retirement(pk, actor=request.user)  # before the body is read
-        body = CommentSerializer(data=request.data)
+        body = RejectRetirementSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         retirement = actions.reject_retirement(pk, actor=request.user,
                                                comment=body.validated_data["comment"])

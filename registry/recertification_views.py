@@ -17,7 +17,7 @@ from audit.models import AuditEntry
 from config.errors import DomainError
 from registry import actions
 from registry.actions.waivers import may_withdraw
-from registry.choices import Lifecycle, RiskLevel, Role, VersionSource, VersionState
+from registry.choices import Lifecycle, RiskLevel, Role, VersionSource
 from registry.models import Agent, Retirement, Waiver
 from registry.recertification import (
     format_seconds,
@@ -60,18 +60,20 @@ class IntervalForm(forms.Form):
     risk_from = forms.IntegerField(min_value=1, max_value=10_000, required=False)
 
 
-def lifecycle_context(agent: Agent, user: Any, *, sees_operations: bool) -> dict[str, Any]:
+def lifecycle_context(agent: Agent, user: Any, *, sees_operations: bool,
+                      pending: list[Any]) -> dict[str, Any]:
     """The agent page's review date, whether `user` may recertify or withdraw waivers, and the
-    lifecycle history from the audit trail (for those who see the agent's operations)."""
+    lifecycle history from the audit trail (for those who see the agent's operations);
+    `pending` is the agent's pending proposals, already read for the page."""
     now = timezone.now()
     history = list(AuditEntry.objects.filter(agent=agent.name, action__in=LIFECYCLE_ACTIONS)
                    .defer("before", "after").order_by("-seq")[:LIFECYCLE_SIZE]
                    ) if sees_operations else []
-    pending = agent.versions.filter(state=VersionState.PENDING, recertifies=True).first()
+    recertifying = next((v for v in pending if v.recertifies), None)  # the page's pending list
     return {
         "review_state": state_of(agent, now) if agent.review_due_at else "",
-        "recertification_pending": pending,
-        "can_recertify": agent.active_version_id is not None and pending is None
+        "recertification_pending": recertifying,
+        "can_recertify": agent.active_version_id is not None and recertifying is None
         and agent.lifecycle != Lifecycle.RETIRED and has_role(user, Role.OWNER)
         and (agent.owner_id == user.pk or has_role(user, Role.ADMIN)),
         "can_withdraw_waivers": may_withdraw(agent, user),

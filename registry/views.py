@@ -148,7 +148,7 @@ def agent_detail(request: HttpRequest, name: str) -> HttpResponse:
         **state,
         **waiver_context(agent, request.user),
         **retirement_context(agent, request.user),
-        **lifecycle_context(agent, request.user, sees_operations=operations),
+        **lifecycle_context(agent, request.user, sees_operations=operations, pending=pending),
         "can_fetch_evidence": has_role(request.user, Role.COMPLIANCE) or (
             has_role(request.user, Role.OWNER) and agent.owner_id == request.user.pk),
     })
