@@ -123,6 +123,14 @@ class IntervalSerializer(serializers.Serializer):
             raise serializers.ValidationError(str(error)) from None
 
 
+class IntervalOutSerializer(serializers.Serializer):
+    """One risk level's review interval in force."""
+
+    level = serializers.ChoiceField(choices=RiskLevel.choices)
+    interval = serializers.CharField()
+    risk_from = serializers.IntegerField()
+
+
 def _intervals_body() -> list[dict[str, Any]]:
     table = intervals()
     return [{"level": level, "interval": format_seconds(table[level]["seconds"]),
@@ -134,7 +142,7 @@ class ReviewIntervalsView(APIView):
 
     permission_classes = [IsPerson]
 
-    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(responses={200: IntervalOutSerializer(many=True)})
     def get(self, request: Request) -> Response:
         return Response(_intervals_body())
 
@@ -145,7 +153,7 @@ class ReviewIntervalView(APIView):
     parser_classes = [SafeJSONParser]
     permission_classes = [IsPerson]
 
-    @extend_schema(request=IntervalSerializer, responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(request=IntervalSerializer, responses={200: IntervalOutSerializer(many=True)})
     def put(self, request: Request, level: str) -> Response:
         if level not in RiskLevel.values:
             raise ValidationError({"level": f"expected one of {', '.join(RiskLevel.values)}"})
