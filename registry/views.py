@@ -490,7 +490,8 @@ def guardrail_edit(request: HttpRequest, name: str) -> HttpResponse:
     if not has_role(request.user, Role.COMPLIANCE):
         return _forbidden(request, "Only compliance staff manage guardrails.")
     guardrail = get_object_or_404(Guardrail, name=name)
-    initial = {**guardrail.to_dict(), "selector": selector_to_text(guardrail.selector)}
+    initial = {**guardrail.to_dict(), "selector": selector_to_text(guardrail.selector),
+               "safe_tools": ", ".join(guardrail.safe_tools)}
     form = GuardrailForm(request.POST or None, initial=initial, editing=True)
     if request.method == "POST" and form.is_valid():
         try:
