@@ -3,7 +3,7 @@ page and the CSV export. Owners see their own agents; reviewers see every agent.
 
 import csv
 import io
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from agentgov.audit import escape_cell
@@ -70,3 +70,12 @@ def to_csv(rows: list[dict[str, Any]]) -> str:
         writer.writerow([escape_cell("" if r[f] is None else ";".join(r[f])
                                      if isinstance(r[f], list) else str(r[f])) for f in FIELDS])
     return buffer.getvalue()
+
+
+def due_for_owner(user: Any, now: datetime | None = None) -> list[dict[str, Any]]:
+    """The owner's inbox of reviews: their agents whose review is due or overdue, soonest
+    first (one query; the overview shows it)."""
+    now = now or timezone.now()
+    soon = now + timedelta(days=settings.RECERT_REMIND_DAYS)
+    agents = agents_for(user).filter(owner=user, review_due_at__lte=soon)
+    return [row(agent, now) for agent in agents[:50]]

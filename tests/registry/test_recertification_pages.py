@@ -88,3 +88,19 @@ def test_the_agent_page_shows_the_review_date_and_the_lifecycle(client, people):
     body = page(client.get("/agents/refund-agent/"))
     assert 'id="recertify"' not in body and "version.activated" in body
     assert Agent.objects.get(pk=agent.pk).versions.filter(recertifies=True).count() == 1
+
+
+def test_the_owners_overview_lists_their_reviews_that_are_due(client, people):
+    agent = approved_agent(people, "refund-agent")
+    client.force_login(people.alice)
+    assert 'id="reviews-due"' not in page(client.get("/"))  # 180 days away
+    from registry.actions.recertification import remind_owner
+
+    Agent.objects.filter(pk=agent.pk).update(review_due_at=agent.review_due_at
+                                             - timedelta(days=170))
+    assert remind_owner(agent.pk)
+    body = page(client.get("/"))
+    assert 'id="reviews-due"' in body and "refund-agent</a>: review due by" in body
+    assert "recertification.due" in body  # the reminder in the owner's feed too
+    client.force_login(people.bob)  # not bob's agent: not in his list
+    assert 'id="reviews-due"' not in page(client.get("/"))
