@@ -272,3 +272,21 @@ def test_the_report_lists_agents_by_review_date_and_exports_csv(people, api_as):
     lines = csv.content.decode().splitlines()
     assert lines[0].startswith("agent,owner,generation,review_due_at,state")
     assert lines[1].startswith("crm-agent,alice,1,") and ",overdue," in lines[1]
+
+
+def test_an_overdue_escalation_takes_suspend_only_and_closes_with_recertification(
+        people, api_as):
+    agent = approved_agent(people, "refund-agent")
+    mark_overdue(agent.pk, now=later(agent, seconds=1))
+    escalation = Escalation.objects.get(agent=agent)
+    bob = api_as(people.bob)
+    wrong = bob.post(f"/api/v1/escalations/{escalation.pk}/resolve",
+                     {"resolution": "revert", "comment": "undo"}, format="json")
+    assert wrong.status_code == 422 and wrong.json()["error"]["code"] == "wrong_resolution"
+    assert api_as(people.alice).post(f"/api/v1/escalations/{escalation.pk}/resolve",
+                                     {"resolution": "suspend", "comment": "mine"},
+                                     format="json").status_code == 403
+    done = bob.post(f"/api/v1/escalations/{escalation.pk}/resolve",
+                    {"resolution": "suspend", "comment": "nobody reviewed it"}, format="json")
+    assert done.status_code == 200, done.json()
+    assert Agent.objects.get(pk=agent.pk).lifecycle == "suspended"
