@@ -176,7 +176,8 @@ class ProposalSerializer(serializers.ModelSerializer):
                   "origin", "revision",
                   "base_generation", "generation", "spec_sha256", "spec", "metadata", "changes",
                   "risk", "guardrails", "required_approvals", "approvals", "held", "comment",
-                  "decided_by", "decision_comment", "created_at", "updated_at", "decided_at"]
+                  "decided_by", "decision_comment", "created_at", "updated_at", "decided_at",
+                  "recertifies", "review_after_seconds", "review_by"]
 
     def get_proposed_by(self, version: DesiredStateVersion) -> str:
         return version.proposed_by.username if version.proposed_by_id else (

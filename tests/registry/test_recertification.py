@@ -192,6 +192,8 @@ def test_restrict_keeps_only_the_safe_tools_until_recertified(people, api_as):
                           {"comment": "still refunds damaged orders"}, format="json")
     assert proposed.status_code == 201, proposed.json()
     assert proposed.json()["changes"] == [] and proposed.json()["diff"] == []
+    shown = alice.get(f"/api/v1/proposals/{proposed.json()['proposal']}").json()
+    assert shown["recertifies"] is True and shown["review_after_seconds"] is None
     bob.post(f"/api/v1/proposals/{proposed.json()['proposal']}/approve", {}, format="json")
     assert ask("payments.refund") == "allow"
     reconciliation.reconcile_agent(agent.pk, trigger="manual")  # and gives them back

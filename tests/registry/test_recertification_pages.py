@@ -84,6 +84,8 @@ def test_the_agent_page_shows_the_review_date_and_the_lifecycle(client, people):
     body = page(client.get("/agents/refund-agent/"))
     assert 'id="recertify"' not in body and "Recertification proposed" in body
     assert "recertification.proposed" in body and "still right" in body
+    proposal = page(client.get(response["Location"]))
+    assert "Recertification: the active spec again, unchanged" in proposal
     client.force_login(people.bob)  # an approver: no recertify button, the history shown
     body = page(client.get("/agents/refund-agent/"))
     assert 'id="recertify"' not in body and "version.activated" in body
