@@ -12,7 +12,7 @@ from django.utils import timezone
 
 import audit
 from audit.choices import AuditAction
-from config.errors import Conflict, NotAllowed, NotFound
+from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from registry.actions.proposals import ProposalOutcome, check_can_propose, propose
 from registry.choices import Lifecycle, OverdueEffect, RiskLevel, Role, VersionSource, VersionState
 from registry.models import Agent, DesiredStateVersion, Guardrail, ReviewInterval
@@ -246,7 +246,15 @@ def set_review_interval(level: str, *, seconds: int, risk_from: int, actor: Any
         raise NotFound(f"No risk level {level!r}; one of {', '.join(RiskLevel.values)}.")
     from registry.recertification import intervals
 
-    before = intervals()[level]
+    table = intervals()
+    before = table[level]
+    after = {**table, level: {"seconds": seconds, "risk_from": risk_from}}
+    if level != RiskLevel.LOW and (
+            after[RiskLevel.HIGH]["risk_from"] <= after[RiskLevel.MEDIUM]["risk_from"]):
+        raise Invalid("High risk must start above medium risk.", details=[
+            {"pointer": "/risk_from", "message": (
+                f"expected high above medium: high from {after[RiskLevel.HIGH]['risk_from']}, "
+                f"medium from {after[RiskLevel.MEDIUM]['risk_from']}")}])
     row, _ = ReviewInterval.objects.select_for_update().update_or_create(
         level=level, defaults={"seconds": seconds,
                                "risk_from": 0 if level == RiskLevel.LOW else risk_from,

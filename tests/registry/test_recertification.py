@@ -77,6 +77,16 @@ def test_bad_review_intervals_are_refused_and_change_nothing(people, api_as, lev
     assert not AuditEntry.objects.filter(action="review_interval.changed").exists()
 
 
+def test_risk_levels_stay_in_order(people, api_as):
+    dana = api_as(people.dana)
+    for level, risk in (("high", 30), ("medium", 60)):
+        answer = dana.put(f"/api/v1/review-intervals/{level}",
+                          {"interval": "9d", "risk_from": risk}, format="json")
+        assert answer.status_code == 422, answer.json()
+        assert answer.json()["error"]["details"][0]["pointer"] == "/risk_from"
+    assert not AuditEntry.objects.filter(action="review_interval.changed").exists()
+
+
 def test_a_proposal_may_give_its_own_review_date(people, api_as):
     agent = approved_agent(people, "refund-agent")
     alice, bob = api_as(people.alice), api_as(people.bob)
