@@ -39,8 +39,9 @@ def remind_at(due: datetime) -> datetime:
 
 def start_review_clock(version: DesiredStateVersion, agent: Agent, *, actor: Any,
                        now: datetime) -> None:
-    """On activation (in its transaction): the new review date, and for a recertification
-    the overdue state cleared (condition, escalation, restriction, a suspension it caused)."""
+    """On activation (in its transaction): the new review date, and the overdue state cleared
+    (condition, escalation, restriction, a suspension it caused): an approved change is
+    reviewed too, by four eyes, like a recertification."""
     due, level = review_date(version.spec, now, after_seconds=version.review_after_seconds,
                              by=version.review_by)
     before = {"review_due_at": _iso(agent.review_due_at), "overdue": agent.overdue_at is not None}
@@ -51,6 +52,7 @@ def start_review_clock(version: DesiredStateVersion, agent: Agent, *, actor: Any
                                              overdue_effect="")
     agent.review_due_at, agent.reminded_at, agent.overdue_at, agent.restricted_to = (
         due, None, None, None)
+    agent.overdue_effect = ""
     if version.recertifies:
         audit.record(actor=actor, action=AuditAction.AGENT_RECERTIFIED,
                      target=f"agent:{agent.name}", agent=agent.name, before=before,
