@@ -72,7 +72,7 @@ class AgentSerializer(serializers.ModelSerializer):
         model = Agent
         fields = ["name", "owner", "labels", "description", "framework", "connector",
                   "lifecycle", "generation", "spec_sha256", "active_spec", "pending_proposals",
-                  "conditions", "shadow", "created_at", "updated_at"]
+                  "conditions", "shadow", "review_due_at", "created_at", "updated_at"]
 
     def _status(self, agent: Agent) -> Any:
         return getattr(agent, "status", None)  # none until the first reconcile

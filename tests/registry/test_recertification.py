@@ -37,6 +37,8 @@ def test_an_approved_state_gets_the_review_date_of_its_risk_level(people, api_as
     assert agent.review_due_at == approved_at + timedelta(days=180)
     condition = recertified(api_as(people.alice))
     assert condition["status"] == "True" and condition["reason"] == "ReviewScheduled"
+    shown = api_as(people.alice).get("/api/v1/agents/refund-agent").json()["review_due_at"]
+    assert shown.replace("Z", "+00:00") == agent.review_due_at.isoformat()
     intervals = api_as(people.alice).get("/api/v1/review-intervals").json()
     assert intervals == [{"level": "high", "interval": "90d", "risk_from": 60},
                          {"level": "medium", "interval": "180d", "risk_from": 30},
