@@ -5,6 +5,7 @@ from rq import cron
 
 from audit.jobs import checkpoint, sequence
 from reconciliation.jobs import (
+    check_reviews,
     expire_overdue_decisions,
     find_silent_agents,
     recount_events,
@@ -20,6 +21,7 @@ cron.register(resync, queue_name="reconcile", interval=settings.RECONCILE_RESYNC
 cron.register(recount_events, queue_name="ingest", interval=30)
 cron.register(expire_overdue_decisions, queue_name="default", interval=30)
 cron.register(find_silent_agents, queue_name="default", interval=settings.SILENCE_CHECK_SECONDS)
+cron.register(check_reviews, queue_name="default", interval=settings.RECERT_CHECK_SECONDS)
 
 if settings.DEMO_SIMULATOR_SECONDS:
     cron.register(simulate_drift, queue_name="default", interval=settings.DEMO_SIMULATOR_SECONDS)

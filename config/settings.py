@@ -275,6 +275,21 @@ OTP_TOTP_ISSUER = "Agent governance"
 OTP_TOTP_SYNC = False
 OTP_ADMIN_HIDE_SENSITIVE_DATA = True
 
+# Recertification (registry/recertification.py): an approved state is reviewed again after the
+# interval of its risk level (compliance may change each through the API; these are the
+# defaults), the owner is reminded this many days before, and the cron looks for due and
+# overdue agents this often (exact-time jobs do it first; the cron is the backstop).
+RECERT_REVIEW_DAYS_HIGH = env_int("RECERT_REVIEW_DAYS_HIGH", 90, minimum=1)
+RECERT_REVIEW_DAYS_MEDIUM = env_int("RECERT_REVIEW_DAYS_MEDIUM", 180, minimum=1)
+RECERT_REVIEW_DAYS_LOW = env_int("RECERT_REVIEW_DAYS_LOW", 365, minimum=1)
+RECERT_HIGH_RISK_FROM = env_int("RECERT_HIGH_RISK_FROM", 60, minimum=1)
+RECERT_MEDIUM_RISK_FROM = env_int("RECERT_MEDIUM_RISK_FROM", 30, minimum=1)
+RECERT_REMIND_DAYS = env_int("RECERT_REMIND_DAYS", 14, minimum=0)
+RECERT_CHECK_SECONDS = env_int("RECERT_CHECK_SECONDS", 300, minimum=5)
+# A retired agent's platform that cannot be reached is asked again this many times (backoff
+# 1, 2, 4 ... s), then the approvers get an escalation to stop it by hand.
+RETIRE_STOP_MAX_RETRIES = env_int("RETIRE_STOP_MAX_RETRIES", 5, minimum=0)
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"

@@ -93,6 +93,7 @@ class EscalationKind(models.TextChoices):
     DRIFT = "drift"  # the configuration differs from the approved state
     BEHAVIOUR = "behaviour"  # what the agent did broke a rule (limits, sign-off, tools)
     DECISION = "decision"  # a runtime action waits for a human sign-off
+    RECERTIFICATION = "recertification"  # the approved state's review date passed
 
 
 RESOLUTIONS: dict[str, tuple[Resolution, ...]] = {
@@ -100,6 +101,8 @@ RESOLUTIONS: dict[str, tuple[Resolution, ...]] = {
     EscalationKind.BEHAVIOUR: (Resolution.ACKNOWLEDGE, Resolution.SUSPEND,
                                Resolution.RAISE_LIMIT),
     EscalationKind.DECISION: (Resolution.ALLOW, Resolution.DENY),
+    # Closed by approving a recertification; an approver may also stop the agent meanwhile.
+    EscalationKind.RECERTIFICATION: (Resolution.SUSPEND,),
 }
 
 
@@ -109,6 +112,7 @@ class ConditionType(models.TextChoices):
     RECONCILING = "Reconciling"
     ESCALATED = "Escalated"
     SUSPENDED = "Suspended"
+    RECERTIFIED = "Recertified"
 
 
 class EventKind(models.TextChoices):

@@ -80,6 +80,7 @@ def seed_cluster(*, generated: int = 37) -> list[str]:
     manifests += [validate_manifest(generated_manifest(i, owners[i % 3], rng))
                   for i in range(generated)]
     bob, carol = User.objects.get(username="bob"), User.objects.get(username="carol")
+    sessions: dict[int, dict] = {}
     created = []
     for manifest in manifests:
         if Agent.objects.filter(name=manifest.name).exists():
@@ -88,9 +89,56 @@ def seed_cluster(*, generated: int = 37) -> list[str]:
         (outcome,) = registry_actions.apply_manifests([manifest], actor=owner,
                                                       source=VersionSource.YAML)
         for approver in (bob, carol)[:outcome.version.required_approvals]:
-            registry_actions.approve_proposal(outcome.version.pk, actor=approver)
+            approve_as_demo(outcome.version.pk, approver, sessions)
         created.append(manifest.name)
     return created
+
+
+def approve_as_demo(version_id: int, approver: User, sessions: dict[int, dict]) -> None:
+    """Approve as a demo approver; when step-up is asked for (STEPUP_RISK_THRESHOLD, a step_up
+    guardrail) the approver has a demo authenticator (its key under var/, to add to an app) and
+    gives a real code from it once, which their seeding session then remembers."""
+    from registry.models import DesiredStateVersion
+    from registry.stepup import proposal_reasons
+
+    version = DesiredStateVersion.objects.get(pk=version_id)
+    session = sessions.setdefault(approver.pk, {})
+    otp = ""
+    if proposal_reasons(version.risk, version.guardrail_results) and not session:
+        otp = demo_code(demo_authenticator(approver), steps_ahead=1)
+    registry_actions.approve_proposal(version_id, actor=approver, otp=otp, session=session)
+
+
+def demo_authenticator(user: User) -> Any:
+    """The demo person's confirmed TOTP device, enrolled through the real actions the first
+    time (its key is kept in var/demo-totp.json, private, for an authenticator app)."""
+    import json
+
+    from config.private_files import write_private
+    from registry.actions.stepup import confirm_device, start_enrolment
+    from registry.stepup import confirmed_device
+
+    device = confirmed_device(user)
+    if device is None:
+        pending = start_enrolment(actor=user)
+        device = confirm_device(pending.pk, actor=user, code=demo_code(pending))
+        store = Path(settings.VAR_DIR) / "demo-totp.json"
+        keys = json.loads(store.read_text()) if store.exists() else {}
+        keys[user.username] = device.key
+        write_private(store, json.dumps(keys, indent=2))
+    return device
+
+
+def demo_code(device: Any, *, steps_ahead: int = 0) -> str:
+    """The code the device's app shows now (or `steps_ahead` periods later: a code is single
+    use, and the device accepts the next period's too)."""
+    import time
+
+    from django_otp.oath import TOTP
+
+    totp = TOTP(device.bin_key, device.step, device.t0, device.digits, device.drift)
+    totp.time = time.time() + steps_ahead * device.step
+    return f"{totp.token():0{device.digits}d}"
 
 
 # What the demo has already lived through when a new user first looks. Kept below the breaker's

@@ -250,6 +250,8 @@ class Escalation(models.Model):
     finding = models.ForeignKey(Finding, null=True, blank=True, on_delete=models.SET_NULL,
                                 related_name="escalations")
     reason = models.TextField()
+    # "recertification" for an overdue review; "" when the finding or decision says the kind.
+    subject = models.CharField(max_length=16, blank=True, default="")
     status = models.CharField(max_length=10, choices=EscalationStatus.choices,
                               default=EscalationStatus.OPEN)
     resolution = models.CharField(max_length=16, blank=True, default="")
@@ -274,6 +276,8 @@ class Escalation(models.Model):
     @property
     def kind(self) -> str:
         """decision, behaviour (a broken runtime rule) or drift (configuration)."""
+        if self.subject == EscalationKind.RECERTIFICATION:
+            return EscalationKind.RECERTIFICATION
         if self.decision_id is not None:
             return EscalationKind.DECISION
         if self.finding is not None and self.finding.behaviour:

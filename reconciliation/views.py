@@ -26,9 +26,12 @@ def overview(request: HttpRequest) -> HttpResponse:
         queues = {name: django_rq.get_queue(name).count for name in QUEUE_NAMES}
     except redis.RedisError:
         queues = None
+    from registry.recertification_report import due_for_owner
+
     return render(request, "reconciliation/overview.html", {
         "head": head, "last_checkpoint": last_checkpoint, "queues": queues,
-        "summary": summary(), "recent_alerts": recent(request.user, FEED_HISTORY)})
+        "summary": summary(), "recent_alerts": recent(request.user, FEED_HISTORY),
+        "reviews_due": due_for_owner(request.user)})
 
 
 _PLOTLY_JS: bytes | None = None

@@ -18,11 +18,12 @@ from rest_framework.views import APIView
 from config.errors import NotAllowed, NotFound
 from config.parsers import SafeJSONParser
 from registry import actions
-from registry.choices import GuardrailEffect, Role, VersionSource, VersionState
+from registry.choices import GuardrailEffect, OverdueEffect, Role, VersionSource, VersionState
 from registry.filters import AgentFilterSet, ProposalFilterSet
 from registry.intake import decode_body, read_manifests, read_spec
 from registry.models import Agent, ApiToken, DesiredStateVersion, Guardrail
 from registry.principals import AgentPrincipal, acting_agent
+from registry.recertification import review_override
 from registry.roles import HasRole, has_role
 
 
@@ -71,7 +72,7 @@ class AgentSerializer(serializers.ModelSerializer):
         model = Agent
         fields = ["name", "owner", "labels", "description", "framework", "connector",
                   "lifecycle", "generation", "spec_sha256", "active_spec", "pending_proposals",
-                  "conditions", "shadow", "created_at", "updated_at"]
+                  "conditions", "shadow", "review_due_at", "created_at", "updated_at"]
 
     def _status(self, agent: Agent) -> Any:
         return getattr(agent, "status", None)  # none until the first reconcile
@@ -175,7 +176,8 @@ class ProposalSerializer(serializers.ModelSerializer):
                   "origin", "revision",
                   "base_generation", "generation", "spec_sha256", "spec", "metadata", "changes",
                   "risk", "guardrails", "required_approvals", "approvals", "held", "comment",
-                  "decided_by", "decision_comment", "created_at", "updated_at", "decided_at"]
+                  "decided_by", "decision_comment", "created_at", "updated_at", "decided_at",
+                  "recertifies", "review_after_seconds", "review_by"]
 
     def get_proposed_by(self, version: DesiredStateVersion) -> str:
         return version.proposed_by.username if version.proposed_by_id else (
@@ -187,7 +189,8 @@ class ProposalSerializer(serializers.ModelSerializer):
 
 
 class ProposeSerializer(serializers.Serializer):
-    """`POST /agents/{name}/proposals`: a spec, and optionally new metadata."""
+    """`POST /agents/{name}/proposals`: a spec, and optionally new metadata and the review
+    date of the state once approved (`review_after` or `review_by`)."""
 
     spec = serializers.JSONField()
     labels = serializers.DictField(child=serializers.CharField(allow_blank=True),
@@ -195,6 +198,8 @@ class ProposeSerializer(serializers.Serializer):
     description = serializers.CharField(required=False, allow_blank=True, max_length=2000)
     base_generation = serializers.IntegerField(required=False, min_value=0)
     comment = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+    review_after = serializers.CharField(required=False, allow_blank=True, max_length=16)
+    review_by = serializers.CharField(required=False, allow_blank=True, max_length=40)
 
 
 class DecisionSerializer(serializers.Serializer):
@@ -283,6 +288,7 @@ class AgentProposalView(APIView):
         body.is_valid(raise_exception=True)
         data = body.validated_data
         spec = read_spec(data["spec"])
+        review = review_override(data)
         active = agent.active_version.metadata if agent.active_version_id else {}
         metadata = {
             "owner": active.get("owner", agent.owner.username),
@@ -292,7 +298,7 @@ class AgentProposalView(APIView):
         outcome = actions.propose(agent, spec, metadata, actor=request.user,
                                   source=VersionSource.API,
                                   base_generation=data.get("base_generation"),
-                                  comment=data.get("comment", ""))
+                                  comment=data.get("comment", ""), review=review)
         code = status.HTTP_200_OK if outcome.action == "unchanged" else status.HTTP_201_CREATED
         return Response(outcome.to_dict(), status=code)
 
@@ -306,12 +312,18 @@ class GuardrailSerializer(serializers.ModelSerializer):
     effect = serializers.ChoiceField(choices=GuardrailEffect.choices)
     selector = serializers.DictField(child=serializers.CharField(), required=False)
     created_by = serializers.CharField(source="created_by.username", read_only=True)
+    overdue_effect = serializers.ChoiceField(
+        choices=OverdueEffect.choices, required=False, allow_blank=True,
+        help_text="What an agent it selects gets once its review date passed: warn, restrict "
+                  "(to safe_tools) or suspend; blank: warn.")
+    safe_tools = serializers.ListField(child=serializers.CharField(max_length=200),
+                                       required=False, max_length=200)
 
     class Meta:
         model = Guardrail
         fields = ["name", "description", "expression", "selector", "effect",
-                  "required_approvals", "message", "enabled", "created_by", "created_at",
-                  "updated_at"]
+                  "required_approvals", "message", "enabled", "overdue_effect", "safe_tools",
+                  "created_by", "created_at", "updated_at"]
         read_only_fields = ["created_at", "updated_at"]
 
 

@@ -64,3 +64,19 @@ class ToxicEffect(models.TextChoices):
 
     DENY = "deny"
     REQUIRE_APPROVALS = "require_approvals"
+
+
+class OverdueEffect(models.TextChoices):
+    """What an agent whose review date passed gets, chosen per guardrail by compliance."""
+
+    WARN = "warn"  # the condition and an escalation; nothing else changes
+    RESTRICT = "restrict"  # only the guardrail's named safe tools are allowed
+    SUSPEND = "suspend"  # stopped until it is recertified (or a human resumes it)
+
+
+class RiskLevel(models.TextChoices):
+    """How risky an approved desired state is, which sets its default review interval."""
+
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"

@@ -5,7 +5,7 @@ from typing import Any
 
 from django import forms
 
-from registry.choices import GuardrailEffect
+from registry.choices import GuardrailEffect, OverdueEffect
 
 # The shape of a label (DESIGN.md §4), loosely: the actions and the manifest schema are stricter.
 _SELECTOR_KEY = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._/-]*[A-Za-z0-9])?")
@@ -45,6 +45,11 @@ class GuardrailForm(forms.Form):
     required_approvals = forms.IntegerField(min_value=0, max_value=5, initial=2)
     message = forms.CharField(max_length=500)
     enabled = forms.BooleanField(required=False, initial=True)
+    overdue_effect = forms.ChoiceField(choices=[("", "warn (default)"), *OverdueEffect.choices],
+                                       required=False)
+    safe_tools = forms.CharField(required=False, max_length=4000,
+                                 help_text="For restrict: the tools an overdue agent keeps, "
+                                           "separated by commas.")
 
     def __init__(self, *args: Any, editing: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -69,6 +74,10 @@ class GuardrailForm(forms.Form):
         if problems:
             raise forms.ValidationError(problems)
         return selector
+
+    def clean_safe_tools(self) -> list[str]:
+        return [tool.strip() for tool in self.cleaned_data["safe_tools"].split(",")
+                if tool.strip()]
 
     def action_fields(self) -> dict[str, Any]:
         """The cleaned fields as keyword arguments of create_guardrail / update_guardrail."""

@@ -59,6 +59,8 @@ class WaiverOutSerializer(serializers.Serializer):
     granted_by = serializers.CharField()
     created_at = serializers.CharField()
     lapsed_at = serializers.CharField(allow_null=True)
+    withdrawn_at = serializers.CharField(allow_null=True)
+    withdrawn_by = serializers.CharField(allow_null=True)
 
 
 class WaiverView(APIView):
@@ -99,6 +101,7 @@ class RetirementOutSerializer(serializers.Serializer):
     state = serializers.CharField()
     proposed_by = serializers.CharField()
     decided_by = serializers.CharField(allow_null=True)
+    decision_comment = serializers.CharField(allow_blank=True)
 
 
 class RetirementDecisionSerializer(serializers.Serializer):

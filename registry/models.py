@@ -9,6 +9,8 @@ from django.utils import timezone
 from registry.choices import (
     GuardrailEffect,
     Lifecycle,
+    OverdueEffect,
+    RiskLevel,
     ToxicEffect,
     VersionSource,
     VersionState,
@@ -36,6 +38,15 @@ class Agent(models.Model):
     generation = models.PositiveIntegerField(default=0)
     active_version = models.OneToOneField("DesiredStateVersion", null=True, blank=True,
                                           on_delete=models.PROTECT, related_name="+")
+    # Recertification: when the approved state must be reviewed again, when the owner was
+    # reminded of that date, and when it passed unreviewed (all reset by an approval).
+    review_due_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    reminded_at = models.DateTimeField(null=True, blank=True)
+    overdue_at = models.DateTimeField(null=True, blank=True)
+    overdue_effect = models.CharField(max_length=10, choices=OverdueEffect.choices, blank=True,
+                                      default="")
+    # While overdue under a `restrict` guardrail: the only tools it may use (None: no limit).
+    restricted_to = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 
@@ -50,6 +61,15 @@ class Agent(models.Model):
     @property
     def audit_label(self) -> str:
         return f"agent:{self.name}"
+
+    @property
+    def enforced_spec(self) -> dict:
+        """The active approved spec as enforced now: an overdue agent under a `restrict`
+        guardrail keeps only the safe tools."""
+        spec = self.active_version.spec
+        if self.restricted_to is None:
+            return spec
+        return {**spec, "tools": [t for t in spec["tools"] if t in self.restricted_to]}
 
 
 class DesiredStateVersion(models.Model):
@@ -89,6 +109,11 @@ class DesiredStateVersion(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
     decided_at = models.DateTimeField(null=True, blank=True)
+    # A recertification: the active spec again, approved to reset the review date.
+    recertifies = models.BooleanField(default=False)
+    # The proposer's review date, instead of the default for its risk level.
+    review_after_seconds = models.PositiveIntegerField(null=True, blank=True)
+    review_by = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -137,6 +162,11 @@ class Guardrail(models.Model):
     required_approvals = models.PositiveSmallIntegerField(default=2)
     message = models.CharField(max_length=500)
     enabled = models.BooleanField(default=True)
+    # What an agent it selects gets once its review date passed ("" : warn), and for
+    # `restrict` the tools it keeps.
+    overdue_effect = models.CharField(max_length=10, choices=OverdueEffect.choices, blank=True,
+                                      default="")
+    safe_tools = models.JSONField(default=list, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT,
                                    related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
@@ -153,7 +183,8 @@ class Guardrail(models.Model):
         return {"name": self.name, "description": self.description,
                 "expression": self.expression, "selector": self.selector,
                 "effect": self.effect, "required_approvals": self.required_approvals,
-                "message": self.message, "enabled": self.enabled}
+                "message": self.message, "enabled": self.enabled,
+                "overdue_effect": self.overdue_effect, "safe_tools": self.safe_tools}
 
 
 class ApiToken(models.Model):
@@ -231,6 +262,10 @@ class Waiver(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     # Set once the lapse is recorded (the audit says so); enforcement never waits for it.
     lapsed_at = models.DateTimeField(null=True, blank=True)
+    # Withdrawn before its end (expires_at is then moved to that moment).
+    withdrawn_at = models.DateTimeField(null=True, blank=True)
+    withdrawn_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                     on_delete=models.PROTECT, related_name="+")
 
     class Meta:
         ordering = ["expires_at"]
@@ -247,7 +282,25 @@ class Waiver(models.Model):
                 "granted_by": self.granted_by.username, "created_at":
                 self.created_at.isoformat().replace("+00:00", "Z"),
                 "lapsed_at": self.lapsed_at.isoformat().replace("+00:00", "Z")
-                if self.lapsed_at else None}
+                if self.lapsed_at else None,
+                "withdrawn_at": self.withdrawn_at.isoformat().replace("+00:00", "Z")
+                if self.withdrawn_at else None,
+                "withdrawn_by": self.withdrawn_by.username if self.withdrawn_by_id else None}
+
+
+class ReviewInterval(models.Model):
+    """Compliance's review interval for approved states of one risk level (the settings give
+    the default while there is no row)."""
+
+    level = models.CharField(max_length=8, choices=RiskLevel.choices, unique=True)
+    seconds = models.PositiveIntegerField()
+    # The lowest whole-spec risk score of this level (low is always 0).
+    risk_from = models.PositiveIntegerField(default=0)
+    updated_by = models.CharField(max_length=200)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"{self.level}: {self.seconds}s"
 
 
 class Retirement(models.Model):
@@ -263,6 +316,7 @@ class Retirement(models.Model):
                                    on_delete=models.PROTECT, related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
     decided_at = models.DateTimeField(null=True, blank=True)
+    decision_comment = models.TextField(blank=True, default="")
 
     class Meta:
         ordering = ["-created_at"]
@@ -274,7 +328,8 @@ class Retirement(models.Model):
         """The audited and served form of a retirement."""
         return {"id": self.pk, "agent": self.agent.name, "reason": self.reason,
                 "state": self.state, "proposed_by": self.proposed_by.username,
-                "decided_by": self.decided_by.username if self.decided_by_id else None}
+                "decided_by": self.decided_by.username if self.decided_by_id else None,
+                "decision_comment": self.decision_comment}
 
 
 class ToxicCombination(models.Model):

@@ -42,6 +42,7 @@ from registry.manifest import (
     parse_documents,
 )
 from registry.models import Agent, Approval, DesiredStateVersion, Guardrail
+from registry.recertification_views import lifecycle_context
 from registry.roles import has_role, sees_operations
 from registry.stepup import confirmed_device, proposal_reasons
 
@@ -147,6 +148,7 @@ def agent_detail(request: HttpRequest, name: str) -> HttpResponse:
         **state,
         **waiver_context(agent, request.user),
         **retirement_context(agent, request.user),
+        **lifecycle_context(agent, request.user, sees_operations=operations, pending=pending),
         "can_fetch_evidence": has_role(request.user, Role.COMPLIANCE) or (
             has_role(request.user, Role.OWNER) and agent.owner_id == request.user.pk),
     })
@@ -488,7 +490,8 @@ def guardrail_edit(request: HttpRequest, name: str) -> HttpResponse:
     if not has_role(request.user, Role.COMPLIANCE):
         return _forbidden(request, "Only compliance staff manage guardrails.")
     guardrail = get_object_or_404(Guardrail, name=name)
-    initial = {**guardrail.to_dict(), "selector": selector_to_text(guardrail.selector)}
+    initial = {**guardrail.to_dict(), "selector": selector_to_text(guardrail.selector),
+               "safe_tools": ", ".join(guardrail.safe_tools)}
     form = GuardrailForm(request.POST or None, initial=initial, editing=True)
     if request.method == "POST" and form.is_valid():
         try:

@@ -165,6 +165,11 @@ FORMS = {
     "keep a token": ("alice", "/tokens/", "registry-token-keep", None, {}, "token.kept"),
     "propose retiring an agent": ("alice", "/agents/refund-agent/", "registry-agent-retire",
                                   "reason", {"reason": "replaced"}, "retirement.proposed"),
+    "propose a recertification": ("alice", "/agents/refund-agent/",
+                                  "registry-agent-recertify", "review_after",
+                                  {"comment": "still right"}, "recertification.proposed"),
+    "set a review interval": ("dana", "/recertification/", "registry-review-interval",
+                              "interval", {"interval": "30d"}, "review_interval.changed"),
     "enrol an authenticator": ("bob", "/account/two-factor/", "registry-two-factor", "start",
                                {}, "stepup.enrolment_started"),
     "inject drift in the lab": ("dana", "/lab/", "lab", "agent", {"what": "drift"},
@@ -212,7 +217,8 @@ CRAWL = {
               "/tokens/"],
     "bob": ["/approvals/", "/proposals/{proposal}/", "/escalations/", "/account/two-factor/"],
     "dana": ["/findings/", "/lab/", "/guardrails/", "/guardrails/new",
-             "/guardrails/no-crm/edit", "/guardrails/no-crm/delete", "/audit/"],
+             "/guardrails/no-crm/edit", "/guardrails/no-crm/delete", "/audit/",
+             "/recertification/"],
 }
 
 

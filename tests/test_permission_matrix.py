@@ -145,6 +145,22 @@ API = [
         (401,     403,    403,    201,    201,    201,    201,    403,    403),
         body={"pointer": "/tools/crm.search", "reason": "migration", "ticket": "CHG-1",
               "duration": "1h"}),
+    # recertification (issue 16): {waiver} is bob's on refund-agent
+    Row("POST /api/v1/retirements/{retirement}/reject",
+        (401,     403,    403,    200,    200,    403,    200,    403,    403),
+        body={"comment": "not yet"}),
+    Row("POST /api/v1/waivers/{waiver}/withdraw",
+        (401,     200,    403,    403,    403,    200,    200,    403,    403),
+        body={"reason": "done early"}),
+    Row("POST /api/v1/agents/refund-agent/recertify",
+        (401,     201,    403,    403,    403,    403,    201,    403,    403), body={}),
+    Row("GET /api/v1/recertification",
+        (401,     200,    200,    200,    200,    200,    200,    403,    403)),
+    Row("GET /api/v1/review-intervals",
+        (401,     200,    200,    200,    200,    200,    200,    403,    403)),
+    Row("PUT /api/v1/review-intervals/high",
+        (401,     403,    403,    403,    403,    200,    200,    403,    403),
+        body={"interval": "30d"}),
     # proposals
     Row("GET /api/v1/proposals",
         (401,     200,    200,    200,    200,    200,    200,    403,    403)),
@@ -366,6 +382,7 @@ PAGES = [
     Row("GET /fleet/",                  (L, 403, 403, 200, 200, 200, 200, L, L)),
     Row("GET /tokens/",                 (L, 200, 200, 200, 200, 200, 200, L, L)),
     Row("GET /account/two-factor/",     (L, 200, 200, 200, 200, 200, 200, L, L)),
+    Row("GET /recertification/",        (L, 200, 200, 200, 200, 200, 200, L, L)),
     Row("GET /login/",                  (200, 200, 200, 200, 200, 200, 200, 200, 200)),
     Row("GET /vendor/plotly.min.js",    (200, 200, 200, 200, 200, 200, 200, 200, 200)),
     # The Django admin (read-only, see tests/registry/test_people.py) and the RQ dashboard.
@@ -411,6 +428,14 @@ FORMS = [
     Row("POST /agents/refund-agent/waivers", (L, R, R, D, D, D, D, L, L),
         body={"pointer": "/tools/crm.search", "reason": "migration", "ticket": "CHG-1",
               "duration": "1h"}, audited=("waiver.granted",)),
+    Row("POST /waivers/{waiver}/withdraw", (L, D, R, R, R, D, D, L, L),
+        body={"reason": "done early"}, audited=("waiver.withdrawn",)),
+    Row("POST /retirements/{retirement}/reject", (L, R, R, D, D, R, D, L, L),
+        body={"comment": "not yet"}, audited=("retirement.rejected",)),
+    Row("POST /agents/refund-agent/recertify", (L, D, R, R, R, R, D, L, L),
+        body={"comment": "still right"}, audited=("recertification.proposed",)),
+    Row("POST /recertification/intervals/high", (L, R, R, R, R, D, D, L, L),
+        body={"interval": "30d"}, audited=("review_interval.changed",)),
     Row("POST /guardrails/new",         (L, 403, 403, 403, 403, D, D, L, L),
         body={**GUARDRAIL, "name": "g-new", "required_approvals": 2},
         audited=("guardrail.created",)),
@@ -549,8 +574,10 @@ def build_scene() -> Scene:
 
     retirement = registry_actions.propose_retirement("other-agent", actor=people["alice"],
                                                      reason="replaced")
+    waiver = registry_actions.grant_waiver("refund-agent", actor=bob, pointer="/tools/crm.search",
+                                           reason="migration", ticket="CHG-0", duration="1h")
     scene = Scene(ids={
-        "retirement": retirement.pk, "pending": pending.pk, "erins": erins.pk,
+        "retirement": retirement.pk, "waiver": waiver.pk, "pending": pending.pk, "erins": erins.pk,
         "escalation": escalation.pk,
         "erins_esc": erins_esc.pk, "decision_esc": Escalation.objects.get(decision=asked).pk,
         "decision": decided.pk, "finding": Finding.objects.filter(agent=refund).first().pk,
@@ -760,7 +787,7 @@ def test_every_route_and_api_method_is_in_the_table():
         method, path = row.request.split(" ", 1)
         path = path.split("?")[0].format(pending=1, erins=1, escalation=1, erins_esc=1,
                                          decision_esc=1, finding=1, decision=uuid.uuid4(),
-                                         token=1, retirement=1)
+                                         token=1, retirement=1, waiver=1)
         covered.add((method, resolve(path).route))
     missing = []
     for route, callback in every_route():

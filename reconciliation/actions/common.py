@@ -34,8 +34,9 @@ def state_hash(state: dict[str, Any]) -> str:
 
 
 def desired_now(agent: Agent, now: datetime) -> dict[str, Any]:
-    """The effective desired state at `now`: approved spec, expired grants removed."""
-    return effective_desired(agent.active_version.spec, now,
+    """The effective desired state at `now`: approved spec (narrowed to the safe tools while
+    an overdue review restricts it), expired grants removed."""
+    return effective_desired(agent.enforced_spec, now,
                              suspended=agent.lifecycle == Lifecycle.SUSPENDED)
 
 

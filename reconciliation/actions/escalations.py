@@ -63,6 +63,9 @@ def authorise_escalation(escalation_id: int, *, actor: Any, triage: bool = False
 WRONG_RESOLUTION = {
     EscalationKind.DECISION: "A pending decision is resolved with allow or deny.",
     EscalationKind.DRIFT: "Drift is resolved with revert, accept or suspend.",
+    EscalationKind.RECERTIFICATION: (
+        "An overdue review is closed by approving a recertification; meanwhile an approver may "
+        "only suspend the agent."),
     EscalationKind.BEHAVIOUR: (
         "What an agent did cannot be reverted or accepted as observed state: behaviour is "
         "resolved with acknowledge (a one-off), suspend, or raise_limit (propose a spec that "

@@ -52,6 +52,7 @@ from reconciliation.models import (
     ReconcileRun,
     Silence,
 )
+from reconciliation.recertified import merge, recertified_condition
 from reconciliation.reconciler import FindingView, decide, idempotency_key
 from reconciliation.silence import overlay as silence_overlay
 from registry.actions.waivers import active_waivers, record_lapses
@@ -293,11 +294,16 @@ def _apply_counts(agent: Agent, status: AgentStatus, *, generation: int, now: da
         "escalated": Escalation.objects.filter(agent=agent,
                                                status=EscalationStatus.OPEN).count(),
     }
-    suspended = Agent.objects.filter(pk=agent.pk, lifecycle=Lifecycle.SUSPENDED).exists()
-    status.conditions = silence_overlay(compute_conditions(
-        status.conditions, generation=generation, now=now, suspended=suspended,
-        failed=failed, **counts), Silence.objects.filter(agent=agent,
-                                                         ended_at__isnull=True).first())
+    row = Agent.objects.filter(pk=agent.pk).values(
+        "lifecycle", "review_due_at", "overdue_at").get()
+    suspended = row["lifecycle"] == Lifecycle.SUSPENDED
+    previous = status.conditions
+    status.conditions = silence_overlay(merge(compute_conditions(
+        previous, generation=generation, now=now, suspended=suspended,
+        failed=failed, **counts), recertified_condition(
+        previous, due=row["review_due_at"], overdue=row["overdue_at"] is not None,
+        generation=generation, now=now)),
+        Silence.objects.filter(agent=agent, ended_at__isnull=True).first())
     status.open_findings = counts["drifted"]
     status.health = (
         Health.SUSPENDED if suspended else Health.FAILED if failed
@@ -378,7 +384,7 @@ def reconcile_agent(agent_id: int, *, trigger: str, now: datetime | None = None
         record_lapses(agent, now)
         waivers = {w.pointer: w for w in active_waivers(agent, now)}
         decision = decide(
-            agent.active_version.spec, actual, now, agent=agent.name, generation=agent.generation,
+            agent.enforced_spec, actual, now, agent=agent.name, generation=agent.generation,
             waived=tuple(waivers),
             suspended=agent.lifecycle == Lifecycle.SUSPENDED, findings=_finding_views(agent),
             hold_applied=ctx.shadow or bool(breaker_held(agent, control)),
@@ -424,7 +430,7 @@ def reconcile_agent(agent_id: int, *, trigger: str, now: datetime | None = None
         record_observation(agent, verified_state, actor=f"connector:{connector.name}",
                            source=connector.name, trigger_reconcile=False)
     with transaction.atomic():  # verification
-        remaining = {d.fingerprint for d in diff(agent.active_version.spec, verified_state or {},
+        remaining = {d.fingerprint for d in diff(agent.enforced_spec, verified_state or {},
                                                  now, suspended=_suspended(agent))}
         _verify(ctx, remaining)
         counts = _settle(ctx)
@@ -588,6 +594,7 @@ def converged_check(agent_ids: list[int], now: datetime | None = None) -> list[i
         .select_related("active_version", "status", "sandbox")
         .annotate(observed=Subquery(latest.values("state")[:1]))
         .only("pk", "name", "lifecycle", "generation", "connector", "active_version__spec",
+              "restricted_to",
               "status__converged", "status__converged_generation", "status__open_findings",
               "sandbox__state", "sandbox__stale_state", "sandbox__stale_until"))
     needs_pass, converged = [], []
@@ -611,7 +618,7 @@ def converged_check(agent_ids: list[int], now: datetime | None = None) -> list[i
                 import json
 
                 actual = json.loads(actual)
-        if actual is None or diff(agent.active_version.spec, actual, now,
+        if actual is None or diff(agent.enforced_spec, actual, now,
                                   suspended=agent.lifecycle == Lifecycle.SUSPENDED):
             needs_pass.append(agent.pk)
         else:

@@ -26,7 +26,8 @@ from registry.actions.proposals import (
     reject_proposal,
     withdraw_proposal,
 )
-from registry.actions.retirement import approve_retirement, propose_retirement
+from registry.actions.recertification import propose_recertification, set_review_interval
+from registry.actions.retirement import approve_retirement, propose_retirement, reject_retirement
 from registry.actions.rollback import propose_rollback
 from registry.actions.tokens import keep_agent_token, revoke_api_token, visible_tokens
 from registry.actions.toxic import (
@@ -34,7 +35,7 @@ from registry.actions.toxic import (
     delete_toxic_combination,
     update_toxic_combination,
 )
-from registry.actions.waivers import grant_waiver
+from registry.actions.waivers import grant_waiver, withdraw_waiver
 
 __all__ = [
     "ProposalOutcome", "apply_manifests", "approve_proposal", "approve_retirement",
@@ -46,4 +47,6 @@ __all__ = [
     "revoke_connector_secret", "revoke_role", "set_account_flags", "update_guardrail",
     "visible_tokens", "withdraw_proposal", "create_toxic_combination",
     "update_toxic_combination", "delete_toxic_combination",
+    "visible_tokens", "withdraw_proposal", "propose_recertification", "set_review_interval",
+    "reject_retirement", "withdraw_waiver",
 ]

@@ -10,13 +10,13 @@ import audit
 from audit.choices import AuditAction
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from registry.actions.proposals import reevaluate_pending
-from registry.choices import GuardrailEffect, Role
+from registry.choices import GuardrailEffect, OverdueEffect, Role
 from registry.guardrails import ExpressionError, ExpressionTooCostly, check_expression
 from registry.models import Guardrail
 from registry.roles import has_role
 
 EDITABLE = ("description", "expression", "selector", "effect", "required_approvals", "message",
-            "enabled")
+            "enabled", "overdue_effect", "safe_tools")
 
 
 def _check_role(actor: Any) -> None:
@@ -41,17 +41,27 @@ def _validate(fields: dict[str, Any]) -> None:
     if effect == GuardrailEffect.REQUIRE_APPROVALS and not 2 <= fields["required_approvals"] <= 5:
         raise Invalid("require_approvals needs between 2 and 5 approvers.",
                       details=[{"pointer": "/required_approvals", "message": "expected 2 to 5"}])
+    safe = fields.get("safe_tools", [])
+    if not isinstance(safe, list) or not all(isinstance(t, str) and t for t in safe):
+        raise Invalid("safe_tools is a list of tool names.",
+                      details=[{"pointer": "/safe_tools", "message": "expected tool names"}])
+    if fields.get("overdue_effect") == OverdueEffect.RESTRICT and not safe:
+        raise Invalid("An overdue effect of restrict needs the safe tools it keeps.",
+                      details=[{"pointer": "/safe_tools",
+                                "message": "expected at least one tool name"}])
 
 
 @transaction.atomic
 def create_guardrail(*, actor: Any, name: str, expression: str, effect: str, message: str,
                      description: str = "", selector: dict | None = None,
-                     required_approvals: int = 2, enabled: bool = True) -> Guardrail:
+                     required_approvals: int = 2, enabled: bool = True,
+                     overdue_effect: str = "", safe_tools: list | None = None) -> Guardrail:
     """Save a new guardrail and re-evaluate pending proposals against it."""
     _check_role(actor)
     fields = {"description": description, "expression": expression, "selector": selector or {},
               "effect": effect, "required_approvals": required_approvals, "message": message,
-              "enabled": enabled}
+              "enabled": enabled, "overdue_effect": overdue_effect,
+              "safe_tools": safe_tools or []}
     _validate(fields)
     try:
         with transaction.atomic():

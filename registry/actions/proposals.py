@@ -27,6 +27,7 @@ from registry.manifest import Manifest, spec_hash
 from registry.models import Agent, Approval, DesiredStateVersion, Guardrail
 from registry.permission_diff import permission_diff, risk_score
 from registry.principals import AgentPrincipal, acting_agent
+from registry.recertification import ReviewOverride
 from registry.roles import has_role
 from registry.stepup import StepUp, proposal_reasons, required_error
 from registry.toxic_fleet import judge_proposal
@@ -194,9 +195,11 @@ def _reason(origin: str, comment: str) -> str:
 @transaction.atomic
 def propose(agent: Agent, spec: dict, metadata: dict, *, actor: Any, source: str,
             base_generation: int | None = None, comment: str = "",
-            from_escalation: bool = False, origin: str = "") -> ProposalOutcome:
+            from_escalation: bool = False, origin: str = "", recertify: bool = False,
+            review: ReviewOverride | None = None) -> ProposalOutcome:
     """Propose a canonical spec for an agent; re-editing the proposer's pending proposal resets
-    its approvals. Unchanged specs change nothing; a guardrail denial refuses with 422."""
+    its approvals. Unchanged specs change nothing (except a recertification, which proposes
+    the active spec again on purpose); a guardrail denial refuses with 422."""
     agent = (Agent.objects.select_for_update(of=("self",))
              .select_related("owner", "active_version").get(pk=agent.pk))
     check_can_propose(agent, actor, from_escalation=from_escalation)
@@ -214,11 +217,13 @@ def propose(agent: Agent, spec: dict, metadata: dict, *, actor: Any, source: str
     _check_connector(agent.name, spec.get("connector"), owner)
     digest = spec_hash(spec)
     active = agent.active_version
-    if active and active.spec_sha256 == digest and active.metadata == metadata:
+    if not recertify and active and active.spec_sha256 == digest and (
+            active.metadata == metadata):
         return ProposalOutcome(agent.name, "unchanged", active)
-    mine = (agent.versions.select_for_update().filter(state=VersionState.PENDING,
-                                                     **_proposer_filter(actor))
-            .order_by("-created_at").first())
+    mine = None if recertify else (
+        agent.versions.select_for_update().filter(state=VersionState.PENDING,
+                                                  recertifies=False, **_proposer_filter(actor))
+        .order_by("-created_at").first())
     if mine and mine.spec_sha256 == digest and mine.metadata == metadata:
         return ProposalOutcome(agent.name, "unchanged", mine)
     now = timezone.now()
@@ -233,7 +238,9 @@ def propose(agent: Agent, spec: dict, metadata: dict, *, actor: Any, source: str
             r.to_dict() for r in assessment.guardrails],
         "permission_changes": assessment.changes, "risk": assessment.risk,
         "required_approvals": assessment.required_approvals, "held": assessment.held,
-        "updated_at": now,
+        "updated_at": now, "recertifies": recertify,
+        "review_after_seconds": review.after_seconds if review else None,
+        "review_by": review.by if review else None,
     }
     if mine:
         before = mine.spec
@@ -500,6 +507,9 @@ def _activate(version: DesiredStateVersion, agent: Agent, actor: Any) -> None:
                      target=f"proposal:{stale.pk}", agent=agent.name,
                      reason=f"superseded by proposal {version.pk} (generation "
                             f"{version.generation})")
+    from registry.actions.recertification import start_review_clock
+
+    start_review_clock(version, agent, actor=actor, now=now)
     request_reconcile(agent.pk, "approved")
     schedule_grant_expiries(agent.pk, version.spec)
 

@@ -49,16 +49,23 @@ def propose_retirement(agent_name: str, *, actor: Any, reason: str) -> Retiremen
 
 
 def _check_retirement(retirement: Retirement | None, retirement_id: int, actor: Any) -> None:
+    if isinstance(actor, AgentPrincipal) or not has_role(actor, Role.APPROVER):
+        raise NotAllowed("Only approvers decide on a retirement.")
     if retirement is None:
         raise NotFound(f"No retirement {retirement_id}.")
-    if isinstance(actor, AgentPrincipal) or not has_role(actor, Role.APPROVER):
-        raise NotAllowed("Only approvers approve a retirement.")
     if actor.pk in (retirement.proposed_by_id, retirement.agent.owner_id):
         raise NotAllowed("Four eyes: you cannot approve retiring an agent you own or whose "
                          "retirement you proposed.", code="four_eyes")
     if retirement.state != VersionState.PENDING:
         raise Conflict(f"Retirement {retirement.pk} is {retirement.state}, not pending.",
                        code="not_pending")
+
+
+def check_can_decide_retirement(retirement_id: int, *, actor: Any) -> None:
+    """403 for someone who may not decide it (wrong role, four eyes), 404 when missing, 409
+    when it was decided already; before a decision's body is read."""
+    _check_retirement(Retirement.objects.select_related("agent").filter(
+        pk=retirement_id).first(), retirement_id, actor)
 
 
 def approve_retirement(retirement_id: int, *, actor: Any, comment: str = "", otp: str = "",
@@ -118,10 +125,45 @@ def stop_on_platform(agent_id: int) -> str:
     from reconciliation.reconciler import idempotency_key
 
     agent = Agent.objects.get(pk=agent_id)
-    operation = Operation(OperationKind.SUSPEND, "agent")
+    operation = Operation(OperationKind.SUSPEND, "agent")  # a ConnectorError: the job retries
     key = idempotency_key(agent.name, agent.generation, operation, 0)  # 0: retirement's own
     outcome = connector_for(agent).apply(agent, operation.to_dict(), key)
     audit.record(actor=SYSTEM, action=AuditAction.AGENT_STOPPED, target=f"agent:{agent.name}",
                  agent=agent.name, after={**operation.to_dict(), "key": key, "outcome": outcome},
                  reason="retired: its platform was asked to stop it")
     return outcome
+
+
+@transaction.atomic
+def reject_retirement(retirement_id: int, *, actor: Any, comment: str) -> Retirement:
+    """An approver (four eyes, as for approving) refuses a proposed retirement, saying why;
+    the agent stays as it is."""
+    retirement = (Retirement.objects.select_for_update().select_related("agent", "proposed_by")
+                  .filter(pk=retirement_id).first())
+    _check_retirement(retirement, retirement_id, actor)
+    if not comment.strip():
+        raise Invalid("A rejection needs a comment.", details=[
+            {"pointer": "/comment", "message": "required"}])
+    retirement.state, retirement.decided_by, retirement.decided_at = (
+        VersionState.REJECTED, actor, timezone.now())
+    retirement.decision_comment = comment.strip()
+    retirement.save(update_fields=["state", "decided_by", "decided_at", "decision_comment"])
+    audit.record(actor=actor, action=AuditAction.RETIREMENT_REJECTED,
+                 target=f"retirement:{retirement.pk}", agent=retirement.agent.name,
+                 after=retirement.to_dict(), reason=retirement.decision_comment)
+    return retirement
+
+
+@transaction.atomic
+def stop_failed(agent_id: int, *, error: str, attempts: int) -> None:
+    """The platform could not be asked to stop a retired agent after every retry: audited, and
+    an escalation asks the approvers to stop it by hand."""
+    from reconciliation.actions.common import open_escalation
+
+    agent = Agent.objects.get(pk=agent_id)
+    why = (f"retired, but its platform could not be asked to stop it after {attempts} "
+           f"attempts ({error}): stop it by hand")
+    audit.record(actor=SYSTEM, action=AuditAction.AGENT_STOP_FAILED,
+                 target=f"agent:{agent.name}", agent=agent.name,
+                 after={"attempts": attempts, "error": error}, reason=why)
+    open_escalation(agent, None, reason=why)

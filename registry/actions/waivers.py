@@ -9,7 +9,7 @@ from django.utils import timezone
 
 import audit
 from audit.choices import AuditAction
-from config.errors import Invalid, NotAllowed, NotFound
+from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from registry.choices import Lifecycle, Role
 from registry.manifest import duration_seconds
 from registry.models import Agent, Waiver
@@ -94,3 +94,39 @@ def record_lapses(agent: Agent, now: datetime) -> list[Waiver]:
                      reason=f"waiver on {waiver.pointer} ({waiver.ticket}) ended; enforced "
                             "again")
     return ended
+
+
+@transaction.atomic
+def withdraw_waiver(waiver_id: int, *, actor: Any, reason: str) -> Waiver:
+    """End a waiver before its expiry (the agent's owner, or compliance staff), saying why:
+    the waived drift is enforced again at once and the audit says who ended it."""
+    waiver = (Waiver.objects.select_for_update().select_related("agent", "granted_by")
+              .filter(pk=waiver_id).first())
+    if waiver is None:
+        raise NotFound(f"No waiver {waiver_id}.")
+    if not may_withdraw(waiver.agent, actor):
+        raise NotAllowed("Only the agent's owner or compliance staff withdraw a waiver.")
+    if not reason.strip():
+        raise Invalid("Withdrawing a waiver needs a reason.", details=[
+            {"pointer": "/reason", "message": "required"}])
+    now = timezone.now()
+    if waiver.withdrawn_at is not None or waiver.expires_at <= now:
+        raise Conflict(f"Waiver {waiver.pk} has already ended.", code="ended")
+    before = waiver.to_dict()
+    waiver.withdrawn_at, waiver.withdrawn_by, waiver.expires_at = now, actor, now
+    waiver.lapsed_at = now  # its end is recorded here, not as a lapse
+    waiver.save(update_fields=["withdrawn_at", "withdrawn_by", "expires_at", "lapsed_at"])
+    audit.record(actor=actor, action=AuditAction.WAIVER_WITHDRAWN,
+                 target=f"waiver:{waiver.pk}", agent=waiver.agent.name, before=before,
+                 after=waiver.to_dict(), reason=reason.strip())
+    from reconciliation.triggers import request_reconcile
+
+    request_reconcile(waiver.agent_id, "manual")  # enforced again now
+    return waiver
+
+
+def may_withdraw(agent: Agent, actor: Any) -> bool:
+    """The agent's owner (who lives with the exception) or compliance staff."""
+    if isinstance(actor, AgentPrincipal) or not getattr(actor, "pk", None):
+        return False
+    return agent.owner_id == actor.pk or has_role(actor, Role.COMPLIANCE)

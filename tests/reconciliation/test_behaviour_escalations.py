@@ -82,7 +82,8 @@ def test_acknowledging_closes_the_finding_and_the_agent_is_in_policy_again(
     escalation = five_reads_of_one_record(client, django_capture_on_commit_callbacks)
     bob = api_as(people.bob)
     assert conditions(bob) == {"Ready": "False", "Drifted": "True", "Reconciling": "False",
-                               "Escalated": "True", "Suspended": "False"}
+                               "Escalated": "True", "Suspended": "False",
+                               "Recertified": "True"}
 
     resolved = resolve(bob, escalation, "acknowledge", "support re-read one customer's file")
     assert resolved.status_code == 200, resolved.content
@@ -92,7 +93,8 @@ def test_acknowledging_closes_the_finding_and_the_agent_is_in_policy_again(
     assert (finding.status, finding.acknowledged_by) == ("acknowledged", people.bob)
     assert "support re-read one customer's file" in finding.reason
     assert conditions(bob) == {"Ready": "True", "Drifted": "False", "Reconciling": "False",
-                               "Escalated": "False", "Suspended": "False"}
+                               "Escalated": "False", "Suspended": "False",
+                               "Recertified": "True"}
     assert AgentStatus.objects.get(agent=agent).health == "in_policy"
     # The next pass agrees: nothing reopens it.
     run = actions.reconcile_agent(agent.pk, trigger="resync")
@@ -177,7 +179,8 @@ def test_raising_the_limit_proposes_it_and_the_finding_ends_with_the_approval(
     finding.refresh_from_db()
     assert finding.status == "resolved" and "generation 2" in finding.reason
     assert conditions(bob) == {"Ready": "True", "Drifted": "False", "Reconciling": "False",
-                               "Escalated": "False", "Suspended": "False"}
+                               "Escalated": "False", "Suspended": "False",
+                               "Recertified": "True"}
 
 
 def test_a_refused_raise_hands_the_behaviour_back_to_a_human(
