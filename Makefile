@@ -2,6 +2,8 @@
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
+# The client's framework extras, so `make test` runs the adapter tests.
+ADAPTER_EXTRAS := langgraph,openai-agents,pydantic-ai
 PORT_OPEN = $(PY) -c "import socket,sys; s=socket.socket(); s.settimeout(0.5); sys.exit(s.connect_ex(('127.0.0.1', $(1))))"
 
 .PHONY: demo test lint install chromium bench clean example example-bad-deploy
@@ -9,7 +11,7 @@ PORT_OPEN = $(PY) -c "import socket,sys; s=socket.socket(); s.settimeout(0.5); s
 $(VENV)/.installed: pyproject.toml clients/python/pyproject.toml
 	test -x $(PY) || python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]' -e ./clients/python
+	$(PY) -m pip install --quiet -e '.[test]' -e './clients/python[$(ADAPTER_EXTRAS)]'
 	touch $@
 
 install: $(VENV)/.installed
