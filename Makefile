@@ -19,9 +19,11 @@ install: $(VENV)/.installed
 demo: install
 	$(PY) -m config.launcher
 
-# The worked example (with `make demo` running in another shell).
+# The worked example (with `make demo` running in another shell); FRAMEWORK=langgraph,
+# openai-agents or pydantic-ai runs that framework's agent, governed in its own process.
 example: install
-	examples/refund_agent/start.sh
+	@if [ -n "$(FRAMEWORK)" ]; then examples/governed_agent.sh "$(FRAMEWORK)"; \
+	else examples/refund_agent/start.sh; fi
 
 example-bad-deploy: install
 	$(PY) examples/refund_agent/agent.py deploy-bad
