@@ -5,6 +5,7 @@ import threading
 
 import httpx
 import pytest
+from django.db import connection
 
 from reconciliation import actions as reconciliation
 from reconciliation.models import BehaviourEvent, Escalation, Finding
@@ -38,12 +39,16 @@ class Bob:
         self.answered: int | None = None
 
     def _answer(self) -> None:
-        escalation = eventually(
-            lambda: Escalation.objects.filter(decision__isnull=False, status="open").first())
-        answer = httpx.post(f"{self.server}/api/v1/escalations/{escalation.pk}/resolve",
-                            json={"resolution": "allow", "comment": "damaged, photo attached"},
-                            headers={"Authorization": f"Token {self.key}"})
-        self.answered = answer.status_code
+        try:
+            escalation = eventually(
+                lambda: Escalation.objects.filter(decision__isnull=False, status="open").first())
+            answer = httpx.post(f"{self.server}/api/v1/escalations/{escalation.pk}/resolve",
+                                json={"resolution": "allow",
+                                      "comment": "damaged, photo attached"},
+                                headers={"Authorization": f"Token {self.key}"})
+            self.answered = answer.status_code
+        finally:
+            connection.close()  # this thread's own connection, or the test database lingers
 
     def __enter__(self) -> "Bob":
         self.thread.start()

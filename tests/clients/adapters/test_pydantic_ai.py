@@ -3,6 +3,8 @@ governed by three lines: observed from the object, a gained tool removed in plac
 reconciler's correction, the refund above $500 held for bob, events with no event code."""
 
 import pytest
+from agentgov import Forbidden
+from agentgov.adapters import ToolRefused
 from agentgov.adapters.pydantic_ai import govern
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
@@ -17,7 +19,8 @@ from tests.clients.adapters.conftest import (
     latest_report,
     reconcile,
 )
-from tests.conftest import eventually
+from tests.clients.conftest import approve_new_version
+from tests.conftest import approved_agent, eventually
 
 
 class Script:
@@ -137,3 +140,42 @@ def test_a_removed_limit_is_reported_and_restored_by_the_correction(governed, pu
         "approval_above": 500, "max": 5000})
     eventually(lambda: reconcile(push_agent) == "converged")
     assert governor.rules.actions["payments.refund"]["approval_above"] == 500
+
+
+def test_the_gate_enforces_data_scopes_and_record_limits(agent_client, push_agent, people):
+    approve_new_version(
+        people, tools=["orders.lookup", "payments.refund", "customers.read"],
+        data=[{"resource": "orders_db", "access": "read"},
+              {"resource": "payments", "access": "write"},
+              {"resource": "customers_db", "access": "read"}])
+    agent = Agent(FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart("-")]),
+                                model_name="gpt-4.1"))
+    reads = []
+
+    @agent.tool_plain(name="customers.read")
+    def read(customer: str) -> str:
+        reads.append(customer)
+        return customer
+
+    governor = govern(agent, client=agent_client, name="refund-agent",
+                      resources={**RESOURCES, "customers.read": "customers_db",
+                                 "crm.search": "crm"}, **FAST)
+    with governor:
+        for _ in range(3):
+            governor.gate("customers.read", {"customer": "c-7"}, lambda: read("c-7"))
+        with pytest.raises(ToolRefused, match="record c-7 read 3 times"):
+            governor.gate("customers.read", {"customer": "c-7"}, lambda: read("c-7"))
+        governor.gate("customers.read", {"customer": "c-8"}, lambda: read("c-8"))
+        governor.rules.tools.add("crm.search")  # even an approved tool needs its data scope
+        with pytest.raises(ToolRefused, match="no approved access to crm"):
+            governor.gate("crm.search", {"query": "x"}, lambda: reads.append("crm"))
+    assert reads == ["c-7", "c-7", "c-7", "c-8"]
+    eventually(lambda: len(events(push_agent, tool="customers.read")) == 4)
+
+
+def test_an_agent_token_cannot_govern_another_agent(agent_client, push_agent, people):
+    other = approved_agent(people, "other-agent", connector={"type": "push"})
+    governor = govern(refund_agent(Script()), client=agent_client, name=other.name, **FAST)
+    with pytest.raises(Forbidden):
+        governor.start()
+    assert not other.observations.exists()

@@ -57,6 +57,10 @@ class Binding(Protocol):
     def mcp_servers(self) -> list[dict[str, Any]]:
         """The MCP servers the agent connects to: [{name, url | command}]."""
 
+    def install_gate(self, governor: Governor) -> None:
+        """Route every tool call through `governor.gate`/`agate`; idempotent, and run again
+        at each observation so toolsets added later are gated too."""
+
 
 def model_name(model: Any) -> str | None:
     """The name a model object answers to (a string is its own name)."""
@@ -138,6 +142,7 @@ class Governor:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._remember_model()
+        binding.install_gate(self)
 
     # --- names -----------------------------------------------------------------------------
 
@@ -157,6 +162,7 @@ class Governor:
     def observe(self) -> dict[str, Any]:
         """The observed state, read from the agent object and the gate."""
         self._remember_model()
+        self.binding.install_gate(self)
         state: dict[str, Any] = {
             "framework": self.binding.framework,
             "tools": sorted({self.governance_name(tool) for tool in self.binding.tools()}),
@@ -298,7 +304,8 @@ class Governor:
                 if limit.get("resource") != call.resource:
                     continue
                 since = now - window_seconds(limit.get("per") or "1h")
-                seen = [(r) for at, res, r in self._calls if at >= since and res == call.resource]
+                seen = [record for at, resource, record in self._calls
+                        if at >= since and resource == call.resource]
                 if limit.get("max_calls") is not None and len(seen) >= limit["max_calls"]:
                     raise self._refuse(call, f"more than {limit['max_calls']} calls to "
                                              f"{call.resource} per {limit.get('per') or '1h'}")

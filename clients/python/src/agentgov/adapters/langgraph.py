@@ -86,8 +86,11 @@ class LangGraphBinding:
 
     def install_gate(self, governor: Governor) -> None:
         for node in self.tool_nodes:
+            if getattr(node, "_agentgov_gated", False):
+                continue
             node._wrap_tool_call = _sync_gate(governor)
             node._awrap_tool_call = _async_gate(governor)
+            node._agentgov_gated = True
 
 
 def _refusal(request: Any, refused: ToolRefused) -> ToolMessage:
@@ -123,6 +126,4 @@ def govern(graph: Any, *, client: Client, name: str | None = None,
            mcp_servers: list[Any] | None = None, **options: Any) -> Governor:
     """A Governor for the compiled agent `graph` (call `.start()`); options as `Governor`'s."""
     binding = LangGraphBinding(graph, mcp_servers=mcp_servers)
-    governor = Governor(binding, client, name=name, **options)
-    binding.install_gate(governor)
-    return governor
+    return Governor(binding, client, name=name, **options)

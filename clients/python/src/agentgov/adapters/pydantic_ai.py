@@ -70,6 +70,4 @@ def govern(agent: Agent[Any, Any], *, client: Client, name: str | None = None,
            **options: Any) -> Governor:
     """A Governor for `agent` (call `.start()`); options as `Governor`'s."""
     binding = PydanticAIBinding(agent)
-    governor = Governor(binding, client, name=name, **options)
-    binding.install_gate(governor)
-    return governor
+    return Governor(binding, client, name=name, **options)
