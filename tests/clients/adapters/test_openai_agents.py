@@ -8,6 +8,7 @@ import pytest
 from agentgov.adapters.openai_agents import govern
 from agents import Agent, Runner, function_tool, set_tracing_disabled
 from agents.items import ModelResponse
+from agents.mcp import MCPServerStdio, MCPServerStreamableHttp
 from agents.models.interface import Model
 from agents.usage import Usage
 from django.db import transaction
@@ -165,3 +166,23 @@ def test_a_suspended_agent_calls_no_tool(governed, push_agent, people):
     eventually(lambda: latest_report(push_agent).get("running") is False)
     result = Runner.run_sync(agent, "refund order-0005 20")
     assert agent.refunded == [] and "suspended" in result.final_output
+
+
+def test_its_mcp_servers_are_read_from_the_object(agent_client, push_agent):
+    agent = refund_agent(ScriptedModel())
+    agent.mcp_servers = [
+        MCPServerStreamableHttp(params={"url": "http://127.0.0.1:9/mcp"}, name="payments-mcp"),
+        MCPServerStdio(params={"command": "python", "args": ["-m", "orders_mcp"]},
+                       name="orders-mcp")]
+    governor = govern(agent, client=agent_client, name="refund-agent", **FAST)
+    with governor:
+        assert governor.binding.mcp_servers() == [
+            {"name": "payments-mcp", "url": "http://127.0.0.1:9/mcp"},
+            {"name": "orders-mcp", "command": "python -m orders_mcp"}]
+        report = latest_report(push_agent)
+    # Reported under `mcp_servers` where the control plane's spec has MCP servers; a control
+    # plane without them refuses the key, and the rest of the state is still reported.
+    assert report["tools"] == ["orders.lookup", "payments.refund"]
+    assert sorted(server["name"] for server in report.get("mcp_servers", [])) in (
+        [], ["orders-mcp", "payments-mcp"])
+    assert governor.report_mcp_servers == ("mcp_servers" in report)

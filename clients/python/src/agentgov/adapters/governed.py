@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agentgov.errors import AgentGovError
+from agentgov.errors import AgentGovError, ApiError
 
 if TYPE_CHECKING:
     from agentgov.client import Client
@@ -135,6 +135,8 @@ class Governor:
         self.decision_wait = decision_wait
         self.decision_poll = decision_poll
         self.rules: Rules | None = None
+        # The MCP servers go under the key the manifest's MCP section uses (`mcp_servers`).
+        self.report_mcp_servers = True
         self.applied: DesiredState | None = None
         self.refused: list[tuple[str, str]] = []  # (tool, why), newest last
         self._calls: deque[tuple[float, str, str | None]] = deque()
@@ -171,8 +173,7 @@ class Governor:
         if name:
             state["model"] = name
         servers = self.binding.mcp_servers()
-        if servers:
-            # The key the MCP manifest section uses; older control planes reject it.
+        if servers and self.report_mcp_servers:
             state["mcp_servers"] = servers
         rules = self.rules
         if rules is not None:
@@ -184,7 +185,19 @@ class Governor:
 
     def report(self) -> None:
         """Report the observed state now (also the heartbeat: unchanged counts as one)."""
-        self.client.report_observed(self.observe(), self.agent)
+        state = self.observe()
+        try:
+            self.client.report_observed(state, self.agent)
+        except ApiError as error:
+            # A control plane without MCP servers in its spec refuses the key: report the rest
+            # (the first report, at start, finds out, before the watch loop runs).
+            if "mcp_servers" not in state or not any(
+                    pointer.startswith("/mcp_servers") for pointer in error.pointers):
+                raise
+            log.warning("%s: the control plane does not take mcp_servers; not reporting them",
+                        self.agent)
+            self.report_mcp_servers = False
+            self.client.report_observed(self.observe(), self.agent)
 
     # --- apply (corrections arrive here) --------------------------------------------------------
 
@@ -373,14 +386,19 @@ class Governor:
         return result
 
 
+def _field(holder: Any, name: str) -> Any:
+    """A dict's key or an object's attribute (frameworks keep server parameters either way)."""
+    return holder.get(name) if isinstance(holder, dict) else getattr(holder, name, None)
+
+
 def describe_mcp_server(server: Any) -> dict[str, Any]:
-    """{name, url | command} of a framework's MCP server object, read from the attributes
-    the frameworks use (url, command, params, client.transport)."""
+    """{name, url | command} of a framework's MCP server object, read from where the
+    frameworks keep them (the object, its `params`, its client's transport)."""
     params = getattr(server, "params", None)
-    params = params if isinstance(params, dict) else {}
     transport = getattr(getattr(server, "client", None), "transport", None)
-    url = getattr(server, "url", None) or params.get("url") or getattr(transport, "url", None)
-    command = getattr(server, "command", None) or params.get("command")
+    url = next((value for value in (_field(server, "url"), _field(params, "url"),
+                                    _field(transport, "url")) if value), None)
+    command = _field(server, "command") or _field(params, "command")
     name = next((value for value in (getattr(server, attribute, None)
                                      for attribute in ("name", "id", "label"))
                  if isinstance(value, str) and value), None)
@@ -388,6 +406,6 @@ def describe_mcp_server(server: Any) -> dict[str, Any]:
     if url:
         entry["url"] = str(url)
     elif command:
-        args = getattr(server, "args", None) or params.get("args") or []
+        args = _field(server, "args") or _field(params, "args") or []
         entry["command"] = " ".join([str(command), *map(str, args)])
     return entry
