@@ -179,3 +179,11 @@ def test_an_agent_token_cannot_govern_another_agent(agent_client, push_agent, pe
     with pytest.raises(Forbidden):
         governor.start()
     assert not other.observations.exists()
+
+
+def test_an_unchanged_agent_keeps_sending_heartbeats(governed, push_agent):
+    agent, script, governor = governed
+    eventually(lambda: governor.applied is not None)
+    first = push_agent.observations.order_by("-observed_at").first()
+    eventually(lambda: push_agent.observations.get(pk=first.pk).last_seen_at > first.last_seen_at)
+    assert push_agent.observations.order_by("-observed_at").first().pk == first.pk
