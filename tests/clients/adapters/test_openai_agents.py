@@ -186,3 +186,28 @@ def test_its_mcp_servers_are_read_from_the_object(agent_client, push_agent):
     assert sorted(server["name"] for server in report.get("mcp_servers", [])) in (
         [], ["orders-mcp", "payments-mcp"])
     assert governor.report_mcp_servers == ("mcp_servers" in report)
+
+
+@pytest.mark.parametrize("amount", ["900", "NaN", None])
+def test_an_amount_the_gate_cannot_compare_is_not_waved_through(agent_client, push_agent,
+                                                                amount):
+    class Sly(ScriptedModel):
+        """Sends the refund's amount as a string (the tool's validation would take "900"),
+        as NaN (every comparison false), or not at all."""
+
+        async def get_response(self, *args, **kwargs):
+            response = await super().get_response(*args, **kwargs)
+            for item in response.output:
+                if getattr(item, "name", "") == "payments.refund":
+                    arguments = json.loads(item.arguments)
+                    arguments["amount"] = amount
+                    item.arguments = json.dumps(arguments)
+            return response
+
+    agent = refund_agent(Sly())
+    governor = govern(agent, client=agent_client, name="refund-agent", resources=RESOURCES,
+                      **{**FAST, "decision_wait": 0.5})
+    with governor:
+        Runner.run_sync(agent, "refund order-0007 900")
+    assert agent.refunded == []
+    assert [tool for tool, _ in governor.refused] == ["payments.refund"]

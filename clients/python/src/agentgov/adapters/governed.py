@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
+import math
 import threading
 import time
 from collections import deque
@@ -71,6 +72,18 @@ def model_name(model: Any) -> str | None:
         if isinstance(value, str) and value:
             return value
     return type(model).__name__
+
+
+def read_amount(value: Any) -> float | None:
+    """A finite amount from a tool argument (the model may send a number as a string, which the
+    tool's validation would accept); None when there is none or it is not a finite number."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        amount = float(value)
+    except ValueError:
+        return None
+    return amount if math.isfinite(amount) else None
 
 
 def window_seconds(per: str) -> float:
@@ -281,10 +294,8 @@ class Governor:
         name = self.governance_name(tool)
         record = next((str(arguments[key]) for key in RECORD_ARGUMENTS
                        if arguments.get(key) not in (None, "")), None)
-        amount = arguments.get("amount")
-        amount = float(amount) if isinstance(amount, int | float) and not isinstance(
-            amount, bool) else None
-        return Call(tool=name, resource=self.resources.get(name), record=record, amount=amount)
+        return Call(tool=name, resource=self.resources.get(name), record=record,
+                    amount=read_amount(arguments.get("amount")))
 
     def check(self, tool: str, arguments: dict[str, Any]) -> Decision | None:
         """Refuse (ToolRefused) or allow one call before it runs; the decision that allowed
@@ -331,8 +342,12 @@ class Governor:
 
     def _check_action(self, call: Call, rules: Rules) -> Decision | None:
         limits = rules.actions.get(call.tool)
-        if not limits or call.amount is None:
+        if not limits or (limits.get("approval_above") is None and limits.get("max") is None):
             return None
+        if call.amount is None:
+            # "900" or NaN from the model would pass a comparison the tool's own validation
+            # then undoes: an amount the gate cannot read is not allowed.
+            raise self._refuse(call, f"{call.tool} needs a numeric amount to be judged")
         threshold, maximum = limits.get("approval_above"), limits.get("max")
         above = (threshold is not None and call.amount > threshold) or (
             maximum is not None and call.amount > maximum)
