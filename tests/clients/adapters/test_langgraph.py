@@ -2,6 +2,7 @@
 calls, offline) governed by three lines: observed from the graph, a hot-added tool removed in
 place by the reconciler's correction, the refund above $500 held for bob, events recorded."""
 
+import asyncio
 import warnings
 
 import pytest
@@ -131,3 +132,11 @@ def test_the_graph_is_observed_corrected_gated_and_recorded(governed, push_agent
     assert decision.decided_by.username == "bob"
     big, = eventually(lambda: events(push_agent, kind="action", amount=900))
     assert big.decision_id == str(decision.pk)
+
+
+def test_the_async_path_is_gated_and_recorded_too(governed, push_agent):
+    graph, model, refunded = governed
+    result = asyncio.run(graph.ainvoke({"messages": [("user", "refund order-0011 40")]}))
+    assert refunded == [("order-0011", 40.0)] and "refunded 40" in result["messages"][-1].content
+    refund, = eventually(lambda: events(push_agent, kind="action"))  # only the gate records
+    assert (refund.amount, refund.record) == (40.0, "order-0011")
