@@ -2,6 +2,8 @@
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
+# The client's framework extras, so `make test` runs the adapter tests.
+ADAPTER_EXTRAS := langgraph,openai-agents,pydantic-ai
 PORT_OPEN = $(PY) -c "import socket,sys; s=socket.socket(); s.settimeout(0.5); sys.exit(s.connect_ex(('127.0.0.1', $(1))))"
 
 .PHONY: demo test lint install chromium bench clean example example-bad-deploy
@@ -9,7 +11,7 @@ PORT_OPEN = $(PY) -c "import socket,sys; s=socket.socket(); s.settimeout(0.5); s
 $(VENV)/.installed: pyproject.toml clients/python/pyproject.toml
 	test -x $(PY) || python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]' -e './clients/python[mcp]'
+	$(PY) -m pip install --quiet -e '.[test]' -e './clients/python[mcp,$(ADAPTER_EXTRAS)]'
 	touch $@
 
 install: $(VENV)/.installed
@@ -17,9 +19,11 @@ install: $(VENV)/.installed
 demo: install
 	$(PY) -m config.launcher
 
-# The worked example (with `make demo` running in another shell).
+# The worked example (with `make demo` running in another shell); FRAMEWORK=langgraph,
+# openai-agents or pydantic-ai runs that framework's agent, governed in its own process.
 example: install
-	examples/refund_agent/start.sh
+	@if [ -n "$(FRAMEWORK)" ]; then examples/governed_agent.sh "$(FRAMEWORK)"; \
+	else examples/refund_agent/start.sh; fi
 
 example-bad-deploy: install
 	$(PY) examples/refund_agent/agent.py deploy-bad

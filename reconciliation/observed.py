@@ -96,8 +96,13 @@ def _mcp_servers(value: Any, pointer: str, errors: list) -> list[dict]:
             "name": "str!", "transport": "str", "url": "str", "command": "str",
             "tools": "list"})):
         server = dict(entry)
+        if "tools" not in server:
+            # a reporter that sees the server but not its tools (a framework adapter): the
+            # tools last listed for it (by the MCP proxy) are kept when it is recorded
+            servers.append(server)
+            continue
         where = f"{pointer}/{index}/tools"
-        tools = server.get("tools", [])
+        tools = server["tools"]
         if not isinstance(tools, list) or len(tools) > MAX_ITEMS:
             errors.append((where, f"expected a list of at most {MAX_ITEMS} tools"))
             tools = []

@@ -50,6 +50,7 @@ def record_observation(agent: Agent, state: dict[str, Any], *, actor: Any, sourc
     """Store an observed state (with the change that made it, when the reporter names one);
     only a changed state is a new history row (a heartbeat just moves last_seen_at). Queues a
     reconcile after commit. Returns (row, changed)."""
+    state = _with_listed_tools(agent, state)
     row, changed = _store(ObservedState.objects.filter(agent=agent), state, actor=actor,
                           source=source, target=f"agent:{agent.name}", agent_name=agent.name,
                           agent=agent, change=change)
@@ -63,6 +64,21 @@ def record_observation(agent: Agent, state: dict[str, Any], *, actor: Any, sourc
 
         request_path_check()  # a changed state may open or close a toxic path in the fleet
     return row, changed
+
+
+def _with_listed_tools(agent: Agent, state: dict[str, Any]) -> dict[str, Any]:
+    """MCP servers reported without their tools (a framework adapter knows which servers the
+    agent reaches, not what each offers) keep the tools last listed for them by the MCP proxy,
+    so a full report does not read as every approved MCP tool removed."""
+    servers = state.get("mcp_servers")
+    if not isinstance(servers, list) or all("tools" in server for server in servers):
+        return state
+    latest = agent.observations.order_by("-observed_at").only("state").first()
+    listed = {server.get("name"): server.get("tools", [])
+              for server in (latest.state.get("mcp_servers", []) if latest else [])}
+    return {**state, "mcp_servers": [
+        server if "tools" in server else {**server, "tools": listed.get(server["name"], [])}
+        for server in servers]}
 
 
 @transaction.atomic

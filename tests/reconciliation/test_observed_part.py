@@ -58,3 +58,20 @@ def test_an_agent_token_cannot_report_another_agents_mcp_servers(agent_client, p
                                 {"mcp_servers": [ORDERS]}, format="json")
     assert response.status_code == 403
     assert not ObservedState.objects.exists()
+
+
+def test_a_full_report_naming_servers_without_tools_keeps_the_tools_the_proxy_listed(
+        agent_client, refund_agent):
+    """A framework adapter knows which MCP servers the agent reaches, not what each offers: its
+    heartbeat must not read as every tool the proxy listed being removed."""
+    agent_client.put(f"{PATH}?part=mcp_servers", {"mcp_servers": [ORDERS]}, format="json")
+    adapter_report = {"tools": ["orders.lookup"], "running": True,
+                      "mcp_servers": [{"name": "orders", "url": ORDERS["url"]},
+                                      {"name": "unlisted", "url": "http://127.0.0.1:9/mcp"}]}
+    response = agent_client.put(PATH, adapter_report, format="json")
+    assert response.status_code == 202, response.json()
+    assert latest(refund_agent)["mcp_servers"] == [
+        {"name": "orders", "url": ORDERS["url"], "tools": ORDERS["tools"]},
+        {"name": "unlisted", "url": "http://127.0.0.1:9/mcp", "tools": []}]
+    # the same report again is a heartbeat
+    assert agent_client.put(PATH, adapter_report, format="json").json()["changed"] is False
