@@ -81,6 +81,11 @@ SANDBOX_CRASH_KILLS_PROCESS = env_bool("SANDBOX_CRASH_KILLS_PROCESS", False)
 # The demo's background simulator drifts a random sandbox agent this often (0: off).
 DEMO_SIMULATOR_SECONDS = env_int("DEMO_SIMULATOR_SECONDS", 0, minimum=0)
 DECISION_TIMEOUT_SECONDS = env_int("DECISION_TIMEOUT_SECONDS", 300, minimum=5)
+# How long each kind of inbox item may wait (its SLA): the queue sorts by the time left, and a
+# breach alerts once. A runtime decision's own expiry is its deadline when it comes sooner.
+INBOX_SLA_DECISION_SECONDS = env_int("INBOX_SLA_DECISION_SECONDS", 300, minimum=1)
+INBOX_SLA_ESCALATION_SECONDS = env_int("INBOX_SLA_ESCALATION_SECONDS", 4 * 3600, minimum=1)
+INBOX_SLA_PROPOSAL_SECONDS = env_int("INBOX_SLA_PROPOSAL_SECONDS", 2 * 86400, minimum=1)
 # A proposal's backtest replays at most this many of the agent's latest events (and says so).
 BACKTEST_MAX_EVENTS = env_int("BACKTEST_MAX_EVENTS", 10000, minimum=1)
 # Worst-case work units of one guardrail evaluation (see registry/guardrail_cost.py).
