@@ -33,7 +33,9 @@ def test_findings_filter_and_acknowledge_with_a_reason(people, client):
     drift_and_correct(agent)
     client.force_login(people.dana)
     page = client.get("/findings/?severity=high&source=config").content.decode()
-    assert "tool_added" in page and "action_limit_missing" in page
+    assert "data_added" in page and "action_limit_missing" in page
+    assert "tool_added" not in page  # a new tool is medium: it is not write access
+    assert "tool_added" in client.get("/findings/?severity=medium").content.decode()
     assert "tool_added" not in client.get("/findings/?kind=data_added").content.decode()
     finding = Finding.objects.get(kind="tool_added")
     client.post("/findings/", {"finding": finding.pk, "reason": "deployment rolled back"})
