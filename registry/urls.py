@@ -1,7 +1,7 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from registry import api, lifecycle_api, lifecycle_views, stepup_views, views
+from registry import api, inbox_pages, lifecycle_api, lifecycle_views, stepup_views, views
 
 router = SimpleRouter(trailing_slash=False)
 router.register("agents", api.AgentViewSet, basename="agent")
@@ -36,6 +36,10 @@ page_urlpatterns = [
          name="registry-retirement-approve"),
     path("manifests/new", views.manifest_apply, name="registry-apply"),
     path("approvals/", views.approvals_inbox, name="registry-approvals"),
+    path("inbox/", inbox_pages.inbox_page, name="inbox-page"),
+    path("inbox/triage", inbox_pages.inbox_triage, name="inbox-triage-page"),
+    path("inbox/incidents/<int:pk>/resolve", inbox_pages.incident_resolve,
+         name="incident-resolve-page"),
     path("proposals/<int:pk>/", views.proposal_detail, name="registry-proposal"),
     path("proposals/<int:pk>/approve", views.proposal_approve, name="registry-proposal-approve"),
     path("proposals/<int:pk>/reject", views.proposal_reject, name="registry-proposal-reject"),

@@ -59,7 +59,7 @@ def _page(request: HttpRequest, template: str, context: dict[str, Any],
           status: int = 200) -> HttpResponse:
     """Render a registry page; approvers also get the inbox count for the navigation."""
     if has_role(request.user, Role.APPROVER) and "nav_pending_count" not in context:
-        context["nav_pending_count"] = inbox_counts()["total"]
+        context["nav_pending_count"] = inbox_counts(request.user)["total"]
     return render(request, template, context, status=status)
 
 
@@ -288,6 +288,8 @@ def _card(version: DesiredStateVersion, user: Any) -> ProposalCard:
                    "decides.")
     elif agent.owner_id == user.pk:
         why_not = "Four eyes: you own this agent, so another approver decides."
+    elif user.username in _approvers(version):
+        why_not = "You approved this revision; it waits for another approver."
     step_up = (proposal_reasons(version.risk, version.guardrail_results)
                if pending and not why_not else [])
     return ProposalCard(
@@ -336,7 +338,7 @@ def approvals_inbox(request: HttpRequest) -> HttpResponse:
                                                             escalation=escalations[entry.pk])
              for entry in entries
              if entry.pk in (versions if entry.kind == inbox.PROPOSAL else escalations)]
-    counts = inbox_counts()
+    counts = inbox_counts(request.user)
     return _page(request, "registry/approvals.html", {
         "page": page, "items": items, "here": request.get_full_path(),
         "base_query": _query_without(request, "page"), "counts": counts,

@@ -209,6 +209,18 @@ API = [
         (401,     200,    200,    200,    200,    200,    200,    403,    403)),
     Row("GET /api/v1/inbox",
         (401,     403,    403,    200,    200,    403,    200,    403,    403)),
+    Row("POST /api/v1/inbox/triage",
+        (401,     403,    403,    200,    200,    403,    200,    403,    403),
+        body={"escalations": ["{escalation}"], "assign": True}),
+    Row("POST /api/v1/inbox/triage",  # erin's own agent: four eyes
+        (401,     403,    403,    200,    403,    403,    200,    403,    403),
+        body={"escalations": ["{erins_esc}"], "acknowledge": True}, label="erin's own agent"),
+    Row("POST /api/v1/incidents/{escalation}/resolve",
+        (401,     403,    403,    200,    200,    403,    200,    403,    403),
+        body={"resolution": "revert", "comment": "put it back"}),
+    Row("POST /api/v1/incidents/{erins_esc}/resolve",  # erin's own agent: four eyes
+        (401,     403,    403,    200,    403,    403,    200,    403,    403),
+        body={"resolution": "revert", "comment": "put it back"}),
     # behaviour: events, traces, decisions, unregistered agents
     Row("POST /api/v1/events",
         (401,     200, REJECTED,  403, REJECTED,  403,    200,    200,    403), body=events),
@@ -300,6 +312,7 @@ PAGES = [
     Row("GET /agents/refund-agent/",    (L, 200, 200, 200, 200, 200, 200, L, L)),
     Row("GET /manifests/new",           (L, 200, 200, 403, 200, 403, 200, L, L)),
     Row("GET /approvals/",              (L, 403, 403, 200, 200, 403, 200, L, L)),
+    Row("GET /inbox/",                  (L, 403, 403, 200, 200, 403, 200, L, L)),
     Row("GET /proposals/{pending}/",    (L, 200, 200, 200, 200, 200, 200, L, L)),
     Row("GET /escalations/",            (L, 403, 403, 200, 200, 200, 200, L, L)),
     Row("GET /findings/",               (L, 403, 403, 200, 200, 200, 200, L, L)),
@@ -380,6 +393,17 @@ FORMS = [
         body={"triage": "snooze_4h"}, audited=("escalation.triaged",)),
     Row("POST /escalations/{erins_esc}/triage", (L, 403, 403, D, R, R, D, L, L),
         body={"triage": "snooze_4h"}, audited=("escalation.triaged",),
+        label="erin's own agent"),
+    # The inbox queue: bulk triage and one decision for an incident.
+    Row("POST /inbox/triage",           (L, 403, 403, D, D, 403, D, L, L),
+        body={"escalation": "{escalation}", "bulk": "assign"}, audited=("escalation.triaged",)),
+    Row("POST /inbox/triage",           (L, 403, 403, D, R, 403, D, L, L),
+        body={"escalation": "{erins_esc}", "bulk": "acknowledge"},
+        audited=("escalation.triaged",), label="erin's own agent"),
+    Row("POST /inbox/incidents/{escalation}/resolve", (L, 403, 403, D, D, 403, D, L, L),
+        body={"resolution": "revert", "comment": "back"}, audited=("escalation.resolved",)),
+    Row("POST /inbox/incidents/{erins_esc}/resolve", (L, 403, 403, D, R, 403, D, L, L),
+        body={"resolution": "revert", "comment": "back"}, audited=("escalation.resolved",),
         label="erin's own agent"),
     # The older form post to the list page still works.
     Row("POST /escalations/",           (L, 403, 403, D, D, R, D, L, L),
@@ -540,6 +564,8 @@ def fill(value: Any, ids: dict[str, Any]) -> Any:
         return PLACEHOLDER.sub(lambda match: str(ids.get(match[1], match[0])), value)
     if isinstance(value, dict):
         return {key: fill(item, ids) for key, item in value.items()}
+    if isinstance(value, list):
+        return [fill(item, ids) for item in value]
     return value
 
 
