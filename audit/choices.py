@@ -34,6 +34,8 @@ class AuditAction(models.TextChoices):
     PROPOSAL_WITHDRAWN = "proposal.withdrawn"
     PROPOSAL_SUPERSEDED = "proposal.superseded"
     PROPOSAL_REEVALUATED = "proposal.reevaluated"
+    PROPOSAL_COMMENTED = "proposal.commented"
+    PROPOSAL_CHANGES_REQUESTED = "proposal.changes_requested"
     VERSION_ACTIVATED = "version.activated"
     ROLLBACK_PROPOSED = "rollback.proposed"
     GRANT_STARTED = "grant.started"

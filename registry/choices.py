@@ -57,3 +57,11 @@ class GuardrailOutcome(models.TextChoices):
     WARNED = "warned"
     REQUIRES_STEP_UP = "requires_step_up"
     ERROR = "error"  # evaluation failed: fail closed, the proposal is held
+
+
+class ReviewVerdict(models.TextChoices):
+    """What one entry of a proposal's review thread says (approve and reject are recorded as
+    Approval rows and the version's decision; the thread shows them in order with these)."""
+
+    COMMENT = "comment"
+    REQUEST_CHANGES = "request_changes"

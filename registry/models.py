@@ -6,7 +6,13 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from registry.choices import GuardrailEffect, Lifecycle, VersionSource, VersionState
+from registry.choices import (
+    GuardrailEffect,
+    Lifecycle,
+    ReviewVerdict,
+    VersionSource,
+    VersionState,
+)
 
 
 def hash_token_key(key: str) -> str:
@@ -269,3 +275,24 @@ class Retirement(models.Model):
         return {"id": self.pk, "agent": self.agent.name, "reason": self.reason,
                 "state": self.state, "proposed_by": self.proposed_by.username,
                 "decided_by": self.decided_by.username if self.decided_by_id else None}
+
+
+class ReviewComment(models.Model):
+    """One comment or "request changes" in a proposal's review thread, for the revision it
+    was made on."""
+
+    version = models.ForeignKey(DesiredStateVersion, on_delete=models.CASCADE,
+                                related_name="review_comments")
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT,
+                               related_name="+")
+    verdict = models.CharField(max_length=16, choices=ReviewVerdict.choices,
+                               default=ReviewVerdict.COMMENT)
+    revision = models.PositiveIntegerField()
+    body = models.TextField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["version", "created_at"], name="review_thread")]
+
+    def __str__(self) -> str:
+        return f"{self.author} {self.verdict} on #{self.version_id} r{self.revision}"

@@ -1,7 +1,16 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from registry import api, inbox_pages, lifecycle_api, lifecycle_views, stepup_views, views
+from registry import (
+    api,
+    inbox_pages,
+    lifecycle_api,
+    lifecycle_views,
+    review_api,
+    review_pages,
+    stepup_views,
+    views,
+)
 
 router = SimpleRouter(trailing_slash=False)
 router.register("agents", api.AgentViewSet, basename="agent")
@@ -10,6 +19,7 @@ router.register("guardrails", api.GuardrailViewSet, basename="guardrail")
 router.register("tokens", api.TokenViewSet, basename="token")
 
 api_urlpatterns = [
+    path("proposals/<int:pk>/thread", review_api.ThreadView.as_view(), name="proposal-thread"),
     path("manifests", api.ManifestView.as_view(), name="manifests"),
     path("agents/<slug:name>/proposals", api.AgentProposalView.as_view(), name="agent-propose"),
     path("agents/<slug:name>/rollback", lifecycle_api.RollbackView.as_view(),
@@ -43,6 +53,8 @@ page_urlpatterns = [
     path("proposals/<int:pk>/", views.proposal_detail, name="registry-proposal"),
     path("proposals/<int:pk>/approve", views.proposal_approve, name="registry-proposal-approve"),
     path("proposals/<int:pk>/reject", views.proposal_reject, name="registry-proposal-reject"),
+    path("proposals/<int:pk>/comment", review_pages.proposal_comment,
+         name="registry-proposal-comment"),
     path("proposals/<int:pk>/withdraw", views.proposal_withdraw,
          name="registry-proposal-withdraw"),
     path("tokens/", views.token_list, name="registry-tokens"),

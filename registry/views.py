@@ -235,12 +235,14 @@ def manifest_apply(request: HttpRequest) -> HttpResponse:
         form = ManifestForm(request.POST)
         form.is_valid()  # every field is optional: the manifest's own checks follow
         text, dry_run = form.cleaned_data["manifest"], form.cleaned_data["dry_run"]
-        context.update(text=text, dry_run=dry_run)
+        reason = form.cleaned_data.get("reason", "")
+        context.update(text=text, dry_run=dry_run, reason=reason)
         try:
             authorise = partial(actions.check_can_apply, actor=request.user)
             outcomes = actions.apply_manifests(read_manifests(text, authorise=authorise),
                                                actor=request.user,
-                                               source=VersionSource.UI, dry_run=dry_run)
+                                               source=VersionSource.UI, dry_run=dry_run,
+                                               comment=reason)
         except DomainError as error:
             problems = _problems(text, error)
             context.update(error=error.message, problems=problems,
@@ -350,9 +352,15 @@ def approvals_inbox(request: HttpRequest) -> HttpResponse:
 @login_required
 def proposal_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """One proposal, in any state, with the decision or withdraw forms where they apply."""
+    from registry.review_thread import may_read, thread
+
     version = get_object_or_404(_proposals(), pk=pk)
+    card = _card(version, request.user)
     return _page(request, "registry/proposal_detail.html", {
-        "card": _card(version, request.user), "here": request.get_full_path(),
+        "card": card, "here": request.get_full_path(),
+        # the review thread: for the people involved only
+        "thread": thread(version) if may_read(request.user, version) else None,
+        "may_request_changes": card.may_decide,
         "spec_yaml": _manifest_yaml(version.agent, version),
         # the backtest replays the agent's events: for its owner and the reviewers only
         "backtest": run_backtest(version) if sees_operations(request.user, version.agent)

@@ -150,6 +150,19 @@ API = [
         (401,     200,    403,    200,    200,    200,    200,    403,    403)),
     Row("POST /api/v1/proposals/{pending}/approve",
         (401,     403,    403,    200,    200,    403,    200,    403,    403), body={}),
+    # the review thread: the people involved read it and comment; approvers who may decide
+    # request changes
+    Row("GET /api/v1/proposals/{pending}/thread",
+        (401,     200,    403,    200,    200,    200,    200,    403,    403)),
+    Row("POST /api/v1/proposals/{pending}/thread",
+        (401,     201,    403,    201,    201,    201,    201,    403,    403),
+        body={"body": "why crm?"}),
+    Row("POST /api/v1/proposals/{pending}/thread",
+        (401,     403,    403,    201,    201,    403,    201,    403,    403),
+        body={"body": "scope it", "verdict": "request_changes"}, label="request changes"),
+    Row("POST /api/v1/proposals/{erins}/thread",  # erin's own proposal: four eyes
+        (401,     403,    403,    201,    403,    403,    201,    403,    403),
+        body={"body": "scope it", "verdict": "request_changes"}, label="erin's own"),
     Row("POST /api/v1/proposals/{pending}/reject",
         (401,     403,    403,    200,    200,    403,    200,    403,    403),
         body={"comment": "no"}),
@@ -344,6 +357,8 @@ FORMS = [
     Row("POST /manifests/new",          (L, D, R, 403, R, 403, D, L, L),
         body={"manifest": MODEL_CHANGE}, audited=("proposal.created", "proposal.updated"),
         label="propose a change to refund-agent"),
+    Row("POST /proposals/{pending}/comment", (L, D, R, D, D, D, D, L, L),
+        body={"body": "why crm?", "verdict": "comment"}, audited=("proposal.commented",)),
     Row("POST /proposals/{pending}/approve", (L, 403, 403, D, D, 403, D, L, L),
         body={"comment": "fine"}, audited=("proposal.approved",)),
     Row("POST /proposals/{pending}/reject", (L, 403, 403, D, D, 403, D, L, L),

@@ -27,6 +27,7 @@ from registry.actions.proposals import (
     withdraw_proposal,
 )
 from registry.actions.retirement import approve_retirement, propose_retirement
+from registry.actions.review import comment_on_proposal
 from registry.actions.rollback import propose_rollback
 from registry.actions.tokens import keep_agent_token, revoke_api_token, visible_tokens
 from registry.actions.waivers import grant_waiver
@@ -39,5 +40,5 @@ __all__ = [
     "propose_rollback", "record_account_created", "record_password_change", "record_sign_in",
     "record_sign_in_failure", "record_sign_out", "reject_proposal", "revoke_api_token",
     "revoke_connector_secret", "revoke_role", "set_account_flags", "update_guardrail",
-    "visible_tokens", "withdraw_proposal",
+    "visible_tokens", "withdraw_proposal", "comment_on_proposal",
 ]
