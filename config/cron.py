@@ -5,6 +5,7 @@ from rq import cron
 
 from audit.jobs import checkpoint, sequence
 from reconciliation.jobs import expire_overdue_decisions, recount_events, resync, simulate_drift
+from registry.jobs import inbox_sweep
 
 cron.register(checkpoint, queue_name="default", interval=settings.AUDIT_CHECKPOINT_MINUTES * 60)
 if settings.AUDIT_SEQUENCER == "workers":
@@ -13,6 +14,7 @@ if settings.AUDIT_SEQUENCER == "workers":
 cron.register(resync, queue_name="reconcile", interval=settings.RECONCILE_RESYNC_SECONDS)
 cron.register(recount_events, queue_name="ingest", interval=30)
 cron.register(expire_overdue_decisions, queue_name="default", interval=30)
+cron.register(inbox_sweep, queue_name="default", interval=settings.INBOX_SWEEP_SECONDS)
 
 if settings.DEMO_SIMULATOR_SECONDS:
     cron.register(simulate_drift, queue_name="default", interval=settings.DEMO_SIMULATOR_SECONDS)

@@ -65,3 +65,17 @@ class ReviewVerdict(models.TextChoices):
 
     COMMENT = "comment"
     REQUEST_CHANGES = "request_changes"
+
+
+class NotifyChannel(models.TextChoices):
+    """Where a notification goes."""
+
+    EMAIL = "email"
+    WEBHOOK = "webhook"  # a Slack/Teams-compatible incoming webhook: POST {"text": ...}
+
+
+class NotifyMode(models.TextChoices):
+    """Each item as it comes, or gathered into one message every NOTIFY_DIGEST_MINUTES."""
+
+    IMMEDIATE = "immediate"
+    DIGEST = "digest"

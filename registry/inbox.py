@@ -105,9 +105,12 @@ def proposals_for(user) -> QuerySet:
 
     from registry.models import Approval
 
+    pending = DesiredStateVersion.objects.filter(state=VersionState.PENDING)
+    if user is None:  # everything waiting, whoever decides it (SLA sweeps, team channels)
+        return pending
     approved = Approval.objects.filter(version=OuterRef("pk"), approver=user,
                                        revision=OuterRef("revision"))
-    return (DesiredStateVersion.objects.filter(state=VersionState.PENDING)
+    return (pending
             .exclude(Q(proposed_by=user) | Q(token_holder=user) | Q(agent__owner=user)
                      | Q(metadata__owner=user.username))
             .exclude(Exists(approved)))
@@ -116,6 +119,8 @@ def proposals_for(user) -> QuerySet:
 def escalations_for_user(user, now: datetime | None = None) -> QuerySet:
     """Open, awake escalations `user` may decide: not about an agent they own, not a runtime
     decision they asked for themselves (four eyes)."""
+    if user is None:
+        return Escalation.objects.awake(now)
     return (Escalation.objects.awake(now).exclude(agent__owner=user)
             .exclude(decision__asked_by=user))
 
@@ -129,7 +134,7 @@ def items_for(user, now: datetime | None = None, kind: str = "") -> list[Item]:
     items: list[Item] = []
     if kind in ("", PROPOSAL):
         items += [_proposal_item(v) for v in proposals_for(user).select_related(
-            "agent").order_by("created_at")[:MAX_PER_KIND]]
+            "agent", "agent__owner").order_by("created_at")[:MAX_PER_KIND]]
     if kind != PROPOSAL:
         rows = list(escalations_for_user(user, now).select_related(
             "agent", "finding", "decision", "assignee").order_by("opened_at")[:MAX_PER_KIND])
