@@ -6,6 +6,8 @@ from registry import (
     inbox_pages,
     lifecycle_api,
     lifecycle_views,
+    notification_api,
+    notification_pages,
     review_api,
     review_pages,
     stepup_views,
@@ -19,6 +21,10 @@ router.register("guardrails", api.GuardrailViewSet, basename="guardrail")
 router.register("tokens", api.TokenViewSet, basename="token")
 
 api_urlpatterns = [
+    path("notifications/preferences", notification_api.PreferencesView.as_view(),
+         name="notification-preferences-api"),
+    path("notifications/preferences/<int:pk>", notification_api.PreferenceView.as_view(),
+         name="notification-preference-api"),
     path("proposals/<int:pk>/thread", review_api.ThreadView.as_view(), name="proposal-thread"),
     path("manifests", api.ManifestView.as_view(), name="manifests"),
     path("agents/<slug:name>/proposals", api.AgentProposalView.as_view(), name="agent-propose"),
@@ -47,6 +53,10 @@ page_urlpatterns = [
     path("manifests/new", views.manifest_apply, name="registry-apply"),
     path("approvals/", views.approvals_inbox, name="registry-approvals"),
     path("inbox/", inbox_pages.inbox_page, name="inbox-page"),
+    path("account/notifications/", notification_pages.notification_preferences,
+         name="notification-preferences"),
+    path("account/notifications/<int:pk>/delete", notification_pages.notification_preference_delete,
+         name="notification-preference-delete"),
     path("inbox/triage", inbox_pages.inbox_triage, name="inbox-triage-page"),
     path("inbox/incidents/<int:pk>/resolve", inbox_pages.incident_resolve,
          name="incident-resolve-page"),

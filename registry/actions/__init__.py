@@ -2,6 +2,7 @@
 
 from registry.actions.connector_secrets import grant_connector_secret, revoke_connector_secret
 from registry.actions.guardrails import create_guardrail, delete_guardrail, update_guardrail
+from registry.actions.notifications import delete_preference, set_preference
 from registry.actions.people import (
     create_person,
     grant_role,
@@ -40,5 +41,6 @@ __all__ = [
     "propose_rollback", "record_account_created", "record_password_change", "record_sign_in",
     "record_sign_in_failure", "record_sign_out", "reject_proposal", "revoke_api_token",
     "revoke_connector_secret", "revoke_role", "set_account_flags", "update_guardrail",
-    "visible_tokens", "withdraw_proposal", "comment_on_proposal",
+    "visible_tokens", "withdraw_proposal", "comment_on_proposal", "delete_preference",
+    "set_preference",
 ]
