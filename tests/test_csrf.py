@@ -171,6 +171,9 @@ FORMS = {
                                                 "resolution", {"resolution": "suspend",
                                                                "comment": "stop it"},
                                                 "escalation.resolved"),
+    "add where to be notified": ("bob", "/account/notifications/", "notification-preferences",
+                                 "target", {"channel": "email", "target": "bob@example.com"},
+                                 "notification.preference_set"),
     "acknowledge a finding": ("dana", "/findings/", "findings", "reason",
                               {"reason": "known"}, "finding.acknowledged"),
     "revoke a token": ("alice", "/tokens/", "registry-token-revoke", "reason",
@@ -225,7 +228,7 @@ CRAWL = {
     "alice": ["/", "/manifests/new", "/proposals/{proposal}/", "/agents/refund-agent/",
               "/tokens/"],
     "bob": ["/approvals/", "/inbox/", "/proposals/{proposal}/", "/escalations/",
-            "/account/two-factor/"],
+            "/account/two-factor/", "/account/notifications/"],
     "dana": ["/findings/", "/lab/", "/guardrails/", "/guardrails/new",
              "/guardrails/no-crm/edit", "/guardrails/no-crm/delete", "/audit/"],
 }
