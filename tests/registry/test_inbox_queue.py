@@ -209,3 +209,12 @@ def test_a_corrected_finding_offers_no_acknowledge(people, client):
     from config.errors import Conflict
     with pytest.raises(Conflict):
         actions.acknowledge_finding(corrected.first().pk, actor=people.dana, reason="seen")
+
+
+def test_one_escalation_alert_per_incident_not_per_finding(people):
+    from reconciliation.models import AlertEvent
+
+    agent = bad_deployment(people)
+    assert Escalation.objects.filter(agent=agent).count() == 3
+    assert AlertEvent.objects.filter(event="escalation.opened",
+                                     agent_name=agent.name).count() == 1
