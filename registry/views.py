@@ -255,6 +255,18 @@ def manifest_apply(request: HttpRequest) -> HttpResponse:
                  .filter(name=request.GET["agent"]).first())
         if agent is not None and agent.active_version is not None:
             context["text"] = _manifest_yaml(agent, agent.active_version)
+    elif request.GET.get("copy"):
+        # "Copy" on an agent's page: its approved manifest as a new agent the copier owns.
+        from registry.editor_templates import copy_of
+
+        agent = (Agent.objects.select_related("owner", "active_version")
+                 .filter(name=request.GET["copy"]).first())
+        if agent is not None and agent.active_version is not None:
+            context["text"] = copy_of(agent, request.user.username)
+    else:
+        from registry.editor_templates import starter  # "New agent": a starter to fill in
+
+        context["text"] = starter(request.user.username)
     return _page(request, "registry/manifest_apply.html", context)
 
 
