@@ -24,6 +24,14 @@ def incident_key(finding: Any) -> IncidentKey:
             finding.detected_at.isoformat())
 
 
+def incident_token(finding: Any) -> str:
+    """The incident key as a short opaque string for alerts: browsers fold the toasts of one
+    incident into one."""
+    import hashlib
+
+    return hashlib.sha256(repr(incident_key(finding)).encode()).hexdigest()[:16]
+
+
 def escalation_key(escalation: Any) -> IncidentKey:
     """An escalation's incident: its finding's, or itself for a runtime decision."""
     if escalation.finding_id is None or escalation.finding is None:

@@ -46,8 +46,10 @@ def link(agent: Agent) -> str:
 def alert(event: str, agent: Agent, finding: Finding | None = None, **extra: Any) -> None:
     payload = {"agent": agent.name, "owner_id": agent.owner_id, "link": link(agent), **extra}
     if finding is not None:
+        from reconciliation.incidents import incident_token
+
         payload.update(finding=finding.pk, severity=finding.severity, kind=finding.kind,
-                       pointer=finding.pointer)
+                       pointer=finding.pointer, incident=incident_token(finding))
     alerts.broadcast(event, payload)
 
 

@@ -120,3 +120,27 @@ def test_alices_proposal_shows_the_thread_and_a_one_line_list_diff(
         expect(alice.get_by_role("button", name="Request changes")).to_have_count(0)
         browser.browser.close()
     assert browser.problems == []
+
+
+def test_the_toasts_of_one_incident_fold_into_one(people, live_server_process, browser_ready):
+    from playwright.sync_api import expect, sync_playwright
+
+    from tests.test_dashboard_browser import publish_alerts
+
+    base = live_server_process.url
+    with sync_playwright() as playwright:
+        browser = Browser(playwright, base)
+        dana = browser.page("dana")
+        expect(dana.locator("#ws-status")).to_have_attribute("data-state", "open")
+        publish_alerts([("drift.detected", {"agent": "payouts-agent", "severity": "high",
+                                            "kind": kind, "pointer": pointer,
+                                            "incident": "one-deploy"})
+                        for kind, pointer in (("data_added", "/data/crm"),
+                                              ("tool_added", "/tools/crm.search"),
+                                              ("action_limit_missing", "/actions/x"))])
+        expect(dana.locator("#alerts li")).to_have_count(3)  # the record keeps every line
+        toasts = dana.locator("#toasts .toast")
+        expect(toasts).to_have_count(1)
+        expect(toasts.first).to_contain_text("+2 more from the same change")
+        browser.browser.close()
+    assert browser.problems == []

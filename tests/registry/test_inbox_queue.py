@@ -218,3 +218,15 @@ def test_one_escalation_alert_per_incident_not_per_finding(people):
     assert Escalation.objects.filter(agent=agent).count() == 3
     assert AlertEvent.objects.filter(event="escalation.opened",
                                      agent_name=agent.name).count() == 1
+
+
+def test_the_drift_alerts_of_one_deployment_carry_one_incident(people):
+    from reconciliation.models import AlertEvent
+
+    agent = bad_deployment(people, mode="correct")
+    other = bad_deployment(people, "billing-agent", mode="correct")
+    tokens = {a.payload["incident"] for a in AlertEvent.objects.filter(
+        event="drift.detected", agent_name=agent.name)}
+    assert len(tokens) == 1
+    assert tokens.isdisjoint(a.payload["incident"] for a in AlertEvent.objects.filter(
+        event="drift.detected", agent_name=other.name))
