@@ -1,7 +1,7 @@
 """The approvers' inbox as one queue: pending proposals, open escalations and pending runtime
 decisions, longest waiting first (snoozed escalations leave it until their time comes)."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.db.models import CharField, F, QuerySet, Value
@@ -69,7 +69,8 @@ class Item:
     link: str
     assignee: str = ""
     acknowledged: bool = False
-    escalations: list = None  # the escalations inside (for an incident or an escalation)
+    # the escalations inside (for an incident or an escalation; none for a proposal)
+    escalations: list[Escalation] = field(default_factory=list)
     version: DesiredStateVersion | None = None
 
     def seconds_left(self, now: datetime) -> int:
@@ -83,8 +84,8 @@ class Item:
                 "deadline": self.deadline.isoformat(), "seconds_left": self.seconds_left(now),
                 "assignee": self.assignee or None, "acknowledged": self.acknowledged,
                 "link": self.link,
-                "escalations": [e.pk for e in self.escalations or []],
-                "findings": [e.finding_id for e in self.escalations or [] if e.finding_id]}
+                "escalations": [e.pk for e in self.escalations],
+                "findings": [e.finding_id for e in self.escalations if e.finding_id]}
 
 
 def sla(kind: str) -> timedelta:
