@@ -230,3 +230,28 @@ def test_the_drift_alerts_of_one_deployment_carry_one_incident(people):
     assert len(tokens) == 1
     assert tokens.isdisjoint(a.payload["incident"] for a in AlertEvent.objects.filter(
         event="drift.detected", agent_name=other.name))
+
+
+def test_the_queue_costs_the_same_queries_whatever_its_length(people, client, api_as):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    bob = api_as(people.bob)
+    client.force_login(people.bob)
+
+    def cost() -> tuple[int, int]:
+        with CaptureQueriesContext(connection) as api:
+            assert bob.get("/api/v1/inbox").status_code == 200
+        with CaptureQueriesContext(connection) as page:
+            assert client.get("/inbox/").status_code == 200
+        return len(api), len(page)
+
+    bad_deployment(people, "agent-a")
+    proposal_by_alice(approved_agent(people, "agent-b"), model="gpt-5")
+    cost()  # the first call also records the token's first use
+    small = cost()
+    for name in ("agent-c", "agent-d", "agent-e"):
+        bad_deployment(people, name)
+        proposal_by_alice(approved_agent(people, f"{name}-2"), model="gpt-5")
+    assert len(bob.get("/api/v1/inbox").json()["items"]) == 8
+    assert cost() == small
