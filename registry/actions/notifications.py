@@ -126,6 +126,8 @@ def notice_new_items(now: datetime) -> int:
     for preference in people:
         by_user[preference.user_id].append(preference)
     for preferences in by_user.values():
+        if not has_role(preferences[0].user, Role.APPROVER):
+            continue  # the inbox is an approver's: an owner hears nothing of others' agents
         for item in inbox.items_for(preferences[0].user, now):
             queued += sum(_queue(p, item, NEW, now) for p in preferences)
     teams = list(NotificationPreference.objects.filter(user__isnull=True))

@@ -20,7 +20,7 @@ from reconciliation.models import AlertEvent, Escalation
 from registry import actions as registry_actions
 from registry.actions import notifications
 from registry.models import Notification, SlaBreach
-from tests.conftest import BAD_DEPLOYMENT, approved_agent, eventually
+from tests.conftest import BAD_DEPLOYMENT, approved_agent, eventually, make_person
 
 
 class Mailbox:
@@ -117,6 +117,16 @@ def test_email_now_and_a_webhook_digest_each_with_a_link_and_audited(people, mai
     assert sent.count() == 3
     assert {tuple(e.after["items"]) for e in sent if e.after["digest"]} == {
         (f"escalation-{first.pk}", f"escalation-{second.pk}")}
+
+
+@pytest.mark.django_db
+def test_an_owner_who_is_not_an_approver_hears_nothing_of_the_inbox(people, mail_and_hooks):
+    smtp, _ = mail_and_hooks
+    oscar = make_person("oscar", "owner")  # owns nothing here: alice's agents are not his
+    registry_actions.set_preference(actor=oscar, channel="email", target="oscar@example.com")
+    escalated(people)
+    notifications.sweep()
+    assert smtp.messages == [] and not Notification.objects.exists()
 
 
 @pytest.mark.django_db
