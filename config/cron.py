@@ -12,6 +12,7 @@ from reconciliation.jobs import (
     resync,
     simulate_drift,
 )
+from registry.jobs import inbox_sweep
 
 cron.register(checkpoint, queue_name="default", interval=settings.AUDIT_CHECKPOINT_MINUTES * 60)
 if settings.AUDIT_SEQUENCER == "workers":
@@ -22,6 +23,7 @@ cron.register(recount_events, queue_name="ingest", interval=30)
 cron.register(expire_overdue_decisions, queue_name="default", interval=30)
 cron.register(find_silent_agents, queue_name="default", interval=settings.SILENCE_CHECK_SECONDS)
 cron.register(check_reviews, queue_name="default", interval=settings.RECERT_CHECK_SECONDS)
+cron.register(inbox_sweep, queue_name="default", interval=settings.INBOX_SWEEP_SECONDS)
 
 if settings.DEMO_SIMULATOR_SECONDS:
     cron.register(simulate_drift, queue_name="default", interval=settings.DEMO_SIMULATOR_SECONDS)

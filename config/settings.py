@@ -88,6 +88,27 @@ SANDBOX_CRASH_KILLS_PROCESS = env_bool("SANDBOX_CRASH_KILLS_PROCESS", False)
 # The demo's background simulator drifts a random sandbox agent this often (0: off).
 DEMO_SIMULATOR_SECONDS = env_int("DEMO_SIMULATOR_SECONDS", 0, minimum=0)
 DECISION_TIMEOUT_SECONDS = env_int("DECISION_TIMEOUT_SECONDS", 300, minimum=5)
+# How long each kind of inbox item may wait (its SLA): the queue sorts by the time left, and a
+# breach alerts once. A runtime decision's own expiry is its deadline when it comes sooner.
+INBOX_SLA_DECISION_SECONDS = env_int("INBOX_SLA_DECISION_SECONDS", 300, minimum=1)
+INBOX_SLA_ESCALATION_SECONDS = env_int("INBOX_SLA_ESCALATION_SECONDS", 4 * 3600, minimum=1)
+INBOX_SLA_PROPOSAL_SECONDS = env_int("INBOX_SLA_PROPOSAL_SECONDS", 2 * 86400, minimum=1)
+# How often the cron looks for new inbox items to notify about and for SLA breaches (each sweep
+# also schedules the next at the earliest coming deadline).
+INBOX_SWEEP_SECONDS = env_int("INBOX_SWEEP_SECONDS", 30, minimum=1)
+# Notifications: where links point, email through Django's mail backend, incoming webhooks
+# (Slack/Teams-compatible `{"text": ...}`) only to allow-listed hosts, digests this often.
+SITE_URL = (env_url("SITE_URL", {"http", "https"}) or "http://localhost:8000").rstrip("/")
+NOTIFY_WEBHOOK_HOSTS = env_allow_list("NOTIFY_WEBHOOK_HOSTS")
+NOTIFY_DIGEST_MINUTES = env_int("NOTIFY_DIGEST_MINUTES", 60, minimum=1)
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10, minimum=1)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "agent-governance@localhost")
 # A proposal's backtest replays at most this many of the agent's latest events (and says so).
 BACKTEST_MAX_EVENTS = env_int("BACKTEST_MAX_EVENTS", 10000, minimum=1)
 WHATIF_MAX_EVENTS = env_int("WHATIF_MAX_EVENTS", 200000, minimum=1)

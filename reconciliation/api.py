@@ -421,18 +421,3 @@ class DashboardView(APIView):
         from reconciliation.dashboard import summary
 
         return Response(summary())
-
-
-class InboxView(APIView):
-    """`GET /api/v1/inbox`: how much waits for approvers (proposals, escalations, decisions)."""
-
-    permission_classes = [IsPerson, HasRole]
-    required_roles = (Role.APPROVER,)
-
-    @extend_schema(responses=inline_serializer("InboxCounts", {
-        "proposals": serializers.IntegerField(), "escalations": serializers.IntegerField(),
-        "decisions": serializers.IntegerField(), "total": serializers.IntegerField()}))
-    def get(self, request: Request) -> Response:
-        from reconciliation.views import inbox_counts
-
-        return Response(inbox_counts())

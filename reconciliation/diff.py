@@ -105,26 +105,27 @@ class OperationKind(StrEnum):
 
 
 _HIGH, _MEDIUM, _LOW = Severity.HIGH, Severity.MEDIUM, Severity.LOW
-# Widening access or dropping/raising a limit is high; narrowing (something the agent lacks, a
-# stricter threshold) is low: it hurts the agent's work, not the organisation.
+# Graded by what the drift risks (see drift_severity): narrowing (something the agent lacks, a
+# stricter threshold) is low, it hurts the agent's work, not the organisation; loosening what
+# was approved is medium; gaining write access or losing a sign-off rule outright is high.
 SEVERITY_BY_KIND = {
-    DriftKind.TOOL_ADDED: _HIGH,
+    DriftKind.TOOL_ADDED: _MEDIUM,
     DriftKind.TOOL_REMOVED: _LOW,
-    DriftKind.DATA_WIDENED: _HIGH,
+    DriftKind.DATA_WIDENED: _MEDIUM,  # high when it gains write or admin
     DriftKind.DATA_NARROWED: _LOW,
-    DriftKind.DATA_ADDED: _HIGH,
+    DriftKind.DATA_ADDED: _MEDIUM,  # high when it gains write or admin
     DriftKind.DATA_REMOVED: _LOW,
     DriftKind.ACTION_LIMIT_MISSING: _HIGH,
-    DriftKind.ACTION_LIMIT_RAISED: _HIGH,
+    DriftKind.ACTION_LIMIT_RAISED: _MEDIUM,
     DriftKind.ACTION_LIMIT_LOWERED: _LOW,
     DriftKind.ACTION_ADDED: _LOW,
     DriftKind.LIMIT_MISSING: _HIGH,
-    DriftKind.LIMIT_RAISED: _HIGH,
+    DriftKind.LIMIT_RAISED: _MEDIUM,
     DriftKind.LIMIT_LOWERED: _LOW,
     DriftKind.LIMIT_ADDED: _LOW,
     DriftKind.MODEL_MISMATCH: _MEDIUM,
     DriftKind.VERSION_MISMATCH: _MEDIUM,
-    DriftKind.EXPIRED_GRANT_PRESENT: _HIGH,
+    DriftKind.EXPIRED_GRANT_PRESENT: _MEDIUM,  # high when it gains write or admin
     DriftKind.RUNNING_WHILE_SUSPENDED: _HIGH,
     DriftKind.STOPPED_WHILE_ACTIVE: _LOW,
     # a server pointed elsewhere or a tool whose description changed is a new tool in disguise
@@ -135,6 +136,18 @@ SEVERITY_BY_KIND = {
     DriftKind.MCP_TOOL_REMOVED: _LOW,
     DriftKind.MCP_TOOL_CHANGED: _HIGH,
 }
+_ACCESS_KINDS = frozenset({DriftKind.DATA_WIDENED, DriftKind.DATA_ADDED,
+                           DriftKind.EXPIRED_GRANT_PRESENT})
+
+
+def drift_severity(kind: DriftKind, actual: Any) -> Severity:
+    """How bad one drift is, from what it risks: a tool removed is low, a limit loosened
+    medium, write access gained high (read access gained medium)."""
+    if kind in _ACCESS_KINDS and _rank(actual) >= _rank("write"):
+        return _HIGH
+    return SEVERITY_BY_KIND[kind]
+
+
 ACTIONS_AREA_KINDS = frozenset(
     {
         DriftKind.ACTION_LIMIT_MISSING,
@@ -232,7 +245,7 @@ def _drift(
     kind: DriftKind, pointer: str, expected: Any, actual: Any, operation: Operation
 ) -> Drift:
     area = Area.ACTIONS if kind in ACTIONS_AREA_KINDS else Area.CONFIG
-    return Drift(kind, pointer, expected, actual, SEVERITY_BY_KIND[kind], area, operation)
+    return Drift(kind, pointer, expected, actual, drift_severity(kind, actual), area, operation)
 
 
 # --- reading states -------------------------------------------------------------------------

@@ -203,18 +203,10 @@ def lab(request: HttpRequest) -> HttpResponse:
     return render(request, "reconciliation/lab.html", {"agents": agents})
 
 
-def inbox_counts() -> dict[str, int]:
-    """What waits for an approver: pending proposals, open escalations (not snoozed) and
-    pending runtime decisions among them (three COUNT queries)."""
-    from reconciliation.models import Escalation
-    from registry.choices import VersionState
-    from registry.models import DesiredStateVersion
+def inbox_counts(user) -> dict[str, int]:
+    """What waits for `user` to decide: proposals, escalations (an incident counts once) and
+    pending runtime decisions, leaving out what four eyes keeps from them and what they
+    already approved (registry.inbox.counts_for)."""
+    from registry.inbox import counts_for
 
-    awake = Escalation.objects.awake()
-    counts = {
-        "proposals": DesiredStateVersion.objects.filter(state=VersionState.PENDING).count(),
-        "escalations": awake.filter(decision__isnull=True).count(),
-        "decisions": awake.filter(decision__isnull=False).count(),
-    }
-    counts["total"] = sum(counts.values())
-    return counts
+    return counts_for(user)

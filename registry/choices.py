@@ -80,3 +80,25 @@ class RiskLevel(models.TextChoices):
     HIGH = "high"
     MEDIUM = "medium"
     LOW = "low"
+
+
+class ReviewVerdict(models.TextChoices):
+    """What one entry of a proposal's review thread says (approve and reject are recorded as
+    Approval rows and the version's decision; the thread shows them in order with these)."""
+
+    COMMENT = "comment"
+    REQUEST_CHANGES = "request_changes"
+
+
+class NotifyChannel(models.TextChoices):
+    """Where a notification goes."""
+
+    EMAIL = "email"
+    WEBHOOK = "webhook"  # a Slack/Teams-compatible incoming webhook: POST {"text": ...}
+
+
+class NotifyMode(models.TextChoices):
+    """Each item as it comes, or gathered into one message every NOTIFY_DIGEST_MINUTES."""
+
+    IMMEDIATE = "immediate"
+    DIGEST = "digest"

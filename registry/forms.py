@@ -22,6 +22,7 @@ class ManifestForm(forms.Form):
 
     manifest = forms.CharField(required=False, strip=False, widget=forms.Textarea)
     dry_run = forms.BooleanField(required=False)
+    reason = forms.CharField(required=False, max_length=2000)  # the review thread's first entry
 
 
 class DecisionForm(forms.Form):

@@ -1,8 +1,8 @@
 """The approvers' inbox as one queue: pending proposals, open escalations and pending runtime
 decisions, longest waiting first (snoozed escalations leave it until their time comes)."""
 
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 from django.db.models import CharField, F, QuerySet, Value
 
@@ -45,3 +45,167 @@ def escalations_for(page: list[Entry]) -> dict[int, Escalation]:
     wanted = [e.pk for e in page if e.kind == ESCALATION]
     return {e.pk: e for e in Escalation.objects.filter(pk__in=wanted).select_related(
         "agent", "finding", "decision", "assignee")}
+
+
+# --- the queue as one approver sees it: only what they may decide, most urgent first ------------
+
+DECISION, INCIDENT = "decision", "incident"
+KINDS = (DECISION, INCIDENT, ESCALATION, PROPOSAL)
+MAX_PER_KIND = 500  # a queue longer than this is read by its filters, not scrolled
+
+
+@dataclass
+class Item:
+    """One line of an approver's queue: a proposal, a runtime decision, or an incident (one
+    or more escalations one cause produced, decided once)."""
+
+    kind: str  # decision | incident | escalation | proposal
+    key: str  # stable id in the page and the API: proposal-12, escalation-5
+    agent: str
+    what: str
+    severity: str
+    waiting_since: datetime
+    deadline: datetime
+    link: str
+    assignee: str = ""
+    acknowledged: bool = False
+    # the escalations inside (for an incident or an escalation; none for a proposal)
+    escalations: list[Escalation] = field(default_factory=list)
+    version: DesiredStateVersion | None = None
+
+    def seconds_left(self, now: datetime) -> int:
+        """Time to the SLA or deadline; negative once it has passed."""
+        return int((self.deadline - now).total_seconds())
+
+    def to_dict(self, now: datetime) -> dict:
+        """The API form of one line."""
+        return {"kind": self.kind, "key": self.key, "agent": self.agent, "what": self.what,
+                "severity": self.severity, "waiting_since": self.waiting_since.isoformat(),
+                "deadline": self.deadline.isoformat(), "seconds_left": self.seconds_left(now),
+                "assignee": self.assignee or None, "acknowledged": self.acknowledged,
+                "link": self.link,
+                "escalations": [e.pk for e in self.escalations],
+                "findings": [e.finding_id for e in self.escalations if e.finding_id]}
+
+
+def sla(kind: str) -> timedelta:
+    """How long an item of this kind may wait (settings INBOX_SLA_*)."""
+    from django.conf import settings
+
+    seconds = {DECISION: settings.INBOX_SLA_DECISION_SECONDS,
+               PROPOSAL: settings.INBOX_SLA_PROPOSAL_SECONDS}.get(
+        kind, settings.INBOX_SLA_ESCALATION_SECONDS)
+    return timedelta(seconds=seconds)
+
+
+def proposals_for(user) -> QuerySet:
+    """Pending proposals `user` may decide: not their own, not made with a token they hold,
+    not for an agent they own or that would go to them (four eyes), not already approved by
+    them in this revision."""
+    from django.db.models import Exists, OuterRef, Q
+
+    from registry.models import Approval
+
+    pending = DesiredStateVersion.objects.filter(state=VersionState.PENDING)
+    if user is None:  # everything waiting, whoever decides it (SLA sweeps, team channels)
+        return pending
+    approved = Approval.objects.filter(version=OuterRef("pk"), approver=user,
+                                       revision=OuterRef("revision"))
+    return (pending
+            .exclude(Q(proposed_by=user) | Q(token_holder=user) | Q(agent__owner=user)
+                     | Q(metadata__owner=user.username))
+            .exclude(Exists(approved)))
+
+
+def escalations_for_user(user, now: datetime | None = None) -> QuerySet:
+    """Open, awake escalations `user` may decide: not about an agent they own, not a runtime
+    decision they asked for themselves (four eyes)."""
+    if user is None:
+        return Escalation.objects.awake(now)
+    return (Escalation.objects.awake(now).exclude(agent__owner=user)
+            .exclude(decision__asked_by=user))
+
+
+def items_for(user, now: datetime | None = None, kind: str = "") -> list[Item]:
+    """The queue `user` decides, most urgent first (least time left to its SLA or deadline),
+    escalations one cause produced folded into one incident."""
+    from django.utils import timezone
+
+    now = now or timezone.now()
+    items: list[Item] = []
+    if kind in ("", PROPOSAL):
+        items += [_proposal_item(v) for v in proposals_for(user).select_related(
+            "agent", "agent__owner").order_by("created_at")[:MAX_PER_KIND]]
+    if kind != PROPOSAL:
+        rows = list(escalations_for_user(user, now).select_related(
+            "agent", "finding", "decision", "assignee").order_by("opened_at")[:MAX_PER_KIND])
+        items += [i for i in _escalation_items(rows) if not kind or i.kind == kind]
+    return sorted(items, key=lambda i: (i.deadline, i.waiting_since, i.key))
+
+
+def counts_for(user, now: datetime | None = None) -> dict[str, int]:
+    """What waits for `user` to decide, as the queue shows it (an incident counts once)."""
+    counts = dict.fromkeys(("proposals", "escalations", "decisions"), 0)
+    for item in items_for(user, now):
+        counts["decisions" if item.kind == DECISION else
+               "proposals" if item.kind == PROPOSAL else "escalations"] += 1
+    counts["total"] = sum(counts.values())
+    return counts
+
+
+def _proposal_item(version: DesiredStateVersion) -> Item:
+    what = f"proposal #{version.pk} (revision {version.revision}), risk {version.risk}"
+    if version.comment.strip():
+        what += f": {version.comment.strip()[:120]}"
+    return Item(PROPOSAL, f"proposal-{version.pk}", version.agent.name, what,
+                _risk_grade(version.risk), version.created_at,
+                version.created_at + sla(PROPOSAL), f"/proposals/{version.pk}/",
+                version=version)
+
+
+def _risk_grade(risk: int) -> str:
+    """A proposal's risk score (permission_diff.risk_score) as a grade: an action limit
+    loosened or two widenings are high, one widening medium, none low."""
+    return "high" if risk >= 20 else "medium" if risk >= 10 else "low"
+
+
+_SEVERITY_RANK = {"high": 3, "medium": 2, "low": 1}
+
+
+def _escalation_items(rows: list[Escalation]) -> list[Item]:
+    from reconciliation.incidents import group
+
+    items = []
+    for members in group(rows):
+        first = members[0]
+        if first.decision_id is not None:
+            decision = first.decision
+            deadline = first.opened_at + sla(DECISION)
+            if decision.expires_at is not None:
+                deadline = min(deadline, decision.expires_at)
+            request = decision.request or {}
+            what = f"{request.get('action', 'an action')}"
+            if request.get("amount") is not None:
+                what += f" of {request['amount']}"
+            items.append(Item(DECISION, f"escalation-{first.pk}", first.agent.name,
+                              f"asks to run {what}", "high", first.opened_at, deadline,
+                              f"/escalations/#esc-{first.pk}", _assignee(members),
+                              bool(first.acknowledged_at), members))
+            continue
+        findings = [e.finding for e in members if e.finding is not None]
+        severity = max((f.severity for f in findings), key=lambda s: _SEVERITY_RANK.get(s, 0),
+                       default="medium")
+        kind = INCIDENT if len(members) > 1 else ESCALATION
+        what = (f"{len(members)} drifts from one change: "
+                + ", ".join(f"{f.kind} {f.pointer}" for f in findings)
+                if kind == INCIDENT else first.reason)
+        items.append(Item(kind, f"escalation-{first.pk}", first.agent.name, what, severity,
+                          first.opened_at, first.opened_at + sla(ESCALATION),
+                          f"/escalations/#esc-{first.pk}", _assignee(members),
+                          all(e.acknowledged_at for e in members), members))
+    return items
+
+
+def _assignee(members: list[Escalation]) -> str:
+    names = sorted({e.assignee.username for e in members if e.assignee_id})
+    return ", ".join(names)

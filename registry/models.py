@@ -1,6 +1,7 @@
 """Registry models: agents, their desired-state versions, approvals, guardrails, API tokens."""
 
 import hashlib
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -9,7 +10,10 @@ from django.utils import timezone
 from registry.choices import (
     GuardrailEffect,
     Lifecycle,
+    NotifyChannel,
+    NotifyMode,
     OverdueEffect,
+    ReviewVerdict,
     RiskLevel,
     ToxicEffect,
     VersionSource,
@@ -360,3 +364,91 @@ class ToxicCombination(models.Model):
         return {"name": self.name, "description": self.description, "left": self.left,
                 "right": self.right, "effect": self.effect,
                 "required_approvals": self.required_approvals, "enabled": self.enabled}
+
+
+class ReviewComment(models.Model):
+    """One comment or "request changes" in a proposal's review thread, for the revision it
+    was made on."""
+
+    version = models.ForeignKey(DesiredStateVersion, on_delete=models.CASCADE,
+                                related_name="review_comments")
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT,
+                               related_name="+")
+    verdict = models.CharField(max_length=16, choices=ReviewVerdict.choices,
+                               default=ReviewVerdict.COMMENT)
+    revision = models.PositiveIntegerField()
+    body = models.TextField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["version", "created_at"], name="review_thread")]
+
+    def __str__(self) -> str:
+        return f"{self.author} {self.verdict} on #{self.version_id} r{self.revision}"
+
+
+class NotificationPreference(models.Model):
+    """Where and how one approver (or one team, by agents' `team` label) hears about inbox
+    items: email or an incoming webhook, immediately or as a digest."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                             on_delete=models.CASCADE, related_name="notification_preferences")
+    team = models.CharField(max_length=63, blank=True, default="")
+    channel = models.CharField(max_length=8, choices=NotifyChannel.choices)
+    target = models.CharField(max_length=500)  # an email address or a webhook URL
+    mode = models.CharField(max_length=10, choices=NotifyMode.choices,
+                            default=NotifyMode.IMMEDIATE)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT,
+                                   related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    last_digest_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.CheckConstraint(
+            condition=(models.Q(user__isnull=False, team="")
+                       | models.Q(user__isnull=True) & ~models.Q(team="")),
+            name="preference_for_a_person_or_a_team")]
+
+    def __str__(self) -> str:
+        return f"{self.user or 'team ' + self.team} {self.channel} {self.mode}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.pk, "user": self.user.username if self.user_id else None,
+                "team": self.team or None, "channel": self.channel, "target": self.target,
+                "mode": self.mode}
+
+
+class Notification(models.Model):
+    """One thing to tell one preference about one inbox item (a new item or an SLA breach):
+    waiting for its digest, or sent (or failed) at a time. Unique per (preference, item, why):
+    nobody hears twice about the same thing."""
+
+    preference = models.ForeignKey(NotificationPreference, on_delete=models.CASCADE,
+                                   related_name="notifications")
+    item = models.CharField(max_length=40)  # the inbox key: proposal-12, escalation-5
+    why = models.CharField(max_length=12)  # new | breach
+    text = models.TextField()
+    link = models.CharField(max_length=500)
+    created_at = models.DateTimeField(default=timezone.now)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["preference", "item", "why"],
+                                               name="one_notification_per_item")]
+
+    def __str__(self) -> str:
+        return f"{self.why} {self.item} → {self.preference_id}"
+
+
+class SlaBreach(models.Model):
+    """An inbox item that passed its SLA or deadline: recorded once, so it alerts once."""
+
+    item = models.CharField(max_length=40, unique=True)
+    agent = models.CharField(max_length=63)
+    deadline = models.DateTimeField()
+    noticed_at = models.DateTimeField(default=timezone.now)
+    notified = models.CharField(max_length=150, blank=True, default="")  # the next approver
+
+    def __str__(self) -> str:
+        return f"{self.item} breached {self.deadline:%Y-%m-%d %H:%M}"

@@ -53,7 +53,8 @@ def roles_context(request: HttpRequest) -> dict[str, Any]:
     if Role.APPROVER in roles or Role.ADMIN in roles:
         from reconciliation.views import inbox_counts
 
-        context["nav_pending_count"] = SimpleLazyObject(lambda: inbox_counts()["total"])
+        context["nav_pending_count"] = SimpleLazyObject(
+            lambda: inbox_counts(request.user)["total"])
     return context
 
 

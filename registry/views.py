@@ -60,7 +60,7 @@ def _page(request: HttpRequest, template: str, context: dict[str, Any],
           status: int = 200) -> HttpResponse:
     """Render a registry page; approvers also get the inbox count for the navigation."""
     if has_role(request.user, Role.APPROVER) and "nav_pending_count" not in context:
-        context["nav_pending_count"] = inbox_counts()["total"]
+        context["nav_pending_count"] = inbox_counts(request.user)["total"]
     return render(request, template, context, status=status)
 
 
@@ -237,12 +237,14 @@ def manifest_apply(request: HttpRequest) -> HttpResponse:
         form = ManifestForm(request.POST)
         form.is_valid()  # every field is optional: the manifest's own checks follow
         text, dry_run = form.cleaned_data["manifest"], form.cleaned_data["dry_run"]
-        context.update(text=text, dry_run=dry_run)
+        reason = form.cleaned_data.get("reason", "")
+        context.update(text=text, dry_run=dry_run, reason=reason)
         try:
             authorise = partial(actions.check_can_apply, actor=request.user)
             outcomes = actions.apply_manifests(read_manifests(text, authorise=authorise),
                                                actor=request.user,
-                                               source=VersionSource.UI, dry_run=dry_run)
+                                               source=VersionSource.UI, dry_run=dry_run,
+                                               comment=reason)
         except DomainError as error:
             problems = _problems(text, error)
             context.update(error=error.message, problems=problems,
@@ -255,6 +257,18 @@ def manifest_apply(request: HttpRequest) -> HttpResponse:
                  .filter(name=request.GET["agent"]).first())
         if agent is not None and agent.active_version is not None:
             context["text"] = _manifest_yaml(agent, agent.active_version)
+    elif request.GET.get("copy"):
+        # "Copy" on an agent's page: its approved manifest as a new agent the copier owns.
+        from registry.editor_templates import copy_of
+
+        agent = (Agent.objects.select_related("owner", "active_version")
+                 .filter(name=request.GET["copy"]).first())
+        if agent is not None and agent.active_version is not None:
+            context["text"] = copy_of(agent, request.user.username)
+    else:
+        from registry.editor_templates import starter  # "New agent": a starter to fill in
+
+        context["text"] = starter(request.user.username)
     return _page(request, "registry/manifest_apply.html", context)
 
 
@@ -290,6 +304,8 @@ def _card(version: DesiredStateVersion, user: Any) -> ProposalCard:
                    "decides.")
     elif agent.owner_id == user.pk:
         why_not = "Four eyes: you own this agent, so another approver decides."
+    elif user.username in _approvers(version):
+        why_not = "You approved this revision; it waits for another approver."
     step_up = (proposal_reasons(version.risk, version.guardrail_results)
                if pending and not why_not else [])
     return ProposalCard(
@@ -338,7 +354,7 @@ def approvals_inbox(request: HttpRequest) -> HttpResponse:
                                                             escalation=escalations[entry.pk])
              for entry in entries
              if entry.pk in (versions if entry.kind == inbox.PROPOSAL else escalations)]
-    counts = inbox_counts()
+    counts = inbox_counts(request.user)
     return _page(request, "registry/approvals.html", {
         "page": page, "items": items, "here": request.get_full_path(),
         "base_query": _query_without(request, "page"), "counts": counts,
@@ -350,9 +366,15 @@ def approvals_inbox(request: HttpRequest) -> HttpResponse:
 @login_required
 def proposal_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """One proposal, in any state, with the decision or withdraw forms where they apply."""
+    from registry.review_thread import may_read, thread
+
     version = get_object_or_404(_proposals(), pk=pk)
+    card = _card(version, request.user)
     return _page(request, "registry/proposal_detail.html", {
-        "card": _card(version, request.user), "here": request.get_full_path(),
+        "card": card, "here": request.get_full_path(),
+        # the review thread: for the people involved only
+        "thread": thread(version) if may_read(request.user, version) else None,
+        "may_request_changes": card.may_decide,
         "spec_yaml": _manifest_yaml(version.agent, version),
         # the backtest replays the agent's events: for its owner and the reviewers only
         "backtest": run_backtest(version) if sees_operations(request.user, version.agent)

@@ -99,7 +99,10 @@ def cluster(people, redis_client):
     """The refund agent with one pending proposal, a corrected drift (findings), an open
     escalation and a guardrail: something for every form to act on."""
     (outcome,) = registry_actions.apply_manifests(
-        [refund_manifest(enforcement={"default": "correct"})], actor=people.alice,
+        # the action limit escalates: its finding stays open to acknowledge (corrected ones
+        # offer no Acknowledge)
+        [refund_manifest(enforcement={"default": "correct", "actions": "escalate"})],
+        actor=people.alice,
         source="yaml")
     registry_actions.approve_proposal(outcome.version.pk, actor=people.bob)
     agent = Agent.objects.get(name="refund-agent")
@@ -134,6 +137,9 @@ FORMS = {
                          {"manifest": NEW_AGENT}, "agent.registered"),
     "approve a proposal": ("bob", "/proposals/{proposal}/", "registry-proposal-approve",
                            "expected_generation", {}, "proposal.approved"),
+    "comment on a proposal": ("bob", "/proposals/{proposal}/", "registry-proposal-comment",
+                              "body", {"body": "why?", "verdict": "comment"},
+                              "proposal.commented"),
     "reject a proposal": ("bob", "/proposals/{proposal}/", "registry-proposal-reject",
                           "comment", {"comment": "not now"}, "proposal.rejected"),
     "withdraw a proposal": ("alice", "/proposals/{proposal}/", "registry-proposal-withdraw",
@@ -158,6 +164,16 @@ FORMS = {
     "resolve from the inbox": ("bob", "/approvals/", "escalations-resolve", "resolution",
                                {"resolution": "suspend", "comment": "stop it"},
                                "escalation.resolved"),
+    "bulk assign from the inbox queue": ("bob", "/inbox/", "inbox-triage-page", "bulk",
+                                         {"bulk": "assign", "escalation": "{escalation}"},
+                                         "escalation.triaged"),
+    "decide an incident from the inbox queue": ("bob", "/inbox/", "incident-resolve-page",
+                                                "resolution", {"resolution": "suspend",
+                                                               "comment": "stop it"},
+                                                "escalation.resolved"),
+    "add where to be notified": ("bob", "/account/notifications/", "notification-preferences",
+                                 "target", {"channel": "email", "target": "bob@example.com"},
+                                 "notification.preference_set"),
     "acknowledge a finding": ("dana", "/findings/", "findings", "reason",
                               {"reason": "known"}, "finding.acknowledged"),
     "revoke a token": ("alice", "/tokens/", "registry-token-revoke", "reason",
@@ -196,7 +212,8 @@ def test_a_form_without_its_token_is_refused_and_with_it_does_its_work(cluster, 
     page = page.format(**cluster)
     form = form_for(client, page, url_name, marker)
     tomorrow = (timezone.now() + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M")
-    data = {**form.fields, **{key: value.replace("{tomorrow}", tomorrow)
+    data = {**form.fields, **{key: value.replace("{tomorrow}", tomorrow).replace(
+                                  "{escalation}", str(cluster["escalation"]))
                               if isinstance(value, str) else value
                               for key, value in filled.items()}}
     token = data.pop("csrfmiddlewaretoken")
@@ -215,7 +232,8 @@ CRAWL = {
     "anonymous": ["/login/"],
     "alice": ["/", "/manifests/new", "/proposals/{proposal}/", "/agents/refund-agent/",
               "/tokens/"],
-    "bob": ["/approvals/", "/proposals/{proposal}/", "/escalations/", "/account/two-factor/"],
+    "bob": ["/approvals/", "/inbox/", "/proposals/{proposal}/", "/escalations/",
+            "/account/two-factor/", "/account/notifications/"],
     "dana": ["/findings/", "/lab/", "/guardrails/", "/guardrails/new",
              "/guardrails/no-crm/edit", "/guardrails/no-crm/delete", "/audit/",
              "/recertification/"],

@@ -163,6 +163,25 @@ def publish(*agents: str) -> None:
     sender.join()
 
 
+def publish_alerts(alerts_to_send: list[tuple[str, dict]]) -> None:
+    """Like publish, with each alert's event and payload given."""
+    from django.db import connection, transaction
+
+    from reconciliation import alerts
+
+    def send() -> None:
+        try:
+            for event, payload in alerts_to_send:
+                with transaction.atomic():
+                    alerts.broadcast(event, payload)
+        finally:
+            connection.close()
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    sender.join()
+
+
 def restart(server, stopped=None) -> subprocess.Popen:
     """Stop the web server (every browser loses its socket), run `stopped` meanwhile, and
     start it again on the same port."""

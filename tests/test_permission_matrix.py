@@ -170,6 +170,19 @@ API = [
         (401,     200,    403,    200,    200,    200,    200,    403,    403)),
     Row("POST /api/v1/proposals/{pending}/approve",
         (401,     403,    403,    200,    200,    403,    200,    403,    403), body={}),
+    # the review thread: the people involved read it and comment; approvers who may decide
+    # request changes
+    Row("GET /api/v1/proposals/{pending}/thread",
+        (401,     200,    403,    200,    200,    200,    200,    403,    403)),
+    Row("POST /api/v1/proposals/{pending}/thread",
+        (401,     201,    403,    201,    201,    201,    201,    403,    403),
+        body={"body": "why crm?"}),
+    Row("POST /api/v1/proposals/{pending}/thread",
+        (401,     403,    403,    201,    201,    403,    201,    403,    403),
+        body={"body": "scope it", "verdict": "request_changes"}, label="request changes"),
+    Row("POST /api/v1/proposals/{erins}/thread",  # erin's own proposal: four eyes
+        (401,     403,    403,    201,    403,    403,    201,    403,    403),
+        body={"body": "scope it", "verdict": "request_changes"}, label="erin's own"),
     Row("POST /api/v1/proposals/{pending}/reject",
         (401,     403,    403,    200,    200,    403,    200,    403,    403),
         body={"comment": "no"}),
@@ -274,6 +287,30 @@ API = [
         (401,     200,    200,    200,    200,    200,    200,    403,    403)),
     Row("GET /api/v1/inbox",
         (401,     403,    403,    200,    200,    403,    200,    403,    403)),
+    Row("POST /api/v1/inbox/triage",
+        (401,     403,    403,    200,    200,    403,    200,    403,    403),
+        body={"escalations": ["{escalation}"], "assign": True}),
+    # notification preferences: each person their own (an admin any, and teams')
+    Row("GET /api/v1/notifications/preferences",
+        (401,     200,    200,    200,    200,    200,    200,    403,    403)),
+    Row("POST /api/v1/notifications/preferences",
+        (401,     201,    201,    201,    201,    201,    201,    403,    403),
+        body={"channel": "email", "target": "me@example.com"}),
+    Row("POST /api/v1/notifications/preferences",
+        (401,     403,    403,    403,    403,    403,    201,    403,    403),
+        body={"channel": "email", "target": "team@example.com", "team": "payments"},
+        label="a team's"),
+    Row("DELETE /api/v1/notifications/preferences/999999",
+        (401,     404,    404,    404,    404,    404,    404,    403,    403)),
+    Row("POST /api/v1/inbox/triage",  # erin's own agent: four eyes
+        (401,     403,    403,    200,    403,    403,    200,    403,    403),
+        body={"escalations": ["{erins_esc}"], "acknowledge": True}, label="erin's own agent"),
+    Row("POST /api/v1/incidents/{escalation}/resolve",
+        (401,     403,    403,    200,    200,    403,    200,    403,    403),
+        body={"resolution": "revert", "comment": "put it back"}),
+    Row("POST /api/v1/incidents/{erins_esc}/resolve",  # erin's own agent: four eyes
+        (401,     403,    403,    200,    403,    403,    200,    403,    403),
+        body={"resolution": "revert", "comment": "put it back"}),
     # behaviour: events, traces, decisions, unregistered agents
     Row("POST /api/v1/events",
         (401,     200, REJECTED,  403, REJECTED,  403,    200,    200,    403), body=events),
@@ -367,6 +404,8 @@ PAGES = [
     Row("GET /agents/refund-agent/",    (L, 200, 200, 200, 200, 200, 200, L, L)),
     Row("GET /manifests/new",           (L, 200, 200, 403, 200, 403, 200, L, L)),
     Row("GET /approvals/",              (L, 403, 403, 200, 200, 403, 200, L, L)),
+    Row("GET /inbox/",                  (L, 403, 403, 200, 200, 403, 200, L, L)),
+    Row("GET /account/notifications/",  (L, 200, 200, 200, 200, 200, 200, L, L)),
     Row("GET /proposals/{pending}/",    (L, 200, 200, 200, 200, 200, 200, L, L)),
     Row("GET /escalations/",            (L, 403, 403, 200, 200, 200, 200, L, L)),
     Row("GET /findings/",               (L, 403, 403, 200, 200, 200, 200, L, L)),
@@ -403,6 +442,8 @@ FORMS = [
     Row("POST /manifests/new",          (L, D, R, 403, R, 403, D, L, L),
         body={"manifest": MODEL_CHANGE}, audited=("proposal.created", "proposal.updated"),
         label="propose a change to refund-agent"),
+    Row("POST /proposals/{pending}/comment", (L, D, R, D, D, D, D, L, L),
+        body={"body": "why crm?", "verdict": "comment"}, audited=("proposal.commented",)),
     Row("POST /proposals/{pending}/approve", (L, 403, 403, D, D, 403, D, L, L),
         body={"comment": "fine"}, audited=("proposal.approved",)),
     Row("POST /proposals/{pending}/reject", (L, 403, 403, D, D, 403, D, L, L),
@@ -464,6 +505,22 @@ FORMS = [
         body={"triage": "snooze_4h"}, audited=("escalation.triaged",)),
     Row("POST /escalations/{erins_esc}/triage", (L, 403, 403, D, R, R, D, L, L),
         body={"triage": "snooze_4h"}, audited=("escalation.triaged",),
+        label="erin's own agent"),
+    Row("POST /account/notifications/", (L, D, D, D, D, D, D, L, L),
+        body={"channel": "email", "target": "me@example.com"},
+        audited=("notification.preference_set",)),
+    Row("POST /account/notifications/999999/delete", (L, R, R, R, R, R, R, L, L),
+        body={}, audited=("notification.preference_deleted",)),
+    # The inbox queue: bulk triage and one decision for an incident.
+    Row("POST /inbox/triage",           (L, 403, 403, D, D, 403, D, L, L),
+        body={"escalation": "{escalation}", "bulk": "assign"}, audited=("escalation.triaged",)),
+    Row("POST /inbox/triage",           (L, 403, 403, D, R, 403, D, L, L),
+        body={"escalation": "{erins_esc}", "bulk": "acknowledge"},
+        audited=("escalation.triaged",), label="erin's own agent"),
+    Row("POST /inbox/incidents/{escalation}/resolve", (L, 403, 403, D, D, 403, D, L, L),
+        body={"resolution": "revert", "comment": "back"}, audited=("escalation.resolved",)),
+    Row("POST /inbox/incidents/{erins_esc}/resolve", (L, 403, 403, D, R, 403, D, L, L),
+        body={"resolution": "revert", "comment": "back"}, audited=("escalation.resolved",),
         label="erin's own agent"),
     # The older form post to the list page still works.
     Row("POST /escalations/",           (L, 403, 403, D, D, R, D, L, L),
@@ -630,6 +687,8 @@ def fill(value: Any, ids: dict[str, Any]) -> Any:
         return PLACEHOLDER.sub(lambda match: str(ids.get(match[1], match[0])), value)
     if isinstance(value, dict):
         return {key: fill(item, ids) for key, item in value.items()}
+    if isinstance(value, list):
+        return [fill(item, ids) for item in value]
     return value
 
 

@@ -25,6 +25,7 @@ from reconciliation.actions.escalations import (
     resume_agent,
     triage_escalation,
 )
+from reconciliation.actions.incidents import incident_members, resolve_incident, triage_many
 from reconciliation.actions.observations import (
     note_unregistered_observation,
     record_observation,
@@ -42,5 +43,5 @@ __all__ = [
     "record_observation", "record_observed_part",
     "record_violations", "request_decision", "reset_breaker", "resolve_escalation", "resume_agent",
     "sandbox_deploy", "sandbox_faults", "set_shadow", "state_hash", "suspend_agent",
-    "triage_escalation",
+    "triage_escalation", "incident_members", "resolve_incident", "triage_many",
 ]

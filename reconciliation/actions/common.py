@@ -47,8 +47,10 @@ def link(agent: Agent) -> str:
 def alert(event: str, agent: Agent, finding: Finding | None = None, **extra: Any) -> None:
     payload = {"agent": agent.name, "owner_id": agent.owner_id, "link": link(agent), **extra}
     if finding is not None:
+        from reconciliation.incidents import incident_token
+
         payload.update(finding=finding.pk, severity=finding.severity, kind=finding.kind,
-                       pointer=finding.pointer)
+                       pointer=finding.pointer, incident=incident_token(finding))
     alerts.broadcast(event, payload)
 
 
@@ -72,8 +74,23 @@ def open_escalation(agent: Agent, finding: Finding | None, *, reason: str) -> Es
     audit.record(actor=SYSTEM, action=AuditAction.ESCALATION_OPENED,
                  target=f"escalation:{escalation.pk}", agent=agent.name,
                  after={"finding": finding.to_dict() if finding else None}, reason=reason)
-    alert("escalation.opened", agent, finding, escalation=escalation.pk, message=reason)
+    if not _incident_already_announced(escalation):
+        alert("escalation.opened", agent, finding, escalation=escalation.pk, message=reason)
     return escalation
+
+
+def _incident_already_announced(escalation: Escalation) -> bool:
+    """One "escalation.opened" alert (and toast) per incident: a sibling of an open
+    escalation from the same cause (reconciliation.incidents) is not announced again."""
+    from reconciliation.incidents import escalation_key
+
+    if escalation.finding_id is None:
+        return False
+    key = escalation_key(escalation)
+    siblings = (Escalation.objects.filter(agent_id=escalation.agent_id,
+                                          status=EscalationStatus.OPEN)
+                .exclude(pk=escalation.pk).select_related("finding"))
+    return any(escalation_key(s) == key for s in siblings)
 
 
 def breaker_held(agent: Agent, control: ControlState) -> str:

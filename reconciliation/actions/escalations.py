@@ -316,6 +316,9 @@ def acknowledge_finding(finding_id: int, *, actor: Any, reason: str) -> Finding:
     if not reason.strip():
         raise Invalid("Acknowledging needs a reason.",
                       details=[{"pointer": "/reason", "message": "required"}])
+    if finding.status == FindingStatus.CORRECTED:
+        raise Conflict(f"Finding {finding_id} is corrected: there is nothing left to "
+                       "acknowledge.", code="corrected")
     finding.acknowledged_by = actor
     finding.acknowledged_at = timezone.now()
     finding.save(update_fields=["acknowledged_by", "acknowledged_at"])

@@ -2,6 +2,7 @@
 
 from registry.actions.connector_secrets import grant_connector_secret, revoke_connector_secret
 from registry.actions.guardrails import create_guardrail, delete_guardrail, update_guardrail
+from registry.actions.notifications import delete_preference, set_preference
 from registry.actions.people import (
     create_person,
     grant_role,
@@ -28,6 +29,7 @@ from registry.actions.proposals import (
 )
 from registry.actions.recertification import propose_recertification, set_review_interval
 from registry.actions.retirement import approve_retirement, propose_retirement, reject_retirement
+from registry.actions.review import comment_on_proposal
 from registry.actions.rollback import propose_rollback
 from registry.actions.tokens import keep_agent_token, revoke_api_token, visible_tokens
 from registry.actions.toxic import (
@@ -46,7 +48,7 @@ __all__ = [
     "record_sign_in_failure", "record_sign_out", "reject_proposal", "revoke_api_token",
     "revoke_connector_secret", "revoke_role", "set_account_flags", "update_guardrail",
     "visible_tokens", "withdraw_proposal", "create_toxic_combination",
-    "update_toxic_combination", "delete_toxic_combination",
-    "visible_tokens", "withdraw_proposal", "propose_recertification", "set_review_interval",
-    "reject_retirement", "withdraw_waiver",
+    "update_toxic_combination", "delete_toxic_combination", "propose_recertification",
+    "set_review_interval", "reject_retirement", "withdraw_waiver", "comment_on_proposal",
+    "delete_preference", "set_preference",
 ]

@@ -314,7 +314,8 @@ def check_can_apply(documents: list[Any], *, actor: Any) -> None:
                                  {"pointer": "/metadata/owner", "message": "must be you"}])
 
 
-def _register(manifest: Manifest, *, actor: Any, source: str, origin: str) -> ProposalOutcome:
+def _register(manifest: Manifest, *, actor: Any, source: str, origin: str,
+              comment: str = "") -> ProposalOutcome:
     if isinstance(actor, AgentPrincipal) or not has_role(actor, Role.OWNER):
         raise NotAllowed("Only owners register agents.")
     if manifest.owner != actor.username and not has_role(actor, Role.ADMIN):
@@ -333,15 +334,17 @@ def _register(manifest: Manifest, *, actor: Any, source: str, origin: str) -> Pr
 
     adopt_unregistered(agent, actor=actor)  # a shadow agent's earlier events count from now
     outcome = propose(agent, manifest.spec, _metadata(manifest), actor=actor, source=source,
-                      origin=origin)
+                      origin=origin, comment=comment)
     outcome.action = "created"
     return outcome
 
 
 @transaction.atomic
 def apply_manifests(manifests: list[Manifest], *, actor: Any, source: str,
-                    dry_run: bool = False, origin: str = "") -> list[ProposalOutcome]:
-    """Register new agents and propose new versions for known ones, all or nothing.
+                    dry_run: bool = False, origin: str = "",
+                    comment: str = "") -> list[ProposalOutcome]:
+    """Register new agents and propose new versions for known ones, all or nothing; `comment`
+    is the proposer's reason, the first entry of each proposal's review thread.
 
     A dry run does exactly the same work and then rolls it back, so it reports exactly what a
     real run would do (including guardrail refusals) and changes nothing.
@@ -350,10 +353,11 @@ def apply_manifests(manifests: list[Manifest], *, actor: Any, source: str,
     for manifest in manifests:
         agent = Agent.objects.filter(name=manifest.name).first()
         if agent is None:
-            outcomes.append(_register(manifest, actor=actor, source=source, origin=origin))
+            outcomes.append(_register(manifest, actor=actor, source=source, origin=origin,
+                                      comment=comment))
         else:
             outcomes.append(propose(agent, manifest.spec, _metadata(manifest), actor=actor,
-                                    source=source, origin=origin))
+                                    source=source, origin=origin, comment=comment))
     if dry_run:
         transaction.set_rollback(True)
     return outcomes

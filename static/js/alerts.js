@@ -90,12 +90,22 @@
     // is news.
     place(item, event.id || (event.before_id ? event.before_id - 0.5 : Infinity));
     if (toasts && !event.replayed) {
-      const toast = document.createElement("div");
-      toast.className = `toast sev-${event.severity || "none"}`;
-      toast.setAttribute("role", "status");
-      toast.textContent = label(event);
-      toasts.append(toast);
-      setTimeout(() => toast.remove(), 6000);
+      // One toast per incident: the findings one cause produced fold into the first one's.
+      const key = event.incident ? `${event.event}|${event.incident}` : "";
+      const same = key ? [...toasts.children].find((t) => t.dataset.incident === key) : null;
+      if (same) {
+        const more = Number(same.dataset.more || 0) + 1;
+        same.dataset.more = String(more);
+        same.textContent = `${same.dataset.first} (+${more} more from the same change)`;
+      } else {
+        const toast = document.createElement("div");
+        toast.className = `toast sev-${event.severity || "none"}`;
+        toast.setAttribute("role", "status");
+        toast.textContent = label(event);
+        if (key) { toast.dataset.incident = key; toast.dataset.first = toast.textContent; }
+        toasts.append(toast);
+        setTimeout(() => toast.remove(), 6000);
+      }
     }
     if (window.refreshDashboard) window.refreshDashboard();
   }

@@ -100,7 +100,7 @@ DIFF_CASES = [
         [
             ("action_limit_missing", "/actions/payments.refund/approval_above", 500, None, "high"),
             ("data_added", "/data/crm", None, "write", "high"),
-            ("tool_added", "/tools/crm.search", None, "crm.search", "high"),
+            ("tool_added", "/tools/crm.search", None, "crm.search", "medium"),
         ],
         id="refund-agent-bad-deployment",
     ),
@@ -144,7 +144,7 @@ DIFF_CASES = [
         refund_agent_observed(actions={"payments.refund": {"approval_above": 1000, "max": 5000}}),
         BEFORE_EXPIRY,
         False,
-        [("action_limit_raised", "/actions/payments.refund/approval_above", 500, 1000, "high")],
+        [("action_limit_raised", "/actions/payments.refund/approval_above", 500, 1000, "medium")],
         id="approval-threshold-raised",
     ),
     pytest.param(
@@ -186,7 +186,7 @@ DIFF_CASES = [
         BEFORE_EXPIRY,
         False,
         [
-            ("limit_raised", "/limits/customers_db/max_calls", 40, 80, "high"),
+            ("limit_raised", "/limits/customers_db/max_calls", 40, 80, "medium"),
             ("limit_lowered", "/limits/customers_db/max_same_record", 3, 1, "low"),
             ("limit_added", "/limits/orders_db/max_calls", None, 10, "low"),
         ],
@@ -247,7 +247,7 @@ DIFF_CASES = [
         refund_agent_observed(data=with_data(*BASE_DATA, ("crm", "read"))),
         AT_EXPIRY,
         False,
-        [("expired_grant_present", "/data/crm", None, "read", "high")],
+        [("expired_grant_present", "/data/crm", None, "read", "medium")],
         id="grant-expired-at-now-still-present",
     ),
     pytest.param(
@@ -422,7 +422,7 @@ def test_drift_fingerprint_and_to_dict():
         "pointer": "/actions/payments.refund/approval_above",
         "expected": 500,
         "actual": 900,
-        "severity": "high",
+        "severity": "medium",
         "area": "actions",
         "operation": {
             "op": "set_action_limit",

@@ -33,12 +33,24 @@ def test_findings_filter_and_acknowledge_with_a_reason(people, client):
     drift_and_correct(agent)
     client.force_login(people.dana)
     page = client.get("/findings/?severity=high&source=config").content.decode()
-    assert "tool_added" in page and "action_limit_missing" in page
+    assert "data_added" in page and "action_limit_missing" in page
+    assert "tool_added" not in page  # a new tool is medium: it is not write access
+    assert "tool_added" in client.get("/findings/?severity=medium").content.decode()
     assert "tool_added" not in client.get("/findings/?kind=data_added").content.decode()
     finding = Finding.objects.get(kind="tool_added")
+    assert finding.status == "corrected"  # the sandbox applied and verified the correction
+    assert f'name="finding" value="{finding.pk}"' not in page  # nothing left to acknowledge
     client.post("/findings/", {"finding": finding.pk, "reason": "deployment rolled back"})
     finding.refresh_from_db()
-    assert finding.acknowledged_by == people.dana
+    assert finding.acknowledged_by is None
+    escalated = approved_agent(people, "payouts-agent",
+                               enforcement={"default": "correct", "actions": "escalate"})
+    actions.reconcile_agent(escalated.pk, trigger="approved")
+    drift_and_correct(escalated)
+    open_one = Finding.objects.get(agent=escalated, kind="action_limit_missing")
+    client.post("/findings/", {"finding": open_one.pk, "reason": "deployment rolled back"})
+    open_one.refresh_from_db()
+    assert open_one.acknowledged_by == people.dana
     client.force_login(people.alice)
     assert client.get("/findings/").status_code == 403
 
@@ -171,6 +183,7 @@ def test_the_inbox_is_one_queue_and_its_count_is_served_for_live_updates(people,
                              agent.active_version.metadata, actor=people.alice, source="api")
     escalation = actions.open_escalation(agent, None, reason="drift for a human")
     counts = api_as(people.bob).get("/api/v1/inbox").json()
+    assert len(counts.pop("items")) == 2
     assert counts == {"proposals": 1, "escalations": 1, "decisions": 0, "total": 2}
     client.force_login(people.bob)
     page = client.get("/approvals/").content.decode()

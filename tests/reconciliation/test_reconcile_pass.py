@@ -268,7 +268,7 @@ def test_metrics_show_passes_drift_corrections_time_to_verify_and_the_zero_count
     text = client.get("/metrics").content.decode()
     assert 'reconcile_passes_total{result="converged"} 1.0' in text
     assert 'reconcile_passes_total{result="corrected"} 1.0' in text
-    assert 'drift_findings_total{kind="tool_added",severity="high"} 1.0' in text
+    assert 'drift_findings_total{kind="tool_added",severity="medium"} 1.0' in text
     assert 'corrections_total{result="verified"} 3.0' in text
     assert 'drift_to_verified_seconds_bucket{le="+Inf"} 3.0' in text
     assert 'drift_to_verified_seconds_bucket{le="60.0"} 3.0' in text

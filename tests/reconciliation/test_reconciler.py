@@ -40,14 +40,14 @@ def test_a_converged_agent_needs_nothing():
     assert decision.converged and decision.apply == [] and decision.escalate == []
 
 
-def test_the_bad_deployment_gives_exactly_three_keyed_changes_high_severity_first():
+def test_the_bad_deployment_gives_exactly_three_keyed_changes_most_severe_first():
     decision = run(bad_deployment())
     assert [(s.operation.op, s.operation.target, s.operation.value) for s in decision.apply] == [
         ("set_action_limit", "payments.refund", {"approval_above": 500}),
         ("set_data_access", "crm", "read"),
         ("remove_tool", "crm.search", None),
     ]
-    assert [s.drift.severity for s in decision.apply] == ["high", "high", "high"]
+    assert [s.drift.severity for s in decision.apply] == ["high", "high", "medium"]
     assert {s.key for s in decision.apply} == {
         idempotency_key("refund-agent", 1, s.operation, 1) for s in decision.apply}
 

@@ -1,0 +1,89 @@
+"""The approver's queue over the API: `GET /api/v1/inbox` (counts and the lines, most urgent
+first), `POST /api/v1/inbox/triage` (assign or acknowledge many at once) and
+`POST /api/v1/incidents/{id}/resolve` (one decision for every escalation of an incident)."""
+
+from typing import Any
+
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from config.errors import DomainError
+from reconciliation import actions
+from reconciliation.choices import Resolution
+from registry.api import IsPerson
+from registry.choices import Role
+from registry.roles import HasRole
+
+
+class ApproverOnly:
+    permission_classes = [IsPerson, HasRole]
+    required_roles = (Role.APPROVER,)
+
+
+class InboxView(ApproverOnly, APIView):
+    """`GET /api/v1/inbox[?kind=decision|incident|escalation|proposal]`: what waits for this
+    approver to decide (not their own proposals, not ones they approved, not what four eyes
+    keeps from them), most urgent first (least time left to its SLA or deadline)."""
+
+    @extend_schema(parameters=[OpenApiParameter("kind", str)], responses=OpenApiTypes.OBJECT)
+    def get(self, request: Request) -> Response:
+        from registry import inbox
+
+        kind = request.query_params.get("kind", "")
+        if kind and kind not in inbox.KINDS:
+            raise DomainError(f"Unknown kind {kind[:40]!r}.", details=[
+                {"pointer": "/kind", "message": f"one of {', '.join(inbox.KINDS)}"}])
+        now = timezone.now()
+        counts = inbox.counts_for(request.user, now)
+        items = inbox.items_for(request.user, now, kind=kind)
+        return Response({**counts, "items": [item.to_dict(now) for item in items]})
+
+
+class BulkTriageSerializer(serializers.Serializer):
+    """Escalation ids (an incident's first is enough: its siblings come with it)."""
+
+    escalations = serializers.ListField(child=serializers.IntegerField(min_value=1),
+                                        allow_empty=False, max_length=actions.incidents.MAX_BULK)
+    assign = serializers.BooleanField(default=False)
+    acknowledge = serializers.BooleanField(default=False)
+
+
+class BulkTriageView(ApproverOnly, APIView):
+    """`POST /api/v1/inbox/triage`: assign to me and/or acknowledge many items, all or none."""
+
+    @extend_schema(request=BulkTriageSerializer, responses=OpenApiTypes.OBJECT)
+    def post(self, request: Request) -> Response:
+        body = BulkTriageSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        done = actions.triage_many(data["escalations"], actor=request.user,
+                                   assign=data["assign"], acknowledge=data["acknowledge"])
+        return Response({"escalations": sorted(e.pk for e in done)})
+
+
+class IncidentResolveSerializer(serializers.Serializer):
+    resolution = serializers.ChoiceField(choices=Resolution.choices)
+    comment = serializers.CharField(max_length=2000, allow_blank=True, default="")
+
+
+class IncidentResolveView(ApproverOnly, APIView):
+    """`POST /api/v1/incidents/{id}/resolve`: one resolution and comment for every open
+    escalation of the incident escalation `id` belongs to."""
+
+    @extend_schema(request=IncidentResolveSerializer, responses=OpenApiTypes.OBJECT)
+    def post(self, request: Request, pk: int) -> Response:
+        actions.authorise_escalation(pk, actor=request.user)
+        body = IncidentResolveSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        resolved = actions.resolve_incident(pk, actor=request.user, **body.validated_data)
+        return Response(_resolved(resolved))
+
+
+def _resolved(escalations: list[Any]) -> dict[str, Any]:
+    return {"escalations": [{"id": e.pk, "status": e.status, "resolution": e.resolution}
+                            for e in escalations]}

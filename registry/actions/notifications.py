@@ -1,0 +1,270 @@
+"""Telling approvers where they work: preferences (email or a Slack/Teams-compatible incoming
+webhook, per person or per team, immediate or digest), the sweep that notices new inbox items
+and SLA breaches, and the sending, each sent notification audited."""
+
+import json
+import logging
+from collections import defaultdict
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.core.mail import send_mail
+from django.core.validators import validate_email
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+import audit
+from audit.choices import AuditAction
+from config.errors import Invalid, NotAllowed, NotFound
+from registry import inbox
+from registry.choices import NotifyChannel, NotifyMode, Role
+from registry.models import Agent, Notification, NotificationPreference, SlaBreach
+from registry.principals import AgentPrincipal
+from registry.roles import has_role
+
+log = logging.getLogger(__name__)
+NEW, BREACH = "new", "breach"
+
+
+# --- preferences ------------------------------------------------------------------------------
+
+
+def _check_target(channel: str, target: str) -> None:
+    if channel == NotifyChannel.EMAIL:
+        try:
+            validate_email(target)
+        except ValidationError:
+            raise Invalid("Not an email address.", details=[
+                {"pointer": "/target", "message": "an email address"}]) from None
+        return
+    from reconciliation import outbound
+
+    if not outbound.listed(target, settings.NOTIFY_WEBHOOK_HOSTS):
+        raise Invalid("Webhooks go only to hosts the operator allowed (NOTIFY_WEBHOOK_HOSTS).",
+                      details=[{"pointer": "/target",
+                                "message": "an http(s) URL on an allowed host"}])
+
+
+@transaction.atomic
+def set_preference(*, actor: Any, channel: str, target: str, mode: str = NotifyMode.IMMEDIATE,
+                   team: str = "", user: Any = None) -> NotificationPreference:
+    """Add where `user` (by default the actor) or a team hears about inbox items. A person sets
+    their own; a team's channel, or someone else's, is an admin's to set."""
+    if isinstance(actor, AgentPrincipal) or not getattr(actor, "pk", None):
+        raise NotAllowed("Notification preferences are for people.")
+    user = None if team else (user or actor)
+    if (team or user.pk != actor.pk) and not has_role(actor, Role.ADMIN):
+        raise NotAllowed("A team's notifications, or another person's, are set by an admin.")
+    if channel not in NotifyChannel.values:
+        raise Invalid("Unknown channel.", details=[
+            {"pointer": "/channel", "message": f"one of {', '.join(NotifyChannel.values)}"}])
+    if mode not in NotifyMode.values:
+        raise Invalid("Unknown mode.", details=[
+            {"pointer": "/mode", "message": f"one of {', '.join(NotifyMode.values)}"}])
+    if len(target) > 500 or len(team) > 63:
+        raise Invalid("Too long.", details=[{"pointer": "/target", "message": "at most 500"}])
+    _check_target(channel, target)
+    preference = NotificationPreference.objects.create(
+        user=user, team=team, channel=channel, target=target, mode=mode, created_by=actor)
+    audit.record(actor=actor, action=AuditAction.NOTIFICATION_PREFERENCE_SET,
+                 target=f"notification-preference:{preference.pk}", after=preference.to_dict())
+    return preference
+
+
+@transaction.atomic
+def delete_preference(preference_id: int, *, actor: Any) -> None:
+    """Remove a preference: one's own, or any as an admin."""
+    preference = NotificationPreference.objects.filter(pk=preference_id).first()
+    if preference is None or not (preference.user_id == getattr(actor, "pk", None)
+                                  or has_role(actor, Role.ADMIN)):
+        raise NotFound(f"No notification preference {preference_id}.")
+    before = preference.to_dict()
+    preference.delete()
+    audit.record(actor=actor, action=AuditAction.NOTIFICATION_PREFERENCE_DELETED,
+                 target=f"notification-preference:{preference_id}", before=before)
+
+
+# --- the sweep: what to tell whom --------------------------------------------------------------
+
+
+def _line(item: inbox.Item, now: datetime, why: str) -> str:
+    from registry.inbox_pages import time_left
+
+    head = "SLA BREACHED: " if why == BREACH else ""
+    return (f"{head}{item.kind} · {item.agent} · {item.what} · {item.severity} · "
+            f"{time_left(item.seconds_left(now))} · {settings.SITE_URL}{item.link}")
+
+
+def _queue(preference: NotificationPreference, item: inbox.Item, why: str,
+           now: datetime) -> bool:
+    """Record that `preference` is to hear about `item` (once); True when new."""
+    try:
+        with transaction.atomic():
+            Notification.objects.create(preference=preference, item=item.key, why=why,
+                                        text=_line(item, now, why),
+                                        link=f"{settings.SITE_URL}{item.link}")
+    except IntegrityError:
+        return False
+    return True
+
+
+def _approvers() -> list[Any]:
+    return list(get_user_model().objects.filter(groups__name=Role.APPROVER, is_active=True)
+                .order_by("username"))
+
+
+def notice_new_items(now: datetime) -> int:
+    """Queue a notification for every preference about each item it has not heard of: a
+    person's about what they may decide, a team's about its agents' items."""
+    queued = 0
+    people = NotificationPreference.objects.filter(user__isnull=False).select_related("user")
+    by_user: dict[int, list[NotificationPreference]] = defaultdict(list)
+    for preference in people:
+        by_user[preference.user_id].append(preference)
+    for preferences in by_user.values():
+        if not has_role(preferences[0].user, Role.APPROVER):
+            continue  # the inbox is an approver's: an owner hears nothing of others' agents
+        for item in inbox.items_for(preferences[0].user, now):
+            queued += sum(_queue(p, item, NEW, now) for p in preferences)
+    teams = list(NotificationPreference.objects.filter(user__isnull=True))
+    if teams:
+        everything = inbox.items_for(None, now)
+        labels = dict(Agent.objects.filter(name__in={i.agent for i in everything})
+                      .values_list("name", "labels"))
+        for item in everything:
+            team = (labels.get(item.agent) or {}).get("team")
+            queued += sum(_queue(p, item, NEW, now) for p in teams if p.team == team)
+    return queued
+
+
+def notice_breaches(now: datetime) -> list[SlaBreach]:
+    """Every waiting item past its SLA or deadline, once: an alert, an audit row, and the next
+    approver (the first by name who may decide it and is not its assignee) notified."""
+    from reconciliation.alerts import broadcast
+
+    breaches = []
+    overdue = [i for i in inbox.items_for(None, now) if i.deadline <= now]
+    known = set(SlaBreach.objects.filter(item__in=[i.key for i in overdue])
+                .values_list("item", flat=True))
+    for item in (i for i in overdue if i.key not in known):
+        with transaction.atomic():
+            breach, made = SlaBreach.objects.get_or_create(
+                item=item.key, defaults={"agent": item.agent, "deadline": item.deadline})
+            if not made:
+                continue
+            nxt = _next_approver(item, now)
+            breach.notified = nxt.username if nxt else ""
+            breach.save(update_fields=["notified"])
+            audit.record(actor="system:sla", action=AuditAction.INBOX_SLA_BREACHED,
+                         target=item.key, agent=item.agent,
+                         after={"deadline": item.deadline.isoformat(),
+                                "next_approver": breach.notified or None})
+            broadcast("inbox.sla_breached", {
+                "agent": item.agent, "item": item.key, "kind": item.kind,
+                "severity": "high", "link": item.link,
+                "message": f"{item.kind} for {item.agent} is past its SLA"
+                           + (f"; {breach.notified} notified" if breach.notified else "")})
+            if nxt is not None:
+                for preference in nxt.notification_preferences.all():
+                    _queue(preference, item, BREACH, now)
+        breaches.append(breach)
+    return breaches
+
+
+def _next_approver(item: inbox.Item, now: datetime) -> Any:
+    assignees = set(item.assignee.split(", ")) if item.assignee else set()
+    for approver in _approvers():
+        if approver.username in assignees:
+            continue
+        if any(i.key == item.key for i in inbox.items_for(approver, now)):
+            return approver
+    return None
+
+
+# --- sending -----------------------------------------------------------------------------------
+
+
+def deliver(now: datetime) -> int:
+    """Send what is due: immediate notifications and breaches now, a digest preference's
+    waiting ones in one message once its period has passed. Returns messages sent."""
+    sent = 0
+    due = (Notification.objects.filter(sent_at__isnull=True, error="")
+           .select_related("preference").order_by("created_at"))
+    grouped: dict[int, list[Notification]] = defaultdict(list)
+    for notification in due:
+        grouped[notification.preference_id].append(notification)
+    period = timedelta(minutes=settings.NOTIFY_DIGEST_MINUTES)
+    for notifications in grouped.values():
+        preference = notifications[0].preference
+        if preference.mode == NotifyMode.DIGEST:
+            urgent = [n for n in notifications if n.why == BREACH]
+            waiting = [n for n in notifications if n.why != BREACH]
+            for notification in urgent:
+                sent += _send(preference, [notification], now)
+            last = preference.last_digest_at or preference.created_at
+            if waiting and now - last >= period:
+                sent += _send(preference, waiting, now, digest=True)
+        else:
+            for notification in notifications:
+                sent += _send(preference, [notification], now)
+    return sent
+
+
+def _send(preference: NotificationPreference, notifications: list[Notification],
+          now: datetime, digest: bool = False) -> int:
+    count = len(notifications)
+    subject = (f"{count} inbox item{'s' if count != 1 else ''} waiting" if digest
+               else notifications[0].text.split(" · ")[0] + f" · {notifications[0].item}")
+    text = "\n".join(n.text for n in notifications)
+    try:
+        if preference.channel == NotifyChannel.EMAIL:
+            send_mail(f"[agent-governance] {subject}", text, settings.DEFAULT_FROM_EMAIL,
+                      [preference.target])
+        else:
+            _post_webhook(preference.target, text)
+        error = ""
+    except Exception as failure:  # noqa: BLE001 - recorded and audited, never retried blindly
+        error = f"{type(failure).__name__}: {failure}"[:500] or "failed"
+        log.warning("notification to preference %s failed: %s", preference.pk, error)
+    with transaction.atomic():
+        Notification.objects.filter(pk__in=[n.pk for n in notifications]).update(
+            sent_at=None if error else now, error=error)
+        if digest and not error:
+            NotificationPreference.objects.filter(pk=preference.pk).update(last_digest_at=now)
+        audit.record(actor="system:notify",
+                     action=(AuditAction.NOTIFICATION_FAILED if error
+                             else AuditAction.NOTIFICATION_SENT),
+                     target=f"notification-preference:{preference.pk}",
+                     after={"channel": preference.channel, "mode": preference.mode,
+                            "digest": digest, "items": [n.item for n in notifications],
+                            "why": sorted({n.why for n in notifications})},
+                     reason=error)
+    return 0 if error else 1
+
+
+def _post_webhook(url: str, text: str) -> None:
+    """POST `{"text": ...}` through the outbound guard (checked again now, on the address it
+    resolves to now); anything but 2xx is a failure."""
+    from reconciliation import outbound
+
+    destination = outbound.check(url, settings.NOTIFY_WEBHOOK_HOSTS)
+    query = urlsplit(url).query
+    target = (destination.path or "/") + (f"?{query}" if query else "")
+    answer = outbound.send(destination, "POST", target,
+                           {"Content-Type": "application/json"},
+                           json.dumps({"text": text}).encode(), timeout=5,
+                           max_bytes=settings.OUTBOUND_MAX_ANSWER_BYTES)
+    if not 200 <= answer.status < 300:
+        raise OSError(f"webhook answered {answer.status}")
+
+
+def sweep(now: datetime | None = None) -> dict[str, int]:
+    """One pass: notice new items and breaches, then send what is due."""
+    now = now or timezone.now()
+    queued = notice_new_items(now)
+    breaches = notice_breaches(now)
+    return {"queued": queued, "breaches": len(breaches), "sent": deliver(now)}

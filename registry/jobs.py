@@ -1,0 +1,25 @@
+"""Thin RQ entry points of the registry: the inbox sweep (notifications and SLA breaches)."""
+
+from datetime import timedelta
+
+import django_rq
+from django.utils import timezone
+
+
+def inbox_sweep() -> dict[str, int]:
+    """Cron (INBOX_SWEEP_SECONDS), and again at the earliest coming deadline so a breach is
+    noticed when it happens: notice new items and breaches, send what is due."""
+    from reconciliation.jobs import not_before
+    from registry import inbox
+    from registry.actions.notifications import sweep
+
+    now = timezone.now()
+    done = sweep(now)
+    # Deadlines after `now` (not after the sweep ended): one passing during the sweep is
+    # scheduled too, and then runs at once.
+    coming = [i.deadline for i in inbox.items_for(None, now) if i.deadline > now]
+    if coming:
+        when = not_before(min(coming) + timedelta(milliseconds=100))
+        django_rq.get_queue("default", commit_mode="auto").enqueue_at(
+            when, inbox_sweep, job_id=f"inbox-sweep-{when:%Y%m%d%H%M%S}")
+    return done

@@ -1,0 +1,146 @@
+"""Bob clears a mixed inbox in urgency order, deciding an incident with one decision; alice's
+proposal reads like a pull request (her reason, bob's requested changes, a one-line list
+diff). In Chromium against the real ASGI server."""
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.hashers import PBKDF2PasswordHasher
+from django.contrib.auth.models import User
+from django.utils import timezone
+
+from reconciliation import actions
+from reconciliation.models import Escalation
+from registry.models import DesiredStateVersion
+from tests.conftest import PASSWORD, REFUND_AGENT_YAML, approved_agent
+from tests.registry.test_inbox_queue import bad_deployment, proposal_by_alice
+from tests.test_dashboard_browser import Browser
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture
+def browser_ready(monkeypatch):
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    hasher = PBKDF2PasswordHasher()
+    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+
+
+def test_bob_clears_a_mixed_inbox_in_urgency_order_and_an_incident_with_one_decision(
+        people, live_server_process, browser_ready, settings):
+    from playwright.sync_api import expect, sync_playwright
+
+    settings.DECISION_TIMEOUT_SECONDS = 240  # auto-denied in 4 minutes
+    agent = approved_agent(people, "refund-agent")
+    proposal = proposal_by_alice(agent, model="gpt-5")
+    DesiredStateVersion.objects.filter(pk=proposal.pk).update(
+        created_at=timezone.now() - timedelta(hours=1))
+    actions.request_decision(agent, {"action": "payments.refund", "amount": 800},
+                             actor=people.alice)
+    drifted = bad_deployment(people)
+    User.objects.update(password=PBKDF2PasswordHasher().encode(
+        PASSWORD, PBKDF2PasswordHasher().salt()))  # the people made since
+    base = live_server_process.url
+    with sync_playwright() as playwright:
+        browser = Browser(playwright, base)
+        bob = browser.page("bob")
+        bob.goto(f"{base}/inbox/")
+        rows = bob.locator("tr.inbox-item")
+        expect(rows).to_have_count(3)
+        assert [rows.nth(i).get_attribute("data-kind") for i in range(3)] == [
+            "decision", "incident", "proposal"]
+        expect(rows.nth(0)).to_contain_text(re.compile(r"[34] min left"))
+        expect(rows.nth(1)).to_contain_text("3 findings")
+        expect(bob.locator("#inbox-count")).to_have_text("3")
+
+        # the most urgent first: the refund waiting for a human
+        first = rows.nth(0)
+        first.locator("summary").click()
+        first.locator("input[name=comment]").fill("no refunds over 500 today")
+        first.get_by_role("button", name="Deny").click()
+        expect(bob.locator(".messages")).to_contain_text("resolved: deny")
+        expect(rows).to_have_count(2)
+
+        # the incident: three drifts from one deployment, one decision
+        incident = rows.nth(0)
+        incident.locator("summary").click()
+        expect(incident.locator(".incident-findings li")).to_have_count(3)
+        incident.locator("input[name=comment]").fill("bad deploy, put it back")
+        incident.get_by_role("button", name="Revert").click()
+        expect(bob.locator(".messages")).to_contain_text("revert for 3 escalations")
+        expect(rows).to_have_count(1)
+
+        proposal_row = rows.nth(0)
+        proposal_row.locator("summary").click()
+        proposal_row.get_by_role("button", name=f"Approve #{proposal.pk}").click()
+        expect(bob.locator(".messages")).to_contain_text(f"Approved proposal #{proposal.pk}")
+        bob.goto(f"{base}/inbox/")
+        expect(bob.locator("main")).to_contain_text("Nothing is waiting for you.")
+        expect(bob.locator("#inbox-count")).to_be_hidden()
+        browser.browser.close()
+    assert set(Escalation.objects.filter(agent=drifted).values_list("status", flat=True)) == {
+        "resolved"}
+    assert browser.problems == []
+
+
+def test_alices_proposal_shows_the_thread_and_a_one_line_list_diff(
+        people, live_server_process, browser_ready):
+    from playwright.sync_api import expect, sync_playwright
+
+    approved_agent(people, "refund-agent")
+    base = live_server_process.url
+    with sync_playwright() as playwright:
+        browser = Browser(playwright, base)
+        alice = browser.page("alice")
+        alice.goto(f"{base}/manifests/new?agent=refund-agent")
+        alice.fill("#manifest", REFUND_AGENT_YAML.replace(
+            "tools: [orders.lookup, payments.refund]",
+            "tools: [crm.search, orders.lookup, payments.refund]"))
+        alice.fill("#reason", "support needs to search customers")
+        alice.get_by_role("button", name="Apply").click()
+        version = DesiredStateVersion.objects.get(agent__name="refund-agent", state="pending")
+
+        bob = browser.page("bob")
+        bob.goto(f"{base}/proposals/{version.pk}/")
+        bob.fill("#thread-body", "Read-only first, please")
+        bob.get_by_role("button", name="Request changes").click()
+        expect(bob.locator(".messages")).to_contain_text("Added to the review thread")
+
+        alice.goto(f"{base}/proposals/{version.pk}/")
+        entries = alice.locator(".thread-entry")
+        expect(entries).to_have_count(2)
+        expect(entries.nth(0)).to_contain_text("support needs to search customers")
+        expect(entries.nth(1)).to_contain_text("requested changes")
+        expect(entries.nth(1)).to_contain_text("Read-only first, please")
+        diff = alice.locator("ul.diff li")
+        expect(diff).to_have_count(1)
+        expect(diff.first).to_contain_text("/tools/crm.search")
+        expect(diff.first).to_have_class("added")
+        expect(alice.get_by_role("button", name="Request changes")).to_have_count(0)
+        browser.browser.close()
+    assert browser.problems == []
+
+
+def test_the_toasts_of_one_incident_fold_into_one(people, live_server_process, browser_ready):
+    from playwright.sync_api import expect, sync_playwright
+
+    from tests.test_dashboard_browser import publish_alerts
+
+    base = live_server_process.url
+    with sync_playwright() as playwright:
+        browser = Browser(playwright, base)
+        dana = browser.page("dana")
+        expect(dana.locator("#ws-status")).to_have_attribute("data-state", "open")
+        publish_alerts([("drift.detected", {"agent": "payouts-agent", "severity": "high",
+                                            "kind": kind, "pointer": pointer,
+                                            "incident": "one-deploy"})
+                        for kind, pointer in (("data_added", "/data/crm"),
+                                              ("tool_added", "/tools/crm.search"),
+                                              ("action_limit_missing", "/actions/x"))])
+        expect(dana.locator("#alerts li")).to_have_count(3)  # the record keeps every line
+        toasts = dana.locator("#toasts .toast")
+        expect(toasts).to_have_count(1)
+        expect(toasts.first).to_contain_text("+2 more from the same change")
+        browser.browser.close()
+    assert browser.problems == []
