@@ -43,12 +43,15 @@ def build_cluster(count: int, connector: str = "sandbox") -> list[int]:
     for agent, version in zip(agents, versions, strict=True):
         agent.active_version = version
     Agent.objects.bulk_update(agents, ["active_version"], batch_size=2000)
+    digest = state_hash(state)  # what a converging pass records (bulk_create skips save())
     AgentStatus.objects.bulk_create(
         [AgentStatus(agent=a, converged=True, converged_generation=1, observed_generation=1,
-                     last_reconciled_at=now) for a in agents], batch_size=2000)
+                     last_reconciled_at=now, in_sync_version=a.active_version_id,
+                     in_sync_observed_sha256=digest) for a in agents], batch_size=2000)
     if connector == "sandbox":
-        SandboxAgent.objects.bulk_create([SandboxAgent(agent=a, state=state) for a in agents],
-                                         batch_size=2000)
+        SandboxAgent.objects.bulk_create(
+            [SandboxAgent(agent=a, state=state, state_sha256=digest) for a in agents],
+            batch_size=2000)
     else:
         ObservedState.objects.bulk_create(
             [ObservedState(agent=a, state=state, state_sha256=state_hash(state), source="push",
