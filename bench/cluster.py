@@ -9,7 +9,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def build_cluster(count: int, connector: str = "sandbox") -> list[int]:
+def build_cluster(count: int, connector: str = "sandbox", first: int = 0) -> list[int]:
     """`count` approved, converged agents owned by one owner on the sandbox connector (the
     simulated platform holds their state) or on push (each has reported its approved state);
     returns their ids."""
@@ -33,7 +33,8 @@ def build_cluster(count: int, connector: str = "sandbox") -> list[int]:
     now = timezone.now()
     agents = Agent.objects.bulk_create(
         [Agent(name=f"bench-{i:05d}", owner=owner, framework="langgraph",
-               connector=manifest.spec["connector"], generation=1) for i in range(count)],
+               connector=manifest.spec["connector"], generation=1)
+         for i in range(first, first + count)],
         batch_size=2000)
     versions = DesiredStateVersion.objects.bulk_create(
         [DesiredStateVersion(agent=a, generation=1, base_generation=0, spec=manifest.spec,
