@@ -13,6 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.audit_append import extend_tree  # noqa: E402
 from bench.cluster import build_audit_rows, build_cluster  # noqa: E402
 from bench.scratch import setup_django  # noqa: E402
 
@@ -31,7 +32,11 @@ def main(agents: int, rows: int) -> None:
 
     names = [f"bench-{i:05d}" for i in range(agents)]
     build_cluster(agents)
+    from audit.models import AuditChainHead
+
+    before = AuditChainHead.objects.get(pk=1).seq
     build_audit_rows(rows, names)
+    extend_tree(before)  # the Merkle tree over the bulk rows, or the next append cannot grow it
     admin = User.objects.create_superuser("bench-admin", password=None)
     client = Client()
     client.force_login(admin)
