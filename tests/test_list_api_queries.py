@@ -31,3 +31,18 @@ def test_a_list_costs_the_same_queries_for_5_or_60_agents(people, path):
     few = queries(client, path)
     build_cluster(55, first=5)
     assert queries(client, path) == few
+
+
+def test_the_list_counts_each_agents_pending_proposals(people, refund_agent):
+    from registry import actions
+    from registry.choices import VersionSource
+    from tests.conftest import refund_manifest
+
+    build_cluster(3)
+    actions.apply_manifests([refund_manifest(tools=["orders.lookup"])], actor=people.alice,
+                            source=VersionSource.YAML)
+    client = APIClient()
+    client.force_authenticate(people.dana)
+    listed = {a["name"]: a["pending_proposals"]
+              for a in client.get("/api/v1/agents").json()["results"]}
+    assert listed == {"refund-agent": 1, "bench-00000": 0, "bench-00001": 0, "bench-00002": 0}
