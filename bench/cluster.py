@@ -9,7 +9,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def build_cluster(count: int, connector: str = "sandbox") -> list[int]:
+def build_cluster(count: int, connector: str = "sandbox", first: int = 0) -> list[int]:
     """`count` approved, converged agents owned by one owner on the sandbox connector (the
     simulated platform holds their state) or on push (each has reported its approved state);
     returns their ids."""
@@ -33,7 +33,8 @@ def build_cluster(count: int, connector: str = "sandbox") -> list[int]:
     now = timezone.now()
     agents = Agent.objects.bulk_create(
         [Agent(name=f"bench-{i:05d}", owner=owner, framework="langgraph",
-               connector=manifest.spec["connector"], generation=1) for i in range(count)],
+               connector=manifest.spec["connector"], generation=1)
+         for i in range(first, first + count)],
         batch_size=2000)
     versions = DesiredStateVersion.objects.bulk_create(
         [DesiredStateVersion(agent=a, generation=1, base_generation=0, spec=manifest.spec,
@@ -43,12 +44,15 @@ def build_cluster(count: int, connector: str = "sandbox") -> list[int]:
     for agent, version in zip(agents, versions, strict=True):
         agent.active_version = version
     Agent.objects.bulk_update(agents, ["active_version"], batch_size=2000)
+    digest = state_hash(state)  # what a converging pass records (bulk_create skips save())
     AgentStatus.objects.bulk_create(
         [AgentStatus(agent=a, converged=True, converged_generation=1, observed_generation=1,
-                     last_reconciled_at=now) for a in agents], batch_size=2000)
+                     last_reconciled_at=now, in_sync_version=a.active_version_id,
+                     in_sync_observed_sha256=digest) for a in agents], batch_size=2000)
     if connector == "sandbox":
-        SandboxAgent.objects.bulk_create([SandboxAgent(agent=a, state=state) for a in agents],
-                                         batch_size=2000)
+        SandboxAgent.objects.bulk_create(
+            [SandboxAgent(agent=a, state=state, state_sha256=digest) for a in agents],
+            batch_size=2000)
     else:
         ObservedState.objects.bulk_create(
             [ObservedState(agent=a, state=state, state_sha256=state_hash(state), source="push",

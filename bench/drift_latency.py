@@ -4,7 +4,9 @@ token, over HTTP to a real daphne server) and a signed-in websocket client (sess
 this site's Origin) times the `drift.detected` alert; then the agent does what its sidecar
 does (pulls the desired state until it lists the corrections, applies it, reports it) and the
 client times the `drift.corrected` alerts. Real RQ workers run the passes. Each sample drifts
-another agent. Prints one JSON line with p50/p95 of both.
+another agent. Prints one JSON line with p50/p95 of both, beside the floor measured in the
+same run: the same agent's PUT (a heartbeat of its unchanged state) plus one channel-layer
+send from this process to the same websocket client.
 
 Usage: python bench/drift_latency.py [SAMPLES]   (scratch stores: see bench/scratch.py)
 """
@@ -87,6 +89,27 @@ def drifted(state: dict) -> dict:
     return {**state, "tools": sorted({*state["tools"], "crm.search"}), "actions": actions}
 
 
+def floor_sample(base: str, key: str, name: str, approved: dict,
+                 received: "queue.Queue[tuple[float, dict]]") -> float:
+    """Milliseconds of the physical floor: the agent's PUT round trip (its unchanged state: no
+    drift, no pass) plus one channel-layer send to the websocket client and its arrival."""
+    from reconciliation.alert_sender import group_send
+    from reconciliation.alerts import ALERTS_GROUP
+
+    time.sleep(0.2)  # let the corrected pass's last alerts drain
+    while not received.empty():
+        received.get()
+    started = time.perf_counter()
+    call(base, key, "PUT", f"/api/v1/agents/{name}/observed-state", approved)
+    put = time.perf_counter() - started
+    probe = ""  # a cluster-wide alert: every signed-in reviewer is sent it
+    sent = time.perf_counter()
+    group_send(ALERTS_GROUP, {"type": "alert.message", "message": {
+        "id": 0, "event": "bench.probe", "agent": probe, "severity": "", "owner_id": None}})
+    arrived, _ = wait_for(received, "bench.probe", probe)
+    return (put + (arrived - sent)) * 1000
+
+
 def main(samples: int) -> None:
     # Drifting agent after agent on purpose: the blast-radius breaker would (rightly) pause.
     os.environ["BREAKER_SHARE_PERCENT"] = "100"
@@ -103,7 +126,9 @@ def main(samples: int) -> None:
     owner = User.objects.get(username="bench-owner")
     agents = [(agent.name, registry_actions.issue_agent_token(agent, actor=owner)[1])
               for agent in Agent.objects.filter(pk__in=ids).order_by("pk")]
-    viewer, _ = User.objects.get_or_create(username="bench-viewer")
+    # The agents' owner watches: an owner is sent alerts about their own agents (a person with
+    # no role sees no other owner's).
+    viewer = owner
     session = SessionStore()
     session.update({"_auth_user_id": str(viewer.pk),
                     "_auth_user_backend": "django.contrib.auth.backends.ModelBackend",
@@ -119,7 +144,7 @@ def main(samples: int) -> None:
     workers = Workers(WORKERS, queues=("reconcile", "ingest", "default"))
     received: queue.Queue[tuple[float, dict]] = queue.Queue()
     ready, stop = threading.Event(), threading.Event()
-    detected_ms, corrected_ms = [], []
+    detected_ms, corrected_ms, floor_ms = [], [], []
     try:
         while not port_answers("127.0.0.1", port):
             if server.poll() is not None:
@@ -156,6 +181,7 @@ def main(samples: int) -> None:
             call(base, key, "PUT", f"/api/v1/agents/{name}/observed-state", approved)
             fixed_at, _ = wait_for(received, "drift.corrected", name, count=len(findings))
             corrected_ms.append((fixed_at - sent) * 1000)
+            floor_ms.append(floor_sample(base, key, name, approved, received))
     finally:
         stop.set()
         workers.stop()
@@ -166,12 +192,16 @@ def main(samples: int) -> None:
         "database": connection.vendor,
         "samples": samples,
         "workers": WORKERS,
+        "floor_ms_p50": round(percentile(floor_ms, 0.5), 1),
+        "floor_ms_p95": round(percentile(floor_ms, 0.95), 1),
         "put_to_detected_alert_ms_p50": round(percentile(detected_ms, 0.5), 1),
         "put_to_detected_alert_ms_p95": round(percentile(detected_ms, 0.95), 1),
         "put_to_detected_alert_ms_mean": round(statistics.mean(detected_ms), 1),
         # Includes the simulated sidecar pulling the correction and reporting it applied.
         "put_to_corrected_alert_ms_p50": round(percentile(corrected_ms, 0.5), 1),
         "put_to_corrected_alert_ms_p95": round(percentile(corrected_ms, 0.95), 1),
+        "detected_p95_over_floor_p95": round(percentile(detected_ms, 0.95)
+                                             / percentile(floor_ms, 0.95), 2),
     }))
 
 

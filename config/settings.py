@@ -241,7 +241,10 @@ RQ = {"COMMIT_MODE": "on_db_commit"}
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "prefix": env_str("CHANNEL_PREFIX", "asgi")},
+        # redis-py 8 reads with a 5 s socket timeout by default, which tore every idle
+        # websocket down: the layer's receive blocks (BZPOPMIN) for up to 5 s. Wait longer.
+        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
+                   "prefix": env_str("CHANNEL_PREFIX", "asgi")},
     }
 }
 # Live alert websockets one person may hold at once, across all web processes.

@@ -11,10 +11,10 @@ drop ids they already have.
 import logging
 from typing import Any
 
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.db import transaction
 from django.db.models import Q
+
+from reconciliation import alert_sender
 
 ALERTS_GROUP = "alerts"
 SEVERITY_RANK = {"": 0, "low": 1, "medium": 2, "high": 3}
@@ -25,8 +25,7 @@ def send_now(message: dict[str, Any]) -> None:
     """Deliver one alert to every connected reviewer; a channel layer outage loses nothing
     (the row is kept and clients catch up by id)."""
     try:
-        async_to_sync(get_channel_layer().group_send)(
-            ALERTS_GROUP, {"type": "alert.message", "message": message})
+        alert_sender.group_send(ALERTS_GROUP, {"type": "alert.message", "message": message})
     except Exception as error:  # the layer is down; catch-up delivers it later
         log.warning("alert %s not sent live: %s", message.get("id"), error)
 

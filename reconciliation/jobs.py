@@ -198,25 +198,38 @@ def schedule_pass_at(agent_id: int, when: datetime, trigger: str) -> None:
         _queue().enqueue_at(not_before(when), reconcile_agent, agent_id, trigger)
 
 
-RESYNC_BATCH = 500
+RESYNC_BATCH = 5000
 
 
 def resync() -> int:
-    """The periodic backstop (cron): split every reconcilable agent into batches; returns the
-    number of batch jobs queued. A batch checks its agents with a few set queries."""
-    from registry.models import Agent
+    """The periodic backstop (cron): split every reconcilable agent into ranges of ids, one
+    batch job each; returns the number of batch jobs queued. A batch is one set-based query."""
+    from reconciliation.resync_query import reconcilable
 
-    ids = list(Agent.objects.filter(active_version__isnull=False).exclude(
-        lifecycle="retired").order_by("pk").values_list("pk", flat=True))
+    ids = list(reconcilable().order_by("pk").values_list("pk", flat=True))
     queue = _queue()
-    batches = [ids[i:i + RESYNC_BATCH] for i in range(0, len(ids), RESYNC_BATCH)]
-    for batch in batches:
-        queue.enqueue(resync_batch, batch)
-    return len(batches)
+    bounds = [(ids[i], ids[min(i + RESYNC_BATCH, len(ids)) - 1])
+              for i in range(0, len(ids), RESYNC_BATCH)]
+    with queue.connection.pipeline() as pipe:
+        for first, last in bounds:
+            queue.enqueue(resync_range, first, last, pipeline=pipe)
+        pipe.execute()
+    return len(bounds)
+
+
+def resync_range(first_id: int, last_id: int) -> dict[str, int]:
+    """Check the agents with ids in [first_id, last_id]; queue a full pass only for those
+    that are not in sync."""
+    from reconciliation.resync_query import needing_pass, reconcilable
+
+    needs_pass = needing_pass(reconcilable().filter(pk__gte=first_id, pk__lte=last_id),
+                              timezone.now())
+    queued = sum(enqueue_reconcile(agent_id, Trigger.RESYNC) for agent_id in needs_pass)
+    return {"needs_pass": len(needs_pass), "queued": queued}
 
 
 def resync_batch(agent_ids: list[int]) -> dict[str, int]:
-    """Check a batch of agents; queue a full pass only for those that are not converged."""
+    """Check a list of agents (jobs queued before resync took ranges still run)."""
     needs_pass = actions.converged_check(agent_ids)
     queued = sum(enqueue_reconcile(agent_id, Trigger.RESYNC) for agent_id in needs_pass)
     return {"checked": len(agent_ids), "queued": queued}

@@ -1,6 +1,7 @@
 """Observed state, the simulated platform, reconcile runs, findings, corrections, escalations,
 agent status (conditions) and the control plane's own switches (shadow mode, breaker)."""
 
+import hashlib
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -10,6 +11,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from audit.chain import canonical_json
 from reconciliation.choices import (
     RESOLUTIONS,
     TEAM_LABEL,
@@ -73,9 +75,19 @@ class SandboxAgent(models.Model):
     # The last deployment that changed it from outside (the drift lab), until a correction
     # replaces what it did: {deployment_id, actor, reason}.
     last_deployment = models.JSONField(null=True, blank=True)
+    # SHA-256 of `state`'s canonical JSON, kept by save(): what the platform would list in bulk,
+    # so the resync compares digests in SQL instead of reading every state.
+    state_sha256 = models.CharField(max_length=64, blank=True, default="")
 
     def __str__(self) -> str:
         return f"sandbox:{self.agent_id}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self.state_sha256 = hashlib.sha256(canonical_json(self.state).encode()).hexdigest()
+        fields = kwargs.get("update_fields")
+        if fields is not None and "state" in fields:
+            kwargs["update_fields"] = {*fields, "state_sha256"}
+        super().save(*args, **kwargs)
 
 
 class AgentStatus(models.Model):
@@ -91,6 +103,13 @@ class AgentStatus(models.Model):
     open_findings = models.PositiveIntegerField(default=0)
     health = models.CharField(max_length=12, choices=Health.choices, default=Health.UNKNOWN,
                               db_index=True)
+    # The last pass found no diff between this desired state (version, suspension) and the
+    # observed state with this digest, valid until `in_sync_until` (a grant's expiry). The
+    # resync skips the agent in SQL while all of it still holds; "" means look again.
+    in_sync_version = models.PositiveIntegerField(null=True, blank=True)
+    in_sync_suspended = models.BooleanField(default=False)
+    in_sync_observed_sha256 = models.CharField(max_length=64, blank=True, default="")
+    in_sync_until = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"status of {self.agent_id}"

@@ -23,6 +23,7 @@ from reconciliation.actions.common import (
     alert,
     breaker_held,
     open_escalation,
+    state_hash,
     suspend_agent,
 )
 from reconciliation.actions.observations import record_observation
@@ -40,6 +41,7 @@ from reconciliation.choices import (
 )
 from reconciliation.conditions import compute_conditions
 from reconciliation.connectors import ConnectorError, connector_for
+from reconciliation.desired_horizon import next_change_at
 from reconciliation.diff import Drift, Operation, OperationKind, diff
 from reconciliation.models import (
     AgentStatus,
@@ -54,11 +56,20 @@ from reconciliation.models import (
 )
 from reconciliation.recertified import merge, recertified_condition
 from reconciliation.reconciler import FindingView, decide, idempotency_key
+from reconciliation.resync_query import needing_pass, reconcilable
 from reconciliation.silence import overlay as silence_overlay
 from registry.actions.waivers import active_waivers, record_lapses
 from registry.choices import Lifecycle, VersionState
 from registry.models import Agent
 from registry.waivers import is_waived
+
+
+@dataclass(frozen=True)
+class InSync:
+    """A pass found no diff between the desired state (suspended or not) and `observed`."""
+
+    observed: dict[str, Any]
+    suspended: bool
 
 
 @dataclass
@@ -312,8 +323,10 @@ def _apply_counts(agent: Agent, status: AgentStatus, *, generation: int, now: da
     return counts
 
 
-def _settle(ctx: PassContext, *, failed: str = "") -> dict[str, int]:
-    """Recompute the agent's conditions from its findings and escalations."""
+def _settle(ctx: PassContext, *, failed: str = "", in_sync: InSync | None = None
+            ) -> dict[str, int]:
+    """Recompute the agent's conditions from its findings and escalations; remember what was
+    found in sync (or forget it), for the resync's set-based check."""
     status = _status(ctx.agent)
     counts = _apply_counts(ctx.agent, status, generation=ctx.generation, now=ctx.now,
                            failed=failed)
@@ -321,6 +334,12 @@ def _settle(ctx: PassContext, *, failed: str = "") -> dict[str, int]:
     if converged:  # at this generation, even if it never looked unconverged in between
         status.converged_generation = ctx.generation
     status.converged = converged
+    in_sync = in_sync if converged else None
+    status.in_sync_version = ctx.agent.active_version_id if in_sync else None
+    status.in_sync_suspended = in_sync.suspended if in_sync else False
+    status.in_sync_observed_sha256 = state_hash(in_sync.observed) if in_sync else ""
+    status.in_sync_until = next_change_at(
+        ctx.agent.active_version.spec, in_sync.observed, ctx.now) if in_sync else None
     status.observed_generation = ctx.generation
     status.last_reconciled_at = ctx.now
     status.save()
@@ -430,10 +449,12 @@ def reconcile_agent(agent_id: int, *, trigger: str, now: datetime | None = None
         record_observation(agent, verified_state, actor=f"connector:{connector.name}",
                            source=connector.name, trigger_reconcile=False)
     with transaction.atomic():  # verification
+        suspended = _suspended(agent)
         remaining = {d.fingerprint for d in diff(agent.enforced_spec, verified_state or {},
-                                                 now, suspended=_suspended(agent))}
+                                                 now, suspended=suspended)}
         _verify(ctx, remaining)
-        counts = _settle(ctx)
+        counts = _settle(ctx, in_sync=None if remaining or verified_state is None
+                         else InSync(verified_state, suspended))
         if counts["correcting"]:
             _schedule_verify(agent)
         if not decision.drifts:
@@ -582,46 +603,7 @@ def _verify(ctx: PassContext, remaining: set[str]) -> None:
 
 
 def converged_check(agent_ids: list[int], now: datetime | None = None) -> list[int]:
-    """The batch half of a resync: a handful of set queries for the whole batch, the pure diff
-    per agent, and one bulk update. Returns the agents that need a full pass (drift, open
-    findings, not yet converged, or a connector that cannot be read in bulk)."""
-    from django.db.models import OuterRef, Subquery
-
-    now = now or timezone.now()
-    latest = ObservedState.objects.filter(agent=OuterRef("pk")).order_by("-observed_at")
-    agents = list(
-        Agent.objects.filter(pk__in=agent_ids, active_version__isnull=False)
-        .select_related("active_version", "status", "sandbox")
-        .annotate(observed=Subquery(latest.values("state")[:1]))
-        .only("pk", "name", "lifecycle", "generation", "connector", "active_version__spec",
-              "restricted_to",
-              "status__converged", "status__converged_generation", "status__open_findings",
-              "sandbox__state", "sandbox__stale_state", "sandbox__stale_until"))
-    needs_pass, converged = [], []
-    for agent in agents:
-        status = getattr(agent, "status", None)
-        kind = (agent.connector or {}).get("type", "push")
-        if status is None or not status.converged or status.open_findings or (
-                status.converged_generation != agent.generation) or kind == "http":
-            needs_pass.append(agent.pk)
-            continue
-        if kind == "sandbox":
-            sandbox = getattr(agent, "sandbox", None)
-            if sandbox is None:
-                needs_pass.append(agent.pk)
-                continue
-            lagging = sandbox.stale_until and sandbox.stale_until > now
-            actual = sandbox.stale_state if lagging else sandbox.state
-        else:
-            actual = agent.observed
-            if isinstance(actual, str):  # some backends hand a subquery's JSON back as text
-                import json
-
-                actual = json.loads(actual)
-        if actual is None or diff(agent.enforced_spec, actual, now,
-                                  suspended=agent.lifecycle == Lifecycle.SUSPENDED):
-            needs_pass.append(agent.pk)
-        else:
-            converged.append(agent.pk)
-    AgentStatus.objects.filter(agent_id__in=converged).update(last_reconciled_at=now)
-    return needs_pass
+    """The batch half of a resync: the agents among `agent_ids` that need a full pass, in one
+    set-based query (see `reconciliation.resync_query`); converged agents cost no Python and
+    no write."""
+    return needing_pass(reconcilable().filter(pk__in=agent_ids), now or timezone.now())

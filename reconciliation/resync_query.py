@@ -1,0 +1,52 @@
+"""The resync's one set-based query: which agents need a full pass.
+
+An agent is skipped only while everything its last pass judged still holds: it is not
+restricted for an overdue review, it converged at this generation with no open findings, on
+this desired version and suspension, before the next grant expiry, and the platform still
+reports the state with the digest that pass found in sync. For converged agents the database compares integers and digests; no row reaches
+Python and nothing is written."""
+
+from datetime import datetime
+
+from django.db.models import BooleanField, Case, F, OuterRef, Q, QuerySet, Subquery, Value, When
+
+from reconciliation.models import ObservedState
+from registry.choices import Lifecycle
+from registry.models import Agent
+
+
+def reconcilable() -> QuerySet[Agent]:
+    """Agents a pass applies to: an approved version and not retired."""
+    return Agent.objects.filter(active_version__isnull=False).exclude(
+        lifecycle=Lifecycle.RETIRED)
+
+
+def _in_sync(now: datetime) -> Q:
+    latest_observed = (ObservedState.objects.filter(agent=OuterRef("pk"))
+                       .order_by("-observed_at").values("state_sha256")[:1])
+    suspended = Q(lifecycle=Lifecycle.SUSPENDED)
+    pushed = (Q(connector__type="push") | Q(connector__type__isnull=True)) & Q(
+        status__in_sync_observed_sha256=Subquery(latest_observed))
+    # A lagging sandbox read returns its stale copy: left to a full pass (a fault injection).
+    sandboxed = Q(connector__type="sandbox", sandbox__state_sha256=F(
+        "status__in_sync_observed_sha256")) & (Q(sandbox__stale_until__isnull=True) | Q(
+            sandbox__stale_until__lte=now))
+    return (
+        # an overdue agent restricted to safe tools is rare and judged by a full pass
+        Q(restricted_to__isnull=True, status__converged=True, status__open_findings=0,
+          status__converged_generation=F("generation"),
+          status__in_sync_version=F("active_version_id"))
+        & ~Q(status__in_sync_observed_sha256="")
+        & ((suspended & Q(status__in_sync_suspended=True))
+           | (~suspended & Q(status__in_sync_suspended=False)))
+        & (Q(status__in_sync_until__isnull=True) | Q(status__in_sync_until__gt=now))
+        & (sandboxed | pushed))
+
+
+def needing_pass(agents: QuerySet[Agent], now: datetime) -> list[int]:
+    """Ids (ascending) of the agents in `agents` that need a full pass, in one query. The http
+    connector cannot be read in bulk, so its agents always get a pass."""
+    verdict = Case(When(_in_sync(now), then=Value(True)), default=Value(False),
+                   output_field=BooleanField())
+    return list(agents.annotate(in_sync=verdict).filter(in_sync=False).order_by("pk")
+                .values_list("pk", flat=True))
