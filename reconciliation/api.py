@@ -224,6 +224,13 @@ class FindingViewSet(ReviewerOnly, viewsets.ReadOnlyModelViewSet):
                                     reason=body.validated_data["reason"])
         return Response(FindingSerializer(self.get_queryset().get(pk=pk)).data)
 
+    @extend_schema(responses=inline_serializer("FindingCauses", {
+        "results": serializers.ListField(child=inline_serializer("FindingCause", {
+            "key": serializers.CharField(), "cause": serializers.JSONField(),
+            "findings": serializers.IntegerField(), "open": serializers.IntegerField(),
+            "agents": serializers.IntegerField(),
+            "first_detected": serializers.DateTimeField(),
+            "last_detected": serializers.DateTimeField()}))}))
     @action(detail=False, methods=["get"])
     def causes(self, request: Request) -> Response:
         """The findings (as filtered) grouped by cause: one row per cause key with its

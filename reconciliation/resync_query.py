@@ -3,8 +3,8 @@
 An agent is skipped only while everything its last pass judged still holds: it is not
 restricted for an overdue review, it converged at this generation with no open findings, on
 this desired version and suspension, before the next grant expiry, and the platform still
-reports the state with the digest that pass found in sync. For converged agents the database compares integers and digests; no row reaches
-Python and nothing is written."""
+reports the state with the digest that pass found in sync. For converged agents the database
+compares integers and digests; no row reaches Python and nothing is written."""
 
 from datetime import datetime
 

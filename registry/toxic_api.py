@@ -3,6 +3,7 @@ anyone may ask which paths the fleet has now (approved and observed)."""
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
@@ -62,6 +63,9 @@ class ToxicCombinationViewSet(viewsets.ModelViewSet):
     def perform_destroy(self, instance: ToxicCombination) -> None:
         actions.delete_toxic_combination(instance, actor=self.request.user)
 
+    @extend_schema(responses=inline_serializer("ToxicPaths", {
+        "approved": serializers.ListField(child=serializers.JSONField()),
+        "observed": serializers.ListField(child=serializers.JSONField(), required=False)}))
     @action(detail=False, methods=["get"])
     def paths(self, request: Request) -> Response:
         """Every toxic path in the approved fleet, agent -> agent; and for reviewers (who see
