@@ -28,6 +28,7 @@ from audit.models import (
     AuditPendingEntry,
 )
 
+QUEUE_BATCH = 5000  # queued entries placed per transaction
 PENDING_FIELDS = ("at", "actor", "action", "target", "agent", "before", "after", "reason",
                   "request_id")
 
@@ -58,6 +59,15 @@ def _lock_head() -> AuditChainHead:
     return head
 
 
+def _try_lock_head() -> AuditChainHead | None:
+    """The head, locked, if no other transaction holds it; None at once if one does (SQLite
+    has no row locks: its writers are serialised by the database, so the head is always free)."""
+    head = AuditChainHead.objects.select_for_update(skip_locked=True).filter(pk=1).first()
+    if head is None and not AuditChainHead.objects.filter(pk=1).exists():
+        return _lock_head()  # the very first entry makes the head
+    return head
+
+
 def record(
     *,
     actor: Any,
@@ -71,9 +81,11 @@ def record(
 ) -> AuditEntry | AuditPendingEntry:
     """Write one entry inside the caller's transaction: nothing changes without its entry.
 
-    Inline, the entry takes its place in the log at once and the head stays locked until the
-    caller commits. With AUDIT_SEQUENCER=workers it is queued unsequenced (one plain INSERT,
-    no shared lock) and the sequencer places it within AUDIT_SEQUENCE_DELAY_SECONDS.
+    If no other transaction holds the head, the entry takes its place in the log at once (the
+    head then stays locked until the caller commits); if one does, or with
+    AUDIT_SEQUENCER=workers, it is queued unsequenced (one plain INSERT, no waiting) and placed
+    within AUDIT_SEQUENCE_DELAY_SECONDS. Either way, after the commit the writer places what is
+    queued if the head is free (sequencing.settle).
     """
     content = {
         "at": timezone.now(),
@@ -93,13 +105,20 @@ def record(
 # caller's change must not commit without it anyway.
 @transaction.atomic(savepoint=False)
 def _write(content: dict[str, Any]) -> AuditEntry | AuditPendingEntry:
-    if settings.AUDIT_SEQUENCER == "workers":
-        pending = AuditPendingEntry(**content)
-        AuditPendingEntry.objects.bulk_create([pending])
-        transaction.on_commit(sequencing.kick, robust=True)
-        return pending
-    (entry,) = _place(_lock_head(), [content])
-    return entry
+    if settings.AUDIT_SEQUENCER == "writers" and (head := _try_lock_head()) is not None:
+        # What is queued goes first, including any entry this transaction queued earlier
+        # (when the head was taken), so one transaction's entries keep their order.
+        _, queued = _take_queue()
+        if len(queued) < QUEUE_BATCH:
+            *_, entry = _place(head, [*queued, content])
+            transaction.on_commit(sequencing.settle, robust=True)  # what queued meanwhile
+            return entry
+        _place(head, queued)  # a backlog: place one batch, and queue behind the rest
+    pending = AuditPendingEntry(**content)
+    AuditPendingEntry.objects.bulk_create([pending])
+    settle = sequencing.settle if settings.AUDIT_SEQUENCER == "writers" else sequencing.kick
+    transaction.on_commit(settle, robust=True)
+    return pending
 
 
 def _place(head: AuditChainHead, contents: list[dict[str, Any]]) -> list[AuditEntry]:
@@ -125,17 +144,27 @@ def _place(head: AuditChainHead, contents: list[dict[str, Any]]) -> list[AuditEn
 
 
 @transaction.atomic
-def sequence_pending(*, limit: int = 5000) -> int:
+def sequence_pending(*, limit: int = QUEUE_BATCH, wait: bool = True) -> int | None:
     """Place up to `limit` queued entries in the log, oldest first, in one transaction: a
-    sequencer killed mid-batch leaves them all queued, none half-placed or placed twice."""
-    head = _lock_head()  # one sequencer at a time; writers never wait on it
-    rows = list(AuditPendingEntry.objects.order_by("id").values("id", *PENDING_FIELDS)[:limit])
-    if not rows:
-        return 0
-    ids = [row.pop("id") for row in rows]
-    _place(head, rows)
-    AuditPendingEntry.objects.filter(id__in=ids).delete()
+    sequencer killed mid-batch leaves them all queued, none half-placed or placed twice.
+    With wait=False, return None at once if another transaction holds the head."""
+    head = _lock_head() if wait else _try_lock_head()  # one sequencer at a time
+    if head is None:
+        return None
+    ids, rows = _take_queue(limit)
+    if rows:
+        _place(head, rows)
     return len(rows)
+
+
+def _take_queue(limit: int = QUEUE_BATCH) -> tuple[list[int], list[dict[str, Any]]]:
+    """The oldest `limit` queued entries' contents, deleted from the queue (the caller holds the
+    head and places them in the same transaction, so each is placed exactly once)."""
+    rows = list(AuditPendingEntry.objects.order_by("id").values("id", *PENDING_FIELDS)[:limit])
+    ids = [row.pop("id") for row in rows]
+    if ids:
+        AuditPendingEntry.objects.filter(id__in=ids).delete()
+    return ids, rows
 
 
 def tree_root(size: int) -> str:

@@ -1,5 +1,8 @@
-"""Running the sequencer on the RQ workers (AUDIT_SEQUENCER=workers), as Trillian does: writers
-only queue entries; one job at a time places them in batches.
+"""Placing queued entries in the log. With AUDIT_SEQUENCER=writers (the default) a writer that
+found the head taken queues its entry, and after each commit a writer places the queue itself if
+the head is free (settle), never waiting. Whatever is left, and everything with
+AUDIT_SEQUENCER=workers (writers only queue), is placed by the sequencer job on the RQ workers in
+batches, as Trillian does; one job at a time.
 
 A committed entry kicks the sequencer: it wakes the running job if there is one (a Redis list
 the job waits on), else queues one (a Redis flag says one is due). The job places what is queued,
@@ -49,6 +52,21 @@ def kick() -> None:
             _enqueue(queue)
     except RedisError as error:  # the periodic run still picks the entries up
         log.warning("could not queue the audit sequencer: %s", error)
+
+
+def settle() -> None:
+    """After a writer commits (AUDIT_SEQUENCER=writers): place the queue now if no one holds
+    the head, never waiting. If someone does, their own settle or drain re-reads the queue
+    after they commit; the kick covers holders that do not (a checkpoint, an export)."""
+    from audit.actions import sequence_pending
+    from audit.models import AuditPendingEntry
+
+    if not AuditPendingEntry.objects.exists():  # the common case: one read, no lock, no WAL
+        return
+    while (placed := sequence_pending(wait=False)) is not None:
+        if placed == 0:
+            return
+    kick()
 
 
 def drain(linger: float = 0.0) -> int:
