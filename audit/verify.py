@@ -23,7 +23,7 @@ from django.db import DataError, connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from audit import keys, witnesses
+from audit import keys, tree, witnesses
 from audit.chain import (
     GENESIS_HASH,
     ChainReport,
@@ -173,6 +173,49 @@ def prefetched(cursor: Any, chunk: int) -> Iterator[list[tuple]]:
         fetcher.join()
 
 
+def stored_nodes(level: int, size: int, chunk: int = 20000) -> Iterator[tuple[int, str]]:
+    """(index, hex hash) of the stored complete subtrees at `level` within the first `size`
+    leaves, in index order: a primary-key range read a chunk at a time, so memory stays flat."""
+    start, end = tree.position(level, 0), tree.position(level, size >> level)
+    after = start - 1
+    with connection.cursor() as cursor:
+        while True:
+            cursor.execute("SELECT position, hash FROM audit_audittreenode WHERE position > %s "
+                           "AND position < %s ORDER BY position LIMIT %s", [after, end, chunk])
+            rows = cursor.fetchall()
+            if not rows:
+                return
+            for place, hash_ in rows:
+                yield place - start, hash_
+            after = rows[-1][0]
+
+
+class TreeCheck:
+    """The stored tree (audit_audittreenode, which proofs and roots are served from) held
+    against the tree the walk recomputes, node by node as each subtree completes: one stream
+    per level, each read in primary-key order as the walk reaches it."""
+
+    def __init__(self, size: int) -> None:
+        self.levels = [stored_nodes(level, size) for level in range(max(size, 1).bit_length())]
+        self.bad: tuple[int, int] | None = None  # (level, index) of the first wrong node
+
+    def matches(self, level: int, index: int, digest: bytes) -> bool:
+        stored = next(self.levels[level], None)
+        if stored == (index, digest.hex()):
+            return True
+        self.bad = (level, index)
+        return False
+
+    def problem(self) -> tuple[int, str, str] | None:
+        if self.bad is None:
+            return None
+        level, index = self.bad
+        first, last = index << level, ((index + 1) << level)
+        return (first + 1, BreakReason.EDITED,
+                f"the stored Merkle tree node over entries {first + 1} to {last} is missing "
+                f"or differs from the entries: proofs served from it would be wrong")
+
+
 @dataclass
 class Walk:
     """What one pass over the entries found: where the chain first breaks (if it does), the
@@ -185,11 +228,13 @@ class Walk:
     chain_at: dict[int, str] = field(default_factory=dict)
     roots_at: dict[int, str] = field(default_factory=dict)
     rotations: list[dict[str, Any]] = field(default_factory=list)
+    tree: tuple[int, str, str] | None = None  # the first stored tree node that is wrong
 
 
-def walk(rows: Iterator[Row], sizes: set[int]) -> Walk:
-    """Check seq, links and hashes in order, keeping the running Merkle root."""
-    result, builder = Walk(), TreeBuilder()
+def walk(rows: Iterator[Row], sizes: set[int], nodes: TreeCheck | None = None) -> Walk:
+    """Check seq, links and hashes in order, keeping the running Merkle root (and holding each
+    completed subtree against the stored one, until one differs)."""
+    result, builder, check = Walk(), TreeBuilder(), nodes
     expected, previous = 1, GENESIS_HASH
     sha256 = hashlib.sha256
     # TreeBuilder.append's own stack, grown inline: it also lists the subtrees each leaf
@@ -213,9 +258,13 @@ def walk(rows: Iterator[Row], sizes: set[int]) -> Walk:
                              f"entry {seq} does not match its hash: it was edited")
             break
         level, node = 0, sha256(b"\x00" + leaf_bytes(payload, hash_)).digest()
+        if nodes is not None and not nodes.matches(0, seq - 1, node):
+            nodes = None  # the first wrong node is reported; the walk goes on
         while stack and stack[-1][0] == level:
             node = sha256(b"\x01" + stack.pop()[1] + node).digest()
             level += 1
+            if nodes is not None and not nodes.matches(level, (seq - 1) >> level, node):
+                nodes = None
         stack.append((level, node))
         builder.size = seq
         if seq in sizes:
@@ -224,16 +273,17 @@ def walk(rows: Iterator[Row], sizes: set[int]) -> Walk:
         previous, expected = hash_, expected + 1
     result.count, result.head_hash = expected - 1, previous
     result.root = builder.root().hex()
+    result.tree = check.problem() if check is not None else None
     return result
 
 
-def walk_trail(upto: int, sizes: set[int]) -> Walk:
+def walk_trail(upto: int, sizes: set[int], check_tree: bool = True) -> Walk:
     """walk() over the stored entries; if PostgreSQL cannot even parse a stored payload (it was
     tampered with), walk again rebuilding every payload in Python, which names the entry."""
     for fast in (True, False):
         rows = iter_payloads(upto, fast=fast)
         try:
-            result = walk(rows, sizes)
+            result = walk(rows, sizes, TreeCheck(upto) if check_tree else None)
             break
         except DataError:
             if not fast:
@@ -283,6 +333,10 @@ def verify_trail() -> ChainReport:
         problems += _head_problems(result, head)
     problems += _checkpoint_problems(result, checkpoints)
     problems += _witness_problems(result, checkpoints, held, started)
+    # The stored tree is held against the entries only when they are sound: an entry edited or
+    # forged also leaves its stored leaf behind, and the chain or checkpoint says better why.
+    if not problems and result.tree:
+        problems.append(result.tree)
     report = ChainReport(True, result.count, result.head_hash)
     report.checkpoints = sum(1 for size in checkpoints if size <= result.count)
     report.root = result.root
