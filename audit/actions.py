@@ -9,7 +9,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from audit import keys, sequencing, tree, witnesses
+from audit import keys, placing, sequencing, tree, witnesses
 from audit.chain import (
     GENESIS_HASH,
     canonical_json,
@@ -51,20 +51,15 @@ def _json_safe(value: Any) -> Any:
     return None if value is None else json.loads(canonical_json(value))
 
 
-def _lock_head() -> AuditChainHead:
+def _lock_head(*, held: bool = False) -> AuditChainHead:
+    """The chain head, locked until the commit, after the placing lock (audit/placing.py;
+    `held` when this transaction has it already)."""
+    if not held:
+        placing.hold()
     head = AuditChainHead.objects.select_for_update().filter(pk=1).first()
     if head is None:
         AuditChainHead.objects.get_or_create(pk=1, defaults={"seq": 0, "hash": GENESIS_HASH})
         head = AuditChainHead.objects.select_for_update().get(pk=1)
-    return head
-
-
-def _try_lock_head() -> AuditChainHead | None:
-    """The head, locked, if no other transaction holds it; None at once if one does (SQLite
-    has no row locks: its writers are serialised by the database, so the head is always free)."""
-    head = AuditChainHead.objects.select_for_update(skip_locked=True).filter(pk=1).first()
-    if head is None and not AuditChainHead.objects.filter(pk=1).exists():
-        return _lock_head()  # the very first entry makes the head
     return head
 
 
@@ -81,11 +76,11 @@ def record(
 ) -> AuditEntry | AuditPendingEntry:
     """Write one entry inside the caller's transaction: nothing changes without its entry.
 
-    If no other transaction holds the head, the entry takes its place in the log at once (the
-    head then stays locked until the caller commits); if one does, or with
-    AUDIT_SEQUENCER=workers, it is queued unsequenced (one plain INSERT, no waiting) and placed
-    within AUDIT_SEQUENCE_DELAY_SECONDS. Either way, after the commit the writer places what is
-    queued if the head is free (sequencing.settle).
+    If no other transaction holds the placing lock, the entry takes its place in the log at
+    once (the lock then stays held until the caller commits); if one does, or with
+    AUDIT_SEQUENCER=workers, it is queued unsequenced (one INSERT, no waiting) and placed within
+    AUDIT_SEQUENCE_DELAY_SECONDS. With `writers`, after the commit the writer places what is
+    queued if the lock is free (sequencing.settle).
     """
     content = {
         "at": timezone.now(),
@@ -105,19 +100,25 @@ def record(
 # caller's change must not commit without it anyway.
 @transaction.atomic(savepoint=False)
 def _write(content: dict[str, Any]) -> AuditEntry | AuditPendingEntry:
-    if settings.AUDIT_SEQUENCER == "writers" and (head := _try_lock_head()) is not None:
-        # What is queued goes first, including any entry this transaction queued earlier
-        # (when the head was taken), so one transaction's entries keep their order.
-        _, queued = _take_queue()
-        if len(queued) < QUEUE_BATCH:
-            *_, entry = _place(head, [*queued, content])
-            transaction.on_commit(sequencing.settle, robust=True)  # what queued meanwhile
-            return entry
-        _place(head, queued)  # a backlog: place one batch, and queue behind the rest
+    if settings.AUDIT_SEQUENCER == "workers":
+        pending = AuditPendingEntry(**content)
+        AuditPendingEntry.objects.bulk_create([pending])
+        transaction.on_commit(sequencing.kick, robust=True)
+        return pending
+    queued = placing.queue_unless_free(content)
+    transaction.on_commit(sequencing.settle, robust=True)  # what queued meanwhile
+    if queued is not None:
+        return AuditPendingEntry(id=queued, **content)
+    # This transaction holds the placing lock. What is queued goes first, including any entry
+    # it queued earlier (when the lock was taken), so one transaction's entries keep order.
+    head = _lock_head(held=True)
+    _, rows = _take_queue()
+    if len(rows) < QUEUE_BATCH:
+        *_, entry = _place(head, [*rows, content])
+        return entry
+    _place(head, rows)  # a backlog: place one batch, and queue behind the rest
     pending = AuditPendingEntry(**content)
     AuditPendingEntry.objects.bulk_create([pending])
-    settle = sequencing.settle if settings.AUDIT_SEQUENCER == "writers" else sequencing.kick
-    transaction.on_commit(settle, robust=True)
     return pending
 
 
@@ -143,14 +144,18 @@ def _place(head: AuditChainHead, contents: list[dict[str, Any]]) -> list[AuditEn
     return entries
 
 
+def _settle_after() -> None:
+    """This transaction holds the placing lock without placing what queues meanwhile: place it
+    after the commit (writers that found the lock taken count on its holder to)."""
+    if settings.AUDIT_SEQUENCER == "writers":
+        transaction.on_commit(sequencing.settle, robust=True)
+
+
 @transaction.atomic
-def sequence_pending(*, limit: int = QUEUE_BATCH, wait: bool = True) -> int | None:
+def sequence_pending(*, limit: int = QUEUE_BATCH) -> int:
     """Place up to `limit` queued entries in the log, oldest first, in one transaction: a
-    sequencer killed mid-batch leaves them all queued, none half-placed or placed twice.
-    With wait=False, return None at once if another transaction holds the head."""
-    head = _lock_head() if wait else _try_lock_head()  # one sequencer at a time
-    if head is None:
-        return None
+    sequencer killed mid-batch leaves them all queued, none half-placed or placed twice."""
+    head = _lock_head()  # one placer at a time
     ids, rows = _take_queue(limit)
     if rows:
         _place(head, rows)
@@ -201,6 +206,7 @@ def _sign(seq: int, head_hash: str) -> AuditCheckpoint:
 def checkpoint_head() -> AuditCheckpoint | None:
     """Sign the current head unless it is already signed (the periodic checkpoint)."""
     head = _lock_head()
+    _settle_after()
     if head.seq == 0 or AuditCheckpoint.objects.filter(seq=head.seq).exists():
         return None
     return _sign(head.seq, head.hash)
@@ -212,6 +218,7 @@ def rotate_key(*, actor: Any, new_key: Ed25519PrivateKey) -> AuditEntry:
     key's signature over the new key, and the old public key stays published."""
     old_private = keys.signing_key()
     _lock_head()
+    _settle_after()
     old = _published_key(old_private)
     now = timezone.now()
     published = checkpoints.published_key(new_key.public_key(), format_time(now))

@@ -1,6 +1,6 @@
 """The default sequencer (AUDIT_SEQUENCER=writers): a writer that finds the head free places its
-entry at once; one that finds it taken queues its entry without waiting, and the holder (or the
-workers' sequencer) places it after the holder commits. Two real database connections here."""
+entry at once; one that finds it taken queues its entry without waiting, and the holder places it
+after the holder commits. Two real database connections here."""
 
 import threading
 
@@ -8,20 +8,19 @@ import pytest
 from django.db import connection, transaction
 
 import audit
-from audit.actions import _lock_head
+from audit.actions import checkpoint_head
 from audit.choices import AuditAction
 from audit.models import AuditEntry, AuditPendingEntry
 from audit.verify import verify_trail
 from tests.conftest import eventually
 
 pytestmark = pytest.mark.skipif("connection.vendor != 'postgresql'",
-                                reason="SQLite has one writer at a time: the head is never taken")
+                                reason="SQLite has one writer at a time: the lock is never taken")
 
 
 @pytest.fixture
 def trail(transactional_db):
-    """A trail with its first entry committed: the head row exists (the very first entry of a
-    database creates it, and a writer racing that one creation waits for it, once)."""
+    """A trail with its first entry committed."""
     write("start")
 
 
@@ -30,17 +29,17 @@ def write(target: str):
 
 
 class Holder(threading.Thread):
-    """Another process's transaction holding the chain head until told to commit: a writer
-    (whose own entry takes the head) or a checkpoint-like job that only locks it."""
+    """Another process's transaction holding the placing lock until told to commit: a writer
+    (whose own entry took it) or a job that locks the head (a checkpoint)."""
 
-    def __init__(self, entry: bool = True) -> None:
+    def __init__(self, job=None) -> None:
         super().__init__(daemon=True)
-        self.entry, self.holding, self.release = entry, threading.Event(), threading.Event()
+        self.job, self.holding, self.release = job, threading.Event(), threading.Event()
 
     def run(self) -> None:
         try:
             with transaction.atomic():
-                write("held") if self.entry else _lock_head()
+                self.job() if self.job else write("held")
                 self.holding.set()
                 self.release.wait(60)
         finally:
@@ -117,22 +116,21 @@ def test_one_transactions_entries_keep_their_order_across_a_held_head(trail):
     assert not AuditPendingEntry.objects.exists() and verify_trail().ok
 
 
-def test_an_entry_queued_behind_a_job_holding_the_head_is_placed_by_the_workers(
-        trail, start_worker, redis_client):
-    start_worker("default")
-    holder = Holder(entry=False)  # e.g. the periodic checkpoint: it places nothing after
+def test_an_entry_queued_behind_a_checkpoint_is_placed_when_the_checkpoint_commits(trail):
+    holder = Holder(job=checkpoint_head)  # the periodic checkpoint: it places nothing itself
     holder.start()
     assert holder.holding.wait(30)
 
     def queue_one():
         with transaction.atomic():
-            return write("behind-a-job")
+            return write("behind-a-checkpoint")
 
     queued = elsewhere(queue_one)
     assert queued is not None and queued.seq is None
+    assert AuditPendingEntry.objects.filter(id=queued.id).exists()
     holder.release.set()
     holder.join(30)
-    eventually(lambda: AuditEntry.objects.filter(target="behind-a-job").exists(), timeout=60,
-               message="the kicked worker did not place the queued entry")
+    eventually(lambda: AuditEntry.objects.filter(target="behind-a-checkpoint").exists(),
+               timeout=30, message="the checkpoint's commit did not place the queued entry")
     report = verify_trail()
     assert report.ok and report.pending == 0
