@@ -26,6 +26,7 @@ from audit.models import (
     AuditEntry,
     AuditKey,
     AuditPendingEntry,
+    AuditTreeNode,
 )
 
 QUEUE_BATCH = 5000  # queued entries placed per transaction
@@ -112,7 +113,7 @@ def _write(content: dict[str, Any]) -> AuditEntry | AuditPendingEntry:
     # This transaction holds the placing lock. What is queued goes first, including any entry
     # it queued earlier (when the lock was taken), so one transaction's entries keep order.
     head = _lock_head(held=True)
-    _, rows = _take_queue()
+    rows = _take_queue()
     if len(rows) < QUEUE_BATCH:
         *_, entry = _place(head, [*rows, content])
         return entry
@@ -132,13 +133,19 @@ def _place(head: AuditChainHead, contents: list[dict[str, Any]]) -> list[AuditEn
         payload = entry_payload({**fields, "at": format_time(fields["at"])})
         previous = chain_hash(payload, previous)
         entries.append(AuditEntry(**fields, hash=previous, canonical=payload))
-    AuditEntry.objects.bulk_create(entries)
-    tree.append_leaves(head.seq, [merkle.leaf_hash(leaf_bytes(entry.canonical, entry.hash))
-                                  for entry in entries])
+    nodes = tree.nodes_to_append(head.seq, [
+        merkle.leaf_hash(leaf_bytes(entry.canonical, entry.hash)) for entry in entries])
     every = settings.AUDIT_CHECKPOINT_EVERY
-    for entry in entries:
-        if entry.seq % every == 0:
-            _sign(entry.seq, entry.hash)
+    signs = [entry for entry in entries if entry.seq % every == 0]
+    if not signs and placing.store(entries, nodes, seq, previous):
+        for entry in entries:  # as the ORM leaves a saved row: its guards then apply
+            entry._state.adding, entry._state.db = False, head._state.db
+        head.seq, head.hash = seq, previous
+        return entries
+    AuditEntry.objects.bulk_create(entries)
+    AuditTreeNode.objects.bulk_create([AuditTreeNode(position=p, hash=h) for p, h in nodes])
+    for entry in signs:
+        _sign(entry.seq, entry.hash)
     head.seq, head.hash = seq, previous
     head.save(update_fields=["seq", "hash"])
     return entries
@@ -156,20 +163,23 @@ def sequence_pending(*, limit: int = QUEUE_BATCH) -> int:
     """Place up to `limit` queued entries in the log, oldest first, in one transaction: a
     sequencer killed mid-batch leaves them all queued, none half-placed or placed twice."""
     head = _lock_head()  # one placer at a time
-    ids, rows = _take_queue(limit)
+    rows = _take_queue(limit)
     if rows:
         _place(head, rows)
     return len(rows)
 
 
-def _take_queue(limit: int = QUEUE_BATCH) -> tuple[list[int], list[dict[str, Any]]]:
+def _take_queue(limit: int = QUEUE_BATCH) -> list[dict[str, Any]]:
     """The oldest `limit` queued entries' contents, deleted from the queue (the caller holds the
     head and places them in the same transaction, so each is placed exactly once)."""
+    taken = placing.take_queue(limit)
+    if taken is not None:
+        return taken
     rows = list(AuditPendingEntry.objects.order_by("id").values("id", *PENDING_FIELDS)[:limit])
     ids = [row.pop("id") for row in rows]
     if ids:
         AuditPendingEntry.objects.filter(id__in=ids).delete()
-    return ids, rows
+    return rows
 
 
 def tree_root(size: int) -> str:

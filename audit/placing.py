@@ -72,3 +72,56 @@ def release() -> None:
     if _postgresql():
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_unlock(%s)", [KEY])
+
+
+STORE_AT_ONCE = 500  # entries per one-statement store; a larger batch takes the ORM path
+PENDING_COLUMNS = ("at", "actor", "action", "target", "agent", "before", "after", "reason",
+                   "request_id")
+ENTRY_COLUMNS = ("seq", "at", "actor", "action", "target", "agent", "before", "after", "reason",
+                 "request_id", "prev_hash", "hash", "canonical")
+
+
+def store(entries: list[Any], nodes: list[tuple[int, str]], seq: int, hash_: str) -> bool:
+    """On PostgreSQL, write placed entries, their tree nodes and the new head in one statement
+    (one round trip while the lock is held); False elsewhere, for the caller's ORM path."""
+    if not _postgresql() or len(entries) > STORE_AT_ONCE:
+        return False
+    row = "(" + ", ".join("%s::jsonb" if c in ("before", "after") else "%s"
+                          for c in ENTRY_COLUMNS) + ")"
+    params: list[Any] = []
+    for entry in entries:
+        params += [_json(getattr(entry, c)) if c in ("before", "after") else getattr(entry, c)
+                   for c in ENTRY_COLUMNS]
+    for position, node in nodes:
+        params += [position, node]
+    params += [seq, hash_]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH placed AS (INSERT INTO audit_auditentry ({', '.join(ENTRY_COLUMNS)}) "
+            f"VALUES {', '.join([row] * len(entries))}), "
+            f"grown AS (INSERT INTO audit_audittreenode (position, hash) "
+            f"VALUES {', '.join(['(%s, %s)'] * len(nodes))}) "
+            f"UPDATE audit_auditchainhead SET seq = %s, hash = %s WHERE id = 1", params)
+    return True
+
+
+def take_queue(limit: int) -> list[dict[str, Any]] | None:
+    """On PostgreSQL, remove the oldest `limit` queued entries and return their contents,
+    oldest first, in one statement (the caller holds the lock and places them in the same
+    transaction); None elsewhere, for the caller's ORM path."""
+    if not _postgresql():
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"DELETE FROM audit_auditpendingentry WHERE id IN (SELECT id FROM "
+            f"audit_auditpendingentry ORDER BY id LIMIT %s) "
+            f"RETURNING id, {', '.join(PENDING_COLUMNS)}", [limit])
+        rows = sorted(cursor.fetchall())
+    taken = []
+    for _, *values in rows:
+        content = dict(zip(PENDING_COLUMNS, values, strict=True))
+        for name in ("before", "after"):
+            if isinstance(content[name], str | bytes):
+                content[name] = json.loads(content[name])
+        taken.append(content)
+    return taken
