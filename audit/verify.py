@@ -173,38 +173,44 @@ def prefetched(cursor: Any, chunk: int) -> Iterator[list[tuple]]:
         fetcher.join()
 
 
-def stored_nodes(level: int, size: int, chunk: int = 20000) -> Iterator[tuple[int, str]]:
-    """(index, hex hash) of the stored complete subtrees at `level` within the first `size`
-    leaves, in index order: a primary-key range read a chunk at a time, so memory stays flat."""
-    start, end = tree.position(level, 0), tree.position(level, size >> level)
-    after = start - 1
-    with connection.cursor() as cursor:
-        while True:
-            cursor.execute("SELECT position, hash FROM audit_audittreenode WHERE position > %s "
-                           "AND position < %s ORDER BY position LIMIT %s", [after, end, chunk])
-            rows = cursor.fetchall()
-            if not rows:
-                return
-            for place, hash_ in rows:
-                yield place - start, hash_
-            after = rows[-1][0]
+def _first_difference(found: list, expected: list) -> int:
+    """Where two lists first differ (an extra or missing item included)."""
+    pairs = zip(found, expected, strict=False)
+    return next((n for n, (a, b) in enumerate(pairs) if a != b), min(len(found), len(expected)))
 
 
 class TreeCheck:
     """The stored tree (audit_audittreenode, which proofs and roots are served from) held
-    against the tree the walk recomputes, node by node as each subtree completes: one stream
-    per level, each read in primary-key order as the walk reaches it."""
+    against the tree the walk recomputes. The walk appends each subtree it completes to its
+    level's list (every level completes in index order); every CHUNK entries those lists are
+    compared, whole, with the stored nodes of the same primary-key range, so the cost is one
+    range read per level per chunk and memory stays flat."""
+
+    CHUNK = 20000
 
     def __init__(self, size: int) -> None:
-        self.levels = [stored_nodes(level, size) for level in range(max(size, 1).bit_length())]
+        self.levels: list[list[bytes]] = [[] for _ in range(max(size, 1).bit_length() + 1)]
+        self.next_index = [0] * len(self.levels)
         self.bad: tuple[int, int] | None = None  # (level, index) of the first wrong node
 
-    def matches(self, level: int, index: int, digest: bytes) -> bool:
-        stored = next(self.levels[level], None)
-        if stored == (index, digest.hex()):
-            return True
-        self.bad = (level, index)
-        return False
+    def flush(self) -> None:
+        """Compare what the walk completed since the last flush with the stored nodes."""
+        with connection.cursor() as cursor:
+            for level, made in enumerate(self.levels):
+                if not made:
+                    continue
+                first = self.next_index[level]
+                if self.bad is None:
+                    start = tree.position(level, first)
+                    cursor.execute("SELECT position, hash FROM audit_audittreenode WHERE "
+                                   "position >= %s AND position < %s ORDER BY position",
+                                   [start, start + len(made)])
+                    stored = [tuple(row) for row in cursor.fetchall()]
+                    expected = [(start + n, node.hex()) for n, node in enumerate(made)]
+                    if stored != expected:
+                        self.bad = (level, first + _first_difference(stored, expected))
+                self.next_index[level] = first + len(made)
+                made.clear()
 
     def problem(self) -> tuple[int, str, str] | None:
         if self.bad is None:
@@ -234,7 +240,9 @@ class Walk:
 def walk(rows: Iterator[Row], sizes: set[int], nodes: TreeCheck | None = None) -> Walk:
     """Check seq, links and hashes in order, keeping the running Merkle root (and holding each
     completed subtree against the stored one, until one differs)."""
-    result, builder, check = Walk(), TreeBuilder(), nodes
+    result, builder = Walk(), TreeBuilder()
+    made = nodes.levels if nodes is not None else None
+    flush_every = TreeCheck.CHUNK
     expected, previous = 1, GENESIS_HASH
     sha256 = hashlib.sha256
     # TreeBuilder.append's own stack, grown inline: it also lists the subtrees each leaf
@@ -258,14 +266,16 @@ def walk(rows: Iterator[Row], sizes: set[int], nodes: TreeCheck | None = None) -
                              f"entry {seq} does not match its hash: it was edited")
             break
         level, node = 0, sha256(b"\x00" + leaf_bytes(payload, hash_)).digest()
-        if nodes is not None and not nodes.matches(0, seq - 1, node):
-            nodes = None  # the first wrong node is reported; the walk goes on
+        if made is not None:
+            made[0].append(node)
         while stack and stack[-1][0] == level:
             node = sha256(b"\x01" + stack.pop()[1] + node).digest()
             level += 1
-            if nodes is not None and not nodes.matches(level, (seq - 1) >> level, node):
-                nodes = None
+            if made is not None:
+                made[level].append(node)
         stack.append((level, node))
+        if made is not None and seq % flush_every == 0:
+            nodes.flush()
         builder.size = seq
         if seq in sizes:
             result.roots_at[seq] = builder.root().hex()
@@ -273,7 +283,9 @@ def walk(rows: Iterator[Row], sizes: set[int], nodes: TreeCheck | None = None) -
         previous, expected = hash_, expected + 1
     result.count, result.head_hash = expected - 1, previous
     result.root = builder.root().hex()
-    result.tree = check.problem() if check is not None else None
+    if nodes is not None:
+        nodes.flush()
+        result.tree = nodes.problem()
     return result
 
 
