@@ -9,7 +9,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from audit import keys, sequencing, tree, witnesses
+from audit import keys, placing, sequencing, tree, witnesses
 from audit.chain import (
     GENESIS_HASH,
     canonical_json,
@@ -26,8 +26,10 @@ from audit.models import (
     AuditEntry,
     AuditKey,
     AuditPendingEntry,
+    AuditTreeNode,
 )
 
+QUEUE_BATCH = 5000  # queued entries placed per transaction
 PENDING_FIELDS = ("at", "actor", "action", "target", "agent", "before", "after", "reason",
                   "request_id")
 
@@ -50,7 +52,11 @@ def _json_safe(value: Any) -> Any:
     return None if value is None else json.loads(canonical_json(value))
 
 
-def _lock_head() -> AuditChainHead:
+def _lock_head(*, held: bool = False) -> AuditChainHead:
+    """The chain head, locked until the commit, after the placing lock (audit/placing.py;
+    `held` when this transaction has it already)."""
+    if not held:
+        placing.hold()
     head = AuditChainHead.objects.select_for_update().filter(pk=1).first()
     if head is None:
         AuditChainHead.objects.get_or_create(pk=1, defaults={"seq": 0, "hash": GENESIS_HASH})
@@ -71,9 +77,11 @@ def record(
 ) -> AuditEntry | AuditPendingEntry:
     """Write one entry inside the caller's transaction: nothing changes without its entry.
 
-    Inline, the entry takes its place in the log at once and the head stays locked until the
-    caller commits. With AUDIT_SEQUENCER=workers it is queued unsequenced (one plain INSERT,
-    no shared lock) and the sequencer places it within AUDIT_SEQUENCE_DELAY_SECONDS.
+    If no other transaction holds the placing lock, the entry takes its place in the log at
+    once (the lock then stays held until the caller commits); if one does, or with
+    AUDIT_SEQUENCER=workers, it is queued unsequenced (one INSERT, no waiting) and placed within
+    AUDIT_SEQUENCE_DELAY_SECONDS. With `writers`, after the commit the writer places what is
+    queued if the lock is free (sequencing.settle).
     """
     content = {
         "at": timezone.now(),
@@ -98,8 +106,21 @@ def _write(content: dict[str, Any]) -> AuditEntry | AuditPendingEntry:
         AuditPendingEntry.objects.bulk_create([pending])
         transaction.on_commit(sequencing.kick, robust=True)
         return pending
-    (entry,) = _place(_lock_head(), [content])
-    return entry
+    queued = placing.queue_unless_free(content)
+    transaction.on_commit(sequencing.settle, robust=True)  # what queued meanwhile
+    if queued is not None:
+        return AuditPendingEntry(id=queued, **content)
+    # This transaction holds the placing lock. What is queued goes first, including any entry
+    # it queued earlier (when the lock was taken), so one transaction's entries keep order.
+    head = _lock_head(held=True)
+    rows = _take_queue()
+    if len(rows) < QUEUE_BATCH:
+        *_, entry = _place(head, [*rows, content])
+        return entry
+    _place(head, rows)  # a backlog: place one batch, and queue behind the rest
+    pending = AuditPendingEntry(**content)
+    AuditPendingEntry.objects.bulk_create([pending])
+    return pending
 
 
 def _place(head: AuditChainHead, contents: list[dict[str, Any]]) -> list[AuditEntry]:
@@ -112,30 +133,53 @@ def _place(head: AuditChainHead, contents: list[dict[str, Any]]) -> list[AuditEn
         payload = entry_payload({**fields, "at": format_time(fields["at"])})
         previous = chain_hash(payload, previous)
         entries.append(AuditEntry(**fields, hash=previous, canonical=payload))
-    AuditEntry.objects.bulk_create(entries)
-    tree.append_leaves(head.seq, [merkle.leaf_hash(leaf_bytes(entry.canonical, entry.hash))
-                                  for entry in entries])
+    nodes = tree.nodes_to_append(head.seq, [
+        merkle.leaf_hash(leaf_bytes(entry.canonical, entry.hash)) for entry in entries])
     every = settings.AUDIT_CHECKPOINT_EVERY
-    for entry in entries:
-        if entry.seq % every == 0:
-            _sign(entry.seq, entry.hash)
+    signs = [entry for entry in entries if entry.seq % every == 0]
+    if not signs and placing.store(entries, nodes, seq, previous):
+        for entry in entries:  # as the ORM leaves a saved row: its guards then apply
+            entry._state.adding, entry._state.db = False, head._state.db
+        head.seq, head.hash = seq, previous
+        return entries
+    AuditEntry.objects.bulk_create(entries)
+    AuditTreeNode.objects.bulk_create([AuditTreeNode(position=p, hash=h) for p, h in nodes])
+    for entry in signs:
+        _sign(entry.seq, entry.hash)
     head.seq, head.hash = seq, previous
     head.save(update_fields=["seq", "hash"])
     return entries
 
 
+def _settle_after() -> None:
+    """This transaction holds the placing lock without placing what queues meanwhile: place it
+    after the commit (writers that found the lock taken count on its holder to)."""
+    if settings.AUDIT_SEQUENCER == "writers":
+        transaction.on_commit(sequencing.settle, robust=True)
+
+
 @transaction.atomic
-def sequence_pending(*, limit: int = 5000) -> int:
+def sequence_pending(*, limit: int = QUEUE_BATCH) -> int:
     """Place up to `limit` queued entries in the log, oldest first, in one transaction: a
     sequencer killed mid-batch leaves them all queued, none half-placed or placed twice."""
-    head = _lock_head()  # one sequencer at a time; writers never wait on it
-    rows = list(AuditPendingEntry.objects.order_by("id").values("id", *PENDING_FIELDS)[:limit])
-    if not rows:
-        return 0
-    ids = [row.pop("id") for row in rows]
-    _place(head, rows)
-    AuditPendingEntry.objects.filter(id__in=ids).delete()
+    head = _lock_head()  # one placer at a time
+    rows = _take_queue(limit)
+    if rows:
+        _place(head, rows)
     return len(rows)
+
+
+def _take_queue(limit: int = QUEUE_BATCH) -> list[dict[str, Any]]:
+    """The oldest `limit` queued entries' contents, deleted from the queue (the caller holds the
+    head and places them in the same transaction, so each is placed exactly once)."""
+    taken = placing.take_queue(limit)
+    if taken is not None:
+        return taken
+    rows = list(AuditPendingEntry.objects.order_by("id").values("id", *PENDING_FIELDS)[:limit])
+    ids = [row.pop("id") for row in rows]
+    if ids:
+        AuditPendingEntry.objects.filter(id__in=ids).delete()
+    return rows
 
 
 def tree_root(size: int) -> str:
@@ -172,6 +216,7 @@ def _sign(seq: int, head_hash: str) -> AuditCheckpoint:
 def checkpoint_head() -> AuditCheckpoint | None:
     """Sign the current head unless it is already signed (the periodic checkpoint)."""
     head = _lock_head()
+    _settle_after()
     if head.seq == 0 or AuditCheckpoint.objects.filter(seq=head.seq).exists():
         return None
     return _sign(head.seq, head.hash)
@@ -183,6 +228,7 @@ def rotate_key(*, actor: Any, new_key: Ed25519PrivateKey) -> AuditEntry:
     key's signature over the new key, and the old public key stays published."""
     old_private = keys.signing_key()
     _lock_head()
+    _settle_after()
     old = _published_key(old_private)
     now = timezone.now()
     published = checkpoints.published_key(new_key.public_key(), format_time(now))

@@ -1,12 +1,15 @@
-"""Running the sequencer on the RQ workers (AUDIT_SEQUENCER=workers), as Trillian does: writers
-only queue entries; one job at a time places them in batches.
+"""Placing queued entries in the log. With AUDIT_SEQUENCER=writers (the default) a writer that
+found the placing lock taken queues its entry, and after each commit a writer places the queue
+itself if the lock is free (settle), never waiting. Whatever is left, and everything with
+AUDIT_SEQUENCER=workers (writers only queue), is placed by the sequencer job on the RQ workers in
+batches, as Trillian does; one job at a time.
 
-A committed entry kicks the sequencer: it wakes the running job if there is one (a Redis list
-the job waits on), else queues one (a Redis flag says one is due). The job places what is queued,
-then waits briefly for the next kick, so a steady stream of commits is placed batch after batch
-by one warm job instead of one queued job per burst; what arrives while a batch runs is the next
-batch. After RUN_SECONDS it hands the worker back (queueing a successor if entries remain), so
-the other queues on the same worker keep moving. rqcron also runs the job every
+With `workers`, a committed entry kicks the sequencer: it wakes the running job if there is one (a
+Redis list the job waits on), else queues one (a Redis flag says one is due). The job places what
+is queued, then waits briefly for the next kick, so a steady stream of commits is placed batch
+after batch by one warm job instead of one queued job per burst; what arrives while a batch runs is
+the next batch. After RUN_SECONDS it hands the worker back (queueing a successor if entries
+remain), so the other queues on the same worker keep moving. rqcron also runs the job every
 AUDIT_SEQUENCE_DELAY_SECONDS: after a worker is killed mid-batch (its transaction rolled back, the
 flag left set) the entries wait at most that long.
 """
@@ -49,6 +52,21 @@ def kick() -> None:
             _enqueue(queue)
     except RedisError as error:  # the periodic run still picks the entries up
         log.warning("could not queue the audit sequencer: %s", error)
+
+
+def settle() -> None:
+    """After a writer commits (AUDIT_SEQUENCER=writers): place the queue now if no one holds
+    the placing lock, never waiting. If someone does, they read the queue again after they
+    release it (audit/placing.py), and so does this loop: nothing is left behind."""
+    from audit import placing
+    from audit.actions import sequence_pending
+
+    while placing.try_hold_if_queued():  # one round trip when nothing is queued
+        try:
+            while sequence_pending():
+                pass
+        finally:
+            placing.release()
 
 
 def drain(linger: float = 0.0) -> int:

@@ -57,10 +57,16 @@ def append(size: int, entries: list[dict[str, Any]]) -> None:
 
 def append_leaves(size: int, leaves: list[bytes]) -> None:
     """append() for leaf hashes already made (the sequencer builds them from stored payloads)."""
+    made = nodes_to_append(size, leaves)
+    AuditTreeNode.objects.bulk_create([AuditTreeNode(position=p, hash=h) for p, h in made])
+
+
+def nodes_to_append(size: int, leaves: list[bytes]) -> list[tuple[int, str]]:
+    """The (position, hex hash) nodes appending these leaf hashes to a tree of `size`
+    completes, from the stored frontier (one query); the caller stores them."""
     stored = load(frontier_nodes(size))
     frontier = {level: stored[(level, index)] for level, index in frontier_nodes(size)}
-    made = grow(size, frontier, leaves)
-    AuditTreeNode.objects.bulk_create([AuditTreeNode(position=p, hash=h) for p, h in made])
+    return grow(size, frontier, leaves)
 
 
 def _lookup(nodes: dict[merkle.Node, bytes]) -> merkle.NodeHash:

@@ -2,8 +2,9 @@
 rolled back or forked in the database still disagrees with what was published.
 
 `file:///dir` writes one file per checkpoint and never overwrites one (mount a write-once
-bucket there); `https://...` receives a POST signed like decision webhooks. Verify reads the
-directories back; an HTTP witness keeps its own copies.
+bucket there); `https://...` receives a POST signed like decision webhooks
+(config/webhook_signing.py). Verify reads the directories back; an HTTP witness keeps its own
+copies.
 """
 
 import json
@@ -20,7 +21,7 @@ from django.conf import settings
 from rq import Retry
 
 from audit.chain import canonical_json
-from reconciliation.webhooks import SIGNATURE_HEADER, signature
+from config.webhook_signing import SIGNATURE_HEADER, signature
 
 log = logging.getLogger(__name__)
 FILE_PREFIX, FILE_SUFFIX = "checkpoint-", ".json"

@@ -15,8 +15,9 @@ from reconciliation.jobs import (
 from registry.jobs import inbox_sweep
 
 cron.register(checkpoint, queue_name="default", interval=settings.AUDIT_CHECKPOINT_MINUTES * 60)
-if settings.AUDIT_SEQUENCER == "workers":
-    cron.register(sequence, queue_name="default", interval=settings.AUDIT_SEQUENCE_DELAY_SECONDS)
+# Both sequencers leave entries queued at times (a writer that found the head taken, a worker
+# killed mid-batch): this run bounds their wait.
+cron.register(sequence, queue_name="default", interval=settings.AUDIT_SEQUENCE_DELAY_SECONDS)
 
 cron.register(resync, queue_name="reconcile", interval=settings.RECONCILE_RESYNC_SECONDS)
 cron.register(recount_events, queue_name="ingest", interval=30)

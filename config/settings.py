@@ -59,11 +59,13 @@ AUDIT_CHECKPOINT_MINUTES = env_int("AUDIT_CHECKPOINT_MINUTES", 5, minimum=1)
 # Where every checkpoint is also published: file:///dir and https://... URLs.
 AUDIT_WITNESSES = env_list("AUDIT_WITNESSES", [])
 AUDIT_WITNESS_SECRET = env_str("AUDIT_WITNESS_SECRET", "")
-# inline: each entry takes its place in the log inside its own transaction (one head, serial);
-# workers: entries queue unsequenced and the RQ workers' sequencer places them in batches.
-AUDIT_SEQUENCER = env_str("AUDIT_SEQUENCER", "inline")
-if AUDIT_SEQUENCER not in ("inline", "workers"):
-    raise SettingError("AUDIT_SEQUENCER must be inline or workers")
+# writers: an entry takes its place in the log in its own transaction when no one holds the
+# head, else it queues (never waiting); after each commit the writer places the queue if the head
+# is free, and the RQ workers' sequencer places whatever is left. workers: entries always queue
+# and only the workers' sequencer places them (README, "The audit trail").
+AUDIT_SEQUENCER = env_str("AUDIT_SEQUENCER", "writers")
+if AUDIT_SEQUENCER not in ("writers", "workers"):
+    raise SettingError("AUDIT_SEQUENCER must be writers or workers")
 AUDIT_SEQUENCE_DELAY_SECONDS = env_int("AUDIT_SEQUENCE_DELAY_SECONDS", 1, minimum=1)
 # The most entries one evidence bundle carries (each with its proof); ask for a shorter period.
 AUDIT_EVIDENCE_MAX_ENTRIES = env_int("AUDIT_EVIDENCE_MAX_ENTRIES", 10000, minimum=1)

@@ -103,7 +103,7 @@ def test_configured_urls_are_used(tmp_path):
       "REDIS_URL": "redis://x:1/0"},
      "AUDIT_PRIVATE_KEY or AUDIT_PRIVATE_KEY_FILE must be set when DEBUG is off"),
     ({"AUDIT_SEQUENCER": "sometimes", "REDIS_URL": "redis://x:1/0"},
-     "AUDIT_SEQUENCER must be inline or workers"),
+     "AUDIT_SEQUENCER must be writers or workers"),
     ({"AUDIT_SIGNING_KEY": "k", "REDIS_URL": "redis://x:1/0"},
      "AUDIT_SIGNING_KEY is too weak: it needs at least 32 characters (got 1)"),
     ({"SECRET_KEY": "k" * 50, "REDIS_URL": "redis://x:1/0"},

@@ -1,0 +1,127 @@
+"""Who may place entries in the log (give them seq, hashes and tree position): one transaction
+at a time, as the holder of the placing lock.
+
+On PostgreSQL the lock is an advisory lock taken before the chain head's row lock: trying it
+writes nothing (no row version, no WAL), so a writer that finds it taken queues its entry in the
+same statement and never waits. SQLite serialises every writing transaction already, so there
+the lock is always free and every entry is placed in its own transaction.
+
+Whoever releases the lock reads the queue again afterwards (sequencing.settle, the workers'
+drain): a writer that found the lock taken has committed its entry before its try failed, so
+the holder's next read after releasing sees it, and no entry is stranded.
+"""
+
+import json
+from typing import Any
+
+from django.db import connection
+
+KEY = 0x41554449  # "AUDI": the one placing lock of this database
+
+QUEUE_UNLESS_FREE = """
+    INSERT INTO audit_auditpendingentry
+        (at, actor, action, target, agent, before, after, reason, request_id)
+    SELECT %s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s, %s
+    WHERE NOT pg_try_advisory_xact_lock(%s)
+    RETURNING id"""
+
+
+def _postgresql() -> bool:
+    return connection.vendor == "postgresql"
+
+
+def _json(value: Any) -> str | None:
+    return None if value is None else json.dumps(value)
+
+
+def queue_unless_free(content: dict[str, Any]) -> int | None:
+    """In the writer's transaction: queue the entry if another transaction holds the lock (the
+    queued row's id), else take the lock until the commit and queue nothing (None). One
+    statement either way, the shape of a bare INSERT."""
+    if not _postgresql():
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute(QUEUE_UNLESS_FREE, [
+            content["at"], content["actor"], content["action"], content["target"],
+            content["agent"], _json(content["before"]), _json(content["after"]),
+            content["reason"], content["request_id"], KEY])
+        row = cursor.fetchone()
+    return row[0] if row else None
+
+
+def hold() -> None:
+    """Take the lock until this transaction ends, waiting for the holder if there is one."""
+    if _postgresql():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [KEY])
+
+
+def try_hold_if_queued() -> bool:
+    """Outside a transaction: take the lock for this session if anything is queued and no one
+    holds it (one round trip); release() gives it back."""
+    with connection.cursor() as cursor:
+        if _postgresql():
+            cursor.execute("SELECT CASE WHEN EXISTS (SELECT 1 FROM audit_auditpendingentry) "
+                           "THEN pg_try_advisory_lock(%s) ELSE false END", [KEY])
+        else:
+            cursor.execute("SELECT EXISTS (SELECT 1 FROM audit_auditpendingentry)")
+        return bool(cursor.fetchone()[0])
+
+
+def release() -> None:
+    if _postgresql():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s)", [KEY])
+
+
+STORE_AT_ONCE = 500  # entries per one-statement store; a larger batch takes the ORM path
+PENDING_COLUMNS = ("at", "actor", "action", "target", "agent", "before", "after", "reason",
+                   "request_id")
+ENTRY_COLUMNS = ("seq", "at", "actor", "action", "target", "agent", "before", "after", "reason",
+                 "request_id", "prev_hash", "hash", "canonical")
+
+
+def store(entries: list[Any], nodes: list[tuple[int, str]], seq: int, hash_: str) -> bool:
+    """On PostgreSQL, write placed entries, their tree nodes and the new head in one statement
+    (one round trip while the lock is held); False elsewhere, for the caller's ORM path."""
+    if not _postgresql() or len(entries) > STORE_AT_ONCE:
+        return False
+    row = "(" + ", ".join("%s::jsonb" if c in ("before", "after") else "%s"
+                          for c in ENTRY_COLUMNS) + ")"
+    params: list[Any] = []
+    for entry in entries:
+        params += [_json(getattr(entry, c)) if c in ("before", "after") else getattr(entry, c)
+                   for c in ENTRY_COLUMNS]
+    for position, node in nodes:
+        params += [position, node]
+    params += [seq, hash_]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH placed AS (INSERT INTO audit_auditentry ({', '.join(ENTRY_COLUMNS)}) "
+            f"VALUES {', '.join([row] * len(entries))}), "
+            f"grown AS (INSERT INTO audit_audittreenode (position, hash) "
+            f"VALUES {', '.join(['(%s, %s)'] * len(nodes))}) "
+            f"UPDATE audit_auditchainhead SET seq = %s, hash = %s WHERE id = 1", params)
+    return True
+
+
+def take_queue(limit: int) -> list[dict[str, Any]] | None:
+    """On PostgreSQL, remove the oldest `limit` queued entries and return their contents,
+    oldest first, in one statement (the caller holds the lock and places them in the same
+    transaction); None elsewhere, for the caller's ORM path."""
+    if not _postgresql():
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"DELETE FROM audit_auditpendingentry WHERE id IN (SELECT id FROM "
+            f"audit_auditpendingentry ORDER BY id LIMIT %s) "
+            f"RETURNING id, {', '.join(PENDING_COLUMNS)}", [limit])
+        rows = sorted(cursor.fetchall())
+    taken = []
+    for _, *values in rows:
+        content = dict(zip(PENDING_COLUMNS, values, strict=True))
+        for name in ("before", "after"):
+            if isinstance(content[name], str | bytes):
+                content[name] = json.loads(content[name])
+        taken.append(content)
+    return taken

@@ -1,0 +1,29 @@
+"""The audit trail is a foundation the loop writes to: it imports none of the loop's apps (only
+registry, which holds the principals and roles its API and pages check), so it can be verified,
+exported and reasoned about on its own."""
+
+import ast
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+DOMAIN_APPS = {"reconciliation", "runtime", "console", "sandbox"}
+
+
+def imported_modules(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+    return names
+
+
+def test_the_audit_app_imports_none_of_the_loops_apps():
+    offending = {
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in (ROOT / "audit").rglob("*.py") if "migrations" not in path.parts
+        for name in imported_modules(path) if name.split(".")[0] in DOMAIN_APPS
+    }
+    assert not offending, sorted(offending)
