@@ -42,6 +42,7 @@ class LocalProvider:
         self.kid = "test-key-1"
         self.person: Person | None = None
         self.sign_with_other_key = False
+        self.algorithm = "RS256"  # "none" or "HS256" (with the client secret): forged tokens
         self.lifetime_seconds = 300
         self.audience = CLIENT_ID
         self.nonce: str | None = None  # set: every id token carries this nonce instead
@@ -109,8 +110,10 @@ class LocalProvider:
                   "exp": now + self.lifetime_seconds, "nonce": self.nonce or grant["nonce"],
                   "preferred_username": person.preferred_username, "email": person.email,
                   "groups": person.groups}
-        key = _new_key() if self.sign_with_other_key else self.key
-        id_token = jwt.encode(claims, key, algorithm="RS256", headers={"kid": self.kid})
+        key: Any = _new_key() if self.sign_with_other_key else self.key
+        if self.algorithm != "RS256":
+            key = CLIENT_SECRET if self.algorithm == "HS256" else None
+        id_token = jwt.encode(claims, key, algorithm=self.algorithm, headers={"kid": self.kid})
         access_token = secrets.token_urlsafe(16)
         self.tokens[access_token] = person
         return 200, {"access_token": access_token, "token_type": "Bearer",

@@ -143,7 +143,9 @@ def test_the_same_subject_is_the_same_account_whatever_name_it_gives(provider, c
     (lambda p: setattr(p, "lifetime_seconds", -120), "expired"),
     (lambda p: setattr(p, "audience", "someone-elses-client"), "Audience"),
     (lambda p: setattr(p, "nonce", "a-nonce-from-another-sign-in"), "Nonce"),
-], ids=["wrong-key", "expired", "wrong-audience", "wrong-nonce"])
+    (lambda p: setattr(p, "algorithm", "none"), "Could not find a valid JWKS"),
+    (lambda p: setattr(p, "algorithm", "HS256"), "Could not find a valid JWKS"),
+], ids=["wrong-key", "expired", "wrong-audience", "wrong-nonce", "alg-none", "alg-hs256"])
 def test_a_bad_id_token_is_refused_and_audited(provider, client, misbehave, reason):
     provider.person = bob_at_the_provider("agentgov-approvers")
     misbehave(provider)
