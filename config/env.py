@@ -57,10 +57,13 @@ def env_list(name: str, default: list[str]) -> list[str]:
 
 def env_role_map(name: str) -> dict[str, str]:
     """`group=role,group=role`: which identity-provider group grants which role."""
+    entries = env_list(name, [])
+    if not entries:
+        return {}
     from registry.choices import Role
 
     mapping: dict[str, str] = {}
-    for entry in env_list(name, []):
+    for entry in entries:
         group, sep, role = (part.strip() for part in entry.rpartition("="))
         if not sep or not group or role not in Role.values:
             roles = ", ".join(Role.values)

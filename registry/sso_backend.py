@@ -10,7 +10,7 @@ import requests
 from django.conf import settings
 from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.models import User
-from django.core.exceptions import SuspiciousOperation
+from django.core.exceptions import ImproperlyConfigured, SuspiciousOperation
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
 from registry import sso_provider
@@ -31,9 +31,9 @@ class SingleSignOnBackend(OIDCAuthenticationBackend):
     user_login_failed and both the sign-in limit and the audit trail count it."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        # Django builds every backend for every authenticate(): with SSO off, read nothing.
-        if sso_provider.sso_enabled():
-            super().__init__(*args, **kwargs)
+        # Django builds every backend for every authenticate(), password sign-ins included:
+        # nothing here may read the provider (it may be down); authenticate() does.
+        pass
 
     @staticmethod
     def get_settings(attr: str, *args: Any) -> Any:
@@ -46,9 +46,10 @@ class SingleSignOnBackend(OIDCAuthenticationBackend):
         if not sso_provider.sso_enabled() or request is None or "code" not in request.GET:
             return None
         try:
+            super().__init__()  # reads the endpoints, from discovery when not set
             return super().authenticate(request, **kwargs)
-        except (SuspiciousOperation, jwt.PyJWTError, requests.RequestException, KeyError,
-                ValueError, TypeError) as error:
+        except (SuspiciousOperation, ImproperlyConfigured, jwt.PyJWTError,
+                requests.RequestException, KeyError, ValueError, TypeError) as error:
             LOGGER.warning("single sign-on refused: %s", error)
             note_failure(request, str(error) or type(error).__name__)
             return None

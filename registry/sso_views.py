@@ -1,17 +1,24 @@
 """The sign-in redirect to the provider and its callback (mozilla-django-oidc's views), off
 unless single sign-on is configured, and with every refused callback counted and audited."""
 
+import logging
 from typing import Any
 
+import requests
 from django.conf import settings
 from django.contrib import auth
 from django.contrib.auth.signals import user_login_failed
 from django.contrib.auth.views import LoginView
+from django.core.exceptions import ImproperlyConfigured
 from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.views.generic import View
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
 from registry import sso_provider
 from registry.sso_backend import note_failure
+
+LOGGER = logging.getLogger(__name__)
 
 # The name failed callbacks are counted under by the sign-in limit (per client address) and
 # audited as: a colon is never in a username, so no account shares it.
@@ -23,14 +30,19 @@ class SignInRequestView(OIDCAuthenticationRequestView):
 
     get_settings = staticmethod(sso_provider.setting)
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        View.__init__(self, *args, **kwargs)  # the provider is read in dispatch, not here
+
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if not sso_provider.sso_enabled():
             raise Http404("Single sign-on is not configured.")
+        try:
+            self.OIDC_OP_AUTH_ENDPOINT = sso_provider.setting("OIDC_OP_AUTHORIZATION_ENDPOINT")
+        except (requests.RequestException, ImproperlyConfigured, ValueError, KeyError) as error:
+            LOGGER.warning("single sign-on provider unreachable: %s", error)
+            return redirect(settings.LOGIN_REDIRECT_URL_FAILURE)
+        self.OIDC_RP_CLIENT_ID = settings.OIDC_RP_CLIENT_ID
         return super().dispatch(request, *args, **kwargs)
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        if sso_provider.sso_enabled():
-            super().__init__(*args, **kwargs)
 
     def get_extra_params(self, request: HttpRequest) -> dict[str, str]:
         params = dict(super().get_extra_params(request))

@@ -239,3 +239,19 @@ def test_the_role_map_setting_names_real_roles(monkeypatch):
     monkeypatch.setenv("OIDC_ROLE_MAP", "agentgov-approvers=superuser")
     with pytest.raises(SettingError, match="must be group=role"):
         env_role_map("OIDC_ROLE_MAP")
+
+
+def test_a_provider_that_is_down_refuses_sso_and_leaves_passwords_working(people, settings,
+                                                                          client):
+    with LocalProvider(redirect_uris=[CALLBACK]) as gone:
+        for name, value in gone.settings().items():
+            setattr(settings, name, value)
+    sso_provider.forget_discovery()  # the provider has stopped: nothing answers at its address
+    assert client.get("/sso/start/")["Location"] == "/login/?sso=failed"
+    session = client.session
+    session["oidc_states"] = {"s1": {"nonce": "n1", "code_verifier": None, "added_on": 0}}
+    session.save()
+    assert client.get("/sso/callback/?code=c&state=s1")["Location"] == "/login/?sso=failed"
+    assert len(failures("Connection")) == 1
+    client.post("/login/", {"username": "carol", "password": PASSWORD})
+    assert signed_in_user(client) == people.carol
