@@ -1,5 +1,5 @@
 """The sign-in redirect to the provider and its callback (mozilla-django-oidc's views), off
-unless single sign-on is configured, and with every refused callback counted and audited."""
+unless single sign-on is configured, and with every refused callback audited."""
 
 import logging
 from typing import Any
@@ -7,7 +7,6 @@ from typing import Any
 import requests
 from django.conf import settings
 from django.contrib import auth
-from django.contrib.auth.signals import user_login_failed
 from django.contrib.auth.views import LoginView
 from django.core.exceptions import ImproperlyConfigured
 from django.http import Http404, HttpRequest, HttpResponse
@@ -16,11 +15,11 @@ from django.views.generic import View
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
 from registry import sso_provider
-from registry.sso_backend import note_failure
+from registry.actions.people import record_sign_in_failure
 
 LOGGER = logging.getLogger(__name__)
 
-# The name failed callbacks are counted under by the sign-in limit (per client address) and
+# The name failed callbacks are counted under by the sign-in limit (with the client address) and
 # audited as: a colon is never in a username, so no account shares it.
 SSO_SIGNIN_NAME = "sso:oidc"
 
@@ -77,11 +76,11 @@ class SignInCallbackView(OIDCAuthenticationCallbackView):
         return self.login_failure()  # authenticate() sent user_login_failed
 
     def _failed(self, request: HttpRequest, reason: str) -> HttpResponse:
-        if request.user.is_authenticated:
-            auth.logout(request)
-        note_failure(request, reason)
-        user_login_failed.send(sender=__name__, credentials={"username": SSO_SIGNIN_NAME},
-                               request=request)
+        """Audit a callback refused before anything reached the provider. It is not counted by
+        the sign-in limit: any web page can make a browser fetch such a URL, and counting it
+        would let that page lock the browser's address out of single sign-on. Nothing can be
+        guessed through it either (callbacks that reach the token exchange are counted)."""
+        record_sign_in_failure(SSO_SIGNIN_NAME, request=request, reason=reason)
         return self.login_failure()
 
 

@@ -183,19 +183,37 @@ def test_a_refusal_at_the_provider_is_audited(provider, client):
     assert len(failures("access_denied")) == 1
 
 
-def test_failed_callbacks_hit_the_sign_in_limit_for_that_address_only(provider, people, client):
+def test_refused_sign_ins_hit_the_sign_in_limit_for_that_address_only(provider, people, client):
     provider.person = bob_at_the_provider("agentgov-approvers")
-    for _ in range(5):
-        client.get("/sso/callback/?code=forged&state=forged", REMOTE_ADDR=ATTACKER)
+    provider.sign_with_other_key = True  # an attacker's forged id tokens
+    for _ in range(4):
+        assert through_provider(client, REMOTE_ADDR=ATTACKER)["Location"] == "/login/?sso=failed"
+    assert through_provider(client, REMOTE_ADDR=ATTACKER).status_code == 429  # the 5th
     provider.sign_with_other_key = False
     locked = through_provider(client, REMOTE_ADDR=ATTACKER)
     assert locked.status_code == 429 and signed_in_user(client) is None
+    assert not User.objects.filter(username="bob.sso").exists()
     # Another address signs in through the provider; carol's password works from the attacker's.
     other = client.__class__()
     assert through_provider(other, REMOTE_ADDR="198.51.100.4")["Location"] == "/"
     carol = client.__class__()
     carol.post("/login/", {"username": "carol", "password": PASSWORD}, REMOTE_ADDR=ATTACKER)
     assert signed_in_user(carol) == people.carol
+
+
+def test_forged_callbacks_another_site_makes_a_browser_fetch_lock_nobody_out(provider, client):
+    for attempt in range(10):  # e.g. <img src="https://console/sso/callback/?code=x&state=y">
+        client.get(f"/sso/callback/?code=forged&state=forged-{attempt}", REMOTE_ADDR=ATTACKER)
+        client.get("/sso/callback/?error=access_denied&state=x", REMOTE_ADDR=ATTACKER)
+    assert len(failures()) == 20  # each audited
+    provider.person = bob_at_the_provider("agentgov-approvers")
+    assert through_provider(client, REMOTE_ADDR=ATTACKER)["Location"] == "/"
+
+
+def test_a_failed_callback_does_not_sign_out_whoever_is_signed_in(provider, people, client):
+    client.post("/login/", {"username": "carol", "password": PASSWORD})
+    client.get("/sso/callback/?code=forged&state=forged")
+    assert signed_in_user(client) == people.carol
 
 
 @pytest.mark.parametrize("target", ["https://evil.example/", "//evil.example/x",
