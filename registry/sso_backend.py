@@ -43,16 +43,20 @@ class SingleSignOnBackend(OIDCAuthenticationBackend):
 
     def authenticate(self, request: Any, **kwargs: Any) -> User | None:
         kwargs.pop("username", None)  # the sign-in limit's key, not a claim
-        if not sso_provider.sso_enabled() or request is None or "code" not in request.GET:
-            return None
+        if not sso_provider.sso_enabled() or request is None or "nonce" not in kwargs:
+            return None  # not the provider's callback (registry/sso_views.py), e.g. a password
         try:
             super().__init__()  # reads the endpoints, from discovery when not set
-            return super().authenticate(request, **kwargs)
+            user = super().authenticate(request, **kwargs)
         except (SuspiciousOperation, ImproperlyConfigured, jwt.PyJWTError,
                 requests.RequestException, KeyError, ValueError, TypeError) as error:
             LOGGER.warning("single sign-on refused: %s", error)
             note_failure(request, str(error) or type(error).__name__)
             return None
+        if user is not None and not user.is_active:
+            note_failure(request, f"account {user.username} is deactivated")
+            return None
+        return user
 
     def get_token(self, payload: dict[str, Any]) -> dict[str, Any]:
         if settings.OIDC_REDIRECT_URI:  # only the registered callback, whatever Host said
@@ -86,13 +90,14 @@ class SingleSignOnBackend(OIDCAuthenticationBackend):
         return {**info, **payload}
 
     def verify_claims(self, claims: dict[str, Any]) -> bool:
-        return bool(claims.get("sub"))
+        return 0 < len(str(claims.get("sub") or "")) <= 255
 
     def get_or_create_user(self, access_token: str, id_token: str,
                            payload: dict[str, Any]) -> User | None:
         claims = self.get_userinfo(access_token, id_token, payload)
         if not self.verify_claims(claims):
-            raise SuspiciousOperation("the id token names no subject")
+            note_failure(self.request, "the id token names no usable subject")
+            raise SuspiciousOperation("the id token names no usable subject")
         return sign_in_from_provider(claims, issuer=sso_provider.issuer(),
                                      groups_claim=settings.OIDC_GROUPS_CLAIM,
                                      role_map=settings.OIDC_ROLE_MAP)

@@ -273,3 +273,21 @@ def test_a_provider_that_is_down_refuses_sso_and_leaves_passwords_working(people
     assert len(failures("Connection")) == 1
     client.post("/login/", {"username": "carol", "password": PASSWORD})
     assert signed_in_user(client) == people.carol
+
+
+def test_a_deactivated_account_cannot_sign_in_through_the_provider(provider, client):
+    provider.person = bob_at_the_provider("agentgov-approvers")
+    through_provider(client)
+    bob = signed_in_user(client)
+    client.post("/logout/")
+    User.objects.filter(pk=bob.pk).update(is_active=False)
+    landed = through_provider(client)
+    assert landed["Location"] == "/login/?sso=failed" and signed_in_user(client) is None
+    assert len(failures("deactivated")) == 1
+
+
+def test_a_subject_too_long_to_store_is_refused_not_a_server_error(provider, client):
+    provider.person = Person(sub="x" * 300, preferred_username="long", email="l@corp.example")
+    assert through_provider(client)["Location"] == "/login/?sso=failed"
+    assert not User.objects.filter(username="long").exists()
+    assert len(failures("no usable subject")) == 1
