@@ -55,6 +55,23 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
+def env_role_map(name: str) -> dict[str, str]:
+    """`group=role,group=role`: which identity-provider group grants which role."""
+    entries = env_list(name, [])
+    if not entries:
+        return {}
+    from registry.choices import Role
+
+    mapping: dict[str, str] = {}
+    for entry in entries:
+        group, sep, role = (part.strip() for part in entry.rpartition("="))
+        if not sep or not group or role not in Role.values:
+            roles = ", ".join(Role.values)
+            raise SettingError(f"{name}: {entry!r} must be group=role with a role of {roles}")
+        mapping[group] = role
+    return mapping
+
+
 def env_url(name: str, schemes: set[str]) -> str | None:
     """A URL whose scheme is one of `schemes`, or None when unset."""
     value = _raw(name)

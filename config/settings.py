@@ -17,6 +17,7 @@ from config.env import (
     env_connector_secrets,
     env_int,
     env_list,
+    env_role_map,
     env_secret,
     env_str,
     env_url,
@@ -264,6 +265,9 @@ AUTH_PASSWORD_VALIDATORS = [
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
+    # Single sign-on (registry/sso_backend.py); answers only the provider's callback, and only
+    # when OIDC_CLIENT_ID is set.
+    "registry.sso_backend.SingleSignOnBackend",
 ]
 AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"  # shared, and needs no Redis
 AXES_FAILURE_LIMIT = env_int("SIGNIN_FAILURE_LIMIT", 5, minimum=1)
@@ -315,6 +319,35 @@ RECERT_CHECK_SECONDS = env_int("RECERT_CHECK_SECONDS", 300, minimum=5)
 # A retired agent's platform that cannot be reached is asked again this many times (backoff
 # 1, 2, 4 ... s), then the approvers get an escalation to stop it by hand.
 RETIRE_STOP_MAX_RETRIES = env_int("RETIRE_STOP_MAX_RETRIES", 5, minimum=0)
+
+# Single sign-on with OpenID Connect (README, "Single sign-on"): on when OIDC_CLIENT_ID is set.
+# Endpoints come from the issuer's discovery document on first use, or each is set explicitly.
+OIDC_PROVIDER_NAME = env_str("OIDC_PROVIDER_NAME", "your identity provider")
+OIDC_ISSUER = env_url("OIDC_ISSUER", {"https", "http"})
+OIDC_DISCOVERY_URL = env_url("OIDC_DISCOVERY_URL", {"https", "http"})
+OIDC_OP_AUTHORIZATION_ENDPOINT = env_url("OIDC_AUTHORIZATION_ENDPOINT", {"https", "http"})
+OIDC_OP_TOKEN_ENDPOINT = env_url("OIDC_TOKEN_ENDPOINT", {"https", "http"})
+OIDC_OP_USER_ENDPOINT = env_url("OIDC_USERINFO_ENDPOINT", {"https", "http"})
+OIDC_OP_JWKS_ENDPOINT = env_url("OIDC_JWKS_ENDPOINT", {"https", "http"})
+OIDC_RP_CLIENT_ID = env_str("OIDC_CLIENT_ID", "") or ""
+OIDC_RP_CLIENT_SECRET = env_secret("OIDC_CLIENT_SECRET", "", min_length=16) or ""
+OIDC_RP_SCOPES = " ".join(env_list("OIDC_SCOPES", ["openid", "email", "profile", "groups"]))
+OIDC_RP_SIGN_ALGO = env_str("OIDC_SIGN_ALGORITHM", "RS256")
+OIDC_GROUPS_CLAIM = env_str("OIDC_GROUPS_CLAIM", "groups")
+# The callback URL registered at the provider; unset, it is built from the request's host.
+OIDC_REDIRECT_URI = env_url("OIDC_REDIRECT_URI", {"https", "http"})
+OIDC_ROLE_MAP = env_role_map("OIDC_ROLE_MAP")
+OIDC_USE_PKCE = True
+OIDC_TIMEOUT = env_int("OIDC_TIMEOUT_SECONDS", 10, minimum=1)
+OIDC_CREATE_USER = True
+OIDC_AUTHENTICATE_CLASS = "registry.sso_views.SignInRequestView"
+OIDC_CALLBACK_CLASS = "registry.sso_views.SignInCallbackView"
+OIDC_REDIRECT_ALLOWED_HOSTS: list[str] = []
+LOGIN_REDIRECT_URL_FAILURE = "/login/?sso=failed"
+if OIDC_RP_CLIENT_ID and not (OIDC_ISSUER or OIDC_DISCOVERY_URL):
+    raise SettingError("OIDC_CLIENT_ID needs OIDC_ISSUER (or OIDC_DISCOVERY_URL) to be set")
+if OIDC_RP_CLIENT_ID and not OIDC_RP_CLIENT_SECRET:
+    raise SettingError("OIDC_CLIENT_ID needs OIDC_CLIENT_SECRET to be set")
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"

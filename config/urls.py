@@ -10,6 +10,7 @@ from reconciliation import escalation_pages, fleet_views, group_rule_pages
 from reconciliation import views as reconciliation_views
 from reconciliation.urls import api_urlpatterns as reconciliation_api
 from reconciliation.urls import otlp_urlpatterns
+from registry.sso_views import SignInCallbackView, SignInPageView, SignInRequestView
 from registry.urls import api_urlpatterns as registry_api
 from registry.urls import page_urlpatterns as registry_pages
 
@@ -28,8 +29,11 @@ urlpatterns = [
     path("lab/", reconciliation_views.lab, name="lab"),
     path("fleet/", fleet_views.fleet_page, name="fleet"),
     path("vendor/plotly.min.js", reconciliation_views.plotly_js, name="plotly-js"),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", SignInPageView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # Single sign-on (404 unless OIDC_CLIENT_ID is set); the names are mozilla-django-oidc's.
+    path("sso/start/", SignInRequestView.as_view(), name="oidc_authentication_init"),
+    path("sso/callback/", SignInCallbackView.as_view(), name="oidc_authentication_callback"),
     *audit_pages,
     *registry_pages,
     path("api/v1/", include(api_v1)),

@@ -452,3 +452,22 @@ class SlaBreach(models.Model):
 
     def __str__(self) -> str:
         return f"{self.item} breached {self.deadline:%Y-%m-%d %H:%M}"
+
+
+class SingleSignOnIdentity(models.Model):
+    """The identity provider's subject a person signs in as: matched on (issuer, sub) only, never
+    on a username or email the provider asserts, so it can never take over a local account."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                                related_name="sso_identity")
+    issuer = models.CharField(max_length=500)
+    subject = models.CharField(max_length=255)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_signed_in_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["issuer", "subject"],
+                                               name="one_user_per_sso_subject")]
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer}"

@@ -18,7 +18,8 @@ def _signed_in(sender: Any, request: Any, user: Any, **kwargs: Any) -> None:
 
 @receiver(user_login_failed, dispatch_uid="audit_sign_in_failed")
 def _sign_in_failed(sender: Any, credentials: dict, request: Any = None, **kwargs: Any) -> None:
-    actions.record_sign_in_failure(str(credentials.get("username", "")), request=request)
+    actions.record_sign_in_failure(str(credentials.get("username", "")), request=request,
+                                   reason=getattr(request, "sso_failure", ""))
 
 
 @receiver(user_logged_out, dispatch_uid="audit_sign_out")

@@ -423,6 +423,9 @@ PAGES = [
     Row("GET /account/two-factor/",     (L, 200, 200, 200, 200, 200, 200, L, L)),
     Row("GET /recertification/",        (L, 200, 200, 200, 200, 200, 200, L, L)),
     Row("GET /login/",                  (200, 200, 200, 200, 200, 200, 200, 200, 200)),
+    # Single sign-on is off here (no OIDC_CLIENT_ID); tests/registry/test_single_sign_on.py.
+    Row("GET /sso/start/",              (404, 404, 404, 404, 404, 404, 404, 404, 404)),
+    Row("GET /sso/callback/",           (404, 404, 404, 404, 404, 404, 404, 404, 404)),
     Row("GET /vendor/plotly.min.js",    (200, 200, 200, 200, 200, 200, 200, 200, 200)),
     # The Django admin (read-only, see tests/registry/test_people.py) and the RQ dashboard.
     Row("GET /admin/",

@@ -115,12 +115,23 @@ def test_configured_urls_are_used(tmp_path):
     ({"DATABASE_URL": "mysql://root@localhost/x"}, "DATABASE_URL must be a URL with scheme"),
     ({"AUDIT_CHECKPOINT_EVERY": "0", "REDIS_URL": "redis://x:1/0"},
      "AUDIT_CHECKPOINT_EVERY must be at least 1"),
+    ({"OIDC_CLIENT_ID": "console", "OIDC_CLIENT_SECRET": STRONG, "REDIS_URL": "redis://x:1/0"},
+     "OIDC_CLIENT_ID needs OIDC_ISSUER"),
+    ({"OIDC_CLIENT_ID": "console", "OIDC_ISSUER": "https://idp.example",
+      "REDIS_URL": "redis://x:1/0"}, "OIDC_CLIENT_ID needs OIDC_CLIENT_SECRET"),
+    ({"OIDC_CLIENT_SECRET": "short", "REDIS_URL": "redis://x:1/0"},
+     "OIDC_CLIENT_SECRET is too weak"),
+    ({"OIDC_ROLE_MAP": "agentgov-approvers=root", "REDIS_URL": "redis://x:1/0"},
+     "OIDC_ROLE_MAP: 'agentgov-approvers=root' must be group=role"),
+    ({"OIDC_ISSUER": "ftp://idp.example", "REDIS_URL": "redis://x:1/0"},
+     "OIDC_ISSUER must be a URL with scheme"),
 ])
 def test_bad_values_fail_loudly_at_start_up(tmp_path, env, message):
     result = run_settings({"VAR_DIR": str(tmp_path), **env})
     assert result.returncode != 0
     assert message in result.stderr
-    for name in ("SECRET_KEY", "AUDIT_SIGNING_KEY", "DECISION_WEBHOOK_SECRET"):
+    for name in ("SECRET_KEY", "AUDIT_SIGNING_KEY", "DECISION_WEBHOOK_SECRET",
+                 "OIDC_CLIENT_SECRET"):
         if name in env and len(env[name]) > 3:
             assert env[name] not in result.stderr  # a refused secret is never echoed
 

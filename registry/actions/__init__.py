@@ -31,6 +31,7 @@ from registry.actions.recertification import propose_recertification, set_review
 from registry.actions.retirement import approve_retirement, propose_retirement, reject_retirement
 from registry.actions.review import comment_on_proposal
 from registry.actions.rollback import propose_rollback
+from registry.actions.sso import sign_in_from_provider
 from registry.actions.tokens import keep_agent_token, revoke_api_token, visible_tokens
 from registry.actions.toxic import (
     create_toxic_combination,
@@ -50,5 +51,5 @@ __all__ = [
     "visible_tokens", "withdraw_proposal", "create_toxic_combination",
     "update_toxic_combination", "delete_toxic_combination", "propose_recertification",
     "set_review_interval", "reject_retirement", "withdraw_waiver", "comment_on_proposal",
-    "delete_preference", "set_preference",
+    "delete_preference", "set_preference", "sign_in_from_provider",
 ]

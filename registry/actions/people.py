@@ -155,10 +155,11 @@ def record_sign_in(user: User, *, request: Any = None) -> None:
 
 
 @transaction.atomic
-def record_sign_in_failure(username: str, *, request: Any = None) -> None:
-    """Audit a failed sign-in, naming the account that was tried."""
+def record_sign_in_failure(username: str, *, request: Any = None, reason: str = "") -> None:
+    """Audit a failed sign-in, naming the account that was tried (and, from single sign-on,
+    why the provider's answer was refused)."""
     audit.record(actor="anonymous", action=AuditAction.USER_SIGN_IN_FAILED,
-                 target=f"user:{username[:150]}", after=_client(request))
+                 target=f"user:{username[:150]}", after=_client(request), reason=reason)
 
 
 @transaction.atomic
