@@ -72,3 +72,45 @@ def test_a_block_under_shadow_is_recorded_and_the_block_lifts_when_the_rule_stop
     (lifted,) = AuditEntry.objects.filter(action="group_rule.lifted")
     assert lifted.after["resumed"] == ["pay-b"] and lifted.after["agents"] == ["pay-b"]
     assert AuditEntry.objects.filter(action="agent.resumed", agent="pay-b").count() == 1
+
+
+@pytest.mark.django_db
+def test_a_block_does_not_lift_while_the_window_is_still_over(people, redis_client):
+    from datetime import UTC, datetime
+
+    from reconciliation import group_windows
+    from reconciliation.group_rules import AgentFacts, checks
+    from reconciliation.models import GroupBreach
+
+    pay_b = approved_agent(people, "pay-b", **SPEC)
+    Agent.objects.update(labels={"team": "payments"})
+    rule = create_group_rule(actor=people.dana, effect="block", **TOKENS)
+    now = datetime.now(UTC)
+
+    class Call:
+        id, kind, ts, input_tokens, output_tokens = "e1", "model_call", now, 12000, 0
+
+    (check,) = checks([rule.to_spec()], AgentFacts(pay_b.pk, "pay-b", "alice",
+                                                    {"team": "payments"}), Call())
+    group_windows.fill([(check, now)], now)
+    group_windows.mark_filled(rule.pk, rule.revision, 3600)
+    breach = record_group_breach({
+        "rule_id": rule.pk, "key": check.key, "group_key": "all", "seconds": 3600,
+        "total": 12000, "agents": [pay_b.pk], "event_id": "e1", "trigger_agent": pay_b.pk,
+        "warning": False, "window": "w1"})
+    block_involved(breach.pk, list(Finding.objects.values_list("pk", flat=True)))
+    assert lift_group_block(breach.pk) is False
+    assert Finding.objects.get().status == "blocked"
+    assert Agent.objects.get().lifecycle == "suspended"
+    assert not AuditEntry.objects.filter(action="group_rule.lifted").exists()
+    denied = actions.request_decision(Agent.objects.get(), {"action": "payments.refund",
+                                                            "amount": 1}, actor=people.alice)
+    assert (denied.outcome, denied.rule) == ("deny", "pay-b is suspended")
+    assert GroupBreach.objects.count() == 1
+    import django_rq
+
+    scheduled = django_rq.get_queue("default").scheduled_job_registry
+    jobs = [django_rq.get_queue("default").fetch_job(i) for i in scheduled.get_job_ids()]
+    # One look at the breach's window end, one more after the window was still over.
+    assert [j.func_name for j in jobs].count(
+        "reconciliation.jobs.lift_group_block_job") == 2
