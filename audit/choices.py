@@ -69,6 +69,7 @@ class AuditAction(models.TextChoices):
     GROUP_RULE_UPDATED = "group_rule.updated"
     GROUP_RULE_DELETED = "group_rule.deleted"
     GROUP_RULE_BREACHED = "group_rule.breached"
+    GROUP_RULE_LIFTED = "group_rule.lifted"  # a block rule's window fell back under its limit
     DECISION_SIGNED = "decision.signed"  # one of several sign-offs a group rule asks for
     OBSERVATION_RECORDED = "observation.recorded"
     RECONCILE_RUN = "reconcile.run"

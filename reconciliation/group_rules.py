@@ -14,7 +14,7 @@ from typing import Any
 from registry.manifest import duration_seconds
 
 MEASURES = ("events", "amount", "tokens", "cost")
-EFFECTS = ("escalate", "log")
+EFFECTS = ("escalate", "log", "block")  # block: decisions denied while over the limit
 SELECTOR_KEYS = ("labels", "owner", "team", "framework")
 MATCH_KEYS = ("kind", "action", "resource", "tool")
 TEAM_LABEL = "team"
@@ -121,6 +121,8 @@ def validate(data: dict[str, Any]) -> list[dict[str, str]]:
             bad("/per", "expected a window between 1m and 1d")
     if data.get("effect", "escalate") not in EFFECTS:
         bad("/effect", f"expected one of {', '.join(EFFECTS)}")
+    if data.get("effect") == "block" and data.get("per_record"):
+        bad("/effect", "block covers the whole group: not with per-record windows")
     approvals = data.get("required_approvals", 1)
     if isinstance(approvals, bool) or not isinstance(approvals, int) or not 1 <= approvals <= 5:
         bad("/required_approvals", "expected 1 (count only) or 2 to 5 approvers")
@@ -280,6 +282,19 @@ def holds(rule: GroupRuleSpec, agent: AgentFacts, request: dict[str, Any],
     probe = _Probe(request.get("action") or "", request.get("amount"))
     value = weight(rule, probe)
     return value is not None and total + value > rule.limit
+
+
+def blocks(rule: GroupRuleSpec, agent: AgentFacts, total: float) -> bool:
+    """Whether a block rule denies the agent's decisions: it covers the agent and its group
+    window, holding `total` now, is over the limit (it lifts as the window falls back)."""
+    return (rule.effect == "block" and not rule.per_record and selects(rule, agent)
+            and total > rule.limit)
+
+
+def block_reason(rule: GroupRuleSpec, total: float) -> str:
+    """Why a decision is denied by a block rule, naming the rule."""
+    return (f"{describe(rule, 'all', total)}: the group is blocked until the window falls "
+            "back under the limit")
 
 
 @dataclass(frozen=True)

@@ -258,6 +258,20 @@ def record_group_breach(hit: dict) -> bool:
     return record(hit) is not None
 
 
+def lift_group_block_job(breach_id: int) -> bool:
+    """Scheduled when a block rule's window can have fallen back under its limit."""
+    from reconciliation.actions.group_blocks import lift_group_block
+
+    return lift_group_block(breach_id)
+
+
+def block_group_job(breach_id: int, finding_ids: list[int]) -> None:
+    """Ingest worker, after a block rule's breach committed: block each agent involved."""
+    from reconciliation.actions.group_blocks import block_involved
+
+    block_involved(breach_id, finding_ids)
+
+
 def record_violations(agent_id: int, violations: list[dict]) -> int:
     """Ingest worker: findings and enforcement for broken rules."""
     from reconciliation.actions.behaviour import record_violations as record

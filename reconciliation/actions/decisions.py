@@ -16,7 +16,7 @@ from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from reconciliation import windows
 from reconciliation.actions.behaviour import ensure_windows
 from reconciliation.actions.common import SYSTEM, alert, desired_now, state_hash
-from reconciliation.actions.group_rules import decision_hold
+from reconciliation.actions.group_rules import decision_block, decision_hold
 from reconciliation.behaviour import callable_tools, window_checks
 from reconciliation.choices import DecisionOutcome, DecisionStatus, EscalationStatus
 from reconciliation.events import Event
@@ -87,6 +87,14 @@ def request_decision(agent: Agent, request: dict[str, Any], *, actor: Any,
     now = timezone.now()
     outcome, rule = evaluate(desired_now(agent, now), request, agent, now)
     approvals = 1
+    if outcome != DecisionOutcome.DENY:
+        try:
+            blocked = decision_block(agent, now)
+        except redis.RedisError:
+            blocked = ("the group rules' windows cannot be read right now, so the answer is "
+                       "no (fail closed)")
+        if blocked is not None:
+            outcome, rule = DecisionOutcome.DENY, blocked
     if outcome != DecisionOutcome.DENY and request.get("action"):
         try:
             held = decision_hold(agent, request, now)

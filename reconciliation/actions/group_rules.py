@@ -23,6 +23,8 @@ from reconciliation.group_rules import (
     AgentFacts,
     GroupCheck,
     GroupRuleSpec,
+    block_reason,
+    blocks,
     checks,
     describe,
     holds,
@@ -281,6 +283,9 @@ def record_group_breach(hit: dict[str, Any]) -> GroupBreach | None:
                 agent, finding, reason=f"{reason} (agents involved: {', '.join(names)})")
             breach.save(update_fields=["escalation"])
             opened = opened[1:]
+        if rule.effect == "block" and opened and not warning:
+            _block_on_commit(breach.pk, [finding.pk for _agent, finding in opened])
+            opened = []
         for _agent, finding in opened:
             note = (f"{reason}; escalated once as escalation #{breach.escalation_id}"
                     if breach.escalation_id else f"{reason}; recorded" if warning
@@ -290,6 +295,22 @@ def record_group_breach(hit: dict[str, Any]) -> GroupBreach | None:
         for agent in agents.values():
             refresh_status(agent, now=now)
     return breach
+
+
+def _block_on_commit(breach_id: int, finding_ids: list[int]) -> None:
+    """Block the agents of a block rule's breach once it committed (their connectors are
+    outside the database; the job retries, each suspension is idempotent by its key)."""
+    def enqueue() -> None:
+        import django_rq
+        from rq import Retry
+
+        from reconciliation.jobs import block_group_job
+
+        django_rq.get_queue("ingest", commit_mode="auto").enqueue(
+            block_group_job, breach_id, finding_ids,
+            retry=Retry(max=5, interval=[1, 2, 5, 15, 60]))
+
+    transaction.on_commit(enqueue, robust=True)
 
 
 def _finding(rule: GroupRule, breach: GroupBreach, agent: Agent, reason: str,
@@ -314,6 +335,25 @@ def _finding(rule: GroupRule, breach: GroupBreach, agent: Agent, reason: str,
 
 
 # --- decisions: sign-offs a group rule asks for ------------------------------------------------
+
+
+def decision_block(agent: Agent, now: datetime) -> str | None:
+    """Why a block rule denies this agent's decisions now (its group's window is over the
+    limit), or None. Raises RedisError (the caller fails closed)."""
+    rules = [r for r in active_rules() if r.effect == "block"]
+    if not rules:
+        return None
+    facts = facts_of([agent], rules)[agent.pk]
+    rules = [r for r in rules if blocks(r, facts, float("inf"))]  # those covering the agent
+    if not rules:
+        return None
+    ensure_group_windows(rules, now)
+    for rule in rules:
+        total = group_windows.peek_total(window_key(rule, "all"), rule.seconds, rule.measure,
+                                         now)
+        if blocks(rule, facts, total):
+            return block_reason(rule, total)
+    return None
 
 
 def decision_hold(agent: Agent, request: dict[str, Any], now: datetime

@@ -1,0 +1,116 @@
+"""A group rule's effect `block` through the API and the actions: compliance saves one, a
+per-record block or an unknown effect is refused naming the field (nothing saved); the block
+of a breach respects shadow mode like a per-agent block (recorded, not applied), and it lifts
+(audited, agents resumed) once the rule no longer blocks."""
+
+import pytest
+
+from audit.models import AuditEntry
+from reconciliation import actions
+from reconciliation.actions.group_blocks import block_involved, lift_group_block
+from reconciliation.actions.group_rules import (
+    create_group_rule,
+    record_group_breach,
+    update_group_rule,
+)
+from reconciliation.models import Finding, GroupRule
+from registry.models import Agent
+from tests.conftest import approved_agent
+
+SPEC = {"data": [{"resource": "payments", "access": "write"}], "limits": [],
+        "actions": {"payments.refund": {"max": 50000}}}
+TOKENS = {"name": "payments-tokens", "selector": {"team": "payments"},
+          "match": {"kind": "model_call"}, "measure": "tokens", "limit": 10000, "per": "1h"}
+
+
+@pytest.mark.django_db
+def test_compliance_saves_a_block_rule_and_a_bad_effect_is_refused(people, api_as):
+    dana = api_as(people.dana)
+    created = dana.post("/api/v1/group-rules", {**TOKENS, "effect": "block"}, format="json")
+    assert created.status_code == 201 and created.json()["effect"] == "block"
+    assert dana.post("/api/v1/group-rules", {**TOKENS, "name": "x", "effect": "suspend"},
+                     format="json").status_code == 400
+    per_record = dana.post("/api/v1/group-rules", {
+        "name": "reads", "match": {"kind": "data_access"}, "measure": "events", "limit": 5,
+        "per": "1h", "per_record": True, "effect": "block"}, format="json")
+    assert per_record.status_code == 422
+    assert [d["pointer"] for d in per_record.json()["error"]["details"]] == ["/effect"]
+    assert dana.patch("/api/v1/group-rules/payments-tokens", {"per_record": True},
+                      format="json").status_code == 422
+    assert list(GroupRule.objects.values_list("name", "effect", "per_record")) == [
+        ("payments-tokens", "block", False)]
+    alice = api_as(people.alice)  # an owner, not compliance
+    assert alice.patch("/api/v1/group-rules/payments-tokens", {"effect": "log"},
+                       format="json").status_code == 403
+
+
+@pytest.mark.django_db
+def test_a_block_under_shadow_is_recorded_and_the_block_lifts_when_the_rule_stops(
+        people, redis_client):
+    pay_a = approved_agent(people, "pay-a", **SPEC)
+    pay_b = approved_agent(people, "pay-b", **SPEC)
+    Agent.objects.update(labels={"team": "payments"})
+    rule = create_group_rule(actor=people.dana, effect="block", **TOKENS)
+    actions.set_shadow(actor=people.alice, agent=pay_a, enabled=True)
+    breach = record_group_breach({
+        "rule_id": rule.pk, "key": "k", "group_key": "all", "seconds": 3600, "total": 12000,
+        "agents": [pay_a.pk, pay_b.pk], "event_id": "e1", "trigger_agent": pay_b.pk,
+        "warning": False, "window": "w1"})
+    findings = Finding.objects.filter(kind="group_limit_exceeded")
+    assert findings.count() == 2 and breach.escalation_id is None  # block: no escalation
+    block_involved(breach.pk, [f.pk for f in findings])
+    a, b = (Finding.objects.get(agent=agent) for agent in (pay_a, pay_b))
+    assert (a.status, b.status) == ("logged", "blocked")
+    assert "not applied: shadow mode" in a.reason
+    assert dict(Agent.objects.values_list("name", "lifecycle")) == {
+        "pay-a": "active", "pay-b": "suspended"}
+    update_group_rule(rule, actor=people.dana, enabled=False)
+    assert lift_group_block(breach.pk) is True
+    b.refresh_from_db()
+    assert b.status == "resolved" and "no longer blocks" in b.reason
+    assert Agent.objects.get(pk=pay_b.pk).lifecycle == "active"
+    (lifted,) = AuditEntry.objects.filter(action="group_rule.lifted")
+    assert lifted.after["resumed"] == ["pay-b"] and lifted.after["agents"] == ["pay-b"]
+    assert AuditEntry.objects.filter(action="agent.resumed", agent="pay-b").count() == 1
+
+
+@pytest.mark.django_db
+def test_a_block_does_not_lift_while_the_window_is_still_over(people, redis_client):
+    from datetime import UTC, datetime
+
+    from reconciliation import group_windows
+    from reconciliation.group_rules import AgentFacts, checks
+    from reconciliation.models import GroupBreach
+
+    pay_b = approved_agent(people, "pay-b", **SPEC)
+    Agent.objects.update(labels={"team": "payments"})
+    rule = create_group_rule(actor=people.dana, effect="block", **TOKENS)
+    now = datetime.now(UTC)
+
+    class Call:
+        id, kind, ts, input_tokens, output_tokens = "e1", "model_call", now, 12000, 0
+
+    (check,) = checks([rule.to_spec()], AgentFacts(pay_b.pk, "pay-b", "alice",
+                                                    {"team": "payments"}), Call())
+    group_windows.fill([(check, now)], now)
+    group_windows.mark_filled(rule.pk, rule.revision, 3600)
+    breach = record_group_breach({
+        "rule_id": rule.pk, "key": check.key, "group_key": "all", "seconds": 3600,
+        "total": 12000, "agents": [pay_b.pk], "event_id": "e1", "trigger_agent": pay_b.pk,
+        "warning": False, "window": "w1"})
+    block_involved(breach.pk, list(Finding.objects.values_list("pk", flat=True)))
+    assert lift_group_block(breach.pk) is False
+    assert Finding.objects.get().status == "blocked"
+    assert Agent.objects.get().lifecycle == "suspended"
+    assert not AuditEntry.objects.filter(action="group_rule.lifted").exists()
+    denied = actions.request_decision(Agent.objects.get(), {"action": "payments.refund",
+                                                            "amount": 1}, actor=people.alice)
+    assert (denied.outcome, denied.rule) == ("deny", "pay-b is suspended")
+    assert GroupBreach.objects.count() == 1
+    import django_rq
+
+    scheduled = django_rq.get_queue("default").scheduled_job_registry
+    jobs = [django_rq.get_queue("default").fetch_job(i) for i in scheduled.get_job_ids()]
+    # One look at the breach's window end, one more after the window was still over.
+    assert [j.func_name for j in jobs].count(
+        "reconciliation.jobs.lift_group_block_job") == 2
