@@ -96,3 +96,14 @@ def test_alice_has_the_inbox_in_her_navigation_with_the_count(people, client):
     assert "Assign to me" not in body  # triage is an approver's
     client.force_login(people.dana)
     assert client.get("/inbox/").status_code == 403
+
+
+@pytest.mark.django_db
+def test_an_owner_with_an_inbox_still_cannot_triage_the_approvers_queue(people, client,
+                                                                        api_as):
+    due_in(approved_agent(people, "refund-agent"), days=1)
+    answer = api_as(people.alice).post("/api/v1/inbox/triage", {"escalations": [1],
+                                                                "assign": True}, format="json")
+    assert answer.status_code == 403
+    client.force_login(people.alice)
+    assert client.post("/inbox/triage", {"escalation": ["1"], "bulk": "assign"}).status_code == 403
