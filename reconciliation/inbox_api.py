@@ -25,10 +25,14 @@ class ApproverOnly:
     required_roles = (Role.APPROVER,)
 
 
-class InboxView(ApproverOnly, APIView):
-    """`GET /api/v1/inbox[?kind=decision|incident|escalation|proposal]`: what waits for this
-    approver to decide (not their own proposals, not ones they approved, not what four eyes
-    keeps from them), most urgent first (least time left to its SLA or deadline)."""
+class InboxView(APIView):
+    """`GET /api/v1/inbox[?kind=decision|incident|escalation|proposal|recertification]`: what
+    waits for this approver to decide (not their own proposals, not ones they approved, not
+    what four eyes keeps from them) and, for an owner, their agents to recertify by the review
+    date; most urgent first (least time left to its SLA, deadline or review date)."""
+
+    permission_classes = [IsPerson, HasRole]
+    required_roles = (Role.APPROVER, Role.OWNER)
 
     @extend_schema(parameters=[OpenApiParameter("kind", str)], responses=OpenApiTypes.OBJECT)
     def get(self, request: Request) -> Response:

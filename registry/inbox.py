@@ -1,5 +1,6 @@
-"""The approvers' inbox as one queue: pending proposals, open escalations and pending runtime
-decisions, longest waiting first (snoozed escalations leave it until their time comes)."""
+"""The approvers' inbox (and an owner's reminders to recertify) as one queue: pending
+proposals, open escalations and pending runtime decisions, longest waiting first (snoozed
+escalations leave it until their time comes)."""
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -7,8 +8,9 @@ from datetime import datetime, timedelta
 from django.db.models import CharField, F, QuerySet, Value
 
 from reconciliation.models import Escalation
-from registry.choices import VersionState
-from registry.models import DesiredStateVersion
+from registry.choices import Role, VersionState
+from registry.models import Agent, DesiredStateVersion
+from registry.roles import has_role
 
 PROPOSAL, ESCALATION = "proposal", "escalation"
 
@@ -50,7 +52,8 @@ def escalations_for(page: list[Entry]) -> dict[int, Escalation]:
 # --- the queue as one approver sees it: only what they may decide, most urgent first ------------
 
 DECISION, INCIDENT = "decision", "incident"
-KINDS = (DECISION, INCIDENT, ESCALATION, PROPOSAL)
+RECERTIFICATION = "recertification"  # an owner's: recertify their agent by its review date
+KINDS = (DECISION, INCIDENT, ESCALATION, PROPOSAL, RECERTIFICATION)
 MAX_PER_KIND = 500  # a queue longer than this is read by its filters, not scrolled
 
 
@@ -59,7 +62,7 @@ class Item:
     """One line of an approver's queue: a proposal, a runtime decision, or an incident (one
     or more escalations one cause produced, decided once)."""
 
-    kind: str  # decision | incident | escalation | proposal
+    kind: str  # decision | incident | escalation | proposal | recertification
     key: str  # stable id in the page and the API: proposal-12, escalation-5
     agent: str
     what: str
@@ -133,6 +136,12 @@ def items_for(user, now: datetime | None = None, kind: str = "") -> list[Item]:
 
     now = now or timezone.now()
     items: list[Item] = []
+    if user is not None and kind in ("", RECERTIFICATION):
+        items += reminders_for(user, now)
+    if kind == RECERTIFICATION:
+        return items
+    if user is not None and not has_role(user, Role.APPROVER):
+        return sorted(items, key=lambda i: (i.deadline, i.waiting_since, i.key))
     if kind in ("", PROPOSAL):
         items += [_proposal_item(v) for v in proposals_for(user).select_related(
             "agent", "agent__owner").order_by("created_at")[:MAX_PER_KIND]]
@@ -145,12 +154,42 @@ def items_for(user, now: datetime | None = None, kind: str = "") -> list[Item]:
 
 def counts_for(user, now: datetime | None = None) -> dict[str, int]:
     """What waits for `user` to decide, as the queue shows it (an incident counts once)."""
-    counts = dict.fromkeys(("proposals", "escalations", "decisions"), 0)
+    counts = dict.fromkeys(("proposals", "escalations", "decisions", "recertifications"), 0)
     for item in items_for(user, now):
         counts["decisions" if item.kind == DECISION else
-               "proposals" if item.kind == PROPOSAL else "escalations"] += 1
+               "proposals" if item.kind == PROPOSAL else
+               "recertifications" if item.kind == RECERTIFICATION else "escalations"] += 1
     counts["total"] = sum(counts.values())
     return counts
+
+
+def reminders_for(user, now: datetime) -> list[Item]:
+    """The owner's own reminders: each live agent of theirs whose reminder time has come
+    (RECERT_REMIND_DAYS before its review date) and whose recertification is not yet proposed;
+    overdue ones are most urgent. The key holds the review date, so a new date is a new item
+    (and a new notification), and a reminder is told once per review period."""
+    from django.conf import settings
+    from django.db.models import Exists, OuterRef
+
+    from registry.choices import Lifecycle
+
+    proposed = DesiredStateVersion.objects.filter(agent=OuterRef("pk"),
+                                                  state=VersionState.PENDING, recertifies=True)
+    lead = timedelta(days=settings.RECERT_REMIND_DAYS)
+    agents = (Agent.objects.filter(owner=user, active_version__isnull=False,
+                                   review_due_at__lte=now + lead)
+              .exclude(lifecycle=Lifecycle.RETIRED).exclude(Exists(proposed))
+              .only("pk", "name", "review_due_at").order_by("review_due_at", "pk")
+              [:MAX_PER_KIND])
+    return [_reminder_item(agent, now, lead) for agent in agents]
+
+
+def _reminder_item(agent: Agent, now: datetime, lead: timedelta) -> Item:
+    due = agent.review_due_at
+    return Item(RECERTIFICATION, f"recertification-{agent.pk}-{int(due.timestamp())}",
+                agent.name, f"recertify {agent.name} by {due:%Y-%m-%d %H:%M} UTC",
+                "high" if due <= now else "medium", due - lead, due,
+                f"/agents/{agent.name}/#recertify-comment")
 
 
 def _proposal_item(version: DesiredStateVersion) -> Item:

@@ -24,12 +24,13 @@ SORTS = {
     "kind": lambda i: (inbox.KINDS.index(i.kind), i.deadline, i.key),
 }
 TABS = (("", "All"), (inbox.DECISION, "Decisions"), (inbox.INCIDENT, "Incidents"),
-        (inbox.ESCALATION, "Escalations"), (inbox.PROPOSAL, "Proposals"))
+        (inbox.ESCALATION, "Escalations"), (inbox.PROPOSAL, "Proposals"),
+        (inbox.RECERTIFICATION, "Recertifications"))
 
 
 def _forbidden(request: HttpRequest) -> HttpResponse:
     return render(request, "registry/forbidden.html",
-                  {"message": "The inbox is for approvers."}, status=403)
+                  {"message": "The inbox is for approvers and owners."}, status=403)
 
 
 def time_left(seconds: int) -> str:
@@ -47,8 +48,9 @@ def time_left(seconds: int) -> str:
 
 @login_required
 def inbox_page(request: HttpRequest) -> HttpResponse:
-    """The queue this approver decides, sorted by urgency unless they chose another column."""
-    if not has_role(request.user, Role.APPROVER):
+    """The queue this approver decides (and an owner's reminders to recertify their agents),
+    sorted by urgency unless they chose another column."""
+    if not has_role(request.user, Role.APPROVER, Role.OWNER):
         return _forbidden(request)
     kind = request.GET.get("kind", "")
     kind = kind if kind in inbox.KINDS else ""
@@ -64,7 +66,9 @@ def inbox_page(request: HttpRequest) -> HttpResponse:
     counts = inbox.counts_for(request.user, now)
     return render(request, "registry/inbox.html", {
         "items": items, "counts": counts, "kind": kind, "sort": sort,
-        "tabs": TABS, "sorts": list(SORTS), "here": request.get_full_path(),
+        "tabs": TABS if has_role(request.user, Role.APPROVER) else TABS[:1] + TABS[-1:],
+        "approver": has_role(request.user, Role.APPROVER), "sorts": list(SORTS),
+        "here": request.get_full_path(),
         "nav_pending_count": counts["total"]})
 
 

@@ -44,13 +44,13 @@ def sees_operations(user: Any, agent: Any) -> bool:
 
 
 def roles_context(request: HttpRequest) -> dict[str, Any]:
-    """Template context: the signed-in person's roles, and for approvers how much waits in
-    their inbox (counted only when a page shows it)."""
+    """Template context: the signed-in person's roles, and for approvers and owners how much
+    waits in their inbox (counted only when a page shows it)."""
     from django.utils.functional import SimpleLazyObject
 
     roles = user_roles(getattr(request, "user", None))
     context: dict[str, Any] = {"my_roles": roles}
-    if Role.APPROVER in roles or Role.ADMIN in roles:
+    if Role.APPROVER in roles or Role.OWNER in roles or Role.ADMIN in roles:
         from reconciliation.views import inbox_counts
 
         context["nav_pending_count"] = SimpleLazyObject(

@@ -58,8 +58,9 @@ def _forbidden(request: HttpRequest, message: str) -> HttpResponse:
 
 def _page(request: HttpRequest, template: str, context: dict[str, Any],
           status: int = 200) -> HttpResponse:
-    """Render a registry page; approvers also get the inbox count for the navigation."""
-    if has_role(request.user, Role.APPROVER) and "nav_pending_count" not in context:
+    """Render a registry page; approvers and owners also get the inbox count for the
+    navigation."""
+    if has_role(request.user, Role.APPROVER, Role.OWNER) and "nav_pending_count" not in context:
         context["nav_pending_count"] = inbox_counts(request.user)["total"]
     return render(request, template, context, status=status)
 

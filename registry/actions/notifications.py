@@ -1,6 +1,7 @@
-"""Telling approvers where they work: preferences (email or a Slack/Teams-compatible incoming
-webhook, per person or per team, immediate or digest), the sweep that notices new inbox items
-and SLA breaches, and the sending, each sent notification audited."""
+"""Telling approvers where they work (and owners of their agents to recertify): preferences
+(email or a Slack/Teams-compatible incoming webhook, per person or per team, immediate or
+digest), the sweep that notices new inbox items and SLA breaches, and the sending, each sent
+notification audited."""
 
 import json
 import logging
@@ -119,15 +120,17 @@ def _approvers() -> list[Any]:
 
 def notice_new_items(now: datetime) -> int:
     """Queue a notification for every preference about each item it has not heard of: a
-    person's about what they may decide, a team's about its agents' items."""
+    person's about what they may decide and their own agents to recertify (once per review
+    date), a team's about its agents' items."""
     queued = 0
     people = NotificationPreference.objects.filter(user__isnull=False).select_related("user")
     by_user: dict[int, list[NotificationPreference]] = defaultdict(list)
     for preference in people:
         by_user[preference.user_id].append(preference)
     for preferences in by_user.values():
-        if not has_role(preferences[0].user, Role.APPROVER):
-            continue  # the inbox is an approver's: an owner hears nothing of others' agents
+        # An owner who is no approver hears only of their own reminders (items_for knows).
+        if not has_role(preferences[0].user, Role.APPROVER, Role.OWNER):
+            continue
         for item in inbox.items_for(preferences[0].user, now):
             queued += sum(_queue(p, item, NEW, now) for p in preferences)
     teams = list(NotificationPreference.objects.filter(user__isnull=True))

@@ -163,7 +163,8 @@ def _locked(agent_id: int) -> Agent | None:
 @transaction.atomic
 def remind_owner(agent_id: int, *, now: datetime | None = None) -> bool:
     """Once per review date, when the reminder time came and the date has not: an alert to the
-    owner (their feed) and the audit row; the recertification page lists it as due."""
+    owner (their feed) and the audit row; the recertification page and the owner's inbox list
+    it as due, and an inbox sweep after commit tells the owner's notification preferences."""
     from reconciliation.actions.common import alert
 
     now = now or timezone.now()
@@ -180,7 +181,16 @@ def remind_owner(agent_id: int, *, now: datetime | None = None) -> bool:
                  reason=f"review due by {due}: {agent.owner.username} was reminded")
     alert("recertification.due", agent, severity="medium", review_due_at=due,
           message=f"review due by {due}: propose a recertification")
+    transaction.on_commit(_sweep_inbox)
     return True
+
+
+def _sweep_inbox() -> None:
+    import django_rq
+
+    from registry.jobs import inbox_sweep
+
+    django_rq.get_queue("default", commit_mode="auto").enqueue(inbox_sweep)
 
 
 @transaction.atomic
