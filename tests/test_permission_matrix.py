@@ -417,6 +417,7 @@ PAGES = [
     Row("GET /group-rules/",            (L, 200, 200, 200, 200, 200, 200, L, L)),
     Row("GET /group-rules/gr-existing/", (L, 200, 200, 200, 200, 200, 200, L, L)),
     Row("GET /audit/",                  (L, 403, 403, 403, 403, 200, 200, L, L)),
+    Row("GET /audit/verify/",           (L, 403, 403, 403, 403, 200, 200, L, L)),
     Row("GET /toxic/",                  (L, 200, 200, 200, 200, 200, 200, L, L)),
     Row("GET /fleet/",                  (L, 403, 403, 200, 200, 200, 200, L, L)),
     Row("GET /tokens/",                 (L, 200, 200, 200, 200, 200, 200, L, L)),
