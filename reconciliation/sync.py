@@ -40,10 +40,15 @@ def health_filter(value: str) -> Q:
 
 def health_and_sync(agent: Any) -> tuple[str, str]:
     """(health, sync) of an agent fetched with select_related("status")."""
-    status = getattr(agent, "status", None) if hasattr(agent, "status") else None
+    return status_words(getattr(agent, "status", None) if hasattr(agent, "status") else None,
+                        agent.generation)
+
+
+def status_words(status: Any, generation: int) -> tuple[str, str]:
+    """(health, sync) from an AgentStatus row (None: never reconciled) and the generation."""
     if status is None:
         return Health.UNKNOWN, Sync.UNKNOWN
     if status.last_reconciled_at is None:
         return status.health, Sync.UNKNOWN
-    synced = status.converged and status.converged_generation == agent.generation
+    synced = status.converged and status.converged_generation == generation
     return status.health, Sync.SYNCED if synced else Sync.OUT_OF_SYNC

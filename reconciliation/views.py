@@ -104,9 +104,10 @@ def agent_state_context(agent, timeline_span: str = "24h") -> dict:
         desired = desired_now(agent, now)
         desired.pop("enforcement", None)
     span = timeline_span if timeline_span in TIMELINES else "24h"
+    comparison = side_by_side(desired, observation.state) if desired and observation else []
     return {
-        "comparison": side_by_side(desired, observation.state) if desired and observation
-        else [],
+        "comparison": comparison,
+        "differences": [row for row in comparison if row.tag != "equal"],
         "timeline": compliance_timeline(agent, now, TIMELINES[span]),
         "timeline_span": span, "timeline_spans": list(TIMELINES),
         "status": status,

@@ -22,6 +22,7 @@ from django.views.decorators.http import require_POST
 from audit.jsondiff import Change, flat_changes
 from audit.models import AuditEntry
 from config.errors import Conflict, DomainError, NotFound
+from reconciliation.agent_summary import summary_context
 from reconciliation.behaviour_api import run_backtest
 from reconciliation.choices import Health
 from reconciliation.escalation_pages import escalation_form_context, with_row_errors
@@ -149,6 +150,7 @@ def agent_detail(request: HttpRequest, name: str) -> HttpResponse:
         "can_propose": _may_propose_for(request.user, agent),
         "can_explore_audit": has_role(request.user, Role.COMPLIANCE),
         "sees_operations": operations,
+        **summary_context(agent, operations=operations),
         **state,
         **waiver_context(agent, request.user),
         **retirement_context(agent, request.user),

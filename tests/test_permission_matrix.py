@@ -402,6 +402,7 @@ PAGES = [
     Row("GET /",                        (L, 200, 200, 200, 200, 200, 200, L, L)),
     Row("GET /agents/",                 (L, 200, 200, 200, 200, 200, 200, L, L)),
     Row("GET /agents/refund-agent/",    (L, 200, 200, 200, 200, 200, 200, L, L)),
+    Row("GET /agents/refund-agent/status", (L, 200, 200, 200, 200, 200, 200, L, L)),
     Row("GET /manifests/new",           (L, 200, 200, 403, 200, 403, 200, L, L)),
     Row("GET /approvals/",              (L, 403, 403, 200, 200, 403, 200, L, L)),
     Row("GET /inbox/",                  (L, 403, 403, 200, 200, 403, 200, L, L)),
