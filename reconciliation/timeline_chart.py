@@ -18,7 +18,8 @@ FLEET_ROWS = 60  # agents drawn on the fleet chart, most recently changed first
 def _hover(name: str, segment: Segment) -> str:
     span = f"{segment.start:%Y-%m-%d %H:%M} – {segment.end:%Y-%m-%d %H:%M} UTC"
     hours = (segment.end - segment.start).total_seconds() / 3600
-    return f"<b>{name}</b>: {segment.label}<br>{span} ({hours:.1f} h)"
+    # no <b>: plotly styles it through a style attribute, which the CSP refuses
+    return f"{name}: {segment.label}<br>{span} ({hours:.1f} h)"
 
 
 def timeline_figure(rows: list[tuple[str, list[Segment]]], *, now: datetime,

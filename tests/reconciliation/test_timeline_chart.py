@@ -50,7 +50,7 @@ def test_each_interval_hovers_with_its_reason(people, client):
     traces = {trace["name"]: trace for trace in chart_on_page(client)["data"]}
     out = traces["out of policy"]
     assert out["y"] == ["chart-agent"] and "drifted" in out["hovertext"][0]
-    assert traces["in policy"]["hovertext"][0].startswith("<b>chart-agent</b>: in policy")
+    assert traces["in policy"]["hovertext"][0].startswith("chart-agent: in policy")
     assert all(width > 0 for trace in traces.values() for width in trace["x"])
 
 
