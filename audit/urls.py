@@ -1,7 +1,7 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from audit import api, views
+from audit import api, verify_pages, views
 
 router = SimpleRouter(trailing_slash=False)
 router.register("audit/entries", api.AuditEntryViewSet, basename="audit-entry")
@@ -20,4 +20,5 @@ api_urlpatterns = [
     *router.urls,
 ]
 
-page_urlpatterns = [path("audit/", views.explorer, name="audit-explorer")]
+page_urlpatterns = [path("audit/", views.explorer, name="audit-explorer"),
+                    path("audit/verify/", verify_pages.verify_page, name="audit-verify-page")]

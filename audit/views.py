@@ -9,6 +9,7 @@ from audit.choices import AuditAction
 from audit.filters import AuditFilterSerializer, filter_entries
 from audit.jsondiff import flat_changes
 from audit.models import AuditEntry, AuditPendingEntry
+from audit.sentences import entry_sentence
 from registry.choices import Role
 from registry.roles import has_role
 
@@ -28,7 +29,8 @@ def explorer(request: HttpRequest) -> HttpResponse:
             filter_entries(AuditEntry.objects.all(), params.validated_data)
             .order_by("-seq")[: PAGE_SIZE + 1]
         )
-        entries = [(entry, flat_changes(entry.before, entry.after)) for entry in rows[:PAGE_SIZE]]
+        entries = [(entry, flat_changes(entry.before, entry.after), entry_sentence(entry))
+                   for entry in rows[:PAGE_SIZE]]
         has_more = len(rows) > PAGE_SIZE
     else:
         has_more = False

@@ -85,17 +85,10 @@ def wanted_filter(subscription: dict[str, Any]) -> Q:
 
 
 def describe(message: dict[str, Any]) -> str:
-    """One line for a feed item (static/js/alerts.js writes the same for live ones)."""
-    parts = [message["event"]]
-    if message.get("agent"):
-        parts.append(message["agent"])
-    if message.get("severity"):
-        parts.append(f"severity {message['severity']}")
-    if message.get("kind"):
-        parts.append(f"{message['kind']} {message.get('pointer') or ''}".strip())
-    if message.get("message"):
-        parts.append(str(message["message"]))
-    return " · ".join(parts)
+    """The feed's sentence for an alert (live ones carry it as `line`, see to_message)."""
+    from audit.sentences import sentence
+
+    return sentence(message)
 
 
 def subscription_for(user: Any, **choices: Any) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """The cluster overview's figures: counts by health and plotly charts, each from a fixed number
 of aggregate queries whatever the number of agents, findings or audit rows."""
 
+import math
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -10,6 +11,7 @@ from django.db.models.functions import TruncHour
 from django.utils import timezone
 
 from reconciliation.choices import Health
+from reconciliation.finding_times import DRIFT_STARTED, FIXED_THIS_OCCURRENCE, OBSERVED_IN_ORDER
 from reconciliation.models import AgentStatus, BreakerTrip, ControlState, Escalation, Finding
 from registry.models import Agent
 
@@ -19,6 +21,13 @@ AGE_BUCKETS = [("< 5 min", timedelta(minutes=5)), ("< 1 h", timedelta(hours=1)),
 LAYOUT = {"margin": {"l": 40, "r": 10, "t": 30, "b": 40}, "height": 260,
           "legend": {"orientation": "h"}, "font": {"size": 12},
           "xaxis": {"nticks": 8}, "yaxis": {"rangemode": "tozero"}}
+
+
+def _count_axis(title: str, counts: list[int]) -> dict[str, Any]:
+    """A y axis for counts: whole-number ticks only, whatever the largest count."""
+    top = max(counts, default=0)
+    return {"title": {"text": title}, "rangemode": "tozero", "tickformat": "d",
+            "tick0": 0, "dtick": max(1, math.ceil(top / 5)), "range": [0, max(top, 1) * 1.1]}
 
 
 def health_counts() -> dict[str, int]:
@@ -44,39 +53,50 @@ def drift_over_time(now: datetime) -> dict[str, Any]:
         detected_at__gte=since).annotate(hour=TruncHour("detected_at")).values(
         "hour", "severity").annotate(n=Count("pk"))}
     fixed = {r["hour"]: r["n"] for r in Finding.objects.filter(
-        corrected_at__gte=since, status="corrected").annotate(hour=TruncHour("corrected_at"))
-        .values("hour").annotate(n=Count("pk"))}
-    figure = go.Figure(layout={**LAYOUT, "title": "Drift found and corrected (last 24 h)",
-                               "barmode": "stack"})
+        FIXED_THIS_OCCURRENCE, corrected_at__gte=since).annotate(
+        hour=TruncHour("corrected_at")).values("hour").annotate(n=Count("pk"))}
     labels = [h.strftime("%H:00") for h in hours]
-    for severity in SEVERITIES:
-        figure.add_bar(name=f"found: {severity}", x=labels,
-                       y=[found.get((h, severity), 0) for h in hours])
-    figure.add_scatter(name="corrected", x=labels, y=[fixed.get(h, 0) for h in hours],
-                       mode="lines+markers")
+    series = {f"found: {severity}": [found.get((h, severity), 0) for h in hours]
+              for severity in SEVERITIES}
+    corrected = [fixed.get(h, 0) for h in hours]
+    stacked = [sum(column) for column in zip(*series.values(), strict=True)]
+    figure = go.Figure(layout={
+        **LAYOUT, "title": "Findings per hour: found and corrected (last 24 h)",
+        "barmode": "stack", "yaxis": _count_axis("findings", stacked + corrected)})
+    for name, counts in series.items():
+        figure.add_bar(name=name, x=labels, y=counts,
+                       hovertemplate="%{x}: %{y:d} found<extra>%{fullData.name}</extra>")
+    figure.add_scatter(name="corrected (verified)", x=labels, y=corrected,
+                       mode="lines+markers",
+                       hovertemplate="%{x}: %{y:d} corrected<extra></extra>")
     return figure.to_plotly_json()
 
 
-def _seconds(value: timedelta | None) -> float:
-    return round(value.total_seconds(), 3) if value else 0.0
+def _seconds(value: timedelta | None) -> float | None:
+    """Seconds for the chart; None (a gap, not a 0 s point) when nothing happened that hour."""
+    return None if value is None else round(max(value.total_seconds(), 0.0), 3)
 
 
 def response_times(now: datetime) -> dict[str, Any]:
-    """Mean time to detect and to a verified correction, per hour."""
+    """Mean time to detect and to a verified correction per hour, both measured from the
+    drifting event (the observation's own time), for findings detected that hour."""
     hours = _hours(now)
-    detect = ExpressionWrapper(F("detected_at") - F("observed_at"), output_field=DurationField())
-    verify = ExpressionWrapper(F("corrected_at") - F("detected_at"),
-                               output_field=DurationField())
+    detect = ExpressionWrapper(F("detected_at") - DRIFT_STARTED, output_field=DurationField())
+    verify = ExpressionWrapper(F("corrected_at") - DRIFT_STARTED, output_field=DurationField())
     rows = {r["hour"]: r for r in Finding.objects.filter(detected_at__gte=hours[0]).annotate(
         hour=TruncHour("detected_at")).values("hour").annotate(
-        detect=Avg(detect, filter=Q(observed_at__isnull=False)),
-        verify=Avg(verify, filter=Q(corrected_at__isnull=False)))}
+        detect=Avg(detect, filter=OBSERVED_IN_ORDER & Q(observed_at__isnull=False)),
+        verify=Avg(verify, filter=OBSERVED_IN_ORDER & FIXED_THIS_OCCURRENCE))}
     labels = [h.strftime("%H:00") for h in hours]
-    figure = go.Figure(layout={**LAYOUT, "title": "Mean seconds to detect / to fix"})
-    figure.add_scatter(name="to detect", x=labels, mode="lines+markers",
-                       y=[_seconds(rows.get(h, {}).get("detect")) for h in hours])
+    figure = go.Figure(layout={**LAYOUT, "title": "Mean seconds from drift to detection / to fix",
+                               "yaxis": {"title": {"text": "seconds"}, "rangemode": "tozero"}})
+    figure.add_scatter(name="to detect", x=labels, mode="lines+markers", connectgaps=False,
+                       y=[_seconds(rows.get(h, {}).get("detect")) for h in hours],
+                       hovertemplate="%{x}: %{y:.1f} s to detect<extra></extra>")
     figure.add_scatter(name="to verified correction", x=labels, mode="lines+markers",
-                       y=[_seconds(rows.get(h, {}).get("verify")) for h in hours])
+                       connectgaps=False,
+                       y=[_seconds(rows.get(h, {}).get("verify")) for h in hours],
+                       hovertemplate="%{x}: %{y:.1f} s to verified correction<extra></extra>")
     return figure.to_plotly_json()
 
 
@@ -93,10 +113,11 @@ def escalations_by_age(now: datetime) -> dict[str, Any]:
         filters[f"bucket_{index}"] = Count("pk", filter=condition)
         lower = span
     counts = Escalation.objects.filter(status="open").aggregate(**filters)
-    figure = go.Figure(layout={**LAYOUT, "title": "Open escalations by age"})
-    figure.add_bar(x=[label for label, _ in AGE_BUCKETS],
-                   y=[counts[f"bucket_{i}"] for i in range(len(AGE_BUCKETS))],
-                   name="open escalations")
+    ages = [counts[f"bucket_{i}"] for i in range(len(AGE_BUCKETS))]
+    figure = go.Figure(layout={**LAYOUT, "title": "Open escalations by age",
+                               "yaxis": _count_axis("open escalations", ages)})
+    figure.add_bar(x=[label for label, _ in AGE_BUCKETS], y=ages, name="open escalations",
+                   hovertemplate="%{x}: %{y:d} open escalations<extra></extra>")
     return figure.to_plotly_json()
 
 

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from reconciliation.choices import OPEN_STATUSES
 from reconciliation.models import Finding, Silence
+from reconciliation.timeline_chart import fleet_timelines, timeline_figure
 from reconciliation.toxic_paths import KIND as TOXIC_KIND
 from reconciliation.toxic_paths import observed_states
 from registry.choices import GuardrailOutcome, Lifecycle
@@ -181,6 +182,10 @@ def fleet_view(now: datetime | None = None) -> dict[str, Any]:
     for row in rows:
         trend.add_scatter(name=f"{row.kind}: {row.name}", mode="lines+markers",
                           x=[d.strftime("%m-%d") for d in fleet.days], y=row.trend)
+    compliance = timeline_figure(
+        fleet_timelines(fleet.now, timedelta(days=TREND_DAYS)), now=fleet.now,
+        span=timedelta(days=TREND_DAYS),
+        title=f"Every agent in or out of policy (last {TREND_DAYS} days)")
     return {
         "at": fleet.now.isoformat(),
         "agents": len(fleet.agents),
@@ -189,5 +194,6 @@ def fleet_view(now: datetime | None = None) -> dict[str, Any]:
         "open_findings": {name: open_by_agent[name] for name in sorted(fleet.agents)
                           if open_by_agent[name]},
         "silent": silent,
-        "charts": {"trend": trend.to_plotly_json(), "silence": chart},
+        "charts": {"trend": trend.to_plotly_json(), "silence": chart,
+                   "compliance": compliance},
     }

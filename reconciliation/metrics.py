@@ -9,6 +9,7 @@ from django.db.models import Count, DurationField, ExpressionWrapper, F, Q, Sum
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
+from reconciliation.finding_times import DRIFT_STARTED, FIXED_THIS_OCCURRENCE, OBSERVED_IN_ORDER
 from reconciliation.models import BreakerTrip, ControlState, Correction, Finding, ReconcileRun
 
 VERIFY_BUCKETS = (1, 5, 15, 30, 60, 300, 900)
@@ -59,9 +60,12 @@ class ReconcileCollector(Collector):
             corrections.add_metric([row["result"]], row["n"])
         yield corrections
 
-        elapsed = ExpressionWrapper(F("corrected_at") - F("detected_at"),
+        elapsed = ExpressionWrapper(F("corrected_at") - DRIFT_STARTED,
                                     output_field=DurationField())
-        verified = Finding.objects.filter(corrected_at__isnull=False).annotate(took=elapsed)
+        # the current occurrence's verified correction only (a reopened finding keeps the
+        # previous one's corrected_at, which would count as a negative time)
+        verified = Finding.objects.filter(FIXED_THIS_OCCURRENCE & OBSERVED_IN_ORDER).annotate(
+            took=elapsed)
         counts = verified.aggregate(
             total=Count("pk"), seconds=Sum("took"),
             **{f"le_{b}": Count("pk", filter=Q(took__lte=timedelta(seconds=b)))

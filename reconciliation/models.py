@@ -519,9 +519,12 @@ class AlertEvent(models.Model):
 
     def to_message(self) -> dict[str, Any]:
         """What a websocket client receives."""
-        return {**self.payload, "id": self.pk, "event": self.event,
-                "at": self.at.isoformat(), "agent": self.agent_name or None,
-                "severity": self.severity or None, "owner_id": self.owner_id}
+        from audit.sentences import sentence
+
+        message = {**self.payload, "id": self.pk, "event": self.event,
+                   "at": self.at.isoformat(), "agent": self.agent_name or None,
+                   "severity": self.severity or None, "owner_id": self.owner_id}
+        return {**message, "line": sentence(message)}
 
 
 class Silence(models.Model):

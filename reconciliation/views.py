@@ -103,11 +103,18 @@ def agent_state_context(agent, timeline_span: str = "24h") -> dict:
     if agent.active_version_id:
         desired = desired_now(agent, now)
         desired.pop("enforcement", None)
+    from reconciliation.timeline_chart import timeline_figure
+
     span = timeline_span if timeline_span in TIMELINES else "24h"
+    segments = compliance_timeline(agent, now, TIMELINES[span])
+    comparison = side_by_side(desired, observation.state) if desired and observation else []
     return {
-        "comparison": side_by_side(desired, observation.state) if desired and observation
-        else [],
-        "timeline": compliance_timeline(agent, now, TIMELINES[span]),
+        "comparison": comparison,
+        "differences": [row for row in comparison if row.tag != "equal"],
+        "timeline": segments,
+        "timeline_chart": timeline_figure(
+            [(agent.name, segments)], now=now, span=TIMELINES[span],
+            title=f"{agent.name}: in or out of policy (last {span})"),
         "timeline_span": span, "timeline_spans": list(TIMELINES),
         "status": status,
         "observation": observation,

@@ -10,6 +10,8 @@ from django.db.models.fields.json import KeyTransform
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 
+from reconciliation.choices import Health
+from reconciliation.sync import Sync, health_filter, sync_filter
 from registry.choices import Lifecycle, VersionState
 from registry.manifest import LABEL_KEY_EXPECTED, LABEL_VALUE_EXPECTED, is_label_key, is_label_value
 from registry.models import Agent, DesiredStateVersion
@@ -60,6 +62,10 @@ class AgentFilterSet(django_filters.FilterSet):
     framework = django_filters.CharFilter(max_length=64)
     q = django_filters.CharFilter(method="search", max_length=200,
                                   help_text="text in the name or description")
+    health = django_filters.ChoiceFilter(choices=Health.choices, method="by_health",
+                                         help_text="where it stands as last reconciled")
+    sync = django_filters.ChoiceFilter(choices=Sync.choices, method="by_sync",
+                                       help_text="converged on its current generation or not")
 
     class Meta:
         model = Agent
@@ -67,6 +73,12 @@ class AgentFilterSet(django_filters.FilterSet):
 
     def search(self, queryset: QuerySet[Agent], name: str, value: str) -> QuerySet[Agent]:
         return queryset.filter(Q(name__icontains=value) | Q(description__icontains=value))
+
+    def by_health(self, queryset: QuerySet[Agent], name: str, value: str) -> QuerySet[Agent]:
+        return queryset.filter(health_filter(value))
+
+    def by_sync(self, queryset: QuerySet[Agent], name: str, value: str) -> QuerySet[Agent]:
+        return queryset.filter(sync_filter(value))
 
 
 class ProposalFilterSet(django_filters.FilterSet):

@@ -2,6 +2,7 @@ from django.urls import path
 from rest_framework.routers import SimpleRouter
 
 from registry import (
+    agent_status_pages,
     api,
     inbox_pages,
     lifecycle_api,
@@ -62,6 +63,8 @@ page_urlpatterns = [
     path("account/two-factor/", stepup_views.two_factor, name="registry-two-factor"),
     path("agents/", views.agent_list, name="registry-agents"),
     path("agents/<slug:name>/", views.agent_detail, name="registry-agent"),
+    path("agents/<slug:name>/status", agent_status_pages.agent_status_fragment,
+         name="registry-agent-status"),
     path("agents/<slug:name>/rollback", lifecycle_views.agent_rollback,
          name="registry-agent-rollback"),
     path("agents/<slug:name>/waivers", lifecycle_views.agent_waive,

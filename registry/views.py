@@ -22,9 +22,12 @@ from django.views.decorators.http import require_POST
 from audit.jsondiff import Change, flat_changes
 from audit.models import AuditEntry
 from config.errors import Conflict, DomainError, NotFound
+from reconciliation.agent_summary import summary_context
 from reconciliation.behaviour_api import run_backtest
+from reconciliation.choices import Health
 from reconciliation.escalation_pages import escalation_form_context, with_row_errors
 from reconciliation.models import AgentStatus, Escalation
+from reconciliation.sync import Sync, health_and_sync
 from reconciliation.views import agent_state_context, inbox_counts
 from registry import actions, inbox
 from registry.api import agent_queryset
@@ -100,8 +103,10 @@ def agent_list(request: HttpRequest) -> HttpResponse:
     else:
         agents, errors = Agent.objects.none(), params.errors
     page = Paginator(agents, PAGE_SIZE).get_page(request.GET.get("page"))
+    rows = [(agent, *health_and_sync(agent)) for agent in page]
     return _page(request, "registry/agent_list.html", {
-        "page": page, "filters": given, "errors": errors, "lifecycles": Lifecycle.choices,
+        "page": page, "rows": rows, "filters": given, "errors": errors,
+        "lifecycles": Lifecycle.choices, "healths": Health.choices, "syncs": Sync.choices,
         "base_query": _query_without(request, "page"),
     })
 
@@ -146,6 +151,7 @@ def agent_detail(request: HttpRequest, name: str) -> HttpResponse:
         "can_propose": _may_propose_for(request.user, agent),
         "can_explore_audit": has_role(request.user, Role.COMPLIANCE),
         "sees_operations": operations,
+        **summary_context(agent, operations=operations),
         **state,
         **waiver_context(agent, request.user),
         **retirement_context(agent, request.user),

@@ -217,7 +217,7 @@ def test_a_fresh_tab_shows_recent_alerts_and_a_reconnect_repeats_none(
             items = dana.locator("#alerts li")
             # Drawn with the page, newest first, before any live alert.
             expect(items).to_have_count(3)
-            expect(items.first).to_contain_text("drift.detected · history-3 · severity high")
+            expect(items.first).to_contain_text("history-3 gained tool")
             expect(dana.locator("#ws-status")).to_have_attribute("data-state", "open")
             publish("live-1")
             expect(items).to_have_count(4)

@@ -50,7 +50,9 @@ def alert(event: str, agent: Agent, finding: Finding | None = None, **extra: Any
         from reconciliation.incidents import incident_token
 
         payload.update(finding=finding.pk, severity=finding.severity, kind=finding.kind,
-                       pointer=finding.pointer, incident=incident_token(finding))
+                       pointer=finding.pointer, incident=incident_token(finding),
+                       # for the sentence: "gained write access to crm"
+                       expected=finding.expected, actual=finding.actual)
     alerts.broadcast(event, payload)
 
 

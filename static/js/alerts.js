@@ -48,6 +48,7 @@
     });
   }
   function label(event) {
+    if (event.line) return event.line; // the server's sentence (audit/sentences.py)
     const parts = [event.event];
     if (event.agent) parts.push(event.agent);
     if (event.severity) parts.push(`severity ${event.severity}`);
@@ -76,8 +77,12 @@
     if (event.finding) item.dataset.finding = event.finding;
     if (event.event === "catchup.truncated") item.className = "gap";
     const time = document.createElement("time");
-    time.textContent = (event.at || "").slice(11, 19) + " ";
-    item.append(time);
+    if (event.at) {
+      time.dateTime = event.at;
+      time.title = `${event.at.slice(0, 10)} ${event.at.slice(11, 19)} UTC`;
+    }
+    time.textContent = event.at ? "just now" : "";
+    item.append(time, document.createTextNode(" "));
     if (event.link) {
       const link = document.createElement("a");
       link.href = event.link;
