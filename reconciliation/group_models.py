@@ -3,18 +3,16 @@ reconciliation.models so Django sees them)."""
 
 from typing import Any
 
-from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
 from reconciliation.group_rules import EFFECTS, MEASURES, GroupRuleSpec
+from registry.models import ComplianceRule
 
 
-class GroupRule(models.Model):
+class GroupRule(ComplianceRule):
     """Compliance's rule over a group of agents: one window counted across all of them."""
 
-    name = models.SlugField(max_length=63, unique=True)
-    description = models.TextField(blank=True, default="")
     # {"labels": {...}, "owner": username, "team": value, "framework": name}; {} selects all.
     selector = models.JSONField(default=dict, blank=True)
     # {"kind", "action", "resource", "tool"}: which events count ({} counts every event).
@@ -28,19 +26,8 @@ class GroupRule(models.Model):
     # 2 to 5: an agent's decision request that would take the window over the limit waits
     # for this many distinct approvers (1: the rule only counts what happened).
     required_approvals = models.PositiveSmallIntegerField(default=1)
-    enabled = models.BooleanField(default=True)
     # Bumped on each change: a changed rule counts in fresh windows.
     revision = models.PositiveIntegerField(default=1)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT,
-                                   related_name="+")
-    created_at = models.DateTimeField(default=timezone.now)
-    updated_at = models.DateTimeField(default=timezone.now)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
 
     def to_dict(self) -> dict[str, Any]:
         """The audited form."""

@@ -154,34 +154,40 @@ class Approval(models.Model):
         return f"{self.approver} approved #{self.version_id} r{self.revision}"
 
 
-class Guardrail(models.Model):
-    """An org-wide policy: a CEL expression over spec and metadata that must hold."""
+class ComplianceRule(models.Model):
+    """What compliance's rules share (guardrails, toxic combinations, group rules): a unique
+    name, a description, on or off, and who made it when."""
 
     name = models.SlugField(max_length=63, unique=True)
     description = models.TextField(blank=True, default="")
-    expression = models.TextField()
-    # Label equality selector: {"env": "prod"} applies to agents labelled env=prod; {} to all.
-    selector = models.JSONField(default=dict, blank=True)
-    effect = models.CharField(max_length=20, choices=GuardrailEffect.choices)
-    required_approvals = models.PositiveSmallIntegerField(default=2)
-    message = models.CharField(max_length=500)
     enabled = models.BooleanField(default=True)
-    # What an agent it selects gets once its review date passed ("" : warn), and for
-    # `restrict` the tools it keeps.
-    overdue_effect = models.CharField(max_length=10, choices=OverdueEffect.choices, blank=True,
-                                      default="")
-    safe_tools = models.JSONField(default=list, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT,
                                    related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
+        abstract = True
         ordering = ["name"]
 
     def __str__(self) -> str:
         return self.name
 
+
+class Guardrail(ComplianceRule):
+    """An org-wide policy: a CEL expression over spec and metadata that must hold."""
+
+    expression = models.TextField()
+    # Label equality selector: {"env": "prod"} applies to agents labelled env=prod; {} to all.
+    selector = models.JSONField(default=dict, blank=True)
+    effect = models.CharField(max_length=20, choices=GuardrailEffect.choices)
+    required_approvals = models.PositiveSmallIntegerField(default=2)
+    message = models.CharField(max_length=500)
+    # What an agent it selects gets once its review date passed ("" : warn), and for
+    # `restrict` the tools it keeps.
+    overdue_effect = models.CharField(max_length=10, choices=OverdueEffect.choices, blank=True,
+                                      default="")
+    safe_tools = models.JSONField(default=list, blank=True)
     def to_dict(self) -> dict:
         """The audited form of a guardrail."""
         return {"name": self.name, "description": self.description,
@@ -336,29 +342,15 @@ class Retirement(models.Model):
                 "decision_comment": self.decision_comment}
 
 
-class ToxicCombination(models.Model):
+class ToxicCombination(ComplianceRule):
     """Two capabilities compliance declares must never meet: no agent holding one may reach an
     agent holding the other (registry/toxic.py says what a path is)."""
 
-    name = models.SlugField(max_length=63, unique=True)
-    description = models.TextField(blank=True, default="")
     left = models.CharField(max_length=300)  # a capability, e.g. data:customers_db:read
     right = models.CharField(max_length=300)  # e.g. tool:email.send_external
     effect = models.CharField(max_length=20, choices=ToxicEffect.choices,
                               default=ToxicEffect.DENY)
     required_approvals = models.PositiveSmallIntegerField(default=2)
-    enabled = models.BooleanField(default=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT,
-                                   related_name="+")
-    created_at = models.DateTimeField(default=timezone.now)
-    updated_at = models.DateTimeField(default=timezone.now)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
-
     def to_dict(self) -> dict:
         """The audited and served form."""
         return {"name": self.name, "description": self.description, "left": self.left,
