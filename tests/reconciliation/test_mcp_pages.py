@@ -32,7 +32,12 @@ def test_a_changed_description_is_one_changed_row_with_both_texts(people, client
 
     client.force_login(people.bob)
     page = client.get(f"/agents/{agent.name}/").content.decode()
-    rows = re.findall(r'<tr class="changed">(.*?)</tr>', page, re.S)
+    # the differing lines come first (and again in the folded full view): in each, the
+    # changed description is one row with the approved text left and the new one right
+    differences = re.search(r'<table class="compare differences">(.*?)</table>', page, re.S)
+    rows = re.findall(r'<tr class="changed">(.*?)</tr>', differences.group(1), re.S)
     side_by_side = [row for row in rows if f"description: {ORIGINAL}" in row]
     assert len(side_by_side) == 1 and f"description: {POISONED}" in side_by_side[0]
+    full = re.findall(r'<tr class="changed">(.*?)</tr>', page[differences.end():], re.S)
+    assert [row for row in full if f"description: {ORIGINAL}" in row] == side_by_side
     assert "mcp_tool_changed" in page and "/mcp_servers/orders/tools/lookup_order" in page
