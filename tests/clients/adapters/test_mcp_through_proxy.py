@@ -12,17 +12,24 @@ proxy's MCP error; carol accepts, bob approves the new fingerprint, and the call
 import anyio
 import pytest
 from agentgov import Client
+from agentgov.adapters import ToolRefused
 from agentgov.adapters.pydantic_ai import govern
 from pydantic_ai import Agent
 from pydantic_ai.mcp import MCPToolset
-from pydantic_ai.messages import ModelResponse, RetryPromptPart, TextPart, ToolCallPart, \
-    ToolReturnPart
+from pydantic_ai.messages import (
+    ModelResponse,
+    RetryPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from config import embedded_redis
 from reconciliation.models import BehaviourEvent, Finding
 from registry import actions
 from tests.clients.adapters.conftest import FAST, latest_report
+from tests.clients.conftest import approve_new_version
 from tests.clients.test_mcp_proxy import (  # noqa: F401 (fixtures)
     AGENT,
     AGENTCTL,
@@ -84,7 +91,10 @@ def test_a_pydantic_ai_agent_behind_the_proxy_loses_a_rug_pulled_tool_until_bob_
     toolset = MCPToolset(url, id="orders")
     support = Agent(FunctionModel(script, model_name="gpt-4.1"), toolsets=[toolset])
     client = Client(server, agent_key, agent=AGENT, event_flush_interval=0.05)
-    governor = govern(support, client=client, name=AGENT, **FAST).start()
+    # the owner says the orders server is reached through the proxy (whose URL is not the
+    # server's): the adapter reports it by name, the proxy reports where it is and its tools
+    governor = govern(support, client=client, name=AGENT, proxied_mcp_servers=["orders"],
+                      **FAST).start()
 
     async def story() -> None:
         async with toolset:  # one session for the whole story, as a long-lived agent keeps
@@ -139,9 +149,47 @@ def test_a_pydantic_ai_agent_behind_the_proxy_loses_a_rug_pulled_tool_until_bob_
 
     # the adapter's report names the MCP server; the control plane kept the tools the proxy
     # listed for it (the adapter knows the server, not its tools)
-    assert governor.observe()["mcp_servers"] == [{"name": "orders", "url": url}]
+    assert governor.binding.mcp_servers() == [{"name": "orders", "url": url}]
+    assert governor.observe()["mcp_servers"] == [{"name": "orders"}]
     report = latest_report(agent)
     (orders,) = report["mcp_servers"]
-    assert orders["name"] == "orders"
+    assert orders["name"] == "orders" and report["framework"] == "pydantic-ai"
     assert {tool["name"] for tool in orders["tools"]} >= {"lookup_order", "refund_order"}
-    assert report["framework"] == "pydantic-ai"
+    # so the proxy's URL in the agent's report is not read as the server moved elsewhere
+    assert not Finding.objects.filter(agent=agent, kind__startswith="mcp_server").exists()
+
+
+def test_the_gate_approves_an_mcp_tool_only_on_the_server_that_offers_it(
+        agent_client, push_agent, people):
+    """The gate's half, without the proxy: an MCP tool is approved by its own server's entry in
+    `mcp_servers`; the same name on another server, or as a function tool, is not."""
+    lookup = {"name": "lookup_order", "fingerprint": "a" * 64, "description": "Look it up."}
+    approve_new_version(people, mcp_servers=[{"name": "orders", "transport": "http",
+                                              "url": "http://127.0.0.1:8765/mcp",
+                                              "tools": [lookup]}])
+    support = Agent(FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart("-")]),
+                                  model_name="gpt-4.1"))
+    ran = []
+    governor = govern(support, client=agent_client, name="refund-agent", **FAST)
+    with governor:
+        with pytest.raises(ToolRefused, match="tool lookup_order is not approved"):
+            governor.gate("lookup_order", {"order_id": "7"}, lambda: ran.append("function"))
+        anyio.run(lambda: governor.agate("lookup_order", {"order_id": "8"},
+                                         _async(ran.append, "orders-async"), server="orders"))
+    assert ran == ["orders-async"]
+    assert governor.refused == [
+        ("lookup_order", "tool lookup_order is not approved for this agent")]
+    with governor:
+        with pytest.raises(ToolRefused, match="lookup_order of MCP server crm is not approved"):
+            anyio.run(lambda: governor.agate("lookup_order", {"order_id": "9"},
+                                             _async(ran.append, "crm"), server="crm"))
+    assert ran == ["orders-async"]
+    recorded = eventually(lambda: list(BehaviourEvent.objects.filter(
+        agent=push_agent, tool="lookup_order").values_list("record", flat=True)))
+    assert recorded == ["8"]
+
+
+def _async(function, *args):
+    async def run():
+        return function(*args)
+    return run

@@ -18,7 +18,7 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -139,13 +139,17 @@ class Governor:
                  resources: dict[str, str] | None = None,
                  models: dict[str, Any] | None = None, interval: float = 5.0,
                  heartbeat: float = 30.0, decision_wait: float = 300.0,
-                 decision_poll: float = 1.0) -> None:
+                 decision_poll: float = 1.0,
+                 proxied_mcp_servers: Iterable[str] = ()) -> None:
         self.binding = binding
         self.client = client
         self.agent = name or client.agent
         if not self.agent:
             raise ValueError("name the governed agent: govern(..., name='refund-agent')")
         self.tool_names = dict(tool_names or {})
+        # MCP servers the agent reaches through `agentctl mcp-proxy`: reported by name only,
+        # as the proxy's URL is not the server's (the proxy reports where the server is)
+        self.proxied_mcp_servers = set(proxied_mcp_servers)
         self.resources = dict(resources or {})
         # The model objects seen, by name, so a swapped model can be swapped back.
         self.models: dict[str, Any] = dict(models or {})
@@ -191,7 +195,8 @@ class Governor:
         name = model_name(self.binding.model())
         if name:
             state["model"] = name
-        servers = self.binding.mcp_servers()
+        servers = [{"name": server["name"]} if server["name"] in self.proxied_mcp_servers
+                   else server for server in self.binding.mcp_servers()]
         if servers and self.report_mcp_servers:
             state["mcp_servers"] = servers
         rules = self.rules
