@@ -18,7 +18,7 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -101,6 +101,8 @@ class Rules:
     actions: dict[str, dict[str, Any]] = field(default_factory=dict)
     limits: list[dict[str, Any]] = field(default_factory=list)
     enforcement: dict[str, str] = field(default_factory=dict)
+    # The tools approved on each MCP server, by server name (the manifest's `mcp_servers`).
+    mcp_tools: dict[str, set[str]] = field(default_factory=dict)
     running: bool = True
 
     @classmethod
@@ -109,6 +111,9 @@ class Rules:
         return cls(tools=set(spec.get("tools") or ()), data=spec.get("data") or [],
                    grants=spec.get("grants") or [], actions=spec.get("actions") or {},
                    limits=spec.get("limits") or [], enforcement=spec.get("enforcement") or {},
+                   mcp_tools={server.get("name"): {tool.get("name")
+                                                   for tool in server.get("tools") or ()}
+                              for server in spec.get("mcp_servers") or ()},
                    running=desired.running)
 
     def resources(self) -> set[str]:
@@ -123,6 +128,7 @@ class Call:
     resource: str | None
     record: str | None
     amount: float | None
+    server: str | None = None  # the MCP server the tool is called on, if any
 
 
 class Governor:
@@ -133,13 +139,17 @@ class Governor:
                  resources: dict[str, str] | None = None,
                  models: dict[str, Any] | None = None, interval: float = 5.0,
                  heartbeat: float = 30.0, decision_wait: float = 300.0,
-                 decision_poll: float = 1.0) -> None:
+                 decision_poll: float = 1.0,
+                 proxied_mcp_servers: Iterable[str] = ()) -> None:
         self.binding = binding
         self.client = client
         self.agent = name or client.agent
         if not self.agent:
             raise ValueError("name the governed agent: govern(..., name='refund-agent')")
         self.tool_names = dict(tool_names or {})
+        # MCP servers the agent reaches through `agentctl mcp-proxy`: reported by name only,
+        # as the proxy's URL is not the server's (the proxy reports where the server is)
+        self.proxied_mcp_servers = set(proxied_mcp_servers)
         self.resources = dict(resources or {})
         # The model objects seen, by name, so a swapped model can be swapped back.
         self.models: dict[str, Any] = dict(models or {})
@@ -185,7 +195,8 @@ class Governor:
         name = model_name(self.binding.model())
         if name:
             state["model"] = name
-        servers = self.binding.mcp_servers()
+        servers = [{"name": server["name"]} if server["name"] in self.proxied_mcp_servers
+                   else server for server in self.binding.mcp_servers()]
         if servers and self.report_mcp_servers:
             state["mcp_servers"] = servers
         rules = self.rules
@@ -289,25 +300,33 @@ class Governor:
 
     # --- the gate ----------------------------------------------------------------------------
 
-    def describe(self, tool: str, arguments: dict[str, Any]) -> Call:
-        """The control plane's view of a call: tool, resource, record and amount."""
+    def describe(self, tool: str, arguments: dict[str, Any], server: str | None = None) -> Call:
+        """The control plane's view of a call: tool, resource, record and amount (and the MCP
+        server it is called on)."""
         name = self.governance_name(tool)
         record = next((str(arguments[key]) for key in RECORD_ARGUMENTS
                        if arguments.get(key) not in (None, "")), None)
         return Call(tool=name, resource=self.resources.get(name), record=record,
-                    amount=read_amount(arguments.get("amount")))
+                    amount=read_amount(arguments.get("amount")), server=server)
 
-    def check(self, tool: str, arguments: dict[str, Any]) -> Decision | None:
+    def check(self, tool: str, arguments: dict[str, Any], server: str | None = None
+              ) -> Decision | None:
         """Refuse (ToolRefused) or allow one call before it runs; the decision that allowed
-        it when it needed one. Blocks while a human decides: call it off the event loop."""
-        call = self.describe(tool, arguments)
+        it when it needed one. Blocks while a human decides: call it off the event loop.
+        A tool of an MCP server (`server`) is approved by that server's entry in the spec's
+        `mcp_servers` (its fingerprint is the governed proxy's to check), others by `tools`."""
+        call = self.describe(tool, arguments, server)
         with self._lock:
             rules = self.rules
         if rules is None:
             raise self._refuse(call, "the agent has no approved state yet")
         if not rules.running:
             raise self._refuse(call, "the agent is suspended")
-        if call.tool not in rules.tools:
+        if call.server is not None:
+            if call.tool not in rules.mcp_tools.get(call.server, ()):
+                raise self._refuse(call, f"tool {call.tool} of MCP server {call.server} is not"
+                                         " approved for this agent")
+        elif call.tool not in rules.tools:
             raise self._refuse(call, f"tool {call.tool} is not approved for this agent")
         if call.resource is not None and call.resource not in rules.resources():
             raise self._refuse(call, f"no approved access to {call.resource}")
@@ -370,9 +389,10 @@ class Governor:
             f"denied ({decision.rule or decision.status})")
         raise self._refuse(call, f"{call.tool} of {call.amount:g}: {why}")
 
-    def record(self, tool: str, arguments: dict[str, Any], decision: Decision | None) -> None:
+    def record(self, tool: str, arguments: dict[str, Any], decision: Decision | None,
+               server: str | None = None) -> None:
         """The behaviour events of a call that ran (queued; never blocks)."""
-        call = self.describe(tool, arguments)
+        call = self.describe(tool, arguments, server)
         self.client.tool_call(call.tool, resource=call.resource, record=call.record,
                               agent=self.agent)
         with self._lock:
@@ -392,12 +412,13 @@ class Governor:
         return result
 
     async def agate(self, tool: str, arguments: dict[str, Any],
-                    run: Callable[[], Awaitable[Any]]) -> Any:
+                    run: Callable[[], Awaitable[Any]], server: str | None = None) -> Any:
         """Check, run, record: around one asynchronous tool call (the check, which may wait
-        for a human, runs in a thread so the event loop keeps going)."""
-        decision = await asyncio.to_thread(self.check, tool, arguments)
+        for a human, runs in a thread so the event loop keeps going); `server` names the MCP
+        server the tool is called on."""
+        decision = await asyncio.to_thread(self.check, tool, arguments, server)
         result = await run()
-        self.record(tool, arguments, decision)
+        self.record(tool, arguments, decision, server)
         return result
 
 

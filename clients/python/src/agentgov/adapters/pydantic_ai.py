@@ -49,16 +49,20 @@ class PydanticAIBinding:
         return [describe_mcp_server(toolset) for toolset in self._mcp_toolsets()]
 
     def install_gate(self, governor: Governor) -> None:
-        for toolset in [self._function_toolset(), *self._mcp_toolsets()]:
+        mcp = self._mcp_toolsets()
+        for toolset in [self._function_toolset(), *mcp]:
             if getattr(toolset, "_agentgov_gated", False):
                 continue
             call_tool = toolset.call_tool
+            # an MCP tool is approved by its server's entry in the spec, not by `tools`
+            server = describe_mcp_server(toolset)["name"] if toolset in mcp else None
 
             async def gated(name: str, tool_args: dict[str, Any], ctx: Any, tool: Any,
-                            call_tool: Any = call_tool) -> Any:
+                            call_tool: Any = call_tool, server: str | None = server) -> Any:
                 try:
                     return await governor.agate(
-                        name, tool_args, lambda: call_tool(name, tool_args, ctx, tool))
+                        name, tool_args, lambda: call_tool(name, tool_args, ctx, tool),
+                        server=server)
                 except ToolRefused as refused:
                     return str(refused)  # the model reads why, and the run goes on
 
