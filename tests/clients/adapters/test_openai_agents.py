@@ -2,8 +2,10 @@
 (offline, no key) governed by three lines: observed from the object, a gained tool and a
 swapped model corrected in place, the refund above $500 held for bob, events recorded."""
 
+import dataclasses
 import json
 
+import anyio
 import pytest
 from agentgov.adapters.openai_agents import govern
 from agents import Agent, Runner, function_tool, set_tracing_disabled
@@ -211,3 +213,45 @@ def test_an_amount_the_gate_cannot_compare_is_not_waved_through(agent_client, pu
         Runner.run_sync(agent, "refund order-0007 900")
     assert agent.refunded == []
     assert [tool for tool, _ in governor.refused] == ["payments.refund"]
+
+
+def test_an_mcp_tool_is_gated_by_its_own_servers_entry(agent_client, push_agent, people):
+    """The SDK turns each MCP tool into a FunctionTool bound to its server; the gate approves
+    it by that server's entry in `mcp_servers` (not by `tools`), and refuses the same name
+    from another server without calling it."""
+    import mcp.types
+    from agentgov.adapters.openai_agents import _gated, _server_names
+    from agents.mcp import MCPServerStreamableHttp, MCPUtil
+
+    from tests.clients.conftest import approve_new_version
+
+    lookup = {"name": "lookup_order", "fingerprint": "a" * 64, "description": "Look it up."}
+    approve_new_version(people, mcp_servers=[{"name": "orders", "transport": "http",
+                                              "url": "http://127.0.0.1:9/mcp",
+                                              "tools": [lookup]}])
+    agent = refund_agent(ScriptedModel())
+    orders = MCPServerStreamableHttp(params={"url": "http://127.0.0.1:9/mcp"}, name="orders")
+    crm = MCPServerStreamableHttp(params={"url": "http://127.0.0.1:9/crm"}, name="crm")
+    agent.mcp_servers = [orders, crm]
+    ran = []
+
+    def sdk_tool(server):
+        tool = MCPUtil.to_function_tool(
+            mcp.types.Tool(name="lookup_order", description="Look it up.",
+                           inputSchema={"type": "object", "properties": {}}),
+            server, convert_schemas_to_strict=False)
+
+        async def invoke(context, arguments):  # instead of the network call
+            ran.append(server.name)
+            return "found"
+        return dataclasses.replace(tool, on_invoke_tool=invoke)
+
+    governor = govern(agent, client=agent_client, name="refund-agent", **FAST)
+    with governor:
+        servers = _server_names(agent)
+        approved = _gated(sdk_tool(orders), governor, servers)
+        other = _gated(sdk_tool(crm), governor, servers)
+        assert anyio.run(approved.on_invoke_tool, None, '{"order_id": "8"}') == "found"
+        refused = anyio.run(other.on_invoke_tool, None, '{"order_id": "9"}')
+    assert ran == ["orders"]
+    assert "lookup_order of MCP server crm is not approved" in refused

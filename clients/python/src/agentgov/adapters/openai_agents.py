@@ -49,7 +49,8 @@ class OpenAIAgentsBinding:
         get_all_tools = agent.get_all_tools
 
         async def gated_tools(run_context: Any) -> list[Any]:
-            return [_gated(tool, governor) if isinstance(tool, FunctionTool) else tool
+            servers = _server_names(agent)
+            return [_gated(tool, governor, servers) if isinstance(tool, FunctionTool) else tool
                     for tool in await get_all_tools(run_context)]
 
         # An instance attribute: this agent only, and the runner asks it every turn.
@@ -57,8 +58,21 @@ class OpenAIAgentsBinding:
         object.__setattr__(agent, "_agentgov_gated", True)
 
 
-def _gated(tool: FunctionTool, governor: Governor) -> FunctionTool:
+def _server_names(agent: Agent[Any]) -> dict[str, str]:
+    """The SDK names an MCP tool's server by its log name; the spec by the name we report."""
+    from agents.mcp.util import get_mcp_server_log_name
+
+    return {get_mcp_server_log_name(server.name): describe_mcp_server(server)["name"]
+            for server in agent.mcp_servers}
+
+
+def _gated(tool: FunctionTool, governor: Governor, servers: dict[str, str]) -> FunctionTool:
+    """The tool with its call passing the gate first. An MCP tool (the SDK binds it to its
+    server and MCP name) is approved by its server's entry in `mcp_servers`, not by `tools`."""
     invoke = tool.on_invoke_tool
+    binding = getattr(tool, "_mcp_tool_binding", None)
+    server = servers.get(binding[0], binding[0]) if binding else None
+    name = binding[1] if binding else tool.name
 
     async def on_invoke_tool(context: Any, arguments: str) -> Any:
         try:
@@ -67,7 +81,8 @@ def _gated(tool: FunctionTool, governor: Governor) -> FunctionTool:
             parsed = {}
         parsed = parsed if isinstance(parsed, dict) else {}
         try:
-            return await governor.agate(tool.name, parsed, lambda: invoke(context, arguments))
+            return await governor.agate(name, parsed, lambda: invoke(context, arguments),
+                                        server=server)
         except ToolRefused as refused:
             return str(refused)  # the model reads why, and the run goes on
 
