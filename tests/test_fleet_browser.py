@@ -10,6 +10,7 @@ from django.contrib.auth.models import User
 from registry.models import ToxicCombination
 from tests.conftest import PASSWORD, approved_agent
 from tests.test_dashboard_browser import Browser
+from tests.test_demo import ARTIFACTS
 
 pytestmark = pytest.mark.browser
 
@@ -41,5 +42,7 @@ def test_dana_declares_a_toxic_pair_and_reads_the_fleet_page(people, live_server
         expect(row.locator(".violations")).to_contain_text("mailer, support")
         expect(dana.locator("#chart-fleet-trend .main-svg").first).to_be_attached()
         expect(dana.locator("#chart-fleet-silence .main-svg").first).to_be_attached()
+        ARTIFACTS.mkdir(exist_ok=True)
+        dana.screenshot(path=str(ARTIFACTS / "fleet.png"), full_page=True)
         browser.browser.close()
     assert browser.problems == []

@@ -16,6 +16,7 @@ from registry.models import DesiredStateVersion
 from tests.conftest import PASSWORD, REFUND_AGENT_YAML, approved_agent
 from tests.registry.test_inbox_queue import bad_deployment, proposal_by_alice
 from tests.test_dashboard_browser import Browser
+from tests.test_demo import ARTIFACTS
 
 pytestmark = pytest.mark.browser
 
@@ -53,6 +54,8 @@ def test_bob_clears_a_mixed_inbox_in_urgency_order_and_an_incident_with_one_deci
         expect(rows.nth(0)).to_contain_text(re.compile(r"[34] min left"))
         expect(rows.nth(1)).to_contain_text("3 findings")
         expect(bob.locator("#inbox-count")).to_have_text("3")
+        ARTIFACTS.mkdir(exist_ok=True)
+        bob.screenshot(path=str(ARTIFACTS / "inbox.png"), full_page=True)
 
         # the most urgent first: the refund waiting for a human
         first = rows.nth(0)
@@ -117,6 +120,8 @@ def test_alices_proposal_shows_the_thread_and_a_one_line_list_diff(
         expect(diff).to_have_count(1)
         expect(diff.first).to_contain_text("/tools/crm.search")
         expect(diff.first).to_have_class("added")
+        ARTIFACTS.mkdir(exist_ok=True)
+        alice.screenshot(path=str(ARTIFACTS / "proposal-thread.png"), full_page=True)
         expect(alice.get_by_role("button", name="Request changes")).to_have_count(0)
         browser.browser.close()
     assert browser.problems == []
