@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import shlex
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -92,6 +93,7 @@ class McpGovernor:
     offered: dict[str, dict[str, str]] = field(default_factory=dict)
     generation: int | None = None
     _reported: list[dict[str, str]] | None = None
+    _listed_at: float = float("-inf")  # when the listing `offered` holds was started
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def follow(self) -> None:
@@ -108,10 +110,16 @@ class McpGovernor:
             self.approved, self.actions = approved, dict(desired.spec.get("actions", {}))
             self.generation = desired.generation
 
-    def saw(self, tools: list[dict[str, str]]) -> None:
+    def saw(self, tools: list[dict[str, str]], started: float | None = None) -> None:
         """Remember what the upstream offers and report it when it changed (a failed report
-        is tried again with the next listing)."""
+        is tried again with the next listing). A listing started before the one remembered is
+        stale (the watcher's, overtaken by an agent's) and is dropped: it must not bring back
+        a tool the upstream has since changed."""
+        started = time.monotonic() if started is None else started
         with self._lock:
+            if started < self._listed_at:
+                return
+            self._listed_at = started
             self.offered = {tool["name"]: tool for tool in tools}
             changed = tools != self._reported
         if changed:
@@ -157,11 +165,12 @@ class GovernanceMiddleware(Middleware):
         self.decision_poll = decision_poll
 
     async def on_list_tools(self, context: Any, call_next: Any) -> Any:
+        started = time.monotonic()
         tools = await call_next(context)
         seen = sorted((tool_face(t.name, t.description, t.parameters) for t in tools),
                       key=lambda tool: tool["name"])
         try:
-            await anyio.to_thread.run_sync(self.governor.saw, seen)
+            await anyio.to_thread.run_sync(self.governor.saw, seen, started)
         except AgentGovError as error:  # still filter: the control plane being down opens nothing
             log.warning("reporting %s's tools failed: %s", self.governor.server, error)
         return [t for t in tools if self.governor.exposes(t.name, t.description, t.parameters)]
@@ -170,8 +179,9 @@ class GovernanceMiddleware(Middleware):
         governor = self.governor
         name, arguments = context.message.name, dict(context.message.arguments or {})
         if name not in governor.offered:  # called before any listing: look first
+            started = time.monotonic()
             await anyio.to_thread.run_sync(governor.saw,
-                                           await list_upstream_tools(governor.upstream))
+                                           await list_upstream_tools(governor.upstream), started)
         if (why := governor.refusal(name)) is not None:
             raise ToolError(why)
         decision = None
@@ -208,7 +218,8 @@ def watch_upstream(governor: McpGovernor, *, interval: float, stop: threading.Ev
     while not stop.is_set():
         try:
             governor.follow()
-            governor.saw(anyio.run(list_upstream_tools, governor.upstream))
+            started = time.monotonic()
+            governor.saw(anyio.run(list_upstream_tools, governor.upstream), started)
         except (Unauthenticated, Forbidden):
             log.error("the control plane refused the proxy's token; stopping the watcher")
             raise
