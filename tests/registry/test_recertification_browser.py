@@ -53,7 +53,7 @@ def test_a_review_date_and_a_waiver_run_out_on_the_agent_page(people, live_serve
             bob.reload()
             return text in bob.locator(where).inner_text()
 
-        eventually(lambda: shows("None: every drift", "section[aria-labelledby=waivers-h]"),
+        eventually(lambda: shows("No waivers in force", "section[aria-labelledby=waivers-h]"),
                    timeout=90, interval=1, message=worker.output())
         eventually(lambda: shows("overdue", "#review-due"), timeout=90, interval=1,
                    message=worker.output())
