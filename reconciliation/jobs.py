@@ -164,13 +164,14 @@ def stop_retired_agent(agent_id: int, attempt: int = 0) -> str:
 
 
 def schedule_review_checks(agent_id: int, times: list[datetime]) -> None:
-    """A review check at each of these times (the reminder, the review date)."""
-    now = timezone.now()
+    """A review check at each of these times (the reminder, the review date), on the default
+    queue: the reconcile queue holds passes only, one per agent."""
+    now, queue = timezone.now(), django_rq.get_queue("default", commit_mode="auto")
     for when in times:
         if when > now:
-            _queue().enqueue_at(not_before(when), check_review, agent_id)
+            queue.enqueue_at(not_before(when), check_review, agent_id)
         else:
-            _queue().enqueue(check_review, agent_id)
+            queue.enqueue(check_review, agent_id)
 
 
 def check_review(agent_id: int) -> str:
