@@ -81,9 +81,21 @@ def test_with_redis_down_the_site_stays_up_stores_everything_and_catches_up(
 @pytest.mark.skipif(not os.environ.get("DATABASE_URL", "").startswith("postgres"),
                     reason="a PostgreSQL server restart; CI runs the suite on PostgreSQL")
 def test_database_connections_lost_under_a_running_server_recover_without_a_restart(
-        people, live_server_process):
+        people, transactional_db):
     """What a PostgreSQL restart does to the web process: every connection it holds dies.
     Requests fail cleanly (or reconnect) and the process serves again, unrestarted."""
+    from tests.conftest import start_daphne, stop_daphne
+
+    # the web process names its connections, so only its own die (not the test's, nor those
+    # of threads the test process keeps, which a later test would find dead)
+    live_server_process = start_daphne(PGAPPNAME="agentgov-faults-web")
+    try:
+        _check_connections_recover(people, live_server_process)
+    finally:
+        stop_daphne(live_server_process)
+
+
+def _check_connections_recover(people, live_server_process) -> None:
     import urllib.error
     import urllib.request
 
@@ -102,8 +114,10 @@ def test_database_connections_lost_under_a_running_server_recover_without_a_rest
 
     assert get("/api/v1/audit/verify") == 200
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        cursor.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                       "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                       "AND application_name = 'agentgov-faults-web'")
+        assert cursor.fetchone()[0] >= 1  # the web process held a connection, and lost it
     statuses = [get("/api/v1/audit/verify") for _ in range(3)]
     assert all(status in (200, 500, 503) for status in statuses)
     assert statuses[-1] == 200  # reconnected, same process
