@@ -227,8 +227,10 @@ def test_over_http_the_proxy_exposes_only_approved_tools_and_hides_a_rug_pull_un
         actions.approve_proposal(proposal.pk, actor=people.bob)
         eventually(lambda: names(with_session(url, lambda s: s.list_tools())) == [
             "lookup_order", "refund_order"], message="the approved change did not take effect")
+        # resolved by the pass after the proxy reports the listing the new version approves
+        # (on SQLite and a loaded machine that can take longer than a minute)
         eventually(lambda: Finding.objects.get(pk=changed.pk).status == "resolved",
-                   message="the accepted drift was not resolved")
+                   timeout=180, message="the accepted drift was not resolved")
     finally:
         stop(proxy)
 
