@@ -196,7 +196,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "registry.roles.roles_context",
+                "registry.context_processors.roles_context",
             ],
         },
     },

@@ -1,33 +1,13 @@
-"""The fleet view for compliance: one page and `GET /api/v1/fleet` (reconciliation/fleet.py
-holds what they show)."""
+"""The fleet view for compliance as a page (reconciliation/fleet.py holds what it shows;
+`GET /api/v1/fleet` in reconciliation/fleet_api.py serves the same)."""
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
-from rest_framework.request import Request
-from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from reconciliation.fleet import fleet_view
-from registry.api import IsPerson
-from registry.choices import Role
-from registry.roles import HasRole, has_role
-
-READERS = (Role.COMPLIANCE, Role.APPROVER, Role.ADMIN)
-
-
-class FleetView(APIView):
-    """`GET /api/v1/fleet`: every rule with the agents it covers, its current violations and
-    trend, the agents no rule covers, and the agents silent now."""
-
-    permission_classes = [IsPerson, HasRole]
-    required_roles = READERS
-
-    @extend_schema(responses=OpenApiTypes.OBJECT)
-    def get(self, request: Request) -> Response:
-        return Response(fleet_view())
+from reconciliation.fleet_api import READERS
+from registry.roles import has_role
 
 
 @login_required
