@@ -48,7 +48,7 @@ def escalations(request: HttpRequest) -> HttpResponse:
 
 def escalation_form_context(request: HttpRequest) -> dict:
     """What the shared escalation card needs besides the escalation (see _escalation.html)."""
-    from reconciliation.forms import SNOOZE_PRESETS, snooze_bounds
+    from console.escalation_forms import SNOOZE_PRESETS, snooze_bounds
     from registry.choices import Role
     from registry.roles import has_role
 
@@ -123,8 +123,8 @@ def escalation_triage(request: HttpRequest, pk: int) -> HttpResponse:
     from django.contrib import messages
 
     from config.errors import DomainError
+    from console.escalation_forms import TriageForm
     from reconciliation import actions
-    from reconciliation.forms import TriageForm
 
     if (forbidden := _not_for_you(request)) is not None:
         return forbidden
@@ -159,8 +159,8 @@ def escalation_resolve(request: HttpRequest, pk: int) -> HttpResponse:
     from django.contrib import messages
 
     from config.errors import DomainError
+    from console.escalation_forms import ResolveForm
     from reconciliation import actions
-    from reconciliation.forms import ResolveForm
 
     if (forbidden := _not_for_you(request)) is not None:
         return forbidden

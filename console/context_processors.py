@@ -17,7 +17,7 @@ def roles_context(request: HttpRequest) -> dict[str, Any]:
     roles = user_roles(getattr(request, "user", None))
     context: dict[str, Any] = {"my_roles": roles}
     if Role.APPROVER in roles or Role.OWNER in roles or Role.ADMIN in roles:
-        from reconciliation.views import inbox_counts
+        from console.reconciliation_pages import inbox_counts
 
         context["nav_pending_count"] = SimpleLazyObject(
             lambda: inbox_counts(request.user)["total"])
