@@ -262,7 +262,7 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "registry.password_audit.AuditPasswordChanges"},
 ]
 # Every sign-in goes through authenticate(request, ...): axes' backend refuses it first while the
-# account and client address are locked out (registry/signin.py).
+# account and client address are locked out (console/lockout_page.py).
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",

@@ -1,5 +1,5 @@
 """Who holds which role, for views and API permissions (templates get it from
-registry/context_processors.py)."""
+console/context_processors.py)."""
 
 from typing import Any
 
