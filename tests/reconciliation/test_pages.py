@@ -198,8 +198,8 @@ def test_the_inbox_is_one_queue_and_its_count_is_served_for_live_updates(people,
 
 
 def test_the_overview_draws_the_newest_alerts_so_a_fresh_feed_is_not_empty(people, client):
+    from console.reconciliation_pages import FEED_HISTORY
     from reconciliation.alerts import broadcast
-    from reconciliation.views import FEED_HISTORY
 
     client.force_login(people.dana)
     assert "No alerts yet." in client.get("/").content.decode()

@@ -8,10 +8,10 @@ import pytest
 from django.utils import timezone
 
 from audit.models import AuditEntry
+from console.reconciliation_pages import compliance_timeline
 from reconciliation import actions
 from reconciliation.compare import Transition, timeline
 from reconciliation.models import ReconcileRun
-from reconciliation.views import compliance_timeline
 from tests.conftest import BAD_DEPLOYMENT, approved_agent
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)

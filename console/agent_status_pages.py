@@ -5,7 +5,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
-from reconciliation.agent_summary import summary_context
+from console.agent_summary import summary_context
 from registry.models import Agent
 from registry.roles import sees_operations
 

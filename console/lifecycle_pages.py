@@ -11,10 +11,10 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from config.errors import DomainError
+from console.forms import RetireForm, RollbackForm, StepUpCodeForm, WaiverForm
 from registry import actions
 from registry.actions.waivers import may_waive
 from registry.choices import Lifecycle, Role, VersionSource, VersionState
-from registry.forms import RetireForm, RollbackForm, StepUpCodeForm, WaiverForm
 from registry.models import Agent, Retirement
 from registry.roles import has_role
 from registry.stepup import confirmed_device, retirement_reasons

@@ -9,6 +9,7 @@ from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.http import require_POST
 
 from config.errors import DomainError
+from console.registry_pages import _forbidden, _page
 from reconciliation.toxic_paths import observed_states
 from registry import actions
 from registry.choices import Role, ToxicEffect
@@ -16,7 +17,6 @@ from registry.models import ToxicCombination
 from registry.roles import has_role, sees_everything
 from registry.toxic import CAPABILITY_EXPECTED, toxic_paths
 from registry.toxic_fleet import approved_specs, enabled_rules
-from registry.views import _forbidden, _page
 
 
 class ToxicCombinationForm(forms.Form):

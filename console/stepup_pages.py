@@ -9,8 +9,8 @@ from django.shortcuts import redirect, render
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from config.errors import DomainError
+from console.forms import EnrolForm
 from registry.actions.stepup import confirm_device, start_enrolment
-from registry.forms import EnrolForm
 from registry.stepup import confirmed_device
 
 

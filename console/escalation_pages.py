@@ -2,18 +2,25 @@
 forms post to /escalations/<id>/triage and /resolve and come back to the page they were on.
 The actions decide; refusals are shown at the card they are about."""
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
+
+from config.errors import DomainError
+from console.escalation_forms import SNOOZE_PRESETS, ResolveForm, TriageForm, snooze_bounds
+from reconciliation import actions
+from reconciliation.models import Escalation
+from registry.choices import Role
+from registry.roles import has_role
 
 
 def _not_for_you(request: HttpRequest) -> HttpResponse | None:
     """Escalations are shown to approvers and compliance staff only (the actions then decide
     who may act on which one)."""
-    from registry.choices import Role
-    from registry.roles import has_role
-
     if has_role(request.user, Role.APPROVER, Role.COMPLIANCE):
         return None
     return render(request, "registry/forbidden.html",
@@ -25,8 +32,6 @@ def _not_for_you(request: HttpRequest) -> HttpResponse | None:
 def escalations(request: HttpRequest) -> HttpResponse:
     """Open escalations for approvers: drift (revert / accept / suspend) and pending runtime
     decisions (allow / deny), oldest first, each resolved with a required comment."""
-    from reconciliation.models import Escalation
-
     if (forbidden := _not_for_you(request)) is not None:
         return forbidden
     if request.method == "POST":
@@ -48,10 +53,6 @@ def escalations(request: HttpRequest) -> HttpResponse:
 
 def escalation_form_context(request: HttpRequest) -> dict:
     """What the shared escalation card needs besides the escalation (see _escalation.html)."""
-    from reconciliation.forms import SNOOZE_PRESETS, snooze_bounds
-    from registry.choices import Role
-    from registry.roles import has_role
-
     earliest, latest = snooze_bounds()
     return {"can_resolve": has_role(request.user, Role.APPROVER),
             "here": request.get_full_path(), "snooze_presets": [
@@ -66,8 +67,6 @@ def _row_tag(pk: int) -> str:
 def with_row_errors(request: HttpRequest, rows: list) -> list:
     """Attach to each escalation the errors its last form post left and the fields they are
     about (shown at its card, as well as at the top of the page)."""
-    from django.contrib import messages
-
     errors: dict[str, list[str]] = {}
     fields: dict[str, set[str]] = {}
     for message in messages.get_messages(request):
@@ -83,10 +82,6 @@ def with_row_errors(request: HttpRequest, rows: list) -> list:
 
 def _back(request: HttpRequest, pk: int) -> HttpResponse:
     """Back to the page the form was on (this site's only), at the escalation's card."""
-    from django.shortcuts import redirect
-    from django.urls import reverse
-    from django.utils.http import url_has_allowed_host_and_scheme
-
     target = request.POST.get("next", "")
     if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
                                            require_https=request.is_secure()):
@@ -100,8 +95,6 @@ _FIELDS = {"/snooze_until": "until", "/comment": "comment", "until": "until",
 
 
 def _refused(request: HttpRequest, pk: int, text: str, about: list[str]) -> None:
-    from django.contrib import messages
-
     fields = " ".join(f"field-{_FIELDS[name]}" for name in about if name in _FIELDS)
     messages.error(request, f"Escalation #{pk}: {text}",
                    extra_tags=f"{_row_tag(pk)} {fields}".strip())
@@ -120,12 +113,6 @@ def _action_refused(request: HttpRequest, pk: int, error) -> None:
 @require_POST
 def escalation_triage(request: HttpRequest, pk: int) -> HttpResponse:
     """Assign to me, acknowledge, or snooze one escalation; back to the page it was on."""
-    from django.contrib import messages
-
-    from config.errors import DomainError
-    from reconciliation import actions
-    from reconciliation.forms import TriageForm
-
     if (forbidden := _not_for_you(request)) is not None:
         return forbidden
     try:  # who may, and whether it exists, before what was sent
@@ -156,12 +143,6 @@ def escalation_triage(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def escalation_resolve(request: HttpRequest, pk: int) -> HttpResponse:
     """Resolve one escalation with one of its resolutions and a comment; back to the page."""
-    from django.contrib import messages
-
-    from config.errors import DomainError
-    from reconciliation import actions
-    from reconciliation.forms import ResolveForm
-
     if (forbidden := _not_for_you(request)) is not None:
         return forbidden
     try:  # who may, and whether it exists, before what was sent

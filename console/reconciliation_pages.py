@@ -4,12 +4,33 @@ from datetime import timedelta
 
 import django_rq
 import redis
+import yaml
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from plotly.offline import get_plotlyjs
 
-from audit.models import AuditChainHead, AuditCheckpoint
+from audit.models import AuditChainHead, AuditCheckpoint, AuditEntry
+from config.errors import DomainError
 from config.observability import QUEUE_NAMES
+from reconciliation import actions
+from reconciliation.actions import desired_now
+from reconciliation.alerts import recent
+from reconciliation.choices import OPEN_STATUSES, FindingStatus
+from reconciliation.compare import TRANSITIONS, Transition, side_by_side, timeline
+from reconciliation.dashboard import summary
+from reconciliation.filters import FindingFilterSet
+from reconciliation.lab import inject, mass_drift
+from reconciliation.models import AgentStatus, Correction, Escalation, Finding, ReconcileRun
+from reconciliation.timeline_chart import timeline_figure
+from registry.choices import Lifecycle, Role
+from registry.inbox import counts_for
+from registry.models import Agent
+from registry.recertification_report import due_for_owner
+from registry.roles import has_role
 
 FEED_HISTORY = 20  # alerts drawn with the overview, so a fresh tab's feed is never empty
 
@@ -17,17 +38,12 @@ FEED_HISTORY = 20  # alerts drawn with the overview, so a fresh tab's feed is ne
 @login_required
 def overview(request: HttpRequest) -> HttpResponse:
     """The home page: the cluster at a glance, charts and counts that update live."""
-    from reconciliation.alerts import recent
-    from reconciliation.dashboard import summary
-
     head = AuditChainHead.objects.filter(pk=1).first()
     last_checkpoint = AuditCheckpoint.objects.order_by("-seq").first()
     try:
         queues = {name: django_rq.get_queue(name).count for name in QUEUE_NAMES}
     except redis.RedisError:
         queues = None
-    from registry.recertification_report import due_for_owner
-
     return render(request, "reconciliation/overview.html", {
         "head": head, "last_checkpoint": last_checkpoint, "queues": queues,
         "summary": summary(), "recent_alerts": recent(request.user, FEED_HISTORY),
@@ -41,8 +57,6 @@ def plotly_js(request: HttpRequest) -> HttpResponse:
     """plotly.js from the installed plotly package: the product never loads it from a CDN."""
     global _PLOTLY_JS
     if _PLOTLY_JS is None:
-        from plotly.offline import get_plotlyjs
-
         _PLOTLY_JS = get_plotlyjs().encode()
     response = HttpResponse(_PLOTLY_JS, content_type="application/javascript")
     response["Cache-Control"] = "public, max-age=86400"
@@ -57,12 +71,6 @@ def compliance_timeline(agent, now, span: timedelta) -> list:
     """In or out of policy over the span, from what changes it (findings opened and closed,
     suspensions, as audited) worked back from the state now: a stable converged agent is one
     solid in-policy span however long ago its last pass ran (four queries)."""
-    from audit.models import AuditEntry
-    from reconciliation.choices import OPEN_STATUSES
-    from reconciliation.compare import TRANSITIONS, Transition, timeline
-    from reconciliation.models import Finding, ReconcileRun
-    from registry.choices import Lifecycle
-
     start = now - span
     # Entries are numbered in the order they are written, at the time they are written: the
     # window starts at the first seq after `start` (found on the `at` index).
@@ -89,13 +97,6 @@ def agent_state_context(agent, timeline_span: str = "24h") -> dict:
     """The reconciler's side of an agent's page: conditions, the latest observation, its
     compliance timeline, and its recent findings, corrections, runs and open escalations (a
     fixed number of queries)."""
-    import yaml
-    from django.utils import timezone
-
-    from reconciliation.actions import desired_now
-    from reconciliation.compare import side_by_side
-    from reconciliation.models import AgentStatus, Correction, Escalation, Finding, ReconcileRun
-
     status = AgentStatus.objects.filter(agent=agent).first()
     observation = agent.observations.order_by("-observed_at").first()
     now = timezone.now()
@@ -103,8 +104,6 @@ def agent_state_context(agent, timeline_span: str = "24h") -> dict:
     if agent.active_version_id:
         desired = desired_now(agent, now)
         desired.pop("enforcement", None)
-    from reconciliation.timeline_chart import timeline_figure
-
     span = timeline_span if timeline_span in TIMELINES else "24h"
     segments = compliance_timeline(agent, now, TIMELINES[span])
     comparison = side_by_side(desired, observation.state) if desired and observation else []
@@ -136,18 +135,6 @@ def _forbidden(request: HttpRequest, message: str) -> HttpResponse:
 @login_required
 def findings(request: HttpRequest) -> HttpResponse:
     """Findings for compliance: filter, acknowledge with a reason, follow to the audit trail."""
-    from django.contrib import messages
-    from django.core.paginator import Paginator
-    from django.shortcuts import redirect
-
-    from config.errors import DomainError
-    from reconciliation import actions
-    from reconciliation.choices import FindingStatus
-    from reconciliation.filters import FindingFilterSet
-    from reconciliation.models import Finding
-    from registry.choices import Role
-    from registry.roles import has_role
-
     if not has_role(request.user, Role.COMPLIANCE, Role.APPROVER):
         return _forbidden(request, "Findings are for compliance staff and approvers.")
     if request.method == "POST":
@@ -177,15 +164,6 @@ def findings(request: HttpRequest) -> HttpResponse:
 @login_required
 def lab(request: HttpRequest) -> HttpResponse:
     """The drift lab: inject drift and faults into the demo's sandbox agents."""
-    from django.contrib import messages
-    from django.shortcuts import redirect
-
-    from config.errors import DomainError
-    from reconciliation.lab import inject, mass_drift
-    from registry.choices import Role
-    from registry.models import Agent
-    from registry.roles import has_role
-
     if not has_role(request.user, Role.COMPLIANCE, Role.ADMIN):
         return _forbidden(request, "The drift lab is for compliance staff and admins.")
     agents = list(Agent.objects.filter(connector__type="sandbox", active_version__isnull=False)
@@ -214,6 +192,4 @@ def inbox_counts(user) -> dict[str, int]:
     """What waits for `user` to decide: proposals, escalations (an incident counts once) and
     pending runtime decisions, leaving out what four eyes keeps from them and what they
     already approved (registry.inbox.counts_for)."""
-    from registry.inbox import counts_for
-
     return counts_for(user)

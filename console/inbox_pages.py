@@ -8,6 +8,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from config.errors import DomainError
@@ -33,19 +34,6 @@ def _forbidden(request: HttpRequest) -> HttpResponse:
                   {"message": "The inbox is for approvers and owners."}, status=403)
 
 
-def time_left(seconds: int) -> str:
-    """"4 min left", "2 h 5 min left", "overdue 3 min": what the urgency column says."""
-    late, seconds = seconds < 0, abs(seconds)
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes = rest // 60
-    parts = ([f"{days} d"] if days else []) + ([f"{hours} h"] if hours else [])
-    if not days:
-        parts.append(f"{minutes} min" if minutes or hours else f"{seconds % 60} s")
-    text = " ".join(parts[:2])
-    return f"overdue {text}" if late else f"{text} left"
-
-
 @login_required
 def inbox_page(request: HttpRequest) -> HttpResponse:
     """The queue this approver decides (and an owner's reminders to recertify their agents),
@@ -60,7 +48,7 @@ def inbox_page(request: HttpRequest) -> HttpResponse:
     items = sorted(inbox.items_for(request.user, now, kind=kind), key=SORTS[sort])
     for item in items:
         item.left = item.seconds_left(now)
-        item.left_text = time_left(item.left)
+        item.left_text = inbox.time_left(item.left)
         item.resolutions = (item.escalations[0].resolutions()
                             if item.escalations else [])
     counts = inbox.counts_for(request.user, now)
@@ -73,8 +61,6 @@ def inbox_page(request: HttpRequest) -> HttpResponse:
 
 
 def _back(request: HttpRequest) -> HttpResponse:
-    from django.utils.http import url_has_allowed_host_and_scheme
-
     target = request.POST.get("next", "")
     if not (target.startswith("/inbox/") and url_has_allowed_host_and_scheme(
             target, allowed_hosts={request.get_host()}, require_https=request.is_secure())):

@@ -22,20 +22,22 @@ from django.views.decorators.http import require_POST
 from audit.jsondiff import Change, flat_changes
 from audit.models import AuditEntry
 from config.errors import Conflict, DomainError, NotFound
-from reconciliation.agent_summary import summary_context
+from console.agent_summary import summary_context
+from console.editor_templates import copy_of, starter
+from console.escalation_pages import escalation_form_context, with_row_errors
+from console.forms import DecisionForm, GuardrailForm, ManifestForm, selector_to_text
+from console.lifecycle_pages import retirement_context, waiver_context
+from console.recertification_pages import lifecycle_context
+from console.reconciliation_pages import agent_state_context, inbox_counts
 from reconciliation.behaviour_api import run_backtest
 from reconciliation.choices import Health
-from reconciliation.escalation_pages import escalation_form_context, with_row_errors
 from reconciliation.models import AgentStatus, Escalation
 from reconciliation.sync import Sync, health_and_sync
-from reconciliation.views import agent_state_context, inbox_counts
 from registry import actions, inbox
 from registry.api import agent_queryset
 from registry.choices import Lifecycle, Role, VersionSource, VersionState
 from registry.filters import AgentFilterSet
-from registry.forms import DecisionForm, GuardrailForm, ManifestForm, selector_to_text
 from registry.intake import read_manifests
-from registry.lifecycle_views import retirement_context, waiver_context
 from registry.manifest import (
     FieldError,
     Manifest,
@@ -45,7 +47,7 @@ from registry.manifest import (
     parse_documents,
 )
 from registry.models import Agent, Approval, DesiredStateVersion, Guardrail
-from registry.recertification_views import lifecycle_context
+from registry.review_thread import may_read, thread
 from registry.roles import has_role, sees_operations
 from registry.stepup import confirmed_device, proposal_reasons
 
@@ -266,15 +268,11 @@ def manifest_apply(request: HttpRequest) -> HttpResponse:
             context["text"] = _manifest_yaml(agent, agent.active_version)
     elif request.GET.get("copy"):
         # "Copy" on an agent's page: its approved manifest as a new agent the copier owns.
-        from registry.editor_templates import copy_of
-
         agent = (Agent.objects.select_related("owner", "active_version")
                  .filter(name=request.GET["copy"]).first())
         if agent is not None and agent.active_version is not None:
             context["text"] = copy_of(agent, request.user.username)
-    else:
-        from registry.editor_templates import starter  # "New agent": a starter to fill in
-
+    else:  # "New agent": a starter to fill in
         context["text"] = starter(request.user.username)
     return _page(request, "registry/manifest_apply.html", context)
 
@@ -373,8 +371,6 @@ def approvals_inbox(request: HttpRequest) -> HttpResponse:
 @login_required
 def proposal_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """One proposal, in any state, with the decision or withdraw forms where they apply."""
-    from registry.review_thread import may_read, thread
-
     version = get_object_or_404(_proposals(), pk=pk)
     card = _card(version, request.user)
     return _page(request, "registry/proposal_detail.html", {

@@ -6,6 +6,8 @@ from datetime import UTC, datetime, time, timedelta
 from django import forms
 from django.utils import timezone
 
+from reconciliation.actions.escalations import SNOOZE_LIMIT
+
 # Until when a snooze button snoozes, from now (UTC, as every time on the pages).
 SNOOZE_PRESETS = {
     "snooze_1h": ("1 h", lambda now: now + timedelta(hours=1)),
@@ -54,7 +56,5 @@ class ResolveForm(forms.Form):
 
 def snooze_bounds(now: datetime | None = None) -> tuple[str, str]:
     """The `min` and `max` of the date-and-time field, as the browser wants them."""
-    from reconciliation.actions.escalations import SNOOZE_LIMIT
-
     now = (now or timezone.now()).astimezone(UTC)
     return (f"{now:%Y-%m-%dT%H:%M}", f"{now + SNOOZE_LIMIT:%Y-%m-%dT%H:%M}")
