@@ -5,7 +5,7 @@ import pytest
 from audit.models import AuditEntry
 from reconciliation import actions
 from reconciliation.models import Escalation, Finding, ObservedState, SandboxAgent
-from reconciliation.triggers import QUEUED_KEY
+from reconciliation.work_queue import QUEUED_KEY
 from registry import actions as registry_actions
 from tests.conftest import refund_manifest
 
