@@ -290,8 +290,7 @@ def record_group_breach(hit: dict[str, Any]) -> GroupBreach | None:
             note = (f"{reason}; escalated once as escalation #{breach.escalation_id}"
                     if breach.escalation_id else f"{reason}; recorded" if warning
                     else f"{reason}; recorded (group rule effect {rule.effect})")
-            Finding.objects.filter(pk=finding.pk).update(status=FindingStatus.LOGGED,
-                                                         reason=note)
+            finding.transition(FindingStatus.LOGGED, reason=note)
         for agent in agents.values():
             refresh_status(agent, now=now)
     return breach

@@ -123,8 +123,8 @@ def _release_accepted(ctx: PassContext) -> None:
     if not held or ctx.agent.versions.filter(state=VersionState.PENDING).exists():
         return
     for finding in held:
-        Finding.objects.filter(pk=finding.pk).update(
-            status=FindingStatus.OPEN, reason="the proposal that accepted it was not approved")
+        finding.transition(FindingStatus.OPEN,
+                           reason="the proposal that accepted it was not approved")
         audit.record(actor=SYSTEM, action=AuditAction.FINDING_REOPENED,
                      target=f"finding:{finding.pk}", agent=ctx.agent.name,
                      before={"status": FindingStatus.ACCEPTED},
@@ -137,8 +137,7 @@ def _release_behaviour(ctx: PassContext, finding: Finding) -> None:
     if proposal.state == VersionState.APPROVED:
         reason = (f"allowed from generation {proposal.generation} on (proposal {proposal.pk} "
                   "was approved)")
-        Finding.objects.filter(pk=finding.pk).update(status=FindingStatus.RESOLVED,
-                                                     reason=reason)
+        finding.transition(FindingStatus.RESOLVED, reason=reason)
         audit.record(actor=SYSTEM, action=AuditAction.FINDING_RESOLVED,
                      target=f"finding:{finding.pk}", agent=ctx.agent.name,
                      before={"status": FindingStatus.ACCEPTED},
@@ -182,12 +181,11 @@ def _upsert_findings(ctx: PassContext, drifts: list[Drift],
             was = finding.status
             cause = ctx.cause(drift)
             finding.cause_key, finding.cause = cause["key"], cause
-            finding.status = FindingStatus.REGRESSED if came_back else FindingStatus.OPEN
-            finding.occurrence += 1
-            finding.attempts = finding.attempts if came_back else 0
-            finding.detected_at = finding.last_seen = now
-            finding.observed_at = ctx.observed_at
-            finding.generation = ctx.generation
+            finding.transition(
+                FindingStatus.REGRESSED if came_back else FindingStatus.OPEN, save=False,
+                occurrence=finding.occurrence + 1,
+                attempts=finding.attempts if came_back else 0, detected_at=now,
+                last_seen=now, observed_at=ctx.observed_at, generation=ctx.generation)
             finding.save()
             audit.record(
                 actor=SYSTEM, target=f"finding:{finding.pk}", agent=agent.name,
@@ -502,9 +500,8 @@ def _log(ctx: PassContext, finding: Finding) -> None:
     if finding.status == FindingStatus.LOGGED:
         return
     was = finding.status
-    finding.status = FindingStatus.LOGGED
-    finding.reason = f"allowed: enforcement mode log for {finding.area}"
-    finding.save(update_fields=["status", "reason"])
+    finding.transition(FindingStatus.LOGGED,
+                       reason=f"allowed: enforcement mode log for {finding.area}")
     audit.record(actor=SYSTEM, action=AuditAction.FINDING_LOGGED,
                  target=f"finding:{finding.pk}", agent=ctx.agent.name, before={"status": was},
                  after=finding.to_dict(), reason=finding.reason)
@@ -517,9 +514,7 @@ def _waive(ctx: PassContext, finding: Finding, waivers: dict[str, Any]) -> None:
     if finding.status == FindingStatus.LOGGED and finding.reason == reason:
         return
     was = finding.status
-    finding.status = FindingStatus.LOGGED
-    finding.reason = reason
-    finding.save(update_fields=["status", "reason"])
+    finding.transition(FindingStatus.LOGGED, reason=reason)
     audit.record(actor=SYSTEM, action=AuditAction.FINDING_LOGGED,
                  target=f"finding:{finding.pk}", agent=ctx.agent.name, before={"status": was},
                  after=finding.to_dict(), reason=reason)
@@ -533,8 +528,8 @@ def _applied(ctx: PassContext, finding: Finding, step: Any, outcome: str) -> Non
     correction.result = CorrectionResult.APPLIED
     correction.applied_at = correction.applied_at or now
     correction.save(update_fields=["attempts", "result", "applied_at"])
-    Finding.objects.filter(pk=finding.pk).update(
-        status=FindingStatus.CORRECTING, attempts=step.attempt, occurrence=step.occurrence)
+    finding.transition(FindingStatus.CORRECTING, attempts=step.attempt,
+                       occurrence=step.occurrence)
     audit.record(actor=SYSTEM, action=AuditAction.CORRECTION_APPLIED,
                  target=f"correction:{correction.pk}", agent=ctx.agent.name,
                  after={**step.operation.to_dict(), "idempotency_key": step.key,
@@ -562,8 +557,8 @@ def _block(ctx: PassContext, connector: Any, blocked: list[Finding]) -> list[dic
     outcome = connector.apply(ctx.agent, operation.to_dict(), key)
     with transaction.atomic():
         for finding in blocked:
-            Finding.objects.filter(pk=finding.pk).update(
-                status=FindingStatus.BLOCKED,
+            finding.transition(
+                FindingStatus.BLOCKED,
                 reason="enforcement mode block: the agent is suspended until a human clears it")
         suspend_agent(ctx.agent, actor=SYSTEM,
                       reason=f"blocked: {len(blocked)} finding(s) under enforcement mode block")
@@ -573,7 +568,6 @@ def _block(ctx: PassContext, connector: Any, blocked: list[Finding]) -> list[dic
 def _verify(ctx: PassContext, remaining: set[str]) -> None:
     """Findings whose drift is gone from a fresh observation are verified (or resolved)."""
     now = max(ctx.now, timezone.now())  # verification time, for time-to-verify figures
-    hold = timedelta(seconds=settings.RECONCILE_HOLD_SECONDS)
     config_findings = Finding.objects.select_for_update().filter(
         agent=ctx.agent, behaviour=False, status__in=[
             FindingStatus.OPEN, FindingStatus.CORRECTING, FindingStatus.REGRESSED,
@@ -583,11 +577,11 @@ def _verify(ctx: PassContext, remaining: set[str]) -> None:
             continue
         corrected = finding.status in (FindingStatus.CORRECTING, FindingStatus.REGRESSED)
         was = finding.status
-        finding.status = FindingStatus.CORRECTED if corrected else FindingStatus.RESOLVED
-        finding.corrected_at = now
-        finding.hold_until = now + hold if corrected else None
-        finding.revert_ordered = False
-        finding.save(update_fields=["status", "corrected_at", "hold_until", "revert_ordered"])
+        if corrected:
+            finding.transition(FindingStatus.CORRECTED, at=now, revert_ordered=False)
+        else:
+            finding.transition(FindingStatus.RESOLVED, corrected_at=now, hold_until=None,
+                               revert_ordered=False)
         Correction.objects.filter(finding=finding, result=CorrectionResult.APPLIED).update(
             result=CorrectionResult.VERIFIED, verified_at=now)
         audit.record(
