@@ -35,13 +35,13 @@ OPEN_STATUSES = (FindingStatus.OPEN, FindingStatus.CORRECTING, FindingStatus.REG
 
 def _finding_transitions() -> dict[str, frozenset[str]]:
     """Where a finding may go from each status. A closed finding (verified, resolved,
-    acknowledged) only reopens (a corrected one may also regress within its hold window); a
-    change is applied only to drift the loop owns (never to one a human holds); only an
-    applied change is verified. Anything else may be escalated, blocked, logged, accepted,
-    acknowledged or resolved, by the loop or by an approver's answer."""
+    acknowledged) only reopens (a corrected one may also regress within its hold window) or
+    is handed to a human; a change is applied only to drift the loop owns (never to one a
+    human holds); only an applied change is verified. Anything else may be escalated,
+    blocked, logged, accepted, acknowledged or resolved, by the loop or an approver's answer."""
     s = FindingStatus
-    closed = {s.CORRECTED: {s.OPEN, s.REGRESSED}, s.RESOLVED: {s.OPEN},
-              s.ACKNOWLEDGED: {s.OPEN}}
+    closed = {s.CORRECTED: {s.OPEN, s.REGRESSED, s.ESCALATED},
+              s.RESOLVED: {s.OPEN, s.ESCALATED}, s.ACKNOWLEDGED: {s.OPEN, s.ESCALATED}}
     held_or_settled = {s.OPEN, s.ESCALATED, s.BLOCKED, s.LOGGED, s.ACCEPTED, s.ACKNOWLEDGED,
                        s.RESOLVED}
     live = {s.OPEN, s.REGRESSED, s.CORRECTING, s.LOGGED}

@@ -56,9 +56,9 @@ def test_an_illegal_transition_is_refused_and_changes_nothing(refund_finding, wa
 
 
 def test_the_rules_read_as_the_loop():
-    # A verified correction only reopens or regresses; nothing a human holds is corrected;
-    # only an applied change is verified.
-    assert FINDING_TRANSITIONS[S.CORRECTED] == {S.OPEN, S.REGRESSED}
+    # A verified correction only reopens, regresses or goes to a human; nothing a human holds
+    # is corrected; only an applied change is verified.
+    assert FINDING_TRANSITIONS[S.CORRECTED] == {S.OPEN, S.REGRESSED, S.ESCALATED}
     assert all(S.CORRECTING not in FINDING_TRANSITIONS[held]
                for held in (S.ESCALATED, S.BLOCKED, S.ACCEPTED, S.RESOLVED))
     assert {was for was, to in ALLOWED if to == S.CORRECTED} == {S.CORRECTING, S.REGRESSED}
