@@ -203,35 +203,35 @@ def record_group_breach_job(hit: dict) -> None:
 
 def record_group_breach(hit: dict) -> bool:
     """Ingest worker: the breach, a finding per agent involved, one escalation."""
-    from reconciliation.actions.group_rules import record_group_breach as record
+    from runtime.actions.group_rules import record_group_breach as record
 
     return record(hit) is not None
 
 
 def lift_group_block_job(breach_id: int) -> bool:
     """Scheduled when a block rule's window can have fallen back under its limit."""
-    from reconciliation.actions.group_blocks import lift_group_block
+    from runtime.actions.group_blocks import lift_group_block
 
     return lift_group_block(breach_id)
 
 
 def block_group_job(breach_id: int, finding_ids: list[int]) -> None:
     """Ingest worker, after a block rule's breach committed: block each agent involved."""
-    from reconciliation.actions.group_blocks import block_involved
+    from runtime.actions.group_blocks import block_involved
 
     block_involved(breach_id, finding_ids)
 
 
 def record_violations(agent_id: int, violations: list[dict]) -> int:
     """Ingest worker: findings and enforcement for broken rules."""
-    from reconciliation.actions.behaviour import record_violations as record
+    from runtime.actions.behaviour import record_violations as record
 
     return len(record(agent_id, violations))
 
 
 def expire_decision_job(decision_id: str) -> bool:
     """Scheduled at a pending decision's expiry time; runs again if it ran early."""
-    from reconciliation.actions.decisions import expire_decision, pending_deadline
+    from runtime.actions.decisions import expire_decision, pending_deadline
 
     if expire_decision(decision_id):
         return True
@@ -245,7 +245,7 @@ def expire_decision_job(decision_id: str) -> bool:
 
 def expire_overdue_decisions() -> int:
     """Cron: pending decisions whose scheduled expiry was lost (Redis down at the time)."""
-    from reconciliation.actions.decisions import expire_overdue_decisions as expire
+    from runtime.actions.decisions import expire_overdue_decisions as expire
 
     return expire()
 
@@ -316,7 +316,7 @@ def simulate_drift() -> str:
 def recount_events() -> int:
     """Cron: drain the event outbox (rules for events stored but not counted: Redis was down,
     or a web process died between commit and counting)."""
-    from reconciliation.actions.behaviour import recount_events as recount
+    from runtime.actions.behaviour import recount_events as recount
 
     return recount(settled_seconds=10)
 

@@ -351,7 +351,7 @@ class Escalation(models.Model):
 
     def raise_offer(self) -> tuple[str, str]:
         """For a behaviour escalation: what "raise the limit" would propose, or why it cannot."""
-        from reconciliation.behaviour import raise_limit
+        from runtime.behaviour import raise_limit
 
         finding, agent = self.finding, self.agent
         if self.kind != EscalationKind.BEHAVIOUR or agent.active_version is None:

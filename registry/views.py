@@ -23,7 +23,6 @@ from audit.jsondiff import Change, flat_changes
 from audit.models import AuditEntry
 from config.errors import Conflict, DomainError, NotFound
 from reconciliation.agent_summary import summary_context
-from reconciliation.behaviour_api import run_backtest
 from reconciliation.choices import Health
 from reconciliation.escalation_pages import escalation_form_context, with_row_errors
 from reconciliation.models import AgentStatus, Escalation
@@ -48,6 +47,7 @@ from registry.models import Agent, Approval, DesiredStateVersion, Guardrail
 from registry.recertification_views import lifecycle_context
 from registry.roles import has_role, sees_operations
 from registry.stepup import confirmed_device, proposal_reasons
+from runtime.behaviour_api import run_backtest
 
 PAGE_SIZE = 50
 HISTORY_SIZE = 100

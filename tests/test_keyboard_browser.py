@@ -7,6 +7,7 @@ from django.contrib.auth.models import User
 
 from reconciliation import actions as reconciliation
 from reconciliation.models import Escalation
+from runtime import actions as runtime_actions
 from tests.conftest import PASSWORD, approved_agent
 from tests.test_dashboard_browser import Browser
 
@@ -43,7 +44,7 @@ def test_an_approver_answers_a_decision_with_the_keyboard_alone(
     hasher = PBKDF2PasswordHasher()
     User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
     agent = approved_agent(people, "refund-agent")
-    decision = reconciliation.request_decision(
+    decision = runtime_actions.request_decision(
         agent, {"action": "payments.refund", "amount": 800}, actor=people.alice)
     escalation = Escalation.objects.get(decision=decision)
     with sync_playwright() as playwright:

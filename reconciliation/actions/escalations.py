@@ -12,7 +12,6 @@ from audit.choices import AuditAction
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from reconciliation.actions.common import alert, audit_label, enforcement_held, suspend_agent
 from reconciliation.actions.passes import refresh_status
-from reconciliation.behaviour import raise_limit
 from reconciliation.choices import (
     RESOLUTIONS,
     EscalationKind,
@@ -31,6 +30,7 @@ from reconciliation.triggers import request_reconcile
 from registry.choices import Lifecycle, Role
 from registry.models import Agent
 from registry.roles import has_role
+from runtime.behaviour import raise_limit
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ def resolve_escalation(escalation_id: int, *, actor: Any, resolution: str,
             {"pointer": "/resolution",
              "message": f"a {kind} escalation takes {', '.join(RESOLUTIONS[kind])}"}])
     if kind == EscalationKind.DECISION:
-        from reconciliation.actions.decisions import decide_pending
+        from runtime.actions.decisions import decide_pending
 
         decide_pending(str(escalation.decision_id), actor=actor,
                        allow=resolution == Resolution.ALLOW, comment=comment)

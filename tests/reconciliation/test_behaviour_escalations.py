@@ -244,8 +244,8 @@ def test_behaviour_resolutions_are_refused_for_configuration_drift(people, api_a
 
 
 def test_a_reused_sign_off_has_no_limit_to_raise(people, api_as, agent_and_client):
-    from reconciliation.actions.behaviour import record_violations
-    from reconciliation.behaviour import Violation
+    from runtime.actions.behaviour import record_violations
+    from runtime.behaviour import Violation
 
     agent, _ = agent_and_client
     violation = Violation("decision_reused", "/actions/payments.refund/approval_above", 500,

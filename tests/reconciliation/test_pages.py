@@ -10,6 +10,7 @@ from reconciliation import actions
 from reconciliation.models import Finding, SandboxAgent
 from registry import actions as registry_actions
 from registry.models import Agent
+from runtime import actions as runtime_actions
 from tests.conftest import BAD_DEPLOYMENT, approved_agent, refund_manifest
 
 pytestmark = pytest.mark.django_db
@@ -225,7 +226,7 @@ def grow_inbox(people, start: int, count: int) -> str:
         drift_and_correct(agent)
         escalation = actions.open_escalation(agent, agent.findings.first(), reason="look")
         actions.triage_escalation(escalation.pk, actor=people.carol, assign=True)
-        actions.request_decision(agent, {"action": "payments.refund", "amount": 800},
+        runtime_actions.request_decision(agent, {"action": "payments.refund", "amount": 800},
                                  actor=people.alice)
     snoozed = actions.open_escalation(agent, None, reason="later")
     actions.triage_escalation(snoozed.pk, actor=people.bob, snooze_for=timedelta(hours=1))

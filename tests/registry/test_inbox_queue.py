@@ -16,6 +16,7 @@ from registry import actions as registry_actions
 from registry.choices import VersionSource
 from registry.manifest import validate_manifest
 from registry.models import DesiredStateVersion
+from runtime import actions as runtime_actions
 from tests.conftest import BAD_DEPLOYMENT, REFUND_AGENT_YAML, approved_agent, refund_manifest
 
 pytestmark = pytest.mark.django_db
@@ -47,7 +48,7 @@ def test_a_decision_that_auto_denies_in_4_minutes_comes_before_a_proposal_waitin
     proposal = proposal_by_alice(agent, model="gpt-5")
     DesiredStateVersion.objects.filter(pk=proposal.pk).update(
         created_at=timezone.now() - timedelta(hours=1))
-    decision = actions.request_decision(agent, {"action": "payments.refund", "amount": 800},
+    decision = runtime_actions.request_decision(agent, {"action": "payments.refund", "amount": 800},
                                         actor=people.alice)
     asked = Escalation.objects.get(decision=decision)
     drifted = bad_deployment(people)

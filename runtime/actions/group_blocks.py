@@ -13,19 +13,19 @@ from django.utils import timezone
 
 import audit
 from audit.choices import AuditAction
-from reconciliation import group_windows
 from reconciliation.actions.common import SYSTEM, enforcement_held, suspend_agent
 from reconciliation.actions.passes import refresh_status
 from reconciliation.choices import FindingStatus, Trigger
 from reconciliation.connectors import connector_for
 from reconciliation.connectors.base import ConnectorError
 from reconciliation.diff import Operation, OperationKind
-from reconciliation.group_rules import window_key
 from reconciliation.models import Finding, GroupBreach
 from reconciliation.reconciler import idempotency_key
 from reconciliation.triggers import request_reconcile
 from registry.choices import Lifecycle
 from registry.models import Agent
+from runtime import group_windows
+from runtime.group_rules import window_key
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ def lift_group_block(breach_id: int, now: datetime | None = None) -> bool:
         schedule_lift(breach_id, now + timedelta(
             seconds=max(RECHECK_MIN_SECONDS, spec.seconds // 4)))
         return False
-    from reconciliation.actions.group_rules import _fingerprint
+    from runtime.actions.group_rules import _fingerprint
 
     reason = (f"group rule {rule.name}: {total:,.6g} {spec.measure} in the last {rule.per}, "
               f"back under {rule.limit:,.6g}: the group block is lifted"

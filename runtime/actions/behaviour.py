@@ -18,8 +18,6 @@ from django.utils import timezone
 import audit
 from audit.choices import AuditAction
 from config.errors import NotAllowed
-from reconciliation import group_windows, windows
-from reconciliation.actions import group_rules
 from reconciliation.actions.common import (
     SYSTEM,
     alert,
@@ -30,19 +28,9 @@ from reconciliation.actions.common import (
     suspend_agent,
 )
 from reconciliation.actions.passes import refresh_status
-from reconciliation.behaviour import (
-    DEDUPE_SECONDS,
-    Violation,
-    covers,
-    static_violations,
-    window_checks,
-    window_violation,
-)
-from reconciliation.budgets import WARNING_AREA, budget_checks, budget_violation
 from reconciliation.choices import DecisionStatus, FindingStatus, Trigger
 from reconciliation.connectors import connector_for
 from reconciliation.diff import Operation, OperationKind
-from reconciliation.events import Event, validate_event
 from reconciliation.models import (
     BehaviourEvent,
     Decision,
@@ -59,6 +47,18 @@ from registry.models import Agent
 from registry.principals import AgentPrincipal
 from registry.roles import has_role
 from registry.waivers import is_waived
+from runtime import group_windows, windows
+from runtime.actions import group_rules
+from runtime.behaviour import (
+    DEDUPE_SECONDS,
+    Violation,
+    covers,
+    static_violations,
+    window_checks,
+    window_violation,
+)
+from runtime.budgets import WARNING_AREA, budget_checks, budget_violation
+from runtime.events import Event, validate_event
 
 log = logging.getLogger(__name__)
 
