@@ -308,7 +308,7 @@ def _retry_notify(decision_id: str, attempt: int, error: OSError) -> str:
 
 def simulate_drift() -> str:
     """The demo simulator's tick (registered by config.cron only when DEMO_SIMULATOR is on)."""
-    from reconciliation.lab import simulate
+    from sandbox.lab import simulate
 
     return simulate()
 

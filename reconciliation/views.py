@@ -181,10 +181,10 @@ def lab(request: HttpRequest) -> HttpResponse:
     from django.shortcuts import redirect
 
     from config.errors import DomainError
-    from reconciliation.lab import inject, mass_drift
     from registry.choices import Role
     from registry.models import Agent
     from registry.roles import has_role
+    from sandbox.lab import inject, mass_drift
 
     if not has_role(request.user, Role.COMPLIANCE, Role.ADMIN):
         return _forbidden(request, "The drift lab is for compliance staff and admins.")

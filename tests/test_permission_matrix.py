@@ -43,6 +43,7 @@ from registry import actions as registry_actions
 from registry.choices import Role
 from registry.models import Agent
 from runtime import actions as runtime_actions
+from sandbox import actions as sandbox_actions
 from tests.conftest import BAD_DEPLOYMENT, PASSWORD, REFUND_AGENT_YAML, refund_manifest
 
 WHO = ("anonymous", "alice", "oscar", "bob", "erin", "dana", "admin", "own_agent",
@@ -608,7 +609,7 @@ def build_scene() -> Scene:
     erins_agent = register("erin-agent", erin, bob)
 
     actions.reconcile_agent(refund.pk, trigger="approved")
-    actions.sandbox_deploy(refund, actor="system:test", changes={
+    sandbox_actions.sandbox_deploy(refund, actor="system:test", changes={
         **BAD_DEPLOYMENT, "tools": [*BAD_DEPLOYMENT["tools"], OBSERVED_MARKER]},
         reason=AUDIT_MARKER)
     actions.reconcile_agent(refund.pk, trigger="observation")  # drops the $500 rule: escalated

@@ -25,16 +25,15 @@ from reconciliation.actions.observations import (
     record_observed_part,
 )
 from reconciliation.actions.passes import converged_check, reconcile_agent
-from reconciliation.actions.sandbox import ensure_sandbox, sandbox_deploy, sandbox_faults
 from reconciliation.actions.switches import reset_breaker, set_shadow
 
 __all__ = [
     "SYSTEM", "acknowledge_finding", "announce_awake",
     "audit_label", "authorise_acknowledgement", "authorise_escalation",
-    "converged_check", "desired_now", "ensure_sandbox",
+    "converged_check", "desired_now",
     "note_unregistered_observation", "open_escalation", "reconcile_agent",
     "record_observation", "record_observed_part",
     "reset_breaker", "resolve_escalation", "resume_agent",
-    "sandbox_deploy", "sandbox_faults", "set_shadow", "state_hash", "suspend_agent",
+    "set_shadow", "state_hash", "suspend_agent",
     "triage_escalation", "incident_members", "resolve_incident", "triage_many",
 ]

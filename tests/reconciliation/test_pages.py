@@ -11,6 +11,7 @@ from reconciliation.models import Finding, SandboxAgent
 from registry import actions as registry_actions
 from registry.models import Agent
 from runtime import actions as runtime_actions
+from sandbox import actions as sandbox_actions
 from tests.conftest import BAD_DEPLOYMENT, approved_agent, refund_manifest
 
 pytestmark = pytest.mark.django_db
@@ -25,7 +26,7 @@ def sandbox_agents(people, count: int, start: int = 0) -> list[Agent]:
 
 
 def drift_and_correct(agent: Agent) -> None:
-    actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
     actions.reconcile_agent(agent.pk, trigger="observation")
 
 
@@ -69,7 +70,7 @@ def test_the_lab_injects_a_bad_deployment_for_compliance_only(people, client):
 
 def test_overview_and_dashboard_api_count_agents_by_health(people, client, api_as):
     agents = sandbox_agents(people, 3)
-    actions.sandbox_deploy(agents[0], actor="system:test", changes=BAD_DEPLOYMENT,
+    sandbox_actions.sandbox_deploy(agents[0], actor="system:test", changes=BAD_DEPLOYMENT,
                            reason="bad")
     actions.set_shadow(actor=people.alice, agent=agents[0], enabled=True)
     actions.reconcile_agent(agents[0].pk, trigger="observation")
@@ -103,7 +104,7 @@ def test_the_agent_page_marks_where_desired_and_actual_differ_and_draws_its_time
         people, client):
     (agent,) = sandbox_agents(people, 1)
     actions.set_shadow(actor=people.alice, agent=agent, enabled=True)  # keep the drift
-    actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
     actions.reconcile_agent(agent.pk, trigger="observation")
     client.force_login(people.bob)
     page = client.get(f"/agents/{agent.name}/").content.decode()

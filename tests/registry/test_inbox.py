@@ -13,6 +13,7 @@ from reconciliation import actions
 from reconciliation.models import AlertEvent, Decision, Escalation
 from registry import actions as registry_actions
 from runtime import actions as runtime_actions
+from sandbox import actions as sandbox_actions
 from tests.conftest import BAD_DEPLOYMENT, approved_agent, eventually, refund_manifest
 
 pytestmark = pytest.mark.django_db
@@ -27,7 +28,7 @@ def escalated_drift(people, name: str = "payouts-agent") -> Escalation:
     agent = approved_agent(people, name, enforcement={"default": "correct",
                                                       "actions": "escalate"})
     actions.reconcile_agent(agent.pk, trigger="approved")
-    actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
     actions.reconcile_agent(agent.pk, trigger="observation")
     return Escalation.objects.get(agent=agent, status="open")
 

@@ -17,6 +17,7 @@ from registry.choices import VersionSource
 from registry.manifest import validate_manifest
 from registry.models import DesiredStateVersion
 from runtime import actions as runtime_actions
+from sandbox import actions as sandbox_actions
 from tests.conftest import BAD_DEPLOYMENT, REFUND_AGENT_YAML, approved_agent, refund_manifest
 
 pytestmark = pytest.mark.django_db
@@ -26,7 +27,7 @@ def bad_deployment(people, name: str = "payouts-agent", mode: str = "escalate"):
     """A real bad deployment on an agent whose every area escalates: three drifts, one pass."""
     agent = approved_agent(people, name, enforcement={"default": mode})
     actions.reconcile_agent(agent.pk, trigger="approved")
-    actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
     actions.reconcile_agent(agent.pk, trigger="observation")
     return agent
 
