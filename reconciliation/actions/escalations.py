@@ -25,7 +25,7 @@ from reconciliation.models import (
     Escalation,
     Finding,
 )
-from reconciliation.reconciler import idempotency_key
+from reconciliation.plan import idempotency_key
 from reconciliation.triggers import request_reconcile
 from registry.choices import Lifecycle, Role
 from registry.models import Agent

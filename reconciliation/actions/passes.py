@@ -54,8 +54,8 @@ from reconciliation.models import (
     ReconcileRun,
     Silence,
 )
+from reconciliation.plan import FindingView, decide, idempotency_key
 from reconciliation.recertified import merge, recertified_condition
-from reconciliation.reconciler import FindingView, decide, idempotency_key
 from reconciliation.resync_query import needing_pass, reconcilable
 from reconciliation.silence import overlay as silence_overlay
 from registry.actions.waivers import active_waivers, record_lapses

@@ -38,7 +38,7 @@ from reconciliation.models import (
     ObservedState,
     UnregisteredAgent,
 )
-from reconciliation.reconciler import idempotency_key, mode_for
+from reconciliation.plan import idempotency_key, mode_for
 from reconciliation.triggers import request_reconcile
 from registry.actions.waivers import active_waivers
 from registry.choices import Lifecycle, Role

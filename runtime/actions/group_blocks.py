@@ -20,7 +20,7 @@ from reconciliation.connectors import connector_for
 from reconciliation.connectors.base import ConnectorError
 from reconciliation.diff import Operation, OperationKind
 from reconciliation.models import Finding, GroupBreach
-from reconciliation.reconciler import idempotency_key
+from reconciliation.plan import idempotency_key
 from reconciliation.triggers import request_reconcile
 from registry.choices import Lifecycle
 from registry.models import Agent
