@@ -11,7 +11,7 @@ import audit
 from audit.choices import AuditAction
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from reconciliation.actions.common import alert, audit_label, enforcement_held, suspend_agent
-from reconciliation.actions.passes import refresh_status
+from reconciliation.actions.settle import refresh_status
 from reconciliation.choices import (
     RESOLUTIONS,
     EscalationKind,

@@ -27,7 +27,7 @@ from reconciliation.actions.common import (
     open_escalation,
     suspend_agent,
 )
-from reconciliation.actions.passes import refresh_status
+from reconciliation.actions.settle import refresh_status
 from reconciliation.choices import DecisionStatus, FindingStatus, Trigger
 from reconciliation.connectors import connector_for
 from reconciliation.diff import Operation, OperationKind

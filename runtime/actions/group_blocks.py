@@ -14,7 +14,7 @@ from django.utils import timezone
 import audit
 from audit.choices import AuditAction
 from reconciliation.actions.common import SYSTEM, enforcement_held, suspend_agent
-from reconciliation.actions.passes import refresh_status
+from reconciliation.actions.settle import refresh_status
 from reconciliation.choices import FindingStatus, Trigger
 from reconciliation.connectors import connector_for
 from reconciliation.connectors.base import ConnectorError

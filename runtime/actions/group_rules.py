@@ -16,7 +16,7 @@ import audit
 from audit.choices import AuditAction
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from reconciliation.actions.common import SYSTEM, alert, open_escalation
-from reconciliation.actions.passes import refresh_status
+from reconciliation.actions.settle import refresh_status
 from reconciliation.choices import FindingStatus
 from reconciliation.models import BehaviourEvent, Finding, GroupBreach, GroupRule
 from registry.choices import Role
