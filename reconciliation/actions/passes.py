@@ -15,11 +15,7 @@ from django.utils import timezone
 
 import audit
 from audit.choices import AuditAction
-from reconciliation.actions.common import (
-    SYSTEM,
-    breaker_held,
-    open_escalation,
-)
+from reconciliation.actions.common import SYSTEM, breaker_held, open_escalation
 from reconciliation.actions.correct import (
     _applied,
     _block,
@@ -35,18 +31,10 @@ from reconciliation.actions.observe import _finding_views, _release_accepted, _u
 from reconciliation.actions.pass_context import InSync, PassContext
 from reconciliation.actions.settle import _settle, _status
 from reconciliation.actions.verify import _schedule_verify, _suspended, _verify
-from reconciliation.choices import (
-    RunResult,
-    Trigger,
-)
+from reconciliation.choices import RunResult, Trigger
 from reconciliation.connectors import ConnectorError, connector_for
 from reconciliation.diff import diff
-from reconciliation.models import (
-    AgentStatus,
-    ControlState,
-    ObservedState,
-    ReconcileRun,
-)
+from reconciliation.models import AgentStatus, ControlState, ObservedState, ReconcileRun
 from reconciliation.plan import decide
 from reconciliation.resync_query import needing_pass, reconcilable
 from registry.actions.waivers import active_waivers, record_lapses

@@ -1,25 +1,15 @@
 """Verify: findings whose drift a fresh observation no longer shows are corrected (or resolved),
 and a verification pass is scheduled while changes wait to be seen."""
 
-
 from django.db import transaction
 from django.utils import timezone
 
 import audit
 from audit.choices import AuditAction
-from reconciliation.actions.common import (
-    SYSTEM,
-    alert,
-)
+from reconciliation.actions.common import SYSTEM, alert
 from reconciliation.actions.pass_context import PassContext
-from reconciliation.choices import (
-    CorrectionResult,
-    FindingStatus,
-)
-from reconciliation.models import (
-    Correction,
-    Finding,
-)
+from reconciliation.choices import CorrectionResult, FindingStatus
+from reconciliation.models import Correction, Finding
 from registry.choices import Lifecycle
 from registry.models import Agent
 
