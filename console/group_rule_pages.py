@@ -7,9 +7,9 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from reconciliation.models import GroupBreach, GroupRule
-from reconciliation.whatif import what_if
 from registry.choices import Role
 from registry.roles import has_role
+from runtime.whatif import what_if
 
 RECENT_BREACHES = 20
 

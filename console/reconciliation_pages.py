@@ -23,7 +23,6 @@ from reconciliation.choices import OPEN_STATUSES, FindingStatus
 from reconciliation.compare import TRANSITIONS, Transition, side_by_side, timeline
 from reconciliation.dashboard import summary
 from reconciliation.filters import FindingFilterSet
-from reconciliation.lab import inject, mass_drift
 from reconciliation.models import AgentStatus, Correction, Escalation, Finding, ReconcileRun
 from reconciliation.timeline_chart import timeline_figure
 from registry.choices import Lifecycle, Role
@@ -31,6 +30,7 @@ from registry.inbox import counts_for
 from registry.models import Agent
 from registry.recertification_report import due_for_owner
 from registry.roles import has_role
+from sandbox.lab import inject, mass_drift
 
 FEED_HISTORY = 20  # alerts drawn with the overview, so a fresh tab's feed is never empty
 

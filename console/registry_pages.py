@@ -29,7 +29,6 @@ from console.forms import DecisionForm, GuardrailForm, ManifestForm, selector_to
 from console.lifecycle_pages import retirement_context, waiver_context
 from console.recertification_pages import lifecycle_context
 from console.reconciliation_pages import agent_state_context, inbox_counts
-from reconciliation.behaviour_api import run_backtest
 from reconciliation.choices import Health
 from reconciliation.models import AgentStatus, Escalation
 from reconciliation.sync import Sync, health_and_sync
@@ -50,6 +49,7 @@ from registry.models import Agent, Approval, DesiredStateVersion, Guardrail
 from registry.review_thread import may_read, thread
 from registry.roles import has_role, sees_operations
 from registry.stepup import confirmed_device, proposal_reasons
+from runtime.behaviour_api import run_backtest
 
 PAGE_SIZE = 50
 HISTORY_SIZE = 100

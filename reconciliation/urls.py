@@ -1,7 +1,8 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from reconciliation import api, behaviour_api, fleet_api, group_rules_api, inbox_api
+from reconciliation import api, fleet_api, inbox_api
+from runtime import behaviour_api, group_rules_api
 
 router = SimpleRouter(trailing_slash=False)
 router.register("findings", api.FindingViewSet, basename="finding")

@@ -2,7 +2,7 @@
 owner, team or framework), which events it counts and how much each weighs (one call, a
 refund's amount, tokens, cost), the window an event lands in (one per rule and group key, e.g.
 one customer's record across every selected agent), and the replay of a rule over past events
-for the what-if. No ORM: the shell (reconciliation.group_windows, actions.group_rules) feeds
+for the what-if. No ORM: the shell (runtime.group_windows, actions.group_rules) feeds
 these plain values."""
 
 import hashlib

@@ -13,19 +13,19 @@ from django.utils import timezone
 import audit
 from audit.choices import AuditAction
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
-from reconciliation import windows
-from reconciliation.actions.behaviour import ensure_windows
 from reconciliation.actions.common import SYSTEM, alert, desired_now, state_hash
-from reconciliation.actions.group_rules import decision_block, decision_hold
-from reconciliation.behaviour import callable_tools, window_checks
 from reconciliation.choices import DecisionOutcome, DecisionStatus, EscalationStatus
-from reconciliation.events import Event
 from reconciliation.models import Decision, Escalation
 from registry.choices import Lifecycle, Role
 from registry.manifest import duration_seconds
 from registry.models import Agent
 from registry.principals import acting_agent
 from registry.roles import has_role
+from runtime import windows
+from runtime.actions.behaviour import ensure_windows
+from runtime.actions.group_rules import decision_block, decision_hold
+from runtime.behaviour import callable_tools, window_checks
+from runtime.events import Event
 
 
 def _amount(value: float) -> str:

@@ -3,9 +3,9 @@
 from typing import Any
 
 from config.errors import Invalid
-from reconciliation import actions
 from reconciliation.diff import effective_desired
 from registry.models import Agent
+from sandbox import actions
 
 
 def widened(agent: Agent) -> dict[str, Any]:

@@ -15,11 +15,15 @@ from django.utils import timezone
 import audit
 from audit.choices import AuditAction
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
-from reconciliation import group_windows, windows
 from reconciliation.actions.common import SYSTEM, alert, open_escalation
-from reconciliation.actions.passes import refresh_status
+from reconciliation.actions.settle import refresh_status
 from reconciliation.choices import FindingStatus
-from reconciliation.group_rules import (
+from reconciliation.models import BehaviourEvent, Finding, GroupBreach, GroupRule
+from registry.choices import Role
+from registry.models import Agent
+from registry.roles import has_role
+from runtime import group_windows, windows
+from runtime.group_rules import (
     AgentFacts,
     GroupCheck,
     GroupRuleSpec,
@@ -31,10 +35,6 @@ from reconciliation.group_rules import (
     validate,
     window_key,
 )
-from reconciliation.models import BehaviourEvent, Finding, GroupBreach, GroupRule
-from registry.choices import Role
-from registry.models import Agent
-from registry.roles import has_role
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ EVENT_FIELDS = ("id", *EVENT_COLUMNS[2:])
 
 def stored_event(values: tuple) -> Any:
     """An Event from a row of EVENT_COLUMNS without its agent id."""
-    from reconciliation.events import Event
+    from runtime.events import Event
 
     return Event(agent="", **dict(zip(EVENT_FIELDS, values, strict=True)))
 
@@ -290,8 +290,7 @@ def record_group_breach(hit: dict[str, Any]) -> GroupBreach | None:
             note = (f"{reason}; escalated once as escalation #{breach.escalation_id}"
                     if breach.escalation_id else f"{reason}; recorded" if warning
                     else f"{reason}; recorded (group rule effect {rule.effect})")
-            Finding.objects.filter(pk=finding.pk).update(status=FindingStatus.LOGGED,
-                                                         reason=note)
+            finding.transition(FindingStatus.LOGGED, reason=note)
         for agent in agents.values():
             refresh_status(agent, now=now)
     return breach

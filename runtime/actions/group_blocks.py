@@ -13,19 +13,19 @@ from django.utils import timezone
 
 import audit
 from audit.choices import AuditAction
-from reconciliation import group_windows
 from reconciliation.actions.common import SYSTEM, enforcement_held, suspend_agent
-from reconciliation.actions.passes import refresh_status
+from reconciliation.actions.settle import refresh_status
 from reconciliation.choices import FindingStatus, Trigger
 from reconciliation.connectors import connector_for
 from reconciliation.connectors.base import ConnectorError
 from reconciliation.diff import Operation, OperationKind
-from reconciliation.group_rules import window_key
 from reconciliation.models import Finding, GroupBreach
-from reconciliation.reconciler import idempotency_key
+from reconciliation.plan import idempotency_key
 from reconciliation.triggers import request_reconcile
 from registry.choices import Lifecycle
 from registry.models import Agent
+from runtime import group_windows
+from runtime.group_rules import window_key
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +47,8 @@ def block_involved(breach_id: int, finding_ids: list[int]) -> None:
         held = enforcement_held(agent)
         if held:  # recorded, not applied: the same promise as a per-agent block
             with transaction.atomic():
-                Finding.objects.filter(pk=finding.pk).update(
-                    status=FindingStatus.LOGGED,
+                finding.transition(
+                    FindingStatus.LOGGED,
                     reason=f"{finding.reason}; enforcement mode block, not applied: {held}")
                 audit.record(actor=SYSTEM, action=AuditAction.CORRECTION_SHADOWED,
                              target=f"agent:{agent.name}", agent=agent.name,
@@ -57,11 +57,12 @@ def block_involved(breach_id: int, finding_ids: list[int]) -> None:
         if agent.lifecycle != Lifecycle.SUSPENDED:
             connector_for(agent).apply(agent, operation.to_dict(), key)
         with transaction.atomic():
-            Finding.objects.filter(pk=finding.pk).update(
-                status=FindingStatus.BLOCKED,
+            was_reason = finding.reason
+            finding.transition(
+                FindingStatus.BLOCKED,
                 reason=f"{finding.reason}; blocked until the group's window falls back under "
                        "the limit")
-            suspend_agent(agent, actor=SYSTEM, reason=finding.reason[:1000])
+            suspend_agent(agent, actor=SYSTEM, reason=was_reason[:1000])
             refresh_status(agent, now=timezone.now())
     schedule_lift(breach_id, breach.opened_at + timedelta(seconds=breach.rule.to_spec().seconds))
 
@@ -92,7 +93,7 @@ def lift_group_block(breach_id: int, now: datetime | None = None) -> bool:
         schedule_lift(breach_id, now + timedelta(
             seconds=max(RECHECK_MIN_SECONDS, spec.seconds // 4)))
         return False
-    from reconciliation.actions.group_rules import _fingerprint
+    from runtime.actions.group_rules import _fingerprint
 
     reason = (f"group rule {rule.name}: {total:,.6g} {spec.measure} in the last {rule.per}, "
               f"back under {rule.limit:,.6g}: the group block is lifted"
@@ -102,9 +103,8 @@ def lift_group_block(breach_id: int, now: datetime | None = None) -> bool:
     with transaction.atomic():
         findings = list(Finding.objects.select_for_update().select_related("agent").filter(
             fingerprint=_fingerprint(rule, breach), status=FindingStatus.BLOCKED))
-        Finding.objects.filter(pk__in=[f.pk for f in findings]).update(
-            status=FindingStatus.RESOLVED, reason=reason, last_seen=now)
         for finding in findings:
+            finding.transition(FindingStatus.RESOLVED, reason=reason, last_seen=now)
             audit.record(actor=SYSTEM, action=AuditAction.FINDING_RESOLVED,
                          target=f"finding:{finding.pk}", agent=finding.agent.name,
                          before={"status": FindingStatus.BLOCKED},

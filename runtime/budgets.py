@@ -6,9 +6,9 @@ script in the same pipeline as every other window."""
 
 from typing import Any
 
-from reconciliation.behaviour import Violation
-from reconciliation.group_rules import GroupCheck
 from registry.manifest import duration_seconds
+from runtime.behaviour import Violation
+from runtime.group_rules import GroupCheck
 
 WARN_SHARE = 0.8
 WARNING_AREA = "warning"  # recorded and alerted only, whatever the spec's enforcement

@@ -18,8 +18,6 @@ from django.utils import timezone
 import audit
 from audit.choices import AuditAction
 from config.errors import NotAllowed
-from reconciliation import group_windows, windows
-from reconciliation.actions import group_rules
 from reconciliation.actions.common import (
     SYSTEM,
     alert,
@@ -29,20 +27,10 @@ from reconciliation.actions.common import (
     open_escalation,
     suspend_agent,
 )
-from reconciliation.actions.passes import refresh_status
-from reconciliation.behaviour import (
-    DEDUPE_SECONDS,
-    Violation,
-    covers,
-    static_violations,
-    window_checks,
-    window_violation,
-)
-from reconciliation.budgets import WARNING_AREA, budget_checks, budget_violation
+from reconciliation.actions.settle import refresh_status
 from reconciliation.choices import DecisionStatus, FindingStatus, Trigger
 from reconciliation.connectors import connector_for
 from reconciliation.diff import Operation, OperationKind
-from reconciliation.events import Event, validate_event
 from reconciliation.models import (
     BehaviourEvent,
     Decision,
@@ -50,7 +38,7 @@ from reconciliation.models import (
     ObservedState,
     UnregisteredAgent,
 )
-from reconciliation.reconciler import idempotency_key, mode_for
+from reconciliation.plan import idempotency_key, mode_for
 from reconciliation.triggers import request_reconcile
 from registry.actions.waivers import active_waivers
 from registry.choices import Lifecycle, Role
@@ -59,6 +47,18 @@ from registry.models import Agent
 from registry.principals import AgentPrincipal
 from registry.roles import has_role
 from registry.waivers import is_waived
+from runtime import group_windows, windows
+from runtime.actions import group_rules
+from runtime.behaviour import (
+    DEDUPE_SECONDS,
+    Violation,
+    covers,
+    static_violations,
+    window_checks,
+    window_violation,
+)
+from runtime.budgets import WARNING_AREA, budget_checks, budget_violation
+from runtime.events import Event, validate_event
 
 log = logging.getLogger(__name__)
 
@@ -451,20 +451,17 @@ def record_violations(agent_id: int, violations: list[dict[str, Any]]) -> list[F
             waiver = next((w for w in waivers if is_waived((w.pointer,), violation["pointer"])),
                           None)
             if waiver is not None:
-                finding.status = FindingStatus.LOGGED
-                finding.reason = (f"{violation['rule']}; allowed: waiver #{waiver.pk} "
-                                  f"({waiver.ticket}) until {waiver.expires_at:%Y-%m-%d %H:%M:%S}"
-                                  " UTC")
-                finding.save(update_fields=["status", "reason"])
+                finding.transition(FindingStatus.LOGGED, reason=(
+                    f"{violation['rule']}; allowed: waiver #{waiver.pk} ({waiver.ticket}) "
+                    f"until {waiver.expires_at:%Y-%m-%d %H:%M:%S} UTC"))
             elif mode == "block":
                 to_block.append(finding)
             elif mode == "escalate":
                 open_escalation(agent, finding, reason=violation["rule"])
             else:
-                finding.status = FindingStatus.LOGGED
-                finding.reason = (f"{violation['rule']}; recorded (mode {mode}: what an agent "
-                                  "did cannot be undone)")
-                finding.save(update_fields=["status", "reason"])
+                finding.transition(FindingStatus.LOGGED, reason=(
+                    f"{violation['rule']}; recorded (mode {mode}: what an agent did cannot be "
+                    "undone)"))
                 if mode == "correct":
                     request_reconcile(agent.pk, Trigger.FINDING)
     if to_block:
@@ -526,9 +523,9 @@ def _block_for_behaviour(agent: Agent, findings: list[Finding]) -> None:
     held = enforcement_held(agent)
     if held:  # recorded, not applied: the same promise as for configuration drift
         with transaction.atomic():
-            Finding.objects.filter(pk__in=[f.pk for f in findings]).update(
-                status=FindingStatus.LOGGED,
-                reason=f"enforcement mode block, not applied: {held}")
+            for finding in findings:
+                finding.transition(FindingStatus.LOGGED,
+                                   reason=f"enforcement mode block, not applied: {held}")
             audit.record(actor=SYSTEM, action=AuditAction.CORRECTION_SHADOWED,
                          target=f"agent:{agent.name}", agent=agent.name,
                          after={**operation.to_dict(), "key": key}, reason=held)
@@ -536,8 +533,8 @@ def _block_for_behaviour(agent: Agent, findings: list[Finding]) -> None:
     if agent.lifecycle != Lifecycle.SUSPENDED:
         connector_for(agent).apply(agent, operation.to_dict(), key)
     with transaction.atomic():
-        Finding.objects.filter(pk__in=[f.pk for f in findings]).update(
-            status=FindingStatus.BLOCKED)
+        for finding in findings:
+            finding.transition(FindingStatus.BLOCKED)
         suspend_agent(agent, actor=SYSTEM,
                       reason="; ".join(f.reason for f in findings)[:1000])
 

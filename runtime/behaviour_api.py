@@ -13,12 +13,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.errors import DomainError, NotAllowed, NotFound, TooLarge
-from reconciliation import actions
 from reconciliation.api import agent_for
-from reconciliation.backtest import run_backtest
-from reconciliation.events import MAX_EVENTS, BatchError, parse_batch, spans_to_events
 from reconciliation.models import Decision, UnregisteredAgent
-from reconciliation.otlp import decode
 from reconciliation.outbound import listed
 from registry.api import IsPerson, ManifestTextParser
 from registry.choices import Role
@@ -26,6 +22,10 @@ from registry.intake import Malformed
 from registry.models import ApiToken, DesiredStateVersion
 from registry.principals import AgentPrincipal, acting_agent
 from registry.roles import HasRole, has_role, sees_operations
+from runtime import actions
+from runtime.backtest import run_backtest
+from runtime.events import MAX_EVENTS, BatchError, parse_batch, spans_to_events
+from runtime.otlp import decode
 
 
 def _check_reporter(user: Any) -> None:

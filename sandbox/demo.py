@@ -10,13 +10,13 @@ from django.contrib.auth.models import User
 
 from reconciliation import actions
 from reconciliation.choices import Trigger
-from reconciliation.lab import inject
 from reconciliation.models import ReconcileRun
 from registry import actions as registry_actions
 from registry.choices import VersionSource
 from registry.intake import read_manifests
 from registry.manifest import validate_manifest
 from registry.models import Agent, Guardrail
+from sandbox.lab import inject
 
 EXAMPLES = Path(settings.BASE_DIR) / "examples" / "manifests"
 

@@ -8,7 +8,7 @@ import django_rq
 from redis import Redis
 from redis.client import Pipeline
 
-from reconciliation.behaviour import WindowCheck
+from runtime.behaviour import WindowCheck
 
 FILLED_KEY = "bw:filled:{agent_id}"
 

@@ -2,15 +2,15 @@
 "<agent id>|<event id>|<weight>" scored by time, so a retried event counts once and the agents
 involved can be read back. One script adds an event, trims and totals the window, and names
 the agents when the total is over the limit; it runs in the same pipeline as the per-agent
-windows (reconciliation.windows)."""
+windows (runtime.windows)."""
 
 from collections.abc import Iterable
 from datetime import datetime
 
 from redis.client import Pipeline
 
-from reconciliation import windows
-from reconciliation.group_rules import GroupCheck
+from runtime import windows
+from runtime.group_rules import GroupCheck
 
 FILLED_KEY = "gw:filled:{rule_id}:{revision}"
 

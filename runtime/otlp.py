@@ -9,7 +9,7 @@ from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from reconciliation.events import BatchError
+from runtime.events import BatchError
 
 
 def _hex(value: str) -> str:

@@ -10,14 +10,14 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from reconciliation.behaviour import backtest, covers
 from reconciliation.choices import DecisionStatus
-from reconciliation.events import Event
 from reconciliation.models import BehaviourEvent, Decision
 from registry.actions.waivers import active_waivers
 from registry.grant_clocks import start_clocks
 from registry.models import DesiredStateVersion
 from registry.permission_diff import ENFORCEMENT_STRENGTH
+from runtime.behaviour import backtest, covers
+from runtime.events import Event
 
 BACKTEST_DAYS = 7
 

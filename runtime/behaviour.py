@@ -11,9 +11,9 @@ from datetime import datetime
 from typing import Any
 
 from reconciliation.diff import effective_desired
-from reconciliation.events import Event
 from registry.manifest import duration_seconds
 from registry.waivers import is_waived
+from runtime.events import Event
 
 ACCESS_RANK = {"read": 1, "write": 2, "admin": 3}
 DEDUPE_SECONDS = 3600  # a rule broken again within this long is the same finding
@@ -200,7 +200,7 @@ def covers(request: dict[str, Any], event: Event) -> bool:
 
 
 class SlidingWindows:
-    """The in-memory twin of reconciliation.windows for replaying history in time order: each
+    """The in-memory twin of runtime.windows for replaying history in time order: each
     count is the window's members in [ts - seconds, ts] once the event is in, as ZCOUNT
     answers live."""
 
