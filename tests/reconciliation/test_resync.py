@@ -12,6 +12,7 @@ from django.utils import timezone
 from reconciliation import actions, jobs
 from reconciliation.models import AgentStatus, SandboxAgent
 from registry.models import Agent
+from sandbox import actions as sandbox_actions
 from tests.conftest import approved_agent
 
 pytestmark = pytest.mark.django_db
@@ -41,7 +42,7 @@ def test_a_batch_check_costs_the_same_queries_for_3_or_30_agents(people):
 
 def test_only_drifted_or_unconverged_agents_get_a_full_pass(people):
     agents = converged_agents(people, 4)
-    actions.sandbox_deploy(agents[1], actor="system:test", changes={"tools": ["x"]},
+    sandbox_actions.sandbox_deploy(agents[1], actor="system:test", changes={"tools": ["x"]},
                            reason="drift")
     AgentStatus.objects.filter(agent=agents[2]).update(converged=False)
     _, needs = queries_for([a.pk for a in agents])
@@ -54,7 +55,7 @@ def test_resync_queues_batches_and_never_floods_the_queue(people, redis_client, 
     assert jobs.resync() == 3
     queue = django_rq.get_queue("reconcile")
     assert queue.count == 3
-    actions.sandbox_deploy(agents[0], actor="system:test", changes={"tools": ["x"]},
+    sandbox_actions.sandbox_deploy(agents[0], actor="system:test", changes={"tools": ["x"]},
                            reason="drift")
     redis_client.flushdb()
     assert jobs.resync_batch([a.pk for a in agents]) == {"checked": 5, "queued": 1}
@@ -110,7 +111,7 @@ def test_an_agent_is_checked_again_once_a_grant_expires_or_it_is_suspended(peopl
 
 def test_resync_ranges_queue_passes_only_for_agents_out_of_sync(people, redis_client):
     agents = converged_agents(people, 4)
-    actions.sandbox_deploy(agents[2], actor="system:test", changes={"tools": ["x"]},
+    sandbox_actions.sandbox_deploy(agents[2], actor="system:test", changes={"tools": ["x"]},
                            reason="drift")
     redis_client.flushdb()
     assert jobs.resync_range(agents[0].pk, agents[-1].pk) == {"needs_pass": 1, "queued": 1}

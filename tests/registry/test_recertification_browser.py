@@ -8,7 +8,7 @@ import pytest
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.contrib.auth.models import User
 
-from sandbox import actions as reconciliation
+from sandbox import actions as sandbox_actions
 from tests.conftest import PASSWORD, approved_agent, eventually
 from tests.test_dashboard_browser import Browser
 
@@ -23,7 +23,7 @@ def test_a_review_date_and_a_waiver_run_out_on_the_agent_page(people, live_serve
     hasher = PBKDF2PasswordHasher()
     User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
     agent = approved_agent(people, "refund-agent")
-    reconciliation.ensure_sandbox(agent)
+    sandbox_actions.ensure_sandbox(agent)
     worker = start_worker("reconcile", "default")
     page_url = f"{live_server_process.url}/agents/refund-agent/"
     with sync_playwright() as playwright:
