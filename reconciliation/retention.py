@@ -26,15 +26,13 @@ DAY_SECONDS = 86_400
 @dataclass(frozen=True)
 class Kind:
     """One kind of data under retention: its model, the time its rows expire by, the setting
-    that says how many days are kept, what needs old rows of it, and how far back rows may
-    still arrive (partitions are made for those days too)."""
+    that says how many days are kept, and what needs old rows of it."""
 
     name: str
     model: str  # in the reconciliation app
     key: str
     setting: str
     needs: tuple[tuple[int, str], ...] = ()  # (days, who reads them)
-    late_days: int = 1
 
     @property
     def days(self) -> int:
@@ -49,8 +47,7 @@ class Kind:
 EVENTS = Kind("events", "BehaviourEvent", "ts", "RETENTION_EVENTS_DAYS", needs=(
     (math.ceil(MAX_DURATION_SECONDS / DAY_SECONDS), "the longest window a rule may count"),
     (MAX_PAST.days, "events accepted late"),
-    (backtest.BACKTEST_DAYS, "the backtest"), (whatif.DAYS, "group rule what-ifs")),
-    late_days=MAX_PAST.days)
+    (backtest.BACKTEST_DAYS, "the backtest"), (whatif.DAYS, "group rule what-ifs")))
 OBSERVATIONS = Kind("observations", "ObservedState", "observed_at",
                     "RETENTION_OBSERVATIONS_DAYS",
                     needs=((guardrail_whatif.DAYS, "guardrail what-ifs"),))

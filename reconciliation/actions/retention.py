@@ -46,18 +46,20 @@ def first_kept_day(kind: Kind, now: datetime) -> datetime:
 
 
 def make_partitions(now: datetime | None = None) -> list[str]:
-    """Create the day partitions every kind needs: from the oldest day a row may still arrive
-    for (events come up to 30 days late) to RETENTION_PARTITIONS_AHEAD_DAYS ahead."""
+    """Create any missing day partition of every kind, from the oldest day still kept to
+    RETENTION_PARTITIONS_AHEAD_DAYS ahead (rows of a missed day wait in the default partition
+    and move into theirs here)."""
     now = now or timezone.now()
     created = []
     for kind in KINDS:
-        first = max(first_kept_day(kind, now), now - timedelta(days=kind.late_days)).date()
+        first = first_kept_day(kind, now).date()
         last = (now + timedelta(days=settings.RETENTION_PARTITIONS_AHEAD_DAYS)).date()
         with transaction.atomic(), connection.cursor() as cursor:
             created += partitions.ensure_days(cursor, model_of(kind)._meta.db_table, kind.key,
                                               first, last)
     if created:
-        log.info("retention: created partitions %s", ", ".join(created))
+        log.info("retention: created %d partitions (%s .. %s)", len(created), created[0],
+                 created[-1])
     return created
 
 
@@ -114,6 +116,7 @@ def _rotate_default(kind: Kind, table: str, first: datetime, limit: Keep, actor:
         going = cursor.fetchone()[0]
         if not going:
             return 0
+        _settle_deferred(cursor)
         rows = partitions.row_count(cursor, default)
         expired = f"{default}_expired"
         partitions.detach(cursor, table, default)
@@ -142,6 +145,7 @@ def _drop(kind: Kind, table: str, part: partitions.DayPartition, limit: Keep,
     """Drop one day's partition, with its audit entry; the rows it held."""
     details: dict[str, Any] = {}
     with connection.cursor() as cursor:
+        _settle_deferred(cursor)
         rows = partitions.row_count(cursor, part.name)
         if kind is RUNS:
             details["corrections_unlinked"] = _unlink_corrections(
@@ -157,6 +161,12 @@ def _drop(kind: Kind, table: str, part: partitions.DayPartition, limit: Keep,
                          "rows": rows, **details},
                  reason=f"older than {limit.days} days ({limit.reason})")
     return rows - details.get("latest_kept", 0)
+
+
+def _settle_deferred(cursor: Any) -> None:
+    """PostgreSQL will not drop a table with foreign-key checks still pending on its rows
+    (written earlier in the caller's transaction): run them now."""
+    cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
 
 
 def _columns(kind: Kind) -> str:
