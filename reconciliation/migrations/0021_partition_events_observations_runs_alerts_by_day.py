@@ -39,12 +39,16 @@ def unpartition(apps, schema_editor):
         with schema_editor.connection.cursor() as cursor:
             cursor.execute(f'ALTER TABLE "{table}" RENAME TO "{table}_partitioned"')
             partitions.strip(cursor, f"{table}_partitioned")
+            made = len(schema_editor.deferred_sql)
             schema_editor.create_model(model)
+            later = partitions.take_deferred(schema_editor, made)
             columns = ", ".join(f'"{f.column}"' for f in model._meta.local_concrete_fields)
             cursor.execute(f'INSERT INTO "{table}" ({columns})'
                            f' SELECT {columns} FROM "{table}_partitioned"')
             cursor.execute(f'DROP TABLE "{table}_partitioned"')
             partitions.reset_ids(cursor, table)
+        for statement in later:
+            schema_editor.execute(statement)
 
 
 class Migration(migrations.Migration):
