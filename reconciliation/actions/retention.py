@@ -13,7 +13,7 @@ from typing import Any
 
 from django.apps import apps
 from django.conf import settings
-from django.db import connection, models, transaction
+from django.db import OperationalError, connection, models, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
@@ -25,6 +25,7 @@ from reconciliation.retention import KINDS, OBSERVATIONS, RUNS, Keep, Kind, keep
 log = logging.getLogger(__name__)
 
 RETENTION = "system:retention"
+LOCK_TIMEOUT = "5s"
 
 
 def model_of(kind: Kind) -> type[models.Model]:
@@ -54,9 +55,13 @@ def make_partitions(now: datetime | None = None) -> list[str]:
     for kind in KINDS:
         first = first_kept_day(kind, now).date()
         last = (now + timedelta(days=settings.RETENTION_PARTITIONS_AHEAD_DAYS)).date()
-        with transaction.atomic(), connection.cursor() as cursor:
-            created += partitions.ensure_days(cursor, model_of(kind)._meta.db_table, kind.key,
-                                              first, last)
+        table = model_of(kind)._meta.db_table
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+                created += partitions.ensure_days(cursor, table, kind.key, first, last)
+        except OperationalError as error:  # days ahead leave time for the next run
+            log.warning("retention: no new partitions of %s this time: %s", table, error)
     if created:
         log.info("retention: created %d partitions (%s .. %s)", len(created), created[0],
                  created[-1])
@@ -82,8 +87,14 @@ def _drop_partitions(kind: Kind, limit: Keep, now: datetime, actor: Any) -> int:
     first = first_kept_day(kind, now)
     with connection.cursor() as cursor:
         expired = [p for p in partitions.day_partitions(cursor, table) if p.end <= first]
-    gone = sum(_drop(kind, table, part, limit, actor) for part in expired)
-    return gone + _rotate_default(kind, table, first, limit, actor)
+    gone = 0
+    try:
+        for part in expired:
+            gone += _drop(kind, table, part, limit, actor)
+        return gone + _rotate_default(kind, table, first, limit, actor)
+    except OperationalError as error:  # a lock not granted in time: the next run goes on
+        log.warning("retention: %s stopped after %d rows: %s", table, gone, error)
+        return gone
 
 
 OWNER = ("CASE WHEN {t}.agent_id IS NOT NULL THEN 'a' || {t}.agent_id"
@@ -116,7 +127,7 @@ def _rotate_default(kind: Kind, table: str, first: datetime, limit: Keep, actor:
         going = cursor.fetchone()[0]
         if not going:
             return 0
-        _settle_deferred(cursor)
+        _prepare_drop(cursor)
         rows = partitions.row_count(cursor, default)
         expired = f"{default}_expired"
         partitions.detach(cursor, table, default)
@@ -145,7 +156,7 @@ def _drop(kind: Kind, table: str, part: partitions.DayPartition, limit: Keep,
     """Drop one day's partition, with its audit entry; the rows it held."""
     details: dict[str, Any] = {}
     with connection.cursor() as cursor:
-        _settle_deferred(cursor)
+        _prepare_drop(cursor)
         rows = partitions.row_count(cursor, part.name)
         if kind is RUNS:
             details["corrections_unlinked"] = _unlink_corrections(
@@ -163,9 +174,12 @@ def _drop(kind: Kind, table: str, part: partitions.DayPartition, limit: Keep,
     return rows - details.get("latest_kept", 0)
 
 
-def _settle_deferred(cursor: Any) -> None:
-    """PostgreSQL will not drop a table with foreign-key checks still pending on its rows
+def _prepare_drop(cursor: Any) -> None:
+    """Dropping or detaching a partition locks its whole table: wait at most LOCK_TIMEOUT
+    for it, so ingest and passes never queue long behind the job (it tries again next run).
+    And PostgreSQL will not drop a table with foreign-key checks still pending on its rows
     (written earlier in the caller's transaction): run them now."""
+    cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
     cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
 
 

@@ -7,10 +7,12 @@ the rules need is refused at start-up (and kept at the floor if checks were skip
 import re
 import subprocess
 import sys
+import time
 import uuid
 from datetime import timedelta
 
 import django_rq
+import psycopg
 import pytest
 from django.db import connection
 from django.utils import timezone
@@ -33,7 +35,7 @@ from reconciliation.models import (
 )
 from reconciliation.retention import EVENTS, check_retention, keep
 from reconciliation.retention import Keep as Kept
-from tests.conftest import ROOT, assert_trail_whole, child_env
+from tests.conftest import ROOT, assert_trail_whole, child_env, database_url
 
 
 def where(row) -> str:
@@ -175,6 +177,23 @@ def test_rows_that_came_while_the_job_was_away_wait_in_the_default_then_move_or_
     (entry,) = dropped("runs")
     assert (entry["partition"], entry["rows"], entry["rows_kept"]) == (
         "reconciliation_reconcilerun_default", 1, 0)
+
+
+def test_a_busy_table_makes_the_job_wait_a_little_not_stall_ingest(months_ago):
+    agent, then = months_ago
+    old = event(agent, then)
+    reader = psycopg.connect(database_url().replace("postgres://", "postgresql://"),
+                             autocommit=False)
+    try:  # a long transaction that read events holds its lock on the table
+        reader.execute("SELECT count(*) FROM reconciliation_behaviourevent").fetchone()
+        started = time.monotonic()
+        assert apply_retention()["events"] == 0
+        assert time.monotonic() - started < 120  # gave up on its lock, did not wait it out
+        assert BehaviourEvent.objects.filter(pk=old.pk).exists()
+    finally:
+        reader.close()
+    assert apply_retention()["events"] == 1  # the next run goes on
+    assert not BehaviourEvent.objects.filter(pk=old.pk).exists()
 
 
 def test_the_backtests_query_reads_only_its_weeks_partitions(refund_agent):
