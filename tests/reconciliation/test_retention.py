@@ -179,6 +179,7 @@ def test_rows_that_came_while_the_job_was_away_wait_in_the_default_then_move_or_
         "reconciliation_reconcilerun_default", 1, 0)
 
 
+@pytest.mark.django_db(transaction=True)  # the other connection must see the partitions
 def test_a_busy_table_makes_the_job_wait_a_little_not_stall_ingest(months_ago):
     agent, then = months_ago
     old = event(agent, then)
