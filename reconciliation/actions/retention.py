@@ -163,7 +163,7 @@ def _drop(kind: Kind, table: str, part: partitions.DayPartition, limit: Keep,
                 cursor, f'(SELECT id FROM "{part.name}")')
         if kind is OBSERVATIONS:
             partitions.detach(cursor, table, part.name)
-            details["latest_kept"] = _keep_latest_observations(cursor, table, f'"{part.name}"')
+            details["latest_kept"] = _keep_latest_observations(cursor, table, part.name)
         partitions.drop(cursor, part.name)
     audit.record(actor=actor, action=AuditAction.RETENTION_PARTITION_DROPPED,
                  target=f"table:{table}",
@@ -194,21 +194,18 @@ def _unlink_corrections(cursor: Any, run_ids: str, params: list[Any] | None = No
     return cursor.rowcount
 
 
-def _keep_latest_observations(cursor: Any, table: str, leaving: str,
-                              params: list[Any] | None = None) -> int:
-    """Copy back the rows about to go (`leaving`: a detached table or a subquery) that are
-    still some agent's latest observation; with their day gone they land in the default
-    partition. How many."""
-    owner = OWNER
+def _keep_latest_observations(cursor: Any, table: str, detached: str) -> int:
+    """Copy back the rows of a detached day that are still some agent's latest observation;
+    with their day gone they land in the default partition. How many."""
     columns = _columns(OBSERVATIONS)
     cursor.execute(
         f'INSERT INTO "{table}" ({columns}) SELECT {columns} FROM ('
-        f'  SELECT DISTINCT ON ({owner.format(t="d")}) * FROM {leaving} d'
-        f'  WHERE {owner.format(t="d")} IS NOT NULL'
-        f'  ORDER BY {owner.format(t="d")}, d.observed_at DESC, d.id DESC) o'
+        f'  SELECT DISTINCT ON ({OWNER.format(t="d")}) * FROM "{detached}" d'
+        f'  WHERE {OWNER.format(t="d")} IS NOT NULL'
+        f'  ORDER BY {OWNER.format(t="d")}, d.observed_at DESC, d.id DESC) o'
         f' WHERE NOT EXISTS (SELECT 1 FROM "{table}" n'
-        f'  WHERE {owner.format(t="n")} = {owner.format(t="o")}'
-        f'  AND n.observed_at >= o.observed_at)', params)
+        f'  WHERE {OWNER.format(t="n")} = {OWNER.format(t="o")}'
+        f'  AND n.observed_at >= o.observed_at)')
     return cursor.rowcount
 
 
