@@ -1,7 +1,7 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from audit import api, verify_pages, views
+from audit import api
 
 router = SimpleRouter(trailing_slash=False)
 router.register("audit/entries", api.AuditEntryViewSet, basename="audit-entry")
@@ -19,6 +19,3 @@ api_urlpatterns = [
     path("agents/<slug:name>/evidence", api.AgentEvidenceView.as_view(), name="agent-evidence"),
     *router.urls,
 ]
-
-page_urlpatterns = [path("audit/", views.explorer, name="audit-explorer"),
-                    path("audit/verify/", verify_pages.verify_page, name="audit-verify-page")]

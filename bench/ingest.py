@@ -77,10 +77,10 @@ def main_group_rules(total: int) -> None:
     from django.contrib.auth.models import User
     from django.db import connection
 
-    from reconciliation.actions.group_rules import create_group_rule
     from registry import actions
     from registry.choices import Role
     from registry.models import Agent
+    from runtime.actions.group_rules import create_group_rule
 
     ids = build_cluster(1000)
     for team in range(10):

@@ -77,7 +77,6 @@ def main(seconds: int, count: int) -> None:
     from django.contrib.sessions.backends.db import SessionStore
 
     from audit.verify import verify_trail
-    from reconciliation.lab import inject
     from reconciliation.models import (
         AlertEvent,
         BehaviourEvent,
@@ -87,6 +86,7 @@ def main(seconds: int, count: int) -> None:
     )
     from registry import actions
     from registry.models import Agent
+    from sandbox.lab import inject
 
     ids = build_cluster(count)
     names = list(Agent.objects.filter(pk__in=ids).values_list("name", flat=True))

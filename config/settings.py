@@ -172,6 +172,7 @@ INSTALLED_APPS = [
     "csp",
     "audit",
     "reconciliation",
+    "console",
 ]
 
 MIDDLEWARE = [
@@ -206,7 +207,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "registry.roles.roles_context",
+                "console.context_processors.roles_context",
             ],
         },
     },
@@ -271,7 +272,7 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "registry.password_audit.AuditPasswordChanges"},
 ]
 # Every sign-in goes through authenticate(request, ...): axes' backend refuses it first while the
-# account and client address are locked out (registry/signin.py).
+# account and client address are locked out (console/lockout_page.py).
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
@@ -286,7 +287,7 @@ AXES_COOLOFF_TIME = timedelta(minutes=env_int("SIGNIN_LOCKOUT_MINUTES", 15, mini
 # nobody else behind the same proxy, and carol is not locked out by guesses from elsewhere.
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_CLIENT_IP_CALLABLE = "config.client_address.client_address"
-AXES_LOCKOUT_CALLABLE = "registry.signin.locked_out"
+AXES_LOCKOUT_CALLABLE = "console.lockout_page.locked_out"
 AXES_ENABLE_ADMIN = False  # unlocking goes through `manage.py axes_reset_username`, not a click
 AXES_DISABLE_ACCESS_LOG = True  # successful sign-ins are in the audit trail already
 AXES_VERBOSE = False
@@ -350,8 +351,8 @@ OIDC_ROLE_MAP = env_role_map("OIDC_ROLE_MAP")
 OIDC_USE_PKCE = True
 OIDC_TIMEOUT = env_int("OIDC_TIMEOUT_SECONDS", 10, minimum=1)
 OIDC_CREATE_USER = True
-OIDC_AUTHENTICATE_CLASS = "registry.sso_views.SignInRequestView"
-OIDC_CALLBACK_CLASS = "registry.sso_views.SignInCallbackView"
+OIDC_AUTHENTICATE_CLASS = "console.signin_pages.SignInRequestView"
+OIDC_CALLBACK_CLASS = "console.signin_pages.SignInCallbackView"
 OIDC_REDIRECT_ALLOWED_HOSTS: list[str] = []
 LOGIN_REDIRECT_URL_FAILURE = "/login/?sso=failed"
 if OIDC_RP_CLIENT_ID and not (OIDC_ISSUER or OIDC_DISCOVERY_URL):

@@ -33,6 +33,29 @@ OPEN_STATUSES = (FindingStatus.OPEN, FindingStatus.CORRECTING, FindingStatus.REG
                  FindingStatus.BLOCKED, FindingStatus.ESCALATED, FindingStatus.ACCEPTED)
 
 
+def _finding_transitions() -> dict[str, frozenset[str]]:
+    """Where a finding may go from each status. A closed finding (verified, resolved,
+    acknowledged) only reopens (a corrected one may also regress within its hold window) or
+    is handed to a human; a change is applied only to drift the loop owns (never to one a
+    human holds); only an applied change is verified. Anything else may be escalated,
+    blocked, logged, accepted, acknowledged or resolved, by the loop or an approver's answer."""
+    s = FindingStatus
+    closed = {s.CORRECTED: {s.OPEN, s.REGRESSED, s.ESCALATED},
+              s.RESOLVED: {s.OPEN, s.ESCALATED}, s.ACKNOWLEDGED: {s.OPEN, s.ESCALATED}}
+    held_or_settled = {s.OPEN, s.ESCALATED, s.BLOCKED, s.LOGGED, s.ACCEPTED, s.ACKNOWLEDGED,
+                       s.RESOLVED}
+    live = {s.OPEN, s.REGRESSED, s.CORRECTING, s.LOGGED}
+    table = {status: frozenset(targets) for status, targets in closed.items()}
+    for status in set(s) - set(closed):
+        targets = held_or_settled | ({s.CORRECTING} if status in live else set()) | (
+            {s.CORRECTED} if status in (s.CORRECTING, s.REGRESSED) else set())
+        table[status] = frozenset(targets)
+    return table
+
+
+FINDING_TRANSITIONS = _finding_transitions()
+
+
 class CorrectionResult(models.TextChoices):
     """The life of one keyed corrective change."""
 

@@ -6,8 +6,8 @@ from typing import Any
 from django.db import models
 from django.utils import timezone
 
-from reconciliation.group_rules import EFFECTS, MEASURES, GroupRuleSpec
 from registry.models import ComplianceRule
+from runtime.group_rules import EFFECTS, MEASURES, GroupRuleSpec
 
 
 class GroupRule(ComplianceRule):

@@ -1,13 +1,12 @@
 """RQ entry points of the reconcile loop (thin: ids in, actions called).
 
-One pass per agent at a time: a Redis lock with an expiry, so a dead worker's lock lapses and
-another worker finishes the work. Failures requeue with exponential backoff and jitter, like
-the controller-runtime work queue.
+One pass per agent at a time: a Redis lock with an expiry (its keys and scripts live in
+`work_queue`), so a dead worker's lock lapses and another worker finishes the work. Failures
+requeue with exponential backoff and jitter, like the controller-runtime work queue.
 """
 
 import logging
 import random
-import threading
 import time
 import uuid
 from datetime import datetime, timedelta
@@ -18,28 +17,16 @@ from django.conf import settings
 from django.utils import timezone
 
 from audit.context import request_id_scope
-from reconciliation import actions
+from reconciliation import actions, work_queue
 from reconciliation.choices import Trigger
 from reconciliation.connectors import ConnectorError
-from reconciliation.triggers import QUEUED_KEY, QUEUED_TTL, enqueue_reconcile
+from reconciliation.triggers import enqueue_reconcile
 
-LOCK_KEY = "reconcile:lock:{agent_id}"
-VERIFY_KEY = "reconcile:verify:{agent_id}"
 log = logging.getLogger(__name__)
-
-# Releases the lock only if it still holds our token (it may have expired and moved on).
-_RELEASE = """
-if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end
-"""
-# Extends the lock only while it still holds our token.
-_EXTEND = """
-if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2])
-else return 0 end
-"""
 
 
 def _queue():
-    return django_rq.get_queue("reconcile", commit_mode="auto")
+    return work_queue.queue()
 
 
 def not_before(when: datetime) -> datetime:
@@ -61,22 +48,21 @@ def reconcile_agent(agent_id: int, trigger: str, attempt: int = 0, queued: str =
     while the lock is busy the key stays set, so further triggers collapse into this job."""
     queue = _queue()
     connection = queue.connection
-    lock = LOCK_KEY.format(agent_id=agent_id)
     token = uuid.uuid4().hex
-    if not connection.set(lock, token, nx=True, ex=settings.RECONCILE_LOCK_SECONDS):
+    if not work_queue.acquire_lock(connection, agent_id, token, settings.RECONCILE_LOCK_SECONDS):
         # Another worker is reconciling this agent: come back once it is likely done.
         if queued:
-            connection.expire(QUEUED_KEY.format(agent_id=agent_id), QUEUED_TTL)
+            work_queue.keep_waiting(connection, agent_id)
         queue.enqueue_in(timedelta(seconds=1 + random.random()), reconcile_agent, agent_id,
                          trigger, attempt, queued=queued)
         return "busy"
     if queued:  # from here on a new trigger must queue a new pass: this one reads state now
-        connection.eval(_RELEASE, 1, QUEUED_KEY.format(agent_id=agent_id), f"{trigger} {queued}")
+        work_queue.release_waiting(connection, agent_id, trigger, queued)
     if trigger == Trigger.VERIFY:  # likewise: this pass may need to schedule the next one
-        connection.delete(VERIFY_KEY.format(agent_id=agent_id))
+        work_queue.clear_verify(connection, agent_id)
     try:
-        with request_id_scope(f"reconcile-{agent_id}-{token[:8]}"), LockRenewal(
-                connection, lock, token, settings.RECONCILE_LOCK_SECONDS):
+        with request_id_scope(f"reconcile-{agent_id}-{token[:8]}"), work_queue.held_lock(
+                connection, agent_id, token, settings.RECONCILE_LOCK_SECONDS):
             run = actions.reconcile_agent(agent_id, trigger=trigger)
         return run.result if run else "skipped"
     except ConnectorError as error:
@@ -89,51 +75,14 @@ def reconcile_agent(agent_id: int, trigger: str, attempt: int = 0, queued: str =
                          attempt + 1)
         return f"retry in {delay:.1f}s"
     finally:
-        connection.eval(_RELEASE, 1, lock, token)
-
-
-class LockRenewal:
-    """Keeps a held lock alive while a pass runs (a slow platform can take longer than the
-    lock's expiry): a daemon thread extends it every third of its lifetime, only while it
-    still holds our token. A dead worker's thread dies with it, so its lock still lapses."""
-
-    def __init__(self, connection, key: str, token: str, seconds: int) -> None:
-        self.connection, self.key, self.token, self.seconds = connection, key, token, seconds
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True,
-                                        name=f"lock-renewal {key}")
-        self.lost = False
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.seconds / 3):
-            try:
-                held = self.connection.eval(_EXTEND, 1, self.key, self.token,
-                                            int(self.seconds * 1000))
-            except Exception:  # noqa: BLE001 - Redis blinked: try again next tick
-                log.warning("could not extend %s", self.key, exc_info=True)
-                continue
-            if not held:
-                self.lost = True
-                log.error("lost %s while a pass was running", self.key)
-                return
-
-    def __enter__(self) -> "LockRenewal":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
+        work_queue.release_lock(connection, agent_id, token)
 
 
 def schedule_verify(agent_id: int) -> None:
     """A verification pass a few seconds from now (at most one waiting per agent)."""
     queue = _queue()
     delay = settings.RECONCILE_VERIFY_DELAY_SECONDS
-    # The key lives until the verify pass starts (it deletes it); the expiry only frees an
-    # agent whose verify job was lost.
-    if queue.connection.set(VERIFY_KEY.format(agent_id=agent_id), "1", nx=True,
-                            ex=delay + QUEUED_TTL):
+    if work_queue.claim_verify(queue.connection, agent_id, delay + work_queue.QUEUED_TTL):
         queue.enqueue_at(not_before(timezone.now() + timedelta(seconds=delay)), reconcile_agent,
                          agent_id, Trigger.VERIFY)
 
@@ -263,35 +212,35 @@ def record_group_breach_job(hit: dict) -> None:
 
 def record_group_breach(hit: dict) -> bool:
     """Ingest worker: the breach, a finding per agent involved, one escalation."""
-    from reconciliation.actions.group_rules import record_group_breach as record
+    from runtime.actions.group_rules import record_group_breach as record
 
     return record(hit) is not None
 
 
 def lift_group_block_job(breach_id: int) -> bool:
     """Scheduled when a block rule's window can have fallen back under its limit."""
-    from reconciliation.actions.group_blocks import lift_group_block
+    from runtime.actions.group_blocks import lift_group_block
 
     return lift_group_block(breach_id)
 
 
 def block_group_job(breach_id: int, finding_ids: list[int]) -> None:
     """Ingest worker, after a block rule's breach committed: block each agent involved."""
-    from reconciliation.actions.group_blocks import block_involved
+    from runtime.actions.group_blocks import block_involved
 
     block_involved(breach_id, finding_ids)
 
 
 def record_violations(agent_id: int, violations: list[dict]) -> int:
     """Ingest worker: findings and enforcement for broken rules."""
-    from reconciliation.actions.behaviour import record_violations as record
+    from runtime.actions.behaviour import record_violations as record
 
     return len(record(agent_id, violations))
 
 
 def expire_decision_job(decision_id: str) -> bool:
     """Scheduled at a pending decision's expiry time; runs again if it ran early."""
-    from reconciliation.actions.decisions import expire_decision, pending_deadline
+    from runtime.actions.decisions import expire_decision, pending_deadline
 
     if expire_decision(decision_id):
         return True
@@ -305,7 +254,7 @@ def expire_decision_job(decision_id: str) -> bool:
 
 def expire_overdue_decisions() -> int:
     """Cron: pending decisions whose scheduled expiry was lost (Redis down at the time)."""
-    from reconciliation.actions.decisions import expire_overdue_decisions as expire
+    from runtime.actions.decisions import expire_overdue_decisions as expire
 
     return expire()
 
@@ -368,7 +317,7 @@ def _retry_notify(decision_id: str, attempt: int, error: OSError) -> str:
 
 def simulate_drift() -> str:
     """The demo simulator's tick (registered by config.cron only when DEMO_SIMULATOR is on)."""
-    from reconciliation.lab import simulate
+    from sandbox.lab import simulate
 
     return simulate()
 
@@ -376,7 +325,7 @@ def simulate_drift() -> str:
 def recount_events() -> int:
     """Cron: drain the event outbox (rules for events stored but not counted: Redis was down,
     or a web process died between commit and counting)."""
-    from reconciliation.actions.behaviour import recount_events as recount
+    from runtime.actions.behaviour import recount_events as recount
 
     return recount(settled_seconds=10)
 

@@ -4,7 +4,7 @@ agent status (conditions) and the control plane's own switches (shadow mode, bre
 import hashlib
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -12,7 +12,9 @@ from django.db import models
 from django.utils import timezone
 
 from audit.chain import canonical_json
+from config.errors import Conflict
 from reconciliation.choices import (
+    FINDING_TRANSITIONS,
     RESOLUTIONS,
     TEAM_LABEL,
     BreakerScope,
@@ -143,6 +145,10 @@ class ReconcileRun(models.Model):
         return f"run {self.pk} of {self.agent_id}: {self.result}"
 
 
+class IllegalTransition(Conflict):
+    """A finding was asked to move where its status does not allow (see FINDING_TRANSITIONS)."""
+
+
 class Finding(models.Model):
     """One drift, fingerprinted so the same drift stays one finding (with first and last seen)."""
 
@@ -196,6 +202,32 @@ class Finding(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.pointer} on {self.agent_id} ({self.status})"
+
+    def transition(self, to: str, *, reason: str | None = None, at: datetime | None = None,
+                   save: bool = True, **fields: Any) -> list[str]:
+        """Move this finding to status `to` (the only place its status changes): refuses a
+        move FINDING_TRANSITIONS does not allow, stamps the time the new status carries (a
+        verified correction's time and hold window, an acknowledgement's time), sets
+        `reason` and any other `fields`, and saves just those unless `save` is False.
+        Returns the names of the fields it set."""
+        if to not in FINDING_TRANSITIONS[self.status]:
+            raise IllegalTransition(f"A finding cannot go from {self.status} to {to}.",
+                                    code="illegal_transition")
+        at = at or timezone.now()
+        stamps: dict[str, Any] = {}
+        if to == FindingStatus.CORRECTED:
+            stamps = {"corrected_at": at, "hold_until": at + timedelta(
+                seconds=settings.RECONCILE_HOLD_SECONDS)}
+        elif to == FindingStatus.ACKNOWLEDGED:
+            stamps = {"acknowledged_at": at}
+        changed = {"status": to, **stamps, **fields}
+        if reason is not None:
+            changed["reason"] = reason
+        for name, value in changed.items():
+            setattr(self, name, value)
+        if save:
+            self.save(update_fields=list(changed))
+        return list(changed)
 
     def to_dict(self) -> dict[str, Any]:
         """The audited form."""
@@ -321,7 +353,7 @@ class Escalation(models.Model):
 
     def raise_offer(self) -> tuple[str, str]:
         """For a behaviour escalation: what "raise the limit" would propose, or why it cannot."""
-        from reconciliation.behaviour import raise_limit
+        from runtime.behaviour import raise_limit
 
         finding, agent = self.finding, self.agent
         if self.kind != EscalationKind.BEHAVIOUR or agent.active_version is None:

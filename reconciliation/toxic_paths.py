@@ -64,11 +64,8 @@ def _open(agent: Agent, path: ToxicPath, now: datetime) -> None:
         Finding.objects.filter(pk=finding.pk).update(last_seen=now, actual=path.to_dict())
         return
     if not created:  # it had been cleared and is back
-        finding.status, finding.occurrence = FindingStatus.OPEN, finding.occurrence + 1
-        finding.detected_at = finding.last_seen = now
-        finding.actual = path.to_dict()
-        finding.save(update_fields=["status", "occurrence", "detected_at", "last_seen",
-                                    "actual"])
+        finding.transition(FindingStatus.OPEN, occurrence=finding.occurrence + 1,
+                           detected_at=now, last_seen=now, actual=path.to_dict())
     audit.record(actor=SYSTEM, action=AuditAction.FINDING_OPENED, target=f"finding:{finding.pk}",
                  agent=agent.name, after={**finding.to_dict(), "path": path.to_dict()},
                  reason=f"toxic path observed: {path.describe()}")
@@ -78,7 +75,7 @@ def _open(agent: Agent, path: ToxicPath, now: datetime) -> None:
 def _clear(finding: Finding) -> None:
     reason = "the toxic path is no longer observed"
     was = finding.status
-    Finding.objects.filter(pk=finding.pk).update(status=FindingStatus.RESOLVED, reason=reason)
+    finding.transition(FindingStatus.RESOLVED, reason=reason)
     audit.record(actor=SYSTEM, action=AuditAction.FINDING_RESOLVED,
                  target=f"finding:{finding.pk}", agent=finding.agent.name,
                  before={"status": was}, after={"status": FindingStatus.RESOLVED},
@@ -90,7 +87,7 @@ def _clear(finding: Finding) -> None:
 def record_observed_paths(now: datetime | None = None) -> dict[str, int]:
     """Open a finding for each observed toxic path on the agents at its ends; resolve the
     ones no longer observed. Returns counts."""
-    from reconciliation.actions.passes import refresh_status
+    from reconciliation.actions.settle import refresh_status
 
     now = now or timezone.now()
     paths = toxic_paths(observed_states(), enabled_rules())

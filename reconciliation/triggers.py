@@ -3,11 +3,9 @@
 import uuid
 from datetime import datetime
 
-import django_rq
 from django.db import transaction
 
-QUEUED_KEY = "reconcile:queued:{agent_id}"
-QUEUED_TTL = 600  # a lost job cannot block an agent's triggers for longer than this
+from reconciliation import work_queue
 
 
 def enqueue_reconcile(agent_id: int, trigger: str) -> bool:
@@ -17,10 +15,9 @@ def enqueue_reconcile(agent_id: int, trigger: str) -> bool:
     waits, including while it waits for a running pass's lock, and only the job holding the
     token clears it, once it holds the lock: so triggers arriving during a running pass
     collapse into one pass after it, as in controller-runtime's work queue."""
-    queue = django_rq.get_queue("reconcile", commit_mode="auto")
-    key = QUEUED_KEY.format(agent_id=agent_id)
+    queue = work_queue.queue()
     token = uuid.uuid4().hex[:12]
-    if not queue.connection.set(key, f"{trigger} {token}", nx=True, ex=QUEUED_TTL):
+    if not work_queue.claim_waiting(queue.connection, agent_id, trigger, token):
         return False  # triggers for an agent already queued collapse into that pass
     queue.enqueue("reconciliation.jobs.reconcile_agent", agent_id, trigger,
                   job_id=f"reconcile-{agent_id}-{token}", queued=token)

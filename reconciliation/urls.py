@@ -1,7 +1,8 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from reconciliation import api, behaviour_api, fleet_views, group_rules_api, inbox_api
+from reconciliation import api, fleet_api, inbox_api
+from runtime import behaviour_api, group_rules_api
 
 router = SimpleRouter(trailing_slash=False)
 router.register("findings", api.FindingViewSet, basename="finding")
@@ -17,7 +18,7 @@ api_urlpatterns = [
     path("agents/<slug:name>/shadow", api.AgentShadowView.as_view(), name="agent-shadow"),
     path("control", api.ControlView.as_view(), name="control"),
     path("dashboard", api.DashboardView.as_view(), name="dashboard"),
-    path("fleet", fleet_views.FleetView.as_view(), name="fleet-api"),
+    path("fleet", fleet_api.FleetView.as_view(), name="fleet-api"),
     path("inbox", inbox_api.InboxView.as_view(), name="inbox"),
     path("inbox/triage", inbox_api.BulkTriageView.as_view(), name="inbox-triage"),
     path("incidents/<int:pk>/resolve", inbox_api.IncidentResolveView.as_view(),

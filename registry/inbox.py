@@ -91,6 +91,19 @@ class Item:
                 "findings": [e.finding_id for e in self.escalations if e.finding_id]}
 
 
+def time_left(seconds: int) -> str:
+    """"4 min left", "2 h 5 min left", "overdue 3 min": what the urgency column says."""
+    late, seconds = seconds < 0, abs(seconds)
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes = rest // 60
+    parts = ([f"{days} d"] if days else []) + ([f"{hours} h"] if hours else [])
+    if not days:
+        parts.append(f"{minutes} min" if minutes or hours else f"{seconds % 60} s")
+    text = " ".join(parts[:2])
+    return f"overdue {text}" if late else f"{text} left"
+
+
 def sla(kind: str) -> timedelta:
     """How long an item of this kind may wait (settings INBOX_SLA_*)."""
     from django.conf import settings

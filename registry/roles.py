@@ -1,8 +1,8 @@
-"""Who holds which role, for views, API permissions and templates."""
+"""Who holds which role, for views and API permissions (templates get it from
+console/context_processors.py)."""
 
 from typing import Any
 
-from django.http import HttpRequest
 from rest_framework.permissions import BasePermission
 
 from registry.choices import Role
@@ -41,21 +41,6 @@ def sees_operations(user: Any, agent: Any) -> bool:
     (metadata, specs, proposals, status), as the README's roles table says."""
     return sees_everything(user) or (has_role(user, Role.OWNER)
                                      and agent.owner_id == getattr(user, "pk", None))
-
-
-def roles_context(request: HttpRequest) -> dict[str, Any]:
-    """Template context: the signed-in person's roles, and for approvers and owners how much
-    waits in their inbox (counted only when a page shows it)."""
-    from django.utils.functional import SimpleLazyObject
-
-    roles = user_roles(getattr(request, "user", None))
-    context: dict[str, Any] = {"my_roles": roles}
-    if Role.APPROVER in roles or Role.OWNER in roles or Role.ADMIN in roles:
-        from reconciliation.views import inbox_counts
-
-        context["nav_pending_count"] = SimpleLazyObject(
-            lambda: inbox_counts(request.user)["total"])
-    return context
 
 
 class HasRole(BasePermission):

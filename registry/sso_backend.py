@@ -44,7 +44,7 @@ class SingleSignOnBackend(OIDCAuthenticationBackend):
     def authenticate(self, request: Any, **kwargs: Any) -> User | None:
         kwargs.pop("username", None)  # the sign-in limit's key, not a claim
         if not sso_provider.sso_enabled() or request is None or "nonce" not in kwargs:
-            return None  # not the provider's callback (registry/sso_views.py), e.g. a password
+            return None  # not the provider's callback (console/signin_pages.py), e.g. a password
         try:
             super().__init__()  # reads the endpoints, from discovery when not set
             user = super().authenticate(request, **kwargs)

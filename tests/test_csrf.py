@@ -19,6 +19,7 @@ from reconciliation import actions
 from reconciliation.models import Finding
 from registry import actions as registry_actions
 from registry.models import Agent
+from sandbox import actions as sandbox_actions
 from tests.conftest import BAD_DEPLOYMENT, PASSWORD, REFUND_AGENT_YAML, refund_manifest
 
 pytestmark = pytest.mark.django_db
@@ -107,7 +108,7 @@ def cluster(people, redis_client):
     registry_actions.approve_proposal(outcome.version.pk, actor=people.bob)
     agent = Agent.objects.get(name="refund-agent")
     actions.reconcile_agent(agent.pk, trigger="approved")
-    actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
     actions.reconcile_agent(agent.pk, trigger="observation")
     pending = registry_actions.propose(agent, refund_manifest(model="gpt-5").spec,
                                        agent.active_version.metadata, actor=people.alice,

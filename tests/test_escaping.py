@@ -20,6 +20,7 @@ from reconciliation.models import BehaviourEvent, Escalation, Finding, Unregiste
 from registry import actions as registry_actions
 from registry.manifest import validate_manifest
 from registry.models import Agent
+from sandbox import actions as sandbox_actions
 from tests.conftest import REFUND_AGENT_YAML
 
 pytestmark = pytest.mark.django_db
@@ -127,7 +128,7 @@ def world(people, api_as, redis_client, django_capture_on_commit_callbacks):
 
     # The platform runs something else: tool, data and model strings with markup; the refund
     # rule dropped (escalated to a human).
-    actions.sandbox_deploy(agent, actor="system:test", reason=EVIL, changes={
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", reason=EVIL, changes={
         "tools": ["orders.lookup", "payments.refund", SCRIPT, IMG],
         "data": [*EVIL_SPEC["data"], {"resource": IMG_NO_SPACE, "access": "admin"}],
         "model": IMG, "version": SCRIPT,

@@ -7,6 +7,8 @@ from django.contrib.auth.models import User
 
 from reconciliation import actions as reconciliation
 from reconciliation.models import Escalation
+from runtime import actions as runtime_actions
+from sandbox import actions as sandbox_actions
 from tests.conftest import PASSWORD, approved_agent
 from tests.test_dashboard_browser import Browser
 
@@ -43,7 +45,7 @@ def test_an_approver_answers_a_decision_with_the_keyboard_alone(
     hasher = PBKDF2PasswordHasher()
     User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
     agent = approved_agent(people, "refund-agent")
-    decision = reconciliation.request_decision(
+    decision = runtime_actions.request_decision(
         agent, {"action": "payments.refund", "amount": 800}, actor=people.alice)
     escalation = Escalation.objects.get(decision=decision)
     with sync_playwright() as playwright:
@@ -82,9 +84,9 @@ def test_pages_fit_the_screen_and_never_say_it_with_colour_alone(
     hasher = PBKDF2PasswordHasher()
     User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
     agent = approved_agent(people, "refund-agent")
-    reconciliation.ensure_sandbox(agent)
+    sandbox_actions.ensure_sandbox(agent)
     reconciliation.reconcile_agent(agent.pk, trigger="approved")
-    from reconciliation.lab import inject
+    from sandbox.lab import inject
 
     inject(agent, "drift", actor="dana")  # leaves drift, findings and a diff to show
     reconciliation.reconcile_agent(agent.pk, trigger="observation")

@@ -102,8 +102,8 @@ def test_lookups_in_parameter_names_are_ignored_on_every_list_endpoint(api_as, p
 
 def test_findings_filters_are_exact_values(people, api_as, refund_agent):
     from reconciliation import actions
-
-    actions.sandbox_deploy(refund_agent, actor="system:test", changes=BAD_DEPLOYMENT,
+    from sandbox import actions as sandbox_actions
+    sandbox_actions.sandbox_deploy(refund_agent, actor="system:test", changes=BAD_DEPLOYMENT,
                            reason="a bad deployment")
     actions.reconcile_agent(refund_agent.pk, trigger="manual")
     assert Finding.objects.exists()

@@ -42,6 +42,8 @@ from reconciliation.models import ControlState, Escalation, Finding
 from registry import actions as registry_actions
 from registry.choices import Role
 from registry.models import Agent
+from runtime import actions as runtime_actions
+from sandbox import actions as sandbox_actions
 from tests.conftest import BAD_DEPLOYMENT, PASSWORD, REFUND_AGENT_YAML, refund_manifest
 
 WHO = ("anonymous", "alice", "oscar", "bob", "erin", "dana", "admin", "own_agent",
@@ -607,7 +609,7 @@ def build_scene() -> Scene:
     erins_agent = register("erin-agent", erin, bob)
 
     actions.reconcile_agent(refund.pk, trigger="approved")
-    actions.sandbox_deploy(refund, actor="system:test", changes={
+    sandbox_actions.sandbox_deploy(refund, actor="system:test", changes={
         **BAD_DEPLOYMENT, "tools": [*BAD_DEPLOYMENT["tools"], OBSERVED_MARKER]},
         reason=AUDIT_MARKER)
     actions.reconcile_agent(refund.pk, trigger="observation")  # drops the $500 rule: escalated
@@ -619,16 +621,16 @@ def build_scene() -> Scene:
                                      erins_agent.active_version.metadata, actor=erin,
                                      source="api").version
     erins_esc = actions.open_escalation(erins_agent, None, reason="drift on erin-agent")
-    asked = actions.request_decision(refund, {"action": "payments.refund", "amount": 900},
+    asked = runtime_actions.request_decision(refund, {"action": "payments.refund", "amount": 900},
                                      actor=alice)
-    decided = actions.request_decision(refund, {"action": "payments.refund", "amount": 10},
+    decided = runtime_actions.request_decision(refund, {"action": "payments.refund", "amount": 10},
                                        actor=alice)
     actions.note_unregistered_observation("shadow-agent", {"running": True},
                                           actor="system:test")
     registry_actions.create_guardrail(actor=people["dana"], name="g-existing",
                                       expression="true", effect="warn", message="m")
     registry_actions.create_toxic_combination(actor=people["dana"], **TOXIC)
-    from reconciliation.actions.group_rules import create_group_rule
+    from runtime.actions.group_rules import create_group_rule
 
     create_group_rule(actor=people["dana"], **GROUP_RULE)
     ControlState.objects.update_or_create(pk=1, defaults={

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from audit.models import AuditEntry
 from audit.sentences import entry_sentence, sentence
-from audit.templatetags.readable import when
+from console.templatetags.readable import when
 from tests.test_permission_matrix import scene  # noqa: F401 (the shared scene fixture)
 
 pytestmark = pytest.mark.django_db

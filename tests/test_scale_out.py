@@ -10,10 +10,10 @@ import urllib.request
 import pytest
 
 from config import embedded_redis
-from reconciliation import actions
 from reconciliation.models import Finding, ReconcileRun, SandboxAgent
 from registry import actions as registry_actions
 from registry.models import Agent
+from sandbox import actions
 from tests.conftest import (
     BAD_DEPLOYMENT,
     ROOT,

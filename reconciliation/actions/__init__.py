@@ -1,12 +1,6 @@
 """Every state change of the reconcile loop. Each writes its audit rows in the same transaction
 and sends alerts after commit."""
 
-from reconciliation.actions.behaviour import (
-    adopt_unregistered,
-    assign_unregistered,
-    ingest_events,
-    record_violations,
-)
 from reconciliation.actions.common import (
     SYSTEM,
     audit_label,
@@ -15,7 +9,6 @@ from reconciliation.actions.common import (
     state_hash,
     suspend_agent,
 )
-from reconciliation.actions.decisions import decide_pending, expire_decision, request_decision
 from reconciliation.actions.escalations import (
     acknowledge_finding,
     announce_awake,
@@ -32,16 +25,15 @@ from reconciliation.actions.observations import (
     record_observed_part,
 )
 from reconciliation.actions.passes import converged_check, reconcile_agent
-from reconciliation.actions.sandbox import ensure_sandbox, sandbox_deploy, sandbox_faults
 from reconciliation.actions.switches import reset_breaker, set_shadow
 
 __all__ = [
-    "SYSTEM", "acknowledge_finding", "adopt_unregistered", "announce_awake",
-    "assign_unregistered", "audit_label", "authorise_acknowledgement", "authorise_escalation",
-    "converged_check", "decide_pending", "desired_now", "ensure_sandbox", "expire_decision",
-    "ingest_events", "note_unregistered_observation", "open_escalation", "reconcile_agent",
+    "SYSTEM", "acknowledge_finding", "announce_awake",
+    "audit_label", "authorise_acknowledgement", "authorise_escalation",
+    "converged_check", "desired_now",
+    "note_unregistered_observation", "open_escalation", "reconcile_agent",
     "record_observation", "record_observed_part",
-    "record_violations", "request_decision", "reset_breaker", "resolve_escalation", "resume_agent",
-    "sandbox_deploy", "sandbox_faults", "set_shadow", "state_hash", "suspend_agent",
+    "reset_breaker", "resolve_escalation", "resume_agent",
+    "set_shadow", "state_hash", "suspend_agent",
     "triage_escalation", "incident_members", "resolve_incident", "triage_many",
 ]

@@ -71,8 +71,7 @@ def open_escalation(agent: Agent, finding: Finding | None, *, reason: str) -> Es
         return None
     escalation = Escalation.objects.create(agent=agent, finding=finding, reason=reason)
     if finding is not None:
-        Finding.objects.filter(pk=finding.pk).update(status=FindingStatus.ESCALATED,
-                                                     reason=reason)
+        finding.transition(FindingStatus.ESCALATED, reason=reason)
     audit.record(actor=SYSTEM, action=AuditAction.ESCALATION_OPENED,
                  target=f"escalation:{escalation.pk}", agent=agent.name,
                  after={"finding": finding.to_dict() if finding else None}, reason=reason)

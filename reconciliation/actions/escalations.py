@@ -11,8 +11,7 @@ import audit
 from audit.choices import AuditAction
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from reconciliation.actions.common import alert, audit_label, enforcement_held, suspend_agent
-from reconciliation.actions.passes import refresh_status
-from reconciliation.behaviour import raise_limit
+from reconciliation.actions.settle import refresh_status
 from reconciliation.choices import (
     RESOLUTIONS,
     EscalationKind,
@@ -26,11 +25,12 @@ from reconciliation.models import (
     Escalation,
     Finding,
 )
-from reconciliation.reconciler import idempotency_key
+from reconciliation.plan import idempotency_key
 from reconciliation.triggers import request_reconcile
 from registry.choices import Lifecycle, Role
 from registry.models import Agent
 from registry.roles import has_role
+from runtime.behaviour import raise_limit
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ def resolve_escalation(escalation_id: int, *, actor: Any, resolution: str,
             {"pointer": "/resolution",
              "message": f"a {kind} escalation takes {', '.join(RESOLUTIONS[kind])}"}])
     if kind == EscalationKind.DECISION:
-        from reconciliation.actions.decisions import decide_pending
+        from runtime.actions.decisions import decide_pending
 
         decide_pending(str(escalation.decision_id), actor=actor,
                        allow=resolution == Resolution.ALLOW, comment=comment)
@@ -137,9 +137,8 @@ def _resolve_drift(escalation: Escalation, finding: Finding | None, resolution: 
     if resolution == Resolution.REVERT:
         if finding is not None:
             # Back to the loop as an ordinary correction, whatever the area's mode says.
-            Finding.objects.filter(pk=finding.pk).update(
-                status=FindingStatus.OPEN, attempts=0, revert_ordered=True,
-                reason=f"revert ordered by {actor.username}")
+            finding.transition(FindingStatus.OPEN, attempts=0, revert_ordered=True,
+                               reason=f"revert ordered by {actor.username}")
         return {}
     if resolution == Resolution.ACCEPT:
         latest = agent.observations.order_by("-observed_at").first()
@@ -158,14 +157,13 @@ def _resolve_drift(escalation: Escalation, finding: Finding | None, resolution: 
             source=VersionSource.UI, comment=f"accepted from escalation {escalation.pk}",
             from_escalation=True)
         if finding is not None:
-            Finding.objects.filter(pk=finding.pk).update(
-                status=FindingStatus.ACCEPTED, proposal=outcome.version,
+            finding.transition(
+                FindingStatus.ACCEPTED, proposal=outcome.version,
                 reason="accepted into a proposal: held until it is approved or refused")
         return {"proposal": outcome.version.pk}
     suspend_agent(agent, actor=actor, reason=f"escalation {escalation.pk}: {comment}")
     if finding is not None:
-        Finding.objects.filter(pk=finding.pk).update(status=FindingStatus.BLOCKED,
-                                                     reason="suspended by an approver")
+        finding.transition(FindingStatus.BLOCKED, reason="suspended by an approver")
     return {}
 
 
@@ -194,11 +192,9 @@ def _resolve_behaviour(escalation: Escalation, finding: Finding, resolution: Res
     agent = escalation.agent
     before = {"status": finding.status}
     if resolution == Resolution.ACKNOWLEDGE:
-        finding.status = FindingStatus.ACKNOWLEDGED
-        finding.acknowledged_by = actor
-        finding.acknowledged_at = now
-        finding.reason = f"acknowledged by {actor.username} as a one-off: {comment}"[:2000]
-        finding.save(update_fields=["status", "acknowledged_by", "acknowledged_at", "reason"])
+        finding.transition(
+            FindingStatus.ACKNOWLEDGED, at=now, acknowledged_by=actor,
+            reason=f"acknowledged by {actor.username} as a one-off: {comment}"[:2000])
         audit.record(actor=actor, action=AuditAction.FINDING_ACKNOWLEDGED,
                      target=f"finding:{finding.pk}", agent=agent.name, before=before,
                      after={"status": finding.status}, reason=comment)
@@ -218,14 +214,13 @@ def _suspend_for_behaviour(escalation: Escalation, finding: Finding, *, actor: A
     held = enforcement_held(agent)
     if held:
         reason = f"suspend ordered by {actor.username}, not applied: {held}"
-        Finding.objects.filter(pk=finding.pk).update(status=FindingStatus.LOGGED, reason=reason)
+        finding.transition(FindingStatus.LOGGED, reason=reason)
         audit.record(actor=actor, action=AuditAction.CORRECTION_SHADOWED,
                      target=f"agent:{agent.name}", agent=agent.name,
                      after={**operation.to_dict(), "key": key}, reason=reason)
         return {"finding": {"status": FindingStatus.LOGGED}, "applied": False, "held": held}
     suspend_agent(agent, actor=actor, reason=f"escalation {escalation.pk}: {comment}")
-    Finding.objects.filter(pk=finding.pk).update(status=FindingStatus.BLOCKED,
-                                                 reason=f"suspended by {actor.username}")
+    finding.transition(FindingStatus.BLOCKED, reason=f"suspended by {actor.username}")
     transaction.on_commit(lambda: _tell_connector(agent, operation, key), robust=True)
     return {"finding": {"status": FindingStatus.BLOCKED}, "applied": True, "key": key}
 
@@ -263,8 +258,7 @@ def _raise_limit(escalation: Escalation, finding: Finding, *, actor: Any) -> dic
         agent, read_spec(spec), base.metadata, actor=actor, source=VersionSource.UI,
         comment=f"from escalation {escalation.pk}: {change}", from_escalation=True)
     reason = f"{change}: proposal {outcome.version.pk}, held until it is approved or refused"
-    Finding.objects.filter(pk=finding.pk).update(status=FindingStatus.ACCEPTED,
-                                                 proposal=outcome.version, reason=reason)
+    finding.transition(FindingStatus.ACCEPTED, proposal=outcome.version, reason=reason)
     return {"finding": {"status": FindingStatus.ACCEPTED}, "proposal": outcome.version.pk,
             "change": change}
 
@@ -283,9 +277,9 @@ def resume_agent(agent: Agent, *, actor: Any, reason: str) -> None:
         raise Conflict(f"{agent.name} is not suspended.", code="not_suspended")
     cleared = list(Finding.objects.select_for_update().filter(
         agent=agent, status=FindingStatus.BLOCKED).order_by("pk"))
-    Finding.objects.filter(pk__in=[f.pk for f in cleared]).update(
-        status=FindingStatus.RESOLVED, reason=f"cleared by {audit_label(actor)}: {reason}")
     for finding in cleared:
+        finding.transition(FindingStatus.RESOLVED,
+                           reason=f"cleared by {audit_label(actor)}: {reason}")
         # One row per finding: the compliance timeline reads when each drift stopped counting.
         audit.record(actor=actor, action=AuditAction.FINDING_RESOLVED,
                      target=f"finding:{finding.pk}", agent=agent.name,

@@ -60,9 +60,10 @@ def _accepted_with(escalation: Escalation, proposal_id: int, *, actor: Any,
     """A sibling of an accepted escalation: its drift is in the same proposal."""
     escalation = authorise_escalation(escalation.pk, actor=actor, lock=True)
     now = timezone.now()
-    Finding.objects.filter(pk=escalation.finding_id).update(
-        status=FindingStatus.ACCEPTED, proposal_id=proposal_id,
-        reason="accepted into a proposal: held until it is approved or refused")
+    if escalation.finding is not None:
+        escalation.finding.transition(
+            FindingStatus.ACCEPTED, proposal_id=proposal_id,
+            reason="accepted into a proposal: held until it is approved or refused")
     escalation.status = EscalationStatus.RESOLVED
     escalation.resolution = Resolution.ACCEPT
     escalation.comment = comment

@@ -93,11 +93,9 @@ def delete_preference(preference_id: int, *, actor: Any) -> None:
 
 
 def _line(item: inbox.Item, now: datetime, why: str) -> str:
-    from registry.inbox_pages import time_left
-
     head = "SLA BREACHED: " if why == BREACH else ""
     return (f"{head}{item.kind} · {item.agent} · {item.what} · {item.severity} · "
-            f"{time_left(item.seconds_left(now))} · {settings.SITE_URL}{item.link}")
+            f"{inbox.time_left(item.seconds_left(now))} · {settings.SITE_URL}{item.link}")
 
 
 def _queue(preference: NotificationPreference, item: inbox.Item, why: str,

@@ -330,7 +330,7 @@ def _register(manifest: Manifest, *, actor: Any, source: str, origin: str,
     audit.record(actor=actor, action=AuditAction.AGENT_REGISTERED, target=f"agent:{agent.name}",
                  agent=agent.name, after={"owner": owner.username, "labels": agent.labels},
                  reason=origin)
-    from reconciliation.actions.behaviour import adopt_unregistered
+    from runtime.actions.behaviour import adopt_unregistered
 
     adopt_unregistered(agent, actor=actor)  # a shadow agent's earlier events count from now
     outcome = propose(agent, manifest.spec, _metadata(manifest), actor=actor, source=source,

@@ -122,7 +122,7 @@ def stop_on_platform(agent_id: int) -> str:
     retirement committed); the key makes a repeated request a no-op at the platform."""
     from reconciliation.connectors import connector_for
     from reconciliation.diff import Operation, OperationKind
-    from reconciliation.reconciler import idempotency_key
+    from reconciliation.plan import idempotency_key
 
     agent = Agent.objects.get(pk=agent_id)
     operation = Operation(OperationKind.SUSPEND, "agent")  # a ConnectorError: the job retries

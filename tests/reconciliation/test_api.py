@@ -5,8 +5,9 @@ import pytest
 from audit.models import AuditEntry
 from reconciliation import actions
 from reconciliation.models import Escalation, Finding, ObservedState, SandboxAgent
-from reconciliation.triggers import QUEUED_KEY
+from reconciliation.work_queue import QUEUED_KEY
 from registry import actions as registry_actions
+from sandbox import actions as sandbox_actions
 from tests.conftest import refund_manifest
 
 pytestmark = pytest.mark.django_db
@@ -94,7 +95,7 @@ def test_reconcile_now_is_for_the_owner_and_compliance(people, api_as, refund_ag
 
 
 def test_reviewers_list_findings_and_resolve_escalations(people, api_as, refund_agent):
-    actions.sandbox_deploy(refund_agent, actor="system:test",
+    sandbox_actions.sandbox_deploy(refund_agent, actor="system:test",
                            changes={"actions": {"payments.refund": {"max": 5000}}}, reason="x")
     actions.reconcile_agent(refund_agent.pk, trigger="manual")  # actions area: escalate
     bob = api_as(people.bob)
@@ -119,7 +120,7 @@ def test_reviewers_list_findings_and_resolve_escalations(people, api_as, refund_
 
 def accept_the_drift(people, refund_agent):
     """A tighter refund threshold deployed, escalated, and accepted by carol."""
-    actions.sandbox_deploy(refund_agent, actor="system:test",
+    sandbox_actions.sandbox_deploy(refund_agent, actor="system:test",
                            changes={"actions": {"payments.refund": {"approval_above": 400,
                                                                     "max": 5000}}},
                            reason="tighter")

@@ -8,11 +8,11 @@ from datetime import UTC, datetime, timedelta
 from rest_framework.test import APIClient
 
 from reconciliation import actions
-from reconciliation.behaviour import backtest
-from reconciliation.events import Event
 from reconciliation.models import Escalation
 from registry import actions as registry_actions
 from registry.models import Agent
+from runtime.behaviour import backtest
+from runtime.events import Event
 from tests.conftest import approved_with_client, refund_manifest
 
 T = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)  # the crm grant of the active version ends here

@@ -15,6 +15,7 @@ from reconciliation import actions
 from reconciliation.models import AgentStatus, Escalation, Finding, SandboxAgent
 from registry import actions as registry_actions
 from registry.models import Agent, DesiredStateVersion
+from sandbox import actions as sandbox_actions
 from tests.conftest import approved_with_client
 from tests.reconciliation.test_behaviour_rules import SUPPORT as BEHAVIOUR_SPEC
 
@@ -231,7 +232,7 @@ def test_behaviour_resolutions_are_refused_for_configuration_drift(people, api_a
                                                                    agent_and_client,
                                                                    resolution):
     agent, _ = agent_and_client
-    actions.sandbox_deploy(agent, actor="system:test", reason="a bad deploy",
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", reason="a bad deploy",
                            changes={"actions": {"payments.refund": {"max": 5000}}})
     actions.reconcile_agent(agent.pk, trigger="manual")  # actions area: escalate
     escalation = Escalation.objects.get(status="open")
@@ -244,8 +245,8 @@ def test_behaviour_resolutions_are_refused_for_configuration_drift(people, api_a
 
 
 def test_a_reused_sign_off_has_no_limit_to_raise(people, api_as, agent_and_client):
-    from reconciliation.actions.behaviour import record_violations
-    from reconciliation.behaviour import Violation
+    from runtime.actions.behaviour import record_violations
+    from runtime.behaviour import Violation
 
     agent, _ = agent_and_client
     violation = Violation("decision_reused", "/actions/payments.refund/approval_above", 500,

@@ -11,6 +11,7 @@ from rest_framework.test import APIClient
 from reconciliation import actions
 from reconciliation.models import Decision, Escalation, Finding
 from registry.models import Agent
+from runtime import actions as runtime_actions
 from tests.conftest import approved_with_client, eventually
 
 SUPPORT = {
@@ -64,9 +65,9 @@ def test_nine_reads_of_one_record_are_one_finding_and_the_configured_enforcement
 @pytest.mark.parametrize("hold", ["shadow", "breaker"])
 def test_a_behaviour_block_under_shadow_or_the_breaker_is_recorded_not_applied(people, hold):
     from audit.models import AuditEntry
-    from reconciliation.actions.behaviour import record_violations
-    from reconciliation.behaviour import Violation
     from reconciliation.models import ControlState
+    from runtime.actions.behaviour import record_violations
+    from runtime.behaviour import Violation
 
     agent, _ = register(people, enforcement={"default": "correct", "behaviour": "block"})
     if hold == "shadow":
@@ -152,7 +153,7 @@ def test_an_expiry_job_that_runs_early_comes_back_at_the_deadline(people, redis_
     when = ScheduledJobRegistry(queue=queue).get_scheduled_time(job_id)
     assert deadline < when <= deadline + timedelta(seconds=2)
     # Once answered there is nothing to come back for.
-    actions.decide_pending(pending["id"], actor=people.bob, allow=True, comment="fine")
+    runtime_actions.decide_pending(pending["id"], actor=people.bob, allow=True, comment="fine")
     assert expire_decision_job(pending["id"]) is False
     assert ScheduledJobRegistry(queue=queue).get_job_ids() == [job_id]
 

@@ -11,6 +11,7 @@ from reconciliation.models import ReconcileRun
 from registry import actions as registry_actions
 from registry.choices import Role
 from registry.models import Agent
+from sandbox import actions as sandbox_actions
 from tests.conftest import BAD_DEPLOYMENT, make_person, refund_manifest
 
 pytestmark = pytest.mark.django_db
@@ -29,7 +30,7 @@ def agent_of(owner, name: str, approver) -> Agent:
 
 def drift(agent: Agent) -> ReconcileRun:
     """A bad deployment on the agent's platform, then the pass a worker would run."""
-    actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
     return actions.reconcile_agent(agent.pk, trigger="observation")
 
 

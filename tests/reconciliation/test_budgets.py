@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from reconciliation.budgets import budget_checks, budget_violation
-from reconciliation.events import Event
 from reconciliation.models import Escalation, Finding
 from registry.manifest import ManifestError, canonicalize
+from runtime.budgets import budget_checks, budget_violation
+from runtime.events import Event
 from tests.conftest import approved_with_client, eventually
 
 SPEC = {"budgets": [{"cost": 25, "per": "1d"}, {"tokens": 10000, "per": "1h"}],

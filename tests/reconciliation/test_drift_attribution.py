@@ -9,6 +9,7 @@ from audit.models import AuditEntry
 from reconciliation import actions
 from reconciliation.attribution import split_change
 from reconciliation.models import Finding
+from sandbox import actions as sandbox_actions
 from tests.conftest import BAD_DEPLOYMENT, approved_agent, refund_manifest, token_client
 from tests.reconciliation.platform_server import Platform
 from tests.reconciliation.test_http_connector import SECRET, allow_platform, http_agent
@@ -64,7 +65,7 @@ def test_the_platforms_change_log_names_the_cause_of_every_finding_it_made(
 def test_a_drift_lab_deployment_is_the_cause_with_its_actor(people):
     agent = approved_agent(people, "refund-agent", enforcement={"default": "log"})
     actions.reconcile_agent(agent.pk, trigger="manual")  # the sandbox deploys it as approved
-    actions.sandbox_deploy(agent, actor="system:deploy-bot", changes=BAD_DEPLOYMENT,
+    sandbox_actions.sandbox_deploy(agent, actor="system:deploy-bot", changes=BAD_DEPLOYMENT,
                            reason="friday release")
     actions.reconcile_agent(agent.pk, trigger="observation")
     keys = {key for _, key in causes(agent)}
@@ -112,7 +113,7 @@ def test_a_push_report_may_name_its_change_too(people):
 def test_the_findings_page_shows_each_cause_and_filters_by_it(people, client):
     agent = approved_agent(people, "refund-agent", enforcement={"default": "log"})
     actions.reconcile_agent(agent.pk, trigger="manual")
-    actions.sandbox_deploy(agent, actor="system:deploy-bot", changes=BAD_DEPLOYMENT,
+    sandbox_actions.sandbox_deploy(agent, actor="system:deploy-bot", changes=BAD_DEPLOYMENT,
                            reason="friday release")
     actions.reconcile_agent(agent.pk, trigger="observation")
     key = Finding.objects.filter(agent=agent).first().cause_key

@@ -13,9 +13,9 @@ from rest_framework.test import APIClient
 from rq import SimpleWorker
 
 from audit.models import AuditEntry
-from reconciliation.actions.behaviour import recount_events
 from reconciliation.models import BehaviourEvent, Escalation, Finding
 from registry.models import Agent
+from runtime.actions.behaviour import recount_events
 from tests.conftest import approved_with_client
 
 WINDOW = "bw:{agent_id}:customers_db:record:c-1:3600"

@@ -7,14 +7,15 @@ import pytest
 
 from audit.models import AuditEntry
 from reconciliation import actions
-from reconciliation.actions.group_blocks import block_involved, lift_group_block
-from reconciliation.actions.group_rules import (
+from reconciliation.models import Finding, GroupRule
+from registry.models import Agent
+from runtime import actions as runtime_actions
+from runtime.actions.group_blocks import block_involved, lift_group_block
+from runtime.actions.group_rules import (
     create_group_rule,
     record_group_breach,
     update_group_rule,
 )
-from reconciliation.models import Finding, GroupRule
-from registry.models import Agent
 from tests.conftest import approved_agent
 
 SPEC = {"data": [{"resource": "payments", "access": "write"}], "limits": [],
@@ -78,9 +79,9 @@ def test_a_block_under_shadow_is_recorded_and_the_block_lifts_when_the_rule_stop
 def test_a_block_does_not_lift_while_the_window_is_still_over(people, redis_client):
     from datetime import UTC, datetime
 
-    from reconciliation import group_windows
-    from reconciliation.group_rules import AgentFacts, checks
     from reconciliation.models import GroupBreach
+    from runtime import group_windows
+    from runtime.group_rules import AgentFacts, checks
 
     pay_b = approved_agent(people, "pay-b", **SPEC)
     Agent.objects.update(labels={"team": "payments"})
@@ -103,7 +104,7 @@ def test_a_block_does_not_lift_while_the_window_is_still_over(people, redis_clie
     assert Finding.objects.get().status == "blocked"
     assert Agent.objects.get().lifecycle == "suspended"
     assert not AuditEntry.objects.filter(action="group_rule.lifted").exists()
-    denied = actions.request_decision(Agent.objects.get(), {"action": "payments.refund",
+    denied = runtime_actions.request_decision(Agent.objects.get(), {"action": "payments.refund",
                                                             "amount": 1}, actor=people.alice)
     assert (denied.outcome, denied.rule) == ("deny", "pay-b is suspended")
     assert GroupBreach.objects.count() == 1

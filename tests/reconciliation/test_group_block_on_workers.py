@@ -11,9 +11,9 @@ from datetime import UTC, datetime
 import pytest
 
 from audit.models import AuditEntry
-from reconciliation.actions.group_rules import create_group_rule
 from reconciliation.models import Finding, GroupBreach
 from registry.models import Agent
+from runtime.actions.group_rules import create_group_rule
 from tests.conftest import approved_agent, eventually, token_client
 
 SPEC = {"data": [{"resource": "payments", "access": "write"}], "limits": [],

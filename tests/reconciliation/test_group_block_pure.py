@@ -2,7 +2,7 @@
 it denies the decisions of every agent it covers while the window holds more than the limit,
 with a reason naming the rule, and only then."""
 
-from reconciliation.group_rules import (
+from runtime.group_rules import (
     EFFECTS,
     AgentFacts,
     GroupRuleSpec,

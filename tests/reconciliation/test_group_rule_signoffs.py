@@ -11,8 +11,9 @@ import pytest
 from audit.models import AuditEntry
 from config.errors import Conflict, NotAllowed
 from reconciliation import actions
-from reconciliation.actions.group_rules import create_group_rule
 from reconciliation.models import Decision, Escalation
+from runtime import actions as runtime_actions
+from runtime.actions.group_rules import create_group_rule
 from tests.conftest import approved_agent, token_client
 
 SPEC = {"data": [{"resource": "payments", "access": "write"}], "limits": [],
@@ -28,7 +29,7 @@ def payments(people, redis_client):
                       match={"kind": "action", "action": "payments.refund"},
                       required_approvals=2)
     now = datetime.now(UTC)
-    actions.ingest_events([{"id": uuid.uuid4().hex, "agent": "pay-a", "kind": "action",
+    runtime_actions.ingest_events([{"id": uuid.uuid4().hex, "agent": "pay-a", "kind": "action",
                             "action": "payments.refund", "amount": 7500,
                             "ts": (now - timedelta(minutes=m)).isoformat()} for m in (10, 20)],
                           actor=people.admin)
@@ -55,10 +56,10 @@ def test_a_refund_taking_the_team_over_20000_an_hour_waits_for_two_approvers(peo
     decision = Decision.objects.get(pk=held["id"])
     assert (decision.status, decision.approvals) == ("pending", ["bob"])
     with pytest.raises(Conflict) as again:
-        actions.decide_pending(held["id"], actor=people.bob, allow=True, comment="me again")
+        runtime_actions.decide_pending(held["id"], actor=people.bob, allow=True, comment="me again")
     assert again.value.code == "already_signed"
     with pytest.raises(NotAllowed):
-        actions.decide_pending(held["id"], actor=people.alice, allow=True, comment="mine")
+        runtime_actions.decide_pending(held["id"], actor=people.alice, allow=True, comment="mine")
     actions.resolve_escalation(escalation.pk, actor=people.carol, resolution="allow",
                                comment="second pair of eyes")
     decision.refresh_from_db()
@@ -77,13 +78,13 @@ def test_one_rejection_ends_it_and_agents_outside_the_team_are_not_held(people, 
 
     Agent.objects.filter(pk=other.pk).update(labels={"team": "support"})
     other.refresh_from_db()
-    free = actions.request_decision(other, {"action": "payments.refund", "amount": 9000},
+    free = runtime_actions.request_decision(other, {"action": "payments.refund", "amount": 9000},
                                     actor=people.admin)
     assert free.outcome == "allow"
     _, pay_b = payments
-    held = actions.request_decision(pay_b, {"action": "payments.refund", "amount": 9000},
+    held = runtime_actions.request_decision(pay_b, {"action": "payments.refund", "amount": 9000},
                                     actor=people.admin)
     assert held.status == "pending"
-    actions.decide_pending(str(held.pk), actor=people.bob, allow=False, comment="no")
+    runtime_actions.decide_pending(str(held.pk), actor=people.bob, allow=False, comment="no")
     held.refresh_from_db()
     assert (held.status, held.outcome) == ("rejected", "deny")

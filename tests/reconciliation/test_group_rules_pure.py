@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from reconciliation.events import Event
-from reconciliation.group_rules import (
+from runtime.events import Event
+from runtime.group_rules import (
     AgentFacts,
     GroupRuleSpec,
     checks,
@@ -130,7 +130,7 @@ def test_a_group_budget_names_its_agents_from_80_percent_and_a_count_rule_at_its
 
 
 def test_over_limit_turns_window_totals_into_one_hit_per_window():
-    from reconciliation.actions.group_rules import over_limit
+    from runtime.actions.group_rules import over_limit
 
     tokens = GroupRuleSpec(4, "team-tokens", {}, {}, "tokens", 100, "1h")
 

@@ -5,12 +5,12 @@ import django_rq
 import pytest
 
 from audit.verify import verify_trail
-from reconciliation import actions
-from reconciliation.jobs import LOCK_KEY
 from reconciliation.models import Finding, ReconcileRun, SandboxAgent
-from reconciliation.triggers import QUEUED_KEY, enqueue_reconcile
+from reconciliation.triggers import enqueue_reconcile
+from reconciliation.work_queue import LOCK_KEY, QUEUED_KEY
 from registry import actions as registry_actions
 from registry.models import Agent
+from sandbox import actions
 from tests.conftest import BAD_DEPLOYMENT, assert_trail_whole, eventually, refund_manifest
 
 
@@ -87,7 +87,7 @@ def test_triggers_arriving_while_a_pass_runs_collapse_into_one_pass_after_it(
 def test_a_long_pass_keeps_its_lock_and_a_dead_one_lets_it_lapse(redis_client):
     import time
 
-    from reconciliation.jobs import LockRenewal
+    from reconciliation.work_queue import LockRenewal
 
     key = "reconcile:lock:test-renewal"
     redis_client.set(key, "mine", ex=1)

@@ -9,6 +9,7 @@ from reconciliation import actions
 from reconciliation.models import Correction, Escalation, Finding, ReconcileRun, SandboxAgent
 from registry import actions as registry_actions
 from registry.models import Agent
+from sandbox import actions as sandbox_actions
 from tests.conftest import BAD_DEPLOYMENT, eventually, refund_manifest
 
 QUICK = {"RECONCILE_VERIFY_DELAY_SECONDS": "1"}
@@ -45,7 +46,7 @@ def test_escalate_mode_hands_the_limit_to_a_human_and_corrects_the_rest(people, 
     worker = start_worker(**QUICK)
     agent = approved(people, {"default": "correct", "actions": "escalate"})
     eventually(lambda: converged(agent), message=worker.output())
-    actions.sandbox_deploy(agent, actor="system:deploy-bot", changes=BAD_DEPLOYMENT,
+    sandbox_actions.sandbox_deploy(agent, actor="system:deploy-bot", changes=BAD_DEPLOYMENT,
                            reason="a deployment quietly widened access")
     eventually(lambda: statuses(agent) == {"corrected", "escalated"}, timeout=30,
                message=f"findings {statuses(agent)}; worker said:\n{worker.output()}")
@@ -63,7 +64,7 @@ def test_block_mode_suspends_the_agent_through_the_platform(people, start_worker
     worker = start_worker(**QUICK)
     agent = approved(people, {"default": "block"})
     eventually(lambda: converged(agent), message=worker.output())
-    actions.sandbox_deploy(agent, actor="system:deploy-bot", changes=BAD_DEPLOYMENT,
+    sandbox_actions.sandbox_deploy(agent, actor="system:deploy-bot", changes=BAD_DEPLOYMENT,
                            reason="a deployment quietly widened access")
     # The platform stops the agent before the registry records it (the connector is told
     # first): wait for the end state, not the first sign of it.
@@ -81,7 +82,7 @@ def test_shadow_mode_on_a_worker_records_the_corrections_and_applies_none(people
     agent = approved(people, {"default": "correct"})
     eventually(lambda: converged(agent), message=worker.output())
     actions.set_shadow(actor=people.alice, agent=agent, enabled=True)
-    actions.sandbox_deploy(agent, actor="system:deploy-bot", changes=BAD_DEPLOYMENT,
+    sandbox_actions.sandbox_deploy(agent, actor="system:deploy-bot", changes=BAD_DEPLOYMENT,
                            reason="a deployment quietly widened access")
     eventually(lambda: ReconcileRun.objects.filter(agent=agent, shadow=True,
                                                    result="drifted").exists(),
@@ -99,8 +100,8 @@ def test_a_lagging_platform_is_waited_for_not_corrected_twice(people, start_work
     worker = start_worker(**QUICK)
     agent = approved(people, {"default": "correct"})
     eventually(lambda: converged(agent), message=worker.output())
-    actions.sandbox_faults(agent, actor="system:test", lag_seconds=lag_seconds)
-    actions.sandbox_deploy(agent, actor="system:deploy-bot", changes=BAD_DEPLOYMENT,
+    sandbox_actions.sandbox_faults(agent, actor="system:test", lag_seconds=lag_seconds)
+    sandbox_actions.sandbox_deploy(agent, actor="system:deploy-bot", changes=BAD_DEPLOYMENT,
                            reason="a deployment quietly widened access")
     # The finding turns "correcting" one transaction before the conditions say so.
     eventually(lambda: (statuses(agent) == {"correcting"}

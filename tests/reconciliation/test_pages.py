@@ -10,6 +10,8 @@ from reconciliation import actions
 from reconciliation.models import Finding, SandboxAgent
 from registry import actions as registry_actions
 from registry.models import Agent
+from runtime import actions as runtime_actions
+from sandbox import actions as sandbox_actions
 from tests.conftest import BAD_DEPLOYMENT, approved_agent, refund_manifest
 
 pytestmark = pytest.mark.django_db
@@ -24,7 +26,7 @@ def sandbox_agents(people, count: int, start: int = 0) -> list[Agent]:
 
 
 def drift_and_correct(agent: Agent) -> None:
-    actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
     actions.reconcile_agent(agent.pk, trigger="observation")
 
 
@@ -68,7 +70,7 @@ def test_the_lab_injects_a_bad_deployment_for_compliance_only(people, client):
 
 def test_overview_and_dashboard_api_count_agents_by_health(people, client, api_as):
     agents = sandbox_agents(people, 3)
-    actions.sandbox_deploy(agents[0], actor="system:test", changes=BAD_DEPLOYMENT,
+    sandbox_actions.sandbox_deploy(agents[0], actor="system:test", changes=BAD_DEPLOYMENT,
                            reason="bad")
     actions.set_shadow(actor=people.alice, agent=agents[0], enabled=True)
     actions.reconcile_agent(agents[0].pk, trigger="observation")
@@ -102,7 +104,7 @@ def test_the_agent_page_marks_where_desired_and_actual_differ_and_draws_its_time
         people, client):
     (agent,) = sandbox_agents(people, 1)
     actions.set_shadow(actor=people.alice, agent=agent, enabled=True)  # keep the drift
-    actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
     actions.reconcile_agent(agent.pk, trigger="observation")
     client.force_login(people.bob)
     page = client.get(f"/agents/{agent.name}/").content.decode()
@@ -198,8 +200,8 @@ def test_the_inbox_is_one_queue_and_its_count_is_served_for_live_updates(people,
 
 
 def test_the_overview_draws_the_newest_alerts_so_a_fresh_feed_is_not_empty(people, client):
+    from console.reconciliation_pages import FEED_HISTORY
     from reconciliation.alerts import broadcast
-    from reconciliation.views import FEED_HISTORY
 
     client.force_login(people.dana)
     assert "No alerts yet." in client.get("/").content.decode()
@@ -225,7 +227,7 @@ def grow_inbox(people, start: int, count: int) -> str:
         drift_and_correct(agent)
         escalation = actions.open_escalation(agent, agent.findings.first(), reason="look")
         actions.triage_escalation(escalation.pk, actor=people.carol, assign=True)
-        actions.request_decision(agent, {"action": "payments.refund", "amount": 800},
+        runtime_actions.request_decision(agent, {"action": "payments.refund", "amount": 800},
                                  actor=people.alice)
     snoozed = actions.open_escalation(agent, None, reason="later")
     actions.triage_escalation(snoozed.pk, actor=people.bob, snooze_for=timedelta(hours=1))

@@ -23,6 +23,7 @@ from reconciliation.models import (
 from registry import actions as registry_actions
 from registry.choices import VersionSource
 from registry.models import Agent
+from sandbox import actions as sandbox_actions
 from tests.conftest import BAD_DEPLOYMENT, refund_manifest
 
 pytestmark = pytest.mark.django_db
@@ -46,7 +47,7 @@ def passes(agent: Agent, trigger: str = "manual", now=None) -> ReconcileRun:
 def test_the_refund_agent_story_detect_correct_verify(people):
     agent = approved_agent(people)
     assert passes(agent, "approved").result == "converged"
-    actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT,
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT,
                            reason="bad deployment")
     run = passes(agent, "observation")
     assert run.result == "corrected" and run.drift_found == 3
@@ -84,8 +85,10 @@ def test_a_crash_between_changes_is_finished_by_the_next_pass_without_repeats(pe
                                                                               crash_after):
     agent = approved_agent(people)
     passes(agent)
-    actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
-    actions.sandbox_faults(agent, actor="system:test", fault="crash", after_changes=crash_after)
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT,
+                                   reason="bad")
+    sandbox_actions.sandbox_faults(agent, actor="system:test", fault="crash",
+                                   after_changes=crash_after)
     with pytest.raises(SimulatedCrash):
         passes(agent)
     assert sandbox(agent).apply_count == crash_after
@@ -100,8 +103,8 @@ def test_a_failing_platform_fails_the_pass_cleanly_and_the_next_one_finishes(peo
 
     agent = approved_agent(people)
     passes(agent)
-    actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
-    actions.sandbox_faults(agent, actor="system:test", fault="fail", after_changes=1)
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
+    sandbox_actions.sandbox_faults(agent, actor="system:test", fault="fail", after_changes=1)
     with pytest.raises(ConnectorError):
         passes(agent)
     failed = ReconcileRun.objects.filter(agent=agent).latest("pk")
@@ -114,8 +117,8 @@ def test_a_failing_platform_fails_the_pass_cleanly_and_the_next_one_finishes(peo
 def test_lagging_reads_do_not_make_the_loop_oscillate(people):
     agent = approved_agent(people)
     passes(agent)
-    actions.sandbox_faults(agent, actor="system:test", lag_seconds=30)
-    actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
+    sandbox_actions.sandbox_faults(agent, actor="system:test", lag_seconds=30)
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
     first = passes(agent)
     assert first.result == "correcting" and len(first.changes) == 3
     # The platform still shows the old state: the loop waits instead of re-applying.
@@ -156,7 +159,7 @@ def test_after_a_new_version_converges_outside_drift_still_counts_and_resync_ski
     status = AgentStatus.objects.get(agent=agent)
     assert (status.converged, status.converged_generation) == (True, 2)
     assert actions.converged_check([agent.pk]) == []  # the cheap path, not a full pass
-    actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
     passes(agent, "observation")
     assert ControlState.load().post_convergence_drift == 1
 
@@ -165,7 +168,7 @@ def test_shadow_mode_records_and_applies_nothing(people):
     agent = approved_agent(people)
     passes(agent)
     actions.set_shadow(actor=people.alice, agent=agent, enabled=True)
-    actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
     run = passes(agent)
     assert run.shadow and run.changes == [] and run.result == "drifted"
     assert sandbox(agent).apply_count == 0
@@ -177,7 +180,7 @@ def test_shadow_mode_does_not_suspend_a_blocking_agent_either(people):
     agent = approved_agent(people, enforcement={"default": "block"})
     passes(agent)
     actions.set_shadow(actor=people.alice, agent=agent, enabled=True)
-    actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
     run = passes(agent)
     assert run.changes == [] and sandbox(agent).apply_count == 0
     agent.refresh_from_db()
@@ -190,7 +193,7 @@ def test_shadow_mode_does_not_suspend_a_blocking_agent_either(people):
 def test_block_suspends_the_agent_through_its_connector_until_a_human_clears_it(people):
     agent = approved_agent(people, enforcement={"default": "block"})
     passes(agent)
-    actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
     run = passes(agent)
     assert [c["op"] for c in run.changes] == ["suspend"]
     agent.refresh_from_db()
@@ -207,7 +210,7 @@ def test_block_suspends_the_agent_through_its_connector_until_a_human_clears_it(
 def test_escalate_opens_one_escalation_per_finding_for_an_approver(people):
     agent = approved_agent(people, enforcement={"default": "correct", "actions": "escalate"})
     passes(agent)
-    actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
     passes(agent)
     passes(agent)
     (escalation,) = Escalation.objects.filter(agent=agent)
@@ -226,7 +229,7 @@ def test_escalate_opens_one_escalation_per_finding_for_an_approver(people):
 def test_log_records_the_drift_and_why_it_was_allowed(people):
     agent = approved_agent(people, enforcement={"default": "log"})
     passes(agent)
-    actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
     run = passes(agent)
     assert run.changes == [] and run.result == "drifted"
     logged = Finding.objects.filter(agent=agent)
@@ -247,7 +250,8 @@ def test_the_breaker_pauses_automatic_correction_when_too_many_agents_drift(peop
     second = Agent.objects.get(name="second-agent")
     for agent in (first, second):
         passes(agent)
-        actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
+        sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT,
+                                       reason="bad")
     passes(first)  # 1 of alice's 2 agents drifted: 50% > 40%: her breaker trips
     (trip,) = BreakerTrip.objects.all()
     assert trip.scope == "owner:alice" and "1 of 2 agents" in trip.reason
@@ -263,7 +267,7 @@ def test_metrics_show_passes_drift_corrections_time_to_verify_and_the_zero_count
                                                                                  client):
     agent = approved_agent(people)
     passes(agent)
-    actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
     passes(agent)
     text = client.get("/metrics").content.decode()
     assert 'reconcile_passes_total{result="converged"} 1.0' in text
@@ -282,7 +286,7 @@ def test_metrics_show_passes_drift_corrections_time_to_verify_and_the_zero_count
 def test_the_agent_page_shows_conditions_observed_state_findings_and_runs(people, client):
     agent = approved_agent(people)
     passes(agent)
-    actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
     passes(agent)
     client.force_login(people.dana)
     body = client.get("/agents/refund-agent/").content.decode()
@@ -296,15 +300,15 @@ def test_a_drift_that_keeps_coming_back_regresses_and_then_goes_to_a_human(peopl
     agent = approved_agent(people)
     passes(agent)
     changes = {"tools": ["crm.search", "orders.lookup", "payments.refund"]}
-    actions.sandbox_deploy(agent, actor="system:test", changes=changes, reason="deploy 1")
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=changes, reason="deploy 1")
     assert passes(agent).result == "corrected"
-    actions.sandbox_deploy(agent, actor="system:test", changes=changes, reason="deploy 2")
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=changes, reason="deploy 2")
     run = passes(agent)
     finding = Finding.objects.get(agent=agent)
     assert (run.result, finding.status, finding.occurrence) == ("corrected", "corrected", 2)
     assert len({c.idempotency_key for c in Correction.objects.filter(finding=finding)}) == 2
     assert AuditEntry.objects.filter(action="finding.regressed").count() == 1
-    actions.sandbox_deploy(agent, actor="system:test", changes=changes, reason="deploy 3")
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=changes, reason="deploy 3")
     passes(agent)
     finding.refresh_from_db()
     assert finding.status == "escalated"

@@ -15,7 +15,8 @@ from reconciliation import actions
 from reconciliation.connectors import SimulatedCrash
 from reconciliation.diff import apply_operations, effective_desired
 from reconciliation.models import SandboxAgent
-from reconciliation.reconciler import decide
+from reconciliation.plan import decide
+from sandbox import actions as sandbox_actions
 from tests.conftest import approved_agent
 from tests.reconciliation.test_diff import desired_specs, observed_states
 
@@ -95,13 +96,13 @@ def test_real_passes_converge_then_idle_and_a_crash_repeats_no_change(people, ch
 
 def _crash_then_converge(agent, changes: dict, data: st.DataObject) -> None:
     actions.reconcile_agent(agent.pk, trigger="approved")
-    actions.sandbox_deploy(agent, actor="system:test", changes=changes, reason="random")
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=changes, reason="random")
     row = SandboxAgent.objects.get(agent=agent)
     planned = decide(agent.active_version.spec, row.state, datetime.now(UTC), agent=agent.name,
                      generation=agent.generation).apply
     k = data.draw(st.integers(0, max(0, len(planned) - 1)), label="changes before the crash")
     if planned:
-        actions.sandbox_faults(agent, actor="system:test", fault="crash", after_changes=k)
+        sandbox_actions.sandbox_faults(agent, actor="system:test", fault="crash", after_changes=k)
         with pytest.raises(SimulatedCrash):
             actions.reconcile_agent(agent.pk, trigger="observation")
         assert SandboxAgent.objects.get(agent=agent).apply_count == row.apply_count + k

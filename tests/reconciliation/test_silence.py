@@ -9,9 +9,9 @@ from django.utils import timezone
 
 from audit.models import AuditEntry
 from reconciliation.actions import record_observation
-from reconciliation.actions.behaviour import ingest_events
 from reconciliation.models import AgentStatus, AlertEvent, Silence
 from reconciliation.silence import find_silent_agents, heartbeat_seconds, is_silent
+from runtime.actions.behaviour import ingest_events
 from tests.conftest import approved_agent
 
 pytestmark = pytest.mark.django_db

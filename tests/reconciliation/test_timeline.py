@@ -8,10 +8,11 @@ import pytest
 from django.utils import timezone
 
 from audit.models import AuditEntry
+from console.reconciliation_pages import compliance_timeline
 from reconciliation import actions
 from reconciliation.compare import Transition, timeline
 from reconciliation.models import ReconcileRun
-from reconciliation.views import compliance_timeline
+from sandbox import actions as sandbox_actions
 from tests.conftest import BAD_DEPLOYMENT, approved_agent
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
@@ -121,7 +122,7 @@ def test_a_real_drift_is_out_of_policy_from_detected_to_verified(people, client)
     agent = approved_agent(people, "refund-agent", enforcement={"default": "correct"})
     actions.reconcile_agent(agent.pk, trigger="approved")
     first_pass = ReconcileRun.objects.get(agent=agent).started_at
-    actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
     actions.reconcile_agent(agent.pk, trigger="observation")  # detects, corrects, verifies
     trail = AuditEntry.objects.filter(agent=agent.name)
     detected = min(trail.filter(action="finding.opened").values_list("at", flat=True))

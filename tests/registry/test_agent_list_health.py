@@ -5,6 +5,7 @@ import re
 import pytest
 
 from reconciliation import actions
+from sandbox import actions as sandbox_actions
 from tests.conftest import BAD_DEPLOYMENT, approved_agent
 
 pytestmark = pytest.mark.django_db
@@ -19,7 +20,8 @@ def fleet(people):
     drifting = approved_agent(people, "drifting-agent", enforcement={"default": "correct"})
     actions.reconcile_agent(drifting.pk, trigger="approved")
     actions.set_shadow(actor=people.alice, agent=drifting, enabled=True)  # drift left in place
-    actions.sandbox_deploy(drifting, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
+    sandbox_actions.sandbox_deploy(drifting, actor="system:test", changes=BAD_DEPLOYMENT,
+                                   reason="bad")
     actions.reconcile_agent(drifting.pk, trigger="observation")
     approved_agent(people, "new-agent")  # never reconciled
     return people

@@ -8,6 +8,7 @@ import pytest
 
 from reconciliation import actions
 from registry.choices import Role
+from sandbox import actions as sandbox_actions
 from tests.conftest import BAD_DEPLOYMENT, approved_agent, make_person
 
 pytestmark = pytest.mark.django_db
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.django_db
 def drifted(people, refund_agent):
     actions.reconcile_agent(refund_agent.pk, trigger="approved")
     actions.set_shadow(actor=people.alice, agent=refund_agent, enabled=True)  # drift stays
-    actions.sandbox_deploy(refund_agent, actor="system:test", changes=BAD_DEPLOYMENT,
+    sandbox_actions.sandbox_deploy(refund_agent, actor="system:test", changes=BAD_DEPLOYMENT,
                            reason="bad deployment")
     actions.reconcile_agent(refund_agent.pk, trigger="observation")
     return refund_agent
@@ -50,7 +51,7 @@ def test_the_header_alone_turns_in_policy_once_corrected(people, client):
     agent = approved_agent(people, "fixed-agent", enforcement={"default": "correct"})
     actions.reconcile_agent(agent.pk, trigger="approved")
     actions.set_shadow(actor=people.alice, agent=agent, enabled=True)
-    actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
     actions.reconcile_agent(agent.pk, trigger="observation")
     client.force_login(people.dana)
     before = client.get("/agents/fixed-agent/status").content.decode()

@@ -7,9 +7,9 @@ import pytest
 import yaml
 
 from audit.models import AuditEntry
-from reconciliation import actions as reconciliation
 from reconciliation.models import ReconcileRun, SandboxAgent
 from registry.models import Agent, DesiredStateVersion
+from sandbox import actions as sandbox_actions
 from tests.conftest import REFUND_AGENT_YAML, eventually, token_client
 
 YAML = "application/yaml"
@@ -113,7 +113,7 @@ def test_a_worker_revokes_a_grant_counted_from_approval_when_its_duration_ends(
     assert bob.post(f"/api/v1/proposals/{result['proposal']}/approve", {},
                     format="json").status_code == 200
     agent = Agent.objects.get(name="refund-agent")
-    reconciliation.ensure_sandbox(agent)  # deployed as approved, grant included
+    sandbox_actions.ensure_sandbox(agent)  # deployed as approved, grant included
 
     def crm_held() -> bool:
         state = SandboxAgent.objects.get(agent=agent).state

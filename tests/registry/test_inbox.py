@@ -12,6 +12,8 @@ from audit.models import AuditEntry
 from reconciliation import actions
 from reconciliation.models import AlertEvent, Decision, Escalation
 from registry import actions as registry_actions
+from runtime import actions as runtime_actions
+from sandbox import actions as sandbox_actions
 from tests.conftest import BAD_DEPLOYMENT, approved_agent, eventually, refund_manifest
 
 pytestmark = pytest.mark.django_db
@@ -26,7 +28,7 @@ def escalated_drift(people, name: str = "payouts-agent") -> Escalation:
     agent = approved_agent(people, name, enforcement={"default": "correct",
                                                       "actions": "escalate"})
     actions.reconcile_agent(agent.pk, trigger="approved")
-    actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
     actions.reconcile_agent(agent.pk, trigger="observation")
     return Escalation.objects.get(agent=agent, status="open")
 
@@ -49,7 +51,7 @@ def test_one_queue_longest_waiting_first_with_forms_that_act_in_place(people, cl
     proposal = registry_actions.propose(agent, refund_manifest(model="gpt-5").spec,
                                         agent.active_version.metadata, actor=people.alice,
                                         source="api").version
-    decision = actions.request_decision(agent, {"action": "payments.refund", "amount": 800},
+    decision = runtime_actions.request_decision(agent, {"action": "payments.refund", "amount": 800},
                                         actor=people.alice)
     pending = Escalation.objects.get(decision=decision)
     client.force_login(people.bob)
@@ -105,7 +107,7 @@ def test_a_resolution_the_escalation_does_not_offer_is_refused(people, client):
 
 def test_pending_decisions_are_allowed_in_place(people, client):
     agent = approved_agent(people, "refund-agent")
-    decision = actions.request_decision(agent, {"action": "payments.refund", "amount": 800},
+    decision = runtime_actions.request_decision(agent, {"action": "payments.refund", "amount": 800},
                                         actor=people.alice)
     escalation = Escalation.objects.get(decision=decision)
     client.force_login(people.bob)

@@ -10,9 +10,9 @@ from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.contrib.auth.models import User
 from django.utils import timezone
 
-from reconciliation import actions
 from reconciliation.models import Escalation
 from registry.models import DesiredStateVersion
+from runtime import actions
 from tests.conftest import PASSWORD, REFUND_AGENT_YAML, approved_agent
 from tests.registry.test_inbox_queue import bad_deployment, proposal_by_alice
 from tests.test_dashboard_browser import Browser

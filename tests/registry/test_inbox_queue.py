@@ -16,6 +16,8 @@ from registry import actions as registry_actions
 from registry.choices import VersionSource
 from registry.manifest import validate_manifest
 from registry.models import DesiredStateVersion
+from runtime import actions as runtime_actions
+from sandbox import actions as sandbox_actions
 from tests.conftest import BAD_DEPLOYMENT, REFUND_AGENT_YAML, approved_agent, refund_manifest
 
 pytestmark = pytest.mark.django_db
@@ -25,7 +27,7 @@ def bad_deployment(people, name: str = "payouts-agent", mode: str = "escalate"):
     """A real bad deployment on an agent whose every area escalates: three drifts, one pass."""
     agent = approved_agent(people, name, enforcement={"default": mode})
     actions.reconcile_agent(agent.pk, trigger="approved")
-    actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
     actions.reconcile_agent(agent.pk, trigger="observation")
     return agent
 
@@ -47,7 +49,7 @@ def test_a_decision_that_auto_denies_in_4_minutes_comes_before_a_proposal_waitin
     proposal = proposal_by_alice(agent, model="gpt-5")
     DesiredStateVersion.objects.filter(pk=proposal.pk).update(
         created_at=timezone.now() - timedelta(hours=1))
-    decision = actions.request_decision(agent, {"action": "payments.refund", "amount": 800},
+    decision = runtime_actions.request_decision(agent, {"action": "payments.refund", "amount": 800},
                                         actor=people.alice)
     asked = Escalation.objects.get(decision=decision)
     drifted = bad_deployment(people)

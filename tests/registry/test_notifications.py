@@ -20,6 +20,7 @@ from reconciliation.models import AlertEvent, Escalation
 from registry import actions as registry_actions
 from registry.actions import notifications
 from registry.models import Notification, SlaBreach
+from sandbox import actions as sandbox_actions
 from tests.conftest import BAD_DEPLOYMENT, approved_agent, eventually, make_person
 
 
@@ -85,7 +86,7 @@ def escalated(people, name: str = "payouts-agent", **labels) -> list[Escalation]
         agent.labels = labels
         agent.save(update_fields=["labels"])
     actions.reconcile_agent(agent.pk, trigger="approved")
-    actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
     actions.reconcile_agent(agent.pk, trigger="observation")
     return list(Escalation.objects.filter(agent=agent).order_by("pk"))
 

@@ -17,6 +17,7 @@ from reconciliation.models import AlertEvent, Escalation, SandboxAgent
 from registry import actions
 from registry.actions.recertification import mark_overdue, remind_owner
 from registry.models import Agent
+from sandbox import actions as sandbox_actions
 from tests.conftest import approved_agent, make_person, refund_manifest, token_client
 
 DAY = 86_400
@@ -189,7 +190,7 @@ def test_restrict_keeps_only_the_safe_tools_until_recertified(people, api_as):
         return answer.json()["outcome"]
 
     assert ask("payments.refund") == "allow"
-    reconciliation.ensure_sandbox(agent)
+    sandbox_actions.ensure_sandbox(agent)
     mark_overdue(agent.pk, now=later(agent, seconds=1))
     assert ask("payments.refund") == "deny"  # not in the safe subset
     assert ask("orders.lookup") == "allow"

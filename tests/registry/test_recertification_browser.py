@@ -8,7 +8,7 @@ import pytest
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.contrib.auth.models import User
 
-from reconciliation import actions as reconciliation
+from sandbox import actions as reconciliation
 from tests.conftest import PASSWORD, approved_agent, eventually
 from tests.test_dashboard_browser import Browser
 

@@ -8,11 +8,11 @@ from datetime import UTC, datetime
 import pytest
 
 from audit.models import AuditEntry
-from reconciliation import actions as reconciliation
 from reconciliation.jobs import resync
 from reconciliation.models import BehaviourEvent, ReconcileRun, SandboxAgent, UnregisteredAgent
 from registry import actions
 from registry.models import Agent, DesiredStateVersion, Retirement
+from sandbox import actions as sandbox_actions
 from tests.conftest import approved_agent, eventually, refund_manifest, token_client
 
 
@@ -29,7 +29,7 @@ def snapshot() -> tuple:
 def test_a_retired_agent_is_stopped_revoked_unreconciled_and_its_traffic_flagged(
         people, api_as, start_worker):
     agent = approved_agent(people, "refund-agent")
-    reconciliation.ensure_sandbox(agent)
+    sandbox_actions.ensure_sandbox(agent)
     own = token_client(people, agent)
     assert own.get("/api/v1/agents/refund-agent/desired-state").status_code == 200
     pending = actions.propose(agent, refund_manifest(model="gpt-5").spec,

@@ -8,11 +8,11 @@ from datetime import UTC, datetime
 import pytest
 
 from audit.models import AuditEntry
-from reconciliation import actions as reconciliation
 from reconciliation.jobs import resync
 from reconciliation.models import Escalation, Finding, ReconcileRun, SandboxAgent
 from registry import actions
 from registry.models import Agent, Waiver
+from sandbox import actions as sandbox_actions
 from tests.conftest import BAD_DEPLOYMENT, approved_agent, eventually, refund_manifest, token_client
 
 WAIVER = {"pointer": "/tools/crm.search", "reason": "CRM lookups during the migration",
@@ -46,7 +46,7 @@ def test_live_pass_ingest_resync_and_backtest_agree_on_a_waiver_until_it_lapses(
         people, api_as, start_worker):
     agent = approved_agent(people, "refund-agent",
                            enforcement={"default": "correct", "behaviour": "escalate"})
-    reconciliation.ensure_sandbox(agent)
+    sandbox_actions.ensure_sandbox(agent)
     worker = start_worker("reconcile", "ingest", "default")
     eventually(lambda: ReconcileRun.objects.filter(agent=agent, result="converged").exists(),
                message=worker.output())
@@ -57,7 +57,7 @@ def test_live_pass_ingest_resync_and_backtest_agree_on_a_waiver_until_it_lapses(
     waiver = Waiver.objects.get(pk=response.json()["id"])
 
     # Live pass: the deployment's extra tool is waived, everything else is corrected.
-    reconciliation.sandbox_deploy(agent, actor="dana", changes=BAD_DEPLOYMENT, reason="bad")
+    sandbox_actions.sandbox_deploy(agent, actor="dana", changes=BAD_DEPLOYMENT, reason="bad")
     eventually(lambda: not any(d["resource"] == "crm"
                                for d in SandboxAgent.objects.get(agent=agent).state["data"]),
                timeout=60, message=worker.output())

@@ -5,8 +5,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from config.errors import DomainError
-from reconciliation.lab import inject, mass_drift
 from registry.models import Agent
+from sandbox.lab import inject, mass_drift
 
 
 class Command(BaseCommand):

@@ -1,0 +1,115 @@
+"""The inbox page (/inbox/): bob's queue, one line per item (kind, agent, what, urgency, age,
+assignee), most urgent first, each expanded on demand to decide it in place; bulk assign and
+acknowledge; an incident (the escalations one cause produced) decided with one decision.
+The actions decide; a refusal comes back as a message on the page."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_POST
+
+from config.errors import DomainError
+from reconciliation import actions
+from reconciliation.choices import Resolution
+from registry import inbox
+from registry.choices import Role
+from registry.roles import has_role
+
+SORTS = {
+    "urgency": lambda i: (i.deadline, i.waiting_since, i.key),
+    "age": lambda i: (i.waiting_since, i.key),
+    "agent": lambda i: (i.agent, i.deadline, i.key),
+    "kind": lambda i: (inbox.KINDS.index(i.kind), i.deadline, i.key),
+}
+TABS = (("", "All"), (inbox.DECISION, "Decisions"), (inbox.INCIDENT, "Incidents"),
+        (inbox.ESCALATION, "Escalations"), (inbox.PROPOSAL, "Proposals"),
+        (inbox.RECERTIFICATION, "Recertifications"))
+
+
+def _forbidden(request: HttpRequest) -> HttpResponse:
+    return render(request, "registry/forbidden.html",
+                  {"message": "The inbox is for approvers and owners."}, status=403)
+
+
+@login_required
+def inbox_page(request: HttpRequest) -> HttpResponse:
+    """The queue this approver decides (and an owner's reminders to recertify their agents),
+    sorted by urgency unless they chose another column."""
+    if not has_role(request.user, Role.APPROVER, Role.OWNER):
+        return _forbidden(request)
+    kind = request.GET.get("kind", "")
+    kind = kind if kind in inbox.KINDS else ""
+    sort = request.GET.get("sort", "urgency")
+    sort = sort if sort in SORTS else "urgency"
+    now = timezone.now()
+    items = sorted(inbox.items_for(request.user, now, kind=kind), key=SORTS[sort])
+    for item in items:
+        item.left = item.seconds_left(now)
+        item.left_text = inbox.time_left(item.left)
+        item.resolutions = (item.escalations[0].resolutions()
+                            if item.escalations else [])
+    counts = inbox.counts_for(request.user, now)
+    return render(request, "registry/inbox.html", {
+        "items": items, "counts": counts, "kind": kind, "sort": sort,
+        "tabs": TABS if has_role(request.user, Role.APPROVER) else TABS[:1] + TABS[-1:],
+        "approver": has_role(request.user, Role.APPROVER), "sorts": list(SORTS),
+        "here": request.get_full_path(),
+        "nav_pending_count": counts["total"]})
+
+
+def _back(request: HttpRequest) -> HttpResponse:
+    target = request.POST.get("next", "")
+    if not (target.startswith("/inbox/") and url_has_allowed_host_and_scheme(
+            target, allowed_hosts={request.get_host()}, require_https=request.is_secure())):
+        target = "/inbox/"
+    return redirect(target)
+
+
+@login_required
+@require_POST
+def inbox_triage(request: HttpRequest) -> HttpResponse:
+    """Assign to me and/or acknowledge the ticked items (all or none)."""
+    if not has_role(request.user, Role.APPROVER):
+        return _forbidden(request)
+    raw = request.POST.getlist("escalation")
+    ids = [int(v) for v in raw if v.isascii() and v.isdigit()]
+    what = request.POST.get("bulk", "")
+    if len(ids) != len(raw) or what not in ("assign", "acknowledge"):
+        messages.error(request, "Tick the items, then choose Assign to me or Acknowledge.")
+        return _back(request)
+    try:
+        done = actions.triage_many(ids, actor=request.user, assign=what == "assign",
+                                   acknowledge=what == "acknowledge")
+    except DomainError as error:
+        messages.error(request, error.message)
+    else:
+        verb = "assigned to you" if what == "assign" else "acknowledged"
+        messages.success(request, f"{len(done)} escalation{'s' if len(done) != 1 else ''} "
+                                  f"{verb}.")
+    return _back(request)
+
+
+@login_required
+@require_POST
+def incident_resolve(request: HttpRequest, pk: int) -> HttpResponse:
+    """One decision, with a comment, for every escalation of the incident."""
+    if not has_role(request.user, Role.APPROVER):
+        return _forbidden(request)
+    resolution = request.POST.get("resolution", "")
+    comment = request.POST.get("comment", "")[:2000]
+    try:
+        actions.authorise_escalation(pk, actor=request.user)
+        if resolution not in Resolution.values:
+            raise DomainError("Choose one of the resolutions.")
+        resolved = actions.resolve_incident(pk, actor=request.user, resolution=resolution,
+                                            comment=comment)
+    except DomainError as error:
+        messages.error(request, f"Incident #{pk}: {error.message}")
+    else:
+        count = len(resolved)
+        messages.success(request, f"Incident #{pk} decided: {resolution} for {count} "
+                                  f"escalation{'s' if count != 1 else ''}.")
+    return _back(request)

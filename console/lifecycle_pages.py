@@ -1,0 +1,116 @@
+"""The pages' side of an approval's lifecycle: rolling back from the version history, and
+granting a waiver from the agent page."""
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from config.errors import DomainError
+from console.forms import RetireForm, RollbackForm, StepUpCodeForm, WaiverForm
+from registry import actions
+from registry.actions.waivers import may_waive
+from registry.choices import Lifecycle, Role, VersionSource, VersionState
+from registry.models import Agent, Retirement
+from registry.roles import has_role
+from registry.stepup import confirmed_device, retirement_reasons
+
+
+@login_required
+@require_POST
+def agent_rollback(request: HttpRequest, name: str) -> HttpResponse:
+    """Propose an earlier approved generation again; the proposal page shows its diff."""
+    form = RollbackForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "The rollback was not proposed: choose an approved generation.")
+        return redirect("registry-agent", name=name)
+    try:
+        outcome = actions.propose_rollback(
+            name, form.cleaned_data["generation"], actor=request.user,
+            comment=form.cleaned_data["comment"], source=VersionSource.UI)
+    except DomainError as error:
+        messages.error(request, error.message)
+        return redirect("registry-agent", name=name)
+    messages.success(request, f"Proposed rolling {name} back to generation "
+                              f"{form.cleaned_data['generation']} (proposal "
+                              f"#{outcome.version.pk}); it needs approval like any change.")
+    return redirect("registry-proposal", pk=outcome.version.pk)
+
+
+@login_required
+@require_POST
+def agent_waive(request: HttpRequest, name: str) -> HttpResponse:
+    """Grant a time-boxed waiver; the agent page lists it with its end."""
+    form = WaiverForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "The waiver was not granted: pointer, reason, ticket and "
+                                "duration are all needed.")
+        return redirect("registry-agent", name=name)
+    try:
+        waiver = actions.grant_waiver(name, actor=request.user, **form.cleaned_data)
+    except DomainError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, f"Waived {waiver.pointer} on {name} until "
+                                  f"{waiver.expires_at:%Y-%m-%d %H:%M:%S} UTC ({waiver.ticket}).")
+    return redirect("registry-agent", name=name)
+
+
+def waiver_context(agent: Agent, user: Any) -> dict[str, Any]:
+    """The agent page's waivers: those in force (with their end) and whether `user` may grant."""
+    now = timezone.now()
+    return {"waivers": agent.waivers.filter(expires_at__gt=now).select_related("granted_by"),
+            "can_waive": may_waive(agent, user)}
+
+
+@login_required
+@require_POST
+def agent_retire(request: HttpRequest, name: str) -> HttpResponse:
+    """The owner proposes retiring the agent."""
+    form = RetireForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "The retirement was not proposed: say why.")
+        return redirect("registry-agent", name=name)
+    try:
+        actions.propose_retirement(name, actor=request.user, reason=form.cleaned_data["reason"])
+    except DomainError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, f"Proposed retiring {name}; an approver carries it out.")
+    return redirect("registry-agent", name=name)
+
+
+@login_required
+@require_POST
+def retirement_approve(request: HttpRequest, pk: int) -> HttpResponse:
+    """An approver retires the agent."""
+    retirement = Retirement.objects.select_related("agent").filter(pk=pk).first()
+    if retirement is None:
+        raise Http404
+    form = StepUpCodeForm(request.POST)
+    otp = form.cleaned_data["otp"] if form.is_valid() else ""
+    try:
+        actions.approve_retirement(pk, actor=request.user, otp=otp, session=request.session)
+    except DomainError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, f"Retired {retirement.agent.name}.")
+    return redirect("registry-agent", name=retirement.agent.name)
+
+
+def retirement_context(agent: Agent, user: Any) -> dict[str, Any]:
+    """The agent page's retirement: the pending one, and who may propose or approve it."""
+    pending = agent.retirements.filter(state=VersionState.PENDING).select_related(
+        "proposed_by").first()
+    return {"retirement": pending,
+            "can_retire": agent.lifecycle != Lifecycle.RETIRED and pending is None
+            and has_role(user, Role.OWNER)
+            and (agent.owner_id == user.pk or has_role(user, Role.ADMIN)),
+            "can_approve_retirement": pending is not None and has_role(user, Role.APPROVER)
+            and user.pk not in (pending.proposed_by_id, agent.owner_id),
+            "retirement_step_up": retirement_reasons() if pending is not None else [],
+            "enrolled": pending is not None and confirmed_device(user) is not None}

@@ -1,0 +1,187 @@
+"""Correct: what a pass does about each planned step (apply it under its idempotency key, record
+it under shadow mode or a tripped breaker, log it, waive it, block the agent), and the breakers
+that hold corrections when too much of the fleet drifts at once."""
+
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count, QuerySet
+from django.utils import timezone
+
+import audit
+from audit.choices import AuditAction
+from reconciliation import alerts
+from reconciliation.actions.common import SYSTEM, suspend_agent
+from reconciliation.actions.pass_context import PassContext
+from reconciliation.choices import TEAM_LABEL, BreakerScope, CorrectionResult, FindingStatus
+from reconciliation.diff import Operation, OperationKind
+from reconciliation.models import BreakerTrip, ControlState, Correction, Finding
+from reconciliation.plan import idempotency_key
+from registry.choices import Lifecycle
+from registry.models import Agent
+from registry.waivers import is_waived
+
+
+def _drifting_counted(drifted: QuerySet[Agent], *, capped: bool) -> int:
+    """Drifting agents as a breaker counts them. `capped` (the cluster, a team): the owner
+    with the most drifting agents counts for at most as many as all the other owners
+    together, so one owner drifting their own agents never trips a breaker for others."""
+    per_owner = list(drifted.order_by().values("owner_id").annotate(n=Count("pk"))
+                     .values_list("n", flat=True))
+    total = sum(per_owner)
+    if not capped or not per_owner:
+        return total
+    largest = max(per_owner)
+    return total - max(0, largest - (total - largest))
+
+
+def _check_breaker(ctx: PassContext, control: ControlState) -> None:
+    """Trip the cluster's breaker, and the agent's owner's and team's, when too many of their
+    agents drifted within the window; each scope pauses automatic correction of its agents."""
+    since = ctx.now - timedelta(seconds=settings.BREAKER_WINDOW_SECONDS)
+    members = Agent.objects.filter(lifecycle=Lifecycle.ACTIVE, active_version__isnull=False)
+    drifted = members.filter(pk__in=Finding.objects.filter(
+        detected_at__gte=since, behaviour=False).values("agent_id"))
+    owner = ctx.agent.owner
+    scopes = [(BreakerScope.GLOBAL, "", {}, True),
+              (BreakerScope.OWNER, owner.username, {"owner_id": owner.pk}, False)]
+    team = (ctx.agent.labels or {}).get(TEAM_LABEL)
+    if team:
+        # A key lookup works on PostgreSQL and SQLite alike (as the agent filters do).
+        scopes.append((BreakerScope.TEAM, team, {f"labels__{TEAM_LABEL}": team}, True))
+    tripped = set(BreakerTrip.objects.filter(scope__in=[f"{kind}:{name}" for kind, name, *_
+                                                        in scopes[1:]])
+                  .values_list("scope", flat=True))
+    if control.breaker_tripped_at is not None:
+        tripped.add(str(BreakerScope.GLOBAL))
+    for kind, name, where, capped in scopes:
+        if (f"{kind}:{name}" if name else str(kind)) in tripped:
+            continue  # already paused until compliance resets it
+        total = members.filter(**where).count()
+        if kind == BreakerScope.GLOBAL and total < settings.BREAKER_MIN_AGENTS:
+            continue
+        drifting = _drifting_counted(drifted.filter(**where), capped=capped)
+        if kind != BreakerScope.GLOBAL and drifting < settings.BREAKER_SCOPE_MIN_DRIFTING:
+            continue
+        if drifting * 100 > total * settings.BREAKER_SHARE_PERCENT:
+            _trip(ctx, control, kind, name, drifting, total)
+
+
+def _trip(ctx: PassContext, control: ControlState, kind: str, name: str, drifting: int,
+          total: int) -> None:
+    """Trip one breaker once: its row, its audit entry and its alert."""
+    scope = f"{kind}:{name}" if name else str(kind)
+    whom = "" if kind == BreakerScope.GLOBAL else f"{kind} {name}: "
+    reason = (f"{whom}{drifting} of {total} agents drifted within "
+              f"{settings.BREAKER_WINDOW_SECONDS} s (threshold {settings.BREAKER_SHARE_PERCENT}%): "
+              f"automatic correction paused"
+              + ("" if kind == BreakerScope.GLOBAL else f" for the agents of {kind} {name}"))
+    if kind == BreakerScope.GLOBAL:
+        if control.breaker_tripped_at is not None:
+            return
+        control.breaker_tripped_at = ctx.now
+        control.breaker_reason = reason
+        control.save(update_fields=["breaker_tripped_at", "breaker_reason"])
+        target = "control:breaker"
+    else:
+        _, created = BreakerTrip.objects.get_or_create(
+            scope=scope, defaults={"tripped_at": ctx.now, "reason": reason})
+        if not created:
+            return
+        target = f"control:breaker:{scope}"
+    audit.record(actor=SYSTEM, action=AuditAction.BREAKER_TRIPPED, target=target,
+                 after={"scope": scope, "drifting": drifting, "agents": total}, reason=reason)
+    # cluster status, like every agent's health: shown to every person
+    alerts.broadcast("breaker.tripped", {"message": reason, "severity": "high", "link": "/",
+                                         "scope": scope})
+
+
+def _shadow(ctx: PassContext, finding: Finding, step: Any) -> None:
+    correction, created = Correction.objects.get_or_create(
+        idempotency_key=step.key,
+        defaults={"finding": finding, "agent": ctx.agent, "operation": step.operation.to_dict(),
+                  "result": CorrectionResult.SHADOW})
+    if created:
+        audit.record(actor=SYSTEM, action=AuditAction.CORRECTION_SHADOWED,
+                     target=f"correction:{correction.pk}", agent=ctx.agent.name,
+                     after=step.operation.to_dict(),
+                     reason="shadow mode" if ctx.shadow else "breaker tripped: not applied")
+
+
+def _pending(ctx: PassContext, finding: Finding, step: Any) -> None:
+    correction, created = Correction.objects.get_or_create(
+        idempotency_key=step.key,
+        defaults={"finding": finding, "agent": ctx.agent, "operation": step.operation.to_dict()})
+    if not created and correction.result == CorrectionResult.FAILED:  # tried again, same key
+        Correction.objects.filter(pk=correction.pk).update(result=CorrectionResult.PENDING)
+
+
+def _log(ctx: PassContext, finding: Finding) -> None:
+    if finding.status == FindingStatus.LOGGED:
+        return
+    was = finding.status
+    finding.transition(FindingStatus.LOGGED,
+                       reason=f"allowed: enforcement mode log for {finding.area}")
+    audit.record(actor=SYSTEM, action=AuditAction.FINDING_LOGGED,
+                 target=f"finding:{finding.pk}", agent=ctx.agent.name, before={"status": was},
+                 after=finding.to_dict(), reason=finding.reason)
+
+
+def _waive(ctx: PassContext, finding: Finding, waivers: dict[str, Any]) -> None:
+    waiver = next(w for p, w in sorted(waivers.items()) if is_waived((p,), finding.pointer))
+    reason = (f"allowed: waiver #{waiver.pk} ({waiver.ticket}) until "
+              f"{waiver.expires_at:%Y-%m-%d %H:%M:%S} UTC: {waiver.reason}")
+    if finding.status == FindingStatus.LOGGED and finding.reason == reason:
+        return
+    was = finding.status
+    finding.transition(FindingStatus.LOGGED, reason=reason)
+    audit.record(actor=SYSTEM, action=AuditAction.FINDING_LOGGED,
+                 target=f"finding:{finding.pk}", agent=ctx.agent.name, before={"status": was},
+                 after=finding.to_dict(), reason=reason)
+
+
+@transaction.atomic
+def _applied(ctx: PassContext, finding: Finding, step: Any, outcome: str) -> None:
+    now = timezone.now()
+    correction = Correction.objects.select_for_update().get(idempotency_key=step.key)
+    correction.attempts += 1
+    correction.result = CorrectionResult.APPLIED
+    correction.applied_at = correction.applied_at or now
+    correction.save(update_fields=["attempts", "result", "applied_at"])
+    finding.transition(FindingStatus.CORRECTING, attempts=step.attempt,
+                       occurrence=step.occurrence)
+    audit.record(actor=SYSTEM, action=AuditAction.CORRECTION_APPLIED,
+                 target=f"correction:{correction.pk}", agent=ctx.agent.name,
+                 after={**step.operation.to_dict(), "idempotency_key": step.key,
+                        "outcome": str(outcome)},
+                 reason=f"corrects {finding.kind} at {finding.pointer}")
+
+
+def _failed(ctx: PassContext, decision: Any, error: str) -> None:
+    """The steps not applied failed this attempt: counted on their findings, so a platform
+    that keeps refusing is escalated after `RECONCILE_MAX_ATTEMPTS` instead of retried
+    at every resync for ever."""
+    for step in decision.apply:
+        if Correction.objects.filter(idempotency_key=step.key,
+                                     result=CorrectionResult.PENDING).update(
+                result=CorrectionResult.FAILED, error=error[:2000]):
+            Finding.objects.filter(agent=ctx.agent, fingerprint=step.drift.fingerprint).update(
+                attempts=step.attempt, occurrence=step.occurrence)
+    audit.record(actor=SYSTEM, action=AuditAction.CORRECTION_FAILED,
+                 target=f"agent:{ctx.agent.name}", agent=ctx.agent.name, reason=error)
+
+
+def _block(ctx: PassContext, connector: Any, blocked: list[Finding]) -> list[dict[str, Any]]:
+    operation = Operation(OperationKind.SUSPEND, "agent")
+    key = idempotency_key(ctx.agent.name, ctx.generation, operation, 1)
+    outcome = connector.apply(ctx.agent, operation.to_dict(), key)
+    with transaction.atomic():
+        for finding in blocked:
+            finding.transition(
+                FindingStatus.BLOCKED,
+                reason="enforcement mode block: the agent is suspended until a human clears it")
+        suspend_agent(ctx.agent, actor=SYSTEM,
+                      reason=f"blocked: {len(blocked)} finding(s) under enforcement mode block")
+    return [{**operation.to_dict(), "key": key, "outcome": outcome}]

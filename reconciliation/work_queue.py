@@ -1,0 +1,121 @@
+"""The reconcile work queue's Redis protocol, owned here and nowhere else.
+
+Per agent, three keys, as in controller-runtime's work queue:
+- `reconcile:queued:{id}` names the one waiting pass ("<trigger> <token>"); triggers arriving
+  while it is set collapse into that pass. Only the job holding the token clears it, once it
+  holds the lock.
+- `reconcile:lock:{id}` is held by the worker running a pass, with an expiry so a dead
+  worker's lock lapses; a renewal thread keeps it while a slow platform answers.
+- `reconcile:verify:{id}` marks the one waiting verification pass.
+
+redis-py's own `Lock` covers the lock but not the token-named waiting key, and its token is
+thread-local by default (the renewal thread would not see it): two short scripts here keep
+one protocol in one place.
+"""
+
+import logging
+import threading
+
+import django_rq
+from rq import Queue
+
+QUEUE_NAME = "reconcile"
+QUEUED_KEY = "reconcile:queued:{agent_id}"
+QUEUED_TTL = 600  # a lost job cannot block an agent's triggers for longer than this
+LOCK_KEY = "reconcile:lock:{agent_id}"
+VERIFY_KEY = "reconcile:verify:{agent_id}"
+log = logging.getLogger(__name__)
+
+# Deletes the key only if it still holds our token (it may have expired and moved on).
+_RELEASE = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end
+"""
+# Extends the key only while it still holds our token.
+_EXTEND = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2])
+else return 0 end
+"""
+
+
+def queue() -> Queue:
+    """The queue that holds reconcile passes only (one waiting per agent)."""
+    return django_rq.get_queue(QUEUE_NAME, commit_mode="auto")
+
+
+def claim_waiting(connection, agent_id: int, trigger: str, token: str) -> bool:
+    """Name the agent's one waiting pass; False when a pass is already waiting."""
+    return bool(connection.set(QUEUED_KEY.format(agent_id=agent_id), f"{trigger} {token}",
+                               nx=True, ex=QUEUED_TTL))
+
+
+def keep_waiting(connection, agent_id: int) -> None:
+    """The waiting pass found the lock busy and comes back later: it keeps its place."""
+    connection.expire(QUEUED_KEY.format(agent_id=agent_id), QUEUED_TTL)
+
+
+def release_waiting(connection, agent_id: int, trigger: str, token: str) -> None:
+    """The waiting pass has started: from here on a new trigger queues a new pass."""
+    connection.eval(_RELEASE, 1, QUEUED_KEY.format(agent_id=agent_id), f"{trigger} {token}")
+
+
+def acquire_lock(connection, agent_id: int, token: str, seconds: int) -> bool:
+    """Take the agent's pass lock for `seconds`; False when another worker holds it."""
+    return bool(connection.set(LOCK_KEY.format(agent_id=agent_id), token, nx=True,
+                               ex=seconds))
+
+
+def release_lock(connection, agent_id: int, token: str) -> None:
+    """Free the agent's pass lock if it is still ours."""
+    connection.eval(_RELEASE, 1, LOCK_KEY.format(agent_id=agent_id), token)
+
+
+def held_lock(connection, agent_id: int, token: str, seconds: int) -> "LockRenewal":
+    """The renewal that keeps the agent's pass lock alive while a pass runs."""
+    return LockRenewal(connection, LOCK_KEY.format(agent_id=agent_id), token, seconds)
+
+
+def claim_verify(connection, agent_id: int, seconds: int) -> bool:
+    """Mark the agent's one waiting verification pass; False when one is already waiting.
+    The verify pass clears it when it starts; the expiry only frees an agent whose verify job
+    was lost."""
+    return bool(connection.set(VERIFY_KEY.format(agent_id=agent_id), "1", nx=True,
+                               ex=seconds))
+
+
+def clear_verify(connection, agent_id: int) -> None:
+    """The verification pass has started: it may need to schedule the next one."""
+    connection.delete(VERIFY_KEY.format(agent_id=agent_id))
+
+
+class LockRenewal:
+    """Keeps a held lock alive while a pass runs (a slow platform can take longer than the
+    lock's expiry): a daemon thread extends it every third of its lifetime, only while it
+    still holds our token. A dead worker's thread dies with it, so its lock still lapses."""
+
+    def __init__(self, connection, key: str, token: str, seconds: int) -> None:
+        self.connection, self.key, self.token, self.seconds = connection, key, token, seconds
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True,
+                                        name=f"lock-renewal {key}")
+        self.lost = False
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.seconds / 3):
+            try:
+                held = self.connection.eval(_EXTEND, 1, self.key, self.token,
+                                            int(self.seconds * 1000))
+            except Exception:  # noqa: BLE001 - Redis blinked: try again next tick
+                log.warning("could not extend %s", self.key, exc_info=True)
+                continue
+            if not held:
+                self.lost = True
+                log.error("lost %s while a pass was running", self.key)
+                return
+
+    def __enter__(self) -> "LockRenewal":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()

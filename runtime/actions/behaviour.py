@@ -1,0 +1,605 @@
+"""Behaviour in: ingesting events (idempotent on the agent and id, in bulk, each with who sent
+it), counting them in sliding windows, and turning broken rules into findings that go through
+the enforcement path."""
+
+import hashlib
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import redis
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+import audit
+from audit.choices import AuditAction
+from config.errors import NotAllowed
+from reconciliation.actions.common import (
+    SYSTEM,
+    alert,
+    audit_label,
+    desired_now,
+    enforcement_held,
+    open_escalation,
+    suspend_agent,
+)
+from reconciliation.actions.settle import refresh_status
+from reconciliation.choices import DecisionStatus, FindingStatus, Trigger
+from reconciliation.connectors import connector_for
+from reconciliation.diff import Operation, OperationKind
+from reconciliation.models import (
+    BehaviourEvent,
+    Decision,
+    Finding,
+    ObservedState,
+    UnregisteredAgent,
+)
+from reconciliation.plan import idempotency_key, mode_for
+from reconciliation.triggers import request_reconcile
+from registry.actions.waivers import active_waivers
+from registry.choices import Lifecycle, Role
+from registry.manifest import duration_seconds
+from registry.models import Agent
+from registry.principals import AgentPrincipal
+from registry.roles import has_role
+from registry.waivers import is_waived
+from runtime import group_windows, windows
+from runtime.actions import group_rules
+from runtime.behaviour import (
+    DEDUPE_SECONDS,
+    Violation,
+    covers,
+    static_violations,
+    window_checks,
+    window_violation,
+)
+from runtime.budgets import WARNING_AREA, budget_checks, budget_violation
+from runtime.events import Event, validate_event
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class IngestReport:
+    """Per-event results of a batch."""
+
+    results: list[dict[str, Any]] = field(default_factory=list)
+    rules_pending: bool = False
+
+    def add(self, event_id: Any, status: str, reason: str = "") -> None:
+        row = {"id": event_id if isinstance(event_id, str) else None, "status": status}
+        if reason:
+            row["reason"] = reason
+        self.results.append(row)
+
+    def to_dict(self) -> dict[str, Any]:
+        counts = Counter(r["status"] for r in self.results)
+        body = {"accepted": counts["accepted"], "duplicates": counts["duplicate"],
+                "rejected": counts["rejected"], "results": self.results}
+        if self.rules_pending:
+            body["rules"] = "pending: the work queue is down; stored events are checked later"
+        return body
+
+
+def _may_report(actor: Any, name: str, agent: Agent | None) -> str:
+    """'' when the principal may report events for `name`, else why not."""
+    if isinstance(actor, AgentPrincipal):
+        return "" if actor.agent.name == name else "an agent token sends its own events only"
+    if has_role(actor, Role.ADMIN):
+        return ""
+    if has_role(actor, Role.OWNER) and (agent is None or agent.owner_id == actor.pk):
+        return ""
+    return f"you may not report events for {name}"
+
+
+def _signed_off(event: Event, decisions: dict[str, Decision], used: set[str]) -> tuple[bool, bool]:
+    """(signed off, reused): a human-approved decision of this agent, for this action and at
+    least this amount, not used before (single use)."""
+    decision = decisions.get(event.decision_id) if event.decision_id else None
+    if decision is None or decision.agent.name != event.agent:
+        return False, False
+    if not covers(decision.request, event):
+        return False, False
+    if decision.status == DecisionStatus.USED or decision.pk.hex in used:
+        return False, True
+    if decision.status == DecisionStatus.APPROVED:
+        used.add(decision.pk.hex)
+        return True, False
+    return False, False
+
+
+def _sender(actor: Any, token: Any) -> dict[str, Any]:
+    """The sender columns of an event: who sent it, and the person or token behind it."""
+    if isinstance(actor, AgentPrincipal):
+        return {"sender": actor.audit_label, "sender_user": None, "sender_token": actor.token}
+    person = actor if getattr(actor, "pk", None) is not None else None
+    label = audit_label(actor)
+    if token is not None:
+        label = f"{label} ({token.audit_label})"
+    return {"sender": label[:160], "sender_user": person, "sender_token": token}
+
+
+def ingest_events(items: list[Any], *, actor: Any, token: Any = None, source: str = "api",
+                  now: datetime | None = None) -> IngestReport:
+    """Store a batch of events (each accepted, duplicate or rejected on its own) with who sent
+    them, count them in their windows, and queue broken rules for the ingest workers. An id is
+    a repeat only for the same agent: two agents may use the same id."""
+    now = now or timezone.now()
+    report = IngestReport()
+    valid: list[Event] = []
+    seen: set[tuple[str, str]] = set()
+    parsed = [validate_event(item, now) for item in items]
+    names = {e.agent for e in parsed if isinstance(e, Event)}
+    # A retired agent's traffic is flagged as an unregistered agent's.
+    agents = {a.name: a for a in Agent.objects.filter(name__in=names).exclude(
+        lifecycle=Lifecycle.RETIRED).select_related("active_version")}
+    for item, event in zip(items, parsed, strict=True):
+        raw_id = item.get("id") if isinstance(item, dict) else None
+        if isinstance(event, str):
+            report.add(raw_id, "rejected", event)
+        elif refusal := _may_report(actor, event.agent, agents.get(event.agent)):
+            report.add(event.id, "rejected", refusal)
+        elif (event.agent, event.id) in seen:
+            report.add(event.id, "duplicate")
+        else:
+            seen.add((event.agent, event.id))
+            valid.append(event)
+            report.add(event.id, "accepted")
+    if isinstance(actor, AgentPrincipal) and not valid and any(
+            r.get("reason", "").startswith("an agent token") for r in report.results):
+        raise NotAllowed("An agent token sends its own agent's events only.")
+    existing = _stored_keys(valid)
+    fresh = [e for e in valid if (e.agent, e.id) not in existing]
+    accepted = iter(row for row in report.results if row["status"] == "accepted")
+    for event in valid:  # the accepted rows are the valid events, in order
+        row = next(accepted)
+        if (event.agent, event.id) in existing:
+            row["status"] = "duplicate"
+    sender = _sender(actor, token)
+    with transaction.atomic():
+        decision_ids = {e.decision_id for e in fresh if e.decision_id}
+        decisions = {d.pk.hex: d for d in Decision.objects.select_for_update(of=("self",))
+                     .select_related("agent").filter(pk__in=_uuids(decision_ids))}
+        decisions.update({str(d.pk): d for d in decisions.values()})
+        used: set[str] = set()
+        signed = {(e.agent, e.id): _signed_off(e, decisions, used)
+                  for e in fresh if e.decision_id}
+        violations = _static(fresh, agents, signed, now)
+        for decision in decisions.values():
+            if decision.pk.hex in used and decision.status == DecisionStatus.APPROVED:
+                event_id = next(e.id for e in fresh if e.decision_id in (
+                    decision.pk.hex, str(decision.pk)))
+                Decision.objects.filter(pk=decision.pk).update(
+                    status=DecisionStatus.USED, used_at=now, used_by_event=event_id)
+        # Stored uncounted (the outbox): marked counted only once their windows and broken
+        # rules are in Redis, so a process that dies after commit loses no rule check.
+        BehaviourEvent.objects.bulk_create(
+            [BehaviourEvent(event_id=e.id, agent=agents.get(e.agent), agent_name=e.agent,
+                            ts=e.ts, kind=e.kind, tool=e.tool, resource=e.resource,
+                            record=e.record, action=e.action, amount=e.amount,
+                            approved_by=e.approved_by, decision_id=e.decision_id,
+                            trace_id=e.trace_id, span_id=e.span_id, source=source,
+                            model=e.model, operation=e.operation, error=e.error,
+                            input_tokens=e.input_tokens, output_tokens=e.output_tokens,
+                            cost=e.cost, attributes=e.attributes,
+                            received_at=now, counted=False, **sender) for e in fresh],
+            ignore_conflicts=True, batch_size=1000)
+        _note_unregistered([e for e in fresh if e.agent not in agents], now)
+        if fresh:
+            transaction.on_commit(
+                lambda: _count_stored(fresh, agents, violations, now, report), robust=True)
+    return report
+
+
+def _count_stored(events: list[Event], agents: dict[str, Agent],
+                  violations: dict[int, list[Violation]], now: datetime,
+                  report: IngestReport | None = None) -> bool:
+    """After commit: count stored events in their windows, queue the rules they broke, and
+    only then mark them counted. When Redis fails they stay uncounted for recount_events."""
+    try:
+        breaches = _count_windows(events, agents, violations, now)
+        _queue_violations(violations)
+        group_rules.queue_breaches(breaches)
+    except redis.RedisError as error:
+        log.warning("Redis unavailable, %d events wait for their rules: %s", len(events), error)
+        if report is not None:
+            report.rules_pending = True
+        return False
+    ids: dict[str, list[str]] = {}
+    for event in events:
+        ids.setdefault(event.agent, []).append(event.id)
+    for name, agent_ids in ids.items():
+        for start in range(0, len(agent_ids), 1000):
+            BehaviourEvent.objects.filter(agent_name=name, foreign=False, counted=False,
+                                          event_id__in=agent_ids[start:start + 1000]
+                                          ).update(counted=True)
+    return True
+
+
+def _stored_keys(events: list[Event]) -> set[tuple[str, str]]:
+    """The (agent, id) pairs of these events already stored (foreign events reserve none)."""
+    ids: dict[str, list[str]] = {}
+    for event in events:
+        ids.setdefault(event.agent, []).append(event.id)
+    stored: set[tuple[str, str]] = set()
+    for name, agent_ids in ids.items():
+        for start in range(0, len(agent_ids), 1000):
+            stored.update(BehaviourEvent.objects.filter(
+                agent_name=name, foreign=False, event_id__in=agent_ids[start:start + 1000])
+                .values_list("agent_name", "event_id"))
+    return stored
+
+
+def _static(events: list[Event], agents: dict[str, Agent],
+            signed: dict[tuple[str, str], tuple[bool, bool]],
+            now: datetime) -> dict[int, list[Violation]]:
+    """What each event breaks on its own, per agent (effective desired state once each)."""
+    violations: dict[int, list[Violation]] = {}
+    specs: dict[str, dict[str, Any]] = {}
+    for event in events:
+        agent = agents.get(event.agent)
+        if agent is None or agent.active_version is None:
+            continue
+        spec = specs.get(agent.name) or specs.setdefault(agent.name, desired_now(agent, now))
+        signed_off, reused = signed.get((event.agent, event.id), (False, False))
+        violations.setdefault(agent.pk, []).extend(
+            static_violations(spec, event, signed_off=signed_off, reused_decision=reused))
+    return violations
+
+
+def recount_events(limit: int = 5000, *, settled_seconds: float = 0) -> int:
+    """Drain the outbox: run the rules over events stored but not yet counted (Redis was down,
+    or the process died between commit and counting); returns how many. Counting is
+    idempotent (window members are event ids, a broken rule lands in its dedupe window's
+    finding), so an event counted by its own request meanwhile is not counted twice.
+    `settled_seconds` leaves alone events so fresh their own request may still be counting."""
+    now = timezone.now()
+    rows = list(BehaviourEvent.objects.filter(
+        counted=False, received_at__lte=now - timedelta(seconds=settled_seconds))
+        .select_related("agent__active_version").order_by("received_at")[:limit])
+    if not rows:
+        return 0
+    # Events of agents with no approved state are not judged (nothing to judge them by);
+    # they enter the windows once the agent is approved (ensure_windows). Foreign events are
+    # never judged: they are someone else's word about the agent.
+    judged = [r for r in rows if r.agent is not None and r.agent.active_version is not None
+              and not r.foreign]
+    events = [Event(id=r.event_id, agent=r.agent_name, ts=r.ts, kind=r.kind, tool=r.tool,
+                    resource=r.resource, record=r.record, action=r.action, amount=r.amount,
+                    approved_by=r.approved_by, decision_id=r.decision_id,
+                    input_tokens=r.input_tokens, output_tokens=r.output_tokens, cost=r.cost)
+              for r in judged]
+    agents = {r.agent.name: r.agent for r in judged}
+    used_by = set(Decision.objects.filter(
+        agent__in=[r.agent for r in judged], used_by_event__in=[e.id for e in events])
+        .values_list("agent__name", "used_by_event"))
+    signed = {(e.agent, e.id): ((e.agent, e.id) in used_by, False)
+              for e in events if e.decision_id}
+    violations = _static(events, agents, signed, now)
+    breaches = _count_windows(events, agents, violations, now)
+    _queue_violations(violations)
+    group_rules.queue_breaches(breaches)
+    BehaviourEvent.objects.filter(pk__in=[r.pk for r in rows]).update(counted=True)
+    return len(rows)
+
+
+def _uuids(values: set[str]) -> list[str]:
+    import uuid
+
+    out = []
+    for value in values:
+        try:
+            out.append(str(uuid.UUID(value)))
+        except ValueError:
+            continue
+    return out
+
+
+def _note_unregistered(events: list[Event], now: datetime) -> None:
+    """Shadow agents: counted, and their name kept as sent for the unregistered list."""
+    labels = {e.agent: e.label for e in events if e.label}
+    for name, count in Counter(e.agent for e in events).items():
+        label = labels.get(name, "")
+        shadow, created = UnregisteredAgent.objects.get_or_create(
+            name=name, defaults={"first_seen": now, "last_seen": now, "events": count,
+                                 "display_name": label})
+        if not created:
+            changes: dict[str, Any] = {"last_seen": now, "events": F("events") + count}
+            if label:
+                changes["display_name"] = label
+            UnregisteredAgent.objects.filter(pk=shadow.pk).update(**changes)
+
+
+def _count_windows(events: list[Event], agents: dict[str, Agent],
+                   violations: dict[int, list[Violation]], now: datetime) -> list[dict]:
+    """Count the events in their per-agent and group windows (one pipeline); per-agent
+    breaks go into `violations`, group breaches are returned."""
+    ensure_windows(list({a.pk: a for a in agents.values()}.values()), now)
+    rules = group_rules.active_rules()
+    if rules:
+        group_rules.ensure_group_windows(rules, now)
+    checks = []
+    durations: dict[str, int] = {}
+    for event in events:
+        agent = agents.get(event.agent)
+        if agent is None or agent.active_version is None:
+            continue
+        spec = agent.active_version.spec
+        for limit in spec["limits"]:
+            if limit["per"] not in durations:
+                durations[limit["per"]] = duration_seconds(limit["per"])
+        checks.extend((agent, event, check)
+                      for check in window_checks(spec, event, agent.pk, durations))
+    grouped = group_rules.group_checks(events, agents, rules)
+    spending = [(agent, event, check, index) for event in events
+                if (agent := agents.get(event.agent)) is not None
+                and agent.active_version is not None
+                for check, index in budget_checks(agent.active_version.spec, event, agent.pk)]
+    counts, totals = group_windows.count_with_groups(
+        [(check, event.id, event.ts) for _, event, check in checks],
+        [(check, event.ts) for _, event, check in grouped]
+        + [(check, event.ts) for _, event, check, _ in spending], now)
+    for (agent, event, check), seen in zip(checks, counts, strict=True):
+        if violation := window_violation(check, seen, event.id):
+            violations.setdefault(agent.pk, []).append(violation)
+    for (agent, event, _, index), (total, _) in zip(spending, totals[len(grouped):],
+                                                    strict=True):
+        if violation := budget_violation(agent.active_version.spec, index, total, event.id):
+            violations.setdefault(agent.pk, []).append(violation)
+    return group_rules.over_limit(grouped, totals[:len(grouped)])
+
+
+REFILL_MAX_EVENTS = 50_000
+
+
+def ensure_windows(agents: list[Agent], now: datetime) -> None:
+    """Make an agent's windows hold every stored event still inside them before they are
+    counted or peeked: events adopted from an unregistered agent or sent before the first
+    approval, events under limits a new version added, and whatever a Redis restart lost.
+    A marker per agent says which generation they were filled for; without it the stored
+    events go in (into the windows only: they are not judged again). Raises RedisError."""
+    limited = [a for a in agents if a.active_version is not None and (
+        a.active_version.spec.get("limits") or a.active_version.spec.get("budgets"))]
+    for agent, generation in zip(limited, windows.filled_generations([a.pk for a in limited]),
+                                 strict=True):
+        if generation != agent.generation:
+            _refill(agent, now)
+
+
+def _refill(agent: Agent, now: datetime) -> None:
+    spec = agent.active_version.spec
+    durations = {limit["per"]: duration_seconds(limit["per"]) for limit in spec["limits"]}
+    horizon = max([*durations.values(),
+                   *(duration_seconds(b["per"]) for b in spec.get("budgets", []))])
+    rows = (BehaviourEvent.objects.filter(agent=agent, foreign=False,
+                                          ts__gte=now - timedelta(seconds=horizon))
+            .order_by("-ts")
+            .values_list("event_id", "ts", "kind", "resource", "record", "input_tokens",
+                         "output_tokens", "cost")[:REFILL_MAX_EVENTS])
+    checks, spending = [], []
+    for event_id, ts, kind, resource, record, tokens_in, tokens_out, cost in rows:
+        event = Event(id=event_id, agent=agent.name, ts=ts, kind=kind, resource=resource,
+                      record=record, input_tokens=tokens_in, output_tokens=tokens_out,
+                      cost=cost)
+        checks.extend((check, event_id, ts)
+                      for check in window_checks(spec, event, agent.pk, durations))
+        spending.extend((check, ts) for check, _ in budget_checks(spec, event, agent.pk))
+    windows.fill(checks, now)
+    if spending:
+        group_windows.fill(spending, now)
+    windows.mark_filled(agent.pk, agent.generation, horizon)
+
+
+def _queue_violations(violations: dict[int, list[Violation]]) -> None:
+    """Hand broken rules to the ingest workers (called after commit; raises RedisError, so
+    the events stay uncounted when they could not be queued)."""
+    from reconciliation.jobs import record_violations_job
+
+    for agent_id, found in violations.items():
+        # One rule broken many times in a batch is one window: keep its latest count.
+        by_rule: dict[str, Violation] = {}
+        for violation in found:
+            rule = f"{agent_id}:{violation.kind}:{violation.pointer}:{violation.expected}"
+            by_rule[rule] = _later(by_rule[rule], violation) if rule in by_rule else violation
+        if not by_rule:
+            continue
+        rules = [(rule, v.event_id, v.window_seconds) for rule, v in by_rule.items()]
+        window_of = windows.window_ids(rules)
+        payload = [{**v.to_dict(), "window": window}
+                   for v, window in zip(by_rule.values(), window_of, strict=True)]
+        record_violations_job(agent_id, payload)
+
+
+def _later(first: Violation, then: Violation) -> Violation:
+    """Of two breaks of one rule, the one with the larger observed count (the window's peak),
+    keeping the first event that opened it."""
+    if isinstance(then.actual, int | float) and isinstance(first.actual, int | float) and (
+            then.actual > first.actual):
+        return Violation(first.kind, first.pointer, first.expected, then.actual, first.area,
+                         first.event_id, then.rule, first.window_seconds)
+    return first
+
+
+def _fingerprint(violation: dict[str, Any]) -> str:
+    material = f"{violation['kind']}|{violation['pointer']}|{violation['window']}"
+    return hashlib.sha256(material.encode()).hexdigest()
+
+
+def record_violations(agent_id: int, violations: list[dict[str, Any]]) -> list[Finding]:
+    """Broken rules become behaviour findings (one per rule per window) and are enforced by
+    the spec's mode for their area: block suspends the agent through its connector, escalate
+    opens an escalation, log records it, correct records it and re-checks the configuration."""
+    agent = Agent.objects.select_related("active_version").get(pk=agent_id)
+    spec = agent.active_version.spec
+    now = timezone.now()
+    opened: list[Finding] = []
+    to_block: list[Finding] = []
+    waivers = active_waivers(agent, now)
+    with transaction.atomic():
+        for violation in violations:
+            finding, created = _finding_for(agent, violation, now)
+            if created:
+                opened.append(finding)
+            if finding.status != FindingStatus.OPEN:
+                continue  # already enforced (a retried job enforces only what is left)
+            mode = ("log" if violation["area"] == WARNING_AREA
+                    else mode_for(spec, _AreaOnly(violation["area"])))
+            waiver = next((w for w in waivers if is_waived((w.pointer,), violation["pointer"])),
+                          None)
+            if waiver is not None:
+                finding.transition(FindingStatus.LOGGED, reason=(
+                    f"{violation['rule']}; allowed: waiver #{waiver.pk} ({waiver.ticket}) "
+                    f"until {waiver.expires_at:%Y-%m-%d %H:%M:%S} UTC"))
+            elif mode == "block":
+                to_block.append(finding)
+            elif mode == "escalate":
+                open_escalation(agent, finding, reason=violation["rule"])
+            else:
+                finding.transition(FindingStatus.LOGGED, reason=(
+                    f"{violation['rule']}; recorded (mode {mode}: what an agent did cannot be "
+                    "undone)"))
+                if mode == "correct":
+                    request_reconcile(agent.pk, Trigger.FINDING)
+    if to_block:
+        _block_for_behaviour(agent, to_block)
+    if opened:
+        # The agent's conditions show it now (Drifted, Escalated or Suspended), not at the
+        # next pass: a converged agent's resync has no reason to run one.
+        with transaction.atomic():
+            refresh_status(agent, now=timezone.now())
+    return opened
+
+
+def _finding_for(agent: Agent, violation: dict[str, Any], now: datetime) -> tuple[Finding, bool]:
+    """The finding of a broken rule's window, created (audited, alerted) the first time."""
+    fingerprint = _fingerprint(violation)
+    finding = Finding.objects.select_for_update().filter(agent=agent,
+                                                         fingerprint=fingerprint).first()
+    if finding is None:
+        finding = _same_window(agent, violation, now)
+    if finding is not None:
+        Finding.objects.filter(pk=finding.pk).update(last_seen=now, actual=violation["actual"])
+        return finding, False
+    finding = Finding.objects.create(
+        agent=agent, fingerprint=fingerprint, kind=violation["kind"],
+        pointer=violation["pointer"], expected=violation["expected"],
+        actual=violation["actual"], severity="high", area=violation["area"],
+        generation=agent.generation, behaviour=True, reason=violation["rule"],
+        first_seen=now, detected_at=now, last_seen=now,
+        observed_at=violation.get("observed_at") or now)
+    audit.record(actor=SYSTEM, action=AuditAction.FINDING_OPENED,
+                 target=f"finding:{finding.pk}", agent=agent.name,
+                 after={**finding.to_dict(), "event": violation["event_id"]},
+                 reason=violation["rule"])
+    alert("drift.detected", agent, finding, message=violation["rule"])
+    return finding, True
+
+
+def _same_window(agent: Agent, violation: dict[str, Any], now: datetime) -> Finding | None:
+    """The finding this rule opened less than its dedupe window ago, found in the database: a
+    Redis restart loses the window's name, and the next break must not open a second finding
+    (and escalation) for the same window."""
+    seconds = int(violation.get("window_seconds") or DEDUPE_SECONDS)
+    candidates = Finding.objects.select_for_update().filter(
+        agent=agent, behaviour=True, kind=violation["kind"], pointer=violation["pointer"],
+        first_seen__gt=now - timedelta(seconds=seconds)).order_by("-first_seen")
+    return next((f for f in candidates if f.expected == violation["expected"]), None)
+
+
+@dataclass(frozen=True)
+class _AreaOnly:
+    """Just enough of a drift for mode_for: its enforcement area."""
+
+    area: str
+
+
+def _block_for_behaviour(agent: Agent, findings: list[Finding]) -> None:
+    operation = Operation(OperationKind.SUSPEND, "agent")
+    key = idempotency_key(agent.name, agent.generation, operation, findings[0].pk)
+    held = enforcement_held(agent)
+    if held:  # recorded, not applied: the same promise as for configuration drift
+        with transaction.atomic():
+            for finding in findings:
+                finding.transition(FindingStatus.LOGGED,
+                                   reason=f"enforcement mode block, not applied: {held}")
+            audit.record(actor=SYSTEM, action=AuditAction.CORRECTION_SHADOWED,
+                         target=f"agent:{agent.name}", agent=agent.name,
+                         after={**operation.to_dict(), "key": key}, reason=held)
+        return
+    if agent.lifecycle != Lifecycle.SUSPENDED:
+        connector_for(agent).apply(agent, operation.to_dict(), key)
+    with transaction.atomic():
+        for finding in findings:
+            finding.transition(FindingStatus.BLOCKED)
+        suspend_agent(agent, actor=SYSTEM,
+                      reason="; ".join(f.reason for f in findings)[:1000])
+
+
+@transaction.atomic
+def assign_unregistered(name: str, *, actor: Any, owner: Any) -> UnregisteredAgent:
+    """Compliance hands a shadow agent to an owner, who then registers it."""
+    from config.errors import Invalid, NotFound
+
+    if not has_role(actor, Role.COMPLIANCE):
+        raise NotAllowed("Only compliance staff assign unregistered agents.")
+    shadow = UnregisteredAgent.objects.select_for_update().filter(name=name).first()
+    if shadow is None or shadow.registered:
+        raise NotFound(f"No unregistered agent named {name!r}.")
+    if owner is None or not has_role(owner, Role.OWNER):
+        raise Invalid("Assign to a person holding the owner role.",
+                      details=[{"pointer": "/owner", "message": "expected an owner's username"}])
+    before = shadow.assigned_owner.username if shadow.assigned_owner_id else None
+    shadow.assigned_owner = owner
+    shadow.save(update_fields=["assigned_owner"])
+    audit.record(actor=actor, action=AuditAction.UNREGISTERED_ASSIGNED,
+                 target=f"unregistered:{name}", before={"owner": before},
+                 after={"owner": owner.username})
+    return shadow
+
+
+def adopt_unregistered(agent: Agent, *, actor: Any) -> int:
+    """When a shadow agent is registered, its earlier events and observations become its own
+    (call inside the registration's transaction); events others sent under its name are kept but
+    flagged foreign, so they never count toward its rules, and observations others reported stay
+    with the shadow. Returns how many events it adopted."""
+    shadow = UnregisteredAgent.objects.select_for_update().filter(name=agent.name).first()
+    if shadow is None:
+        return 0
+    if shadow.assigned_owner_id and shadow.assigned_owner_id != getattr(actor, "pk", None) \
+            and not has_role(actor, Role.ADMIN):
+        raise NotAllowed(f"{agent.name} was assigned to {shadow.assigned_owner.username}; "
+                         "only they may register it.")
+    waiting = BehaviourEvent.objects.filter(agent_name=agent.name, agent__isnull=True)
+    foreign = waiting.exclude(_own_traffic(agent, waiting)).update(agent=agent, foreign=True)
+    adopted = waiting.update(agent=agent) + foreign
+    # What its owner's or an admin's platform reported becomes its observed-state history, as
+    # if it had been registered. Others' reports stay with the shadow: a push agent's latest
+    # report is its actual state, and another owner's would start its first pass with drift.
+    reports = ObservedState.objects.filter(unregistered=shadow, agent__isnull=True)
+    reporters = User.objects.filter(username__in=reports.values("reported_by").distinct())
+    trusted = [u.username for u in reporters
+               if u.pk == agent.owner_id or has_role(u, Role.ADMIN)]
+    observations = reports.filter(reported_by__in=trusted).update(agent=agent)
+    left = reports.count()
+    shadow.registered = True
+    shadow.save(update_fields=["registered"])
+    audit.record(actor=actor, action=AuditAction.UNREGISTERED_ADOPTED,
+                 target=f"agent:{agent.name}", agent=agent.name,
+                 after={"events": adopted - foreign, "foreign_events": foreign,
+                        "observations": observations, "foreign_observations": left},
+                 reason="a shadow agent was registered; its events count in the rule windows "
+                        "once it is approved, except those others sent under its name")
+    return adopted
+
+
+def _own_traffic(agent: Agent, events: Any) -> Q:
+    """Events a shadow agent's new owner would have counted: sent by that owner or by an admin
+    (a platform's principal), or stored before senders were recorded."""
+    senders = User.objects.filter(pk__in=events.exclude(sender_user=None)
+                                  .values("sender_user").distinct())
+    trusted = [u.pk for u in senders if u.pk == agent.owner_id or has_role(u, Role.ADMIN)]
+    return Q(sender_user__in=trusted) | Q(sender="")

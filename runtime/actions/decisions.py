@@ -1,0 +1,237 @@
+"""Runtime decisions: an agent asks before a sensitive action and gets allow, deny, or pending
+a human. A human's allow is single-use and bound to the request's parameters; a pending request
+nobody answers expires to deny."""
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import redis
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+import audit
+from audit.choices import AuditAction
+from config.errors import Conflict, Invalid, NotAllowed, NotFound
+from reconciliation.actions.common import SYSTEM, alert, desired_now, state_hash
+from reconciliation.choices import DecisionOutcome, DecisionStatus, EscalationStatus
+from reconciliation.models import Decision, Escalation
+from registry.choices import Lifecycle, Role
+from registry.manifest import duration_seconds
+from registry.models import Agent
+from registry.principals import acting_agent
+from registry.roles import has_role
+from runtime import windows
+from runtime.actions.behaviour import ensure_windows
+from runtime.actions.group_rules import decision_block, decision_hold
+from runtime.behaviour import callable_tools, window_checks
+from runtime.events import Event
+
+
+def _amount(value: float) -> str:
+    return f"${value:,.0f}" if float(value).is_integer() else f"${value:,.2f}"
+
+
+def evaluate(spec: dict[str, Any], request: dict[str, Any], agent: Agent,
+             now: datetime) -> tuple[str, str]:
+    """(outcome, rule) for a request against the effective desired state and live windows."""
+    if agent.lifecycle != Lifecycle.ACTIVE:
+        return DecisionOutcome.DENY, f"{agent.name} is {agent.lifecycle}"
+    tool, resource = request.get("tool"), request.get("resource")
+    if tool and tool not in callable_tools(spec):
+        return DecisionOutcome.DENY, f"tool {tool} is not approved"
+    if resource and resource not in {d["resource"] for d in spec["data"]}:
+        return DecisionOutcome.DENY, f"resource {resource} is not approved"
+    if resource:
+        probe = Event(id="decision-probe", agent=agent.name, ts=now, kind="data_access",
+                      resource=resource, record=request.get("record") or "")
+        durations = {limit["per"]: duration_seconds(limit["per"]) for limit in spec["limits"]}
+        checks = window_checks(spec, probe, agent.pk, durations)
+        try:
+            if checks:  # windows hold every stored event first (adopted, refilled)
+                ensure_windows([agent], now)
+            seen = [windows.peek(check, now) for check in checks]
+        except redis.RedisError:
+            return DecisionOutcome.DENY, (f"{checks[0].rule}: the window cannot be read right "
+                                          "now, so the answer is no (fail closed)")
+        for check, count in zip(checks, seen, strict=True):
+            if count + 1 > check.limit:
+                return DecisionOutcome.DENY, f"{check.rule} (the window is full)"
+    action, amount = request.get("action"), request.get("amount")
+    limits = spec["actions"].get(action or "")
+    if limits and amount is not None:
+        if limits["max"] is not None and amount > limits["max"]:
+            return DecisionOutcome.DENY, (f"{action} of {_amount(amount)} is above the maximum "
+                                          f"{_amount(limits['max'])}")
+        if limits["approval_above"] is not None and amount > limits["approval_above"]:
+            return DecisionOutcome.PENDING, (f"{action} of {_amount(amount)} is above "
+                                             f"{_amount(limits['approval_above'])}: a human "
+                                             "must sign off")
+    return DecisionOutcome.ALLOW, "within the approved state"
+
+
+@transaction.atomic
+def _person_behind(actor: Any) -> Any:
+    """The person an agent's token belongs to, or the person asking; None for the system."""
+    token = getattr(actor, "token", None) if acting_agent(actor) is not None else None
+    if token is not None:
+        return token.user
+    return actor if getattr(actor, "pk", None) else None
+
+
+def request_decision(agent: Agent, request: dict[str, Any], *, actor: Any,
+                     callback_url: str = "") -> Decision:
+    """Decide now, or open an escalation for an approver and wait (pending)."""
+    if agent.active_version_id is None:
+        raise Conflict(f"{agent.name} has no approved desired state.", code="not_approved")
+    now = timezone.now()
+    outcome, rule = evaluate(desired_now(agent, now), request, agent, now)
+    approvals = 1
+    if outcome != DecisionOutcome.DENY:
+        try:
+            blocked = decision_block(agent, now)
+        except redis.RedisError:
+            blocked = ("the group rules' windows cannot be read right now, so the answer is "
+                       "no (fail closed)")
+        if blocked is not None:
+            outcome, rule = DecisionOutcome.DENY, blocked
+    if outcome != DecisionOutcome.DENY and request.get("action"):
+        try:
+            held = decision_hold(agent, request, now)
+        except redis.RedisError:
+            held = None
+            outcome, rule = DecisionOutcome.DENY, ("the group rules' windows cannot be read "
+                                                   "right now, so the answer is no (fail "
+                                                   "closed)")
+        if held is not None:
+            outcome, (rule, approvals) = DecisionOutcome.PENDING, held
+    pending = outcome == DecisionOutcome.PENDING
+    decision = Decision.objects.create(
+        agent=agent, request=request, request_sha256=state_hash(request), outcome=outcome,
+        status=DecisionStatus.PENDING if pending else DecisionStatus.DECIDED, rule=rule,
+        callback_url=callback_url, generation=agent.generation, created_at=now,
+        asked_by=_person_behind(actor), required_approvals=approvals,
+        expires_at=now + timedelta(seconds=settings.DECISION_TIMEOUT_SECONDS) if pending
+        else None)
+    audit.record(actor=actor, action=AuditAction.DECISION_MADE, target=f"decision:{decision.pk}",
+                 agent=agent.name, after={"request": request, "outcome": outcome}, reason=rule)
+    if pending:
+        escalation = Escalation.objects.create(agent=agent, decision=decision,
+                                               reason=f"decision pending: {rule}")
+        audit.record(actor=SYSTEM, action=AuditAction.ESCALATION_OPENED,
+                     target=f"escalation:{escalation.pk}", agent=agent.name,
+                     after={"decision": str(decision.pk)}, reason=escalation.reason)
+        alert("decision.pending", agent, decision=str(decision.pk), escalation=escalation.pk,
+              message=rule, severity="high")
+        _schedule_expiry(decision)
+    return decision
+
+
+def _schedule_expiry(decision: Decision) -> None:
+    def schedule() -> None:
+        import django_rq
+
+        from reconciliation.jobs import expire_decision_job, not_before
+
+        django_rq.get_queue("default", commit_mode="auto").enqueue_at(
+            not_before(decision.expires_at), expire_decision_job, str(decision.pk))
+
+    transaction.on_commit(schedule, robust=True)
+
+
+def _notify(decision: Decision) -> None:
+    if decision.callback_url:
+        from reconciliation.jobs import notify_decision_job
+
+        transaction.on_commit(lambda: notify_decision_job(str(decision.pk)), robust=True)
+
+
+def _close(decision: Decision, *, actor: Any, status: str, outcome: str, comment: str) -> None:
+    now = timezone.now()
+    decision.status, decision.outcome = status, outcome
+    decision.decided_at = now
+    decision.comment = comment
+    if getattr(actor, "pk", None) and not isinstance(actor, str):
+        decision.decided_by = actor
+    decision.save()
+    Escalation.objects.filter(decision=decision, status=EscalationStatus.OPEN).update(
+        status=EscalationStatus.RESOLVED, resolution=outcome, comment=comment,
+        resolved_by=decision.decided_by, resolved_at=now)
+    audit.record(actor=actor, target=f"decision:{decision.pk}", agent=decision.agent.name,
+                 action=AuditAction.DECISION_EXPIRED if status == DecisionStatus.EXPIRED
+                 else AuditAction.DECISION_DECIDED,
+                 after={"outcome": outcome, "status": status}, reason=comment)
+    alert("escalation.resolved", decision.agent, decision=str(decision.pk), resolution=outcome)
+    _notify(decision)
+
+
+@transaction.atomic
+def decide_pending(decision_id: str, *, actor: Any, allow: bool, comment: str) -> Decision:
+    """An approver answers a pending decision (never for an agent they own)."""
+    if not has_role(actor, Role.APPROVER) or not getattr(actor, "pk", None):
+        raise NotAllowed("Only approvers answer pending decisions.")
+    decision = (Decision.objects.select_for_update(of=("self",)).select_related("agent")
+                .filter(pk=decision_id).first())
+    if decision is None:
+        raise NotFound(f"No decision {decision_id}.")
+    if decision.agent.owner_id == actor.pk:
+        raise NotAllowed("Four eyes: you cannot sign off an action of an agent you own.",
+                         code="four_eyes")
+    if decision.asked_by_id == actor.pk:
+        raise NotAllowed("Four eyes: you asked for this, yourself or through an agent token "
+                         "you hold; another approver answers it.", code="four_eyes")
+    # Who may answer, and whether there is anything to answer, before what was sent.
+    if not comment.strip():
+        raise Invalid("Answering a decision needs a comment.",
+                      details=[{"pointer": "/comment", "message": "required"}])
+    if decision.status != DecisionStatus.PENDING:
+        raise Conflict(f"Decision {decision_id} is {decision.status}.", code="not_pending")
+    if decision.expires_at and decision.expires_at <= timezone.now():
+        _close(decision, actor=SYSTEM, status=DecisionStatus.EXPIRED,
+               outcome=DecisionOutcome.DENY, comment="nobody answered in time")
+        raise Conflict("The decision expired before it was answered.", code="expired")
+    if allow and decision.required_approvals > 1:
+        if actor.username in decision.approvals:
+            raise Conflict("You signed this off already; another approver must.",
+                           code="already_signed")
+        decision.approvals = [*decision.approvals, actor.username]
+        if len(decision.approvals) < decision.required_approvals:
+            decision.save(update_fields=["approvals"])
+            audit.record(actor=actor, action=AuditAction.DECISION_SIGNED,
+                         target=f"decision:{decision.pk}", agent=decision.agent.name,
+                         after={"approvals": decision.approvals,
+                                "required_approvals": decision.required_approvals},
+                         reason=comment)
+            return decision
+    _close(decision, actor=actor,
+           status=DecisionStatus.APPROVED if allow else DecisionStatus.REJECTED,
+           outcome=DecisionOutcome.ALLOW if allow else DecisionOutcome.DENY, comment=comment)
+    return decision
+
+
+@transaction.atomic
+def expire_decision(decision_id: str, *, now: datetime | None = None) -> bool:
+    """A pending decision past its time becomes deny; True when it expired now."""
+    decision = (Decision.objects.select_for_update(of=("self",)).select_related("agent")
+                .filter(pk=decision_id).first())
+    now = now or timezone.now()
+    if decision is None or decision.status != DecisionStatus.PENDING or (
+            decision.expires_at and decision.expires_at > now):
+        return False
+    _close(decision, actor=SYSTEM, status=DecisionStatus.EXPIRED,
+           outcome=DecisionOutcome.DENY, comment="nobody answered in time")
+    return True
+
+
+def pending_deadline(decision_id: str) -> datetime | None:
+    """When a still-pending decision expires; None once it is answered, expired or gone."""
+    return (Decision.objects.filter(pk=decision_id, status=DecisionStatus.PENDING)
+            .values_list("expires_at", flat=True).first())
+
+
+def expire_overdue_decisions(*, now: datetime | None = None) -> int:
+    """Expire every pending decision past its deadline; the safety net for lost schedules."""
+    now = now or timezone.now()
+    overdue = Decision.objects.filter(status=DecisionStatus.PENDING, expires_at__lte=now)
+    return sum(expire_decision(pk, now=now)
+               for pk in overdue.values_list("pk", flat=True))

@@ -1,0 +1,142 @@
+"""A group rule with effect `block`: when its window goes over the limit, each agent involved is
+blocked as a per-agent budget's `block` enforcement blocks it (suspended through its connector,
+its finding `blocked`; recorded only under shadow mode or a tripped breaker), and every agent
+of the group has its decisions denied while the window is over (actions.group_rules
+.decision_block). Unlike a per-agent block, no human needs to clear it: a job checks the
+window when it can have fallen back and lifts the block (audited), or looks again later."""
+
+import logging
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+import audit
+from audit.choices import AuditAction
+from reconciliation.actions.common import SYSTEM, enforcement_held, suspend_agent
+from reconciliation.actions.settle import refresh_status
+from reconciliation.choices import FindingStatus, Trigger
+from reconciliation.connectors import connector_for
+from reconciliation.connectors.base import ConnectorError
+from reconciliation.diff import Operation, OperationKind
+from reconciliation.models import Finding, GroupBreach
+from reconciliation.plan import idempotency_key
+from reconciliation.triggers import request_reconcile
+from registry.choices import Lifecycle
+from registry.models import Agent
+from runtime import group_windows
+from runtime.group_rules import window_key
+
+log = logging.getLogger(__name__)
+
+LIFTED_KIND = "group_block_lifted"
+RECHECK_MIN_SECONDS = 15
+
+
+def block_involved(breach_id: int, finding_ids: list[int]) -> None:
+    """Block each agent holding one of these new findings of a block rule's breach (call
+    after the breach's transaction committed: the connector is outside the database)."""
+    breach = GroupBreach.objects.select_related("rule").filter(pk=breach_id).first()
+    if breach is None:  # its rule was deleted meanwhile
+        return
+    findings = list(Finding.objects.select_related("agent").filter(pk__in=finding_ids))
+    for finding in findings:
+        agent = finding.agent
+        operation = Operation(OperationKind.SUSPEND, "agent")
+        key = idempotency_key(agent.name, agent.generation, operation, finding.pk)
+        held = enforcement_held(agent)
+        if held:  # recorded, not applied: the same promise as a per-agent block
+            with transaction.atomic():
+                finding.transition(
+                    FindingStatus.LOGGED,
+                    reason=f"{finding.reason}; enforcement mode block, not applied: {held}")
+                audit.record(actor=SYSTEM, action=AuditAction.CORRECTION_SHADOWED,
+                             target=f"agent:{agent.name}", agent=agent.name,
+                             after={**operation.to_dict(), "key": key}, reason=held)
+            continue
+        if agent.lifecycle != Lifecycle.SUSPENDED:
+            connector_for(agent).apply(agent, operation.to_dict(), key)
+        with transaction.atomic():
+            was_reason = finding.reason
+            finding.transition(
+                FindingStatus.BLOCKED,
+                reason=f"{finding.reason}; blocked until the group's window falls back under "
+                       "the limit")
+            suspend_agent(agent, actor=SYSTEM, reason=was_reason[:1000])
+            refresh_status(agent, now=timezone.now())
+    schedule_lift(breach_id, breach.opened_at + timedelta(seconds=breach.rule.to_spec().seconds))
+
+
+def schedule_lift(breach_id: int, when: datetime) -> None:
+    """Look at the breach's window at `when` (the earliest it can have fallen back)."""
+    import django_rq
+
+    from reconciliation.jobs import lift_group_block_job, not_before
+
+    django_rq.get_queue("default", commit_mode="auto").enqueue_at(
+        not_before(when), lift_group_block_job, breach_id)
+
+
+def lift_group_block(breach_id: int, now: datetime | None = None) -> bool:
+    """Lift a block rule's breach when its window is back under the limit (or the rule was
+    disabled or changed): its blocked findings resolved, its agents resumed through their
+    connectors unless something else still blocks them, all audited. False (and a later look
+    scheduled) while the window is still over. Raises RedisError (the job retries)."""
+    now = now or timezone.now()
+    breach = GroupBreach.objects.select_related("rule").filter(pk=breach_id).first()
+    if breach is None:
+        return True
+    rule = breach.rule
+    spec = rule.to_spec()
+    total = group_windows.peek_total(window_key(spec, "all"), spec.seconds, spec.measure, now)
+    if rule.enabled and rule.effect == "block" and total > rule.limit:
+        schedule_lift(breach_id, now + timedelta(
+            seconds=max(RECHECK_MIN_SECONDS, spec.seconds // 4)))
+        return False
+    from runtime.actions.group_rules import _fingerprint
+
+    reason = (f"group rule {rule.name}: {total:,.6g} {spec.measure} in the last {rule.per}, "
+              f"back under {rule.limit:,.6g}: the group block is lifted"
+              if rule.enabled and rule.effect == "block" else
+              f"group rule {rule.name} no longer blocks: the group block is lifted")
+    resumed = []
+    with transaction.atomic():
+        findings = list(Finding.objects.select_for_update().select_related("agent").filter(
+            fingerprint=_fingerprint(rule, breach), status=FindingStatus.BLOCKED))
+        for finding in findings:
+            finding.transition(FindingStatus.RESOLVED, reason=reason, last_seen=now)
+            audit.record(actor=SYSTEM, action=AuditAction.FINDING_RESOLVED,
+                         target=f"finding:{finding.pk}", agent=finding.agent.name,
+                         before={"status": FindingStatus.BLOCKED},
+                         after={"status": FindingStatus.RESOLVED}, reason=reason)
+        for agent in {f.agent.pk: f.agent for f in findings}.values():
+            still = Finding.objects.filter(agent=agent, status=FindingStatus.BLOCKED).exists()
+            if still or not Agent.objects.filter(
+                    pk=agent.pk, lifecycle=Lifecycle.SUSPENDED).update(
+                    lifecycle=Lifecycle.ACTIVE, updated_at=now):
+                continue
+            agent.lifecycle = Lifecycle.ACTIVE
+            audit.record(actor=SYSTEM, action=AuditAction.AGENT_RESUMED,
+                         target=f"agent:{agent.name}", agent=agent.name,
+                         before={"lifecycle": "suspended"}, after={"lifecycle": "active"},
+                         reason=reason)
+            resumed.append(agent)
+        audit.record(actor=SYSTEM, action=AuditAction.GROUP_RULE_LIFTED,
+                     target=f"group_rule:{rule.name}",
+                     before={"group": breach.group_key, "total": breach.total},
+                     after={"total": total, "limit": rule.limit,
+                            "agents": sorted(f.agent.name for f in findings),
+                            "resumed": sorted(a.name for a in resumed)},
+                     reason=reason)
+        for agent in {f.agent.pk: f.agent for f in findings}.values():
+            refresh_status(agent, now=now)
+    for agent in resumed:
+        operation = Operation(OperationKind.RESUME, "agent")
+        try:
+            connector_for(agent).apply(agent, operation.to_dict(), idempotency_key(
+                agent.name, agent.generation, operation, breach.pk))
+        except ConnectorError:  # active here; its next pass brings the platform along
+            log.exception("resuming %s through its connector failed", agent.name)
+        request_reconcile(agent.pk, Trigger.MANUAL)
+    return True
+

@@ -1,0 +1,382 @@
+"""Group rules: compliance manages them (audited), ingest counts every event in the group
+windows it falls in (in the same Redis pipeline as the per-agent windows, refilled from stored
+events after Redis lost them), and a window over its limit becomes one breach: a finding on
+each agent involved and one escalation."""
+
+import hashlib
+import logging
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+import audit
+from audit.choices import AuditAction
+from config.errors import Conflict, Invalid, NotAllowed, NotFound
+from reconciliation.actions.common import SYSTEM, alert, open_escalation
+from reconciliation.actions.settle import refresh_status
+from reconciliation.choices import FindingStatus
+from reconciliation.models import BehaviourEvent, Finding, GroupBreach, GroupRule
+from registry.choices import Role
+from registry.models import Agent
+from registry.roles import has_role
+from runtime import group_windows, windows
+from runtime.group_rules import (
+    AgentFacts,
+    GroupCheck,
+    GroupRuleSpec,
+    block_reason,
+    blocks,
+    checks,
+    describe,
+    holds,
+    validate,
+    window_key,
+)
+
+log = logging.getLogger(__name__)
+
+EDITABLE = ("description", "selector", "match", "measure", "limit", "per", "per_record",
+            "effect", "required_approvals", "enabled")
+COUNTED = ("selector", "match", "measure", "limit", "per", "per_record")
+REFILL_MAX_EVENTS = 50_000
+BREACH_KIND = "group_limit_exceeded"
+WARNING_KIND = "group_budget_warning"
+# What a group rule reads of a stored event: its columns, then the same as Event's fields.
+EVENT_COLUMNS = ("agent_id", "event_id", "ts", "kind", "tool", "resource", "record", "action",
+                 "amount", "input_tokens", "output_tokens", "cost")
+EVENT_FIELDS = ("id", *EVENT_COLUMNS[2:])
+
+
+def stored_event(values: tuple) -> Any:
+    """An Event from a row of EVENT_COLUMNS without its agent id."""
+    from runtime.events import Event
+
+    return Event(agent="", **dict(zip(EVENT_FIELDS, values, strict=True)))
+
+
+# --- compliance manages the rules --------------------------------------------------------------
+
+
+def _check_role(actor: Any) -> None:
+    if not has_role(actor, Role.COMPLIANCE):
+        raise NotAllowed("Only compliance staff manage group rules.")
+
+
+def _validate(fields: dict[str, Any]) -> None:
+    errors = validate(fields)
+    if errors:
+        raise Invalid(f"The group rule is not valid: {errors[0]['pointer']} "
+                      f"{errors[0]['message']}.", details=errors)
+
+
+@transaction.atomic
+def create_group_rule(*, actor: Any, name: str, measure: str, limit: float, per: str,
+                      selector: dict | None = None, match: dict | None = None,
+                      per_record: bool = False, effect: str = "escalate", description: str = "",
+                      required_approvals: int = 1, enabled: bool = True) -> GroupRule:
+    """Save a new group rule; it counts events from now on (and those stored in its window)."""
+    _check_role(actor)
+    if name == "what-if":  # the path of the what-if for an unsaved rule
+        raise Invalid("A group rule cannot be named what-if.",
+                      details=[{"pointer": "/name", "message": "reserved"}])
+    fields = {"description": description, "selector": selector or {}, "match": match or {},
+              "measure": measure, "limit": limit, "per": per, "per_record": per_record,
+              "effect": effect, "required_approvals": required_approvals, "enabled": enabled}
+    _validate(fields)
+    try:
+        with transaction.atomic():
+            rule = GroupRule.objects.create(name=name, created_by=actor, **fields)
+    except IntegrityError:
+        raise Conflict(f"A group rule named {name!r} exists.", code="exists") from None
+    audit.record(actor=actor, action=AuditAction.GROUP_RULE_CREATED,
+                 target=f"group_rule:{name}", after=rule.to_dict())
+    return rule
+
+
+@transaction.atomic
+def update_group_rule(rule: GroupRule, *, actor: Any, **changes: Any) -> GroupRule:
+    """Change a rule; a change to what it counts starts fresh windows (a new revision)."""
+    _check_role(actor)
+    rule = GroupRule.objects.select_for_update().filter(pk=rule.pk).first()
+    if rule is None:
+        raise NotFound("The group rule was deleted meanwhile.")
+    before = rule.to_dict()
+    fields = {name: changes.get(name, getattr(rule, name)) for name in EDITABLE}
+    _validate(fields)
+    if any(fields[name] != getattr(rule, name) for name in COUNTED):
+        rule.revision += 1
+    for name, value in fields.items():
+        setattr(rule, name, value)
+    rule.updated_at = timezone.now()
+    rule.save()
+    audit.record(actor=actor, action=AuditAction.GROUP_RULE_UPDATED,
+                 target=f"group_rule:{rule.name}", before=before, after=rule.to_dict())
+    return rule
+
+
+@transaction.atomic
+def delete_group_rule(rule: GroupRule, *, actor: Any) -> None:
+    """Remove a rule (its breaches go with it; findings and escalations stay)."""
+    _check_role(actor)
+    before, name = rule.to_dict(), rule.name
+    rule.delete()
+    audit.record(actor=actor, action=AuditAction.GROUP_RULE_DELETED,
+                 target=f"group_rule:{name}", before=before)
+
+
+# --- counting ----------------------------------------------------------------------------------
+
+
+def active_rules() -> list[GroupRuleSpec]:
+    """The enabled rules, in their pure form (one query)."""
+    return [rule.to_spec() for rule in GroupRule.objects.filter(enabled=True)]
+
+
+def facts_of(agents: list[Agent], rules: list[GroupRuleSpec]) -> dict[int, AgentFacts]:
+    """What the selectors look at, per agent (owners' names only when a rule asks)."""
+    owners: dict[int, str] = {}
+    if any("owner" in rule.selector for rule in rules):
+        owners = dict(User.objects.filter(pk__in={a.owner_id for a in agents})
+                      .values_list("pk", "username"))
+    return {a.pk: AgentFacts(a.pk, a.name, owners.get(a.owner_id, ""), a.labels or {},
+                             a.framework or (a.active_version.spec.get("framework", "")
+                                             if a.active_version_id else ""))
+            for a in agents}
+
+
+def group_checks(events: list, agents: dict[str, Agent], rules: list[GroupRuleSpec]
+                 ) -> list[tuple[Agent, Any, GroupCheck]]:
+    """Every (agent, event, group window) the batch counts in."""
+    if not rules:
+        return []
+    judged = {a.pk: a for a in agents.values() if a.active_version_id is not None}
+    facts = facts_of(list(judged.values()), rules)
+    found = []
+    for event in events:
+        agent = agents.get(event.agent)
+        if agent is None or agent.pk not in judged:
+            continue
+        found.extend((agent, event, check) for check in checks(rules, facts[agent.pk], event))
+    return found
+
+
+def ensure_group_windows(rules: list[GroupRuleSpec], now: datetime) -> None:
+    """Refill the windows of rules whose marker Redis no longer holds (restart, first use, a
+    new revision) from stored events, as ensure_windows does per agent. Raises RedisError."""
+    missing = [rule for rule, done in zip(
+        rules, group_windows.filled([(r.id, r.revision) for r in rules]), strict=True)
+        if not done]
+    for rule in missing:
+        _refill(rule, now)
+
+
+def _refill(rule: GroupRuleSpec, now: datetime) -> None:
+    agents = list(Agent.objects.filter(active_version__isnull=False)
+                  .select_related("active_version"))
+    facts = facts_of(agents, [rule])
+    rows = (BehaviourEvent.objects.filter(agent__in=[a.pk for a in agents], foreign=False,
+                                          ts__gte=now - timedelta(seconds=rule.seconds))
+            .order_by("-ts").values_list(*EVENT_COLUMNS)[:REFILL_MAX_EVENTS])
+    fill = []
+    for agent_id, *values in rows:
+        event = stored_event(values)
+        fill.extend((check, event.ts) for check in checks([rule], facts[agent_id], event))
+    if fill:
+        group_windows.fill(fill, now)
+    group_windows.mark_filled(rule.id, rule.revision, rule.seconds)
+
+
+def over_limit(found: list[tuple[Agent, Any, GroupCheck]],
+               replies: list[tuple[float, list[int]]]) -> list[dict[str, Any]]:
+    """The breaches a batch's counts show, one per rule window: its peak total, every agent
+    involved, the first event over the limit."""
+    by_window: dict[str, dict[str, Any]] = {}
+    for (agent, event, check), (total, agent_ids) in zip(found, replies, strict=True):
+        if total <= check.reported_above:
+            continue
+        warning = total <= check.limit  # a group budget at 80% or more, not over it
+        name = f"{'warning:' if warning else ''}{check.key}"
+        hit = by_window.setdefault(name, {
+            "rule_id": check.rule_id, "key": name, "group_key": check.group_key,
+            "seconds": check.seconds, "total": total, "agents": [], "event_id": event.id,
+            "trigger_agent": agent.pk, "warning": warning})
+        hit["total"] = max(hit["total"], total)
+        hit["agents"] = sorted(set(hit["agents"]) | set(agent_ids))
+    return list(by_window.values())
+
+
+def queue_breaches(hits: list[dict[str, Any]]) -> None:
+    """Name each breach's dedupe window and hand it to the ingest workers (after commit;
+    raises RedisError so the events stay uncounted)."""
+    from reconciliation.jobs import record_group_breach_job
+
+    if not hits:
+        return
+    names = windows.window_ids([(f"group:{h['key']}", f"{h['trigger_agent']}|{h['event_id']}",
+                                 h["seconds"]) for h in hits])
+    for hit, window in zip(hits, names, strict=True):
+        record_group_breach_job({**hit, "window": window})
+
+
+# --- a breach: a finding per agent, one escalation ---------------------------------------------
+
+
+def _fingerprint(rule: GroupRule, breach: GroupBreach) -> str:
+    return hashlib.sha256(f"group|{rule.pk}|{breach.pk}".encode()).hexdigest()
+
+
+def record_group_breach(hit: dict[str, Any]) -> GroupBreach | None:
+    """A group window over its limit: the breach (once per window, whichever process or job
+    saw it), a finding on each agent involved not yet holding one, and one escalation."""
+    now = timezone.now()
+    with transaction.atomic():
+        # One breach job per rule at a time: two web processes' hits of one window meet here.
+        rule = GroupRule.objects.select_for_update().filter(pk=hit["rule_id"]).first()
+        if rule is None or not rule.enabled:
+            return None
+        spec = rule.to_spec()
+        warning = bool(hit.get("warning"))
+        if warning:  # its own row, so the breach over the limit later is still one escalation
+            hit = {**hit, "group_key": f"warning|{hit['group_key']}"}
+        agents = {a.pk: a for a in Agent.objects.filter(pk__in=hit["agents"])}
+        names = sorted(a.name for a in agents.values())
+        breach = (GroupBreach.objects.filter(rule=rule, group_key=hit["group_key"],
+                                             window=hit["window"]).first()
+                  or GroupBreach.objects.filter(  # Redis lost the window's name
+                      rule=rule, group_key=hit["group_key"],
+                      opened_at__gt=now - timedelta(seconds=hit["seconds"]))
+                  .order_by("-opened_at").first())
+        created = breach is None
+        if created:
+            breach = GroupBreach.objects.create(rule=rule, group_key=hit["group_key"],
+                                                window=hit["window"], opened_at=now,
+                                                last_seen=now, total=hit["total"],
+                                                agents=names)
+            audit.record(actor=SYSTEM, action=AuditAction.GROUP_RULE_BREACHED,
+                         target=f"group_rule:{rule.name}",
+                         after={"group": hit["group_key"], "total": hit["total"],
+                                "limit": rule.limit, "agents": names,
+                                "event": hit["event_id"]},
+                         reason=describe(spec, hit["group_key"].removeprefix("warning|"),
+                                         hit["total"]))
+        else:
+            breach.total = max(breach.total, hit["total"])
+            breach.agents = sorted(set(breach.agents) | set(names))
+            breach.last_seen = now
+            breach.save(update_fields=["total", "agents", "last_seen"])
+        reason = describe(spec, hit["group_key"].removeprefix("warning|"), breach.total)
+        if warning:
+            reason = f"{reason.replace(', above ', ', 80% or more of ')} (a warning)"
+        opened = []
+        trigger = agents.get(hit["trigger_agent"]) or next(iter(agents.values()), None)
+        for agent in sorted(agents.values(), key=lambda a: a.pk != getattr(trigger, "pk", 0)):
+            finding = _finding(rule, breach, agent, reason, now,
+                               WARNING_KIND if warning else BREACH_KIND)
+            if finding is not None:
+                opened.append((agent, finding))
+        if created and rule.effect == "escalate" and opened and not warning:
+            agent, finding = opened[0]
+            breach.escalation = open_escalation(
+                agent, finding, reason=f"{reason} (agents involved: {', '.join(names)})")
+            breach.save(update_fields=["escalation"])
+            opened = opened[1:]
+        if rule.effect == "block" and opened and not warning:
+            _block_on_commit(breach.pk, [finding.pk for _agent, finding in opened])
+            opened = []
+        for _agent, finding in opened:
+            note = (f"{reason}; escalated once as escalation #{breach.escalation_id}"
+                    if breach.escalation_id else f"{reason}; recorded" if warning
+                    else f"{reason}; recorded (group rule effect {rule.effect})")
+            finding.transition(FindingStatus.LOGGED, reason=note)
+        for agent in agents.values():
+            refresh_status(agent, now=now)
+    return breach
+
+
+def _block_on_commit(breach_id: int, finding_ids: list[int]) -> None:
+    """Block the agents of a block rule's breach once it committed (their connectors are
+    outside the database; the job retries, each suspension is idempotent by its key)."""
+    def enqueue() -> None:
+        import django_rq
+        from rq import Retry
+
+        from reconciliation.jobs import block_group_job
+
+        django_rq.get_queue("ingest", commit_mode="auto").enqueue(
+            block_group_job, breach_id, finding_ids,
+            retry=Retry(max=5, interval=[1, 2, 5, 15, 60]))
+
+    transaction.on_commit(enqueue, robust=True)
+
+
+def _finding(rule: GroupRule, breach: GroupBreach, agent: Agent, reason: str,
+             now: datetime, kind: str = "group_limit_exceeded") -> Finding | None:
+    """The agent's finding of the breach, created (audited, alerted) once; None when it had
+    one already (its count is brought up to date)."""
+    fingerprint = _fingerprint(rule, breach)
+    if Finding.objects.filter(agent=agent, fingerprint=fingerprint).update(
+            last_seen=now, actual=breach.total):
+        return None
+    finding = Finding.objects.create(
+        agent=agent, fingerprint=fingerprint, kind=kind,
+        pointer=f"/group-rules/{rule.name}", expected=rule.limit, actual=breach.total,
+        severity="high", area="behaviour", generation=agent.generation, behaviour=True,
+        reason=reason, first_seen=now, detected_at=now, last_seen=now, observed_at=now)
+    audit.record(actor=SYSTEM, action=AuditAction.FINDING_OPENED, target=f"finding:{finding.pk}",
+                 agent=agent.name, after={**finding.to_dict(), "group_rule": rule.name,
+                                          "group": breach.group_key},
+                 reason=reason)
+    alert("drift.detected", agent, finding, message=reason)
+    return finding
+
+
+# --- decisions: sign-offs a group rule asks for ------------------------------------------------
+
+
+def decision_block(agent: Agent, now: datetime) -> str | None:
+    """Why a block rule denies this agent's decisions now (its group's window is over the
+    limit), or None. Raises RedisError (the caller fails closed)."""
+    rules = [r for r in active_rules() if r.effect == "block"]
+    if not rules:
+        return None
+    facts = facts_of([agent], rules)[agent.pk]
+    rules = [r for r in rules if blocks(r, facts, float("inf"))]  # those covering the agent
+    if not rules:
+        return None
+    ensure_group_windows(rules, now)
+    for rule in rules:
+        total = group_windows.peek_total(window_key(rule, "all"), rule.seconds, rule.measure,
+                                         now)
+        if blocks(rule, facts, total):
+            return block_reason(rule, total)
+    return None
+
+
+def decision_hold(agent: Agent, request: dict[str, Any], now: datetime
+                  ) -> tuple[str, int] | None:
+    """(why, approvers needed) when a group rule holds this decision request for sign-offs:
+    the action would take the group's window over the limit. Raises RedisError."""
+    rules = [r for r in active_rules() if r.required_approvals > 1]
+    if not rules:
+        return None
+    ensure_group_windows(rules, now)
+    facts = facts_of([agent], rules)[agent.pk]
+    held = []
+    for rule in rules:
+        key = window_key(rule, "all")
+        total = group_windows.peek_total(key, rule.seconds, rule.measure, now)
+        if holds(rule, facts, request, total):
+            held.append((rule, total))
+    if not held:
+        return None
+    rule, total = max(held, key=lambda pair: pair[0].required_approvals)
+    return (f"group rule {rule.name}: {_money(total)} already in the last {rule.per} across "
+            f"the group; this would go above {_money(rule.limit)}: "
+            f"{rule.required_approvals} approvers must sign off", rule.required_approvals)
+
+
+def _money(value: float) -> str:
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"

@@ -1,0 +1,314 @@
+"""Cross-call rules, as pure functions: what a single event violates on its own (tools and
+resources outside the approved set, refunds above the threshold without sign-off, above the
+maximum), which sliding windows it counts in, and what a proposal would have changed over past
+events (the backtest)."""
+
+import copy
+import hashlib
+from collections import deque
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from reconciliation.diff import effective_desired
+from registry.manifest import duration_seconds
+from registry.waivers import is_waived
+from runtime.events import Event
+
+ACCESS_RANK = {"read": 1, "write": 2, "admin": 3}
+DEDUPE_SECONDS = 3600  # a rule broken again within this long is the same finding
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken rule by one event."""
+
+    kind: str
+    pointer: str
+    expected: Any
+    actual: Any
+    area: str  # the enforcement area: behaviour, or actions for action limits
+    event_id: str
+    rule: str  # plain language
+    window_seconds: int = DEDUPE_SECONDS
+
+    @property
+    def rule_key(self) -> str:
+        """Identity of the rule broken (not of the event), for per-window deduplication."""
+        return hashlib.sha256(f"{self.kind}|{self.pointer}".encode()).hexdigest()[:24]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class WindowCheck:
+    """A sliding window an event counts in: at most `limit` members per `seconds`."""
+
+    key: str
+    seconds: int
+    limit: int
+    kind: str
+    pointer: str
+    rule: str
+
+
+def _escape(token: str) -> str:
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def _amount(value: float) -> str:
+    return f"${value:,.0f}" if float(value).is_integer() else f"${value:,.2f}"
+
+
+def callable_tools(spec: dict[str, Any]) -> set[str]:
+    """The agent's own approved tools and those of its approved MCP servers (the governed
+    proxy records a call by the MCP tool's name, and refuses one whose fingerprint moved)."""
+    mcp = {tool["name"] for server in spec.get("mcp_servers", []) for tool in server["tools"]}
+    return {*spec.get("tools", []), *mcp}
+
+
+def static_violations(spec: dict[str, Any], event: Event, *, signed_off: bool,
+                      reused_decision: bool = False) -> list[Violation]:
+    """What one event breaks on its own against the effective desired spec."""
+    found = []
+    if event.tool and event.tool not in callable_tools(spec):
+        found.append(Violation("tool_not_approved", f"/tools/{_escape(event.tool)}", None,
+                               event.tool, "behaviour", event.id,
+                               f"tool {event.tool} is not approved"))
+    if event.resource:
+        granted = {d["resource"] for d in spec.get("data", [])}
+        if event.resource not in granted:
+            found.append(Violation("resource_not_approved",
+                                   f"/data/{_escape(event.resource)}", None, event.resource,
+                                   "behaviour", event.id,
+                                   f"resource {event.resource} is not approved"))
+    limits = spec.get("actions", {}).get(event.action) if event.action else None
+    if limits and event.amount is not None:
+        ceiling, threshold = limits.get("max"), limits.get("approval_above")
+        pointer = f"/actions/{_escape(event.action)}"
+        if ceiling is not None and event.amount > ceiling:
+            found.append(Violation("action_above_max", f"{pointer}/max", ceiling, event.amount,
+                                   "actions", event.id,
+                                   f"{event.action} of {_amount(event.amount)} is above the "
+                                   f"maximum {_amount(ceiling)}"))
+        elif threshold is not None and event.amount > threshold and not signed_off:
+            found.append(Violation(
+                "decision_reused" if reused_decision else "action_without_signoff",
+                f"{pointer}/approval_above", threshold, event.amount, "actions", event.id,
+                f"{event.action} of {_amount(event.amount)} above {_amount(threshold)} "
+                + ("reused an already used sign-off" if reused_decision
+                   else "without a human sign-off")))
+    return found
+
+
+def window_checks(spec: dict[str, Any], event: Event, agent_id: int,
+                  durations: dict[str, int]) -> list[WindowCheck]:
+    """The sliding windows an event counts in, from the spec's behaviour limits."""
+    if not event.resource:
+        return []
+    checks = []
+    for limit in spec.get("limits", []):
+        if limit["resource"] != event.resource:
+            continue
+        seconds = durations[limit["per"]]
+        pointer = f"/limits/{_escape(event.resource)}"
+        if "max_calls" in limit:
+            checks.append(WindowCheck(
+                f"bw:{agent_id}:{event.resource}:calls:{seconds}", seconds, limit["max_calls"],
+                "rate_limit_exceeded", f"{pointer}/max_calls",
+                f"more than {limit['max_calls']} calls to {event.resource} per {limit['per']}"))
+        elif "max_same_record" in limit and event.record:
+            checks.append(WindowCheck(
+                f"bw:{agent_id}:{event.resource}:record:{event.record}:{seconds}", seconds,
+                limit["max_same_record"], "same_record_exceeded", f"{pointer}/max_same_record",
+                f"more than {limit['max_same_record']} reads of one {event.resource} record "
+                f"per {limit['per']}"))
+    return checks
+
+
+def window_violation(check: WindowCheck, seen: int, event_id: str) -> Violation | None:
+    """The violation of a window that holds `seen` members once this event is in it."""
+    if seen <= check.limit:
+        return None
+    return Violation(check.kind, check.pointer, check.limit, seen, "behaviour", event_id,
+                     f"{check.rule}: {seen} in the window", window_seconds=check.seconds)
+
+
+# --- raising a limit to what was seen -----------------------------------------------------------
+
+
+def _tokens(pointer: str) -> list[str]:
+    return [t.replace("~1", "/").replace("~0", "~") for t in pointer.split("/")[1:]]
+
+
+def _number(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else value
+
+
+def raise_limit(spec: dict[str, Any], kind: str, pointer: str,
+                actual: Any) -> tuple[dict[str, Any], str]:
+    """A copy of `spec` that allows what a behaviour finding saw (`actual` at `pointer`), and
+    one sentence saying what it changes. ValueError (with the reason) when there is nothing
+    to raise: the rule is gone, it already allows it, or the kind has no limit."""
+    spec = copy.deepcopy(spec)
+    tokens = _tokens(pointer)
+    if kind in ("rate_limit_exceeded", "same_record_exceeded") and len(tokens) == 3:
+        resource, field = tokens[1], tokens[2]
+        limit = next((entry for entry in spec.get("limits", [])
+                      if entry["resource"] == resource and field in entry), None)
+        if limit is None:
+            raise ValueError(f"the approved state has no {field} limit for {resource} any more")
+        seen = int(actual)
+        if limit[field] >= seen:
+            raise ValueError(f"the approved {field} for {resource} is already {limit[field]}")
+        before, limit[field] = limit[field], seen
+        return spec, f"raise {field} for {resource} from {before} to {seen} per {limit['per']}"
+    if kind in ("action_without_signoff", "action_above_max") and len(tokens) == 3:
+        action, field = tokens[1], tokens[2]
+        rule = spec.get("actions", {}).get(action)
+        if rule is None or rule.get(field) is None:
+            raise ValueError(f"the approved state has no {field} for {action} any more")
+        amount = _number(float(actual))
+        if rule[field] >= amount:
+            raise ValueError(f"the approved {field} for {action} is already "
+                             f"{_amount(rule[field])}")
+        before, rule[field] = rule[field], amount
+        return spec, (f"raise {field} for {action} from {_amount(before)} to "
+                      f"{_amount(amount)}")
+    if kind == "tool_not_approved" and len(tokens) == 2:
+        if tokens[1] in spec.get("tools", []):
+            raise ValueError(f"the tool {tokens[1]} is already approved")
+        spec["tools"] = sorted([*spec.get("tools", []), tokens[1]])
+        return spec, f"approve the tool {tokens[1]}"
+    if kind == "resource_not_approved" and len(tokens) == 2:
+        if tokens[1] in {d["resource"] for d in spec.get("data", [])}:
+            raise ValueError(f"{tokens[1]} is already approved")
+        spec["data"] = [*spec.get("data", []), {"resource": tokens[1], "access": "read"}]
+        return spec, f"approve read access to {tokens[1]}"
+    raise ValueError("there is no limit to raise for this kind of finding (a reused sign-off "
+                     "is not allowed by any spec); acknowledge it or suspend the agent")
+
+
+# --- backtest ----------------------------------------------------------------------------------
+
+
+def covers(request: dict[str, Any], event: Event) -> bool:
+    """Whether a decision's request covers an event: the same action, at least its amount."""
+    return request.get("action") == event.action and (
+        event.amount is None or event.amount <= (request.get("amount") or 0))
+
+
+class SlidingWindows:
+    """The in-memory twin of runtime.windows for replaying history in time order: each
+    count is the window's members in [ts - seconds, ts] once the event is in, as ZCOUNT
+    answers live."""
+
+    def __init__(self) -> None:
+        self._members: dict[str, deque[float]] = {}
+
+    def count(self, check: WindowCheck, moment: datetime) -> int:
+        members = self._members.setdefault(check.key, deque())
+        now = moment.timestamp()
+        members.append(now)
+        while members[0] < now - check.seconds:
+            members.popleft()
+        return len(members)
+
+
+EMPTY_SPEC: dict[str, Any] = {"tools": [], "data": [], "actions": {}, "limits": [],
+                              "grants": []}
+
+
+def _expiry(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def replay(spec: dict[str, Any], events: list[Event],
+           signed: dict[str, tuple[bool, bool]], waived: tuple[str, ...] = ()
+           ) -> dict[tuple[str, str], list[Violation]]:
+    """What each rule of `spec` would have flagged over past events (sorted by time), judged
+    exactly as live ingest judges them: static_violations against the spec effective at the
+    event's time (grants live then), and window_checks counted in sliding windows.
+    `signed` maps event ids to (signed off by a human decision, reused a used one)."""
+    durations = {limit["per"]: duration_seconds(limit["per"]) for limit in spec.get("limits", [])}
+    expiries = [_expiry(grant["expires_at"]) for grant in spec.get("grants", [])]
+    effective: dict[tuple[bool, ...], dict[str, Any]] = {}
+    counter = SlidingWindows()
+    broken: dict[tuple[str, str], list[Violation]] = {}
+    for event in events:
+        live = tuple(expiry > event.ts for expiry in expiries)
+        if live not in effective:
+            effective[live] = effective_desired(spec, event.ts)
+        signed_off, reused = signed.get(event.id, (False, False))
+        found = static_violations(effective[live], event, signed_off=signed_off,
+                                  reused_decision=reused)
+        for check in window_checks(spec, event, 0, durations):
+            if violation := window_violation(check, counter.count(check, event.ts), event.id):
+                found.append(violation)
+        for violation in found:
+            if not is_waived(waived, violation.pointer):  # allowed by a waiver, as live
+                broken.setdefault((violation.kind, violation.pointer), []).append(violation)
+    return broken
+
+
+_NOUNS = {"tool_not_approved": ("call", "calls"), "resource_not_approved": ("access", "accesses"),
+          "rate_limit_exceeded": ("call", "calls"), "same_record_exceeded": ("read", "reads")}
+
+
+def describe(kind: str, pointer: str, expected: Any, spec: dict[str, Any], n: int) -> str:
+    """`n` events a rule flags, in words: "2 payments.refund actions above $500 without a
+    human sign-off"."""
+    tokens = _tokens(pointer)
+    target = tokens[1] if len(tokens) > 1 else ""
+    singular, plural = _NOUNS.get(kind, ("action", "actions"))
+    noun = singular if n == 1 else plural
+    per = next((limit["per"] for limit in spec.get("limits", []) if limit["resource"] == target
+                and tokens[-1] in limit), "window")
+    return {
+        "tool_not_approved": f"{n} {noun} of {target}, a tool outside the approved set",
+        "resource_not_approved": f"{n} {noun} to {target}, outside the approved data",
+        "action_above_max": f"{n} {target} {noun} above the maximum {_money(expected)}",
+        "action_without_signoff": (f"{n} {target} {noun} above {_money(expected)} without a "
+                                   "human sign-off"),
+        "decision_reused": f"{n} {target} {noun} on an already used sign-off",
+        "rate_limit_exceeded": f"{n} {noun} to {target} over {expected} per {per}",
+        "same_record_exceeded": (f"{n} {noun} of one {target} record over {expected} per "
+                                 f"{per}"),
+    }.get(kind, f"{n} events breaking {kind} at {pointer}")
+
+
+def _money(value: Any) -> str:
+    return _amount(value) if isinstance(value, int | float) else str(value)
+
+
+def backtest(active: dict[str, Any] | None, proposed: dict[str, Any], events: list[Event],
+             signed: dict[str, tuple[bool, bool]], waived: tuple[str, ...] = ()
+             ) -> dict[str, list[dict[str, Any]]]:
+    """Per rule, how many past events the active spec and the proposal each flag, and what
+    the proposal changes in words ("would have allowed 14 payments.refund actions above $500
+    without a human sign-off"). `events` sorted by time."""
+    active = active or EMPTY_SPEC
+    before, after = (replay(active, events, signed, waived),
+                     replay(proposed, events, signed, waived))
+    rules, changes = [], []
+    for key in sorted(set(before) | set(after)):
+        kind, pointer = key
+        now_flags, then_flags = len(before.get(key, [])), len(after.get(key, []))
+        shown_spec, flagged = (active, before[key]) if now_flags else (proposed, after[key])
+        rules.append({"kind": kind, "pointer": pointer, "current": now_flags,
+                      "proposed": then_flags,
+                      "rule": describe(kind, pointer, flagged[0].expected, shown_spec, 0)
+                      .removeprefix("0 ")})
+        if now_flags > then_flags:
+            text = "would have allowed " + describe(
+                kind, pointer, before[key][0].expected, active, now_flags - then_flags)
+        elif then_flags > now_flags:
+            text = "would have flagged " + describe(
+                kind, pointer, after[key][0].expected, proposed, then_flags - now_flags
+            ).replace(" ", " more ", 1)
+        else:
+            continue
+        changes.append({"kind": kind, "pointer": pointer, "current": now_flags,
+                        "proposed": then_flags, "text": text})
+    return {"rules": rules, "changes": changes}

@@ -1,0 +1,258 @@
+"""The behaviour API: events, OTLP traces, runtime decisions, unregistered agents, backtests."""
+
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from config.errors import DomainError, NotAllowed, NotFound, TooLarge
+from reconciliation.api import agent_for
+from reconciliation.models import Decision, UnregisteredAgent
+from reconciliation.outbound import listed
+from registry.api import IsPerson, ManifestTextParser
+from registry.choices import Role
+from registry.intake import Malformed
+from registry.models import ApiToken, DesiredStateVersion
+from registry.principals import AgentPrincipal, acting_agent
+from registry.roles import HasRole, has_role, sees_operations
+from runtime import actions
+from runtime.backtest import run_backtest
+from runtime.events import MAX_EVENTS, BatchError, parse_batch, spans_to_events
+from runtime.otlp import decode
+
+
+def _check_reporter(user: Any) -> None:
+    if not (isinstance(user, AgentPrincipal) or has_role(user, Role.OWNER, Role.ADMIN)):
+        raise NotAllowed("Events come from agents, or platforms with an owner's or admin's "
+                         "token.")
+
+
+def _token(request: Request) -> ApiToken | None:
+    """The token a request was made with (None for a signed-in browser)."""
+    return request.auth if isinstance(request.auth, ApiToken) else None
+
+
+def _batch_error(error: BatchError) -> DomainError:
+    text = str(error)
+    if f"at most {MAX_EVENTS}" in text:
+        return TooLarge(text)
+    pointer = getattr(error, "pointer", None)
+    return Malformed(f"The body is not an OTLP export: {text}" if pointer is not None else text,
+                     details=[{"pointer": pointer, "message": text}] if pointer is not None
+                     else None)
+
+
+IngestResult = inline_serializer("IngestResult", {
+    "accepted": serializers.IntegerField(), "duplicates": serializers.IntegerField(),
+    "rejected": serializers.IntegerField(),
+    "results": serializers.ListField(child=serializers.DictField())})
+
+
+class EventsView(APIView):
+    """`POST /api/v1/events`: a JSON array or NDJSON of behaviour events; idempotent on id."""
+
+    parser_classes = [ManifestTextParser]
+
+    @extend_schema(request={"application/json": OpenApiTypes.OBJECT,
+                            "application/x-ndjson": OpenApiTypes.STR},
+                   responses=IngestResult)
+    def post(self, request: Request) -> Response:
+        _check_reporter(request.user)
+        body = request.data if isinstance(request.data, str) else ""
+        ndjson = "ndjson" in (request.content_type or "")
+        try:
+            items = parse_batch(body, ndjson=ndjson)
+        except BatchError as error:
+            raise _batch_error(error) from None
+        report = actions.ingest_events(items, actor=request.user, token=_token(request))
+        return Response(report.to_dict())
+
+
+class TracesView(APIView):
+    """`POST /v1/traces`: OTLP/HTTP (protobuf or JSON); GenAI tool spans become events."""
+
+    parser_classes = [ManifestTextParser]
+
+    @extend_schema(request={"application/x-protobuf": OpenApiTypes.BINARY,
+                            "application/json": OpenApiTypes.OBJECT},
+                   responses={200: OpenApiTypes.OBJECT})
+    def post(self, request: Request) -> HttpResponse | Response:
+        _check_reporter(request.user)
+        try:
+            payload = decode(request._request.body, content_type=request.content_type or "")
+            items = spans_to_events(payload)
+        except BatchError as error:
+            raise _batch_error(error) from None
+        if len(items) > MAX_EVENTS:
+            raise TooLarge(f"at most {MAX_EVENTS} spans per export")
+        report = actions.ingest_events(items, actor=request.user, token=_token(request),
+                                       source="otlp").to_dict()
+        rejected = report["rejected"]
+        if "protobuf" in (request.content_type or ""):
+            from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+                ExportTraceServiceResponse,
+            )
+
+            reply = ExportTraceServiceResponse()
+            if rejected:
+                reply.partial_success.rejected_spans = rejected
+                reply.partial_success.error_message = _first_reason(report)
+            return HttpResponse(reply.SerializeToString(),
+                                content_type="application/x-protobuf")
+        body: dict[str, Any] = {}
+        if rejected:
+            body["partialSuccess"] = {"rejectedSpans": rejected,
+                                      "errorMessage": _first_reason(report)}
+        return Response(body)
+
+
+def _first_reason(report: dict[str, Any]) -> str:
+    return next((r.get("reason", "") for r in report["results"] if r["status"] == "rejected"),
+                "")
+
+
+class DecisionRequest(serializers.Serializer):
+    action = serializers.CharField(required=False, max_length=128)
+    amount = serializers.FloatField(required=False, min_value=0, max_value=1e12)
+    tool = serializers.CharField(required=False, max_length=128)
+    resource = serializers.CharField(required=False, max_length=256)
+    record = serializers.CharField(required=False, max_length=256)
+    callback_url = serializers.URLField(required=False, max_length=500)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if not any(attrs.get(k) for k in ("action", "tool", "resource")):
+            raise serializers.ValidationError("name an action, a tool or a resource")
+        url = attrs.get("callback_url", "")
+        if url and not listed(url, settings.DECISION_WEBHOOK_HOSTS):
+            raise serializers.ValidationError({"callback_url": (
+                "http(s) to a host and port listed in DECISION_WEBHOOK_HOSTS only"
+                if settings.DECISION_WEBHOOK_HOSTS else
+                "webhooks are off here (DECISION_WEBHOOK_HOSTS is empty); poll the decision")})
+        return attrs
+
+
+DecisionSerializer = inline_serializer("Decision", {
+    "id": serializers.UUIDField(), "agent": serializers.CharField(),
+    "request": serializers.DictField(), "outcome": serializers.CharField(),
+    "status": serializers.CharField(), "rule": serializers.CharField(),
+    "expires_at": serializers.DateTimeField(allow_null=True),
+    "decided_by": serializers.CharField(allow_null=True),
+    "decided_at": serializers.DateTimeField(allow_null=True),
+    "comment": serializers.CharField()})
+
+
+class DecisionRequestView(APIView):
+    """`POST /api/v1/agents/{name}/decisions`: allow, deny, or pending a human."""
+
+    @extend_schema(request=DecisionRequest, responses={201: DecisionSerializer})
+    def post(self, request: Request, name: str) -> Response:
+        agent = agent_for(request, name, people=(Role.ADMIN,))
+        body = DecisionRequest(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = dict(body.validated_data)
+        callback = data.pop("callback_url", "")
+        decision = actions.request_decision(agent, data, actor=request.user,
+                                            callback_url=callback)
+        return Response(decision.to_dict(), status=status.HTTP_201_CREATED)
+
+
+class DecisionView(APIView):
+    """`GET /api/v1/decisions/{id}`: the agent polls for a human's answer."""
+
+    @extend_schema(responses=DecisionSerializer)
+    def get(self, request: Request, decision_id: str) -> Response:
+        decision = Decision.objects.select_related("agent", "decided_by").filter(
+            pk=decision_id).first()
+        own = acting_agent(request.user)
+        if decision is None or (own is not None and decision.agent_id != own.pk):
+            raise NotFound(f"No decision {decision_id}.")
+        if own is None and not (has_role(request.user, Role.APPROVER, Role.COMPLIANCE)
+                                or decision.agent.owner_id == request.user.pk):
+            raise NotAllowed("You may not read this decision.")
+        if actions.expire_decision(decision_id):  # past its time: deny now, not at the next tick
+            decision.refresh_from_db()
+        return Response(decision.to_dict())
+
+
+class UnregisteredSerializer(serializers.ModelSerializer):
+    display_name = serializers.SerializerMethodField()
+    assigned_owner = serializers.CharField(source="assigned_owner.username", default=None,
+                                allow_null=True)
+
+    class Meta:
+        model = UnregisteredAgent
+        fields = ["name", "display_name", "first_seen", "last_seen", "events",
+                  "assigned_owner", "registered"]
+
+
+    def get_display_name(self, shadow: UnregisteredAgent) -> str:
+        """The name as the agent or its telemetry spelled it ("Math Tutor")."""
+        return shadow.display_name or shadow.name
+
+
+class UnregisteredView(APIView):
+    """`GET /api/v1/unregistered`: shadow agents seen in events and reports."""
+
+    permission_classes = [IsPerson, HasRole]
+    required_roles = (Role.COMPLIANCE, Role.APPROVER)
+
+    @extend_schema(responses=UnregisteredSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        rows = UnregisteredAgent.objects.select_related("assigned_owner").filter(
+            registered=False).order_by("-last_seen")[:500]
+        return Response(UnregisteredSerializer(rows, many=True).data)
+
+
+class AssignSerializer(serializers.Serializer):
+    owner = serializers.CharField(max_length=150)
+
+
+class AssignUnregisteredView(APIView):
+    """`POST /api/v1/unregistered/{name}/assign`: compliance hands it to an owner."""
+
+    permission_classes = [IsPerson, HasRole]  # decided before the body is read
+    required_roles = (Role.COMPLIANCE,)
+
+    @extend_schema(request=AssignSerializer, responses=UnregisteredSerializer)
+    def post(self, request: Request, name: str) -> Response:
+        body = AssignSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        owner = User.objects.filter(username=body.validated_data["owner"],
+                                    is_active=True).first()
+        shadow = actions.assign_unregistered(name, actor=request.user, owner=owner)
+        return Response(UnregisteredSerializer(shadow).data)
+
+
+class BacktestView(APIView):
+    """`GET /api/v1/proposals/{id}/backtest`: what the proposal would have allowed or flagged,
+    per rule, over the agent's last 7 days of events, next to the active version."""
+
+    permission_classes = [IsPerson]
+
+    @extend_schema(responses=inline_serializer("Backtest", {
+        "days": serializers.IntegerField(), "since": serializers.DateTimeField(),
+        "events": serializers.IntegerField(help_text="events replayed"),
+        "total": serializers.IntegerField(help_text="events in the period"),
+        "capped": serializers.BooleanField(help_text="only the latest `cap` were replayed"),
+        "cap": serializers.IntegerField(),
+        "rules": serializers.ListField(child=serializers.DictField()),
+        "changes": serializers.ListField(child=serializers.DictField()),
+        "not_replayed": serializers.ListField(
+            child=serializers.DictField(),
+            help_text="owner, label and connector changes: past events cannot show them")}))
+    def get(self, request: Request, pk: int) -> Response:
+        version = DesiredStateVersion.objects.select_related(
+            "agent__active_version").filter(pk=pk).first()
+        if version is None:
+            raise NotFound(f"No proposal {pk}.")
+        if not sees_operations(request.user, version.agent):
+            raise NotAllowed("The backtest replays the agent's events: its owner, approvers "
+                             "and compliance read it.")
+        return Response(run_backtest(version))

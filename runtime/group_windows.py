@@ -1,0 +1,134 @@
+"""Group windows in Redis: one sorted set per group rule and group key, members
+"<agent id>|<event id>|<weight>" scored by time, so a retried event counts once and the agents
+involved can be read back. One script adds an event, trims and totals the window, and names
+the agents when the total is over the limit; it runs in the same pipeline as the per-agent
+windows (runtime.windows)."""
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from redis.client import Pipeline
+
+from runtime import windows
+from runtime.group_rules import GroupCheck
+
+FILLED_KEY = "gw:filled:{rule_id}:{revision}"
+
+# KEYS: the window (a sorted set), its running total, its agents (a hash of member counts);
+# ARGV: member ('' to only trim and read), score, now, seconds, report above, measure.
+# The window is the last `seconds` up to now, whatever order events arrive in: once every
+# event is in, the last one counted sees the whole window (a late event's own time does not
+# hide members sent before it). The total and the agents are kept as members come and go, so
+# an event costs O(log n) plus what it trims, never a scan of the window. Returns {total} at
+# most ARGV[5] (the limit, or a budget's warning level), {total, agent id, ...} above it.
+COUNT = """
+local key, sum_key, agents_key = KEYS[1], KEYS[2], KEYS[3]
+local seconds = tonumber(ARGV[4])
+local lower = tonumber(ARGV[3]) - seconds
+local function value(m) return tonumber(string.match(m, '|([^|]*)$')) or 0 end
+local function agent(m) return string.match(m, '^([^|]*)|') end
+if ARGV[1] ~= '' and redis.call('ZADD', key, tonumber(ARGV[2]), ARGV[1]) == 1 then
+  redis.call('INCRBYFLOAT', sum_key, value(ARGV[1]))
+  redis.call('HINCRBY', agents_key, agent(ARGV[1]), 1)
+end
+local old = redis.call('ZRANGEBYSCORE', key, '-inf', '(' .. lower)
+if #old > 0 then
+  local minus = 0
+  for _, m in ipairs(old) do
+    minus = minus + value(m)
+    if redis.call('HINCRBY', agents_key, agent(m), -1) <= 0 then
+      redis.call('HDEL', agents_key, agent(m))
+    end
+  end
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. lower)
+  redis.call('INCRBYFLOAT', sum_key, -minus)
+end
+for _, k in ipairs(KEYS) do redis.call('EXPIRE', k, seconds + 60) end
+local total = redis.call('GET', sum_key) or '0'
+if redis.call('ZCARD', key) == 0 then
+  total = '0'
+  redis.call('DEL', sum_key, agents_key)
+end
+if tonumber(total) <= tonumber(ARGV[5]) then return {total} end
+local out = {total}
+for _, a in ipairs(redis.call('HKEYS', agents_key)) do table.insert(out, a) end
+return out
+"""
+
+
+def _keys(key: str) -> list[str]:
+    return [key, f"{key}:sum", f"{key}:agents"]
+
+
+def _script():  # noqa: ANN202 - redis-py's Script
+    return windows.connection().register_script(COUNT)
+
+
+def add_counts(pipe: Pipeline, checks: list[tuple[GroupCheck, datetime]], now: datetime) -> None:
+    """Queue each (check, event time) on the pipeline; read the replies with `totals`."""
+    script = _script()
+    for check, moment in checks:
+        script(keys=_keys(check.key), args=[check.member, moment.timestamp(),
+                                            now.timestamp(), check.seconds,
+                                            check.reported_above, check.measure], client=pipe)
+
+
+def totals(replies: list) -> list[tuple[float, list[int]]]:
+    """Each script reply as (window total, agent ids involved when over the limit)."""
+    out = []
+    for reply in replies:
+        values = [v.decode() if isinstance(v, bytes) else str(v) for v in reply]
+        out.append((round(float(values[0]), 6), [int(a) for a in values[1:]]))
+    return out
+
+
+def fill(checks: Iterable[tuple[GroupCheck, datetime]], now: datetime) -> None:
+    """Put stored events into their group windows without judging them (the same script,
+    so the running totals stay right; an event already there is not counted twice)."""
+    pipe = windows.connection().pipeline(transaction=False)
+    script = _script()
+    for check, moment in checks:
+        script(keys=_keys(check.key), args=[check.member, moment.timestamp(), now.timestamp(),
+                                            check.seconds, "1e300", check.measure], client=pipe)
+    pipe.execute()
+
+
+def filled(rules: list[tuple[int, int]]) -> list[bool]:
+    """For each (rule id, revision): whether its windows were filled from stored events since
+    Redis last lost them."""
+    if not rules:
+        return []
+    values = windows.connection().mget(
+        [FILLED_KEY.format(rule_id=r, revision=v) for r, v in rules])
+    return [v is not None for v in values]
+
+
+def mark_filled(rule_id: int, revision: int, seconds: int) -> None:
+    """The rule's windows hold the stored events of its last `seconds`."""
+    windows.connection().set(FILLED_KEY.format(rule_id=rule_id, revision=revision), 1,
+                             ex=seconds + 60)
+
+
+def count_with_groups(agent_checks: list, group: list[tuple[GroupCheck, datetime]],
+                      now: datetime) -> tuple[list[int], list[tuple[float, list[int]]]]:
+    """Per-agent windows (as windows.count) and group windows in one pipeline, one round
+    trip: each per-agent window's count, and each group window's (total, agents over it)."""
+    if not group:
+        return windows.count(agent_checks, now), []
+    pipe = windows.connection().pipeline(transaction=False)
+    if agent_checks:
+        windows._add(pipe, agent_checks, now)
+        for check, _, moment in agent_checks:
+            pipe.zcount(check.key, moment.timestamp() - check.seconds, moment.timestamp())
+    add_counts(pipe, group, now)
+    replies = pipe.execute()
+    group_replies = replies[-len(group):]
+    agent_counts = replies[:-len(group)][-len(agent_checks):] if agent_checks else []
+    return agent_counts, totals(group_replies)
+
+
+def peek_total(key: str, seconds: int, measure: str, now: datetime) -> float:
+    """A group window's total now, without adding anything (for a decision not yet taken)."""
+    (reply,) = totals([_script()(keys=_keys(key), args=["", 0, now.timestamp(), seconds, "1e300",
+                                                        measure])])
+    return reply[0]

@@ -1,0 +1,86 @@
+"""Sliding windows in Redis: each event is a member of a sorted set scored by its time, so a
+retried event (same id) is counted once, and counting a window is one ZCOUNT."""
+
+from collections.abc import Iterable
+from datetime import datetime
+
+import django_rq
+from redis import Redis
+from redis.client import Pipeline
+
+from runtime.behaviour import WindowCheck
+
+FILLED_KEY = "bw:filled:{agent_id}"
+
+
+def connection() -> Redis:
+    return django_rq.get_connection("ingest")
+
+
+def _add(pipe: Pipeline, checks: list[tuple[WindowCheck, str, datetime]], now: datetime) -> None:
+    """One ZADD, trim and expiry per window."""
+    by_key: dict[str, tuple[WindowCheck, dict[str, float]]] = {}
+    for check, event_id, moment in checks:
+        by_key.setdefault(check.key, (check, {}))[1][event_id] = moment.timestamp()
+    for key, (check, members) in by_key.items():
+        pipe.zadd(key, members)
+        pipe.zremrangebyscore(key, "-inf", now.timestamp() - check.seconds)
+        pipe.expire(key, check.seconds + 60)
+
+
+def count(checks: Iterable[tuple[WindowCheck, str, datetime]], now: datetime) -> list[int]:
+    """Add each (check, event id, time) to its window and return the window's count at that
+    time, in order; expired members are trimmed as it goes (one round trip, one ZADD, trim
+    and expiry per window, one ZCOUNT per event)."""
+    checks = list(checks)
+    if not checks:
+        return []
+    pipe = connection().pipeline(transaction=False)
+    _add(pipe, checks, now)
+    for check, _, moment in checks:
+        pipe.zcount(check.key, moment.timestamp() - check.seconds, moment.timestamp())
+    return pipe.execute()[-len(checks):]
+
+
+def fill(checks: Iterable[tuple[WindowCheck, str, datetime]], now: datetime) -> None:
+    """Put stored events into their windows without counting (members are event ids, so an
+    event already there is not counted twice)."""
+    checks = list(checks)
+    if checks:
+        pipe = connection().pipeline(transaction=False)
+        _add(pipe, checks, now)
+        pipe.execute()
+
+
+def filled_generations(agent_ids: list[int]) -> list[int | None]:
+    """For each agent, the generation whose stored events its windows were last filled with
+    (None: never, or Redis lost them)."""
+    if not agent_ids:
+        return []
+    values = connection().mget([FILLED_KEY.format(agent_id=a) for a in agent_ids])
+    return [int(v) if v is not None else None for v in values]
+
+
+def mark_filled(agent_id: int, generation: int, seconds: int) -> None:
+    """The agent's windows hold its stored events for this generation (kept as long as its
+    longest window, then filled again from what is stored, which costs little)."""
+    connection().set(FILLED_KEY.format(agent_id=agent_id), generation, ex=seconds + 60)
+
+
+def peek(check: WindowCheck, now: datetime) -> int:
+    """How many members a window holds now (for a decision about an action not yet taken)."""
+    return connection().zcount(check.key, now.timestamp() - check.seconds, now.timestamp())
+
+
+def window_ids(keys: list[tuple[str, str, int]]) -> list[str]:
+    """For each (rule key, candidate id, seconds): the id of the dedupe window it falls in.
+    The first violation of a rule opens a window named after it; later ones within `seconds`
+    land in the same window, so they are one finding."""
+    if not keys:
+        return []
+    pipe = connection().pipeline(transaction=False)
+    for rule_key, candidate, seconds in keys:
+        pipe.set(f"bw:dedupe:{rule_key}", candidate, nx=True, ex=seconds)
+        pipe.get(f"bw:dedupe:{rule_key}")
+    replies = pipe.execute()
+    return [value.decode() if isinstance(value, bytes) else value for value in replies[1::2]]
