@@ -4,7 +4,7 @@ it (day partitions dropped on PostgreSQL, batched deletes on SQLite).
 
 The floors are fixed by the code, not by the data: a rule's window is at most 30 days
 (registry.manifest.MAX_DURATION_SECONDS, for agents' limits and budgets and for group rules),
-events are accepted up to 30 days late (reconciliation.events.MAX_PAST), the backtest and the
+events are accepted up to 30 days late (runtime.events.MAX_PAST), the backtest and the
 what-ifs read the last 7 days. So a setting under its floor is refused at start-up (the
 system check below); should checks be skipped, the job keeps the floor and says so."""
 
@@ -15,10 +15,10 @@ from typing import Any
 from django.conf import settings
 from django.core import checks
 
-from reconciliation import backtest, whatif
-from reconciliation.events import MAX_PAST
 from registry import guardrail_whatif
 from registry.manifest import MAX_DURATION_SECONDS
+from runtime import backtest, whatif
+from runtime.events import MAX_PAST
 
 DAY_SECONDS = 86_400
 
