@@ -6,6 +6,7 @@ from rq import cron
 from audit.jobs import checkpoint, sequence
 from reconciliation.jobs import (
     check_reviews,
+    enforce_retention,
     expire_overdue_decisions,
     find_silent_agents,
     recount_events,
@@ -25,6 +26,7 @@ cron.register(expire_overdue_decisions, queue_name="default", interval=30)
 cron.register(find_silent_agents, queue_name="default", interval=settings.SILENCE_CHECK_SECONDS)
 cron.register(check_reviews, queue_name="default", interval=settings.RECERT_CHECK_SECONDS)
 cron.register(inbox_sweep, queue_name="default", interval=settings.INBOX_SWEEP_SECONDS)
+cron.register(enforce_retention, queue_name="default", interval=settings.RETENTION_CHECK_SECONDS)
 
 if settings.DEMO_SIMULATOR_SECONDS:
     cron.register(simulate_drift, queue_name="default", interval=settings.DEMO_SIMULATOR_SECONDS)

@@ -115,6 +115,16 @@ DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "agent-governance@localhost")
 # A proposal's backtest replays at most this many of the agent's latest events (and says so).
 BACKTEST_MAX_EVENTS = env_int("BACKTEST_MAX_EVENTS", 10000, minimum=1)
 WHATIF_MAX_EVENTS = env_int("WHATIF_MAX_EVENTS", 200000, minimum=1)
+# Retention (reconciliation/retention.py): days kept per kind; on PostgreSQL whole day
+# partitions are dropped, on SQLite rows are deleted in batches. Fewer days than the rules,
+# backtests and what-ifs read fail the start-up checks (retention.E001).
+RETENTION_EVENTS_DAYS = env_int("RETENTION_EVENTS_DAYS", 90, minimum=1)
+RETENTION_OBSERVATIONS_DAYS = env_int("RETENTION_OBSERVATIONS_DAYS", 90, minimum=1)
+RETENTION_RUNS_DAYS = env_int("RETENTION_RUNS_DAYS", 30, minimum=1)
+RETENTION_ALERTS_DAYS = env_int("RETENTION_ALERTS_DAYS", 30, minimum=1)
+RETENTION_PARTITIONS_AHEAD_DAYS = env_int("RETENTION_PARTITIONS_AHEAD_DAYS", 7, minimum=2)
+RETENTION_CHECK_SECONDS = env_int("RETENTION_CHECK_SECONDS", 3600, minimum=60)
+RETENTION_DELETE_BATCH = env_int("RETENTION_DELETE_BATCH", 5000, minimum=1)
 # Worst-case work units of one guardrail evaluation (see registry/guardrail_cost.py).
 GUARDRAIL_COST_BUDGET = env_int("GUARDRAIL_COST_BUDGET", 1_000_000, minimum=100)
 # Where outbound requests may go: `host[:port]` entries (host a `*.corp.example` glob, an IP or

@@ -6,3 +6,6 @@ class ReconciliationConfig(AppConfig):
 
     name = "reconciliation"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from reconciliation import retention  # noqa: F401  (registers its start-up check)

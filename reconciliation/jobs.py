@@ -142,6 +142,15 @@ def check_reviews() -> dict[str, int]:
             "overdue": sum(mark_overdue(pk) for pk in overdue)}
 
 
+def enforce_retention() -> dict[str, object]:
+    """Cron: make the coming days' partitions, then let go of data past its retention
+    (reconciliation/actions/retention.py); what was created and how many rows went."""
+    from reconciliation.actions import retention
+
+    created = retention.make_partitions() if retention.partitioned() else []
+    return {"created": created, "gone": retention.apply_retention()}
+
+
 def schedule_pass_at(agent_id: int, when: datetime, trigger: str) -> None:
     """A pass at an exact future time (a waiver's end)."""
     if when > timezone.now():

@@ -242,8 +242,10 @@ class Correction(models.Model):
 
     finding = models.ForeignKey(Finding, on_delete=models.CASCADE, related_name="corrections")
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="corrections")
+    # No database constraint: runs are partitioned by day on PostgreSQL (their key is
+    # (id, started_at)), and retention unlinks corrections before a day of runs is dropped.
     run = models.ForeignKey(ReconcileRun, null=True, on_delete=models.SET_NULL,
-                            related_name="corrections")
+                            related_name="corrections", db_constraint=False)
     idempotency_key = models.CharField(max_length=64, unique=True)
     operation = models.JSONField()
     attempts = models.PositiveIntegerField(default=0)
@@ -457,9 +459,12 @@ class BehaviourEvent(models.Model):
     class Meta:
         # Ids are the sender's: two agents may use one id. Foreign events do not reserve an id,
         # so nobody can pre-send an agent's ids to have its own events dropped as repeats.
-        constraints = [models.UniqueConstraint(fields=["agent_name", "event_id"],
+        # The table is partitioned by day of `ts` on PostgreSQL, and a unique constraint there
+        # must hold the partition key: a resent event (same id, same ts) is still one row;
+        # ingest also looks the (agent, id) pairs up before it stores (_stored_keys).
+        constraints = [models.UniqueConstraint(fields=["agent_name", "event_id", "ts"],
                                                condition=models.Q(foreign=False),
-                                               name="event_id_per_agent")]
+                                               name="event_id_per_agent_ts")]
         indexes = [models.Index(fields=["agent", "ts"], name="event_agent_ts"),
                    models.Index(fields=["agent_name", "ts"], name="event_name_ts"),
                    models.Index(fields=["counted"], name="event_uncounted",

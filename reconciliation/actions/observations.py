@@ -31,7 +31,9 @@ def _store(history: QuerySet[ObservedState], state: dict[str, Any], *, actor: An
     latest = history.select_for_update().order_by("-observed_at").first()
     if latest is not None and latest.state_sha256 == digest:
         latest.last_seen_at = now
-        latest.save(update_fields=["last_seen_at"])
+        # By id and day: on PostgreSQL the update then touches one partition, not every day's.
+        ObservedState.objects.filter(pk=latest.pk, observed_at=latest.observed_at).update(
+            last_seen_at=now)
         return latest, False
     row = ObservedState.objects.create(state=state, state_sha256=digest, source=source,
                                        reported_by=audit_label(actor), observed_at=now,
