@@ -19,8 +19,10 @@ from rest_framework.views import APIView
 from config.errors import NotAllowed, NotFound
 from config.parsers import SafeJSONParser
 from registry import actions
+from registry.actions.guardrails import _validate
 from registry.choices import GuardrailEffect, OverdueEffect, Role, VersionSource, VersionState
 from registry.filters import AgentFilterSet, ProposalFilterSet
+from registry.guardrail_whatif import guardrail_what_if
 from registry.intake import decode_body, read_manifests, read_spec
 from registry.models import Agent, ApiToken, DesiredStateVersion, Guardrail
 from registry.principals import AgentPrincipal, acting_agent
@@ -428,9 +430,6 @@ class GuardrailWhatIfView(APIView):
 
     @extend_schema(request=GuardrailSerializer, responses={200: OpenApiTypes.OBJECT})
     def post(self, request: Request) -> Response:
-        from registry.actions.guardrails import _validate
-        from registry.guardrail_whatif import guardrail_what_if
-
         body = GuardrailSerializer(data={**(request.data if isinstance(request.data, dict)
                                             else {}), "name": "what-if"})
         body.is_valid(raise_exception=True)
@@ -449,8 +448,6 @@ class SavedGuardrailWhatIfView(APIView):
 
     @extend_schema(responses={200: OpenApiTypes.OBJECT})
     def get(self, request: Request, name: str) -> Response:
-        from registry.guardrail_whatif import guardrail_what_if
-
         guardrail = Guardrail.objects.filter(name=name).first()
         if guardrail is None:
             raise NotFound(f"No guardrail {name!r}.")

@@ -11,6 +11,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from reconciliation.models import ObservedState
 from registry.actions.proposals import _verdict
 from registry.choices import GuardrailOutcome
 from registry.grant_clocks import start_clocks
@@ -52,8 +53,6 @@ def _tally(verdicts: list[tuple[str, str, Any, datetime]]) -> dict[str, Any]:
 def guardrail_what_if(guardrail: Any, *, now: datetime | None = None) -> dict[str, Any]:
     """What the guardrail (saved or not: anything with name, expression, selector, effect,
     message, required_approvals) would have said over the last week."""
-    from reconciliation.models import ObservedState
-
     now = now or timezone.now()
     since = now - timedelta(days=DAYS)
     cap = settings.WHATIF_MAX_EVENTS

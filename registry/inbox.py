@@ -7,9 +7,10 @@ from datetime import datetime, timedelta
 
 from django.db.models import CharField, F, QuerySet, Value
 
+from reconciliation.incidents import group
 from reconciliation.models import Escalation
-from registry.choices import Role, VersionState
-from registry.models import Agent, DesiredStateVersion
+from registry.choices import Lifecycle, Role, VersionState
+from registry.models import Agent, Approval, DesiredStateVersion
 from registry.roles import has_role
 
 PROPOSAL, ESCALATION = "proposal", "escalation"
@@ -120,8 +121,6 @@ def proposals_for(user) -> QuerySet:
     them in this revision."""
     from django.db.models import Exists, OuterRef, Q
 
-    from registry.models import Approval
-
     pending = DesiredStateVersion.objects.filter(state=VersionState.PENDING)
     if user is None:  # everything waiting, whoever decides it (SLA sweeps, team channels)
         return pending
@@ -184,8 +183,6 @@ def reminders_for(user, now: datetime) -> list[Item]:
     from django.conf import settings
     from django.db.models import Exists, OuterRef
 
-    from registry.choices import Lifecycle
-
     proposed = DesiredStateVersion.objects.filter(agent=OuterRef("pk"),
                                                   state=VersionState.PENDING, recertifies=True)
     lead = timedelta(days=settings.RECERT_REMIND_DAYS)
@@ -225,8 +222,6 @@ _SEVERITY_RANK = {"high": 3, "medium": 2, "low": 1}
 
 
 def _escalation_items(rows: list[Escalation]) -> list[Item]:
-    from reconciliation.incidents import group
-
     items = []
     for members in group(rows):
         first = members[0]

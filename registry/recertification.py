@@ -8,8 +8,11 @@ from typing import Any
 
 from django.conf import settings
 
+from config.errors import DomainError
 from registry.choices import OverdueEffect, RiskLevel
+from registry.guardrails import selector_matches
 from registry.manifest import parse_timestamp
+from registry.models import ReviewInterval
 from registry.permission_diff import permission_diff, risk_score
 
 MAX_REVIEW_SECONDS = 3650 * 86_400  # ten years
@@ -75,8 +78,6 @@ def review_override(data: dict[str, Any]) -> ReviewOverride | None:
     """The override in a request body; 400 `invalid_review_date` naming the field."""
     from django.utils import timezone
 
-    from config.errors import DomainError
-
     override, problems = read_override(data, timezone.now())
     if problems:
         raise DomainError(problems[0]["message"], code="invalid_review_date", details=problems)
@@ -96,8 +97,6 @@ def default_intervals() -> dict[str, dict[str, int]]:
 
 def intervals() -> dict[str, dict[str, int]]:
     """Every level's interval and lowest risk in force: compliance's rows over the defaults."""
-    from registry.models import ReviewInterval
-
     current = default_intervals()
     for row in ReviewInterval.objects.all():
         current[row.level] = {"seconds": row.seconds,
@@ -139,8 +138,6 @@ def overdue_effect(guardrails: list[Any], labels: dict[str, Any]) -> tuple[str, 
     """What an overdue agent with these labels gets from the enabled guardrails selecting it:
     the strictest effect, the safe tools (those every restricting guardrail names) and the
     guardrail that chose it. No guardrail: warn."""
-    from registry.guardrails import selector_matches
-
     chosen = [g for g in guardrails if g.overdue_effect and selector_matches(g.selector, labels)]
     if not chosen:
         return OverdueEffect.WARN, [], ""

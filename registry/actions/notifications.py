@@ -21,6 +21,8 @@ from django.utils import timezone
 import audit
 from audit.choices import AuditAction
 from config.errors import Invalid, NotAllowed, NotFound
+from reconciliation import outbound
+from reconciliation.alerts import broadcast
 from registry import inbox
 from registry.choices import NotifyChannel, NotifyMode, Role
 from registry.models import Agent, Notification, NotificationPreference, SlaBreach
@@ -42,8 +44,6 @@ def _check_target(channel: str, target: str) -> None:
             raise Invalid("Not an email address.", details=[
                 {"pointer": "/target", "message": "an email address"}]) from None
         return
-    from reconciliation import outbound
-
     if not outbound.listed(target, settings.NOTIFY_WEBHOOK_HOSTS):
         raise Invalid("Webhooks go only to hosts the operator allowed (NOTIFY_WEBHOOK_HOSTS).",
                       details=[{"pointer": "/target",
@@ -145,8 +145,6 @@ def notice_new_items(now: datetime) -> int:
 def notice_breaches(now: datetime) -> list[SlaBreach]:
     """Every waiting item past its SLA or deadline, once: an alert, an audit row, and the next
     approver (the first by name who may decide it and is not its assignee) notified."""
-    from reconciliation.alerts import broadcast
-
     breaches = []
     overdue = [i for i in inbox.items_for(None, now) if i.deadline <= now]
     known = set(SlaBreach.objects.filter(item__in=[i.key for i in overdue])
@@ -250,8 +248,6 @@ def _send(preference: NotificationPreference, notifications: list[Notification],
 def _post_webhook(url: str, text: str) -> None:
     """POST `{"text": ...}` through the outbound guard (checked again now, on the address it
     resolves to now); anything but 2xx is a failure."""
-    from reconciliation import outbound
-
     destination = outbound.check(url, settings.NOTIFY_WEBHOOK_HOSTS)
     query = urlsplit(url).query
     target = (destination.path or "/") + (f"?{query}" if query else "")

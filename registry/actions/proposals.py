@@ -14,6 +14,7 @@ import audit
 from audit.choices import AuditAction
 from audit.jsondiff import flat_changes
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
+from reconciliation.alerts import broadcast
 from reconciliation.outbound import listed
 from reconciliation.triggers import request_reconcile, schedule_grant_expiries
 from registry.actions.grants import start_grant_clocks
@@ -77,8 +78,6 @@ class ProposalOutcome:
 
 def _announce(event: str, version: DesiredStateVersion, agent: Agent) -> None:
     """A live alert so approvers' inbox counts and feeds update (sent after commit)."""
-    from reconciliation.alerts import broadcast
-
     broadcast(event, {"agent": agent.name, "owner_id": agent.owner_id,
                       "proposal": version.pk, "state": version.state, "risk": version.risk,
                       "link": f"/proposals/{version.pk}/"})

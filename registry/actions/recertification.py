@@ -11,8 +11,13 @@ from django.db import transaction
 from django.utils import timezone
 
 import audit
+from audit.actions import actor_label
 from audit.choices import AuditAction
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
+from reconciliation.choices import EscalationKind, EscalationStatus
+from reconciliation.models import AgentStatus, Escalation
+from reconciliation.recertified import with_recertified
+from reconciliation.triggers import request_reconcile
 from registry.actions.proposals import ProposalOutcome, check_can_propose, propose
 from registry.choices import Lifecycle, OverdueEffect, RiskLevel, Role, VersionSource, VersionState
 from registry.models import Agent, DesiredStateVersion, Guardrail, ReviewInterval
@@ -20,6 +25,7 @@ from registry.principals import AgentPrincipal
 from registry.recertification import (
     ReviewOverride,
     format_seconds,
+    intervals,
     overdue_effect,
     review_date,
 )
@@ -68,9 +74,6 @@ def start_review_clock(version: DesiredStateVersion, agent: Agent, *, actor: Any
 
 def _close_recertification_escalations(agent: Agent, *, actor: Any,
                                        version: DesiredStateVersion, now: datetime) -> None:
-    from reconciliation.choices import EscalationKind, EscalationStatus
-    from reconciliation.models import Escalation
-
     for escalation in Escalation.objects.select_for_update().filter(
             agent=agent, subject=EscalationKind.RECERTIFICATION, status=EscalationStatus.OPEN):
         escalation.status, escalation.resolution = EscalationStatus.RESOLVED, "recertified"
@@ -100,9 +103,6 @@ def _resume_if_overdue_suspended(agent: Agent, *, actor: Any, version: DesiredSt
 
 def _refresh_condition(agent: Agent, now: datetime) -> None:
     """The Recertified condition on the agent's status, now (the page reads it at once)."""
-    from reconciliation.models import AgentStatus
-    from reconciliation.recertified import with_recertified
-
     status = AgentStatus.objects.select_for_update().filter(agent=agent).first()
     if status is None:
         status = AgentStatus.objects.create(agent=agent)
@@ -198,9 +198,6 @@ def mark_overdue(agent_id: int, *, now: datetime | None = None) -> bool:
     """Once per review date, when it passed unrecertified: Recertified=False, an escalation for
     the approvers, and what the guardrails say (warn, restrict to safe tools, suspend)."""
     from reconciliation.actions.common import alert, suspend_agent
-    from reconciliation.choices import EscalationKind
-    from reconciliation.models import Escalation
-    from reconciliation.triggers import request_reconcile
 
     now = now or timezone.now()
     agent = _locked(agent_id)
@@ -256,8 +253,6 @@ def set_review_interval(level: str, *, seconds: int, risk_from: int, actor: Any
         raise NotAllowed("Only compliance staff set review intervals.")
     if level not in RiskLevel.values:
         raise NotFound(f"No risk level {level!r}; one of {', '.join(RiskLevel.values)}.")
-    from registry.recertification import intervals
-
     table = intervals()
     before = table[level]
     after = {**table, level: {"seconds": seconds, "risk_from": risk_from}}
@@ -281,6 +276,4 @@ def set_review_interval(level: str, *, seconds: int, risk_from: int, actor: Any
 
 
 def audit_actor(actor: Any) -> str:
-    from audit.actions import actor_label
-
     return actor_label(actor)

@@ -12,6 +12,8 @@ from django.utils import timezone
 import audit
 from audit.choices import AuditAction
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
+from reconciliation.connectors import connector_for
+from reconciliation.diff import Operation, OperationKind
 from registry.actions.proposals import check_can_propose
 from registry.actions.stepup import verify_step_up
 from registry.choices import Lifecycle, Role, VersionState
@@ -120,8 +122,6 @@ def _retire(retirement_id: int, *, actor: Any, comment: str, step_up: StepUp | N
 def stop_on_platform(agent_id: int) -> str:
     """Ask a retired agent's platform to stop it through its connector (a job, after the
     retirement committed); the key makes a repeated request a no-op at the platform."""
-    from reconciliation.connectors import connector_for
-    from reconciliation.diff import Operation, OperationKind
     from reconciliation.plan import idempotency_key
 
     agent = Agent.objects.get(pk=agent_id)

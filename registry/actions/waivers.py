@@ -10,6 +10,7 @@ from django.utils import timezone
 import audit
 from audit.choices import AuditAction
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
+from reconciliation.triggers import request_reconcile, schedule_waiver_lapse
 from registry.choices import Lifecycle, Role
 from registry.manifest import duration_seconds
 from registry.models import Agent, Waiver
@@ -69,8 +70,6 @@ def grant_waiver(agent_name: str, *, pointer: str, reason: str, ticket: str, dur
     audit.record(actor=actor, action=AuditAction.WAIVER_GRANTED, target=f"waiver:{waiver.pk}",
                  agent=agent.name, after=waiver.to_dict(),
                  reason=f"{waiver.ticket}: {waiver.reason}")
-    from reconciliation.triggers import request_reconcile, schedule_waiver_lapse
-
     request_reconcile(agent.pk, "manual")  # the waived drift stops being enforced now
     schedule_waiver_lapse(agent.pk, waiver.expires_at)
     return waiver
@@ -119,8 +118,6 @@ def withdraw_waiver(waiver_id: int, *, actor: Any, reason: str) -> Waiver:
     audit.record(actor=actor, action=AuditAction.WAIVER_WITHDRAWN,
                  target=f"waiver:{waiver.pk}", agent=waiver.agent.name, before=before,
                  after=waiver.to_dict(), reason=reason.strip())
-    from reconciliation.triggers import request_reconcile
-
     request_reconcile(waiver.agent_id, "manual")  # enforced again now
     return waiver
 
