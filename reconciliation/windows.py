@@ -1,10 +1,13 @@
 """Sliding windows in Redis: each event is a member of a sorted set scored by its time, so a
-retried event (same id) is counted once, and counting a window is one ZCOUNT."""
+retried event (same id) is counted once, and counting a window is one ZCOUNT. A batch's
+windows are counted by one script (one round trip, one command on the wire whatever the
+batch holds)."""
 
 from collections.abc import Iterable
 from datetime import datetime
+from functools import lru_cache
 
-import django_rq
+from django.conf import settings
 from redis import Redis
 from redis.client import Pipeline
 
@@ -12,9 +15,65 @@ from reconciliation.behaviour import WindowCheck
 
 FILLED_KEY = "bw:filled:{agent_id}"
 
+# KEYS: the windows; ARGV: now, each window's seconds (in KEYS order), then a triple per
+# event and window (window index, member, score). Every member goes in first, each window is
+# trimmed to its last `seconds` and given an expiry, then each triple's window is counted over
+# the `seconds` up to its score. Returns those counts, in order.
+COUNT = """
+local now, windows = tonumber(ARGV[1]), #KEYS
+local first = windows + 2
+for i = first, #ARGV, 3 do
+  redis.call('ZADD', KEYS[tonumber(ARGV[i])], ARGV[i + 2], ARGV[i + 1])
+end
+for k = 1, windows do
+  local seconds = tonumber(ARGV[k + 1])
+  redis.call('ZREMRANGEBYSCORE', KEYS[k], '-inf', now - seconds)
+  redis.call('EXPIRE', KEYS[k], seconds + 60)
+end
+local counts = {}
+for i = first, #ARGV, 3 do
+  local k, score = tonumber(ARGV[i]), tonumber(ARGV[i + 2])
+  counts[#counts + 1] = redis.call('ZCOUNT', KEYS[k], score - tonumber(ARGV[k + 1]), score)
+end
+return counts
+"""
+
+
+@lru_cache(maxsize=4)
+def _client(url: str) -> Redis:
+    return Redis.from_url(url)
+
 
 def connection() -> Redis:
-    return django_rq.get_connection("ingest")
+    """The ingest queue's Redis, one client (and connection pool) per process and address:
+    django_rq's get_connection builds a new client, and a new connection, on every call."""
+    return _client(settings.RQ_QUEUES["ingest"]["URL"])
+
+
+def add_counts(pipe: Pipeline, checks: list[tuple[WindowCheck, str, datetime]],
+               now: datetime) -> None:
+    """Queue the batch's window script on the pipeline (its reply: `count`'s list)."""
+    index: dict[str, int] = {}
+    seconds: list[int] = []
+    triples: list[str | int | float] = []
+    for check, event_id, moment in checks:
+        if check.key not in index:
+            index[check.key] = len(index) + 1
+            seconds.append(check.seconds)
+        triples += [index[check.key], event_id, moment.timestamp()]
+    connection().register_script(COUNT)(keys=list(index), args=[now.timestamp(), *seconds,
+                                                                 *triples], client=pipe)
+
+
+def count(checks: Iterable[tuple[WindowCheck, str, datetime]], now: datetime) -> list[int]:
+    """Add each (check, event id, time) to its window and return the window's count at that
+    time, in order; expired members are trimmed as it goes (one script, one round trip)."""
+    checks = list(checks)
+    if not checks:
+        return []
+    pipe = connection().pipeline(transaction=False)
+    add_counts(pipe, checks, now)
+    return pipe.execute()[0]
 
 
 def _add(pipe: Pipeline, checks: list[tuple[WindowCheck, str, datetime]], now: datetime) -> None:
@@ -26,20 +85,6 @@ def _add(pipe: Pipeline, checks: list[tuple[WindowCheck, str, datetime]], now: d
         pipe.zadd(key, members)
         pipe.zremrangebyscore(key, "-inf", now.timestamp() - check.seconds)
         pipe.expire(key, check.seconds + 60)
-
-
-def count(checks: Iterable[tuple[WindowCheck, str, datetime]], now: datetime) -> list[int]:
-    """Add each (check, event id, time) to its window and return the window's count at that
-    time, in order; expired members are trimmed as it goes (one round trip, one ZADD, trim
-    and expiry per window, one ZCOUNT per event)."""
-    checks = list(checks)
-    if not checks:
-        return []
-    pipe = connection().pipeline(transaction=False)
-    _add(pipe, checks, now)
-    for check, _, moment in checks:
-        pipe.zcount(check.key, moment.timestamp() - check.seconds, moment.timestamp())
-    return pipe.execute()[-len(checks):]
 
 
 def fill(checks: Iterable[tuple[WindowCheck, str, datetime]], now: datetime) -> None:
