@@ -3,6 +3,7 @@ retried event (same id) is counted once, and counting a window is one ZCOUNT. A 
 windows are counted by one script (one round trip, one command on the wire whatever the
 batch holds)."""
 
+import json
 from collections.abc import Iterable
 from datetime import datetime
 from functools import lru_cache
@@ -15,25 +16,25 @@ from reconciliation.behaviour import WindowCheck
 
 FILLED_KEY = "bw:filled:{agent_id}"
 
-# KEYS: the windows; ARGV: now, each window's seconds (in KEYS order), then a triple per
-# event and window (window index, member, score). Every member goes in first, each window is
-# trimmed to its last `seconds` and given an expiry, then each triple's window is counted over
-# the `seconds` up to its score. Returns those counts, in order.
+# KEYS: the windows; ARGV: now, then as JSON each window's seconds (in KEYS order) and the
+# flat list of a triple per event and window (window index, member, score), so the batch is
+# three arguments, not thousands to encode. Every member goes in first, each window is
+# trimmed to its last `seconds` and given an expiry, then each triple's window is counted
+# over the `seconds` up to its score. Returns those counts, in order.
 COUNT = """
-local now, windows = tonumber(ARGV[1]), #KEYS
-local first = windows + 2
-for i = first, #ARGV, 3 do
-  redis.call('ZADD', KEYS[tonumber(ARGV[i])], ARGV[i + 2], ARGV[i + 1])
+local now = tonumber(ARGV[1])
+local seconds, triples = cjson.decode(ARGV[2]), cjson.decode(ARGV[3])
+for i = 1, #triples, 3 do
+  redis.call('ZADD', KEYS[triples[i]], triples[i + 2], triples[i + 1])
 end
-for k = 1, windows do
-  local seconds = tonumber(ARGV[k + 1])
-  redis.call('ZREMRANGEBYSCORE', KEYS[k], '-inf', now - seconds)
-  redis.call('EXPIRE', KEYS[k], seconds + 60)
+for k = 1, #KEYS do
+  redis.call('ZREMRANGEBYSCORE', KEYS[k], '-inf', now - seconds[k])
+  redis.call('EXPIRE', KEYS[k], seconds[k] + 60)
 end
 local counts = {}
-for i = first, #ARGV, 3 do
-  local k, score = tonumber(ARGV[i]), tonumber(ARGV[i + 2])
-  counts[#counts + 1] = redis.call('ZCOUNT', KEYS[k], score - tonumber(ARGV[k + 1]), score)
+for i = 1, #triples, 3 do
+  local k, score = triples[i], triples[i + 2]
+  counts[#counts + 1] = redis.call('ZCOUNT', KEYS[k], score - seconds[k], score)
 end
 return counts
 """
@@ -61,8 +62,9 @@ def add_counts(pipe: Pipeline, checks: list[tuple[WindowCheck, str, datetime]],
             index[check.key] = len(index) + 1
             seconds.append(check.seconds)
         triples += [index[check.key], event_id, moment.timestamp()]
-    connection().register_script(COUNT)(keys=list(index), args=[now.timestamp(), *seconds,
-                                                                 *triples], client=pipe)
+    connection().register_script(COUNT)(
+        keys=list(index), args=[now.timestamp(), json.dumps(seconds),
+                                json.dumps(triples, ensure_ascii=False)], client=pipe)
 
 
 def count(checks: Iterable[tuple[WindowCheck, str, datetime]], now: datetime) -> list[int]:
