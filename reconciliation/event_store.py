@@ -2,8 +2,9 @@
 what is already stored and says which events it stored, and the outbox flag set in one
 statement. A repeat is the same (agent name, event id) among non-foreign events, looked up by
 those columns and never by the primary key, so it holds whatever the table's key is (a
-partitioned table keys on more than one column). On PostgreSQL each is one statement over
-arrays (`unnest`); on SQLite, multi-row statements in chunks."""
+partitioned table keys on more than one column). On PostgreSQL a batch is COPYed into a
+session's staging table and stored by one INSERT ... SELECT, and flagged by one UPDATE; on
+SQLite, multi-row statements in chunks."""
 
 import json
 from collections.abc import Iterable
@@ -124,11 +125,12 @@ def mark_counted(keys: list[tuple[str, str]]) -> None:
     table = _table()
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
+            # The keys as one JSON parameter: array parameters are formatted in Python.
             cursor.execute(
-                f"UPDATE {table} e SET counted = true FROM unnest(%s::text[], %s::text[]) "
-                "AS k(agent_name, event_id) WHERE e.agent_name = k.agent_name AND "
-                'e.event_id = k.event_id AND NOT e."foreign" AND NOT e.counted',
-                [[agent for agent, _ in keys], [event_id for _, event_id in keys]])
+                f"UPDATE {table} e SET counted = true FROM json_to_recordset(%s::json) "
+                "AS k(a text, i text) WHERE e.agent_name = k.a AND e.event_id = k.i "
+                'AND NOT e."foreign" AND NOT e.counted',
+                [json.dumps([{"a": agent, "i": event_id} for agent, event_id in keys])])
             return
         for start in range(0, len(keys), 400):
             chunk = keys[start:start + 400]

@@ -120,7 +120,7 @@ def count_with_groups(agent_checks: list, group: list[tuple[GroupCheck, datetime
         windows.add_counts(pipe, agent_checks, now)
     add_counts(pipe, group, now)
     replies = pipe.execute()
-    return (replies[0] if agent_checks else []), totals(replies[-len(group):])
+    return (windows.counts(replies[0]) if agent_checks else []), totals(replies[-len(group):])
 
 
 def peek_total(key: str, seconds: int, measure: str, now: datetime) -> float:

@@ -20,7 +20,8 @@ FILLED_KEY = "bw:filled:{agent_id}"
 # flat list of a triple per event and window (window index, member, score), so the batch is
 # three arguments, not thousands to encode. Every member goes in first, each window is
 # trimmed to its last `seconds` and given an expiry, then each triple's window is counted
-# over the `seconds` up to its score. Returns those counts, in order.
+# over the `seconds` up to its score. Returns those counts, in order, as one comma-separated
+# string (one reply to read, not one per event).
 COUNT = """
 local now = tonumber(ARGV[1])
 local seconds, triples = cjson.decode(ARGV[2]), cjson.decode(ARGV[3])
@@ -36,7 +37,7 @@ for i = 1, #triples, 3 do
   local k, score = triples[i], triples[i + 2]
   counts[#counts + 1] = redis.call('ZCOUNT', KEYS[k], score - seconds[k], score)
 end
-return counts
+return table.concat(counts, ',')
 """
 
 
@@ -53,7 +54,7 @@ def connection() -> Redis:
 
 def add_counts(pipe: Pipeline, checks: list[tuple[WindowCheck, str, datetime]],
                now: datetime) -> None:
-    """Queue the batch's window script on the pipeline (its reply: `count`'s list)."""
+    """Queue the batch's window script on the pipeline (read its reply with `counts`)."""
     index: dict[str, int] = {}
     seconds: list[int] = []
     triples: list[str | int | float] = []
@@ -75,7 +76,13 @@ def count(checks: Iterable[tuple[WindowCheck, str, datetime]], now: datetime) ->
         return []
     pipe = connection().pipeline(transaction=False)
     add_counts(pipe, checks, now)
-    return pipe.execute()[0]
+    return counts(pipe.execute()[0])
+
+
+def counts(reply: bytes | str) -> list[int]:
+    """The window script's reply as counts."""
+    text = reply.decode() if isinstance(reply, bytes) else reply
+    return [int(n) for n in text.split(",")] if text else []
 
 
 def _add(pipe: Pipeline, checks: list[tuple[WindowCheck, str, datetime]], now: datetime) -> None:
