@@ -42,6 +42,7 @@ from reconciliation.budgets import WARNING_AREA, budget_checks, budget_violation
 from reconciliation.choices import DecisionStatus, FindingStatus, Trigger
 from reconciliation.connectors import connector_for
 from reconciliation.diff import Operation, OperationKind
+from reconciliation.diff import _parse_expiry as parse_expiry
 from reconciliation.events import Event, validate_event
 from reconciliation.models import (
     BehaviourEvent,
@@ -233,11 +234,34 @@ def _static(events: list[Event], agents: dict[str, Agent],
         agent = agents.get(event.agent)
         if agent is None or agent.active_version is None:
             continue
-        spec = specs.get(agent.name) or specs.setdefault(agent.name, desired_now(agent, now))
+        spec = specs.get(agent.name) or specs.setdefault(agent.name, _rules_spec(agent, now))
         signed_off, reused = signed.get((event.agent, event.id), (False, False))
         violations.setdefault(agent.pk, []).extend(
             static_violations(spec, event, signed_off=signed_off, reused_decision=reused))
     return violations
+
+
+RULE_SPECS_KEPT = 20_000
+_rule_specs: dict[tuple, tuple[dict[str, Any], datetime, datetime | None]] = {}
+
+
+def _rules_spec(agent: Agent, now: datetime) -> dict[str, Any]:
+    """desired_now(agent, now), read only, kept per process across batches (a deep copy of
+    the spec per agent per batch was most of a 1,000-agent batch's time). It changes only
+    with the version, the restriction or suspension, or when a live grant expires, so it is
+    reused from when it was made until the first live grant's expiry."""
+    version = agent.active_version
+    key = (version.pk, version.spec_sha256, repr(agent.restricted_to),
+           agent.lifecycle == Lifecycle.SUSPENDED)
+    kept = _rule_specs.get(key)
+    if kept is not None and kept[1] <= now and (kept[2] is None or now < kept[2]):
+        return kept[0]
+    spec = desired_now(agent, now)
+    expiries = [parse_expiry(grant["expires_at"]) for grant in spec.get("grants", [])]
+    if len(_rule_specs) >= RULE_SPECS_KEPT:
+        _rule_specs.clear()
+    _rule_specs[key] = (spec, now, min(expiries) if expiries else None)
+    return spec
 
 
 def recount_events(limit: int = 5000, *, settled_seconds: float = 0) -> int:
