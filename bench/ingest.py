@@ -1,17 +1,23 @@
-"""Ingest throughput: behaviour events per second through POST /api/v1/events on a real daphne
-server (bulk insert, sliding windows in Redis), 1,000-event batches from 2 client threads.
-Prints one JSON line.
+"""Ingest throughput: behaviour events per second through POST /api/v1/events on real daphne
+servers (every rule checked: the agent's tools, data and actions, its sliding windows in
+Redis, the outbox), 1,000-event batches from 2 client threads per web process, against the
+floor measured in the same run: the same events decoded and COPYed into a table of the
+events table's columns with a unique (agent, id), plus one Redis ZADD per event (one
+pipeline per batch), in one process. Prints one JSON line per web-process count.
 
 With --group-rules: 1,000 agents in ten teams, events spread across them, measured twice in
 the same run: first with per-agent rules only, then with three group rules on (reads of one
 customer's record across all agents, calls and tokens per team); prints both figures and how
 many times slower group rules make ingest (the target: at most 2).
 
-Usage: python bench/ingest.py [EVENTS] [--group-rules]   (scratch stores: see bench/scratch.py)
+Usage: python bench/ingest.py [EVENTS] [--web 1,2,4] [--agents N] [--group-rules]
+(scratch stores: see bench/scratch.py)
 """
 
+import argparse
 import json
 import os
+import random
 import subprocess
 import sys
 import threading
@@ -29,19 +35,21 @@ from bench.scratch import setup_django  # noqa: E402
 from config.embedded_redis import free_port, port_answers  # noqa: E402
 
 BATCH = 1000
+CLIENTS_PER_PROCESS = 2
+FLOOR_TABLE = "bench_ingest_floor"
 
 
-def batch(agent: str, size: int) -> bytes:
+def batch(agents: int, size: int) -> bytes:
+    """Reads of orders and customers by `agents` agents (bench-00000...), half of them under
+    the customers_db limits (calls per hour, reads of one record)."""
     now = datetime.now(UTC).isoformat()
     return json.dumps([
-        {"id": uuid.uuid4().hex, "agent": agent, "ts": now, "kind": "data_access",
-         "resource": "customers_db" if i % 2 else "orders_db", "record": uuid.uuid4().hex,
-         "tool": "orders.lookup"} for i in range(size)]).encode()
+        {"id": uuid.uuid4().hex, "agent": f"bench-{random.randrange(agents):05d}", "ts": now,
+         "kind": "data_access", "resource": "customers_db" if i % 2 else "orders_db",
+         "record": uuid.uuid4().hex, "tool": "orders.lookup"} for i in range(size)]).encode()
 
 
 def fleet_batch(size: int, agents: int = 1000) -> bytes:
-    import random
-
     now = datetime.now(UTC).isoformat()
     return json.dumps([
         {"id": uuid.uuid4().hex, "agent": f"bench-{random.randrange(agents):05d}", "ts": now,
@@ -51,24 +59,158 @@ def fleet_batch(size: int, agents: int = 1000) -> bytes:
         for _ in range(size)]).encode()
 
 
-def _send_all(port: int, key: str, bodies: list[bytes]) -> tuple[int, float]:
-    accepted: list[int] = []
+class WebProcesses:
+    """`count` daphne processes, each on its own port, on the bench's stores."""
 
-    def send(mine: list[bytes]) -> None:
+    def __init__(self, count: int) -> None:
+        self.ports = [free_port() for _ in range(count)]
+        self.processes = [
+            subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p",
+                              str(port), "config.asgi:application"], cwd=ROOT,
+                             env=dict(os.environ), stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+            for port in self.ports]
+
+    def wait_ready(self, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        for port in self.ports:
+            while not port_answers("127.0.0.1", port):
+                if time.monotonic() > deadline:
+                    raise SystemExit("daphne did not start")
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        for process in self.processes:
+            process.terminate()
+        for process in self.processes:
+            process.wait(timeout=30)
+
+
+def send_all(ports: list[int], key: str, bodies: list[bytes]) -> tuple[int, float]:
+    """POST every body, CLIENTS_PER_PROCESS client threads per web process; (events
+    accepted, seconds)."""
+    accepted: list[int] = []
+    failures: list[str] = []
+
+    def send(port: int, mine: list[bytes]) -> None:
         for body in mine:
             request = urllib.request.Request(
                 f"http://127.0.0.1:{port}/api/v1/events", data=body, method="POST",
                 headers={"Content-Type": "application/json", "Authorization": f"Token {key}"})
-            with urllib.request.urlopen(request, timeout=120) as response:
-                accepted.append(json.loads(response.read())["accepted"])
+            try:
+                with urllib.request.urlopen(request, timeout=120) as response:
+                    accepted.append(json.loads(response.read())["accepted"])
+            except Exception as error:  # noqa: BLE001 - reported below, the bench fails
+                failures.append(repr(error))
+                return
 
+    clients = [ports[i % len(ports)] for i in range(len(ports) * CLIENTS_PER_PROCESS)]
     started = time.perf_counter()
-    threads = [threading.Thread(target=send, args=(bodies[i::2],)) for i in range(2)]
+    threads = [threading.Thread(target=send, args=(port, bodies[i::len(clients)]))
+               for i, port in enumerate(clients)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    if failures:
+        raise SystemExit(f"requests failed: {failures[:3]}")
     return sum(accepted), time.perf_counter() - started
+
+
+def floor_seconds(bodies: list[bytes]) -> float:
+    """The same events decoded, COPYed into a table of the events table's columns with a
+    unique (agent, id), one transaction per batch, and one ZADD per event in one pipeline per
+    batch: what storing and windowing them costs at the least, in one process."""
+    import django_rq
+    from django.db import connection
+
+    redis = django_rq.get_connection("ingest")
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP TABLE IF EXISTS {FLOOR_TABLE}")
+        cursor.execute(f"CREATE TABLE {FLOOR_TABLE} (LIKE reconciliation_behaviourevent "
+                       "INCLUDING DEFAULTS)")
+        cursor.execute(f"CREATE UNIQUE INDEX {FLOOR_TABLE}_key ON {FLOOR_TABLE} "
+                       "(agent_name, event_id)")
+    columns = ("id", "event_id", "agent_name", "ts", "kind", "tool", "resource", "record",
+               "action", "approved_by", "decision_id", "trace_id", "span_id", "source",
+               "model", "operation", "error", "received_at", "counted", "sender", "foreign")
+    copy_sql = (f"COPY {FLOOR_TABLE} ({', '.join(connection.ops.quote_name(c) for c in columns)})"
+                " FROM STDIN")
+    now = datetime.now(UTC)
+    row_id = 0
+    started = time.perf_counter()
+    raw = connection.connection
+    for body in bodies:
+        events = json.loads(body)
+        with raw.transaction(), raw.cursor() as cursor, cursor.copy(copy_sql) as copy:
+            for event in events:
+                row_id += 1
+                copy.write_row((row_id, event["id"], event["agent"], event["ts"], event["kind"],
+                                event.get("tool", ""), event.get("resource", ""),
+                                event.get("record", ""), "", "", "", "", "", "api", "", "",
+                                "", now, True, "bench", False))
+        pipe = redis.pipeline(transaction=False)
+        for event in events:
+            pipe.zadd(f"floor:{event['agent']}", {event["id"]: now.timestamp()})
+        pipe.execute()
+    elapsed = time.perf_counter() - started
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP TABLE {FLOOR_TABLE}")
+    for key in redis.scan_iter("floor:*", count=1000):
+        redis.delete(key)
+    return elapsed
+
+
+def bench_token() -> str:
+    from django.contrib.auth.models import User
+
+    from registry import actions
+
+    admin, _ = User.objects.get_or_create(username="bench-admin", is_superuser=True)
+    return actions.issue_api_token(admin, actor="system:bench")[1]
+
+
+def main(total: int, web: list[int], agents: int) -> None:
+    setup_django()
+    from django.db import connection
+
+    build_cluster(agents)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    key = bench_token()
+    for count in web:
+        processes = WebProcesses(count)
+        try:
+            processes.wait_ready()
+            # Warm up each server and its connections, and every agent's windows: an agent's
+            # windows are filled from the database once per longest window (an hour here),
+            # the first time its events arrive; steady state is what is measured.
+            warm = [batch(agents, min(BATCH, 3 * agents)) for _ in range(max(1, agents // 300))]
+            for port in processes.ports:
+                send_all([port], key, warm)
+            bodies = [batch(agents, BATCH) for _ in range(total // BATCH)]
+            floor = floor_seconds(bodies)
+            events, seconds = send_all(processes.ports, key, bodies)
+        finally:
+            processes.stop()
+        floor_rate = len(bodies) * BATCH / floor
+        print(json.dumps({
+            "bench": "ingest",
+            "database": connection.vendor,
+            "agents": agents,
+            "events": events,
+            "batch": BATCH,
+            "web_processes": count,
+            "clients": count * CLIENTS_PER_PROCESS,
+            "seconds": round(seconds, 3),
+            "events_per_second": round(events / seconds),
+            "events_per_second_per_process": round(events / seconds / count),
+            "floor_seconds": round(floor, 3),
+            "floor_events_per_second": round(floor_rate),
+            "share_of_floor": round(events / seconds / floor_rate, 3),
+            "load_average": round(os.getloadavg()[0], 1),
+            "at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        }), flush=True)
 
 
 def main_group_rules(total: int) -> None:
@@ -85,20 +227,14 @@ def main_group_rules(total: int) -> None:
     ids = build_cluster(1000)
     for team in range(10):
         Agent.objects.filter(pk__in=ids[team::10]).update(labels={"team": f"team-{team}"})
-    admin, _ = User.objects.get_or_create(username="bench-admin", is_superuser=True)
-    _, key = actions.issue_api_token(admin, actor="system:bench")
+    key = bench_token()
     compliance, _ = User.objects.get_or_create(username="bench-compliance")
     actions.grant_role(compliance, Role.COMPLIANCE, actor="system:bench")
-    port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p",
-                               str(port), "config.asgi:application"], cwd=ROOT,
-                              env=dict(os.environ), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+    processes = WebProcesses(1)
     results = {}
     try:
-        while not port_answers("127.0.0.1", port):
-            time.sleep(0.1)
-        _send_all(port, key, [fleet_batch(10)])  # warm up
+        processes.wait_ready()
+        send_all(processes.ports, key, [fleet_batch(10)])  # warm up
         for phase in ("per_agent", "group_rules"):
             if phase == "group_rules":
                 create_group_rule(actor=compliance, name="one-customer", measure="events",
@@ -112,13 +248,11 @@ def main_group_rules(total: int) -> None:
                                       measure="tokens", limit=10**9, per="1h",
                                       selector={"team": f"team-{team}"},
                                       match={"kind": "data_access"})
-                _send_all(port, key, [fleet_batch(10)])  # the group windows' first fill
+                send_all(processes.ports, key, [fleet_batch(10)])  # the group windows' fill
             bodies = [fleet_batch(BATCH) for _ in range(total // BATCH)]
-            events, seconds = _send_all(port, key, bodies)
-            results[phase] = (events, seconds)
+            results[phase] = send_all(processes.ports, key, bodies)
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        processes.stop()
     per_agent = results["per_agent"][0] / results["per_agent"][1]
     grouped = results["group_rules"][0] / results["group_rules"][1]
     print(json.dumps({
@@ -128,7 +262,7 @@ def main_group_rules(total: int) -> None:
         "group_rules": 21,
         "events": results["group_rules"][0],
         "batch": BATCH,
-        "clients": 2,
+        "clients": CLIENTS_PER_PROCESS,
         "per_agent_events_per_second": round(per_agent),
         "group_rules_events_per_second": round(grouped),
         "slowdown": round(per_agent / grouped, 2),
@@ -136,59 +270,15 @@ def main_group_rules(total: int) -> None:
     }))
 
 
-def main(total: int) -> None:
-    setup_django()
-    from django.contrib.auth.models import User
-    from django.db import connection
-
-    from registry import actions
-
-    build_cluster(1)
-    admin, _ = User.objects.get_or_create(username="bench-admin", is_superuser=True)
-    _, key = actions.issue_api_token(admin, actor="system:bench")
-    port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p",
-                               str(port), "config.asgi:application"], cwd=ROOT,
-                              env=dict(os.environ), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
-    try:
-        while not port_answers("127.0.0.1", port):
-            time.sleep(0.1)
-        bodies = [batch("bench-00000", BATCH) for _ in range(total // BATCH)]
-        accepted = []
-
-        def send(mine: list[bytes]) -> None:
-            for body in mine:
-                request = urllib.request.Request(
-                    f"http://127.0.0.1:{port}/api/v1/events", data=body, method="POST",
-                    headers={"Content-Type": "application/json",
-                             "Authorization": f"Token {key}"})
-                with urllib.request.urlopen(request, timeout=60) as response:
-                    accepted.append(json.loads(response.read())["accepted"])
-
-        send([batch("bench-00000", 10)])  # warm up the server and its connections
-        started = time.perf_counter()
-        threads = [threading.Thread(target=send, args=(bodies[i::2],)) for i in range(2)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        elapsed = time.perf_counter() - started
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-    print(json.dumps({
-        "bench": "ingest",
-        "database": connection.vendor,
-        "events": sum(accepted),
-        "batch": BATCH,
-        "clients": 2,
-        "seconds": round(elapsed, 3),
-        "events_per_second": round(sum(accepted) / elapsed),
-    }))
-
-
 if __name__ == "__main__":
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    count = int(args[0]) if args else 50_000
-    (main_group_rules if "--group-rules" in sys.argv else main)(count)
+    parser = argparse.ArgumentParser()
+    parser.add_argument("events", nargs="?", type=int, default=50_000)
+    parser.add_argument("--web", default="1,2,4", help="web-process counts, comma-separated")
+    parser.add_argument("--agents", type=int, default=1,
+                        help="agents the events are spread across (bench-00000...)")
+    parser.add_argument("--group-rules", action="store_true")
+    args = parser.parse_args()
+    if args.group_rules:
+        main_group_rules(args.events)
+    else:
+        main(args.events, [int(n) for n in args.web.split(",")], args.agents)

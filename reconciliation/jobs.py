@@ -194,12 +194,17 @@ def resync_batch(agent_ids: list[int]) -> dict[str, int]:
     return {"checked": len(agent_ids), "queued": queued}
 
 
-def record_violations_job(agent_id: int, violations: list[dict]) -> None:
-    """Queue broken rules for the ingest workers."""
-    from rq import Retry
+def record_violations_jobs(found: dict[int, list[dict]]) -> None:
+    """Queue broken rules for the ingest workers: a job per agent, all in one round trip."""
+    from rq import Queue, Retry
 
-    django_rq.get_queue("ingest", commit_mode="auto").enqueue(
-        record_violations, agent_id, violations, retry=Retry(max=5, interval=[1, 2, 5, 15, 60]))
+    from runtime.windows import connection
+
+    retry = Retry(max=5, interval=[1, 2, 5, 15, 60])
+    queue = django_rq.get_queue("ingest", commit_mode="auto", connection=connection())
+    queue.enqueue_many([Queue.prepare_data(record_violations, (agent_id, violations),
+                                           retry=retry)
+                        for agent_id, violations in found.items()])
 
 
 def record_group_breach_job(hit: dict) -> None:

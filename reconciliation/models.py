@@ -419,8 +419,13 @@ class BehaviourEvent(models.Model):
     (agent, id)."""
 
     event_id = models.CharField(max_length=128)
+    # The references out of this table (agent, sender_user, sender_token) have no database
+    # constraint: each would be a deferred check per stored event at commit, as costly as the
+    # insert itself at ingest's rate. Nothing deletes agents, people or tokens outside Django,
+    # which still cascades and nulls them (on_delete is Django's). event_agent_ts serves the
+    # agent's lookups, so the agent column has no index of its own.
     agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.CASCADE,
-                              related_name="events")
+                              related_name="events", db_constraint=False, db_index=False)
     agent_name = models.CharField(max_length=63)  # kept for agents the registry does not know
     ts = models.DateTimeField()
     kind = models.CharField(max_length=16)
@@ -449,9 +454,11 @@ class BehaviourEvent(models.Model):
     # Who sent it: the audit label of the principal, and the person or token behind it.
     sender = models.CharField(max_length=160, blank=True, default="")
     sender_user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
-                                    on_delete=models.SET_NULL, related_name="+")
+                                    on_delete=models.SET_NULL, related_name="+",
+                                    db_constraint=False)
     sender_token = models.ForeignKey("registry.ApiToken", null=True, blank=True,
-                                     on_delete=models.SET_NULL, related_name="+")
+                                     on_delete=models.SET_NULL, related_name="+",
+                                     db_constraint=False)
     # Sent under the name before it was registered by someone who turned out not to be its
     # owner (nor an admin): kept and shown, never counted toward the agent's rules.
     foreign = models.BooleanField(default=False)

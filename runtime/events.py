@@ -9,6 +9,7 @@ import math
 import re
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
 from django.utils.text import slugify
@@ -205,6 +206,7 @@ def _slugged(name: str) -> str:
     return slugify(SEPARATORS.sub("-", name)).strip("-")
 
 
+@lru_cache(maxsize=4096)  # a batch names a few agents many times
 def agent_slug(name: str) -> str:
     """The registry's spelling of an agent name: a slug as it is, anything else normalised the
     way telemetry names need ("Math Tutor" -> "math-tutor", "support_bot" -> "support-bot");

@@ -117,14 +117,10 @@ def count_with_groups(agent_checks: list, group: list[tuple[GroupCheck, datetime
         return windows.count(agent_checks, now), []
     pipe = windows.connection().pipeline(transaction=False)
     if agent_checks:
-        windows._add(pipe, agent_checks, now)
-        for check, _, moment in agent_checks:
-            pipe.zcount(check.key, moment.timestamp() - check.seconds, moment.timestamp())
+        windows.add_counts(pipe, agent_checks, now)
     add_counts(pipe, group, now)
     replies = pipe.execute()
-    group_replies = replies[-len(group):]
-    agent_counts = replies[:-len(group)][-len(agent_checks):] if agent_checks else []
-    return agent_counts, totals(group_replies)
+    return (windows.counts(replies[0]) if agent_checks else []), totals(replies[-len(group):])
 
 
 def peek_total(key: str, seconds: int, measure: str, now: datetime) -> float:

@@ -1,10 +1,14 @@
 """Sliding windows in Redis: each event is a member of a sorted set scored by its time, so a
-retried event (same id) is counted once, and counting a window is one ZCOUNT."""
+retried event (same id) is counted once, and counting a window is one ZCOUNT. A batch's
+windows are counted by one script (one round trip, one command on the wire whatever the
+batch holds)."""
 
+import json
 from collections.abc import Iterable
 from datetime import datetime
+from functools import lru_cache
 
-import django_rq
+from django.conf import settings
 from redis import Redis
 from redis.client import Pipeline
 
@@ -12,9 +16,73 @@ from runtime.behaviour import WindowCheck
 
 FILLED_KEY = "bw:filled:{agent_id}"
 
+# KEYS: the windows; ARGV: now, then as JSON each window's seconds (in KEYS order) and the
+# flat list of a triple per event and window (window index, member, score), so the batch is
+# three arguments, not thousands to encode. Every member goes in first, each window is
+# trimmed to its last `seconds` and given an expiry, then each triple's window is counted
+# over the `seconds` up to its score. Returns those counts, in order, as one comma-separated
+# string (one reply to read, not one per event).
+COUNT = """
+local now = tonumber(ARGV[1])
+local seconds, triples = cjson.decode(ARGV[2]), cjson.decode(ARGV[3])
+for i = 1, #triples, 3 do
+  redis.call('ZADD', KEYS[triples[i]], triples[i + 2], triples[i + 1])
+end
+for k = 1, #KEYS do
+  redis.call('ZREMRANGEBYSCORE', KEYS[k], '-inf', now - seconds[k])
+  redis.call('EXPIRE', KEYS[k], seconds[k] + 60)
+end
+local counts = {}
+for i = 1, #triples, 3 do
+  local k, score = triples[i], triples[i + 2]
+  counts[#counts + 1] = redis.call('ZCOUNT', KEYS[k], score - seconds[k], score)
+end
+return table.concat(counts, ',')
+"""
+
+
+@lru_cache(maxsize=4)
+def _client(url: str) -> Redis:
+    return Redis.from_url(url)
+
 
 def connection() -> Redis:
-    return django_rq.get_connection("ingest")
+    """The ingest queue's Redis, one client (and connection pool) per process and address:
+    django_rq's get_connection builds a new client, and a new connection, on every call."""
+    return _client(settings.RQ_QUEUES["ingest"]["URL"])
+
+
+def add_counts(pipe: Pipeline, checks: list[tuple[WindowCheck, str, datetime]],
+               now: datetime) -> None:
+    """Queue the batch's window script on the pipeline (read its reply with `counts`)."""
+    index: dict[str, int] = {}
+    seconds: list[int] = []
+    triples: list[str | int | float] = []
+    for check, event_id, moment in checks:
+        if check.key not in index:
+            index[check.key] = len(index) + 1
+            seconds.append(check.seconds)
+        triples += [index[check.key], event_id, moment.timestamp()]
+    connection().register_script(COUNT)(
+        keys=list(index), args=[now.timestamp(), json.dumps(seconds),
+                                json.dumps(triples, ensure_ascii=False)], client=pipe)
+
+
+def count(checks: Iterable[tuple[WindowCheck, str, datetime]], now: datetime) -> list[int]:
+    """Add each (check, event id, time) to its window and return the window's count at that
+    time, in order; expired members are trimmed as it goes (one script, one round trip)."""
+    checks = list(checks)
+    if not checks:
+        return []
+    pipe = connection().pipeline(transaction=False)
+    add_counts(pipe, checks, now)
+    return counts(pipe.execute()[0])
+
+
+def counts(reply: bytes | str) -> list[int]:
+    """The window script's reply as counts."""
+    text = reply.decode() if isinstance(reply, bytes) else reply
+    return [int(n) for n in text.split(",")] if text else []
 
 
 def _add(pipe: Pipeline, checks: list[tuple[WindowCheck, str, datetime]], now: datetime) -> None:
@@ -26,20 +94,6 @@ def _add(pipe: Pipeline, checks: list[tuple[WindowCheck, str, datetime]], now: d
         pipe.zadd(key, members)
         pipe.zremrangebyscore(key, "-inf", now.timestamp() - check.seconds)
         pipe.expire(key, check.seconds + 60)
-
-
-def count(checks: Iterable[tuple[WindowCheck, str, datetime]], now: datetime) -> list[int]:
-    """Add each (check, event id, time) to its window and return the window's count at that
-    time, in order; expired members are trimmed as it goes (one round trip, one ZADD, trim
-    and expiry per window, one ZCOUNT per event)."""
-    checks = list(checks)
-    if not checks:
-        return []
-    pipe = connection().pipeline(transaction=False)
-    _add(pipe, checks, now)
-    for check, _, moment in checks:
-        pipe.zcount(check.key, moment.timestamp() - check.seconds, moment.timestamp())
-    return pipe.execute()[-len(checks):]
 
 
 def fill(checks: Iterable[tuple[WindowCheck, str, datetime]], now: datetime) -> None:

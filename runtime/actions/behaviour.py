@@ -12,7 +12,7 @@ from typing import Any
 import redis
 from django.contrib.auth.models import User
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import Q
 from django.utils import timezone
 
 import audit
@@ -31,6 +31,7 @@ from reconciliation.actions.settle import refresh_status
 from reconciliation.choices import DecisionStatus, FindingStatus, Trigger
 from reconciliation.connectors import connector_for
 from reconciliation.diff import Operation, OperationKind
+from reconciliation.diff import _parse_expiry as parse_expiry
 from reconciliation.models import (
     BehaviourEvent,
     Decision,
@@ -47,7 +48,7 @@ from registry.models import Agent
 from registry.principals import AgentPrincipal
 from registry.roles import has_role
 from registry.waivers import is_waived
-from runtime import group_windows, windows
+from runtime import event_store, group_windows, windows
 from runtime.actions import group_rules
 from runtime.behaviour import (
     DEDUPE_SECONDS,
@@ -115,33 +116,38 @@ def _signed_off(event: Event, decisions: dict[str, Decision], used: set[str]) ->
 def _sender(actor: Any, token: Any) -> dict[str, Any]:
     """The sender columns of an event: who sent it, and the person or token behind it."""
     if isinstance(actor, AgentPrincipal):
-        return {"sender": actor.audit_label, "sender_user": None, "sender_token": actor.token}
-    person = actor if getattr(actor, "pk", None) is not None else None
+        return {"sender": actor.audit_label, "sender_user_id": None,
+                "sender_token_id": getattr(actor.token, "pk", None)}
     label = audit_label(actor)
     if token is not None:
         label = f"{label} ({token.audit_label})"
-    return {"sender": label[:160], "sender_user": person, "sender_token": token}
+    return {"sender": label[:160], "sender_user_id": getattr(actor, "pk", None),
+            "sender_token_id": getattr(token, "pk", None)}
 
 
 def ingest_events(items: list[Any], *, actor: Any, token: Any = None, source: str = "api",
                   now: datetime | None = None) -> IngestReport:
     """Store a batch of events (each accepted, duplicate or rejected on its own) with who sent
     them, count them in their windows, and queue broken rules for the ingest workers. An id is
-    a repeat only for the same agent: two agents may use the same id."""
+    a repeat only for the same agent: two agents may use the same id. The batch costs the
+    same few statements however many agents it names: one read of the agents, one insert that
+    skips and reports repeats, and after commit one Redis script and one update of the
+    outbox flag."""
     now = now or timezone.now()
     report = IngestReport()
     valid: list[Event] = []
+    accepted: list[dict[str, Any]] = []  # the report's row of each valid event
     seen: set[tuple[str, str]] = set()
     parsed = [validate_event(item, now) for item in items]
     names = {e.agent for e in parsed if isinstance(e, Event)}
     # A retired agent's traffic is flagged as an unregistered agent's.
     agents = {a.name: a for a in Agent.objects.filter(name__in=names).exclude(
         lifecycle=Lifecycle.RETIRED).select_related("active_version")}
+    refusals = {name: _may_report(actor, name, agents.get(name)) for name in names}
     for item, event in zip(items, parsed, strict=True):
-        raw_id = item.get("id") if isinstance(item, dict) else None
         if isinstance(event, str):
-            report.add(raw_id, "rejected", event)
-        elif refusal := _may_report(actor, event.agent, agents.get(event.agent)):
+            report.add(item.get("id") if isinstance(item, dict) else None, "rejected", event)
+        elif refusal := refusals[event.agent]:
             report.add(event.id, "rejected", refusal)
         elif (event.agent, event.id) in seen:
             report.add(event.id, "duplicate")
@@ -149,50 +155,55 @@ def ingest_events(items: list[Any], *, actor: Any, token: Any = None, source: st
             seen.add((event.agent, event.id))
             valid.append(event)
             report.add(event.id, "accepted")
+            accepted.append(report.results[-1])
     if isinstance(actor, AgentPrincipal) and not valid and any(
             r.get("reason", "").startswith("an agent token") for r in report.results):
         raise NotAllowed("An agent token sends its own agent's events only.")
-    existing = _stored_keys(valid)
-    fresh = [e for e in valid if (e.agent, e.id) not in existing]
-    accepted = iter(row for row in report.results if row["status"] == "accepted")
-    for event in valid:  # the accepted rows are the valid events, in order
-        row = next(accepted)
-        if (event.agent, event.id) in existing:
-            row["status"] = "duplicate"
-    sender = _sender(actor, token)
     with transaction.atomic():
-        decision_ids = {e.decision_id for e in fresh if e.decision_id}
-        decisions = {d.pk.hex: d for d in Decision.objects.select_for_update(of=("self",))
-                     .select_related("agent").filter(pk__in=_uuids(decision_ids))}
-        decisions.update({str(d.pk): d for d in decisions.values()})
-        used: set[str] = set()
-        signed = {(e.agent, e.id): _signed_off(e, decisions, used)
-                  for e in fresh if e.decision_id}
-        violations = _static(fresh, agents, signed, now)
-        for decision in decisions.values():
-            if decision.pk.hex in used and decision.status == DecisionStatus.APPROVED:
-                event_id = next(e.id for e in fresh if e.decision_id in (
-                    decision.pk.hex, str(decision.pk)))
-                Decision.objects.filter(pk=decision.pk).update(
-                    status=DecisionStatus.USED, used_at=now, used_by_event=event_id)
         # Stored uncounted (the outbox): marked counted only once their windows and broken
         # rules are in Redis, so a process that dies after commit loses no rule check.
-        BehaviourEvent.objects.bulk_create(
-            [BehaviourEvent(event_id=e.id, agent=agents.get(e.agent), agent_name=e.agent,
-                            ts=e.ts, kind=e.kind, tool=e.tool, resource=e.resource,
-                            record=e.record, action=e.action, amount=e.amount,
-                            approved_by=e.approved_by, decision_id=e.decision_id,
-                            trace_id=e.trace_id, span_id=e.span_id, source=source,
-                            model=e.model, operation=e.operation, error=e.error,
-                            input_tokens=e.input_tokens, output_tokens=e.output_tokens,
-                            cost=e.cost, attributes=e.attributes,
-                            received_at=now, counted=False, **sender) for e in fresh],
-            ignore_conflicts=True, batch_size=1000)
-        _note_unregistered([e for e in fresh if e.agent not in agents], now)
+        stored = event_store.insert_new(
+            valid, {name: agent.pk for name, agent in agents.items()},
+            {"source": source, "received_at": now, "counted": False, "foreign": False,
+             **_sender(actor, token)})
+        fresh = []
+        for event, row in zip(valid, accepted, strict=True):
+            if (event.agent, event.id) in stored:
+                fresh.append(event)
+            else:
+                row["status"] = "duplicate"
+        violations = _static(fresh, agents, _use_decisions(fresh, now), now)
+        unregistered = [e for e in fresh if e.agent not in agents]
+        if unregistered:
+            event_store.note_unregistered(Counter(e.agent for e in unregistered),
+                                          {e.agent: e.label for e in unregistered if e.label},
+                                          now)
         if fresh:
             transaction.on_commit(
                 lambda: _count_stored(fresh, agents, violations, now, report), robust=True)
     return report
+
+
+def _use_decisions(fresh: list[Event], now: datetime) -> dict[tuple[str, str], tuple[bool, bool]]:
+    """Per (agent, id) of an event naming a decision: (signed off, reused). A human-approved
+    decision signs off the first event it covers and is used up by it (single use)."""
+    decision_ids = {e.decision_id for e in fresh if e.decision_id}
+    if not decision_ids:
+        return {}
+    decisions = {d.pk.hex: d for d in Decision.objects.select_for_update(of=("self",))
+                 .select_related("agent").filter(pk__in=_uuids(decision_ids))}
+    decisions.update({str(d.pk): d for d in decisions.values()})
+    used: set[str] = set()
+    signed = {(e.agent, e.id): _signed_off(e, decisions, used)
+              for e in fresh if e.decision_id}
+    for decision in decisions.values():
+        if decision.pk.hex in used and decision.status == DecisionStatus.APPROVED:
+            event_id = next(e.id for e in fresh if e.decision_id in (
+                decision.pk.hex, str(decision.pk)))
+            Decision.objects.filter(pk=decision.pk).update(
+                status=DecisionStatus.USED, used_at=now, used_by_event=event_id)
+            decision.status = DecisionStatus.USED  # its str(pk) alias is the same object
+    return signed
 
 
 def _count_stored(events: list[Event], agents: dict[str, Agent],
@@ -209,29 +220,8 @@ def _count_stored(events: list[Event], agents: dict[str, Agent],
         if report is not None:
             report.rules_pending = True
         return False
-    ids: dict[str, list[str]] = {}
-    for event in events:
-        ids.setdefault(event.agent, []).append(event.id)
-    for name, agent_ids in ids.items():
-        for start in range(0, len(agent_ids), 1000):
-            BehaviourEvent.objects.filter(agent_name=name, foreign=False, counted=False,
-                                          event_id__in=agent_ids[start:start + 1000]
-                                          ).update(counted=True)
+    event_store.mark_counted([(event.agent, event.id) for event in events])
     return True
-
-
-def _stored_keys(events: list[Event]) -> set[tuple[str, str]]:
-    """The (agent, id) pairs of these events already stored (foreign events reserve none)."""
-    ids: dict[str, list[str]] = {}
-    for event in events:
-        ids.setdefault(event.agent, []).append(event.id)
-    stored: set[tuple[str, str]] = set()
-    for name, agent_ids in ids.items():
-        for start in range(0, len(agent_ids), 1000):
-            stored.update(BehaviourEvent.objects.filter(
-                agent_name=name, foreign=False, event_id__in=agent_ids[start:start + 1000])
-                .values_list("agent_name", "event_id"))
-    return stored
 
 
 def _static(events: list[Event], agents: dict[str, Agent],
@@ -244,11 +234,34 @@ def _static(events: list[Event], agents: dict[str, Agent],
         agent = agents.get(event.agent)
         if agent is None or agent.active_version is None:
             continue
-        spec = specs.get(agent.name) or specs.setdefault(agent.name, desired_now(agent, now))
+        spec = specs.get(agent.name) or specs.setdefault(agent.name, _rules_spec(agent, now))
         signed_off, reused = signed.get((event.agent, event.id), (False, False))
         violations.setdefault(agent.pk, []).extend(
             static_violations(spec, event, signed_off=signed_off, reused_decision=reused))
     return violations
+
+
+RULE_SPECS_KEPT = 20_000
+_rule_specs: dict[tuple, tuple[dict[str, Any], datetime, datetime | None]] = {}
+
+
+def _rules_spec(agent: Agent, now: datetime) -> dict[str, Any]:
+    """desired_now(agent, now), read only, kept per process across batches (a deep copy of
+    the spec per agent per batch was most of a 1,000-agent batch's time). It changes only
+    with the version, the restriction or suspension, or when a live grant expires, so it is
+    reused from when it was made until the first live grant's expiry."""
+    version = agent.active_version
+    key = (version.pk, version.spec_sha256, repr(agent.restricted_to),
+           agent.lifecycle == Lifecycle.SUSPENDED)
+    kept = _rule_specs.get(key)
+    if kept is not None and kept[1] <= now and (kept[2] is None or now < kept[2]):
+        return kept[0]
+    spec = desired_now(agent, now)
+    expiries = [parse_expiry(grant["expires_at"]) for grant in spec.get("grants", [])]
+    if len(_rule_specs) >= RULE_SPECS_KEPT:
+        _rule_specs.clear()
+    _rule_specs[key] = (spec, now, min(expiries) if expiries else None)
+    return spec
 
 
 def recount_events(limit: int = 5000, *, settled_seconds: float = 0) -> int:
@@ -297,21 +310,6 @@ def _uuids(values: set[str]) -> list[str]:
         except ValueError:
             continue
     return out
-
-
-def _note_unregistered(events: list[Event], now: datetime) -> None:
-    """Shadow agents: counted, and their name kept as sent for the unregistered list."""
-    labels = {e.agent: e.label for e in events if e.label}
-    for name, count in Counter(e.agent for e in events).items():
-        label = labels.get(name, "")
-        shadow, created = UnregisteredAgent.objects.get_or_create(
-            name=name, defaults={"first_seen": now, "last_seen": now, "events": count,
-                                 "display_name": label})
-        if not created:
-            changes: dict[str, Any] = {"last_seen": now, "events": F("events") + count}
-            if label:
-                changes["display_name"] = label
-            UnregisteredAgent.objects.filter(pk=shadow.pk).update(**changes)
 
 
 def _count_windows(events: list[Event], agents: dict[str, Agent],
@@ -396,22 +394,26 @@ def _refill(agent: Agent, now: datetime) -> None:
 
 def _queue_violations(violations: dict[int, list[Violation]]) -> None:
     """Hand broken rules to the ingest workers (called after commit; raises RedisError, so
-    the events stay uncounted when they could not be queued)."""
-    from reconciliation.jobs import record_violations_job
+    the events stay uncounted when they could not be queued). Two round trips for the whole
+    batch: the dedupe windows' names, then the jobs."""
+    from reconciliation.jobs import record_violations_jobs
 
+    broken: dict[int, dict[str, Violation]] = {}
     for agent_id, found in violations.items():
         # One rule broken many times in a batch is one window: keep its latest count.
-        by_rule: dict[str, Violation] = {}
+        by_rule = broken.setdefault(agent_id, {})
         for violation in found:
             rule = f"{agent_id}:{violation.kind}:{violation.pointer}:{violation.expected}"
             by_rule[rule] = _later(by_rule[rule], violation) if rule in by_rule else violation
-        if not by_rule:
-            continue
-        rules = [(rule, v.event_id, v.window_seconds) for rule, v in by_rule.items()]
-        window_of = windows.window_ids(rules)
-        payload = [{**v.to_dict(), "window": window}
-                   for v, window in zip(by_rule.values(), window_of, strict=True)]
-        record_violations_job(agent_id, payload)
+    broken = {agent_id: by_rule for agent_id, by_rule in broken.items() if by_rule}
+    if not broken:
+        return
+    window_of = iter(windows.window_ids([(rule, v.event_id, v.window_seconds)
+                                         for by_rule in broken.values()
+                                         for rule, v in by_rule.items()]))
+    record_violations_jobs({agent_id: [{**v.to_dict(), "window": next(window_of)}
+                                       for v in by_rule.values()]
+                            for agent_id, by_rule in broken.items()})
 
 
 def _later(first: Violation, then: Violation) -> Violation:

@@ -1,0 +1,162 @@
+"""The behaviour-events table in bulk, for ingest: a batch stored in one statement that skips
+what is already stored and says which events it stored, and the outbox flag set in one
+statement. A repeat is the same (agent name, event id) among non-foreign events, looked up by
+those columns and never by the primary key, so it holds whatever the table's key is (a
+partitioned table keys on more than one column). On PostgreSQL a batch is COPYed into a
+session's staging table and stored by one INSERT ... SELECT, and flagged by one UPDATE; on
+SQLite, multi-row statements in chunks."""
+
+import json
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from django.db import connection
+
+from reconciliation.models import BehaviourEvent, UnregisteredAgent
+from runtime.events import Event
+
+# Per event, from the validated Event (agent_id from the registry).
+EVENT_COLUMNS = ("event_id", "agent_id", "agent_name", "ts", "kind", "tool", "resource",
+                 "record", "action", "amount", "approved_by", "decision_id", "trace_id",
+                 "span_id", "model", "operation", "error", "input_tokens", "output_tokens",
+                 "cost", "attributes")
+# The same for every event of a batch.
+BATCH_COLUMNS = ("source", "received_at", "counted", "sender", "sender_user_id",
+                 "sender_token_id", "foreign")
+SQLITE_ROWS = 30  # rows per statement on SQLite (28 parameters each, under its 999)
+
+
+def _column(name: str) -> Any:
+    return next(f for f in BehaviourEvent._meta.concrete_fields if f.column == name)
+
+
+def _table() -> str:
+    return connection.ops.quote_name(BehaviourEvent._meta.db_table)
+
+
+def _names(columns: Iterable[str]) -> str:
+    return ", ".join(connection.ops.quote_name(c) for c in columns)
+
+
+def _row(event: Event, agent_id: int | None) -> tuple:
+    return (event.id, agent_id, event.agent, event.ts, event.kind, event.tool, event.resource,
+            event.record, event.action, event.amount, event.approved_by, event.decision_id,
+            event.trace_id, event.span_id, event.model, event.operation, event.error,
+            event.input_tokens, event.output_tokens, event.cost,
+            json.dumps(event.attributes) if event.attributes is not None else None)
+
+
+def insert_new(events: list[Event], agent_ids: dict[str, int], batch: dict[str, Any]
+               ) -> set[tuple[str, str]]:
+    """Store the events whose (agent, id) is not stored yet, with the batch's own columns
+    (`batch`: source, received_at, counted, sender, sender_user_id, sender_token_id,
+    foreign); returns the (agent, id) pairs it stored. Two batches racing with one event store
+    it once (ON CONFLICT DO NOTHING on the unique (agent, id) of non-foreign events)."""
+    if not events:
+        return set()
+    # One order for every batch, so two batches with overlapping events cannot deadlock.
+    rows = sorted((_row(e, agent_ids.get(e.agent)) for e in events), key=lambda r: (r[2], r[0]))
+    shared = [batch[c] for c in BATCH_COLUMNS]
+    if connection.vendor == "postgresql":
+        return _insert_postgresql(rows, shared)
+    return _insert_chunks(rows, shared)
+
+
+STAGING = "ingest_batch"  # a temporary table per session, emptied at each commit
+
+
+def _insert_postgresql(rows: list[tuple], shared: list[Any]) -> set[tuple[str, str]]:
+    """COPY the batch into the session's staging table, then one INSERT ... SELECT of what is
+    not stored yet (COPY formats rows in C; array parameters would be formatted in Python)."""
+    table = _table()
+    types = ", ".join(f"{c} {'text' if c == 'attributes' else _column(c).db_type(connection)}"
+                      for c in EVENT_COLUMNS)
+    values = ", ".join("n.attributes::jsonb" if c == "attributes" else f"n.{c}"
+                       for c in EVENT_COLUMNS)
+    batch_values = ", ".join(f"%s::{_column(c).db_type(connection)}" for c in BATCH_COLUMNS)
+    with connection.cursor() as cursor:
+        cursor.execute(f"CREATE TEMPORARY TABLE IF NOT EXISTS {STAGING} ({types}) "
+                       "ON COMMIT DELETE ROWS")
+        with cursor.cursor.copy(f"COPY {STAGING} ({', '.join(EVENT_COLUMNS)}) FROM STDIN"
+                                ) as copy:
+            for row in rows:
+                copy.write_row(row)
+        # Read and emptied in one statement: a second batch in the same transaction (a caller's
+        # outer atomic block) starts from an empty table too.
+        cursor.execute(
+            f"WITH n AS (DELETE FROM {STAGING} RETURNING *) "
+            f"INSERT INTO {table} ({_names(EVENT_COLUMNS + BATCH_COLUMNS)}) "
+            f"SELECT {values}, {batch_values} FROM n "
+            f"WHERE NOT EXISTS (SELECT 1 FROM {table} e WHERE e.agent_name = n.agent_name "
+            'AND e.event_id = n.event_id AND NOT e."foreign") '
+            "ON CONFLICT DO NOTHING RETURNING agent_name, event_id", shared)
+        return {(agent, event_id) for agent, event_id in cursor.fetchall()}
+
+
+def _insert_chunks(rows: list[tuple], shared: list[Any]) -> set[tuple[str, str]]:
+    fields = [_column(c) for c in EVENT_COLUMNS + BATCH_COLUMNS]
+    stored: set[tuple[str, str]] = set()
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), SQLITE_ROWS):
+            chunk = rows[start:start + SQLITE_ROWS]
+            params = [_prepared(field, value) for row in chunk
+                      for field, value in zip(fields, (*row, *shared), strict=True)]
+            placeholders = ", ".join(["(" + ", ".join(["%s"] * len(fields)) + ")"] * len(chunk))
+            cursor.execute(f"INSERT INTO {_table()} ({_names(f.column for f in fields)}) "
+                           f"VALUES {placeholders} ON CONFLICT DO NOTHING "
+                           "RETURNING agent_name, event_id", params)
+            stored.update((agent, event_id) for agent, event_id in cursor.fetchall())
+    return stored
+
+
+def _prepared(field: Any, value: Any) -> Any:
+    """A value as the database takes it (attributes are JSON text already)."""
+    if value is None or field.column == "attributes":
+        return value
+    return field.get_db_prep_save(value, connection)
+
+
+def mark_counted(keys: list[tuple[str, str]]) -> None:
+    """The outbox flag: these (agent, id) events are in their windows and their broken rules
+    queued."""
+    if not keys:
+        return
+    table = _table()
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            # The keys as one JSON parameter: array parameters are formatted in Python.
+            cursor.execute(
+                f"UPDATE {table} e SET counted = true FROM json_to_recordset(%s::json) "
+                "AS k(a text, i text) WHERE e.agent_name = k.a AND e.event_id = k.i "
+                'AND NOT e."foreign" AND NOT e.counted',
+                [json.dumps([{"a": agent, "i": event_id} for agent, event_id in keys])])
+            return
+        for start in range(0, len(keys), 400):
+            chunk = keys[start:start + 400]
+            pairs = ", ".join(["(%s, %s)"] * len(chunk))
+            cursor.execute(f"UPDATE {table} SET counted = 1 WHERE NOT \"foreign\" AND NOT "
+                           f"counted AND (agent_name, event_id) IN (VALUES {pairs})",
+                           [value for key in chunk for value in key])
+
+
+def note_unregistered(counts: dict[str, int], labels: dict[str, str], now: datetime) -> None:
+    """Shadow agents: each name's events counted and last seen now, its name kept as sent
+    (one upsert per 100 names; in name order, so two batches cannot deadlock)."""
+    table = connection.ops.quote_name(UnregisteredAgent._meta.db_table)
+    names = sorted(counts)
+    with connection.cursor() as cursor:
+        for start in range(0, len(names), 100):
+            chunk = names[start:start + 100]
+            placeholders = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(chunk))
+            moment = connection.ops.adapt_datetimefield_value(now)
+            cursor.execute(
+                f"INSERT INTO {table} (name, display_name, first_seen, last_seen, events, "
+                f"registered) VALUES {placeholders} ON CONFLICT (name) DO UPDATE SET "
+                "last_seen = excluded.last_seen, "
+                f"events = {table}.events + excluded.events, "
+                "display_name = CASE WHEN excluded.display_name <> '' "
+                f"THEN excluded.display_name ELSE {table}.display_name END",
+                [value for name in chunk
+                 for value in (name, labels.get(name, ""), moment, moment, counts[name],
+                               False)])
