@@ -25,11 +25,24 @@ from reconciliation.triggers import QUEUED_KEY, QUEUED_TTL, enqueue_reconcile
 
 LOCK_KEY = "reconcile:lock:{agent_id}"
 VERIFY_KEY = "reconcile:verify:{agent_id}"
+# A waiting pass the lock's holder ran right after its own (see `_take_waiting`).
+TAKEN_KEY = "reconcile:taken:{token}"
+# Passes a holder runs back to back for triggers that arrived during its own, at most.
+FOLLOW_UPS = 3
 log = logging.getLogger(__name__)
 
 # Releases the lock only if it still holds our token (it may have expired and moved on).
 _RELEASE = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end
+"""
+# Takes over the waiting pass (queued key "<trigger> <token>"): clears the key and marks the
+# token taken, so the waiting job, when it runs, knows its pass was done.
+_TAKE = """
+local value = redis.call('get', KEYS[1])
+if not value then return false end
+redis.call('del', KEYS[1])
+redis.call('set', ARGV[1] .. string.match(value, '(%S+)$'), '1', 'EX', ARGV[2])
+return value
 """
 # Extends the lock only while it still holds our token.
 _EXTEND = """
@@ -61,6 +74,8 @@ def reconcile_agent(agent_id: int, trigger: str, attempt: int = 0, queued: str =
     while the lock is busy the key stays set, so further triggers collapse into this job."""
     queue = _queue()
     connection = queue.connection
+    if queued and connection.exists(TAKEN_KEY.format(token=queued)):
+        return "collapsed"  # the lock's holder ran this pass right after its own
     lock = LOCK_KEY.format(agent_id=agent_id)
     token = uuid.uuid4().hex
     if not connection.set(lock, token, nx=True, ex=settings.RECONCILE_LOCK_SECONDS):
@@ -75,9 +90,16 @@ def reconcile_agent(agent_id: int, trigger: str, attempt: int = 0, queued: str =
     if trigger == Trigger.VERIFY:  # likewise: this pass may need to schedule the next one
         connection.delete(VERIFY_KEY.format(agent_id=agent_id))
     try:
+        if queued and connection.exists(TAKEN_KEY.format(token=queued)):
+            return "collapsed"  # taken over between the check above and the lock
         with request_id_scope(f"reconcile-{agent_id}-{token[:8]}"), LockRenewal(
                 connection, lock, token, settings.RECONCILE_LOCK_SECONDS):
             run = actions.reconcile_agent(agent_id, trigger=trigger)
+            for _ in range(FOLLOW_UPS):
+                waiting = _take_waiting(connection, agent_id)
+                if waiting is None:
+                    break
+                run = actions.reconcile_agent(agent_id, trigger=waiting)
         return run.result if run else "skipped"
     except ConnectorError as error:
         if attempt >= settings.RECONCILE_MAX_RETRIES:
@@ -90,6 +112,15 @@ def reconcile_agent(agent_id: int, trigger: str, attempt: int = 0, queued: str =
         return f"retry in {delay:.1f}s"
     finally:
         connection.eval(_RELEASE, 1, lock, token)
+
+
+def _take_waiting(connection, agent_id: int) -> str | None:
+    """The trigger of a pass queued while ours ran, now ours to run (the lock is still held):
+    the state changed during our pass, and its job would otherwise wait for the lock to free
+    and for the scheduler to bring it back (1-3 s). None when nothing is waiting."""
+    value = connection.eval(_TAKE, 1, QUEUED_KEY.format(agent_id=agent_id),
+                            TAKEN_KEY.format(token=""), QUEUED_TTL)
+    return None if value is None else value.decode().rsplit(" ", 1)[0]
 
 
 class LockRenewal:
