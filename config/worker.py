@@ -10,7 +10,7 @@ verified). What forking gave is kept here:
 - a crash loses nothing: a killed worker is a killed work horse (locks lapse, the periodic
   resync re-derives the pass), and the scheduler process it started dies with it;
 - memory cannot grow without bound: after `WORKER_MAX_JOBS` jobs, or once the process has
-  used `WORKER_MAX_MEMORY_MB`, the worker finishes its job, stops cleanly and replaces itself
+  `WORKER_MAX_MEMORY_MB` resident, the worker finishes its job, stops cleanly and replaces itself
   (exec, same pid: supervisord, the tests' fixtures and the benches keep tracking it);
 - database connections are reused across jobs (`CONN_MAX_AGE`, health-checked) but closed
   after a job that failed, and dropped when unusable or too old before and after each job.
@@ -24,6 +24,7 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 
 from django.conf import settings
 from django.db import close_old_connections, connections
@@ -87,8 +88,8 @@ class InProcessWorker(SimpleWorker):
     def work(self, *args, **kwargs) -> bool:
         worked = super().work(*args, **kwargs)
         if self.recycle:
-            self.log.info("Worker %s: replacing itself after %d jobs (%d MB at most)",
-                          self.name, self.jobs_run, _peak_memory_mb())
+            self.log.info("Worker %s: replacing itself after %d jobs (%d MB resident)",
+                          self.name, self.jobs_run, _memory_mb())
             connections.close_all()
             sys.stdout.flush()
             sys.stderr.flush()
@@ -97,7 +98,7 @@ class InProcessWorker(SimpleWorker):
 
     def _due_for_recycling(self) -> bool:
         return (self.jobs_run >= settings.WORKER_MAX_JOBS
-                or _peak_memory_mb() >= settings.WORKER_MAX_MEMORY_MB)
+                or _memory_mb() >= settings.WORKER_MAX_MEMORY_MB)
 
     def _watch(self) -> None:
         while True:
@@ -111,5 +112,11 @@ class InProcessWorker(SimpleWorker):
                 os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _peak_memory_mb() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024  # kB on Linux
+def _memory_mb() -> int:
+    """The process's resident memory now. Not getrusage's peak: Linux keeps that across exec,
+    so a replaced worker would count its predecessor's peak and replace itself after every job."""
+    try:
+        resident_pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except OSError:  # no /proc: the peak, the best there is
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+    return resident_pages * os.sysconf("SC_PAGE_SIZE") // (1024 * 1024)
