@@ -62,7 +62,8 @@ def build_cluster(count: int, connector: str = "sandbox", first: int = 0) -> lis
 
 
 class Workers:
-    """`count` real RQ worker processes (with the scheduler) on the bench's stores."""
+    """`count` real RQ worker processes (with the scheduler) on the bench's stores, of the
+    production worker class (`RQ["WORKER_CLASS"]`: jobs run in the worker's own process)."""
 
     def __init__(self, count: int, queues: tuple[str, ...] = ("reconcile",)) -> None:
         self.processes = [

@@ -90,7 +90,7 @@ def main() -> None:
         workers = Workers(count)
         try:
             workers.wait_ready()
-            timed_resync()  # warm-up: each worker has forked and connected once
+            timed_resync()  # warm-up: each worker has connected and imported once
             floor = floor_seconds(args.agents)
             elapsed, results = timed_resync()
         finally:

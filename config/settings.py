@@ -250,7 +250,12 @@ RQ_QUEUES = {
     name: {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 300}
     for name in ("reconcile", "ingest", "default")
 }
-RQ = {"COMMIT_MODE": "on_db_commit"}
+# Workers run jobs in their own process (config/worker.py), recycled after so many jobs or so
+# much memory; a job still running this long after its timeout has its worker killed.
+RQ = {"COMMIT_MODE": "on_db_commit", "WORKER_CLASS": "config.worker.InProcessWorker"}
+WORKER_MAX_JOBS = env_int("WORKER_MAX_JOBS", 1000, minimum=1)
+WORKER_MAX_MEMORY_MB = env_int("WORKER_MAX_MEMORY_MB", 512, minimum=64)
+WORKER_HANG_GRACE_SECONDS = env_int("WORKER_HANG_GRACE_SECONDS", 60, minimum=1)
 
 CHANNEL_LAYERS = {
     "default": {

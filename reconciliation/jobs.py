@@ -22,6 +22,8 @@ from reconciliation.choices import Trigger
 from reconciliation.connectors import ConnectorError
 from reconciliation.triggers import enqueue_reconcile
 
+# Passes a holder runs back to back for triggers that arrived during its own, at most.
+FOLLOW_UPS = 3
 log = logging.getLogger(__name__)
 
 
@@ -48,6 +50,8 @@ def reconcile_agent(agent_id: int, trigger: str, attempt: int = 0, queued: str =
     while the lock is busy the key stays set, so further triggers collapse into this job."""
     queue = _queue()
     connection = queue.connection
+    if queued and work_queue.was_taken(connection, queued):
+        return "collapsed"  # the lock's holder ran this pass right after its own
     token = uuid.uuid4().hex
     if not work_queue.acquire_lock(connection, agent_id, token, settings.RECONCILE_LOCK_SECONDS):
         # Another worker is reconciling this agent: come back once it is likely done.
@@ -61,9 +65,16 @@ def reconcile_agent(agent_id: int, trigger: str, attempt: int = 0, queued: str =
     if trigger == Trigger.VERIFY:  # likewise: this pass may need to schedule the next one
         work_queue.clear_verify(connection, agent_id)
     try:
+        if queued and work_queue.was_taken(connection, queued):
+            return "collapsed"  # taken over between the check above and the lock
         with request_id_scope(f"reconcile-{agent_id}-{token[:8]}"), work_queue.held_lock(
                 connection, agent_id, token, settings.RECONCILE_LOCK_SECONDS):
             run = actions.reconcile_agent(agent_id, trigger=trigger)
+            for _ in range(FOLLOW_UPS):
+                waiting = work_queue.take_waiting(connection, agent_id)
+                if waiting is None:
+                    break
+                run = actions.reconcile_agent(agent_id, trigger=waiting)
         return run.result if run else "skipped"
     except ConnectorError as error:
         if attempt >= settings.RECONCILE_MAX_RETRIES:

@@ -7,6 +7,8 @@ Per agent, three keys, as in controller-runtime's work queue:
 - `reconcile:lock:{id}` is held by the worker running a pass, with an expiry so a dead
   worker's lock lapses; a renewal thread keeps it while a slow platform answers.
 - `reconcile:verify:{id}` marks the one waiting verification pass.
+- `reconcile:taken:{token}` says the lock's holder ran the waiting pass `token` right after
+  its own (a trigger that arrived during a pass), so that pass's job, when it runs, is done.
 
 redis-py's own `Lock` covers the lock but not the token-named waiting key, and its token is
 thread-local by default (the renewal thread would not see it): two short scripts here keep
@@ -24,11 +26,21 @@ QUEUED_KEY = "reconcile:queued:{agent_id}"
 QUEUED_TTL = 600  # a lost job cannot block an agent's triggers for longer than this
 LOCK_KEY = "reconcile:lock:{agent_id}"
 VERIFY_KEY = "reconcile:verify:{agent_id}"
+TAKEN_KEY = "reconcile:taken:{token}"
 log = logging.getLogger(__name__)
 
 # Deletes the key only if it still holds our token (it may have expired and moved on).
 _RELEASE = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end
+"""
+# Takes over the waiting pass (queued key "<trigger> <token>"): clears the key and marks the
+# token taken, so the waiting job, when it runs, knows its pass was done.
+_TAKE = """
+local value = redis.call('get', KEYS[1])
+if not value then return false end
+redis.call('del', KEYS[1])
+redis.call('set', ARGV[1] .. string.match(value, '(%S+)$'), '1', 'EX', ARGV[2])
+return value
 """
 # Extends the key only while it still holds our token.
 _EXTEND = """
@@ -56,6 +68,20 @@ def keep_waiting(connection, agent_id: int) -> None:
 def release_waiting(connection, agent_id: int, trigger: str, token: str) -> None:
     """The waiting pass has started: from here on a new trigger queues a new pass."""
     connection.eval(_RELEASE, 1, QUEUED_KEY.format(agent_id=agent_id), f"{trigger} {token}")
+
+
+def take_waiting(connection, agent_id: int) -> str | None:
+    """The trigger of a pass queued while ours ran, now ours to run (the lock is still held):
+    the state changed during our pass, and its job would otherwise wait for the lock to free
+    and for the scheduler to bring it back (1-3 s). None when nothing is waiting."""
+    value = connection.eval(_TAKE, 1, QUEUED_KEY.format(agent_id=agent_id),
+                            TAKEN_KEY.format(token=""), QUEUED_TTL)
+    return None if value is None else value.decode().rsplit(" ", 1)[0]
+
+
+def was_taken(connection, token: str) -> bool:
+    """Whether the lock's holder already ran the waiting pass named `token`."""
+    return bool(connection.exists(TAKEN_KEY.format(token=token)))
 
 
 def acquire_lock(connection, agent_id: int, token: str, seconds: int) -> bool:

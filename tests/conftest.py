@@ -1,6 +1,7 @@
 """Shared personas and helpers: alice the owner, bob and carol the approvers, dana from
 compliance, and an admin, all made through the product's own actions."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -235,7 +236,8 @@ def refund_agent(people):
 
 
 class Worker:
-    """A real `manage.py rqworker` process (with the RQ scheduler) on the test database."""
+    """A real `manage.py rqworker` process (with the RQ scheduler) on the test database: the
+    production worker class (`RQ["WORKER_CLASS"]`, jobs run in the worker's own process)."""
 
     def __init__(self, *queues: str, **env: str) -> None:
         Path(settings.VAR_DIR).mkdir(parents=True, exist_ok=True)
@@ -259,6 +261,9 @@ class Worker:
                 self.process.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 self.process.kill()
+                self.process.wait(timeout=15)
+        with contextlib.suppress(ProcessLookupError):  # its scheduler, if it outlived it
+            os.killpg(self.process.pid, signal.SIGKILL)
         self.log.close()
 
     def output(self) -> str:

@@ -119,8 +119,14 @@ def test_a_worker_killed_mid_correction_over_http_applies_nothing_twice(
         eventually(lambda: platform.apply_count >= 2, timeout=60)  # the held change lands
         second = start_worker(PLATFORM_SECRET=SECRET, **env)
         enqueue_reconcile(agent.pk, "manual")
-        eventually(lambda: set(agent.findings.values_list("status", flat=True))
-                   == {"corrected"}, timeout=60, message=second.output())
+        # The change in flight when the worker died landed without the pass recording it:
+        # its drift is simply gone at the next pass (resolved); the others are corrected.
+        try:
+            eventually(lambda: sorted(agent.findings.values_list("status", flat=True))
+                       == ["corrected", "corrected", "resolved"], timeout=120)
+        except AssertionError:
+            raise AssertionError(f"not finished; the second worker said:\n{second.output()}"
+                                 ) from None
         state = platform.states["refund-agent"]
         assert "crm.search" not in state["tools"]
         assert all(d["resource"] != "crm" for d in state["data"])

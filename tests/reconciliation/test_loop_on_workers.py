@@ -84,6 +84,34 @@ def test_triggers_arriving_while_a_pass_runs_collapse_into_one_pass_after_it(
     assert enqueue_reconcile(agent.pk, "observation") is True
 
 
+def test_a_trigger_arriving_during_a_pass_is_run_by_its_holder_right_after_it(
+        transactional_db, people, redis_client, monkeypatch):
+    from reconciliation import jobs
+
+    agent = register_and_approve(people)
+    queue = django_rq.get_queue("reconcile")
+    (approved,) = queue.get_jobs()
+    real_pass = actions.reconcile_agent
+    arrived = []
+
+    def pass_while_the_agent_reports(agent_id, *, trigger):
+        if not arrived:  # the agent reports a new state while the first pass runs
+            arrived.append(enqueue_reconcile(agent_id, "observation"))
+        return real_pass(agent_id, trigger=trigger)
+
+    monkeypatch.setattr(jobs.actions, "reconcile_agent", pass_while_the_agent_reports)
+    approved.perform()
+    assert arrived == [True]
+    triggers = list(ReconcileRun.objects.filter(agent=agent).order_by("pk")
+                    .values_list("trigger", flat=True))
+    assert triggers == ["approved", "observation"]  # back to back, no wait for the lock
+    (waiting,) = [job for job in queue.get_jobs() if job.args == (agent.pk, "observation")
+                  and job.kwargs.get("queued")]
+    assert waiting.perform() == "collapsed"  # its pass was done: it does not run another
+    assert ReconcileRun.objects.filter(agent=agent).count() == 2
+    assert enqueue_reconcile(agent.pk, "observation") is True  # later triggers queue again
+
+
 def test_a_long_pass_keeps_its_lock_and_a_dead_one_lets_it_lapse(redis_client):
     import time
 
@@ -129,8 +157,11 @@ def test_a_worker_killed_mid_correction_leaves_a_lock_that_expires_and_the_work_
     eventually(lambda: SandboxAgent.objects.get(agent=agent).apply_count == after_changes and
                not SandboxAgent.objects.get(agent=agent).fault, timeout=40,
                message=f"the crash never happened; worker said:\n{worker.output()}")
-    # The killed work-horse never released its lock (it may have lapsed already on a busy
-    # machine): a new trigger waits for it to expire, then finishes the work.
+    # Jobs run in the worker's own process: the crash killed the worker, as supervisord sees
+    # it, and a new one is started. The dead one never released its lock (it may have lapsed
+    # already on a busy machine): a new trigger waits for it to expire, then finishes the work.
+    eventually(lambda: worker.process.poll() is not None, timeout=40)
+    worker = start_worker(RECONCILE_LOCK_SECONDS="5")
     enqueue_reconcile(agent.pk, "manual")
     eventually(lambda: all_corrected(agent), timeout=40,
                message=f"not finished after the lock expired; worker said:\n{worker.output()}")

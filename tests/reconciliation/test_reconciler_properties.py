@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 from django.test import override_settings
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from reconciliation import actions
@@ -117,3 +117,67 @@ def _crash_then_converge(agent, changes: dict, data: st.DataObject) -> None:
     idle = actions.reconcile_agent(agent.pk, trigger="resync")
     assert idle.result == "converged" and idle.changes == []
     assert SandboxAgent.objects.get(agent=agent).apply_count == row_after.apply_count
+
+
+# --- the same on real workers, one killed with SIGKILL mid-pass ------------------------------
+
+WORKER_ENV = {"SANDBOX_CRASH_KILLS_PROCESS": "true", "RECONCILE_LOCK_SECONDS": "5",
+              "BREAKER_MIN_AGENTS": str(10**6), "BREAKER_SCOPE_MIN_DRIFTING": str(10**6)}
+
+
+@pytest.mark.timeout(1200)
+@override_settings(BREAKER_MIN_AGENTS=10**6, BREAKER_SCOPE_MIN_DRIFTING=10**6)
+# Each example starts real workers and waits for a lock to lapse: a few examples, no shrinking
+# (a failing example is printed as drawn).
+@settings(max_examples=4, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(changes=sandbox_states, data=st.data())
+def test_a_worker_killed_after_k_of_n_changes_leaves_the_pass_to_the_next(
+        people, start_worker, changes, data):
+    """The sandbox's injected crash SIGKILLs the worker running the pass after k of its n
+    changes (the worker runs jobs in its own process: the whole worker dies, as supervisord
+    would see it). A new worker and the periodic resync finish the pass once the dead one's
+    lock lapses: every change applied once, nothing left correcting."""
+    from reconciliation.jobs import resync
+    from reconciliation.models import Finding, ReconcileRun
+    from tests.conftest import eventually
+
+    agent = approved_agent(people, next(NAMES), enforcement={"default": "correct"})
+    actions.reconcile_agent(agent.pk, trigger="approved")  # converged (its queued job waits)
+    actions.sandbox_deploy(agent, actor="system:test", changes=changes, reason="random")
+    row = SandboxAgent.objects.get(agent=agent)
+    planned = decide(agent.active_version.spec, row.state, datetime.now(UTC), agent=agent.name,
+                     generation=agent.generation).apply
+    k = data.draw(st.integers(0, max(0, len(planned) - 1)), label="changes before the kill")
+    if planned:
+        actions.sandbox_faults(agent, actor="system:test", fault="crash", after_changes=k)
+    worker = start_worker(**WORKER_ENV)
+    if planned:
+        eventually(lambda: worker.process.poll() is not None, timeout=120,
+                   message=f"the worker was not killed:\n{worker.output()}")
+        assert worker.process.returncode == -9
+        assert SandboxAgent.objects.get(agent=agent).apply_count == row.apply_count + k
+        worker = start_worker(**WORKER_ENV)  # what supervisord does
+
+    def finished() -> bool:
+        resync()  # the cron's periodic resync: the backstop that re-derives the lost pass
+        statuses = set(Finding.objects.filter(agent=agent).values_list("status", flat=True))
+        return statuses <= {"corrected", "resolved"} and not actions.converged_check(
+            [agent.pk])
+
+    try:
+        eventually(finished, timeout=120, interval=1)
+    except AssertionError:
+        findings = list(Finding.objects.filter(agent=agent).values_list("kind", "status"))
+        runs = list(ReconcileRun.objects.filter(agent=agent).values_list("trigger", "result"))
+        raise AssertionError(f"the pass was not finished: findings {findings}, runs {runs}; "
+                             f"the worker said:\n{worker.output()}") from None
+    row_after = SandboxAgent.objects.get(agent=agent)
+    applied = row_after.applied_keys[-(row_after.apply_count - row.apply_count):] if (
+        row_after.apply_count > row.apply_count) else []
+    assert len(applied) == len(set(applied)) == len(planned)  # each change once, none lost
+    assert not Finding.objects.filter(agent=agent, status="correcting").exists()
+    from tests.conftest import assert_trail_whole
+
+    assert_trail_whole()
+    worker.stop()  # the next example's pass must wait for its own workers
