@@ -8,6 +8,7 @@ import time
 
 import django_rq
 import pytest
+import redis
 from django.conf import settings
 from django.db import connection, connections
 from django.test import Client
@@ -17,6 +18,7 @@ from websockets.sync import client as ws_client
 
 from reconciliation import actions
 from reconciliation.alerts import subscription_for, wanted_filter
+from reconciliation.jobs import LOCK_KEY
 from reconciliation.models import AlertEvent, Correction, Finding, ReconcileRun, SandboxAgent
 from reconciliation.triggers import enqueue_reconcile
 from tests.conftest import BAD_DEPLOYMENT, approved_agent, assert_trail_whole, eventually
@@ -83,7 +85,14 @@ def test_a_worker_cut_off_mid_pass_loses_its_lock_and_another_finishes_the_pass_
     assert len(statuses(agent)) == 3 and SandboxAgent.objects.get(agent=agent).apply_count == 0
 
     second = hosted_cluster.worker("worker-2", **HOST_SETTINGS)
-    enqueue_reconcile(agent.pk, "manual")  # the next trigger (a resync, an observation)
+    # The next trigger (a resync, an observation), once the cut worker's lock has lapsed: a
+    # pass finding it held is requeued through RQ's scheduler, whose lock the cut worker may
+    # hold too (see the README's production topology).
+    store = redis.Redis.from_url(hosted_cluster.redis_url)
+    until(hosted_cluster, [first], lambda: not store.exists(LOCK_KEY.format(agent_id=agent.pk)),
+          "the cut worker's lock never lapsed", timeout=60)
+    store.close()
+    enqueue_reconcile(agent.pk, "manual")
     until(hosted_cluster, [first, second], lambda: statuses(agent) == ["corrected"] * 3,
           "the pass was not finished by another worker")
     assert ReconcileRun.objects.filter(agent=agent, trigger="manual", result="corrected").exists()
