@@ -248,7 +248,7 @@ RQ_QUEUES = {
     name: {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 300}
     for name in ("reconcile", "ingest", "default")
 }
-RQ = {"COMMIT_MODE": "on_db_commit"}
+RQ = {"COMMIT_MODE": "on_db_commit", "WORKER_CLASS": "config.workers.Worker"}
 
 CHANNEL_LAYERS = {
     "default": {
