@@ -183,6 +183,10 @@ class Network:
             tc("qdisc", "delete", "dev", host.inner, "root", check=False,
                namespace=host.namespace)
 
+    def pids(self, host: Host) -> list[int]:
+        """Every process running on `host`."""
+        return [int(pid) for pid in ip("netns", "pids", host.namespace, check=False).split()]
+
     def stop_processes(self, host: Host) -> None:
         """SIGTERM every process started on `host` (SIGKILL after 15 s), children included."""
         for process in host.processes:
@@ -330,10 +334,15 @@ class HostedCluster:
     def worker(self, name: str, **env: str) -> Host:
         """A worker host: `manage.py rqworker reconcile ingest default --with-scheduler`."""
         host = self.network.add_host(name)
+        self._log(host)
+        self.start_worker(host, **env)
+        return host
+
+    def start_worker(self, host: Host, **env: str) -> None:
+        """Start the worker on `host` (again, as a supervisor restarts one that quit)."""
         self.network.start(host, [sys.executable, "manage.py", "rqworker", "reconcile", "ingest",
                                   "default", "--with-scheduler"],
-                           env=self.env(host, **env), log=self._log(host), cwd=self.root)
-        return host
+                           env=self.env(host, **env), log=self._logs[host.name], cwd=self.root)
 
     def web(self, name: str, **env: str) -> tuple[Host, str]:
         """A web host running daphne on its own address; returns it and its base URL."""
