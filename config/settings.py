@@ -236,6 +236,15 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     )
 else:
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    # A process cut off mid-transaction (a network partition, a frozen VM) keeps its row locks
+    # until PostgreSQL ends its session, which TCP keepalives do only after hours: every later
+    # pass of that agent would wait on them. PostgreSQL ends such a session after this long.
+    DATABASE_IDLE_IN_TRANSACTION_SECONDS = env_int("DATABASE_IDLE_IN_TRANSACTION_SECONDS", 60,
+                                                   minimum=0)
+    if DATABASE_IDLE_IN_TRANSACTION_SECONDS:
+        _options = DATABASES["default"].setdefault("OPTIONS", {})
+        _options["options"] = (f"{_options.get('options', '')} -c idle_in_transaction_session"
+                               f"_timeout={DATABASE_IDLE_IN_TRANSACTION_SECONDS * 1000}").strip()
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -12,6 +12,9 @@ verified). What forking gave is kept here:
 - memory cannot grow without bound: after `WORKER_MAX_JOBS` jobs, or once the process has
   `WORKER_MAX_MEMORY_MB` resident, the worker finishes its job, stops cleanly and replaces itself
   (exec, same pid: supervisord, the tests' fixtures and the benches keep tracking it);
+- a worker takes over RQ's scheduler within `MAINTENANCE_SECONDS` of its lock lapsing (RQ's
+  own 10 minutes, and an idle worker blocking 405 s between looks, meant a worker holding the
+  scheduler lock, cut off or killed, left every scheduled job unrun for up to 10 minutes);
 - database connections are reused across jobs (`CONN_MAX_AGE`, health-checked) but closed
   after a job that failed, and dropped when unusable or too old before and after each job.
 """
@@ -33,6 +36,9 @@ from rq.job import Job
 from rq.queue import Queue
 
 log = logging.getLogger(__name__)
+# How often a worker looks after the queues (RQ's "maintenance"): cleans the registries and,
+# when no scheduler runs here, tries to take the scheduler lock.
+MAINTENANCE_SECONDS = 30
 _PR_SET_PDEATHSIG = 1
 _fork_hook = False
 
@@ -50,11 +56,24 @@ class InProcessWorker(SimpleWorker):
     """Runs jobs in this process, bounded in time and memory (see the module docstring)."""
 
     def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("maintenance_interval", MAINTENANCE_SECONDS)
         super().__init__(*args, **kwargs)
         self.jobs_run = 0
         self.recycle = False
         self._deadline: float | None = None  # monotonic time past which the job is hung
         self._watchdog: threading.Thread | None = None
+
+    @property
+    def dequeue_timeout(self) -> int:
+        # An idle worker checks for maintenance between blocking reads: keep them short.
+        return min(super().dequeue_timeout, MAINTENANCE_SECONDS)
+
+    @property
+    def connection_timeout(self) -> int:
+        # RQ derives its sockets' read timeout from the blocking read's; kept at RQ's own
+        # (worker_ttl - 5 s), so a worker waits out a network partition of minutes rather than
+        # quitting after 40 s.
+        return max(1, self.worker_ttl - 15) + 10
 
     def bootstrap(self, *args, **kwargs) -> None:
         global _fork_hook

@@ -135,6 +135,40 @@ def live_server_process(transactional_db):
     stop_daphne(server)
 
 
+@pytest.fixture
+def hosted_cluster(transactional_db, settings):
+    """Hosts of their own on this machine (Linux network namespaces, see tests/netns.py):
+    Redis on a store host, PostgreSQL through a relay, and web processes and workers the test
+    starts with `hosted_cluster.web(...)` and `.worker(...)`. This process talks to the same
+    stores. Every process, namespace and link is removed however the test ends; without root
+    the test fails with the reason."""
+    from channels.layers import channel_layers
+
+    from tests.netns import HostedCluster, NetworkUnavailable
+
+    if connection.vendor != "postgresql":
+        pytest.fail("the cross-host tests need PostgreSQL (DATABASE_URL): hosts reach the "
+                    "database over the network", pytrace=False)
+    try:
+        cluster = HostedCluster(database=connection.settings_dict, root=ROOT,
+                                logs=Path(settings.VAR_DIR))
+    except NetworkUnavailable as error:
+        pytest.fail(str(error), pytrace=False)
+    settings.REDIS_URL = cluster.redis_url
+    settings.RQ_QUEUES = {name: {**queue, "URL": cluster.redis_url}
+                          for name, queue in settings.RQ_QUEUES.items()}
+    layer = settings.CHANNEL_LAYERS["default"]
+    settings.CHANNEL_LAYERS = {"default": {**layer, "CONFIG": {
+        **layer["CONFIG"], "hosts": [{**layer["CONFIG"]["hosts"][0],
+                                      "address": cluster.redis_url}]}}}
+    channel_layers.backends.clear()
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+        channel_layers.backends.clear()
+
+
 @pytest.fixture(autouse=True)
 def _fast_password_hashing(settings):
     # PBKDF2's deliberate slowness buys nothing in tests and costs seconds per persona.

@@ -1,5 +1,6 @@
 """Settings come from the environment, fall back to embedded parts, fail loudly on bad values."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -94,6 +95,28 @@ def test_configured_urls_are_used(tmp_path):
     assert not (tmp_path / "redis").exists()
 
 
+IDLE_PROBE = (
+    "import django; django.setup(); from django.db import connection; "
+    "cursor = connection.cursor(); cursor.execute('SHOW idle_in_transaction_session_timeout'); "
+    "print(cursor.fetchone()[0])"
+)
+
+
+@pytest.mark.skipif(not os.environ.get("DATABASE_URL", "").startswith("postgres"),
+                    reason="a PostgreSQL session setting; CI runs the suite on PostgreSQL")
+@pytest.mark.parametrize("value, shown", [(None, "1min"), ("7", "7s")])
+def test_postgresql_ends_a_session_left_idle_inside_a_transaction(tmp_path, value, shown):
+    env = {"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "config.settings",
+           "PYTHONPATH": str(ROOT), "VAR_DIR": str(tmp_path), "REDIS_URL": "redis://x:1/0",
+           "DATABASE_URL": os.environ["DATABASE_URL"]}
+    if value is not None:
+        env["DATABASE_IDLE_IN_TRANSACTION_SECONDS"] = value
+    result = subprocess.run([sys.executable, "-c", IDLE_PROBE], env=env, cwd=ROOT,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == shown
+
+
 @pytest.mark.parametrize("env, message", [
     ({"DEBUG": "maybe"}, "DEBUG must be a boolean"),
     ({"DEBUG": "false", "REDIS_URL": "redis://x:1/0"}, "SECRET_KEY must be set when DEBUG is off"),
@@ -115,6 +138,9 @@ def test_configured_urls_are_used(tmp_path):
     ({"DATABASE_URL": "mysql://root@localhost/x"}, "DATABASE_URL must be a URL with scheme"),
     ({"AUDIT_CHECKPOINT_EVERY": "0", "REDIS_URL": "redis://x:1/0"},
      "AUDIT_CHECKPOINT_EVERY must be at least 1"),
+    ({"DATABASE_IDLE_IN_TRANSACTION_SECONDS": "-1", "REDIS_URL": "redis://x:1/0",
+      "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/agentgov"},
+     "DATABASE_IDLE_IN_TRANSACTION_SECONDS must be at least 0"),
     ({"OIDC_CLIENT_ID": "console", "OIDC_CLIENT_SECRET": STRONG, "REDIS_URL": "redis://x:1/0"},
      "OIDC_CLIENT_ID needs OIDC_ISSUER"),
     ({"OIDC_CLIENT_ID": "console", "OIDC_ISSUER": "https://idp.example",
