@@ -24,14 +24,15 @@ class Entry:
     waiting_since: datetime
 
 
-def queue(now: datetime | None = None) -> QuerySet:
-    """(kind, pk, waiting_since) of everything waiting, oldest first: one UNION query, so a
-    page of it costs the same whatever the number of proposals and escalations."""
-    proposals = (DesiredStateVersion.objects.filter(state=VersionState.PENDING).order_by()
+def queue(user, now: datetime | None = None) -> QuerySet:
+    """(kind, pk, waiting_since) of what `user` may decide (proposals_for and
+    escalations_for_user: the same rows the inbox badge counts), oldest first: one UNION
+    query, so a page of it costs the same whatever the number of proposals and escalations."""
+    proposals = (proposals_for(user).order_by()
                  .annotate(kind=Value(PROPOSAL, output_field=CharField()),
                            waiting_since=F("created_at"))
                  .values_list("kind", "pk", "waiting_since"))
-    escalations = (Escalation.objects.awake(now).order_by()
+    escalations = (escalations_for_user(user, now).order_by()
                    .annotate(kind=Value(ESCALATION, output_field=CharField()),
                              waiting_since=F("opened_at"))
                    .values_list("kind", "pk", "waiting_since"))
