@@ -64,7 +64,6 @@ def test_no_table_wraps_a_word_in_the_middle(people, live_server_process, monkey
                 page = browser.page(who, width=width)
                 for path in paths:
                     page.goto(live_server_process.url + path.format(proposal=proposal.pk))
-                    assert page.locator("table").count() or path in ("/",), path
                     if words := page.evaluate(BROKEN_WORDS):
                         broken[f"{who} {path} at {width}px"] = words[:5]
                 page.context.close()
