@@ -44,6 +44,10 @@ def main(agents: int, rows: int) -> None:
         build_open_work(build_cluster(agents))
     fleet_s = time.perf_counter() - started
     audit_s = audit_bulk.build(rows, names)  # nothing to do when the chain is that long
+    with connection.cursor() as cursor:
+        # Planner statistics, as autovacuum keeps them on a live server (bulk loads outrun
+        # it, and without them the lists pick plans that read every agent).
+        cursor.execute("ANALYZE")
     admin = (User.objects.filter(username="bench-admin").first()
              or User.objects.create_superuser("bench-admin", password=None))
     client = Client()
@@ -51,7 +55,9 @@ def main(agents: int, rows: int) -> None:
     timings = {}
     for path in PAGES:
         samples = []
-        for _ in range(SAMPLES):
+        for sample in range(SAMPLES):
+            if sample == 3 and min(samples) > 2000:
+                break  # a page this slow is over the target whatever its p95: say so, sooner
             with CaptureQueriesContext(connection) as queries:
                 started = time.perf_counter()
                 response = client.get(path)
@@ -61,7 +67,8 @@ def main(agents: int, rows: int) -> None:
         samples.sort()
         timings[path] = {"ms_p50": round(statistics.median(samples), 1),
                          "ms_p95": round(samples[round(0.95 * (len(samples) - 1))], 1),
-                         "queries": len(queries.captured_queries)}
+                         "queries": len(queries.captured_queries), "samples": len(samples)}
+        print(json.dumps({path: timings[path]}), file=sys.stderr, flush=True)
     print(json.dumps({"bench": "pages", "database": connection.vendor, "agents": agents,
                       "audit_rows": rows, "build_s": {"fleet": round(fleet_s, 1),
                                                       "audit": round(audit_s, 1)},
