@@ -109,6 +109,15 @@ def _alert_sentence(event: str, who: str, drift: str, record: Mapping[str, Any])
     return sentences.get(event)
 
 
+def _more_findings(findings: Any) -> str:
+    """An incident's line names the findings that joined its first one."""
+    more = len(findings) - 1 if isinstance(findings, list) else 0
+    if more < 1:
+        return ""
+    return f" — and {more} more finding{'s' if more != 1 else ''} from the same change " \
+           f"({more + 1} in this incident)"
+
+
 def _actor(actor: str) -> str:
     if not actor:
         return "Someone"
@@ -133,7 +142,7 @@ def sentence(record: Mapping[str, Any]) -> str:
         if kind else "drifted"
     said = _alert_sentence(event, who, drift, record) if "action" not in record else None
     if said:
-        return said
+        return said + _more_findings(record.get("findings"))
     noun, _, verb = event.partition(".")
     verb = VERBS.get(verb, verb.replace("_", " "))
     reason = plain_text(record.get("reason"))

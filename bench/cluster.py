@@ -61,6 +61,33 @@ def build_cluster(count: int, connector: str = "sandbox", first: int = 0) -> lis
     return [a.pk for a in agents]
 
 
+def build_open_work(agent_ids: list[int], every: int = 100) -> int:
+    """Work waiting for people on one agent in `every` (bulk, like build_cluster): an escalated
+    finding with its open escalation, and a pending proposal from its owner, so the inboxes,
+    findings and proposals lists have rows to page through. Returns how many agents got it."""
+    from reconciliation.models import Escalation, Finding
+    from registry.models import Agent, DesiredStateVersion
+
+    chosen = list(Agent.objects.filter(pk__in=agent_ids[::every])
+                  .select_related("active_version", "owner"))
+    findings = Finding.objects.bulk_create(
+        [Finding(agent=a, fingerprint=f"bench-{a.pk}", kind="tool_added",
+                 pointer="/tools/crm.search", actual="crm.search", severity="high",
+                 area="tools", operation={"op": "remove_tool", "target": "crm.search"},
+                 status="escalated", generation=1, cause_key="unknown") for a in chosen],
+        batch_size=2000)
+    Escalation.objects.bulk_create(
+        [Escalation(agent=f.agent, finding=f, reason="write access to crm needs a person")
+         for f in findings], batch_size=2000)
+    DesiredStateVersion.objects.bulk_create(
+        [DesiredStateVersion(agent=a, base_generation=1, spec=a.active_version.spec,
+                             spec_sha256=a.active_version.spec_sha256, state="pending",
+                             source="api", proposed_by=a.owner,
+                             metadata=a.active_version.metadata, comment="bench proposal")
+         for a in chosen], batch_size=2000)
+    return len(chosen)
+
+
 class Workers:
     """`count` real RQ worker processes (with the scheduler) on the bench's stores, of the
     production worker class (`RQ["WORKER_CLASS"]`: jobs run in the worker's own process)."""

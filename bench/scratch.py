@@ -29,8 +29,13 @@ def scratch_database() -> str:
 
         server = url.rsplit("/", 1)[0]
         with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-            conn.execute(f"CREATE DATABASE {name}")
+            # BENCH_KEEP_DATABASE=1 reuses what an earlier run built (bench/pages.py's ten
+            # million audit rows take a while to make).
+            kept = os.environ.get("BENCH_KEEP_DATABASE") == "1" and conn.execute(
+                "SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
+            if not kept:
+                conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+                conn.execute(f"CREATE DATABASE {name}")
         return f"{server}/{name}"
     return f"sqlite:///{tempfile.mkdtemp()}/bench.sqlite3"
 

@@ -343,12 +343,14 @@ class InboxItem:
 
 @login_required
 def approvals_inbox(request: HttpRequest) -> HttpResponse:
-    """One queue, longest waiting first: pending proposals (approve or reject with the diff in
-    view), escalations (assign, acknowledge, snooze, resolve) and pending runtime decisions
-    (allow or deny), each decided in place; every form comes back here with a message."""
+    """The queue this approver may act on (not the global one: four eyes keeps their own
+    agents and proposals out), longest waiting first: pending proposals (approve or reject
+    with the diff in view), escalations (assign, acknowledge, snooze, resolve) and pending
+    runtime decisions (allow or deny), each decided in place; every form comes back here with
+    a message."""
     if not has_role(request.user, Role.APPROVER):
         return _forbidden(request, "The approvals inbox is for approvers.")
-    page = Paginator(inbox.queue(), PAGE_SIZE).get_page(request.GET.get("page"))
+    page = Paginator(inbox.queue(request.user), PAGE_SIZE).get_page(request.GET.get("page"))
     entries = inbox.entries(list(page))
     versions = {v.pk: v for v in _proposals().filter(
         pk__in=[e.pk for e in entries if e.kind == inbox.PROPOSAL])}

@@ -30,8 +30,16 @@ def send_now(message: dict[str, Any]) -> None:
         log.warning("alert %s not sent live: %s", message.get("id"), error)
 
 
+# Alerts about findings that one cause produced fold into one line per incident
+# (reconciliation/incidents.py): the findings join the line already there.
+FOLDED_EVENTS = frozenset({"drift.detected", "drift.regressed", "drift.corrected",
+                           "escalation.opened"})
+
+
 def broadcast(event: str, payload: dict[str, Any]) -> None:
-    """Record an alert in the current transaction and send it once that commits."""
+    """Record an alert in the current transaction and send it once that commits. An alert
+    about a finding whose incident already has a line for this event replaces that line: the
+    new row names every finding so far and the row it `replaces` (browsers drop that one)."""
     from reconciliation.models import AlertEvent
     from registry.models import Agent
 
@@ -41,12 +49,53 @@ def broadcast(event: str, payload: dict[str, Any]) -> None:
     if owner_id is None and agent_name:
         owner_id = Agent.objects.filter(name=agent_name).values_list("owner_id",
                                                                      flat=True).first()
-    row = AlertEvent.objects.create(
-        event=event, agent_name=agent_name, owner_id=owner_id,
-        severity=payload.get("severity") or "",
-        payload={k: v for k, v in payload.items() if k not in ("agent", "severity")})
+    severity = payload.get("severity") or ""
+    payload = {k: v for k, v in payload.items() if k not in ("agent", "severity")}
+    if event in FOLDED_EVENTS and payload.get("incident") and payload.get("finding"):
+        payload, severity = _fold(event, agent_name, payload, severity)
+    row = AlertEvent.objects.create(event=event, agent_name=agent_name, owner_id=owner_id,
+                                    severity=severity, payload=payload)
+    if "findings" in payload:
+        # A later finding of the incident may replace this row in this same transaction:
+        # the send reads the row at commit and finds it gone.
+        pk = row.pk
+        transaction.on_commit(lambda: send_row(pk))
+        return
     message = row.to_message()
     transaction.on_commit(lambda: send_now(message))
+
+
+def _fold(event: str, agent_name: str, payload: dict[str, Any],
+          severity: str) -> tuple[dict[str, Any], str]:
+    """The payload and severity of an incident's line once this finding joins it; the line it
+    replaces is deleted (its findings are listed on the new one)."""
+    from reconciliation.models import AlertEvent
+
+    earlier = (AlertEvent.objects.select_for_update()
+               .filter(event=event, agent_name=agent_name,
+                       payload__incident=payload["incident"]).order_by("-pk").first())
+    if earlier is None:
+        return {**payload, "findings": [payload["finding"]],
+                "agent_link": payload.get("link") or "",
+                "link": f"/findings/?incident={payload['finding']}"}, severity
+    findings = [*(earlier.payload.get("findings") or [earlier.payload.get("finding")]),
+                payload["finding"]]
+    findings = list(dict.fromkeys(f for f in findings if f))
+    if SEVERITY_RANK.get(earlier.severity, 0) > SEVERITY_RANK.get(severity, 0):
+        severity = earlier.severity
+    # The line reads from the incident's first finding; it now counts them all.
+    first = {k: v for k, v in earlier.payload.items() if k not in ("findings", "replaces")}
+    AlertEvent.objects.filter(pk=earlier.pk).delete()
+    return {**first, "findings": findings, "replaces": earlier.pk}, severity
+
+
+def send_row(pk: int) -> None:
+    """Send an alert row as it is now; nothing when a later alert of its incident replaced it."""
+    from reconciliation.models import AlertEvent
+
+    row = AlertEvent.objects.filter(pk=pk).first()
+    if row is not None:
+        send_now(row.to_message())
 
 
 def wanted(message: dict[str, Any], subscription: dict[str, Any]) -> bool:
@@ -91,6 +140,14 @@ def describe(message: dict[str, Any]) -> str:
     return sentence(message)
 
 
+def as_read_by(message: dict[str, Any], subscription: dict[str, Any]) -> dict[str, Any]:
+    """A message as one reader gets it: an incident's line links to its findings for the
+    reviewers, and to the agent's page for its owner (who cannot open the findings list)."""
+    if subscription.get("sees_all") or not message.get("agent_link"):
+        return message
+    return {**message, "link": message["agent_link"]}
+
+
 def subscription_for(user: Any, **choices: Any) -> dict[str, Any]:
     """A person's subscription: what they chose, and whether they see every agent's alerts."""
     from registry.roles import sees_everything
@@ -103,6 +160,7 @@ def recent(user: Any, limit: int = 20) -> list[dict[str, Any]]:
     draws them so a fresh tab never shows an empty feed while there is history."""
     from reconciliation.models import AlertEvent
 
-    rows = AlertEvent.objects.filter(wanted_filter(subscription_for(user)))
-    return [{**message, "line": describe(message)} for message in
+    subscription = subscription_for(user)
+    rows = AlertEvent.objects.filter(wanted_filter(subscription))
+    return [as_read_by({**message, "line": describe(message)}, subscription) for message in
             (row.to_message() for row in rows.order_by("-pk")[:limit])]

@@ -35,7 +35,7 @@ def compute_conditions(previous: list[dict[str, Any]], *, generation: int, now: 
         (ConditionType.RECONCILING, correcting > 0,
          "Verifying" if correcting else "Idle",
          f"{correcting} correction(s) awaiting verification" if correcting else ""),
-        (ConditionType.ESCALATED, escalated > 0, "AwaitingHuman" if escalated else "None",
+        (ConditionType.ESCALATED, escalated > 0, "AwaitingHuman" if escalated else "NoEscalation",
          f"{escalated} open escalation(s)" if escalated else ""),
         (ConditionType.SUSPENDED, suspended, "Suspended" if suspended else "Active",
          "suspended until a human clears it" if suspended else ""),

@@ -17,6 +17,7 @@ from reconciliation import live_connections
 from reconciliation.alerts import (
     ALERTS_GROUP,
     SEVERITY_RANK,
+    as_read_by,
     subscription_for,
     wanted,
     wanted_filter,
@@ -75,13 +76,13 @@ def catch_up(last_id: int, subscription: dict[str, Any], user: Any) -> list[dict
                  "before_id": sent[0].pk, "at": sent[0].at.isoformat(),
                  "message": f"{count} older alert{'s' if count != 1 else ''} not replayed",
                  "link": _elsewhere(user, first_at, sent[0].at)},
-                *(row.to_message() for row in sent)]
+                *(as_read_by(row.to_message(), subscription) for row in sent)]
     seen_at = (AlertEvent.objects.filter(pk__lte=last_id).order_by("-pk")
                .values_list("at", flat=True).first())
     late = [] if seen_at is None else list(
         rows.filter(pk__lte=last_id, at__gte=seen_at - CATCH_UP_OVERLAP)
         .order_by("-pk")[:CATCH_UP_LIMIT])[::-1]
-    return [row.to_message() for row in (*late, *sent)]
+    return [as_read_by(row.to_message(), subscription) for row in (*late, *sent)]
 
 
 def _query(raw: bytes) -> dict[str, str] | None:
@@ -208,4 +209,4 @@ class AlertsConsumer(AsyncJsonWebsocketConsumer):
             self.replayed.discard(message["id"])
             return
         if wanted(message, self.subscription):
-            await self.send_json(message)
+            await self.send_json(as_read_by(message, self.subscription))

@@ -5,11 +5,11 @@ import math
 from datetime import datetime, timedelta
 from typing import Any
 
-import plotly.graph_objects as go
 from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Q
 from django.db.models.functions import TruncHour
 from django.utils import timezone
 
+from reconciliation.charts import bar, figure, scatter
 from reconciliation.choices import Health
 from reconciliation.finding_times import DRIFT_STARTED, FIXED_THIS_OCCURRENCE, OBSERVED_IN_ORDER
 from reconciliation.models import AgentStatus, BreakerTrip, ControlState, Escalation, Finding
@@ -60,16 +60,14 @@ def drift_over_time(now: datetime) -> dict[str, Any]:
               for severity in SEVERITIES}
     corrected = [fixed.get(h, 0) for h in hours]
     stacked = [sum(column) for column in zip(*series.values(), strict=True)]
-    figure = go.Figure(layout={
-        **LAYOUT, "title": "Findings per hour: found and corrected (last 24 h)",
-        "barmode": "stack", "yaxis": _count_axis("findings", stacked + corrected)})
-    for name, counts in series.items():
-        figure.add_bar(name=name, x=labels, y=counts,
-                       hovertemplate="%{x}: %{y:d} found<extra>%{fullData.name}</extra>")
-    figure.add_scatter(name="corrected (verified)", x=labels, y=corrected,
-                       mode="lines+markers",
-                       hovertemplate="%{x}: %{y:d} corrected<extra></extra>")
-    return figure.to_plotly_json()
+    return figure(
+        {**LAYOUT, "title": "Findings per hour: found and corrected (last 24 h)",
+         "barmode": "stack", "yaxis": _count_axis("findings", stacked + corrected)},
+        *(bar(name=name, x=labels, y=counts,
+              hovertemplate="%{x}: %{y:d} found<extra>%{fullData.name}</extra>")
+          for name, counts in series.items()),
+        scatter(name="corrected (verified)", x=labels, y=corrected, mode="lines+markers",
+                hovertemplate="%{x}: %{y:d} corrected<extra></extra>"))
 
 
 def _seconds(value: timedelta | None) -> float | None:
@@ -88,16 +86,15 @@ def response_times(now: datetime) -> dict[str, Any]:
         detect=Avg(detect, filter=OBSERVED_IN_ORDER & Q(observed_at__isnull=False)),
         verify=Avg(verify, filter=OBSERVED_IN_ORDER & FIXED_THIS_OCCURRENCE))}
     labels = [h.strftime("%H:00") for h in hours]
-    figure = go.Figure(layout={**LAYOUT, "title": "Mean seconds from drift to detection / to fix",
-                               "yaxis": {"title": {"text": "seconds"}, "rangemode": "tozero"}})
-    figure.add_scatter(name="to detect", x=labels, mode="lines+markers", connectgaps=False,
-                       y=[_seconds(rows.get(h, {}).get("detect")) for h in hours],
-                       hovertemplate="%{x}: %{y:.1f} s to detect<extra></extra>")
-    figure.add_scatter(name="to verified correction", x=labels, mode="lines+markers",
-                       connectgaps=False,
-                       y=[_seconds(rows.get(h, {}).get("verify")) for h in hours],
-                       hovertemplate="%{x}: %{y:.1f} s to verified correction<extra></extra>")
-    return figure.to_plotly_json()
+    return figure(
+        {**LAYOUT, "title": "Mean seconds from drift to detection / to fix",
+         "yaxis": {"title": {"text": "seconds"}, "rangemode": "tozero"}},
+        scatter(name="to detect", x=labels, mode="lines+markers", connectgaps=False,
+                y=[_seconds(rows.get(h, {}).get("detect")) for h in hours],
+                hovertemplate="%{x}: %{y:.1f} s to detect<extra></extra>"),
+        scatter(name="to verified correction", x=labels, mode="lines+markers",
+                connectgaps=False, y=[_seconds(rows.get(h, {}).get("verify")) for h in hours],
+                hovertemplate="%{x}: %{y:.1f} s to verified correction<extra></extra>"))
 
 
 def escalations_by_age(now: datetime) -> dict[str, Any]:
@@ -114,11 +111,11 @@ def escalations_by_age(now: datetime) -> dict[str, Any]:
         lower = span
     counts = Escalation.objects.filter(status="open").aggregate(**filters)
     ages = [counts[f"bucket_{i}"] for i in range(len(AGE_BUCKETS))]
-    figure = go.Figure(layout={**LAYOUT, "title": "Open escalations by age",
-                               "yaxis": _count_axis("open escalations", ages)})
-    figure.add_bar(x=[label for label, _ in AGE_BUCKETS], y=ages, name="open escalations",
-                   hovertemplate="%{x}: %{y:d} open escalations<extra></extra>")
-    return figure.to_plotly_json()
+    return figure(
+        {**LAYOUT, "title": "Open escalations by age",
+         "yaxis": _count_axis("open escalations", ages)},
+        bar(x=[label for label, _ in AGE_BUCKETS], y=ages, name="open escalations",
+            hovertemplate="%{x}: %{y:d} open escalations<extra></extra>"))
 
 
 def summary(now: datetime | None = None) -> dict[str, Any]:

@@ -22,10 +22,21 @@ class FindingFilterSet(django_filters.FilterSet):
     cause = django_filters.CharFilter(field_name="cause_key", max_length=200,
                                       help_text="a cause key: deployment:<id>, change:<id>, "
                                                 "changed-by:<actor>, proposal:<id> or unknown")
+    incident = django_filters.NumberFilter(
+        method="in_incident", min_value=1,
+        help_text="a finding id: that finding and the others its cause produced (the "
+                  "incident an alert links to)")
 
     class Meta:
         model = Finding
         fields: list[str] = []
+
+    def in_incident(self, queryset: QuerySet[Finding], name: str,
+                    value: int) -> QuerySet[Finding]:
+        from reconciliation.incidents import incident_filter
+
+        first = Finding.objects.filter(pk=value).first()
+        return queryset.filter(**incident_filter(first)) if first else queryset.none()
 
     def found_in(self, queryset: QuerySet[Finding], name: str, value: str) -> QuerySet[Finding]:
         return queryset.filter(behaviour=value == "behaviour")

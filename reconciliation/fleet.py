@@ -14,9 +14,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import cel
-import plotly.graph_objects as go
 from django.utils import timezone
 
+from reconciliation.charts import bar, figure, scatter
 from reconciliation.choices import OPEN_STATUSES
 from reconciliation.models import Finding, Silence
 from reconciliation.timeline_chart import fleet_timelines, timeline_figure
@@ -160,12 +160,11 @@ def silence_now_and_over_time(fleet: Fleet) -> tuple[list[dict[str, Any]], dict[
         ended_at__lt=start).order_by("started_at"))
     counts = [sum(1 for s in silences if s.started_at < hour + timedelta(hours=1)
                   and (s.ended_at is None or s.ended_at >= hour)) for hour in hours]
-    figure = go.Figure(layout={"margin": {"l": 40, "r": 10, "t": 30, "b": 40}, "height": 240,
-                               "title": "Silent agents (last 24 h)",
-                               "yaxis": {"rangemode": "tozero"}})
-    figure.add_bar(name="silent", x=[h.strftime("%H:00") for h in hours], y=counts)
+    chart = figure({"margin": {"l": 40, "r": 10, "t": 30, "b": 40}, "height": 240,
+                    "title": "Silent agents (last 24 h)", "yaxis": {"rangemode": "tozero"}},
+                   bar(name="silent", x=[h.strftime("%H:00") for h in hours], y=counts))
     silent = [s.to_dict() for s in silences if s.ended_at is None]
-    return silent, figure.to_plotly_json()
+    return silent, chart
 
 
 def fleet_view(now: datetime | None = None) -> dict[str, Any]:
@@ -176,12 +175,12 @@ def fleet_view(now: datetime | None = None) -> dict[str, Any]:
     open_by_agent = Counter(Finding.objects.filter(status__in=OPEN_STATUSES)
                             .values_list("agent__name", flat=True))
     silent, chart = silence_now_and_over_time(fleet)
-    trend = go.Figure(layout={"margin": {"l": 40, "r": 10, "t": 30, "b": 40}, "height": 260,
-                              "title": f"Violations found per day (last {TREND_DAYS} days)",
-                              "legend": {"orientation": "h"}, "yaxis": {"rangemode": "tozero"}})
-    for row in rows:
-        trend.add_scatter(name=f"{row.kind}: {row.name}", mode="lines+markers",
-                          x=[d.strftime("%m-%d") for d in fleet.days], y=row.trend)
+    trend = figure({"margin": {"l": 40, "r": 10, "t": 30, "b": 40}, "height": 260,
+                    "title": f"Violations found per day (last {TREND_DAYS} days)",
+                    "legend": {"orientation": "h"}, "yaxis": {"rangemode": "tozero"}},
+                   *(scatter(name=f"{row.kind}: {row.name}", mode="lines+markers",
+                             x=[d.strftime("%m-%d") for d in fleet.days], y=row.trend)
+                     for row in rows))
     compliance = timeline_figure(
         fleet_timelines(fleet.now, timedelta(days=TREND_DAYS)), now=fleet.now,
         span=timedelta(days=TREND_DAYS),
@@ -194,6 +193,6 @@ def fleet_view(now: datetime | None = None) -> dict[str, Any]:
         "open_findings": {name: open_by_agent[name] for name in sorted(fleet.agents)
                           if open_by_agent[name]},
         "silent": silent,
-        "charts": {"trend": trend.to_plotly_json(), "silence": chart,
+        "charts": {"trend": trend, "silence": chart,
                    "compliance": compliance},
     }

@@ -24,6 +24,15 @@ def incident_key(finding: Any) -> IncidentKey:
             finding.detected_at.isoformat())
 
 
+def incident_filter(finding: Any) -> dict[str, Any]:
+    """The findings that share `finding`'s incident, as filter keywords (incident_key's
+    fields): the page an incident's alert links to lists them."""
+    if getattr(finding, "behaviour", False):
+        return {"pk": finding.pk}
+    return {"agent_id": finding.agent_id, "behaviour": False,
+            "observed_at": finding.observed_at, "detected_at": finding.detected_at}
+
+
 def incident_token(finding: Any) -> str:
     """The incident key as a short opaque string for alerts: browsers fold the toasts of one
     incident into one."""

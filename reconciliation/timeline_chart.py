@@ -5,9 +5,9 @@ agent's row on one chart from a fixed number of queries."""
 from datetime import datetime, timedelta
 from typing import Any
 
-import plotly.graph_objects as go
 from django.db.models import Min
 
+from reconciliation.charts import bar, figure
 from reconciliation.compare import TRANSITIONS, Segment, Transition, timeline
 
 STATES = ((True, "in policy", "#067647"), (False, "out of policy", "#b42318"),
@@ -25,22 +25,22 @@ def _hover(name: str, segment: Segment) -> str:
 def timeline_figure(rows: list[tuple[str, list[Segment]]], *, now: datetime,
                     span: timedelta, title: str) -> dict[str, Any]:
     """Horizontal bars from each interval's start, one row per agent, coloured by state."""
-    figure = go.Figure(layout={
-        "title": title, "barmode": "overlay", "margin": {"l": 120, "r": 10, "t": 30, "b": 40},
-        "height": 120 + 28 * len(rows), "legend": {"orientation": "h"},
-        "xaxis": {"type": "date", "range": [(now - span).isoformat(), now.isoformat()],
-                  "title": {"text": "time (UTC)"}},
-        "yaxis": {"autorange": "reversed", "type": "category"}})
+    traces = []
     for state, label, colour in STATES:
         chosen = [(name, s) for name, segments in rows for s in segments
                   if s.in_policy is state]
-        figure.add_bar(
+        traces.append(bar(
             name=label, orientation="h", marker={"color": colour},
             y=[name for name, _ in chosen], base=[s.start.isoformat() for _, s in chosen],
             x=[(s.end - s.start).total_seconds() * 1000 for _, s in chosen],
             hovertext=[_hover(name, s) for name, s in chosen], hoverinfo="text",
-            showlegend=True)
-    return figure.to_plotly_json()
+            showlegend=True))
+    return figure({
+        "title": title, "barmode": "overlay", "margin": {"l": 120, "r": 10, "t": 30, "b": 40},
+        "height": 120 + 28 * len(rows), "legend": {"orientation": "h"},
+        "xaxis": {"type": "date", "range": [(now - span).isoformat(), now.isoformat()],
+                  "title": {"text": "time (UTC)"}},
+        "yaxis": {"autorange": "reversed", "type": "category"}}, *traces)
 
 
 def fleet_timelines(now: datetime, span: timedelta) -> list[tuple[str, list[Segment]]]:

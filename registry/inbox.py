@@ -25,14 +25,15 @@ class Entry:
     waiting_since: datetime
 
 
-def queue(now: datetime | None = None) -> QuerySet:
-    """(kind, pk, waiting_since) of everything waiting, oldest first: one UNION query, so a
-    page of it costs the same whatever the number of proposals and escalations."""
-    proposals = (DesiredStateVersion.objects.filter(state=VersionState.PENDING).order_by()
+def queue(user, now: datetime | None = None) -> QuerySet:
+    """(kind, pk, waiting_since) of what `user` may decide (proposals_for and
+    escalations_for_user: the same rows the inbox badge counts), oldest first: one UNION
+    query, so a page of it costs the same whatever the number of proposals and escalations."""
+    proposals = (proposals_for(user).order_by()
                  .annotate(kind=Value(PROPOSAL, output_field=CharField()),
                            waiting_since=F("created_at"))
                  .values_list("kind", "pk", "waiting_since"))
-    escalations = (Escalation.objects.awake(now).order_by()
+    escalations = (escalations_for_user(user, now).order_by()
                    .annotate(kind=Value(ESCALATION, output_field=CharField()),
                              waiting_since=F("opened_at"))
                    .values_list("kind", "pk", "waiting_since"))
@@ -165,12 +166,30 @@ def items_for(user, now: datetime | None = None, kind: str = "") -> list[Item]:
 
 
 def counts_for(user, now: datetime | None = None) -> dict[str, int]:
-    """What waits for `user` to decide, as the queue shows it (an incident counts once)."""
+    """What waits for `user` to decide, as the queue shows it (an incident counts once). Every
+    page's nav badge asks this, so it counts from a few columns (the same rows and caps as
+    items_for) and never loads a proposal's spec or builds the queue's items."""
+    from django.utils import timezone
+
+    from reconciliation.incidents import escalation_key
+
+    now = now or timezone.now()
     counts = dict.fromkeys(("proposals", "escalations", "decisions", "recertifications"), 0)
-    for item in items_for(user, now):
-        counts["decisions" if item.kind == DECISION else
-               "proposals" if item.kind == PROPOSAL else
-               "recertifications" if item.kind == RECERTIFICATION else "escalations"] += 1
+    if user is not None:
+        counts["recertifications"] = len(reminders_for(user, now))
+    if user is None or has_role(user, Role.APPROVER):
+        counts["proposals"] = min(proposals_for(user).count(), MAX_PER_KIND)
+        incidents = set()
+        for escalation in (escalations_for_user(user, now).select_related("finding")
+                           .only("pk", "agent_id", "decision_id", "finding__id",
+                                 "finding__agent_id", "finding__behaviour",
+                                 "finding__observed_at", "finding__detected_at")
+                           .order_by("opened_at")[:MAX_PER_KIND]):
+            if escalation.decision_id is not None:
+                counts["decisions"] += 1
+            else:
+                incidents.add(escalation_key(escalation))
+        counts["escalations"] = len(incidents)
     counts["total"] = sum(counts.values())
     return counts
 

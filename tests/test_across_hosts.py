@@ -15,10 +15,10 @@ from rq import Worker as RQWorker
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from websockets.sync import client as ws_client
 
-from reconciliation import actions
 from reconciliation.alerts import subscription_for, wanted_filter
 from reconciliation.models import AlertEvent, Correction, Finding, ReconcileRun, SandboxAgent
 from reconciliation.triggers import enqueue_reconcile
+from sandbox import actions as sandbox_actions
 from tests.conftest import BAD_DEPLOYMENT, approved_agent, assert_trail_whole, eventually
 from tests.netns import Host, HostedCluster
 
@@ -62,8 +62,8 @@ def idle(host: Host) -> bool:
 def test_a_worker_cut_off_mid_pass_loses_its_lock_and_another_finishes_the_pass_once(
         people, hosted_cluster):
     agent = approved_agent(people, "refund-agent", enforcement={"default": "correct"})
-    actions.ensure_sandbox(agent)
-    actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT,
+    sandbox_actions.ensure_sandbox(agent)
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT,
                            reason="a deployment quietly widened access")
     # The platform's row is held, so the first worker's pass stops at its first change:
     # mid-pass, its findings recorded, inside a transaction of its own on the platform's row.
@@ -108,7 +108,7 @@ def test_a_worker_cut_off_mid_pass_loses_its_lock_and_another_finishes_the_pass_
 
     # And it works again, alone.
     hosted_cluster.network.stop_processes(second)
-    actions.sandbox_deploy(agent, actor="system:test", changes={"model": "gpt-3.5-turbo"},
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", changes={"model": "gpt-3.5-turbo"},
                            reason="drift again, with only the worker that was cut off")
     enqueue_reconcile(agent.pk, "manual")
     until(hosted_cluster, [first], lambda: statuses(agent) == ["corrected"] * 4,
@@ -193,15 +193,16 @@ def test_a_web_host_cut_off_from_redis_delivers_every_alert_it_missed_once(
     tab = AlertsTab(url, people.dana)
     try:
         until(hosted_cluster, [web], lambda: tab.connections, "the tab never connected", 90)
-        actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT,
+        sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT,
                                reason="a deployment quietly widened access")
         until(hosted_cluster, [worker, web], lambda: statuses(agent) == ["corrected"] * 3
               and set(tab.shown) == alert_ids(people.dana), "live alerts did not arrive")
         before = set(tab.shown)
 
         hosted_cluster.network.cut_between(web, hosted_cluster.store)
-        actions.sandbox_deploy(agent, actor="system:test", changes={"model": "gpt-3.5-turbo"},
-                               reason="drift while the web host cannot reach Redis")
+        sandbox_actions.sandbox_deploy(agent, actor="system:test",
+                                       changes={"model": "gpt-3.5-turbo"},
+                                       reason="drift while the web host cannot reach Redis")
         until(hosted_cluster, [worker], lambda: statuses(agent) == ["corrected"] * 4,
               "the worker did not correct the drift")
         missed = alert_ids(people.dana) - before

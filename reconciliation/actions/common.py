@@ -75,23 +75,10 @@ def open_escalation(agent: Agent, finding: Finding | None, *, reason: str) -> Es
     audit.record(actor=SYSTEM, action=AuditAction.ESCALATION_OPENED,
                  target=f"escalation:{escalation.pk}", agent=agent.name,
                  after={"finding": finding.to_dict() if finding else None}, reason=reason)
-    if not _incident_already_announced(escalation):
-        alert("escalation.opened", agent, finding, escalation=escalation.pk, message=reason)
+    # One line per incident: the alert of a sibling finding joins its first one's
+    # (reconciliation.alerts.FOLDED_EVENTS).
+    alert("escalation.opened", agent, finding, escalation=escalation.pk, message=reason)
     return escalation
-
-
-def _incident_already_announced(escalation: Escalation) -> bool:
-    """One "escalation.opened" alert (and toast) per incident: a sibling of an open
-    escalation from the same cause (reconciliation.incidents) is not announced again."""
-    from reconciliation.incidents import escalation_key
-
-    if escalation.finding_id is None:
-        return False
-    key = escalation_key(escalation)
-    siblings = (Escalation.objects.filter(agent_id=escalation.agent_id,
-                                          status=EscalationStatus.OPEN)
-                .exclude(pk=escalation.pk).select_related("finding"))
-    return any(escalation_key(s) == key for s in siblings)
 
 
 def breaker_held(agent: Agent, control: ControlState) -> str:

@@ -75,6 +75,10 @@
     item.dataset.severity = event.severity || "";
     item.dataset.owner = event.owner_id == null ? "" : String(event.owner_id);
     if (event.finding) item.dataset.finding = event.finding;
+    if (event.incident) item.dataset.incident = event.incident;
+    if (event.findings) item.dataset.findings = String(event.findings.length);
+    // A later finding of the same incident replaces its line: one line per incident.
+    if (event.replaces) for (const old of feed.querySelectorAll(`li[data-id="${event.replaces}"]`)) old.remove();
     if (event.event === "catchup.truncated") item.className = "gap";
     const time = document.createElement("time");
     if (event.at) {
@@ -95,19 +99,18 @@
     // is news.
     place(item, event.id || (event.before_id ? event.before_id - 0.5 : Infinity));
     if (toasts && !event.replayed) {
-      // One toast per incident: the findings one cause produced fold into the first one's.
-      const key = event.incident ? `${event.event}|${event.incident}` : "";
+      // One toast per incident: a later finding or step (handed to an approver, corrected)
+      // of the same cause updates the toast shown.
+      const key = event.incident || "";
       const same = key ? [...toasts.children].find((t) => t.dataset.incident === key) : null;
       if (same) {
-        const more = Number(same.dataset.more || 0) + 1;
-        same.dataset.more = String(more);
-        same.textContent = `${same.dataset.first} (+${more} more from the same change)`;
+        same.textContent = label(event); // the line names how many findings it now holds
       } else {
         const toast = document.createElement("div");
         toast.className = `toast sev-${event.severity || "none"}`;
         toast.setAttribute("role", "status");
         toast.textContent = label(event);
-        if (key) { toast.dataset.incident = key; toast.dataset.first = toast.textContent; }
+        if (key) toast.dataset.incident = key;
         toasts.append(toast);
         setTimeout(() => toast.remove(), 6000);
       }

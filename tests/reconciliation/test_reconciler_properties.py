@@ -144,13 +144,13 @@ def test_a_worker_killed_after_k_of_n_changes_leaves_the_pass_to_the_next(
 
     agent = approved_agent(people, next(NAMES), enforcement={"default": "correct"})
     actions.reconcile_agent(agent.pk, trigger="approved")  # converged (its queued job waits)
-    actions.sandbox_deploy(agent, actor="system:test", changes=changes, reason="random")
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=changes, reason="random")
     row = SandboxAgent.objects.get(agent=agent)
     planned = decide(agent.active_version.spec, row.state, datetime.now(UTC), agent=agent.name,
                      generation=agent.generation).apply
     k = data.draw(st.integers(0, max(0, len(planned) - 1)), label="changes before the kill")
     if planned:
-        actions.sandbox_faults(agent, actor="system:test", fault="crash", after_changes=k)
+        sandbox_actions.sandbox_faults(agent, actor="system:test", fault="crash", after_changes=k)
     worker = start_worker(**WORKER_ENV)
     if planned:
         eventually(lambda: worker.process.poll() is not None, timeout=120,

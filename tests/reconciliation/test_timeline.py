@@ -2,6 +2,7 @@
 what changes it (findings opened and closed, suspension), not from reconcile runs, so a
 stable converged agent is one solid in-policy span. Exact spans."""
 
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -136,5 +137,8 @@ def test_a_real_drift_is_out_of_policy_from_detected_to_verified(people, client)
     client.force_login(people.bob)
     page = client.get("/agents/refund-agent/?timeline=7d").content.decode()
     assert "Compliance timeline (last 7 days)" in page
-    assert (f"✖ out of policy (drifted) from {detected:%Y-%m-%d %H:%M:%S} to "
-            f"{verified:%Y-%m-%d %H:%M:%S} UTC") in page
+    # human times, the exact ones on hover
+    assert re.search(
+        rf'✖ out of policy \(drifted\) from <time datetime="[^"]+" '
+        rf'title="{detected:%Y-%m-%d %H:%M:%S} UTC">[^<]+</time> to <time datetime="[^"]+" '
+        rf'title="{verified:%Y-%m-%d %H:%M:%S} UTC">', page)

@@ -10,10 +10,12 @@ from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.contrib.auth.models import User
 from django.utils import timezone
 
+from reconciliation import actions
 from reconciliation.models import Escalation
 from registry.models import DesiredStateVersion
-from runtime import actions
-from tests.conftest import PASSWORD, REFUND_AGENT_YAML, approved_agent
+from runtime import actions as runtime_actions
+from sandbox import actions as sandbox_actions
+from tests.conftest import BAD_DEPLOYMENT, PASSWORD, REFUND_AGENT_YAML, approved_agent
 from tests.registry.test_inbox_queue import bad_deployment, proposal_by_alice
 from tests.test_dashboard_browser import Browser
 from tests.test_demo import ARTIFACTS
@@ -37,7 +39,7 @@ def test_bob_clears_a_mixed_inbox_in_urgency_order_and_an_incident_with_one_deci
     proposal = proposal_by_alice(agent, model="gpt-5")
     DesiredStateVersion.objects.filter(pk=proposal.pk).update(
         created_at=timezone.now() - timedelta(hours=1))
-    actions.request_decision(agent, {"action": "payments.refund", "amount": 800},
+    runtime_actions.request_decision(agent, {"action": "payments.refund", "amount": 800},
                              actor=people.alice)
     drifted = bad_deployment(people)
     User.objects.update(password=PBKDF2PasswordHasher().encode(
@@ -127,25 +129,45 @@ def test_alices_proposal_shows_the_thread_and_a_one_line_list_diff(
     assert browser.problems == []
 
 
-def test_the_toasts_of_one_incident_fold_into_one(people, live_server_process, browser_ready):
+def test_a_bad_deployment_makes_one_alert_line_and_one_toast_per_incident(
+        people, live_server_process, browser_ready):
+    """Three findings from one bad deployment: the feed shows one "drift detected" line naming
+    the three and linking to them, one "handed to an approver" line, and one toast."""
+    import threading
+
+    from django.db import connection
     from playwright.sync_api import expect, sync_playwright
 
-    from tests.test_dashboard_browser import publish_alerts
+    agent = approved_agent(people, "payouts-agent", enforcement={"default": "escalate"})
+    actions.reconcile_agent(agent.pk, trigger="approved")
+
+    def deploy_badly() -> None:
+        try:
+            sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT,
+                                   reason="bad")
+            actions.reconcile_agent(agent.pk, trigger="observation")
+        finally:
+            connection.close()
 
     base = live_server_process.url
     with sync_playwright() as playwright:
         browser = Browser(playwright, base)
         dana = browser.page("dana")
         expect(dana.locator("#ws-status")).to_have_attribute("data-state", "open")
-        publish_alerts([("drift.detected", {"agent": "payouts-agent", "severity": "high",
-                                            "kind": kind, "pointer": pointer,
-                                            "incident": "one-deploy"})
-                        for kind, pointer in (("data_added", "/data/crm"),
-                                              ("tool_added", "/tools/crm.search"),
-                                              ("action_limit_missing", "/actions/x"))])
-        expect(dana.locator("#alerts li")).to_have_count(3)  # the record keeps every line
+        sender = threading.Thread(target=deploy_badly)
+        sender.start()
+        sender.join()
+        detected = dana.locator("#alerts li[data-event='drift.detected']")
+        expect(detected).to_have_count(1)
+        expect(detected).to_have_attribute("data-findings", "3")
+        expect(detected).to_contain_text("(3 in this incident)")
+        expect(dana.locator("#alerts li[data-event='escalation.opened']")).to_have_count(1)
         toasts = dana.locator("#toasts .toast")
         expect(toasts).to_have_count(1)
-        expect(toasts.first).to_contain_text("+2 more from the same change")
+        expect(toasts.first).to_contain_text("3 in this incident")
+        ARTIFACTS.mkdir(exist_ok=True)
+        dana.screenshot(path=str(ARTIFACTS / "alerts-per-incident.png"))
+        detected.locator("a").click()
+        expect(dana.locator("table.findings tbody tr")).to_have_count(3)
         browser.browser.close()
     assert browser.problems == []
