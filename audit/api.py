@@ -85,11 +85,18 @@ VerifyReport = inline_serializer(
 
 
 class AuditVerifyView(ComplianceOnly, APIView):
-    """Walk the chain and its signed checkpoints; name the first broken seq."""
+    """Walk the chain and its signed checkpoints; name the first broken seq. `?tree=full` also
+    checks every stored tree node, not only those roots are made from."""
 
-    @extend_schema(responses=VerifyReport)
+    @extend_schema(
+        parameters=[OpenApiParameter("tree", OpenApiTypes.STR, enum=["roots", "full"])],
+        responses=VerifyReport,
+    )
     def get(self, request: Request) -> Response:
-        return Response(verify_trail().to_dict())
+        scope = request.query_params.get("tree", "roots")
+        if scope not in ("roots", "full"):
+            raise ValidationError({"tree": "expected 'roots' or 'full'"})
+        return Response(verify_trail(full_tree=scope == "full").to_dict())
 
 
 class AuditExportView(ComplianceOnly, APIView):
