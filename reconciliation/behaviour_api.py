@@ -13,13 +13,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.errors import DomainError, NotAllowed, NotFound, TooLarge
+from config.outbound import listed
 from reconciliation import actions
 from reconciliation.api import agent_for
 from reconciliation.backtest import run_backtest
 from reconciliation.events import MAX_EVENTS, BatchError, parse_batch, spans_to_events
 from reconciliation.models import Decision, UnregisteredAgent
 from reconciliation.otlp import decode
-from reconciliation.outbound import listed
 from registry.api import IsPerson, ManifestTextParser
 from registry.choices import Role
 from registry.intake import Malformed

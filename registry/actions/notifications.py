@@ -42,7 +42,7 @@ def _check_target(channel: str, target: str) -> None:
             raise Invalid("Not an email address.", details=[
                 {"pointer": "/target", "message": "an email address"}]) from None
         return
-    from reconciliation import outbound
+    from config import outbound
 
     if not outbound.listed(target, settings.NOTIFY_WEBHOOK_HOSTS):
         raise Invalid("Webhooks go only to hosts the operator allowed (NOTIFY_WEBHOOK_HOSTS).",
@@ -252,7 +252,7 @@ def _send(preference: NotificationPreference, notifications: list[Notification],
 def _post_webhook(url: str, text: str) -> None:
     """POST `{"text": ...}` through the outbound guard (checked again now, on the address it
     resolves to now); anything but 2xx is a failure."""
-    from reconciliation import outbound
+    from config import outbound
 
     destination = outbound.check(url, settings.NOTIFY_WEBHOOK_HOSTS)
     query = urlsplit(url).query
