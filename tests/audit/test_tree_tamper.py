@@ -129,3 +129,14 @@ def test_an_untouched_tree_after_more_appends_still_verifies(trail, chunk):
     for full_tree in (False, True):
         report = verify_trail(full_tree=full_tree)
         assert report.ok and report.count == 31
+
+
+def test_compliance_asks_the_api_for_the_full_check(trail, people, api_as):
+    sql("UPDATE audit_audittreenode SET hash = %s WHERE position = %s",
+        ["ab" * 32, position(0, 6)])
+    dana = api_as(people.dana)
+    assert dana.get("/api/v1/audit/verify").json()["ok"]
+    full = dana.get("/api/v1/audit/verify?tree=full").json()
+    assert (full["ok"], full["first_broken_seq"], full["reason"]) == (False, 7, "edited")
+    refused = dana.get("/api/v1/audit/verify?tree=everything")
+    assert refused.status_code == 400 and b"tree" in refused.content
