@@ -238,26 +238,34 @@ def rotate_key(*, actor: Any, new_key: Ed25519PrivateKey) -> AuditEntry:
                             created_at=now)
     AuditKey.objects.filter(pk=old.pk).update(retired_at=now)
     endorsement = checkpoints.sign_rotation(old_private, published)
-    entry = record(
+    entry = _placed(record(
         actor=actor, action=AuditAction.KEY_ROTATED, target=f"audit-key:{published['key_id']}",
         before=old.to_dict(),
         after={**published, "previous_key_id": old.key_id,
                "signature_by_previous": endorsement},
-    )
-    if not AuditCheckpoint.objects.filter(seq=entry.seq).exists():
-        _sign(entry.seq, entry.hash)  # the old key's last checkpoint covers its retirement
+    ))
+    head = _lock_head()
+    if not AuditCheckpoint.objects.filter(seq=head.seq).exists():
+        _sign(head.seq, head.hash)  # the old key's last checkpoint covers its retirement
     return entry
+
+
+def _placed(entry: AuditEntry | AuditPendingEntry) -> AuditEntry:
+    """The entry as placed in the log: one queued (AUDIT_SEQUENCER=workers) is placed now, with
+    everything queued before it, as the holder of the placing lock."""
+    if not isinstance(entry, AuditPendingEntry):
+        return entry
+    while AuditPendingEntry.objects.filter(id__lte=entry.id).exists():
+        sequence_pending()
+    return AuditEntry.objects.filter(action=entry.action, target=entry.target, actor=entry.actor,
+                                     at=entry.at).latest("seq")
 
 
 @transaction.atomic
 def sign_for_export(*, actor: Any, target: str, after: dict[str, Any], agent: str = "") -> int:
     """Record that the trail (or part of it) is being exported, then sign the head so the file
     ends at a signed checkpoint that covers its own export entry; returns that size."""
-    entry = record(actor=actor, action=AuditAction.AUDIT_EXPORTED, target=target, agent=agent,
-                   after=after)
-    if isinstance(entry, AuditPendingEntry):
-        # Queued (AUDIT_SEQUENCER=workers): place it, and what was queued before it, now.
-        while AuditPendingEntry.objects.filter(id__lte=entry.id).exists():
-            sequence_pending()
+    _placed(record(actor=actor, action=AuditAction.AUDIT_EXPORTED, target=target, agent=agent,
+                   after=after))
     made = checkpoint_head()
     return made.seq if made else _lock_head().seq

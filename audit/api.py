@@ -14,13 +14,19 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from audit import tree
-from audit.actions import sign_for_export
+from audit.actions import PENDING_FIELDS, sign_for_export
 from audit.chain import format_time
 from audit.choices import BreakReason
 from audit.evidence import TooManyEntries, bundle
 from audit.export import FORMATS, export_chunks_async
 from audit.filters import AuditFilterSerializer, filter_entries
-from audit.models import AuditChainHead, AuditCheckpoint, AuditEntry, AuditKey
+from audit.models import (
+    AuditChainHead,
+    AuditCheckpoint,
+    AuditEntry,
+    AuditKey,
+    AuditPendingEntry,
+)
 from audit.verify import verify_trail
 from registry.api import IsPerson
 from registry.choices import Role
@@ -63,9 +69,27 @@ class AuditEntryViewSet(ComplianceOnly, viewsets.ReadOnlyModelViewSet):
     lookup_field = "seq"
 
     def get_queryset(self) -> Any:
+        return filter_entries(AuditEntry.objects.all(), self._filters())
+
+    def _filters(self) -> dict:
         params = AuditFilterSerializer(data=self.request.query_params)
         params.is_valid(raise_exception=True)
-        return filter_entries(AuditEntry.objects.all(), params.validated_data)
+        return params.validated_data
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """The page, and on the first page the matching entries written but not yet placed
+        (`pending`, newest first, `seq` null): a write is readable right after it returns,
+        even when another writer held the placing lock, never hidden."""
+        response = super().list(request, *args, **kwargs)
+        filters = self._filters()
+        if not request.query_params.get("cursor") and not filters.get("before"):
+            queued = filter_entries(AuditPendingEntry.objects.all(), filters).order_by("-id")
+            limit = self.paginator.get_page_size(request)
+            response.data["pending"] = [
+                {"seq": None, "pending": True, "at": format_time(entry.at),
+                 **{name: getattr(entry, name) for name in PENDING_FIELDS if name != "at"}}
+                for entry in queued[:limit]]
+        return response
 
 
 VerifyReport = inline_serializer(
@@ -85,11 +109,18 @@ VerifyReport = inline_serializer(
 
 
 class AuditVerifyView(ComplianceOnly, APIView):
-    """Walk the chain and its signed checkpoints; name the first broken seq."""
+    """Walk the chain and its signed checkpoints; name the first broken seq. `?tree=full` also
+    checks every stored tree node, not only those roots are made from."""
 
-    @extend_schema(responses=VerifyReport)
+    @extend_schema(
+        parameters=[OpenApiParameter("tree", OpenApiTypes.STR, enum=["roots", "full"])],
+        responses=VerifyReport,
+    )
     def get(self, request: Request) -> Response:
-        return Response(verify_trail().to_dict())
+        scope = request.query_params.get("tree", "roots")
+        if scope not in ("roots", "full"):
+            raise ValidationError({"tree": "expected 'roots' or 'full'"})
+        return Response(verify_trail(full_tree=scope == "full").to_dict())
 
 
 class AuditExportView(ComplianceOnly, APIView):

@@ -3,8 +3,6 @@
 from django.db.models import QuerySet
 from rest_framework import serializers
 
-from audit.models import AuditEntry
-
 
 class AuditFilterSerializer(serializers.Serializer):
     """Query parameters: agent, actor, action, since, until (ISO 8601), before (seq)."""
@@ -23,8 +21,9 @@ class AuditFilterSerializer(serializers.Serializer):
         return attrs
 
 
-def filter_entries(queryset: QuerySet[AuditEntry], params: dict) -> QuerySet[AuditEntry]:
-    """Apply validated filters; every filter is served by an index on (field, seq) or at."""
+def filter_entries(queryset: QuerySet, params: dict) -> QuerySet:
+    """Apply validated filters; every filter is served by an index on (field, seq) or at. Queued
+    entries (AuditPendingEntry) take the same filters but `before`, which is a seq."""
     if params.get("agent"):
         queryset = queryset.filter(agent=params["agent"])
     if params.get("actor"):

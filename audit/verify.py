@@ -231,13 +231,35 @@ class TreeCheck:
         return bytes(cursor.fetchone()[0]) == hashlib.sha256(b"".join(made).hex().encode()).digest()
 
     def problem(self) -> tuple[int, str, str] | None:
-        if self.bad is None:
-            return None
-        level, index = self.bad
-        first, last = index << level, ((index + 1) << level)
-        return (first + 1, BreakReason.EDITED,
-                f"the stored Merkle tree node over entries {first + 1} to {last} is missing "
-                f"or differs from the entries: proofs served from it would be wrong")
+        return None if self.bad is None else _node_problem(*self.bad)
+
+
+def _node_problem(level: int, index: int) -> tuple[int, str, str]:
+    first, last = index << level, ((index + 1) << level)
+    return (first + 1, BreakReason.EDITED,
+            f"the stored Merkle tree node over entries {first + 1} to {last} is missing "
+            f"or differs from the entries: proofs served from it would be wrong")
+
+
+def frontier_problem(frontiers: dict[int, tuple[tuple[int, bytes], ...]]
+                     ) -> tuple[int, str, str] | None:
+    """The stored nodes every root is made from (the complete subtrees a tree of each size
+    decomposes into: at the head, where the next checkpoint's root comes from, and at each
+    checkpoint) held against the walk's, in one query per few thousand nodes; the wrong one
+    covering the earliest entries, if any."""
+    expected: dict[tuple[int, int], bytes] = {}
+    for stack in frontiers.values():
+        start = 0
+        for level, digest in stack:
+            expected[(level, start >> level)] = digest
+            start += 1 << level
+    wanted, stored = list(expected), {}
+    for at in range(0, len(wanted), 2000):
+        stored.update(tree.load(wanted[at:at + 2000]))
+    bad = [node for node, digest in expected.items() if stored.get(node) != digest]
+    if not bad:
+        return None
+    return _node_problem(*min(bad, key=lambda node: node[1] << node[0]))
 
 
 @dataclass
@@ -253,6 +275,8 @@ class Walk:
     roots_at: dict[int, str] = field(default_factory=dict)
     rotations: list[dict[str, Any]] = field(default_factory=list)
     tree: tuple[int, str, str] | None = None  # the first stored tree node that is wrong
+    # size -> the (level, hash) complete subtrees a tree of that size decomposes into
+    frontiers: dict[int, tuple[tuple[int, bytes], ...]] = field(default_factory=dict)
 
 
 def walk(rows: Iterator[Row], sizes: set[int], nodes: TreeCheck | None = None) -> Walk:
@@ -298,28 +322,35 @@ def walk(rows: Iterator[Row], sizes: set[int], nodes: TreeCheck | None = None) -
         if seq in sizes:
             result.roots_at[seq] = builder.root().hex()
             result.chain_at[seq] = hash_
+            result.frontiers[seq] = tuple(stack)
         previous, expected = hash_, expected + 1
     result.count, result.head_hash = expected - 1, previous
     result.root = builder.root().hex()
+    result.frontiers[result.count] = tuple(stack)
     if nodes is not None:
         nodes.flush()
         result.tree = nodes.problem()
     return result
 
 
-def walk_trail(upto: int, sizes: set[int], check_tree: bool = True) -> Walk:
+def walk_trail(upto: int, sizes: set[int], full_tree: bool = False) -> Walk:
     """walk() over the stored entries; if PostgreSQL cannot even parse a stored payload (it was
-    tampered with), walk again rebuilding every payload in Python, which names the entry."""
+    tampered with), walk again rebuilding every payload in Python, which names the entry.
+
+    The stored tree is held against the walk's where roots are made from (the frontier at the
+    head and at every size asked for), or, with `full_tree`, node by node everywhere."""
     for fast in (True, False):
         rows = iter_payloads(upto, fast=fast)
         try:
-            result = walk(rows, sizes, TreeCheck(upto) if check_tree else None)
+            result = walk(rows, sizes, TreeCheck(upto) if full_tree else None)
             break
         except DataError:
             if not fast:
                 raise
         finally:
             rows.close()  # its cursor, thread and transaction end here, not when collected
+    if not full_tree and not result.broken:
+        result.tree = frontier_problem(result.frontiers)
     # Rotations among the entries just proven (their columns were checked with them).
     rotated = AuditEntry.objects.filter(action=AuditAction.KEY_ROTATED, seq__lte=result.count)
     result.rotations = list(rotated.order_by("seq").values("before", "after"))
@@ -347,15 +378,19 @@ def trusted_keys(rotations: list[dict[str, Any]]) -> dict[str, Ed25519PublicKey]
     return trusted
 
 
-def verify_trail() -> ChainReport:
-    """Walk the whole trail; report ok, or the first bad seq, a reason word and a plain why."""
+def verify_trail(*, full_tree: bool = False) -> ChainReport:
+    """Walk the whole trail; report ok, or the first bad seq, a reason word and a plain why.
+
+    Every stored tree node a signed or future root is made from is checked; `full_tree` also
+    checks every other node (those only inclusion and consistency proofs use, which a client
+    checks against a signed root anyway): ~2 nodes per entry more to read."""
     started = timezone.now()
     held = {url: witnesses.copies(url) for url in witnesses.readable_witnesses()}
     checkpoints = {c.seq: c for c in AuditCheckpoint.objects.order_by("seq")}
     head = AuditChainHead.objects.filter(pk=1).first()
     end = head.seq if head is not None else 0
     sizes = set(checkpoints) | {size for copies in held.values() for size in copies}
-    result = walk_trail(end, sizes)
+    result = walk_trail(end, sizes, full_tree=full_tree)
     problems: list[tuple[int, str, str]] = []
     if result.broken:
         problems.append(result.broken)

@@ -3,24 +3,24 @@ rolled back or forked in the database still disagrees with what was published.
 
 `file:///dir` writes one file per checkpoint and never overwrites one (mount a write-once
 bucket there); `https://...` receives a POST signed like decision webhooks
-(config/webhook_signing.py). Verify reads the directories back; an HTTP witness keeps its own
-copies.
+(config/webhook_signing.py), sent through their outbound guard (config/outbound.py). Verify
+reads the directories back; an HTTP witness keeps its own copies.
 """
 
 import json
 import logging
 import os
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 import django_rq
 from django.conf import settings
 from rq import Retry
 
 from audit.chain import canonical_json
+from config import outbound
 from config.webhook_signing import SIGNATURE_HEADER, signature
 
 log = logging.getLogger(__name__)
@@ -67,15 +67,21 @@ def write_copy(folder: Path, checkpoint: dict[str, Any]) -> None:
 
 
 def post(url: str, checkpoint: dict[str, Any]) -> None:
-    """POST the checkpoint JSON, signed with AUDIT_WITNESS_SECRET; raises so RQ retries."""
+    """POST the checkpoint JSON, signed with AUDIT_WITNESS_SECRET, through the outbound guard
+    (AUDIT_WITNESS_HOSTS, checked on the address the name resolves to now; no redirect is
+    followed); raises so RQ retries."""
+    destination = outbound.check(url, settings.AUDIT_WITNESS_HOSTS)
     body = canonical_json(checkpoint).encode("utf-8")
     headers = {"Content-Type": "application/json"}
     if settings.AUDIT_WITNESS_SECRET:
         headers[SIGNATURE_HEADER] = signature(body, settings.AUDIT_WITNESS_SECRET,
                                               int(time.time()))
-    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
-    with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 (configured URL)
-        response.read()
+    query = urlsplit(url).query
+    target = quote(destination.path, safe="/%") + (f"?{query}" if query else "")
+    answer = outbound.send(destination, "POST", target, headers, body, timeout=10,
+                           max_bytes=settings.OUTBOUND_MAX_ANSWER_BYTES)
+    if answer.status >= 300:  # a redirect could point anywhere: never followed, retried
+        raise OSError(f"witness {url} answered {answer.status}")
 
 
 def copies(url: str) -> dict[int, dict[str, Any] | None]:

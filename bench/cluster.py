@@ -119,28 +119,58 @@ class Workers:
 
 
 def build_audit_rows(total: int, agent_names: list[str] | None = None) -> None:
-    """Extend the audit chain to `total` entries with valid hashes (bulk inserts)."""
+    """Extend the audit chain to `total` entries with valid hashes and their stored Merkle tree,
+    as the sequencer would place them (COPY on PostgreSQL, bulk inserts elsewhere)."""
+    from agentgov import merkle
+    from django.db import connection, transaction
     from django.utils import timezone
 
-    from audit.chain import chain_hash, entry_payload, format_time
-    from audit.models import AuditChainHead, AuditEntry
+    from audit import tree
+    from audit.chain import chain_hash, entry_payload, format_time, leaf_bytes
+    from audit.models import AuditChainHead, AuditEntry, AuditTreeNode
 
     head = AuditChainHead.objects.get(pk=1)
     seq, previous = head.seq, head.hash
     names = agent_names or ["refund-agent"]
-    batch = []
-    for i in range(total - seq):
-        seq += 1
-        fields = {"seq": seq, "at": timezone.now(), "actor": "system:bench",
-                  "action": "role.granted", "target": f"bench:{i}",
-                  "agent": names[i % len(names)], "before": {"roles": []},
-                  "after": {"roles": ["owner"], "i": i}, "reason": "", "request_id": "",
-                  "prev_hash": previous}
-        payload = entry_payload({**fields, "at": format_time(fields["at"])})
-        previous = chain_hash(payload, previous)
-        batch.append(AuditEntry(**fields, hash=previous, canonical=payload))
-        if len(batch) == 5000:
-            AuditEntry.objects.bulk_create(batch)
-            batch = []
-    AuditEntry.objects.bulk_create(batch)
-    AuditChainHead.objects.filter(pk=1).update(seq=seq, hash=previous)
+    stored = tree.load(tree.frontier_nodes(seq))
+    frontier = {level: stored[(level, index)] for level, index in tree.frontier_nodes(seq)}
+    with transaction.atomic():
+        for first in range(seq, total, 20000):  # a batch at a time: memory stays flat
+            size, leaves, rows = seq, [], []
+            for i in range(first, min(first + 20000, total)):
+                seq += 1
+                fields = {"seq": seq, "at": timezone.now(), "actor": "system:bench",
+                          "action": "role.granted", "target": f"bench:{i}",
+                          "agent": names[i % len(names)], "before": {"roles": []},
+                          "after": {"roles": ["owner"], "i": i}, "reason": "",
+                          "request_id": "", "prev_hash": previous}
+                payload = entry_payload({**fields, "at": format_time(fields["at"])})
+                previous = chain_hash(payload, previous)
+                leaves.append(merkle.leaf_hash(leaf_bytes(payload, previous)))
+                rows.append({**fields, "hash": previous, "canonical": payload})
+            nodes = tree.grow(size, frontier, leaves)
+            if connection.vendor == "postgresql":
+                _copy_audit_rows(rows, nodes)
+            else:
+                AuditEntry.objects.bulk_create([AuditEntry(**row) for row in rows])
+                AuditTreeNode.objects.bulk_create(
+                    [AuditTreeNode(position=p, hash=h) for p, h in nodes])
+        AuditChainHead.objects.filter(pk=1).update(seq=seq, hash=previous)
+
+
+def _copy_audit_rows(rows: list[dict], nodes: list[tuple[int, str]]) -> None:
+    import json
+
+    from django.db import connection
+
+    columns = ("seq", "at", "actor", "action", "target", "agent", "before", "after", "reason",
+               "request_id", "prev_hash", "hash", "canonical")
+    with connection.cursor() as cursor:
+        raw = cursor.cursor  # psycopg's own, for COPY
+        with raw.copy(f"COPY audit_auditentry ({', '.join(columns)}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row([json.dumps(row[c]) if c in ("before", "after") else row[c]
+                                for c in columns])
+        with raw.copy("COPY audit_audittreenode (position, hash) FROM STDIN") as copy:
+            for node in nodes:
+                copy.write_row(node)

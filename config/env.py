@@ -4,6 +4,8 @@ import os
 import re
 from urllib.parse import urlparse
 
+from config.outbound import parse_entry
+
 
 class SettingError(ValueError):
     """An environment variable holds a value the product cannot use."""
@@ -85,9 +87,7 @@ def env_url(name: str, schemes: set[str]) -> str | None:
 
 
 def env_allow_list(name: str) -> list[str]:
-    """Outbound `host[:port]` entries (reconciliation/outbound.py); a bad entry is an error."""
-    from reconciliation.outbound import parse_entry
-
+    """Outbound `host[:port]` entries (config/outbound.py); a bad entry is an error."""
     entries = env_list(name, [])
     for entry in entries:
         try:

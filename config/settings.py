@@ -22,6 +22,7 @@ from config.env import (
     env_str,
     env_url,
 )
+from config.outbound import naming_entries
 from config.private_files import create_private, touch_private, var_dir
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -60,6 +61,11 @@ AUDIT_CHECKPOINT_MINUTES = env_int("AUDIT_CHECKPOINT_MINUTES", 5, minimum=1)
 # Where every checkpoint is also published: file:///dir and https://... URLs.
 AUDIT_WITNESSES = env_list("AUDIT_WITNESSES", [])
 AUDIT_WITNESS_SECRET = env_str("AUDIT_WITNESS_SECRET", "")
+# Where HTTP witnesses may be POSTed, entries as DECISION_WEBHOOK_HOSTS (config/outbound.py);
+# by default each configured witness's own host and port. Either way every POST goes to the
+# address its name resolves to when sent, checked (a private one only when an IP/CIDR entry
+# names it), and never follows a redirect.
+AUDIT_WITNESS_HOSTS = env_allow_list("AUDIT_WITNESS_HOSTS") or naming_entries(AUDIT_WITNESSES)
 # writers: an entry takes its place in the log in its own transaction when no one holds the
 # head, else it queues (never waiting); after each commit the writer places the queue if the head
 # is free, and the RQ workers' sequencer places whatever is left. workers: entries always queue
@@ -129,7 +135,7 @@ RETENTION_DELETE_BATCH = env_int("RETENTION_DELETE_BATCH", 5000, minimum=1)
 GUARDRAIL_COST_BUDGET = env_int("GUARDRAIL_COST_BUDGET", 1_000_000, minimum=100)
 # Where outbound requests may go: `host[:port]` entries (host a `*.corp.example` glob, an IP or
 # a CIDR; no port: the scheme's default). Private, loopback and link-local addresses only when
-# an IP/CIDR entry names them (reconciliation/outbound.py). None: no webhooks / http connectors.
+# an IP/CIDR entry names them (config/outbound.py). None: no webhooks / http connectors.
 DECISION_WEBHOOK_HOSTS = env_allow_list("DECISION_WEBHOOK_HOSTS")
 CONNECTOR_ALLOWED_HOSTS = env_allow_list("CONNECTOR_ALLOWED_HOSTS")
 # Platform secrets an http connector may sign with: names of environment variables (or of

@@ -289,7 +289,7 @@ def notify_decision(decision_id: str, attempt: int = 0) -> str:
     """POST the decision to the webhook the agent gave, signed; retried with backoff."""
     import json
 
-    from reconciliation import outbound
+    from config import outbound
     from reconciliation.models import Decision
     from reconciliation.webhooks import SIGNATURE_HEADER, signature
 

@@ -1,4 +1,4 @@
-"""Decision webhooks: how a call is signed (where it may go: reconciliation/outbound.py).
+"""Decision webhooks: how a call is signed (where it may go: config/outbound.py).
 
 The signing itself lives in config/webhook_signing.py, shared with the audit trail's HTTP
 witnesses (audit must not depend on reconciliation); it is re-exported here for the webhook code.

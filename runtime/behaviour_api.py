@@ -13,9 +13,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.errors import DomainError, NotAllowed, NotFound, TooLarge
+from config.outbound import listed
 from reconciliation.api import agent_for
 from reconciliation.models import Decision, UnregisteredAgent
-from reconciliation.outbound import listed
 from registry.api import IsPerson, ManifestTextParser
 from registry.choices import Role
 from registry.intake import Malformed

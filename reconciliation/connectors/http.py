@@ -3,7 +3,7 @@
 GET {url}/agents/{name}/state and POST {url}/agents/{name}/changes with an Idempotency-Key,
 each signed (connectors/signing.py) under the platform secret the manifest names, which an admin
 must have granted to the agent's owner. Every request goes through the outbound guard
-(reconciliation/outbound.py): allow-listed host and port, checked resolved address, no
+(config/outbound.py): allow-listed host and port, checked resolved address, no
 redirects. Timeouts, and retries with backoff for what is safe to retry. Whatever goes wrong,
 the error people see says only "platform unreachable"; the detail goes to the log.
 """
@@ -17,7 +17,7 @@ from urllib.parse import quote, urlsplit
 
 from django.conf import settings
 
-from reconciliation import outbound
+from config import outbound
 from reconciliation.attribution import split_change
 from reconciliation.connectors.base import ApplyOutcome, ConnectorError
 from reconciliation.connectors.signing import SIGNATURE_HEADER, sign_request

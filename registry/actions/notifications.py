@@ -20,8 +20,8 @@ from django.utils import timezone
 
 import audit
 from audit.choices import AuditAction
+from config import outbound
 from config.errors import Invalid, NotAllowed, NotFound
-from reconciliation import outbound
 from reconciliation.alerts import broadcast
 from registry import inbox
 from registry.choices import NotifyChannel, NotifyMode, Role

@@ -14,8 +14,8 @@ import audit
 from audit.choices import AuditAction
 from audit.jsondiff import flat_changes
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
+from config.outbound import listed
 from reconciliation.alerts import broadcast
-from reconciliation.outbound import listed
 from reconciliation.triggers import request_reconcile, schedule_grant_expiries
 from registry.actions.grants import start_grant_clocks
 from registry.actions.stepup import verify_step_up

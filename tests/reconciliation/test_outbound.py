@@ -3,8 +3,8 @@ go to (the HTTP paths are in test_connector_attacks.py and test_behaviour_rules.
 
 import pytest
 
+from config import outbound
 from config.env import SettingError, env_allow_list
-from reconciliation import outbound
 
 
 @pytest.fixture

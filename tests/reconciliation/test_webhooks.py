@@ -4,7 +4,7 @@ sides use."""
 import pytest
 from agentgov.webhooks import BadSignature, verify
 
-from reconciliation.outbound import listed
+from config.outbound import listed
 from reconciliation.webhooks import signature
 
 

@@ -30,7 +30,11 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="verb", required=True)
-        sub.add_parser("verify", help="walk the chain; exit 1 and name the first broken seq")
+        verify = sub.add_parser("verify", help="walk the chain; exit 1 and name the first "
+                                               "broken seq")
+        verify.add_argument("--tree", action="store_true",
+                            help="also check every stored Merkle tree node, not only those "
+                                 "roots are made from")
         export = sub.add_parser("export", help="write the trail as JSONL or CSV")
         export.add_argument("--format", choices=sorted(FORMATS), default="jsonl")
         export.add_argument("--output", "-o", default="-", help="file path, or - for stdout")
@@ -45,7 +49,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         verb = options["verb"]
         if verb == "verify":
-            report = verify_trail()
+            report = verify_trail(full_tree=options["tree"])
             self.stdout.write(json.dumps(report.to_dict()))
             if not report.ok:
                 raise CommandError(f"audit trail broken at seq {report.first_broken_seq}")

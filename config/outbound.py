@@ -84,6 +84,19 @@ def parse_entries(patterns: list[str]) -> list[Entry]:
     return [parse_entry(p) for p in patterns if p.strip()]
 
 
+def naming_entries(urls: list[str]) -> list[str]:
+    """Allow-list entries naming each http(s) URL's own host and port (other URLs skipped):
+    for destinations an operator configured, which still go through check() when sent."""
+    entries = []
+    for url in urls:
+        try:
+            scheme, host, port, _ = _split(url)
+        except Refused:
+            continue
+        entries.append(f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+    return entries
+
+
 def _ip(text: str) -> IPAddress | None:
     try:
         address = ipaddress.ip_address(text.split("%")[0])
