@@ -88,7 +88,19 @@ def build_open_work(agent_ids: list[int], every: int = 100) -> int:
     return len(chosen)
 
 
-class Workers:
+class Processes:
+    """A group of the bench's own server processes, stopped together."""
+
+    processes: list[subprocess.Popen]
+
+    def stop(self) -> None:
+        for process in self.processes:
+            process.terminate()
+        for process in self.processes:
+            process.wait(timeout=30)
+
+
+class Workers(Processes):
     """`count` real RQ worker processes (with the scheduler) on the bench's stores, of the
     production worker class (`RQ["WORKER_CLASS"]`: jobs run in the worker's own process)."""
 
@@ -110,12 +122,6 @@ class Workers:
             if time.monotonic() > deadline:
                 raise SystemExit("workers did not start")
             time.sleep(0.1)
-
-    def stop(self) -> None:
-        for process in self.processes:
-            process.terminate()
-        for process in self.processes:
-            process.wait(timeout=30)
 
 
 def build_audit_rows(total: int, agent_names: list[str] | None = None) -> None:

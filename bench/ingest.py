@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.cluster import build_cluster  # noqa: E402
+from bench.cluster import Processes, build_cluster  # noqa: E402
 from bench.scratch import setup_django  # noqa: E402
 from config.embedded_redis import free_port, port_answers  # noqa: E402
 
@@ -59,7 +59,7 @@ def fleet_batch(size: int, agents: int = 1000) -> bytes:
         for _ in range(size)]).encode()
 
 
-class WebProcesses:
+class WebProcesses(Processes):
     """`count` daphne processes, each on its own port, on the bench's stores."""
 
     def __init__(self, count: int) -> None:
@@ -78,12 +78,6 @@ class WebProcesses:
                 if time.monotonic() > deadline:
                     raise SystemExit("daphne did not start")
                 time.sleep(0.1)
-
-    def stop(self) -> None:
-        for process in self.processes:
-            process.terminate()
-        for process in self.processes:
-            process.wait(timeout=30)
 
 
 def send_all(ports: list[int], key: str, bodies: list[bytes]) -> tuple[int, float]:
