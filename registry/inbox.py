@@ -4,6 +4,7 @@ escalations leave it until their time comes)."""
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from types import SimpleNamespace
 
 from django.db.models import CharField, F, QuerySet, Value
 
@@ -57,6 +58,7 @@ DECISION, INCIDENT = "decision", "incident"
 RECERTIFICATION = "recertification"  # an owner's: recertify their agent by its review date
 KINDS = (DECISION, INCIDENT, ESCALATION, PROPOSAL, RECERTIFICATION)
 MAX_PER_KIND = 500  # a queue longer than this is read by its filters, not scrolled
+_FINDING_KEY_FIELDS = ("agent_id", "behaviour", "observed_at", "detected_at")  # incident_key's
 
 
 @dataclass
@@ -128,9 +130,15 @@ def proposals_for(user) -> QuerySet:
     approved = Approval.objects.filter(version=OuterRef("pk"), approver=user,
                                        revision=OuterRef("revision"))
     return (pending
-            .exclude(Q(proposed_by=user) | Q(token_holder=user) | Q(agent__owner=user)
+            .exclude(Q(proposed_by=user) | Q(token_holder=user) | Q(agent__in=_owned_by(user))
                      | Q(metadata__owner=user.username))
             .exclude(Exists(approved)))
+
+
+def _owned_by(user) -> QuerySet:
+    """The ids of `user`'s own agents, as a subquery: excluding them reads the owner index
+    for this person's agents, where a join on the owner reads every agent in the fleet."""
+    return Agent.objects.filter(owner=user).values("pk")
 
 
 def escalations_for_user(user, now: datetime | None = None) -> QuerySet:
@@ -138,7 +146,7 @@ def escalations_for_user(user, now: datetime | None = None) -> QuerySet:
     decision they asked for themselves (four eyes)."""
     if user is None:
         return Escalation.objects.awake(now)
-    return (Escalation.objects.awake(now).exclude(agent__owner=user)
+    return (Escalation.objects.awake(now).exclude(agent__in=_owned_by(user))
             .exclude(decision__asked_by=user))
 
 
@@ -180,15 +188,19 @@ def counts_for(user, now: datetime | None = None) -> dict[str, int]:
     if user is None or has_role(user, Role.APPROVER):
         counts["proposals"] = min(proposals_for(user).count(), MAX_PER_KIND)
         incidents = set()
-        for escalation in (escalations_for_user(user, now).select_related("finding")
-                           .only("pk", "agent_id", "decision_id", "finding__id",
-                                 "finding__agent_id", "finding__behaviour",
-                                 "finding__observed_at", "finding__detected_at")
-                           .order_by("opened_at")[:MAX_PER_KIND]):
-            if escalation.decision_id is not None:
+        # plain tuples, not model instances: the badge is on every page and the cap is 500
+        for pk, decision_id, finding_id, *finding in (
+                escalations_for_user(user, now).order_by("opened_at").values_list(
+                    "pk", "decision_id", "finding_id", "finding__agent_id",
+                    "finding__behaviour", "finding__observed_at", "finding__detected_at")
+                [:MAX_PER_KIND]):
+            if decision_id is not None:
                 counts["decisions"] += 1
             else:
-                incidents.add(escalation_key(escalation))
+                incidents.add(escalation_key(SimpleNamespace(
+                    pk=pk, finding_id=finding_id, finding=finding_id and SimpleNamespace(
+                        pk=finding_id, **dict(zip(_FINDING_KEY_FIELDS, finding,
+                                                  strict=True))))))
         counts["escalations"] = len(incidents)
     counts["total"] = sum(counts.values())
     return counts

@@ -257,3 +257,26 @@ def test_the_queue_costs_the_same_queries_whatever_its_length(people, client, ap
         proposal_by_alice(approved_agent(people, f"{name}-2"), model="gpt-5")
     assert len(bob.get("/api/v1/inbox").json()["items"]) == 8
     assert cost() == small
+
+
+def test_the_badge_counts_each_incident_once_and_leaves_out_the_approvers_own_agents(
+        people, client, api_as):
+    from registry.models import Agent
+
+    bad_deployment(people, "agent-a")  # three escalations, one incident
+    bad_deployment(people, "agent-b")
+    proposal_by_alice(approved_agent(people, "agent-c"), model="gpt-5")
+    Agent.objects.filter(name="agent-b").update(owner=people.carol)  # four eyes: not hers
+    assert Escalation.objects.filter(status="open").count() == 6
+
+    def badge(person) -> str:
+        client.force_login(person)
+        return re.search(r'id="inbox-count"[^>]*>(\d+)<',
+                         client.get("/agents/").content.decode()).group(1)
+
+    assert sorted(i["kind"] for i in api_as(people.bob).get("/api/v1/inbox").json()[
+        "items"]) == ["incident", "incident", "proposal"]
+    assert badge(people.bob) == "3"
+    assert sorted(i["kind"] for i in api_as(people.carol).get("/api/v1/inbox").json()[
+        "items"]) == ["incident", "proposal"]
+    assert badge(people.carol) == "2"
