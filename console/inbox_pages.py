@@ -62,7 +62,7 @@ def inbox_page(request: HttpRequest) -> HttpResponse:
 
 def _back(request: HttpRequest) -> HttpResponse:
     target = request.POST.get("next", "")
-    if not (target.startswith("/inbox/") and url_has_allowed_host_and_scheme(
+    if not (target.startswith(("/inbox/", "/approvals/")) and url_has_allowed_host_and_scheme(
             target, allowed_hosts={request.get_host()}, require_https=request.is_secure())):
         target = "/inbox/"
     return redirect(target)

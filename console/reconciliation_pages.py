@@ -155,10 +155,11 @@ def findings(request: HttpRequest) -> HttpResponse:
     page = Paginator(rows, 50).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
+    compliance = has_role(request.user, Role.COMPLIANCE)
     return render(request, "reconciliation/findings.html", {
         "page": page, "filters": filters, "statuses": FindingStatus.values,
-        "query": query.urlencode(), "can_acknowledge": has_role(request.user, Role.COMPLIANCE),
-        "errors": found.errors})
+        "query": query.urlencode(), "can_acknowledge": compliance,
+        "can_explore_audit": compliance, "errors": found.errors})
 
 
 @login_required

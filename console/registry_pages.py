@@ -334,33 +334,35 @@ def _proposals() -> QuerySet[DesiredStateVersion]:
 
 @dataclass
 class InboxItem:
-    """One place in the approvals queue: a proposal card or an escalation card."""
+    """One place in the approvals queue: a proposal card or an escalation card (for an
+    incident, its first escalation with the siblings one cause produced, decided once)."""
 
-    entry: inbox.Entry
+    entry: inbox.Item
     card: ProposalCard | None = None
     escalation: Any = None
+    siblings: list = field(default_factory=list)
 
 
 @login_required
 def approvals_inbox(request: HttpRequest) -> HttpResponse:
     """The queue this approver may act on (not the global one: four eyes keeps their own
     agents and proposals out), longest waiting first: pending proposals (approve or reject
-    with the diff in view), escalations (assign, acknowledge, snooze, resolve) and pending
-    runtime decisions (allow or deny), each decided in place; every form comes back here with
-    a message."""
+    with the diff in view), escalations (assign, acknowledge, snooze, resolve; an incident's
+    escalations as one card, decided once, as the inbox folds them) and pending runtime
+    decisions (allow or deny), each decided in place; every form comes back here with a
+    message."""
     if not has_role(request.user, Role.APPROVER):
         return _forbidden(request, "The approvals inbox is for approvers.")
-    page = Paginator(inbox.queue(request.user), PAGE_SIZE).get_page(request.GET.get("page"))
-    entries = inbox.entries(list(page))
+    queue = sorted((i for i in inbox.items_for(request.user)
+                    if i.kind != inbox.RECERTIFICATION), key=lambda i: (i.waiting_since, i.key))
+    page = Paginator(queue, PAGE_SIZE).get_page(request.GET.get("page"))
     versions = {v.pk: v for v in _proposals().filter(
-        pk__in=[e.pk for e in entries if e.kind == inbox.PROPOSAL])}
-    escalations = inbox.escalations_for(entries)
-    with_row_errors(request, list(escalations.values()))
-    items = [InboxItem(entry, card=_card(versions[entry.pk], request.user))
-             if entry.kind == inbox.PROPOSAL else InboxItem(entry,
-                                                            escalation=escalations[entry.pk])
-             for entry in entries
-             if entry.pk in (versions if entry.kind == inbox.PROPOSAL else escalations)]
+        pk__in=[i.version.pk for i in page if i.version is not None])}
+    with_row_errors(request, [i.escalations[0] for i in page if i.escalations])
+    items = [InboxItem(i, card=_card(versions[i.version.pk], request.user))
+             if i.version is not None else InboxItem(i, escalation=i.escalations[0],
+                                                     siblings=i.escalations[1:])
+             for i in page if i.escalations or (i.version and i.version.pk in versions)]
     counts = inbox_counts(request.user)
     return _page(request, "registry/approvals.html", {
         "page": page, "items": items, "here": request.get_full_path(),

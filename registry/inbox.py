@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import SimpleNamespace
 
-from django.db.models import CharField, F, QuerySet, Value
+from django.db.models import QuerySet
 
 from reconciliation.incidents import group
 from reconciliation.models import Escalation
@@ -15,42 +15,6 @@ from registry.models import Agent, Approval, DesiredStateVersion
 from registry.roles import has_role
 
 PROPOSAL, ESCALATION = "proposal", "escalation"
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One place in the queue; the page loads the rows behind a page of entries."""
-
-    kind: str  # proposal | escalation (pending decisions are escalations too)
-    pk: int
-    waiting_since: datetime
-
-
-def queue(user, now: datetime | None = None) -> QuerySet:
-    """(kind, pk, waiting_since) of what `user` may decide (proposals_for and
-    escalations_for_user: the same rows the inbox badge counts), oldest first: one UNION
-    query, so a page of it costs the same whatever the number of proposals and escalations."""
-    proposals = (proposals_for(user).order_by()
-                 .annotate(kind=Value(PROPOSAL, output_field=CharField()),
-                           waiting_since=F("created_at"))
-                 .values_list("kind", "pk", "waiting_since"))
-    escalations = (escalations_for_user(user, now).order_by()
-                   .annotate(kind=Value(ESCALATION, output_field=CharField()),
-                             waiting_since=F("opened_at"))
-                   .values_list("kind", "pk", "waiting_since"))
-    return proposals.union(escalations, all=True).order_by("waiting_since", "kind", "pk")
-
-
-def entries(rows: list[tuple[str, int, datetime]]) -> list[Entry]:
-    return [Entry(kind, pk, since) for kind, pk, since in rows]
-
-
-def escalations_for(page: list[Entry]) -> dict[int, Escalation]:
-    """The escalations of a page of entries (one query)."""
-    wanted = [e.pk for e in page if e.kind == ESCALATION]
-    return {e.pk: e for e in Escalation.objects.filter(pk__in=wanted).select_related(
-        "agent", "finding", "decision", "assignee")}
-
 
 # --- the queue as one approver sees it: only what they may decide, most urgent first ------------
 

@@ -1,13 +1,15 @@
 """Every console page, walked as each demo user on the seeded demo (seed_demo: forty agents,
 history with converged, corrected and escalated ones), reads as text for people: no Python
-`None`, no dict or list repr, no negative duration, no fractional count."""
+`None`, no dict or list repr, no negative duration, no fractional count; and no page shows a
+user a link that answers them 403."""
 
 import re
 from collections import deque
 
 import pytest
 from django.core.management import call_command
-from django.test import Client
+from django.db import transaction
+from django.test import Client, override_settings
 
 from registry.management.commands.seed_demo import PERSONAS
 
@@ -42,26 +44,32 @@ def shape(path: str) -> str:
     return "/".join(parts[:1] + ["*" for _ in parts[1:]]) + "?" + "&".join(keys)
 
 
-def walk(client: Client) -> dict[str, str]:
-    """path -> visible text of every page reachable from the overview (bounded per shape)."""
-    seen, shapes, texts = set(), {}, {}
-    todo = deque(["/"])
-    while todo:
-        path = todo.popleft()
-        response = client.get(path)
-        if response.status_code != 200 or "html" not in response.get("Content-Type", ""):
-            continue
-        html = response.content.decode()
-        texts[path] = visible_text(html)
-        for link in HREF.findall(html):
-            link = link.replace("&amp;", "&")
-            if link in seen or SKIP.search(link):
+class Walk:
+    """What one user reaches from the overview, following links (bounded per shape)."""
+
+    def __init__(self, client: Client) -> None:
+        self.texts: dict[str, str] = {}  # path -> visible text of every page that answered
+        self.forbidden: dict[str, str] = {}  # link that answered 403 -> the page showing it
+        linked_from: dict[str, str] = {}
+        shapes: dict[str, int] = {}
+        todo = deque(["/"])
+        while todo:
+            path = todo.popleft()
+            response = client.get(path)
+            if response.status_code == 403:
+                self.forbidden[path] = linked_from.get(path, "(start)")
+            if response.status_code != 200 or "html" not in response.get("Content-Type", ""):
                 continue
-            seen.add(link)
-            if shapes.setdefault(shape(link), 0) < PER_SHAPE:
-                shapes[shape(link)] += 1
-                todo.append(link)
-    return texts
+            html = response.content.decode()
+            self.texts[path] = visible_text(html)
+            for link in HREF.findall(html):
+                link = link.replace("&amp;", "&")
+                if link in linked_from or SKIP.search(link):
+                    continue
+                linked_from[link] = path
+                if shapes.setdefault(shape(link), 0) < PER_SHAPE:
+                    shapes[shape(link)] += 1
+                    todo.append(link)
 
 
 def leaks_in(text: str) -> list[str]:
@@ -72,24 +80,49 @@ def leaks_in(text: str) -> list[str]:
     return found
 
 
-def test_no_console_page_shows_python_values_negative_durations_or_fractional_counts(
-        settings, tmp_path):
+@pytest.fixture(scope="module")
+def walked_as(django_db_setup, django_db_blocker, tmp_path_factory) -> dict[str, Walk]:
+    """The demo seeded once, walked once as each demo user; built inside a transaction that
+    is rolled back at the module's end."""
     from django.contrib.auth.models import User
 
-    settings.VAR_DIR = tmp_path
-    call_command("seed_demo", "--force")
-    problems, walked = {}, {}
-    for username, _, _ in PERSONAS:
-        client = Client()
-        client.force_login(User.objects.get(username=username))
-        texts = walk(client)
-        walked[username] = len(texts)
-        for path, text in texts.items():
+    quick = override_settings(
+        VAR_DIR=tmp_path_factory.mktemp("var"),
+        PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"])
+    with django_db_blocker.unblock(), quick:
+        outer = transaction.atomic()
+        outer.__enter__()
+        try:
+            call_command("seed_demo", "--force")
+            walks = {}
+            for username, _, _ in PERSONAS:
+                client = Client()
+                client.force_login(User.objects.get(username=username))
+                walks[username] = Walk(client)
+            yield walks
+        finally:
+            transaction.set_rollback(True)
+            outer.__exit__(None, None, None)
+
+
+def test_no_console_page_shows_python_values_negative_durations_or_fractional_counts(
+        walked_as):
+    problems = {}
+    for username, walk in walked_as.items():
+        for path, text in walk.texts.items():
             if found := leaks_in(text):
                 problems[f"{username} {path}"] = found
     # The walk is real: every demo user reached the overview and the pages linked from it.
+    walked = {username: len(walk.texts) for username, walk in walked_as.items()}
     assert all(count >= 5 for count in walked.values()), walked
     assert problems == {}, "\n".join(f"{where}: {found}" for where, found in problems.items())
+
+
+def test_no_page_shows_a_user_a_link_that_answers_them_403(walked_as):
+    shown = [f"{username} sees {link} on {page}"
+             for username, walk in walked_as.items()
+             for link, page in walk.forbidden.items()]
+    assert shown == [], "links that answer 403:\n" + "\n".join(shown)
 
 
 def test_the_checks_catch_what_they_look_for():

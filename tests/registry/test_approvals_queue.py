@@ -51,3 +51,27 @@ def test_each_approver_sees_the_queue_they_can_act_on(people, client, api_as):
     assert [kind for kind, _ in carol_cards] == ["proposal"]
     assert decision.pk and len(bob_cards) == bob_badge == bob_inbox == 1
     assert len(carol_cards) == carol_badge == carol_inbox == 1
+
+
+def test_one_bad_deployment_is_one_card_decided_once(people, client):
+    from audit.models import AuditEntry
+    from reconciliation.models import Escalation
+    from tests.registry.test_inbox_queue import bad_deployment
+
+    agent = bad_deployment(people)
+    escalations = list(Escalation.objects.filter(agent=agent).order_by("pk"))
+    assert len(escalations) == 3
+    client.force_login(people.bob)
+    body = client.get("/approvals/").content.decode()
+    assert cards(body) == [("escalation", str(escalations[0].pk))] and badge(body) == 1
+    assert "incident: 3 findings from one change" in body
+    assert all(f"escalation #{e.pk})" in body for e in escalations[1:])
+    audited = AuditEntry.objects.filter(action="escalation.resolved").count()
+    response = client.post(f"/inbox/incidents/{escalations[0].pk}/resolve",
+                           {"resolution": "revert", "comment": "bad deploy",
+                            "next": "/approvals/"})
+    assert response.status_code == 302 and response["Location"] == "/approvals/"
+    assert set(Escalation.objects.filter(agent=agent).values_list("status", "resolution")) == {
+        ("resolved", "revert")}
+    assert AuditEntry.objects.filter(action="escalation.resolved").count() == audited + 3
+    assert cards(client.get("/approvals/").content.decode()) == []
