@@ -47,8 +47,9 @@ def test_dana_watches_a_correction_reads_the_timeline_and_verifies_the_trail(
             expect(lab.locator(".messages")).to_contain_text("bad deployment")
 
             live = dana.locator("#agent-live")
+            # One line for the bad deployment's incident, naming all three of its findings.
             expect(live.locator("li[data-event='drift.detected']").first).to_contain_text(
-                "refund-agent gained", timeout=20_000)
+                re.compile(r"refund-agent .*\(3 in this incident\)"), timeout=20_000)
             expect(live.locator("li[data-event='drift.corrected']").first).to_contain_text(
                 "corrected and verified", timeout=20_000)
             expect(dana.locator("#agent-summary")).to_have_attribute(
@@ -56,6 +57,7 @@ def test_dana_watches_a_correction_reads_the_timeline_and_verifies_the_trail(
             expect(dana.locator("#agent-health")).to_have_attribute(
                 "data-health", "in_policy", timeout=15_000)
             expect(dana.locator("#open-findings")).to_have_attribute("data-count", "0")
+            expect(live.locator("li[data-event='drift.detected']")).to_have_count(1)
             assert dana.evaluate("window.stillTheSamePage") is True  # never reloaded
             dana.screenshot(path=str(ARTIFACTS / "agent-corrected-live.png"), full_page=True)
 
