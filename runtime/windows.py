@@ -106,18 +106,23 @@ def fill(checks: Iterable[tuple[WindowCheck, str, datetime]], now: datetime) -> 
         pipe.execute()
 
 
-def filled_generations(agent_ids: list[int]) -> list[int | None]:
-    """For each agent, the generation whose stored events its windows were last filled with
-    (None: never, or Redis lost them)."""
-    if not agent_ids:
+def filled_generations(agents: list[tuple[int, int]]) -> list[int | None]:
+    """For each (agent id, seconds its longest window spans), the generation whose stored
+    events its windows were last filled with (None: never, or Redis lost them). Reading a
+    marker keeps it for another `seconds` (GETEX, one pipeline): the windows of an agent whose
+    events keep being counted stay complete, so they are filled from the database only after
+    a new generation or a loss, not again every hour."""
+    if not agents:
         return []
-    values = connection().mget([FILLED_KEY.format(agent_id=a) for a in agent_ids])
-    return [int(v) if v is not None else None for v in values]
+    pipe = connection().pipeline(transaction=False)
+    for agent_id, seconds in agents:
+        pipe.getex(FILLED_KEY.format(agent_id=agent_id), ex=seconds + 60)
+    return [int(v) if v is not None else None for v in pipe.execute()]
 
 
 def mark_filled(agent_id: int, generation: int, seconds: int) -> None:
     """The agent's windows hold its stored events for this generation (kept as long as its
-    longest window, then filled again from what is stored, which costs little)."""
+    longest window past its last use, then filled again from what is stored)."""
     connection().set(FILLED_KEY.format(agent_id=agent_id), generation, ex=seconds + 60)
 
 

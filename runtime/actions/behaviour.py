@@ -44,7 +44,7 @@ from reconciliation.triggers import request_reconcile
 from registry.actions.waivers import active_waivers
 from registry.choices import Lifecycle, Role
 from registry.manifest import duration_seconds
-from registry.models import Agent
+from registry.models import Agent, DesiredStateVersion
 from registry.principals import AgentPrincipal
 from registry.roles import has_role
 from registry.waivers import is_waived
@@ -140,9 +140,7 @@ def ingest_events(items: list[Any], *, actor: Any, token: Any = None, source: st
     seen: set[tuple[str, str]] = set()
     parsed = [validate_event(item, now) for item in items]
     names = {e.agent for e in parsed if isinstance(e, Event)}
-    # A retired agent's traffic is flagged as an unregistered agent's.
-    agents = {a.name: a for a in Agent.objects.filter(name__in=names).exclude(
-        lifecycle=Lifecycle.RETIRED).select_related("active_version")}
+    agents = _batch_agents(names)
     refusals = {name: _may_report(actor, name, agents.get(name)) for name in names}
     for item, event in zip(items, parsed, strict=True):
         if isinstance(event, str):
@@ -182,6 +180,38 @@ def ingest_events(items: list[Any], *, actor: Any, token: Any = None, source: st
             transaction.on_commit(
                 lambda: _count_stored(fresh, agents, violations, now, report), robust=True)
     return report
+
+
+# What the rules read of an agent and its approved version (the spec comes from _spec_of).
+AGENT_COLUMNS = ("name", "owner_id", "labels", "framework", "lifecycle", "generation",
+                 "restricted_to", "active_version__spec_sha256")
+
+
+def _batch_agents(names: set[str]) -> dict[str, Agent]:
+    """The batch's agents in one query of the columns the rules need, whatever their number,
+    each version's spec from the process's copy (a version's spec never changes: a new one is
+    a new version, and a grant's expiry, a restriction or a suspension is on the agent row
+    read here, so the next batch sees each of them). A retired agent's traffic is flagged as
+    an unregistered agent's."""
+    if not names:
+        return {}
+    agents = list(Agent.objects.filter(name__in=names).exclude(lifecycle=Lifecycle.RETIRED)
+                  .select_related("active_version").only(*AGENT_COLUMNS))
+    versions = [a.active_version for a in agents if a.active_version is not None]
+    missing = [v.pk for v in versions if _version_specs.get(v.pk, ("",))[0] != v.spec_sha256]
+    if missing:
+        if len(_version_specs) + len(missing) > VERSION_SPECS_KEPT:
+            _version_specs.clear()
+        _version_specs.update(
+            (pk, (sha, spec)) for pk, sha, spec in DesiredStateVersion.objects.filter(
+                pk__in=missing).values_list("pk", "spec_sha256", "spec"))
+    for version in versions:
+        version.spec = _version_specs[version.pk][1]
+    return {a.name: a for a in agents}
+
+
+VERSION_SPECS_KEPT = 20_000
+_version_specs: dict[int, tuple[str, dict[str, Any]]] = {}
 
 
 def _use_decisions(fresh: list[Event], now: datetime) -> dict[tuple[str, str], tuple[bool, bool]]:
@@ -358,21 +388,27 @@ def ensure_windows(agents: list[Agent], now: datetime) -> None:
     """Make an agent's windows hold every stored event still inside them before they are
     counted or peeked: events adopted from an unregistered agent or sent before the first
     approval, events under limits a new version added, and whatever a Redis restart lost.
-    A marker per agent says which generation they were filled for; without it the stored
-    events go in (into the windows only: they are not judged again). Raises RedisError."""
-    limited = [a for a in agents if a.active_version is not None and (
-        a.active_version.spec.get("limits") or a.active_version.spec.get("budgets"))]
-    for agent, generation in zip(limited, windows.filled_generations([a.pk for a in limited]),
-                                 strict=True):
+    A marker per agent says which generation they were filled for (each use keeps it for
+    another longest window); without it the stored events go in (into the windows only: they
+    are not judged again). Raises RedisError."""
+    limited = [(a, _horizon(a.active_version.spec)) for a in agents
+               if a.active_version is not None and (
+                   a.active_version.spec.get("limits") or a.active_version.spec.get("budgets"))]
+    for (agent, horizon), generation in zip(
+            limited, windows.filled_generations([(a.pk, h) for a, h in limited]), strict=True):
         if generation != agent.generation:
-            _refill(agent, now)
+            _refill(agent, horizon, now)
 
 
-def _refill(agent: Agent, now: datetime) -> None:
+def _horizon(spec: dict[str, Any]) -> int:
+    """Seconds the longest of a spec's windows (limits and budgets) spans."""
+    return max(duration_seconds(rule["per"])
+               for rule in [*spec.get("limits", []), *spec.get("budgets", [])])
+
+
+def _refill(agent: Agent, horizon: int, now: datetime) -> None:
     spec = agent.active_version.spec
     durations = {limit["per"]: duration_seconds(limit["per"]) for limit in spec["limits"]}
-    horizon = max([*durations.values(),
-                   *(duration_seconds(b["per"]) for b in spec.get("budgets", []))])
     rows = (BehaviourEvent.objects.filter(agent=agent, foreign=False,
                                           ts__gte=now - timedelta(seconds=horizon))
             .order_by("-ts")
