@@ -106,18 +106,30 @@ def fill(checks: Iterable[tuple[WindowCheck, str, datetime]], now: datetime) -> 
         pipe.execute()
 
 
+# KEYS: agents' fill markers; ARGV[1]: as JSON each marker's seconds. Each marker is read
+# and kept for its seconds again (GETEX); returns the values comma-separated ('' for none).
+FILLED = """
+local seconds, out = cjson.decode(ARGV[1]), {}
+for k = 1, #KEYS do
+  out[k] = redis.call('GETEX', KEYS[k], 'EX', seconds[k]) or ''
+end
+return table.concat(out, ',')
+"""
+
+
 def filled_generations(agents: list[tuple[int, int]]) -> list[int | None]:
     """For each (agent id, seconds its longest window spans), the generation whose stored
     events its windows were last filled with (None: never, or Redis lost them). Reading a
-    marker keeps it for another `seconds` (GETEX, one pipeline): the windows of an agent whose
-    events keep being counted stay complete, so they are filled from the database only after
-    a new generation or a loss, not again every hour."""
+    marker keeps it for another `seconds` (one script for the batch): the windows of an agent
+    whose events keep being counted stay complete, so they are filled from the database only
+    after a new generation or a loss, not again every hour."""
     if not agents:
         return []
-    pipe = connection().pipeline(transaction=False)
-    for agent_id, seconds in agents:
-        pipe.getex(FILLED_KEY.format(agent_id=agent_id), ex=seconds + 60)
-    return [int(v) if v is not None else None for v in pipe.execute()]
+    reply = connection().register_script(FILLED)(
+        keys=[FILLED_KEY.format(agent_id=a) for a, _ in agents],
+        args=[json.dumps([seconds + 60 for _, seconds in agents])])
+    text = reply.decode() if isinstance(reply, bytes) else reply
+    return [int(v) if v else None for v in text.split(",")]
 
 
 def mark_filled(agent_id: int, generation: int, seconds: int) -> None:

@@ -182,36 +182,55 @@ def ingest_events(items: list[Any], *, actor: Any, token: Any = None, source: st
     return report
 
 
-# What the rules read of an agent and its approved version (the spec comes from _spec_of).
-AGENT_COLUMNS = ("name", "owner_id", "labels", "framework", "lifecycle", "generation",
-                 "restricted_to", "active_version__spec_sha256")
+# What the rules read of an agent and its approved version (the spec comes from _version_specs).
+AGENT_COLUMNS = ("id", "name", "owner_id", "labels", "framework", "lifecycle", "generation",
+                 "restricted_to", "active_version_id", "active_version__spec_sha256")
+AGENTS_KEPT = 100_000
+_agents: dict[tuple, Agent] = {}  # an agent as of its row (AGENT_COLUMNS), per process
+VERSION_SPECS_KEPT = 20_000
+_version_specs: dict[int, tuple[str, dict[str, Any]]] = {}
 
 
 def _batch_agents(names: set[str]) -> dict[str, Agent]:
-    """The batch's agents in one query of the columns the rules need, whatever their number,
-    each version's spec from the process's copy (a version's spec never changes: a new one is
-    a new version, and a grant's expiry, a restriction or a suspension is on the agent row
-    read here, so the next batch sees each of them). A retired agent's traffic is flagged as
-    an unregistered agent's."""
+    """The batch's agents in one query of the columns the rules need, whatever their number.
+    The process keeps each agent as of that row and each version's spec (a version's spec
+    never changes: a new one is a new version with its own hash); a new version, a grant's
+    start, a restriction, a suspension or a new generation changes the row read here, so the
+    next batch sees each of them. A retired agent's traffic is flagged as an unregistered
+    agent's."""
     if not names:
         return {}
-    agents = list(Agent.objects.filter(name__in=names).exclude(lifecycle=Lifecycle.RETIRED)
-                  .select_related("active_version").only(*AGENT_COLUMNS))
-    versions = [a.active_version for a in agents if a.active_version is not None]
-    missing = [v.pk for v in versions if _version_specs.get(v.pk, ("",))[0] != v.spec_sha256]
+    rows = list(Agent.objects.filter(name__in=names).exclude(lifecycle=Lifecycle.RETIRED)
+                .values_list(*AGENT_COLUMNS))
+    missing = {row[8] for row in rows if row[8] is not None and (
+        _version_specs.get(row[8], ("",))[0] != row[9])}
     if missing:
         if len(_version_specs) + len(missing) > VERSION_SPECS_KEPT:
             _version_specs.clear()
         _version_specs.update(
             (pk, (sha, spec)) for pk, sha, spec in DesiredStateVersion.objects.filter(
                 pk__in=missing).values_list("pk", "spec_sha256", "spec"))
-    for version in versions:
-        version.spec = _version_specs[version.pk][1]
-    return {a.name: a for a in agents}
+    if len(_agents) + len(rows) > AGENTS_KEPT:
+        _agents.clear()
+    found = {}
+    for row in rows:
+        key = tuple(repr(v) if isinstance(v, dict | list) else v for v in row)  # hashable
+        agent = _agents.get(key)
+        if agent is None:
+            agent = _agents[key] = _agent_of(row)
+        found[agent.name] = agent
+    return found
 
 
-VERSION_SPECS_KEPT = 20_000
-_version_specs: dict[int, tuple[str, dict[str, Any]]] = {}
+def _agent_of(row: tuple) -> Agent:
+    """An agent (and its approved version) built from its AGENT_COLUMNS row, read only."""
+    pk, name, owner_id, labels, framework, lifecycle, generation, restricted, version_id, sha = row
+    agent = Agent(id=pk, name=name, owner_id=owner_id, labels=labels, framework=framework,
+                  lifecycle=lifecycle, generation=generation, restricted_to=restricted)
+    if version_id is not None:
+        agent.active_version = DesiredStateVersion(
+            id=version_id, agent_id=pk, spec_sha256=sha, spec=_version_specs[version_id][1])
+    return agent
 
 
 def _use_decisions(fresh: list[Event], now: datetime) -> dict[tuple[str, str], tuple[bool, bool]]:

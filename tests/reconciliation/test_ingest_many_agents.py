@@ -98,3 +98,18 @@ def test_a_suspension_is_seen_by_the_next_batch(people, redis_client):
     assert _rules_spec(_batch_agents({"to-suspend"})["to-suspend"], now)["running"] is True
     suspend_agent(agent, actor=SYSTEM, reason="test")
     assert _rules_spec(_batch_agents({"to-suspend"})["to-suspend"], now)["running"] is False
+
+
+def test_counting_an_agents_events_keeps_its_windows_filled_without_a_refill(
+        people, redis_client, django_capture_on_commit_callbacks):
+    agent = approved_agent(people, "steady", **LIMITED)
+    marker = f"bw:filled:{agent.pk}"
+    ingest(people.admin, [read("steady")], django_capture_on_commit_callbacks)
+    assert redis_client.get(marker) == str(agent.generation).encode()
+    redis_client.expire(marker, 5)  # as if filled almost an hour ago
+    with CaptureQueriesContext(connection) as captured:
+        ingest(people.admin, [read("steady")], django_capture_on_commit_callbacks)
+    assert redis_client.ttl(marker) > 3600  # kept for its longest window again by the use
+    assert not [q for q in captured.captured_queries if "ORDER BY" in q["sql"]
+                and "behaviourevent" in q["sql"].lower()]  # and nothing was read back
+    assert redis_client.zcard(f"bw:{agent.pk}:customers_db:calls:3600") == 2
