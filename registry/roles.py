@@ -10,16 +10,17 @@ from registry.choices import Role
 
 def user_roles(user: Any) -> frozenset[str]:
     """The role names a person holds (cached on the user object for the request)."""
+    cached = getattr(user, "_role_names", None)
+    if cached is not None:  # before `user.groups`, which builds a manager on every read
+        return cached
     if not getattr(user, "is_authenticated", False) or not hasattr(user, "groups"):
         return frozenset()  # anonymous, or an agent's token: agents hold no person's role
-    cached = getattr(user, "_role_names", None)
-    if cached is None:
-        if user.is_superuser:
-            cached = frozenset(Role.values)
-        else:
-            names = user.groups.filter(name__in=Role.values).values_list("name", flat=True)
-            cached = frozenset(names)
-        user._role_names = cached
+    if user.is_superuser:
+        cached = frozenset(Role.values)
+    else:
+        cached = frozenset(user.groups.filter(name__in=Role.values)
+                           .values_list("name", flat=True))
+    user._role_names = cached
     return cached
 
 

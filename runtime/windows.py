@@ -106,18 +106,35 @@ def fill(checks: Iterable[tuple[WindowCheck, str, datetime]], now: datetime) -> 
         pipe.execute()
 
 
-def filled_generations(agent_ids: list[int]) -> list[int | None]:
-    """For each agent, the generation whose stored events its windows were last filled with
-    (None: never, or Redis lost them)."""
-    if not agent_ids:
+# KEYS: agents' fill markers; ARGV[1]: as JSON each marker's seconds. Each marker is read
+# and kept for its seconds again (GETEX); returns the values comma-separated ('' for none).
+FILLED = """
+local seconds, out = cjson.decode(ARGV[1]), {}
+for k = 1, #KEYS do
+  out[k] = redis.call('GETEX', KEYS[k], 'EX', seconds[k]) or ''
+end
+return table.concat(out, ',')
+"""
+
+
+def filled_generations(agents: list[tuple[int, int]]) -> list[int | None]:
+    """For each (agent id, seconds its longest window spans), the generation whose stored
+    events its windows were last filled with (None: never, or Redis lost them). Reading a
+    marker keeps it for another `seconds` (one script for the batch): the windows of an agent
+    whose events keep being counted stay complete, so they are filled from the database only
+    after a new generation or a loss, not again every hour."""
+    if not agents:
         return []
-    values = connection().mget([FILLED_KEY.format(agent_id=a) for a in agent_ids])
-    return [int(v) if v is not None else None for v in values]
+    reply = connection().register_script(FILLED)(
+        keys=[FILLED_KEY.format(agent_id=a) for a, _ in agents],
+        args=[json.dumps([seconds + 60 for _, seconds in agents])])
+    text = reply.decode() if isinstance(reply, bytes) else reply
+    return [int(v) if v else None for v in text.split(",")]
 
 
 def mark_filled(agent_id: int, generation: int, seconds: int) -> None:
     """The agent's windows hold its stored events for this generation (kept as long as its
-    longest window, then filled again from what is stored, which costs little)."""
+    longest window past its last use, then filled again from what is stored)."""
     connection().set(FILLED_KEY.format(agent_id=agent_id), generation, ex=seconds + 60)
 
 

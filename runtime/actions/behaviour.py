@@ -44,7 +44,7 @@ from reconciliation.triggers import request_reconcile
 from registry.actions.waivers import active_waivers
 from registry.choices import Lifecycle, Role
 from registry.manifest import duration_seconds
-from registry.models import Agent
+from registry.models import Agent, DesiredStateVersion
 from registry.principals import AgentPrincipal
 from registry.roles import has_role
 from registry.waivers import is_waived
@@ -140,9 +140,7 @@ def ingest_events(items: list[Any], *, actor: Any, token: Any = None, source: st
     seen: set[tuple[str, str]] = set()
     parsed = [validate_event(item, now) for item in items]
     names = {e.agent for e in parsed if isinstance(e, Event)}
-    # A retired agent's traffic is flagged as an unregistered agent's.
-    agents = {a.name: a for a in Agent.objects.filter(name__in=names).exclude(
-        lifecycle=Lifecycle.RETIRED).select_related("active_version")}
+    agents = _batch_agents(names)
     refusals = {name: _may_report(actor, name, agents.get(name)) for name in names}
     for item, event in zip(items, parsed, strict=True):
         if isinstance(event, str):
@@ -182,6 +180,57 @@ def ingest_events(items: list[Any], *, actor: Any, token: Any = None, source: st
             transaction.on_commit(
                 lambda: _count_stored(fresh, agents, violations, now, report), robust=True)
     return report
+
+
+# What the rules read of an agent and its approved version (the spec comes from _version_specs).
+AGENT_COLUMNS = ("id", "name", "owner_id", "labels", "framework", "lifecycle", "generation",
+                 "restricted_to", "active_version_id", "active_version__spec_sha256")
+AGENTS_KEPT = 100_000
+_agents: dict[tuple, Agent] = {}  # an agent as of its row (AGENT_COLUMNS), per process
+VERSION_SPECS_KEPT = 20_000
+_version_specs: dict[int, tuple[str, dict[str, Any]]] = {}
+
+
+def _batch_agents(names: set[str]) -> dict[str, Agent]:
+    """The batch's agents in one query of the columns the rules need, whatever their number.
+    The process keeps each agent as of that row and each version's spec (a version's spec
+    never changes: a new one is a new version with its own hash); a new version, a grant's
+    start, a restriction, a suspension or a new generation changes the row read here, so the
+    next batch sees each of them. A retired agent's traffic is flagged as an unregistered
+    agent's."""
+    if not names:
+        return {}
+    rows = list(Agent.objects.filter(name__in=names).exclude(lifecycle=Lifecycle.RETIRED)
+                .values_list(*AGENT_COLUMNS))
+    missing = {row[8] for row in rows if row[8] is not None and (
+        _version_specs.get(row[8], ("",))[0] != row[9])}
+    if missing:
+        if len(_version_specs) + len(missing) > VERSION_SPECS_KEPT:
+            _version_specs.clear()
+        _version_specs.update(
+            (pk, (sha, spec)) for pk, sha, spec in DesiredStateVersion.objects.filter(
+                pk__in=missing).values_list("pk", "spec_sha256", "spec"))
+    if len(_agents) + len(rows) > AGENTS_KEPT:
+        _agents.clear()
+    found = {}
+    for row in rows:
+        key = tuple(repr(v) if isinstance(v, dict | list) else v for v in row)  # hashable
+        agent = _agents.get(key)
+        if agent is None:
+            agent = _agents[key] = _agent_of(row)
+        found[agent.name] = agent
+    return found
+
+
+def _agent_of(row: tuple) -> Agent:
+    """An agent (and its approved version) built from its AGENT_COLUMNS row, read only."""
+    pk, name, owner_id, labels, framework, lifecycle, generation, restricted, version_id, sha = row
+    agent = Agent(id=pk, name=name, owner_id=owner_id, labels=labels, framework=framework,
+                  lifecycle=lifecycle, generation=generation, restricted_to=restricted)
+    if version_id is not None:
+        agent.active_version = DesiredStateVersion(
+            id=version_id, agent_id=pk, spec_sha256=sha, spec=_version_specs[version_id][1])
+    return agent
 
 
 def _use_decisions(fresh: list[Event], now: datetime) -> dict[tuple[str, str], tuple[bool, bool]]:
@@ -358,21 +407,27 @@ def ensure_windows(agents: list[Agent], now: datetime) -> None:
     """Make an agent's windows hold every stored event still inside them before they are
     counted or peeked: events adopted from an unregistered agent or sent before the first
     approval, events under limits a new version added, and whatever a Redis restart lost.
-    A marker per agent says which generation they were filled for; without it the stored
-    events go in (into the windows only: they are not judged again). Raises RedisError."""
-    limited = [a for a in agents if a.active_version is not None and (
-        a.active_version.spec.get("limits") or a.active_version.spec.get("budgets"))]
-    for agent, generation in zip(limited, windows.filled_generations([a.pk for a in limited]),
-                                 strict=True):
+    A marker per agent says which generation they were filled for (each use keeps it for
+    another longest window); without it the stored events go in (into the windows only: they
+    are not judged again). Raises RedisError."""
+    limited = [(a, _horizon(a.active_version.spec)) for a in agents
+               if a.active_version is not None and (
+                   a.active_version.spec.get("limits") or a.active_version.spec.get("budgets"))]
+    for (agent, horizon), generation in zip(
+            limited, windows.filled_generations([(a.pk, h) for a, h in limited]), strict=True):
         if generation != agent.generation:
-            _refill(agent, now)
+            _refill(agent, horizon, now)
 
 
-def _refill(agent: Agent, now: datetime) -> None:
+def _horizon(spec: dict[str, Any]) -> int:
+    """Seconds the longest of a spec's windows (limits and budgets) spans."""
+    return max(duration_seconds(rule["per"])
+               for rule in [*spec.get("limits", []), *spec.get("budgets", [])])
+
+
+def _refill(agent: Agent, horizon: int, now: datetime) -> None:
     spec = agent.active_version.spec
     durations = {limit["per"]: duration_seconds(limit["per"]) for limit in spec["limits"]}
-    horizon = max([*durations.values(),
-                   *(duration_seconds(b["per"]) for b in spec.get("budgets", []))])
     rows = (BehaviourEvent.objects.filter(agent=agent, foreign=False,
                                           ts__gte=now - timedelta(seconds=horizon))
             .order_by("-ts")

@@ -1,0 +1,115 @@
+"""Ingest across many agents: a batch costs the same queries however many agents it names
+(the agents are read in one query of the columns the rules need, each version's spec kept by
+the process), and what is kept is never stale: a new approved version, a grant that expired
+between two batches and a suspension are all judged by the next batch."""
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import django_rq
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from rq import SimpleWorker
+
+from reconciliation.actions.common import SYSTEM, suspend_agent
+from reconciliation.models import Finding
+from runtime import actions as runtime_actions
+from runtime.actions.behaviour import _batch_agents, _rules_spec
+from tests.conftest import approved_agent
+
+LIMITED = {"data": [{"resource": "customers_db", "access": "read"},
+                    {"resource": "orders_db", "access": "read"}],
+           "limits": [{"resource": "customers_db", "max_calls": 1000, "per": "1h"}],
+           "enforcement": {"default": "correct", "behaviour": "log"}}
+
+
+def read(agent: str, resource: str = "customers_db", at: datetime | None = None) -> dict:
+    return {"id": uuid.uuid4().hex, "agent": agent, "kind": "data_access",
+            "ts": (at or datetime.now(UTC)).isoformat(), "resource": resource,
+            "record": uuid.uuid4().hex}
+
+
+def ingest(actor, events, capture, now=None) -> dict:
+    with capture(execute=True):
+        return runtime_actions.ingest_events(events, actor=actor, now=now).to_dict()
+
+
+def run_ingest_worker() -> None:
+    queue = django_rq.get_queue("ingest")
+    SimpleWorker([queue], connection=queue.connection).work(burst=True)
+
+
+def test_a_batch_naming_30_agents_costs_the_queries_of_one_naming_3(
+        people, redis_client, django_capture_on_commit_callbacks):
+    names = [f"fleet-{i:02d}" for i in range(30)]
+    for name in names:
+        approved_agent(people, name, **LIMITED)
+    # First sight of each agent fills its windows from the database (once per generation).
+    ingest(people.admin, [read(name) for name in names], django_capture_on_commit_callbacks)
+    counts = {}
+    for size in (3, 30):
+        with CaptureQueriesContext(connection) as captured:
+            body = ingest(people.admin, [read(name) for name in names[:size] for _ in range(4)],
+                          django_capture_on_commit_callbacks)
+        assert body["accepted"] == 4 * size
+        counts[size] = len(captured.captured_queries)
+    assert counts[30] == counts[3], counts
+    # Every event was counted in its agent's window, and none is left in the outbox.
+    assert redis_client.zcard(f"bw:{_batch_agents({'fleet-29'})['fleet-29'].pk}:"
+                              "customers_db:calls:3600") == 5
+
+
+def test_a_new_approved_version_is_judged_by_the_next_batch(
+        people, redis_client, django_capture_on_commit_callbacks):
+    agent = approved_agent(people, "crm-reader", **{
+        **LIMITED, "data": [*LIMITED["data"], {"resource": "crm", "access": "read"}]})
+    ingest(people.admin, [read("crm-reader", "crm")], django_capture_on_commit_callbacks)
+    run_ingest_worker()
+    assert not Finding.objects.filter(agent=agent, behaviour=True).exists()
+    approved_agent(people, "crm-reader", **LIMITED)  # version 2 no longer reads the CRM
+    ingest(people.admin, [read("crm-reader", "crm")], django_capture_on_commit_callbacks)
+    run_ingest_worker()
+    (finding,) = Finding.objects.filter(agent=agent, behaviour=True)
+    assert "/data" in finding.pointer and "crm" in finding.pointer
+
+
+def test_a_grant_that_expired_between_two_batches_is_judged_by_the_next(
+        people, redis_client, django_capture_on_commit_callbacks):
+    expiry = datetime.now(UTC) + timedelta(days=2)
+    agent = approved_agent(people, "granted", **LIMITED, grants=[
+        {"resource": "crm", "access": "read", "reason": "audit",
+         "expires_at": expiry.strftime("%Y-%m-%dT%H:%M:%SZ")}])
+    before = expiry - timedelta(minutes=1)
+    ingest(people.admin, [read("granted", "crm", before)], django_capture_on_commit_callbacks,
+           now=before)
+    run_ingest_worker()
+    assert not Finding.objects.filter(agent=agent, behaviour=True).exists()
+    after = expiry + timedelta(minutes=1)
+    ingest(people.admin, [read("granted", "crm", after)], django_capture_on_commit_callbacks,
+           now=after)
+    run_ingest_worker()
+    (finding,) = Finding.objects.filter(agent=agent, behaviour=True)
+    assert "crm" in finding.pointer
+
+
+def test_a_suspension_is_seen_by_the_next_batch(people, redis_client):
+    agent = approved_agent(people, "to-suspend", **LIMITED)
+    now = datetime.now(UTC)
+    assert _rules_spec(_batch_agents({"to-suspend"})["to-suspend"], now)["running"] is True
+    suspend_agent(agent, actor=SYSTEM, reason="test")
+    assert _rules_spec(_batch_agents({"to-suspend"})["to-suspend"], now)["running"] is False
+
+
+def test_counting_an_agents_events_keeps_its_windows_filled_without_a_refill(
+        people, redis_client, django_capture_on_commit_callbacks):
+    agent = approved_agent(people, "steady", **LIMITED)
+    marker = f"bw:filled:{agent.pk}"
+    ingest(people.admin, [read("steady")], django_capture_on_commit_callbacks)
+    assert redis_client.get(marker) == str(agent.generation).encode()
+    redis_client.expire(marker, 5)  # as if filled almost an hour ago
+    with CaptureQueriesContext(connection) as captured:
+        ingest(people.admin, [read("steady")], django_capture_on_commit_callbacks)
+    assert redis_client.ttl(marker) > 3600  # kept for its longest window again by the use
+    assert not [q for q in captured.captured_queries if "ORDER BY" in q["sql"]
+                and "behaviourevent" in q["sql"].lower()]  # and nothing was read back
+    assert redis_client.zcard(f"bw:{agent.pk}:customers_db:calls:3600") == 2
