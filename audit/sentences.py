@@ -80,6 +80,11 @@ def _seconds(value: Any) -> str:
     return f"{float(value):.1f} s" if isinstance(value, int | float) else ""
 
 
+# A decided proposal's state, as its alert says it.
+PROPOSAL_OUTCOMES = {"approved": "approved", "rejected": "rejected", "withdrawn": "withdrawn",
+                     "superseded": "superseded by another", "pending": "revised"}
+
+
 def _alert_sentence(event: str, who: str, drift: str, record: Mapping[str, Any]) -> str | None:
     message = plain_text(record.get("message"))
     took = _seconds(record.get("seconds_to_verify"))
@@ -105,6 +110,11 @@ def _alert_sentence(event: str, who: str, drift: str, record: Mapping[str, Any])
         "recertification.due": f"{who} is due for review: {message}",
         "recertification.overdue": f"{who} is overdue for review: {message}",
         "inbox.sla_breached": f"{message[:1].upper()}{message[1:]}" if message else None,
+        "proposal.pending": f"A change to {who} waits for approval" + (
+            f" ({record['risk']} risk)" if record.get("risk") else ""),
+        "proposal.review": f"The proposal for {who} has a new review comment",
+        "proposal.decided": f"The proposal for {who} was "
+                            f"{PROPOSAL_OUTCOMES.get(record.get('state'), 'decided')}",
     }
     return sentences.get(event)
 

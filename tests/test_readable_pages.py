@@ -80,6 +80,14 @@ def test_alerts_are_sentences():
              "expected": 500, "actual": None}
     assert sentence(limit) == ("refund-agent dropped its limit on requires_approval_above of "
                                "payments.refund (approved 500) (high severity)")
+    # Proposal alerts (the overview's feed once read "Someone pending proposal").
+    pending = {"event": "proposal.pending", "agent": "refund-agent", "proposal": 7,
+               "state": "pending", "risk": "high"}
+    assert sentence(pending) == "A change to refund-agent waits for approval (high risk)"
+    decided = {"event": "proposal.decided", "agent": "refund-agent", "state": "rejected"}
+    assert sentence(decided) == "The proposal for refund-agent was rejected"
+    review = {"event": "proposal.review", "agent": "refund-agent", "state": "pending"}
+    assert sentence(review) == "The proposal for refund-agent has a new review comment"
 
 
 def test_times_are_human_with_the_exact_one_on_hover():
