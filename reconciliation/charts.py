@@ -3,6 +3,7 @@ template plotly.py applies. plotly's Python `Figure` validates every property as
 (~50 ms a figure on the loaded 2-core machine: most of the overview's server time); the pages
 only hand the JSON to plotly.js, which checks it again anyway."""
 
+import math
 from functools import cache
 from typing import Any
 
@@ -28,3 +29,11 @@ def bar(**fields: Any) -> dict[str, Any]:
 
 def scatter(**fields: Any) -> dict[str, Any]:
     return {**fields, "type": "scatter"}
+
+
+def count_axis(title: str, counts: list[int]) -> dict[str, Any]:
+    """A y axis for counts: whole-number ticks only, whatever the largest count (0 and 1 when
+    every count is 0, never 0.2 steps or repeated labels)."""
+    top = max(counts, default=0)
+    return {"title": {"text": title}, "rangemode": "tozero", "tickformat": "d",
+            "tick0": 0, "dtick": max(1, math.ceil(top / 5)), "range": [0, max(top, 1) * 1.1]}

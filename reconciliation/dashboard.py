@@ -1,7 +1,6 @@
 """The cluster overview's figures: counts by health and plotly charts, each from a fixed number
 of aggregate queries whatever the number of agents, findings or audit rows."""
 
-import math
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -9,7 +8,7 @@ from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Q
 from django.db.models.functions import TruncHour
 from django.utils import timezone
 
-from reconciliation.charts import bar, figure, scatter
+from reconciliation.charts import bar, count_axis, figure, scatter
 from reconciliation.choices import Health
 from reconciliation.finding_times import DRIFT_STARTED, FIXED_THIS_OCCURRENCE, OBSERVED_IN_ORDER
 from reconciliation.models import AgentStatus, BreakerTrip, ControlState, Escalation, Finding
@@ -21,13 +20,6 @@ AGE_BUCKETS = [("< 5 min", timedelta(minutes=5)), ("< 1 h", timedelta(hours=1)),
 LAYOUT = {"margin": {"l": 40, "r": 10, "t": 30, "b": 40}, "height": 260,
           "legend": {"orientation": "h"}, "font": {"size": 12},
           "xaxis": {"nticks": 8}, "yaxis": {"rangemode": "tozero"}}
-
-
-def _count_axis(title: str, counts: list[int]) -> dict[str, Any]:
-    """A y axis for counts: whole-number ticks only, whatever the largest count."""
-    top = max(counts, default=0)
-    return {"title": {"text": title}, "rangemode": "tozero", "tickformat": "d",
-            "tick0": 0, "dtick": max(1, math.ceil(top / 5)), "range": [0, max(top, 1) * 1.1]}
 
 
 def health_counts() -> dict[str, int]:
@@ -63,7 +55,7 @@ def drift_over_time(now: datetime) -> dict[str, Any]:
     stacked = [sum(column) for column in zip(*series.values(), strict=True)]
     return figure(
         {**LAYOUT, "title": "Findings per hour: found and corrected (last 24 h)",
-         "barmode": "stack", "yaxis": _count_axis("findings", stacked + corrected)},
+         "barmode": "stack", "yaxis": count_axis("findings", stacked + corrected)},
         *(bar(name=name, x=labels, y=counts,
               hovertemplate="%{x}: %{y:d} found<extra>%{fullData.name}</extra>")
           for name, counts in series.items()),
@@ -114,7 +106,7 @@ def escalations_by_age(now: datetime) -> dict[str, Any]:
     ages = [counts[f"bucket_{i}"] for i in range(len(AGE_BUCKETS))]
     return figure(
         {**LAYOUT, "title": "Open escalations by age",
-         "yaxis": _count_axis("open escalations", ages)},
+         "yaxis": count_axis("open escalations", ages)},
         bar(x=[label for label, _ in AGE_BUCKETS], y=ages, name="open escalations",
             hovertemplate="%{x}: %{y:d} open escalations<extra></extra>"))
 

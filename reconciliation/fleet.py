@@ -16,7 +16,7 @@ from typing import Any
 import cel
 from django.utils import timezone
 
-from reconciliation.charts import bar, figure, scatter
+from reconciliation.charts import bar, count_axis, figure, scatter
 from reconciliation.choices import OPEN_STATUSES
 from reconciliation.models import Finding, Silence
 from reconciliation.timeline_chart import fleet_timelines, timeline_figure
@@ -161,7 +161,7 @@ def silence_now_and_over_time(fleet: Fleet) -> tuple[list[dict[str, Any]], dict[
     counts = [sum(1 for s in silences if s.started_at < hour + timedelta(hours=1)
                   and (s.ended_at is None or s.ended_at >= hour)) for hour in hours]
     chart = figure({"margin": {"l": 40, "r": 10, "t": 30, "b": 40}, "height": 240,
-                    "title": "Silent agents (last 24 h)", "yaxis": {"rangemode": "tozero"}},
+                    "title": "Silent agents (last 24 h)", "yaxis": count_axis("agents", counts)},
                    bar(name="silent", x=[h.strftime("%H:00") for h in hours], y=counts))
     silent = [s.to_dict() for s in silences if s.ended_at is None]
     return silent, chart
@@ -175,11 +175,21 @@ def fleet_view(now: datetime | None = None) -> dict[str, Any]:
     open_by_agent = Counter(Finding.objects.filter(status__in=OPEN_STATUSES)
                             .values_list("agent__name", flat=True))
     silent, chart = silence_now_and_over_time(fleet)
+    days = [d.strftime("%m-%d") for d in fleet.days]
     trend = figure({"margin": {"l": 40, "r": 10, "t": 30, "b": 40}, "height": 260,
                     "title": f"Violations found per day (last {TREND_DAYS} days)",
-                    "legend": {"orientation": "h"}, "yaxis": {"rangemode": "tozero"}},
+                    "legend": {"orientation": "h"},
+                    # The days are the axis even with no rule to plot (an empty date axis
+                    # once read "23:59:59.9995, Jan 1 2012").
+                    "xaxis": {"type": "category", "categoryorder": "array",
+                              "categoryarray": days, "range": [-0.5, len(days) - 0.5]},
+                    "yaxis": count_axis("violations", [n for row in rows for n in row.trend]),
+                    "annotations": [] if rows else [{
+                        "text": "No guardrail or toxic-combination rule yet",
+                        "showarrow": False, "xref": "paper", "yref": "paper",
+                        "x": 0.5, "y": 0.5}]},
                    *(scatter(name=f"{row.kind}: {row.name}", mode="lines+markers",
-                             x=[d.strftime("%m-%d") for d in fleet.days], y=row.trend)
+                             x=days, y=row.trend)
                      for row in rows))
     compliance = timeline_figure(
         fleet_timelines(fleet.now, timedelta(days=TREND_DAYS)), now=fleet.now,

@@ -112,3 +112,18 @@ def test_page_and_api_are_for_compliance_approvers_and_admins(people, client, ap
 
 def test_a_rule_kind_is_one_row_source():
     assert [source.__name__ for source in ROW_SOURCES] == ["guardrail_rows", "toxic_rows"]
+
+
+def test_with_no_rule_yet_the_trend_still_shows_the_days_and_says_why_it_is_empty(people):
+    approved_agent(people, "refund-agent")
+    trend = fleet_view()["charts"]["trend"]
+    days = trend["layout"]["xaxis"]["categoryarray"]
+    assert len(days) == len(set(days)) == 7 and days[-1] == timezone.now().strftime("%m-%d")
+    assert trend["data"] == []
+    assert trend["layout"]["yaxis"]["dtick"] == 1  # whole numbers, never 0.2 steps
+    assert "No guardrail or toxic-combination rule yet" in \
+        trend["layout"]["annotations"][0]["text"]
+    make_rules(people)
+    trend = fleet_view()["charts"]["trend"]
+    assert trend["layout"]["annotations"] == [] and len(trend["data"]) == 2
+    assert all(trace["x"] == days for trace in trend["data"])
