@@ -1,5 +1,7 @@
 """An approval's lifecycle through the pages, in a real browser against the real ASGI server."""
 
+import re
+
 import pytest
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.contrib.auth.models import User
@@ -102,7 +104,10 @@ def test_bob_grants_a_waiver_on_the_agent_page_which_shows_it_with_its_end(
         expect(bob.locator(".messages")).to_contain_text("Waived /tools/crm.search")
         waiver = agent.waivers.get()
         listed = bob.locator(f"#waiver-{waiver.pk}")
-        expect(listed).to_contain_text(f"{waiver.expires_at:%Y-%m-%d %H:%M:%S} UTC")
+        # Its end in words ("in 7 hours"), the exact time on hover.
+        expect(listed).to_contain_text(re.compile(r"expiring\s+in\s+[78]\s+hours"))
+        expect(listed.locator("time")).to_have_attribute(
+            "title", f"{waiver.expires_at:%Y-%m-%d %H:%M:%S} UTC")
         expect(listed).to_contain_text("CHG-1234")
         expect(bob.locator("main")).to_contain_text("waiver.granted")
 
