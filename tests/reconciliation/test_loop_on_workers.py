@@ -91,7 +91,7 @@ def test_a_trigger_arriving_during_a_pass_is_run_by_its_holder_right_after_it(
     agent = register_and_approve(people)
     queue = django_rq.get_queue("reconcile")
     (approved,) = queue.get_jobs()
-    real_pass = actions.reconcile_agent
+    real_pass = jobs.actions.reconcile_agent
     arrived = []
 
     def pass_while_the_agent_reports(agent_id, *, trigger):
