@@ -108,7 +108,9 @@ IDLE_PROBE = (
 def test_postgresql_ends_a_session_left_idle_inside_a_transaction(tmp_path, value, shown):
     env = {"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "config.settings",
            "PYTHONPATH": str(ROOT), "VAR_DIR": str(tmp_path), "REDIS_URL": "redis://x:1/0",
-           "DATABASE_URL": os.environ["DATABASE_URL"]}
+           # The server's own maintenance database: the configured one (`agentgov` under
+           # `make test`) need not exist while the suite runs on its test database.
+           "DATABASE_URL": os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/postgres"}
     if value is not None:
         env["DATABASE_IDLE_IN_TRANSACTION_SECONDS"] = value
     result = subprocess.run([sys.executable, "-c", IDLE_PROBE], env=env, cwd=ROOT,
