@@ -397,21 +397,30 @@ def _back(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect(target)
 
 
-@login_required
-@require_POST
-def proposal_approve(request: HttpRequest, pk: int) -> HttpResponse:
-    """Add the approver's approval; enough of them activate the proposal."""
+def _decision_form(request: HttpRequest, pk: int, decision: str) -> DecisionForm | HttpResponse:
+    """An approver's valid decision form for proposal `pk`, or the page that says why not
+    (who may decide is checked before the form is judged)."""
     if not has_role(request.user, Role.APPROVER):
         return _forbidden(request, "Only approvers decide on proposals.")
     try:
-        actions.check_can_decide(pk, actor=request.user)  # before the form is judged
+        actions.check_can_decide(pk, actor=request.user)
     except DomainError as error:
         messages.error(request, error.message)
         return _back(request, pk)
     form = DecisionForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "The approval was not sent: the comment is too long.")
+        messages.error(request, f"The {decision} was not sent: the comment is too long.")
         return _back(request, pk)
+    return form
+
+
+@login_required
+@require_POST
+def proposal_approve(request: HttpRequest, pk: int) -> HttpResponse:
+    """Add the approver's approval; enough of them activate the proposal."""
+    form = _decision_form(request, pk, "approval")
+    if isinstance(form, HttpResponse):
+        return form
     try:
         version = actions.approve_proposal(
             pk, actor=request.user, comment=form.cleaned_data["comment"],
@@ -433,17 +442,9 @@ def proposal_approve(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def proposal_reject(request: HttpRequest, pk: int) -> HttpResponse:
     """Refuse the proposal with a comment the proposer will read."""
-    if not has_role(request.user, Role.APPROVER):
-        return _forbidden(request, "Only approvers decide on proposals.")
-    try:
-        actions.check_can_decide(pk, actor=request.user)  # before the form is judged
-    except DomainError as error:
-        messages.error(request, error.message)
-        return _back(request, pk)
-    form = DecisionForm(request.POST)
-    if not form.is_valid():
-        messages.error(request, "The rejection was not sent: the comment is too long.")
-        return _back(request, pk)
+    form = _decision_form(request, pk, "rejection")
+    if isinstance(form, HttpResponse):
+        return form
     try:
         actions.reject_proposal(pk, actor=request.user, comment=form.cleaned_data["comment"])
     except DomainError as error:
