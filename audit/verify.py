@@ -8,7 +8,11 @@ real loss, never a race.
 """
 
 import hashlib
+import os
+import pickle
 import queue
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -22,8 +26,9 @@ from django.conf import settings
 from django.db import DataError, connection, transaction
 from django.db.models import Max
 from django.utils import timezone
+from psycopg.conninfo import make_conninfo
 
-from audit import keys, tree, witnesses
+from audit import binding, keys, tree, verify_ranges, witnesses
 from audit.chain import (
     GENESIS_HASH,
     ChainReport,
@@ -333,12 +338,113 @@ def walk(rows: Iterator[Row], sizes: set[int], nodes: TreeCheck | None = None) -
     return result
 
 
+def walk_ranges(upto: int, sizes: set[int]) -> Walk:
+    """walk() a range at a time (audit/verify_ranges.py), the ranges joined here in order: the
+    link from one to the next, their subtrees onto one stack, the roots at the sizes asked for.
+    For PostgreSQL with the columns bound to the payloads by its constraint."""
+    asked = sorted(sizes)
+    jobs = [(first, last, [size for size in asked if first <= size <= last])
+            for first, last in verify_ranges.ranges(upto)]
+    result, builder = Walk(), TreeBuilder()
+    expected, previous = 1, GENESIS_HASH
+    checks = _range_checks(jobs)
+    try:
+        for check in checks:
+            if check.start is None:
+                continue  # no rows here: a later range's start says what is missing
+            if check.start != expected:
+                result.broken = (expected, BreakReason.DELETED,
+                                 f"entry {expected} is missing (next entry is {check.start})")
+                break
+            if check.first_prev != previous:
+                result.broken = (expected, BreakReason.EDITED,
+                                 f"entry {expected} does not link to entry {expected - 1}: "
+                                 f"it was edited or inserted")
+                break
+            for size, (chain, pieces) in check.at_sizes.items():
+                at = TreeBuilder()
+                at.size, at._stack = builder.size, list(builder._stack)
+                for level, node in pieces:
+                    at.push(level, node)
+                result.roots_at[size] = at.root().hex()
+                result.chain_at[size] = chain
+                result.frontiers[size] = tuple(at._stack)
+            for level, node in check.pieces:
+                builder.push(level, node)
+            if check.good:
+                expected, previous = expected + check.good, check.last_hash
+            if check.broken:
+                result.broken = check.broken
+                break
+    finally:
+        checks.close()
+    result.count, result.head_hash = expected - 1, previous
+    result.root = builder.root().hex()
+    result.frontiers[result.count] = tuple(builder._stack)
+    return result
+
+
+def _range_checks(jobs: list[tuple[int, int, list[int]]]) -> Iterator[verify_ranges.RangeCheck]:
+    """Each job's RangeCheck in order: from AUDIT_VERIFY_PROCESSES worker processes reading
+    inside this connection's exported snapshot, or here, inside the caller's transaction (whose
+    own uncommitted entries no other connection could see)."""
+    processes = min(settings.AUDIT_VERIFY_PROCESSES, len(jobs))
+    if processes < 2 or connection.in_atomic_block:
+        with transaction.atomic(), connection.cursor() as cursor:
+            try:
+                yield from verify_ranges.check_ranges_on(cursor, jobs)
+            finally:  # the caller's transaction goes on planning as before
+                cursor.execute("RESET enable_seqscan")
+                cursor.execute("RESET enable_bitmapscan")
+        return
+    with transaction.atomic():  # the snapshot lives as long as this transaction
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_export_snapshot()")
+            snapshot = cursor.fetchone()[0]
+        workers = [_start_worker(snapshot, jobs[n::processes]) for n in range(processes)]
+        try:
+            for n in range(len(jobs)):
+                try:
+                    yield pickle.load(workers[n % processes].stdout)
+                except EOFError:
+                    raise RuntimeError("an audit verify worker process failed (its error is "
+                                       "in this process's stderr)") from None
+        finally:
+            for worker in workers:
+                worker.kill()
+                worker.wait()
+
+
+def _start_worker(snapshot: str, jobs: list[tuple[int, int, list[int]]]) -> subprocess.Popen:
+    params = connection.settings_dict
+    conninfo = make_conninfo(
+        dbname=params["NAME"], user=params.get("USER") or None,
+        password=params.get("PASSWORD") or None, host=params.get("HOST") or None,
+        port=str(params["PORT"]) if params.get("PORT") else None,
+        **{key: value for key, value in params.get("OPTIONS", {}).items()
+           if key in ("sslmode", "sslrootcert", "sslcert", "sslkey", "options")})
+    worker = subprocess.Popen(
+        [sys.executable, "-c", "from audit.verify_ranges import serve; serve()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=settings.BASE_DIR,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(settings.BASE_DIR), os.environ.get("PYTHONPATH")]))})
+    pickle.dump((conninfo, snapshot, jobs), worker.stdin)
+    worker.stdin.close()
+    return worker
+
+
 def walk_trail(upto: int, sizes: set[int], full_tree: bool = False) -> Walk:
     """walk() over the stored entries; if PostgreSQL cannot even parse a stored payload (it was
     tampered with), walk again rebuilding every payload in Python, which names the entry.
 
     The stored tree is held against the walk's where roots are made from (the frontier at the
     head and at every size asked for), or, with `full_tree`, node by node everywhere."""
+    if not full_tree and binding.columns_bound():
+        result = walk_ranges(upto, sizes)
+        if not result.broken:
+            result.tree = frontier_problem(result.frontiers)
+        result.rotations = _rotations(result.count)
+        return result
     for fast in (True, False):
         rows = iter_payloads(upto, fast=fast)
         try:
@@ -351,10 +457,14 @@ def walk_trail(upto: int, sizes: set[int], full_tree: bool = False) -> Walk:
             rows.close()  # its cursor, thread and transaction end here, not when collected
     if not full_tree and not result.broken:
         result.tree = frontier_problem(result.frontiers)
-    # Rotations among the entries just proven (their columns were checked with them).
-    rotated = AuditEntry.objects.filter(action=AuditAction.KEY_ROTATED, seq__lte=result.count)
-    result.rotations = list(rotated.order_by("seq").values("before", "after"))
+    result.rotations = _rotations(result.count)
     return result
+
+
+def _rotations(count: int) -> list[dict[str, Any]]:
+    """Key rotations among the entries just proven (their columns were checked with them)."""
+    rotated = AuditEntry.objects.filter(action=AuditAction.KEY_ROTATED, seq__lte=count)
+    return list(rotated.order_by("seq").values("before", "after"))
 
 
 def trusted_keys(rotations: list[dict[str, Any]]) -> dict[str, Ed25519PublicKey]:
