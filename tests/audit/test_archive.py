@@ -310,3 +310,44 @@ def test_the_archive_and_the_live_export_verify_offline_alone_and_as_one_trail(
     edited.write_text("\n".join(lines) + "\n")
     status, out, err = agentctl(edited, "--public-key", public_key)
     assert status == 1 and "FAILED at seq 1: edited" in err
+
+
+def test_with_a_witness_the_archive_and_live_export_still_verify_as_one(
+        settings, tmp_path, people, refund_agent, api_as, django_capture_on_commit_callbacks,
+        agentctl):
+    witness = tmp_path / "witness"
+    settings.AUDIT_WITNESSES = [f"file://{witness}"]
+    settings.AUDIT_CHECKPOINT_EVERY = 5
+    with django_capture_on_commit_callbacks(execute=True):
+        for n in range(12):
+            grant(people, n)
+        cut = timezone.now()
+        for n in range(12, 15):
+            grant(people, n, agent="refund-agent")
+        made = archive(cut, tmp_path / "archive")
+    key = api_as(people.dana).get("/api/v1/audit/keys").json()["keys"][0]["public_key"]
+    live = live_export(people, api_as, django_capture_on_commit_callbacks, tmp_path)
+    assert verify_trail().ok  # the witness copies of archived checkpoints still match
+
+    status, out, err = agentctl(tmp_path / "archive" / made.file_name, live,
+                                "--public-key", key, "--witness", witness)
+    assert status == 0, err
+
+    # The operator's own export (manage.py) carries the same boundary.
+    mine = tmp_path / "mine.jsonl"
+    with django_capture_on_commit_callbacks(execute=True):
+        call_command("audit", "export", "-o", str(mine))
+    assert json.loads(mine.read_text().splitlines()[0])["boundary"]["size"] == made.last_seq
+    status, out, err = agentctl(tmp_path / "archive" / made.file_name, mine, "--public-key", key)
+    assert status == 0, err
+
+    # Evidence for the live part verifies offline as before.
+    since = (cut + timezone.timedelta(microseconds=1)).isoformat()
+    with django_capture_on_commit_callbacks(execute=True):
+        response = api_as(people.dana).get("/api/v1/agents/refund-agent/evidence",
+                                           {"from": since})
+    assert response.status_code == 200, response.content
+    bundle = tmp_path / "evidence.json"
+    bundle.write_bytes(response.content)
+    status, out, err = agentctl(bundle, "--public-key", key, "--witness", witness)
+    assert status == 0, err
