@@ -12,7 +12,7 @@ from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 import audit
-from audit import actions
+from audit import actions, tree
 from audit.choices import AuditAction
 from audit.models import (
     AppendOnlyError,
@@ -60,7 +60,8 @@ def sql(statement: str, params: list | None = None) -> None:
 def as_attacker() -> None:
     """What a database superuser can do: switch the append-only triggers off (PostgreSQL)."""
     if connection.vendor == "postgresql":
-        for table in ("audit_auditentry", "audit_auditcheckpoint", "audit_auditarchive"):
+        for table in ("audit_auditentry", "audit_auditcheckpoint", "audit_auditarchive",
+                      "audit_audittreenode"):
             sql(f"ALTER TABLE {table} DISABLE TRIGGER USER")
 
 
@@ -185,6 +186,17 @@ def test_moving_the_boundary_up_over_deleted_rows_is_caught(old_then_new, tmp_pa
     sql("UPDATE audit_auditarchive SET last_seq = %s, last_hash = %s", [n + 2, moved.hash])
     report = verify_trail()
     assert (report.ok, report.first_broken_seq, report.reason) == (False, n + 1, "deleted")
+
+
+def test_a_stored_tree_node_at_the_boundary_rewritten_is_caught(old_then_new, tmp_path):
+    n = archive(old_then_new, tmp_path).last_seq
+    as_attacker()
+    level, index = tree.frontier_nodes(n)[0]  # the live tree grows from these nodes
+    sql("UPDATE audit_audittreenode SET hash = %s WHERE position = %s",
+        ["ab" * 32, tree.position(level, index)])
+    report = verify_trail()
+    assert not report.ok and report.reason == "rehashed"
+    assert report.first_broken_seq <= n + 1
 
 
 def test_removing_the_boundary_record_is_caught(old_then_new, tmp_path):
