@@ -153,6 +153,17 @@ def serve() -> None:
             out.flush()
 
 
-def ranges(upto: int) -> list[tuple[int, int]]:
-    """The aligned ranges (first, last) covering seqs 1..upto."""
-    return [(first, min(first + RANGE - 1, upto)) for first in range(1, upto + 1, RANGE)]
+def ranges(upto: int, after: int = 0) -> list[tuple[int, int]]:
+    """Ranges (first, last) covering seqs after+1..upto, each the leaves of whole perfect
+    subtrees: from `after` (an archive boundary, anywhere) the largest aligned pieces up to the
+    next multiple of RANGE, then RANGE at a time."""
+    spans, position = [], after
+    while position < upto:
+        size = position & -position if position % RANGE else RANGE
+        while position + size > upto and size > 1:
+            size >>= 1
+        if position % RANGE == 0:  # whole ranges (the last one may be short: aligned still)
+            size = min(RANGE, upto - position)
+        spans.append((position + 1, position + size))
+        position += size
+    return spans

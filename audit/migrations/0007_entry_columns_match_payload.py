@@ -27,7 +27,7 @@ def drop(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('audit', '0005_entry_canonical'),
+        ('audit', '0006_archive'),
     ]
 
     operations = [
