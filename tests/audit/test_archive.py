@@ -22,6 +22,7 @@ from audit.models import (
     AuditPendingEntry,
 )
 from audit.verify import verify_trail
+from tests.audit.attacker import DROP_BINDING
 
 pytestmark = pytest.mark.django_db
 
@@ -63,6 +64,7 @@ def as_attacker() -> None:
         for table in ("audit_auditentry", "audit_auditcheckpoint", "audit_auditarchive",
                       "audit_audittreenode"):
             sql(f"ALTER TABLE {table} DISABLE TRIGGER USER")
+        sql(DROP_BINDING)
 
 
 def test_old_entries_go_to_a_file_and_the_live_trail_still_verifies(old_then_new, tmp_path,
