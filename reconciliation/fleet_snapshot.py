@@ -1,13 +1,14 @@
 """The fleet view as a snapshot. Judging every agent against every guardrail and toxic
-combination takes seconds at 100,000 agents, so the workers do it in the background (as AWS
+combination takes tens of seconds at 100,000 agents, so the workers do it in the background (as AWS
 Config's aggregator and Gatekeeper's audit do) and the fleet and toxic pages and APIs read the
 stored result, with the time it is "as of": a constant number of queries per request.
 
 A change the view reads (an approval, a guardrail or toxic combination saved, a finding opened
 or closed, a toxic-path check) queues a refresh FLEET_SNAPSHOT_DELAY_SECONDS later; refreshes
 asked for meanwhile collapse into that one. The queued key is cleared when the refresh starts,
-so a change seen after the start queues another. The periodic resync queues one too, as a
-backstop. With no snapshot yet (a fresh install) the first reader computes it inline.
+so a change seen after the start queues another. The periodic resync queues one too once the
+snapshot is older than FLEET_SNAPSHOT_BACKSTOP_SECONDS, as a backstop. With no snapshot yet
+(a fresh install) the first reader computes it inline.
 
 The snapshot is derived data, like /metrics: it writes no audit row (the changes it reflects
 wrote theirs)."""
@@ -107,6 +108,15 @@ def enqueue_refresh() -> bool:
     else:
         queue.enqueue(job, job_timeout=JOB_TIMEOUT)
     return True
+
+
+def backstop(now: datetime | None = None) -> bool:
+    """From the periodic resync: queue a refresh if the snapshot is older than
+    FLEET_SNAPSHOT_BACKSTOP_SECONDS (a change no trigger announced still shows up)."""
+    since = (now or timezone.now()) - timedelta(seconds=settings.FLEET_SNAPSHOT_BACKSTOP_SECONDS)
+    if FleetSnapshot.objects.filter(as_of__gte=since).exists():
+        return False
+    return enqueue_refresh()
 
 
 def request_refresh() -> None:

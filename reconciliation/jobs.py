@@ -184,9 +184,9 @@ def resync() -> int:
         for first, last in bounds:
             queue.enqueue(resync_range, first, last, pipeline=pipe)
         pipe.execute()
-    from reconciliation.fleet_snapshot import enqueue_refresh
+    from reconciliation.fleet_snapshot import backstop
 
-    enqueue_refresh()  # the backstop for what no trigger announced (a lifecycle change ...)
+    backstop()  # the fleet view, for what no trigger announced (a lifecycle change ...)
     return len(bounds)
 
 

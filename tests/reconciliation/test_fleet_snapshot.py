@@ -130,3 +130,20 @@ def test_changes_the_view_reads_queue_one_refresh_for_the_whole_burst(
         actions.delete_guardrail(Guardrail.objects.get(name="prod-refund-cap"),
                                  actor=people.dana)
     assert redis_client.exists(fleet_snapshot.QUEUED_KEY)
+
+
+def test_the_resync_refreshes_a_snapshot_only_once_it_is_old(people, redis_client, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from reconciliation.jobs import resync
+
+    settings.FLEET_SNAPSHOT_BACKSTOP_SECONDS = 300
+    approved_agent(people, "refund-agent")
+    refresh_fleet_snapshot()
+    resync()
+    assert not redis_client.exists(fleet_snapshot.QUEUED_KEY)  # fresh enough
+    FleetSnapshot.objects.update(as_of=timezone.now() - timedelta(seconds=301))
+    resync()
+    assert redis_client.exists(fleet_snapshot.QUEUED_KEY)
