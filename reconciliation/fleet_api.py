@@ -14,7 +14,12 @@ from registry.roles import HasRole
 
 READERS = (Role.COMPLIANCE, Role.APPROVER, Role.ADMIN)
 
-_NAMES = serializers.ListField(child=serializers.CharField())
+
+def _names() -> serializers.ListField:
+    """At most MAX_NAMES agent names (the whole count is the field beside it)."""
+    return serializers.ListField(child=serializers.CharField())
+
+
 FLEET_SCHEMA = inline_serializer("Fleet", {
     "as_of": serializers.DateTimeField(help_text="when the workers computed this view"),
     "age_seconds": serializers.IntegerField(),
@@ -25,10 +30,10 @@ FLEET_SCHEMA = inline_serializer("Fleet", {
         "kind": serializers.ChoiceField(choices=["guardrail", "toxic_combination"]),
         "name": serializers.CharField(), "effect": serializers.CharField(),
         "description": serializers.CharField(), "covers_count": serializers.IntegerField(),
-        "covers": _NAMES, "violations_count": serializers.IntegerField(),
-        "violations": _NAMES, "trend": serializers.ListField(child=serializers.IntegerField()),
+        "covers": _names(), "violations_count": serializers.IntegerField(),
+        "violations": _names(), "trend": serializers.ListField(child=serializers.IntegerField()),
         "link": serializers.CharField()})),
-    "uncovered": _NAMES, "uncovered_count": serializers.IntegerField(),
+    "uncovered": _names(), "uncovered_count": serializers.IntegerField(),
     "open_findings": serializers.DictField(child=serializers.IntegerField()),
     "open_findings_agents": serializers.IntegerField(),
     "silent": serializers.ListField(child=serializers.JSONField()),
