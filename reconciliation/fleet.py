@@ -5,6 +5,8 @@ Each rule kind is a row source: a function from the loaded fleet to rows, regist
 ROW_SOURCES (guardrails and toxic combinations today; a group-rule source is one more
 function). Every source reads the fleet from `Fleet` (loaded once) and makes a fixed number of
 queries of its own, so the view costs the same number of queries for ten agents or ten thousand.
+It still reads and judges every agent: the workers compute it and pages read the stored result
+(reconciliation/fleet_snapshot.py).
 """
 
 from collections import defaultdict
