@@ -96,6 +96,12 @@ HEARTBEAT_PUSH_SECONDS = env_int("HEARTBEAT_PUSH_SECONDS", 300, minimum=0)
 HEARTBEAT_HTTP_SECONDS = env_int("HEARTBEAT_HTTP_SECONDS", 300, minimum=0)
 HEARTBEAT_SANDBOX_SECONDS = env_int("HEARTBEAT_SANDBOX_SECONDS", 0, minimum=0)
 SILENCE_CHECK_SECONDS = env_int("SILENCE_CHECK_SECONDS", 30, minimum=1)
+# The fleet view (reconciliation/fleet_snapshot.py) is computed on the workers: a change it
+# reads queues a refresh this many seconds later, so a burst of changes costs one refresh.
+FLEET_SNAPSHOT_DELAY_SECONDS = env_int("FLEET_SNAPSHOT_DELAY_SECONDS", 5, minimum=0)
+# The periodic resync refreshes it too, as a backstop, once it is older than this (at 100,000
+# agents a refresh takes tens of seconds of a worker: not every minute).
+FLEET_SNAPSHOT_BACKSTOP_SECONDS = env_int("FLEET_SNAPSHOT_BACKSTOP_SECONDS", 300, minimum=0)
 # Tests of dead workers: the sandbox's injected crash kills the worker process for real.
 SANDBOX_CRASH_KILLS_PROCESS = env_bool("SANDBOX_CRASH_KILLS_PROCESS", False)
 # The demo's background simulator drifts a random sandbox agent this often (0: off).

@@ -1,20 +1,25 @@
-"""The fleet view for compliance as a page (reconciliation/fleet.py holds what it shows;
-`GET /api/v1/fleet` in reconciliation/fleet_api.py serves the same)."""
+"""The fleet view for compliance as a page: the snapshot the workers keep
+(reconciliation/fleet_snapshot.py), with how old it is; `GET /api/v1/fleet` in
+reconciliation/fleet_api.py serves the same."""
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from reconciliation.fleet import fleet_view
+from reconciliation import fleet_snapshot
+from reconciliation.fleet import MAX_NAMES
 from reconciliation.fleet_api import READERS
 from registry.roles import has_role
 
 
 @login_required
 def fleet_page(request: HttpRequest) -> HttpResponse:
-    """The same as a page, with the trend and silence charts."""
+    """The same as a page, with the trend, silence and compliance charts."""
     if not has_role(request.user, *READERS):
         return render(request, "registry/forbidden.html", {
             "message": "The fleet view is for compliance staff, approvers and admins."},
             status=403)
-    return render(request, "reconciliation/fleet.html", {"fleet": fleet_view()})
+    snapshot = fleet_snapshot.current()
+    return render(request, "reconciliation/fleet.html", {
+        "fleet": snapshot.fleet, "freshness": fleet_snapshot.freshness(snapshot),
+        "max_names": MAX_NAMES})

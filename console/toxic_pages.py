@@ -1,5 +1,6 @@
-"""The toxic combinations page: the rules, the paths the fleet has now, and (for compliance
-staff) the form that declares a new pair."""
+"""The toxic combinations page: the rules, the paths the fleet had when the workers last
+looked (reconciliation/fleet_snapshot.py), and (for compliance staff) the form that declares
+a new pair."""
 
 from django import forms
 from django.contrib import messages
@@ -10,13 +11,12 @@ from django.views.decorators.http import require_POST
 
 from config.errors import DomainError
 from console.registry_pages import _forbidden, _page
-from reconciliation.toxic_paths import observed_states
+from reconciliation import fleet_snapshot
 from registry import actions
 from registry.choices import Role, ToxicEffect
 from registry.models import ToxicCombination
 from registry.roles import has_role, sees_everything
-from registry.toxic import CAPABILITY_EXPECTED, toxic_paths
-from registry.toxic_fleet import approved_specs, enabled_rules
+from registry.toxic import CAPABILITY_EXPECTED
 
 
 class ToxicCombinationForm(forms.Form):
@@ -50,14 +50,16 @@ def toxic_list(request: HttpRequest) -> HttpResponse:
             else:
                 messages.success(request, f"Declared toxic combination {rule.name}.")
                 return redirect("registry-toxic")
-    rules = enabled_rules()
+    snapshot = fleet_snapshot.current()
+    paths = snapshot.toxic_paths
+    observed = sees_everything(request.user)  # what agents really run with: reviewers only
     return _page(request, "registry/toxic_list.html", {
         "rules": ToxicCombination.objects.order_by("name"), "form": form, "can_edit": can_edit,
-        "approved_paths": [p.to_dict() for p in toxic_paths(approved_specs(), rules)],
-        # what agents really run with is for reviewers (README, "Roles")
-        "sees_observed": sees_everything(request.user),
-        "observed_paths": [p.to_dict() for p in toxic_paths(observed_states(), rules)]
-        if sees_everything(request.user) else [],
+        "approved_paths": paths["approved"], "approved_count": paths["approved_count"],
+        "sees_observed": observed,
+        "observed_paths": paths["observed"] if observed else [],
+        "observed_count": paths["observed_count"] if observed else 0,
+        "freshness": fleet_snapshot.freshness(snapshot),
     }, status=400 if form.errors else 200)
 
 

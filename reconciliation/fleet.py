@@ -5,15 +5,19 @@ Each rule kind is a row source: a function from the loaded fleet to rows, regist
 ROW_SOURCES (guardrails and toxic combinations today; a group-rule source is one more
 function). Every source reads the fleet from `Fleet` (loaded once) and makes a fixed number of
 queries of its own, so the view costs the same number of queries for ten agents or ten thousand.
+It still reads and judges every agent: the workers compute it and pages read the stored result
+(reconciliation/fleet_snapshot.py).
 """
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import cached_property
 from typing import Any
 
 import cel
+from django.db.models import Count
 from django.utils import timezone
 
 from reconciliation.charts import bar, count_axis, figure, scatter
@@ -25,7 +29,7 @@ from reconciliation.toxic_paths import observed_states
 from registry.choices import GuardrailOutcome, Lifecycle
 from registry.guardrails import selector_matches
 from registry.models import Agent, DesiredStateVersion, Guardrail, ToxicCombination
-from registry.toxic import Capability, toxic_paths
+from registry.toxic import Capability, ToxicPath, toxic_paths
 
 TREND_DAYS = 7
 MAX_NAMES = 50  # agents named per cell; the counts are always whole
@@ -51,6 +55,22 @@ class Fleet:
         today = now.replace(hour=0, minute=0, second=0, microsecond=0)
         days = [today - timedelta(days=TREND_DAYS - 1 - i) for i in range(TREND_DAYS)]
         return cls(now, agents, days)
+
+    @cached_property
+    def rules(self) -> list[ToxicCombination]:
+        return list(ToxicCombination.objects.filter(enabled=True).order_by("name"))
+
+    @cached_property
+    def approved_paths(self) -> list[ToxicPath]:
+        """The toxic paths of the approved fleet (the toxic page and the rows share them)."""
+        if not self.rules:
+            return []
+        return toxic_paths({name: a["spec"] for name, a in self.agents.items()}, self.rules)
+
+    @cached_property
+    def observed_paths(self) -> list[ToxicPath]:
+        """The toxic paths of what agents really run with."""
+        return toxic_paths(observed_states(), self.rules) if self.rules else []
 
     def day_index(self, when: datetime) -> int | None:
         index = (when - self.days[0]).days
@@ -122,12 +142,10 @@ def guardrail_rows(fleet: Fleet) -> list[FleetRow]:
 def toxic_rows(fleet: Fleet) -> list[FleetRow]:
     """Each enabled toxic combination: the agents holding either side, the agents on a path
     now (approved or observed) and the observed paths found per day (three queries)."""
-    rules = list(ToxicCombination.objects.filter(enabled=True).order_by("name"))
-    if not rules:
+    if not fleet.rules:
         return []
-    specs = {name: agent["spec"] for name, agent in fleet.agents.items()}
     on_path: dict[str, set[str]] = defaultdict(set)
-    for path in [*toxic_paths(specs, rules), *toxic_paths(observed_states(), rules)]:
+    for path in [*fleet.approved_paths, *fleet.observed_paths]:
         on_path[path.rule].update(path.agents)
     found: dict[str, list[int]] = defaultdict(lambda: [0] * TREND_DAYS)
     for pointer, detected in Finding.objects.filter(
@@ -137,10 +155,10 @@ def toxic_rows(fleet: Fleet) -> list[FleetRow]:
         if index is not None:
             found[pointer.removeprefix("/toxic/")][index] += 1
     rows = []
-    for rule in rules:
+    for rule in fleet.rules:
         sides = (Capability.parse(rule.left), Capability.parse(rule.right))
-        covers = sorted(name for name, spec in specs.items()
-                        if any(side.held_by(spec) for side in sides))
+        covers = sorted(name for name, agent in fleet.agents.items()
+                        if any(side.held_by(agent["spec"]) for side in sides))
         rows.append(FleetRow("toxic_combination", rule.name, rule.effect, rule.description,
                              covers, sorted(on_path[rule.name]), found[rule.name], "/toxic/",
                              {"left": rule.left, "right": rule.right}))
@@ -151,9 +169,10 @@ def toxic_rows(fleet: Fleet) -> list[FleetRow]:
 ROW_SOURCES: list[Callable[[Fleet], list[FleetRow]]] = [guardrail_rows, toxic_rows]
 
 
-def silence_now_and_over_time(fleet: Fleet) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The agents silent now, and a chart of how many were silent each hour of the last day
-    (one query)."""
+def silence_now_and_over_time(fleet: Fleet) -> tuple[list[dict[str, Any]], int,
+                                                     dict[str, Any]]:
+    """The agents silent now (the longest silent first, at most MAX_NAMES), how many, and a
+    chart of how many were silent each hour of the last day (one query)."""
     start = fleet.now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=23)
     hours = [start + timedelta(hours=i) for i in range(24)]
     silences = list(Silence.objects.filter(started_at__lte=fleet.now).exclude(
@@ -163,18 +182,33 @@ def silence_now_and_over_time(fleet: Fleet) -> tuple[list[dict[str, Any]], dict[
     chart = figure({"margin": {"l": 40, "r": 10, "t": 30, "b": 40}, "height": 240,
                     "title": "Silent agents (last 24 h)", "yaxis": count_axis("agents", counts)},
                    bar(name="silent", x=[h.strftime("%H:00") for h in hours], y=counts))
-    silent = [s.to_dict() for s in silences if s.ended_at is None]
-    return silent, chart
+    silent = [s for s in silences if s.ended_at is None]
+    return [s.to_dict() for s in silent[:MAX_NAMES]], len(silent), chart
+
+
+def open_findings() -> tuple[dict[str, int], int]:
+    """The agents with the most open findings (at most MAX_NAMES, by name) and how many
+    agents have any (two queries)."""
+    rows = Finding.objects.filter(status__in=OPEN_STATUSES, agent__active_version__isnull=False
+                                  ).exclude(agent__lifecycle=Lifecycle.RETIRED)
+    top = (rows.values("agent__name").annotate(n=Count("pk"))
+           .order_by("-n", "agent__name").values_list("agent__name", "n")[:MAX_NAMES])
+    return dict(sorted(top)), rows.values("agent_id").distinct().count()
 
 
 def fleet_view(now: datetime | None = None) -> dict[str, Any]:
     """Everything the fleet page and `GET /api/v1/fleet` show."""
-    fleet = Fleet.load(now)
+    return view_of(Fleet.load(now))
+
+
+def view_of(fleet: Fleet) -> dict[str, Any]:
+    """The fleet view of a loaded fleet: every list of agent names at most MAX_NAMES long,
+    with its whole count beside it."""
     rows = [row for source in ROW_SOURCES for row in source(fleet)]
     covered = {name for row in rows for name in row.covers}
-    open_by_agent = Counter(Finding.objects.filter(status__in=OPEN_STATUSES)
-                            .values_list("agent__name", flat=True))
-    silent, chart = silence_now_and_over_time(fleet)
+    uncovered = sorted(name for name in fleet.agents if name not in covered)
+    with_findings, findings_agents = open_findings()
+    silent, silent_count, chart = silence_now_and_over_time(fleet)
     days = [d.strftime("%m-%d") for d in fleet.days]
     trend = figure({"margin": {"l": 40, "r": 10, "t": 30, "b": 40}, "height": 260,
                     "title": f"Violations found per day (last {TREND_DAYS} days)",
@@ -191,18 +225,22 @@ def fleet_view(now: datetime | None = None) -> dict[str, Any]:
                    *(scatter(name=f"{row.kind}: {row.name}", mode="lines+markers",
                              x=days, y=row.trend)
                      for row in rows))
+    timelines, counts = fleet_timelines(fleet.now, timedelta(days=TREND_DAYS))
     compliance = timeline_figure(
-        fleet_timelines(fleet.now, timedelta(days=TREND_DAYS)), now=fleet.now,
-        span=timedelta(days=TREND_DAYS),
-        title=f"Every agent in or out of policy (last {TREND_DAYS} days)")
+        timelines, now=fleet.now, span=timedelta(days=TREND_DAYS),
+        title=f"Agents out of policy: {counts['out_of_policy']} of {counts['agents']} "
+              f"(last {TREND_DAYS} days, {len(timelines)} drawn)")
     return {
         "at": fleet.now.isoformat(),
         "agents": len(fleet.agents),
         "rules": [row.to_dict() for row in rows],
-        "uncovered": sorted(name for name in fleet.agents if name not in covered),
-        "open_findings": {name: open_by_agent[name] for name in sorted(fleet.agents)
-                          if open_by_agent[name]},
+        "uncovered": uncovered[:MAX_NAMES],
+        "uncovered_count": len(uncovered),
+        "open_findings": with_findings,
+        "open_findings_agents": findings_agents,
         "silent": silent,
+        "silent_count": silent_count,
+        "compliance": counts,
         "charts": {"trend": trend, "silence": chart,
                    "compliance": compliance},
     }

@@ -184,7 +184,22 @@ def resync() -> int:
         for first, last in bounds:
             queue.enqueue(resync_range, first, last, pipeline=pipe)
         pipe.execute()
+    from reconciliation.fleet_snapshot import backstop
+
+    backstop()  # the fleet view, for what no trigger announced (a lifecycle change ...)
     return len(bounds)
+
+
+def refresh_fleet_snapshot() -> dict[str, int]:
+    """Recompute the fleet view the pages and APIs read (reconciliation/fleet_snapshot.py)."""
+    from reconciliation import fleet_snapshot
+
+    fleet_snapshot.refresh_started()
+    try:
+        snapshot = fleet_snapshot.record_fleet_snapshot()
+    finally:
+        fleet_snapshot.refresh_ended()
+    return {"agents": snapshot.fleet["agents"], "took_ms": snapshot.took_ms}
 
 
 def resync_range(first_id: int, last_id: int) -> dict[str, int]:

@@ -601,4 +601,17 @@ class Silence(models.Model):
                 "expected_seconds": self.expected_seconds,
                 "last_heard_at": stamp(self.last_heard_at),
                 "started_at": stamp(self.started_at), "ended_at": stamp(self.ended_at)}
+class FleetSnapshot(models.Model):
+    """The fleet view and the fleet's toxic paths as a worker last computed them (one row,
+    pk=1): pages and APIs read it instead of judging every agent per request."""
+
+    as_of = models.DateTimeField()
+    took_ms = models.PositiveIntegerField(default=0)
+    fleet = models.JSONField()  # reconciliation.fleet.fleet_view(), its lists capped
+    toxic_paths = models.JSONField()  # {"approved"|"observed": [path], "..._count": n}
+
+    def __str__(self) -> str:
+        return f"fleet snapshot as of {self.as_of:%Y-%m-%d %H:%M:%S}"
+
+
 from reconciliation.group_models import GroupBreach, GroupRule  # noqa: E402,F401

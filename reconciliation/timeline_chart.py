@@ -1,18 +1,19 @@
 """Compliance timelines as plotly charts: one row per agent on a real time axis (24 h and 7 d
-visibly different), each interval hoverable with its reason; the fleet's chart puts every
-agent's row on one chart from a fixed number of queries."""
+visibly different), each interval hoverable with its reason; the fleet's chart puts the agents
+out of policy (at most FLEET_ROWS) on one chart, with counts, from a fixed number of
+queries."""
 
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Min
+from django.db.models import Min, Q
 
 from reconciliation.charts import bar, figure
 from reconciliation.compare import TRANSITIONS, Segment, Transition, timeline
 
 STATES = ((True, "in policy", "#067647"), (False, "out of policy", "#b42318"),
           (None, "not known", "#8c959f"))
-FLEET_ROWS = 60  # agents drawn on the fleet chart, most recently changed first
+FLEET_ROWS = 60  # agents drawn on the fleet chart: out of policy first, then most changed
 
 
 def _hover(name: str, segment: Segment) -> str:
@@ -43,35 +44,51 @@ def timeline_figure(rows: list[tuple[str, list[Segment]]], *, now: datetime,
         "yaxis": {"autorange": "reversed", "type": "category"}}, *traces)
 
 
-def fleet_timelines(now: datetime, span: timedelta) -> list[tuple[str, list[Segment]]]:
-    """Every approved agent's timeline over the span (four queries whatever the fleet)."""
+def fleet_timelines(now: datetime, span: timedelta) -> tuple[list[tuple[str, list[Segment]]],
+                                                         dict[str, int]]:
+    """The fleet chart's rows and counts: the agents out of policy now (open findings or
+    suspended) first, then those whose state changed most in the span, then the rest by
+    name, at most FLEET_ROWS; and how many approved agents there are and how many are out of
+    policy. At most eight queries whatever the fleet, and none reads every agent."""
     from audit.models import AuditEntry
     from reconciliation.choices import OPEN_STATUSES
     from reconciliation.models import Finding, ReconcileRun
     from registry.choices import Lifecycle
     from registry.models import Agent
 
-    agents = list(Agent.objects.filter(active_version__isnull=False)
-                  .values_list("name", "lifecycle", "pk"))
+    approved = Agent.objects.filter(active_version__isnull=False)
     steps: dict[str, list[Transition]] = {}
     for at, action, target, before, agent in AuditEntry.objects.filter(
             at__gt=now - span, action__in=TRANSITIONS).order_by("-seq").values_list(
             "at", "action", "target", "before", "agent")[:20_000]:
         steps.setdefault(agent, []).append(
             Transition(at, action, target, (before or {}).get("status")))
-    first_runs = dict(ReconcileRun.objects.values("agent_id").annotate(first=Min("started_at"))
-                      .values_list("agent_id", "first"))
+    out = approved.filter(Q(lifecycle=Lifecycle.SUSPENDED) | Q(
+        pk__in=Finding.objects.filter(status__in=OPEN_STATUSES).values("agent_id")))
+    counts = {"agents": approved.count(), "out_of_policy": out.count()}
+    chosen = list(out.order_by("name").values_list("name", "lifecycle", "pk")[:FLEET_ROWS])
+    if len(chosen) < FLEET_ROWS:
+        busiest = sorted(steps, key=lambda name: (-len(steps[name]), name))
+        taken = {name for name, _, _ in chosen}
+        more = approved.filter(name__in=[n for n in busiest if n not in taken][:FLEET_ROWS])
+        chosen += sorted(more.values_list("name", "lifecycle", "pk"),
+                         key=lambda a: (-len(steps[a[0]]), a[0]))[:FLEET_ROWS - len(chosen)]
+    if len(chosen) < FLEET_ROWS:  # a small fleet: every agent fits
+        chosen += approved.exclude(name__in=[name for name, _, _ in chosen]).order_by(
+            "name").values_list("name", "lifecycle", "pk")[:FLEET_ROWS - len(chosen)]
+    pks = [pk for _, _, pk in chosen]
+    first_runs = dict(ReconcileRun.objects.filter(agent_id__in=pks).values("agent_id")
+                      .annotate(first=Min("started_at")).values_list("agent_id", "first"))
     open_by_agent: dict[int, set[int]] = {}
-    for pk, agent_id in Finding.objects.filter(status__in=OPEN_STATUSES).values_list(
-            "pk", "agent_id"):
+    for pk, agent_id in Finding.objects.filter(status__in=OPEN_STATUSES,
+                                               agent_id__in=pks).values_list("pk", "agent_id"):
         open_by_agent.setdefault(agent_id, set()).add(pk)
-    ordered = sorted(agents, key=lambda a: (-(len(steps.get(a[0], []))), a[0]))[:FLEET_ROWS]
     rows = []
-    for name, lifecycle, pk in sorted(ordered, key=lambda a: a[0]):
+    for name, lifecycle, pk in sorted(chosen, key=lambda a: a[0]):
         mine = steps.get(name, [])
         known = [t for t in (first_runs.get(pk), mine[-1].at if mine else None) if t]
         rows.append((name, timeline(
             now=now, span=span, judged_since=min(known) if known else None,
             open_findings=open_by_agent.get(pk, set()),
             suspended=lifecycle == Lifecycle.SUSPENDED, transitions=mine)))
-    return rows
+    return rows, counts

@@ -110,8 +110,12 @@ def record_observed_paths(now: datetime | None = None) -> dict[str, int]:
 def check_observed_paths_job() -> dict[str, int]:
     """RQ entry point: clear the queued key first, so a change seen from now on queues
     another check."""
+    from reconciliation.fleet_snapshot import enqueue_refresh
+
     django_rq.get_connection("default").delete(QUEUED_KEY)
-    return record_observed_paths()
+    found = record_observed_paths()
+    enqueue_refresh()  # the fleet view lists the observed paths too
+    return found
 
 
 def enqueue_path_check() -> bool:

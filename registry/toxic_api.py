@@ -10,14 +10,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from config.errors import NotAllowed
-from reconciliation.toxic_paths import observed_states
+from reconciliation import fleet_snapshot
 from registry import actions
 from registry.api import IsPerson
 from registry.choices import Role, ToxicEffect
 from registry.models import ToxicCombination
 from registry.roles import has_role, sees_everything
-from registry.toxic import toxic_paths
-from registry.toxic_fleet import approved_specs, enabled_rules
 
 
 class ToxicCombinationSerializer(serializers.ModelSerializer):
@@ -65,13 +63,20 @@ class ToxicCombinationViewSet(viewsets.ModelViewSet):
 
     @extend_schema(responses=inline_serializer("ToxicPaths", {
         "approved": serializers.ListField(child=serializers.JSONField()),
-        "observed": serializers.ListField(child=serializers.JSONField(), required=False)}))
+        "approved_count": serializers.IntegerField(),
+        "observed": serializers.ListField(child=serializers.JSONField(), required=False),
+        "observed_count": serializers.IntegerField(required=False),
+        "as_of": serializers.DateTimeField(help_text="when the workers found these paths"),
+        "age_seconds": serializers.IntegerField(),
+        "refreshing": serializers.BooleanField()}))
     @action(detail=False, methods=["get"])
     def paths(self, request: Request) -> Response:
-        """Every toxic path in the approved fleet, agent -> agent; and for reviewers (who see
-        what agents really run with) the paths in the observed one."""
-        rules = enabled_rules()
-        body = {"approved": [p.to_dict() for p in toxic_paths(approved_specs(), rules)]}
+        """The toxic paths in the approved fleet, agent -> agent (at most 50, beside their
+        whole count); and for reviewers (who see what agents really run with) the paths in
+        the observed one. Read from the fleet snapshot the workers keep."""
+        snapshot = fleet_snapshot.current()
+        paths = snapshot.toxic_paths
+        body = {"approved": paths["approved"], "approved_count": paths["approved_count"]}
         if sees_everything(request.user):
-            body["observed"] = [p.to_dict() for p in toxic_paths(observed_states(), rules)]
-        return Response(body)
+            body |= {"observed": paths["observed"], "observed_count": paths["observed_count"]}
+        return Response({**body, **fleet_snapshot.freshness(snapshot)})

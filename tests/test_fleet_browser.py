@@ -1,7 +1,8 @@
 """The fleet page and the toxic combinations page in Chromium against the real ASGI server:
-dana declares a toxic pair in the form, sees the path the approved fleet already has, and the
-fleet page draws its trend and silence charts from the local plotly.js with no request
-leaving the machine, no console error and no CSP violation."""
+dana declares a toxic pair in the form and sees the path the approved fleet already has once
+a worker has refreshed the snapshot the page reads (the page reloads itself), and the fleet
+page draws its trend and silence charts from the local plotly.js with no request leaving the
+machine, no console error and no CSP violation."""
 
 import pytest
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
@@ -16,7 +17,7 @@ pytestmark = pytest.mark.browser
 
 
 def test_dana_declares_a_toxic_pair_and_reads_the_fleet_page(people, live_server_process,
-                                                            monkeypatch):
+                                                            start_worker, monkeypatch):
     from playwright.sync_api import expect, sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
@@ -25,6 +26,7 @@ def test_dana_declares_a_toxic_pair_and_reads_the_fleet_page(people, live_server
     approved_agent(people, "support", data=[{"resource": "customers_db", "access": "read"}],
                    delegates_to=["mailer"])
     approved_agent(people, "mailer", tools=["email.send_external"])
+    start_worker("default")  # it refreshes the fleet snapshot the pages read
     with sync_playwright() as playwright:
         browser = Browser(playwright, live_server_process.url)
         dana = browser.page("dana")
@@ -34,8 +36,10 @@ def test_dana_declares_a_toxic_pair_and_reads_the_fleet_page(people, live_server
         dana.fill("#id_right", "tool:email.send_external")
         dana.select_option("#id_effect", "deny")
         dana.click("form.toxic-form button[type=submit]")
+        # the page says the workers are refreshing what it shows and reloads once they have
         expect(dana.locator(".toxic-paths li").first).to_contain_text(
-            "support (can read customers_db) -> mailer (can use email.send_external)")
+            "support (can read customers_db) -> mailer (can use email.send_external)",
+            timeout=60_000)
         assert ToxicCombination.objects.filter(name="customers-never-email").exists()
         dana.goto(f"{live_server_process.url}/fleet/")
         row = dana.locator('tr[data-rule="customers-never-email"]')

@@ -15,6 +15,7 @@ pytestmark = pytest.mark.django_db
 PATHS = ["/api/v1/agents", "/api/v1/dashboard", "/api/v1/findings", "/api/v1/escalations",
          "/api/v1/proposals", "/api/v1/guardrails", "/api/v1/inbox", "/api/v1/fleet",
          "/api/v1/recertification", "/api/v1/group-rules", "/api/v1/toxic-combinations",
+         "/api/v1/toxic-combinations/paths",
          "/api/v1/audit", "/api/v1/tokens"]
 # The console's pages, as the admin (who may open every one) sees them.
 PAGES = ["/", "/agents/", "/agents/bench-00001/", "/findings/", "/escalations/",

@@ -53,6 +53,9 @@ def alert(event: str, agent: Agent, finding: Finding | None = None, **extra: Any
                        pointer=finding.pointer, incident=incident_token(finding),
                        # for the sentence: "gained write access to crm"
                        expected=finding.expected, actual=finding.actual)
+        from reconciliation.fleet_snapshot import request_refresh
+
+        request_refresh()  # a finding opened or closed: the fleet view counts them
     alerts.broadcast(event, payload)
 
 

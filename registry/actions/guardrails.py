@@ -9,6 +9,7 @@ from django.utils import timezone
 import audit
 from audit.choices import AuditAction
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
+from reconciliation.fleet_snapshot import request_refresh
 from registry.actions.proposals import reevaluate_pending
 from registry.choices import GuardrailEffect, OverdueEffect, Role
 from registry.guardrails import ExpressionError, ExpressionTooCostly, check_expression
@@ -71,6 +72,7 @@ def create_guardrail(*, actor: Any, name: str, expression: str, effect: str, mes
     audit.record(actor=actor, action=AuditAction.GUARDRAIL_CREATED,
                  target=f"guardrail:{name}", after=guardrail.to_dict())
     reevaluate_pending(actor=actor)
+    request_refresh()  # the fleet view judges every agent by it
     return guardrail
 
 
@@ -91,6 +93,7 @@ def update_guardrail(guardrail: Guardrail, *, actor: Any, **changes: Any) -> Gua
     audit.record(actor=actor, action=AuditAction.GUARDRAIL_UPDATED,
                  target=f"guardrail:{guardrail.name}", before=before, after=guardrail.to_dict())
     reevaluate_pending(actor=actor)
+    request_refresh()  # the fleet view judges every agent by it
     return guardrail
 
 
@@ -104,3 +107,4 @@ def delete_guardrail(guardrail: Guardrail, *, actor: Any) -> None:
     audit.record(actor=actor, action=AuditAction.GUARDRAIL_DELETED, target=f"guardrail:{name}",
                  before=before)
     reevaluate_pending(actor=actor)
+    request_refresh()  # the fleet view judges every agent by it

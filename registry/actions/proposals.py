@@ -16,6 +16,7 @@ from audit.jsondiff import flat_changes
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from config.outbound import listed
 from reconciliation.alerts import broadcast
+from reconciliation.fleet_snapshot import request_refresh
 from reconciliation.triggers import request_reconcile, schedule_grant_expiries
 from registry.actions.grants import start_grant_clocks
 from registry.actions.stepup import verify_step_up
@@ -515,6 +516,7 @@ def _activate(version: DesiredStateVersion, agent: Agent, actor: Any) -> None:
     start_review_clock(version, agent, actor=actor, now=now)
     request_reconcile(agent.pk, "approved")
     schedule_grant_expiries(agent.pk, version.spec)
+    request_refresh()  # the fleet view judges the approved specs
 
 
 def check_can_decide(version_id: int, *, actor: Any) -> None:

@@ -9,6 +9,7 @@ from django.utils import timezone
 import audit
 from audit.choices import AuditAction
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
+from reconciliation.fleet_snapshot import request_refresh
 from reconciliation.toxic_paths import request_path_check
 from registry.actions.proposals import reevaluate_pending
 from registry.choices import Role, ToxicEffect
@@ -45,6 +46,7 @@ def _validate(fields: dict[str, Any]) -> None:
 def _after_change(actor: Any) -> None:
     reevaluate_pending(actor=actor)
     request_path_check()
+    request_refresh()  # the fleet view's rows and the toxic page's paths
 
 
 @transaction.atomic

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from reconciliation.models import AgentStatus, AlertEvent, Finding, Silence
+from reconciliation.models import AgentStatus, AlertEvent, Finding, FleetSnapshot, Silence
 from registry import actions
 from tests.conftest import ROOT, approved_agent, child_env, eventually, token_client
 
@@ -94,3 +94,26 @@ def test_a_reported_state_that_opens_a_toxic_path_is_a_finding_from_the_worker(
         format="json").status_code == 202
     eventually(lambda: set(Finding.objects.filter(kind="toxic_path")
                            .values_list("status", flat=True)) == {"resolved"})
+
+
+def test_a_declared_toxic_pair_reaches_the_fleet_view_through_the_worker(
+        people, start_worker, api_as, settings):
+    settings.FLEET_SNAPSHOT_DELAY_SECONDS = 1  # the refresh waits a second for a burst
+    approved_agent(people, "support", data=[{"resource": "customers_db", "access": "read"}],
+                   delegates_to=["mailer"])
+    approved_agent(people, "mailer", tools=["email.send_external"])
+    dana = api_as(people.dana)
+    before = dana.get("/api/v1/fleet").json()  # the first reader computed it
+    assert before["rules"] == []
+    worker = start_worker("default")
+    actions.create_toxic_combination(actor=people.dana, name="customers-never-email",
+                                     left="data:customers_db:read",
+                                     right="tool:email.send_external")
+    eventually(lambda: FleetSnapshot.objects.get().toxic_paths["approved_count"] == 1,
+               message=f"the fleet view was not refreshed; worker said:\n{worker.output()}")
+    after = dana.get("/api/v1/fleet").json()
+    assert after["as_of"] > before["as_of"]
+    (row,) = after["rules"]
+    assert (row["name"], row["violations"]) == ("customers-never-email", ["mailer", "support"])
+    paths = dana.get("/api/v1/toxic-combinations/paths").json()
+    assert [p["agents"] for p in paths["approved"]] == [["support", "mailer"]]
