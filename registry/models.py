@@ -363,7 +363,9 @@ class MeetingPoint(models.Model):
     meeting_points), rewritten by each approval: the index a proposal's judge follows to read
     the agents it could join rather than the fleet (registry/toxic_fleet.py)."""
 
-    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="meeting_points")
+    # (no index of its own: the unique constraint's index starts with it)
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="meeting_points",
+                              db_index=False)
     point = models.CharField(max_length=100)  # an agent's name, or "mcp:" + 64 hex digits
 
     class Meta:

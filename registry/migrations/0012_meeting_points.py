@@ -33,7 +33,7 @@ class Migration(migrations.Migration):
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('point', models.CharField(max_length=100)),
-                ('agent', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='meeting_points', to='registry.agent')),
+                ('agent', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='meeting_points', to='registry.agent')),
             ],
             options={
                 'indexes': [models.Index(fields=['point', 'agent'], name='meeting_point_agents')],
