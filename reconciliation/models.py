@@ -351,6 +351,16 @@ class Escalation(models.Model):
             return ResolutionOption(resolution, f"⇧ Propose: {offer}")
         return ResolutionOption(resolution, *RESOLUTION_LABELS[resolution])
 
+    @staticmethod
+    def read_for_offers(escalations: list["Escalation"]) -> list["Escalation"]:
+        """Read, in one query, the approved versions that the behaviour escalations among
+        `escalations` (loaded with agent and finding) need for their raise offers. Other
+        escalations need none, so a page of drift cards decodes no spec."""
+        agents = [e.agent for e in escalations
+                  if e.finding is not None and e.finding.behaviour]
+        models.prefetch_related_objects(agents, "active_version")
+        return escalations
+
     def raise_offer(self) -> tuple[str, str]:
         """For a behaviour escalation: what "raise the limit" would propose, or why it cannot."""
         from runtime.behaviour import raise_limit
