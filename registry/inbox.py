@@ -207,7 +207,8 @@ def counts_for(user, now: datetime | None = None) -> dict[str, int]:
     """What waits for `user` to decide, as the queue shows it (tally of queue_for: an incident
     counts once). Every page's nav badge asks this, so it is counted in the database (an
     incident is a distinct incident_key) and no row of the queue is read."""
-    from django.db.models import Count, Q
+    from django.db.models import CharField, Count, Q, Value
+    from django.db.models.functions import Concat
     from django.utils import timezone
 
     now = now or timezone.now()
@@ -216,18 +217,20 @@ def counts_for(user, now: datetime | None = None) -> dict[str, int]:
         counts["recertifications"] = len(reminders_for(user, now))
     if user is None or has_role(user, Role.APPROVER):
         counts["proposals"] = proposals_for(user).count()
-        waiting = escalations_for_user(user, now).order_by()
         alone = Q(decision__isnull=True)
-        tallied = waiting.aggregate(
+        # a pass's incident is its (agent, observation, detection), incident_key's fields
+        found_in_pass = Concat("finding__agent_id", Value("|"), "finding__observed_at",
+                               Value("|"), "finding__detected_at", output_field=CharField())
+        tallied = escalations_for_user(user, now).order_by().aggregate(
             decisions=Count("pk", filter=Q(decision__isnull=False)),
             unfound=Count("pk", filter=alone & Q(finding__isnull=True)),
             behaviour=Count("finding", distinct=True,
-                            filter=alone & Q(finding__behaviour=True)))
-        passes = (waiting.filter(alone, finding__behaviour=False)
-                  .values(*(f"finding__{name}" for name in _FINDING_KEY_FIELDS
-                            if name != "behaviour")).distinct().count())
+                            filter=alone & Q(finding__behaviour=True)),
+            passes=Count(found_in_pass, distinct=True,
+                         filter=alone & Q(finding__behaviour=False)))
         counts["decisions"] = tallied["decisions"]
-        counts["escalations"] = tallied["unfound"] + tallied["behaviour"] + passes
+        counts["escalations"] = (tallied["unfound"] + tallied["behaviour"]
+                                 + tallied["passes"])
     counts["total"] = sum(counts.values())
     return counts
 
