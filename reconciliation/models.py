@@ -198,7 +198,9 @@ class Finding(models.Model):
         indexes = [models.Index(fields=["cause_key", "-detected_at"], name="finding_cause"),
                    models.Index(fields=["status", "-last_seen"], name="finding_status"),
                    models.Index(fields=["detected_at"], name="finding_detected"),
-                   models.Index(fields=["agent", "status"], name="finding_agent_status")]
+                   models.Index(fields=["agent", "status"], name="finding_agent_status"),
+                   # /findings/ unfiltered: a page of 50 reads 50 index entries, no sort
+                   models.Index(fields=["-last_seen", "-id"], name="finding_recent")]
 
     def __str__(self) -> str:
         return f"{self.kind} {self.pointer} on {self.agent_id} ({self.status})"
