@@ -146,7 +146,7 @@ def notice_breaches(now: datetime) -> list[SlaBreach]:
     """Every waiting item past its SLA or deadline, once: an alert, an audit row, and the next
     approver (the first by name who may decide it and is not its assignee) notified."""
     breaches = []
-    overdue = [i for i in inbox.items_for(None, now) if i.deadline <= now]
+    overdue = inbox.items([e for e in inbox.queue_for(None, now) if e.deadline <= now])
     known = set(SlaBreach.objects.filter(item__in=[i.key for i in overdue])
                 .values_list("item", flat=True))
     for item in (i for i in overdue if i.key not in known):
@@ -179,7 +179,7 @@ def _next_approver(item: inbox.Item, now: datetime) -> Any:
     for approver in _approvers():
         if approver.username in assignees:
             continue
-        if any(i.key == item.key for i in inbox.items_for(approver, now)):
+        if any(e.key == item.key for e in inbox.queue_for(approver, now)):
             return approver
     return None
 
