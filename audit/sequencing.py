@@ -59,11 +59,13 @@ def settle() -> None:
     the placing lock, never waiting. If someone does, they read the queue again after they
     release it (audit/placing.py), and so does this loop: nothing is left behind."""
     from audit import placing
-    from audit.actions import sequence_pending
+    from audit.actions import QUEUE_BATCH, sequence_pending
 
     while placing.try_hold_if_queued():  # one round trip when nothing is queued
         try:
-            while sequence_pending():
+            # A batch short of the limit emptied the queue as it read it; what queued since is
+            # for the check after the release, which must come anyway.
+            while sequence_pending(held=True) == QUEUE_BATCH:
                 pass
         finally:
             placing.release()
