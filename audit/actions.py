@@ -1,6 +1,8 @@
 """Appending to the audit trail, growing its Merkle tree, signing tree heads, rotating keys."""
 
 import json
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from agentgov import checkpoints, merkle
@@ -9,7 +11,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from audit import keys, placing, sequencing, tree, witnesses
+from audit import archiving, keys, placing, sequencing, tree, witnesses
 from audit.chain import (
     GENESIS_HASH,
     canonical_json,
@@ -21,6 +23,7 @@ from audit.chain import (
 from audit.choices import AuditAction, SignatureAlgorithm
 from audit.context import current_request_id
 from audit.models import (
+    AuditArchive,
     AuditChainHead,
     AuditCheckpoint,
     AuditEntry,
@@ -30,6 +33,7 @@ from audit.models import (
 )
 
 QUEUE_BATCH = 5000  # queued entries placed per transaction
+ARCHIVE_DELETE_BATCH = 5000  # archived rows deleted per transaction
 PENDING_FIELDS = ("at", "actor", "action", "target", "agent", "before", "after", "reason",
                   "request_id")
 
@@ -289,3 +293,76 @@ def sign_for_export(*, actor: Any, target: str, after: dict[str, Any], agent: st
                    after=after))
     made = checkpoint_head()
     return made.seq if made else _lock_head().seq
+
+
+def archive_before(*, actor: Any, before: datetime, directory: Path) -> AuditArchive | None:
+    """Move the oldest entries, up to the newest signed checkpoint whose entries all happened
+    before `before`, to a file in `directory` that verifies offline, then delete them from the
+    live table; the live trail goes on verifying from the boundary. None when nothing may go.
+
+    Three steps, each safe to cut short: the file is written (fsync, rename); the boundary
+    record and its `audit.archived` entry commit together; the rows are deleted in batches.
+    A run after a crash rewrites the same file, or finishes the deletion."""
+    delete_archived()  # what a run cut short left behind
+    since = archiving.newest()
+    size = archiving.archivable_size(before, since.last_seq if since is not None else 0)
+    if size is None:
+        return None
+    name, digest = archiving.write_file(Path(directory), since, size)
+    archive = record_archive(actor=actor, before=before, since=since, size=size,
+                             file_name=name, sha256=digest)
+    delete_archived()
+    return archive
+
+
+@transaction.atomic
+def record_archive(*, actor: Any, before: datetime, since: AuditArchive | None, size: int,
+                   file_name: str, sha256: str) -> AuditArchive:
+    """The boundary record and the `audit.archived` entry that announces it, in one
+    transaction, with a checkpoint that signs the announcement at once."""
+    _lock_head()
+    if archiving.newest() != since:
+        raise ValueError("another archive was recorded meanwhile: run the archive again")
+    first = since.last_seq + 1 if since is not None else 1
+    first_entry = AuditEntry.objects.only("at").get(seq=first)
+    last_entry = AuditEntry.objects.only("at", "hash").get(seq=size)
+    rotations = list(AuditEntry.objects.filter(
+        action=AuditAction.KEY_ROTATED, seq__gte=first, seq__lte=size,
+    ).order_by("seq").values("before", "after"))
+    archive = AuditArchive(
+        first_seq=first, last_seq=size, prev_hash=since.last_hash if since else GENESIS_HASH,
+        last_hash=last_entry.hash, first_at=first_entry.at, last_at=last_entry.at,
+        before=before, file_name=file_name, sha256=sha256, created_at=timezone.now(),
+        rotations=[*(since.rotations if since else []), *_json_safe(rotations)],
+    )
+    archive.save()
+    checkpoint = AuditCheckpoint.objects.get(seq=size)
+    _placed(record(actor=actor, action=AuditAction.AUDIT_ARCHIVED,
+                   target=f"audit:{first}-{size}",
+                   after={**archive.to_dict(), "checkpoint": {"size": size,
+                                                              "root": checkpoint.root}}))
+    head = _lock_head()
+    if not AuditCheckpoint.objects.filter(seq=head.seq).exists():
+        _sign(head.seq, head.hash)
+    return archive
+
+
+def delete_archived(batch: int = ARCHIVE_DELETE_BATCH) -> int:
+    """Delete the rows an archive record covers, oldest first, a batch per transaction (the
+    table is not partitioned; short transactions keep writers from waiting). Tree nodes and
+    checkpoints stay: roots and proofs still cover the archived range."""
+    boundary = archiving.newest()
+    if boundary is None:
+        return 0
+    deleted = 0
+    while True:
+        with transaction.atomic(), connection.cursor() as cursor:
+            # The model refuses deletes; on PostgreSQL the trigger allows these rows only
+            # because the boundary record covers them.
+            cursor.execute("DELETE FROM audit_auditentry WHERE seq IN (SELECT seq FROM "
+                           "audit_auditentry WHERE seq <= %s ORDER BY seq LIMIT %s)",
+                           [boundary.last_seq, batch])
+            done = cursor.rowcount
+        deleted += done
+        if done < batch:
+            return deleted

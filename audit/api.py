@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from audit import tree
+from audit import archiving, tree
 from audit.actions import PENDING_FIELDS, sign_for_export
 from audit.chain import format_time
 from audit.choices import BreakReason
@@ -182,6 +182,12 @@ class AgentEvidenceView(APIView):
         period = EvidencePeriod(data={k: v for k, v in request.query_params.items() if v})
         period.is_valid(raise_exception=True)
         start, end = period.validated_data.get("from"), period.validated_data.get("to")
+        archived = archiving.holding(start)
+        if archived is not None:
+            raise ValidationError({"from": (
+                f"entries up to {format_time(archived.last_at)} are archived in "
+                f"{archived.file_name} (sha256 {archived.sha256}); ask the operator for that "
+                f"file and verify it offline, or ask for a period after that time")})
         size = sign_for_export(
             actor=user, target=f"agent:{name}", agent=name,
             after={"format": "evidence", "from": format_time(start) if start else None,

@@ -11,6 +11,7 @@ from typing import Any
 from agentgov.entries import (  # noqa: F401  (re-exported: one implementation, in the client)
     GENESIS_HASH,
     HASHED_FIELDS,
+    PREV_HASH_KEY,
     canonical_json,
     entry_hash,
     format_time,
@@ -27,16 +28,10 @@ def chain_hash(payload: str, prev_hash: str) -> str:
     return hashlib.sha256((payload + prev_hash).encode()).hexdigest()
 
 
-# The payload's last top-level key before prev_hash is "before"; the leaf's object adds "hash"
-# there. Only strings and a number follow the top-level prev_hash, and a JSON string can never
-# hold an unescaped quote, so the last occurrence of this text is the top-level key.
-_PREV_HASH_KEY = ',"prev_hash":"'
-
-
 def leaf_bytes(payload: str, hash_: str) -> bytes:
     """The Merkle leaf's data (canonical JSON of the whole exported entry, as
     agentgov.entries.entry_leaf_hash builds it) from the stored payload, without re-serialising."""
-    cut = payload.rfind(_PREV_HASH_KEY) + 1
+    cut = payload.rfind(PREV_HASH_KEY) + 1
     return f'{payload[:cut]}"hash":"{hash_}",{payload[cut:]}'.encode()
 
 

@@ -100,6 +100,7 @@ class AuditAction(models.TextChoices):
     AUDIT_EXPORTED = "audit.exported"
     AUDIT_VERIFIED = "audit.verified"
     KEY_ROTATED = "audit.key_rotated"
+    AUDIT_ARCHIVED = "audit.archived"
     # Retention: a day partition dropped (PostgreSQL) or a batch of expired rows deleted (SQLite).
     RETENTION_PARTITION_DROPPED = "retention.partition_dropped"
     RETENTION_ROWS_DELETED = "retention.rows_deleted"

@@ -11,8 +11,9 @@ from agentgov.audit import EXPORT_FORMAT, escape_cell
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
+from audit import archiving
 from audit.chain import canonical_json, format_time
-from audit.models import AuditCheckpoint, AuditKey, AuditPendingEntry
+from audit.models import AuditArchive, AuditCheckpoint, AuditKey, AuditPendingEntry
 from audit.verify import ENTRY_FIELDS, fetch_chunk
 
 FORMATS = {"jsonl": "application/x-ndjson", "csv": "text/csv"}
@@ -48,24 +49,34 @@ def csv_lines(rows: Iterable[dict[str, Any]]) -> str:
     return buffer.getvalue()
 
 
-def preamble(size: int) -> str:
-    """The v1 header, every checkpoint up to `size` oldest first, and the keys they name."""
-    checkpoints = [c.to_dict() for c in AuditCheckpoint.objects.filter(seq__lte=size)
+def preamble(size: int, *, since: AuditArchive | None = None,
+             header: dict[str, Any] | None = None) -> str:
+    """The v1 header, every checkpoint up to `size` oldest first, and the keys they name.
+
+    A file that starts after an archive boundary (`since`) carries it in its header (entry
+    `since.last_seq`'s hash and the Merkle frontier there) and the checkpoints from it on."""
+    start = since.last_seq if since is not None else 0
+    checkpoints = [c.to_dict() for c in AuditCheckpoint.objects.filter(seq__lte=size,
+                                                                        seq__gte=start)
                    .order_by("seq")]
     named = {c["key_id"] for c in checkpoints if c.get("key_id")}
     keys = [k.to_dict() for k in AuditKey.objects.filter(key_id__in=named).order_by("created_at")]
-    header = {"type": "header", "format": EXPORT_FORMAT,
-              "exported_at": format_time(timezone.now()), "size": size,
-              "pending": AuditPendingEntry.objects.count()}
+    header = header or {"exported_at": format_time(timezone.now()),
+                        "pending": AuditPendingEntry.objects.count()}
+    header = {"type": "header", "format": EXPORT_FORMAT, **header, "size": size}
+    if since is not None:
+        header["boundary"] = archiving.boundary_of(since)
     return jsonl_lines([header, *({"type": "checkpoint", **c} for c in checkpoints),
                         *({"type": "key", **k} for k in keys)])
 
 
 def export_chunks(fmt: str, size: int, chunk: int = 2000) -> Iterator[str]:
-    """The export of entries 1..`size` as text chunks (for the management command)."""
-    yield csv_header() if fmt == "csv" else preamble(size)
+    """The export of the live entries up to `size` as text chunks (for the management
+    command): from entry 1, or from the archive boundary, which the header then carries."""
+    since = archiving.newest()
+    yield csv_header() if fmt == "csv" else preamble(size, since=since)
     render = csv_lines if fmt == "csv" else entry_lines
-    after = 0
+    after = since.last_seq if since is not None else 0
     while rows := fetch_chunk(after, chunk, upto=size):
         yield render(rows)
         after = rows[-1]["seq"]
@@ -73,9 +84,10 @@ def export_chunks(fmt: str, size: int, chunk: int = 2000) -> Iterator[str]:
 
 async def export_chunks_async(fmt: str, size: int, chunk: int = 2000) -> AsyncIterator[str]:
     """The same chunks for an ASGI streaming response: no chunk list is ever held in memory."""
-    yield csv_header() if fmt == "csv" else await sync_to_async(preamble)(size)
+    since = await sync_to_async(archiving.newest)()
+    yield csv_header() if fmt == "csv" else await sync_to_async(preamble)(size, since=since)
     render = csv_lines if fmt == "csv" else entry_lines
-    after = 0
+    after = since.last_seq if since is not None else 0
     load = sync_to_async(fetch_chunk)
     while rows := await load(after, chunk, size):
         yield render(rows)

@@ -196,3 +196,35 @@ class AuditKey(models.Model):
         return {"key_id": self.key_id, "algorithm": self.algorithm,
                 "public_key": self.public_key, "created_at": format_time(self.created_at),
                 "retired_at": format_time(self.retired_at) if self.retired_at else None}
+
+
+class AuditArchive(AppendOnlyModel):
+    """Entries first_seq..last_seq moved out of the live table into a file that verifies
+    offline; the newest row is the boundary the live trail is verified from (entry last_seq's
+    hash seeds the chain, the stored Merkle frontier at last_seq seeds the tree)."""
+
+    last_seq = models.BigIntegerField(primary_key=True)  # a signed checkpoint's size
+    first_seq = models.BigIntegerField()
+    prev_hash = models.CharField(max_length=64)  # entry first_seq - 1's hash (genesis at 1)
+    last_hash = models.CharField(max_length=64)  # entry last_seq's hash
+    first_at = models.DateTimeField()
+    last_at = models.DateTimeField()  # the period the file covers, for evidence requests
+    before = models.DateTimeField()  # the DATE the operator asked for
+    file_name = models.CharField(max_length=255)
+    sha256 = models.CharField(max_length=64)
+    # The key rotations among the archived entries: verify still trusts the keys that signed
+    # the archived checkpoints (each rotation is re-checked against the current key's chain).
+    rotations = models.JSONField(default=list)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["last_seq"]
+
+    def __str__(self) -> str:
+        return f"archive {self.first_seq}-{self.last_seq} ({self.file_name})"
+
+    def to_dict(self) -> dict[str, Any]:
+        """What the `audit.archived` entry records about the archive."""
+        return {"first_seq": self.first_seq, "last_seq": self.last_seq,
+                "file": self.file_name, "sha256": self.sha256,
+                "before": format_time(self.before)}

@@ -8,7 +8,11 @@ real loss, never a race.
 """
 
 import hashlib
+import os
+import pickle
 import queue
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -22,8 +26,9 @@ from django.conf import settings
 from django.db import DataError, connection, transaction
 from django.db.models import Max
 from django.utils import timezone
+from psycopg.conninfo import make_conninfo
 
-from audit import keys, tree, witnesses
+from audit import archiving, binding, keys, tree, verify_ranges, witnesses
 from audit.chain import (
     GENESIS_HASH,
     ChainReport,
@@ -33,7 +38,13 @@ from audit.chain import (
     leaf_bytes,
 )
 from audit.choices import AuditAction, BreakReason, SignatureAlgorithm
-from audit.models import AuditChainHead, AuditCheckpoint, AuditEntry, AuditPendingEntry
+from audit.models import (
+    AuditArchive,
+    AuditChainHead,
+    AuditCheckpoint,
+    AuditEntry,
+    AuditPendingEntry,
+)
 
 ENTRY_FIELDS = (
     "seq", "at", "actor", "action", "target", "agent",
@@ -78,14 +89,16 @@ BOUND_SQL = """
         AND (j->'after')::text = coalesce(after, 'null'::jsonb)::text IS TRUE END"""
 # OFFSET 0 keeps the parse from being inlined into (and repeated by) each comparison.
 PARSED_SQL = """(SELECT *, CASE WHEN canonical = '' THEN NULL ELSE canonical::jsonb END AS j
-    FROM audit_auditentry WHERE seq <= %s ORDER BY seq OFFSET 0) AS entry"""
+    FROM audit_auditentry WHERE seq > %s AND seq <= %s ORDER BY seq OFFSET 0) AS entry"""
 COLUMNS = ("at", "actor", "action", "target", "agent", "before", "after", "reason", "request_id")
 # A row is (seq, prev_hash, hash, payload), payload None when its columns differ from it.
 Row = tuple[int, str, str, str | None]
 
 
-def iter_payloads(upto: int, chunk: int = 20000, fast: bool = True) -> Iterator[Row]:
-    """Every entry up to seq `upto` as (seq, prev_hash, hash, payload), in seq order.
+def iter_payloads(upto: int, chunk: int = 20000, fast: bool = True, after: int = 0
+                  ) -> Iterator[Row]:
+    """Every entry after seq `after` up to seq `upto` as (seq, prev_hash, hash, payload), in
+    seq order.
 
     One query walks the primary key, streamed a chunk at a time through a server-side cursor on
     PostgreSQL: no per-chunk `seq > last ORDER BY seq LIMIT` that a planner without statistics
@@ -97,11 +110,11 @@ def iter_payloads(upto: int, chunk: int = 20000, fast: bool = True) -> Iterator[
                  f"FROM {PARSED_SQL} ORDER BY seq")
     else:
         query = (f"SELECT seq, prev_hash, hash, canonical, NULL, {', '.join(COLUMNS)} "
-                 f"FROM audit_auditentry WHERE seq <= %s ORDER BY seq")
+                 f"FROM audit_auditentry WHERE seq > %s AND seq <= %s ORDER BY seq")
     decode = AuditEntry._meta.get_field("before").from_db_value
     with transaction.atomic(), connection.chunked_cursor() as cursor:
         # Inside a transaction the server-side cursor streams instead of being materialised.
-        cursor.execute(query, [upto])
+        cursor.execute(query, [after, upto])
         chunks = prefetched(cursor, chunk) if bound else iter(lambda: cursor.fetchmany(chunk), [])
         for rows in chunks:
             columns = _columns_of([row[0] for row in rows if not row[3]]) if bound else {}
@@ -188,9 +201,10 @@ class TreeCheck:
 
     CHUNK = 65536
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, start: int = 0) -> None:
         self.levels: list[list[bytes]] = [[] for _ in range(max(size, 1).bit_length() + 1)]
-        self.next_index = [0] * len(self.levels)
+        # After an archive boundary the walk completes subtrees from there on.
+        self.next_index = [start >> level for level in range(len(self.levels))]
         self.bad: tuple[int, int] | None = None  # (level, index) of the first wrong node
 
     def flush(self) -> None:
@@ -279,17 +293,46 @@ class Walk:
     frontiers: dict[int, tuple[tuple[int, bytes], ...]] = field(default_factory=dict)
 
 
-def walk(rows: Iterator[Row], sizes: set[int], nodes: TreeCheck | None = None) -> Walk:
+@dataclass(frozen=True)
+class Seed:
+    """Where a walk starts: after entry `size`, from its chain hash and the Merkle frontier
+    there (complete subtrees, largest first); genesis by default."""
+
+    size: int = 0
+    head: str = GENESIS_HASH
+    frontier: tuple[tuple[int, bytes], ...] = ()
+
+    @classmethod
+    def of(cls, archive: AuditArchive | None) -> "Seed":
+        """The live trail's start: after the archive boundary, from the stored frontier."""
+        if archive is None:
+            return cls()
+        try:
+            stack = archiving.frontier(archive.last_seq)
+        except KeyError:  # a frontier node is gone: the boundary check reports it
+            stack = []
+        return cls(archive.last_seq, archive.last_hash,
+                   tuple((level, bytes.fromhex(node)) for level, node in stack))
+
+
+def walk(rows: Iterator[Row], sizes: set[int], nodes: TreeCheck | None = None,
+         seed: Seed = Seed()) -> Walk:
     """Check seq, links and hashes in order, keeping the running Merkle root (and holding each
     completed subtree against the stored one, until one differs)."""
     result, builder = Walk(), TreeBuilder()
     made = nodes.levels if nodes is not None else None
     flush_every = TreeCheck.CHUNK
-    expected, previous = 1, GENESIS_HASH
+    expected, previous = seed.size + 1, seed.head
     sha256 = hashlib.sha256
     # TreeBuilder.append's own stack, grown inline: it also lists the subtrees each leaf
     # completes (for a store), which verify does not need and which cost as much as a hash.
     stack = builder._stack
+    stack.extend(seed.frontier)
+    builder.size = seed.size
+    if seed.size:
+        result.roots_at[seed.size] = builder.root().hex()
+        result.chain_at[seed.size] = seed.head
+        result.frontiers[seed.size] = tuple(stack)
     for seq, prev_hash, hash_, payload in rows:
         if seq != expected:
             if seq > expected:
@@ -333,16 +376,124 @@ def walk(rows: Iterator[Row], sizes: set[int], nodes: TreeCheck | None = None) -
     return result
 
 
-def walk_trail(upto: int, sizes: set[int], full_tree: bool = False) -> Walk:
+def walk_ranges(upto: int, sizes: set[int], seed: Seed = Seed()) -> Walk:
+    """walk() a range at a time (audit/verify_ranges.py), the ranges joined here in order: the
+    link from one to the next, their subtrees onto one stack, the roots at the sizes asked for.
+    For PostgreSQL with the columns bound to the payloads by its constraint."""
+    asked = sorted(sizes)
+    jobs = [(first, last, [size for size in asked if first <= size <= last])
+            for first, last in verify_ranges.ranges(upto, after=seed.size)]
+    result, builder = Walk(), TreeBuilder()
+    builder.size, builder._stack = seed.size, list(seed.frontier)
+    if seed.size:
+        result.roots_at[seed.size] = builder.root().hex()
+        result.chain_at[seed.size] = seed.head
+        result.frontiers[seed.size] = tuple(builder._stack)
+    expected, previous = seed.size + 1, seed.head
+    checks = _range_checks(jobs)
+    try:
+        for check in checks:
+            if check.start is None:
+                continue  # no rows here: a later range's start says what is missing
+            if check.start != expected:
+                result.broken = (expected, BreakReason.DELETED,
+                                 f"entry {expected} is missing (next entry is {check.start})")
+                break
+            if check.first_prev != previous:
+                result.broken = (expected, BreakReason.EDITED,
+                                 f"entry {expected} does not link to entry {expected - 1}: "
+                                 f"it was edited or inserted")
+                break
+            for size, (chain, pieces) in check.at_sizes.items():
+                at = TreeBuilder()
+                at.size, at._stack = builder.size, list(builder._stack)
+                for level, node in pieces:
+                    at.push(level, node)
+                result.roots_at[size] = at.root().hex()
+                result.chain_at[size] = chain
+                result.frontiers[size] = tuple(at._stack)
+            for level, node in check.pieces:
+                builder.push(level, node)
+            if check.good:
+                expected, previous = expected + check.good, check.last_hash
+            if check.broken:
+                result.broken = check.broken
+                break
+    finally:
+        checks.close()
+    result.count, result.head_hash = expected - 1, previous
+    result.root = builder.root().hex()
+    result.frontiers[result.count] = tuple(builder._stack)
+    return result
+
+
+def _range_checks(jobs: list[tuple[int, int, list[int]]]) -> Iterator[verify_ranges.RangeCheck]:
+    """Each job's RangeCheck in order: from AUDIT_VERIFY_PROCESSES worker processes reading
+    inside this connection's exported snapshot, or here, inside the caller's transaction (whose
+    own uncommitted entries no other connection could see)."""
+    processes = min(settings.AUDIT_VERIFY_PROCESSES, len(jobs))
+    if processes < 2 or connection.in_atomic_block:
+        with transaction.atomic(), connection.cursor() as cursor:
+            try:
+                yield from verify_ranges.check_ranges_on(cursor, jobs)
+            finally:  # the caller's transaction goes on planning as before
+                cursor.execute("RESET enable_seqscan")
+                cursor.execute("RESET enable_bitmapscan")
+        return
+    with transaction.atomic():  # the snapshot lives as long as this transaction
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_export_snapshot()")
+            snapshot = cursor.fetchone()[0]
+        workers = [_start_worker(snapshot, jobs[n::processes]) for n in range(processes)]
+        try:
+            for n in range(len(jobs)):
+                try:
+                    yield pickle.load(workers[n % processes].stdout)
+                except EOFError:
+                    raise RuntimeError("an audit verify worker process failed (its error is "
+                                       "in this process's stderr)") from None
+        finally:
+            for worker in workers:
+                worker.kill()
+                worker.wait()
+
+
+def _start_worker(snapshot: str, jobs: list[tuple[int, int, list[int]]]) -> subprocess.Popen:
+    params = connection.settings_dict
+    conninfo = make_conninfo(
+        dbname=params["NAME"], user=params.get("USER") or None,
+        password=params.get("PASSWORD") or None, host=params.get("HOST") or None,
+        port=str(params["PORT"]) if params.get("PORT") else None,
+        **{key: value for key, value in params.get("OPTIONS", {}).items()
+           if key in ("sslmode", "sslrootcert", "sslcert", "sslkey", "options")})
+    worker = subprocess.Popen(
+        [sys.executable, "-c", "from audit.verify_ranges import serve; serve()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=settings.BASE_DIR,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(settings.BASE_DIR), os.environ.get("PYTHONPATH")]))})
+    pickle.dump((conninfo, snapshot, jobs), worker.stdin)
+    worker.stdin.close()
+    return worker
+
+
+def walk_trail(upto: int, sizes: set[int], full_tree: bool = False,
+               since: AuditArchive | None = None) -> Walk:
     """walk() over the stored entries; if PostgreSQL cannot even parse a stored payload (it was
     tampered with), walk again rebuilding every payload in Python, which names the entry.
 
     The stored tree is held against the walk's where roots are made from (the frontier at the
     head and at every size asked for), or, with `full_tree`, node by node everywhere."""
+    seed = Seed.of(since)
+    if not full_tree and binding.columns_bound():
+        result = walk_ranges(upto, sizes, seed)
+        if not result.broken:
+            result.tree = frontier_problem(result.frontiers)
+        result.rotations = _rotations(result.count, seed, since)
+        return result
     for fast in (True, False):
-        rows = iter_payloads(upto, fast=fast)
+        rows = iter_payloads(upto, fast=fast, after=seed.size)
         try:
-            result = walk(rows, sizes, TreeCheck(upto) if full_tree else None)
+            result = walk(rows, sizes, TreeCheck(upto, seed.size) if full_tree else None, seed)
             break
         except DataError:
             if not fast:
@@ -351,10 +502,17 @@ def walk_trail(upto: int, sizes: set[int], full_tree: bool = False) -> Walk:
             rows.close()  # its cursor, thread and transaction end here, not when collected
     if not full_tree and not result.broken:
         result.tree = frontier_problem(result.frontiers)
-    # Rotations among the entries just proven (their columns were checked with them).
-    rotated = AuditEntry.objects.filter(action=AuditAction.KEY_ROTATED, seq__lte=result.count)
-    result.rotations = list(rotated.order_by("seq").values("before", "after"))
+    result.rotations = _rotations(result.count, seed, since)
     return result
+
+
+def _rotations(count: int, seed: Seed, since: AuditArchive | None) -> list[dict[str, Any]]:
+    """Key rotations among the entries just proven (their columns were checked with them).
+    Those archived are kept on the boundary record (and each is re-checked: trusted_keys)."""
+    rotated = AuditEntry.objects.filter(action=AuditAction.KEY_ROTATED, seq__gt=seed.size,
+                                        seq__lte=count)
+    return [*(since.rotations if since is not None else []),
+            *rotated.order_by("seq").values("before", "after")]
 
 
 def trusted_keys(rotations: list[dict[str, Any]]) -> dict[str, Ed25519PublicKey]:
@@ -387,16 +545,19 @@ def verify_trail(*, full_tree: bool = False) -> ChainReport:
     started = timezone.now()
     held = {url: witnesses.copies(url) for url in witnesses.readable_witnesses()}
     checkpoints = {c.seq: c for c in AuditCheckpoint.objects.order_by("seq")}
+    archives = list(AuditArchive.objects.order_by("last_seq"))
     head = AuditChainHead.objects.filter(pk=1).first()
     end = head.seq if head is not None else 0
     sizes = set(checkpoints) | {size for copies in held.values() for size in copies}
-    result = walk_trail(end, sizes, full_tree=full_tree)
+    since = archives[-1] if archives else None
+    result = walk_trail(end, sizes, full_tree=full_tree, since=since)
     problems: list[tuple[int, str, str]] = []
     if result.broken:
         problems.append(result.broken)
     else:
         problems += _head_problems(result, head)
-    problems += _checkpoint_problems(result, checkpoints)
+    problems += _archive_problems(result, archives, checkpoints)
+    problems += _checkpoint_problems(result, checkpoints, since.last_seq if since else 0)
     problems += _witness_problems(result, checkpoints, held, started)
     # The stored tree is held against the entries only when they are sound: an entry edited or
     # forged also leaves its stored leaf behind, and the chain or checkpoint says better why.
@@ -432,12 +593,66 @@ def _head_problems(result: Walk, head: AuditChainHead | None) -> list[tuple[int,
     return []
 
 
+def _archive_problems(result: Walk, archives: list[AuditArchive],
+                      checkpoints: dict[int, AuditCheckpoint]) -> list[tuple[int, str, str]]:
+    """The archives must follow on from one another from entry 1, the boundary must sit on a
+    signed checkpoint whose root the stored frontier makes (checked with the checkpoints), and
+    the newest must be the one its `audit.archived` entry in the live trail announced: a
+    boundary moved up to hide deleted rows, or a record edited, disagrees with the entry."""
+    if not archives:
+        return []
+    problems: list[tuple[int, str, str]] = []
+    previous_last, previous_hash = 0, GENESIS_HASH
+    for archive in archives:
+        if archive.first_seq != previous_last + 1 or archive.prev_hash != previous_hash:
+            problems.append((previous_last + 1, BreakReason.EDITED,
+                             f"the archive records do not follow on from one another at entry "
+                             f"{previous_last + 1}"))
+            break
+        previous_last, previous_hash = archive.last_seq, archive.last_hash
+    boundary = archives[-1]
+    after = boundary.last_seq + 1
+    if boundary.last_seq not in checkpoints:
+        problems.append((after, BreakReason.TRUNCATED,
+                         f"no signed checkpoint proves the archive boundary at entry "
+                         f"{boundary.last_seq}"))
+    elif len(result.frontiers.get(boundary.last_seq, ())) != bin(boundary.last_seq).count("1"):
+        problems.append((after, BreakReason.EDITED,
+                         f"the stored Merkle frontier at the archive boundary (entry "
+                         f"{boundary.last_seq}) is missing nodes"))
+    if result.broken:  # the entries past the break, the announcement among them, are unproven
+        return problems
+    announced = (AuditEntry.objects.filter(action=AuditAction.AUDIT_ARCHIVED,
+                                           seq__gt=boundary.last_seq, seq__lte=result.count)
+                 .order_by("-seq").values_list("seq", "after").first())
+    if announced is None:
+        problems.append((after, BreakReason.DELETED,
+                         f"entries 1-{boundary.last_seq} are gone, but no audit.archived entry "
+                         f"in the live trail announces an archive of them"))
+        return problems
+    seq, said = announced
+    said = said or {}
+    if said.get("last_seq") != boundary.last_seq:
+        cut = min(int(said.get("last_seq") or 0), boundary.last_seq) + 1
+        problems.append((cut, BreakReason.DELETED,
+                         f"the archive boundary says entries up to {boundary.last_seq} were "
+                         f"archived, but its audit.archived entry (seq {seq}) says up to "
+                         f"{said.get('last_seq')}: entries were removed without an archive"))
+    elif {k: said.get(k) for k in boundary.to_dict()} != boundary.to_dict():
+        problems.append((after, BreakReason.EDITED,
+                         f"the archive record of entries {boundary.first_seq}-"
+                         f"{boundary.last_seq} differs from its audit.archived entry (seq {seq})"))
+    return problems
+
+
 def _checkpoint_problems(
-    result: Walk, checkpoints: dict[int, AuditCheckpoint]
+    result: Walk, checkpoints: dict[int, AuditCheckpoint], archived: int = 0,
 ) -> list[tuple[int, str, str]]:
     """Each checkpoint must be signed by a trusted key and match the entries it covers. A
     failing one is reported at the first seq no earlier checkpoint proved (as the offline
-    verifier reports it, docs/audit-format.md)."""
+    verifier reports it, docs/audit-format.md). Those below the archive boundary (`archived`)
+    are checked for their signature only: their entries are in the archive file, which proves
+    them offline; the one at the boundary must have the stored frontier's root."""
     failures: list[tuple[int, str, str]] = []
     problems: list[tuple[int, str, str]] = []
     proven = [0]
@@ -446,7 +661,7 @@ def _checkpoint_problems(
         if checkpoint.algorithm == SignatureAlgorithm.HMAC_SHA256:
             expected = checkpoint_signature(settings.AUDIT_SIGNING_KEY, size, checkpoint.head_hash)
             signed = checkpoint.signature == expected
-            matches = result.chain_at.get(size) == checkpoint.head_hash
+            matches = size < archived or result.chain_at.get(size) == checkpoint.head_hash
         else:
             try:
                 signed_heads.verify_checkpoint(checkpoint.to_dict(), trusted)
@@ -458,7 +673,7 @@ def _checkpoint_problems(
                 continue
             except signed_heads.SignatureError:
                 signed = False
-            matches = result.roots_at.get(size) == checkpoint.root
+            matches = size < archived or result.roots_at.get(size) == checkpoint.root
         if not signed:
             failures.append((size, BreakReason.REHASHED,
                              f"the checkpoint at entry {size} has an invalid signature"))

@@ -1,6 +1,7 @@
 """One settings module, driven by environment variables (see README, "Configuration")."""
 
 import ipaddress
+import os
 import secrets
 from datetime import timedelta
 from pathlib import Path
@@ -74,6 +75,9 @@ AUDIT_SEQUENCER = env_str("AUDIT_SEQUENCER", "writers")
 if AUDIT_SEQUENCER not in ("writers", "workers"):
     raise SettingError("AUDIT_SEQUENCER must be writers or workers")
 AUDIT_SEQUENCE_DELAY_SECONDS = env_int("AUDIT_SEQUENCE_DELAY_SECONDS", 1, minimum=1)
+# Processes a verify of the whole trail (PostgreSQL) spreads its hashing over; 1 keeps it in the
+# calling process.
+AUDIT_VERIFY_PROCESSES = env_int("AUDIT_VERIFY_PROCESSES", os.cpu_count() or 1, minimum=1)
 # The most entries one evidence bundle carries (each with its proof); ask for a shorter period.
 AUDIT_EVIDENCE_MAX_ENTRIES = env_int("AUDIT_EVIDENCE_MAX_ENTRIES", 10000, minimum=1)
 

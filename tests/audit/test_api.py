@@ -12,6 +12,7 @@ from django.db import connection
 
 import audit
 from audit.choices import AuditAction
+from tests.audit.attacker import DROP_BINDING
 
 pytestmark = pytest.mark.django_db
 
@@ -89,6 +90,7 @@ def test_verify_reports_ok_and_then_the_first_broken_seq(people, api_as):
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("ALTER TABLE audit_auditentry DISABLE TRIGGER USER")
+            cursor.execute(DROP_BINDING)
     with connection.cursor() as cursor:
         cursor.execute("UPDATE audit_auditentry SET reason = 'edited' WHERE seq = 2")
     bad = client.get("/api/v1/audit/verify").json()
@@ -174,6 +176,7 @@ def test_the_operator_commands_export_verify_and_name_the_broken_seq(people, tmp
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("ALTER TABLE audit_auditentry DISABLE TRIGGER USER")
+            cursor.execute(DROP_BINDING)
     with connection.cursor() as cursor:
         cursor.execute("UPDATE audit_auditentry SET actor = 'mallory' WHERE seq = 2")
     with pytest.raises(CommandError, match="audit trail broken at seq 2"):

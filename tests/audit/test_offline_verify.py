@@ -18,6 +18,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 import audit
 from audit import keys
 from audit.choices import AuditAction
+from tests.audit.attacker import DROP_BINDING
 from tests.conftest import refund_manifest
 
 pytestmark = pytest.mark.django_db
@@ -424,6 +425,7 @@ def test_tampering_in_the_database_reaches_the_auditor_as_a_failed_export(
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":  # as a database superuser would
             cursor.execute("ALTER TABLE audit_auditentry DISABLE TRIGGER USER")
+            cursor.execute(DROP_BINDING)
             cursor.execute("ALTER TABLE audit_auditcheckpoint DISABLE TRIGGER USER")
         cursor.execute(statement)
     path, _ = exported()
@@ -443,6 +445,7 @@ def test_an_entry_edited_in_the_database_fails_its_evidence_bundle(public_key, t
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             cursor.execute("ALTER TABLE audit_auditentry DISABLE TRIGGER USER")
+            cursor.execute(DROP_BINDING)
         cursor.execute("UPDATE audit_auditentry SET actor = 'mallory' WHERE seq = %s", [seq])
     path, _ = evidence(api_as(people.dana), tmp_path)
     status, _, err = verify(path, "--public-key", public_key)

@@ -13,6 +13,7 @@ from django.db import connection
 import audit
 from audit.choices import AuditAction
 from audit.models import AuditEntry
+from tests.audit.attacker import DROP_BINDING
 
 pytestmark = pytest.mark.django_db
 
@@ -44,6 +45,7 @@ def trail(settings, people) -> list[int]:
         seqs.append(entry.seq)
     if connection.vendor == "postgresql":
         sql("ALTER TABLE audit_auditentry DISABLE TRIGGER USER")
+        sql(DROP_BINDING)
     return seqs
 
 

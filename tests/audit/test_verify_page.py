@@ -8,6 +8,7 @@ import pytest
 import audit
 from audit.choices import AuditAction
 from audit.models import AuditCheckpoint
+from tests.audit.attacker import unbind_columns
 from tests.audit.test_api import streamed
 from tests.audit.test_tamper import sql, trail  # noqa: F401 (the tampered-trail fixture)
 
@@ -33,6 +34,7 @@ def test_an_intact_trail_shows_the_range_proven_and_its_checkpoints(people, clie
 
 
 def test_a_tampered_trail_names_the_first_bad_entry_and_why(people, client, trail):  # noqa: F811
+    unbind_columns()
     sql("UPDATE audit_auditentry SET actor = 'mallory' WHERE seq = 4")
     client.force_login(people.dana)
     page = client.get("/audit/verify/").content.decode()

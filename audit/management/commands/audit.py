@@ -1,18 +1,21 @@
-"""`manage.py audit verify|export|checkpoint|public-key|rotate-key`: the operator's view of the
-trail and its signing key."""
+"""`manage.py audit verify|export|archive|checkpoint|public-key|rotate-key`: the operator's view
+of the trail and its signing key."""
 
 import getpass
 import json
 import sys
+from datetime import UTC, datetime, time
 from pathlib import Path
 from typing import Any
 
 from agentgov import checkpoints
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils.dateparse import parse_date, parse_datetime
+from django.utils.timezone import make_aware
 
 from audit import keys
-from audit.actions import checkpoint_head, rotate_key, sign_for_export
+from audit.actions import archive_before, checkpoint_head, rotate_key, sign_for_export
 from audit.export import FORMATS, export_chunks
 from audit.verify import verify_trail
 
@@ -38,6 +41,12 @@ class Command(BaseCommand):
         export = sub.add_parser("export", help="write the trail as JSONL or CSV")
         export.add_argument("--format", choices=sorted(FORMATS), default="jsonl")
         export.add_argument("--output", "-o", default="-", help="file path, or - for stdout")
+        archive = sub.add_parser("archive", help="move the entries up to the newest signed "
+                                                 "checkpoint before DATE to a file in DIR that "
+                                                 "verifies offline, then delete them here")
+        archive.add_argument("--before", required=True, metavar="DATE",
+                             help="YYYY-MM-DD (UTC midnight) or an ISO 8601 time")
+        archive.add_argument("--to", required=True, metavar="DIR", dest="directory")
         sub.add_parser("checkpoint", help="sign the current head now")
         public = sub.add_parser("public-key", help="print the current signing key's public half")
         public.add_argument("--format", choices=["pem", "base64", "json"], default="pem")
@@ -66,6 +75,8 @@ class Command(BaseCommand):
             finally:
                 if out is not sys.stdout:
                     out.close()
+        elif verb == "archive":
+            self._archive(options["before"], Path(options["directory"]))
         elif verb == "checkpoint":
             made = checkpoint_head()
             self.stdout.write(f"signed entry {made.seq}" if made else "head already signed")
@@ -73,6 +84,23 @@ class Command(BaseCommand):
             self.stdout.write(self._public_key(options["format"]))
         elif verb == "rotate-key":
             self._rotate(options["output"])
+
+    def _archive(self, text: str, directory: Path) -> None:
+        when = parse_datetime(text)
+        if when is None and (day := parse_date(text)) is not None:
+            when = datetime.combine(day, time.min)
+        if when is None:
+            raise CommandError(f"--before {text!r} is not a date or an ISO 8601 time")
+        if when.tzinfo is None:
+            when = make_aware(when, UTC)
+        archive = archive_before(actor=f"system:manage.py ({_os_user()})", before=when,
+                                 directory=directory)
+        if archive is None:
+            self.stdout.write(f"nothing to archive: no signed checkpoint past the boundary "
+                              f"covers only entries before {text}")
+            return
+        self.stdout.write(f"archived entries {archive.first_seq}-{archive.last_seq} to "
+                          f"{directory / archive.file_name} (sha256 {archive.sha256})")
 
     def _public_key(self, fmt: str) -> str:
         public = keys.signing_key().public_key()

@@ -172,6 +172,26 @@ class ExportWalk:
         self.tree, self.prev, self.count, self.proven_to = TreeBuilder(), GENESIS, 0, 0
         self.proven: list[str] = []
         self.rotations: list[tuple[int, dict[str, Any]]] = []
+        self.boundary = 0  # the entries before it were archived to another file
+
+    def _start_at_boundary(self, boundary: Any) -> None:
+        """A file that continues an archived trail starts after entry `size`: the chain from
+        that entry's hash, the tree from the frontier at `size` (its complete subtrees, largest
+        first), which the signed checkpoint at `size` must prove before any entry counts."""
+        try:
+            size, head = boundary["size"], boundary["hash"]
+            stack = [(int(level), bytes.fromhex(node)) for level, node in boundary["frontier"]]
+        except (KeyError, TypeError, ValueError) as error:
+            raise Failure(1, EDITED, "the header's archive boundary is unreadable") from error
+        levels = [level for level, _ in stack]
+        if (not isinstance(size, int) or size < 1 or not isinstance(head, str)
+                or levels != sorted(set(levels), reverse=True)
+                or sum(1 << level for level in levels) != size
+                or any(len(node) != 32 for _, node in stack)):
+            raise Failure(1, EDITED, "the header's archive boundary is not a tree of its size")
+        self.boundary = self.count = self.tree.size = size
+        self.tree._stack = stack
+        self.prev = head
 
     def run(self, lines: Iterable[str]) -> TrailCheck:
         try:
@@ -204,6 +224,10 @@ class ExportWalk:
         """Prove every checkpoint whose size the walk has just reached."""
         while pending and pending[0]["size"] == self.count:
             self._prove(pending.pop(0))
+        if self.proven_to < self.boundary:
+            raise Failure(self.boundary + 1, UNSIGNED,
+                          f"no checkpoint a trusted key signed proves the archive boundary at "
+                          f"entry {self.boundary}")
         return pending
 
     def _parse(self, line: str, number: int) -> dict[str, Any]:
@@ -219,6 +243,8 @@ class ExportWalk:
             if record.get("format") != EXPORT_FORMAT:
                 raise Failure(1, EDITED, f"unknown export format {record.get('format')!r}")
             self.header = record
+            if record.get("boundary") is not None:
+                self._start_at_boundary(record["boundary"])
         elif self.header is None:
             raise Failure(1, EDITED, "the file has no v1 export header")
         return record
@@ -234,11 +260,15 @@ class ExportWalk:
         self.checkpoints.append(checkpoint)
 
     def _order_checkpoints(self) -> list[dict[str, Any]]:
-        """Check the witness against the file's checkpoints before any entry is read."""
-        pending = sorted(self.checkpoints, key=lambda c: c["size"])
+        """Check the witness against the file's checkpoints before any entry is read (those
+        before an archive boundary prove the archived file, not this one)."""
+        pending = sorted((c for c in self.checkpoints if c["size"] >= self.boundary),
+                         key=lambda c: c["size"])
         if self.witness is not None:
             by_size = {c["size"]: c for c in pending}
             for size, copy in sorted(self.witness.items()):
+                if size < self.boundary:
+                    continue
                 mine = by_size.get(size)
                 if mine is None:
                     # A witnessed checkpoint the file dropped: it must still hold for the file.
@@ -272,7 +302,7 @@ class ExportWalk:
         self.prev, self.count = entry["hash"], seq
 
     def _prove(self, checkpoint: Mapping[str, Any]) -> None:
-        first_unproven = self.proven_to + 1
+        first_unproven = max(self.proven_to, self.boundary) + 1
         check_signature(checkpoint, self.keys, first_unproven)
         if checkpoint.get("root") != self.tree.root().hex():
             reason = WITNESS_MISMATCH if checkpoint.get("witnessed_only") else REHASHED
@@ -281,8 +311,13 @@ class ExportWalk:
                           f"{checkpoint_name(checkpoint)} signed")
         self.proven_to = max(self.proven_to, checkpoint["size"])
         where = "witnessed " if checkpoint.get("witnessed_only") else ""
-        self.proven.append(f"entries 1-{checkpoint['size']} proven by {where}"
-                           f"{checkpoint_name(checkpoint)}")
+        if self.boundary and checkpoint["size"] == self.boundary:
+            self.proven.append(f"entries 1-{self.boundary} archived (chain head {self.prev}), "
+                               f"their tree proven by {where}{checkpoint_name(checkpoint)}")
+        else:
+            first = self.boundary + 1
+            self.proven.append(f"entries {first}-{checkpoint['size']} proven by {where}"
+                               f"{checkpoint_name(checkpoint)}")
         self._learn_rotated_keys()
 
     def _learn_rotated_keys(self) -> None:
@@ -324,6 +359,67 @@ def verify_export_lines(lines: Iterable[str], keys: Mapping[str, Ed25519PublicKe
     return ExportWalk(keys, witness).run(lines)
 
 
+def header_of(path: Path) -> dict[str, Any]:
+    with open(path, encoding="utf-8") as file:
+        try:
+            header = json.loads(file.readline())
+        except ValueError:
+            return {}
+    return header if isinstance(header, dict) else {}
+
+
+def verify_joined(paths: list[Path], keys: Mapping[str, Ed25519PublicKey],
+                  witness: Mapping[int, Mapping[str, Any]] | None = None) -> TrailCheck:
+    """Verify archive files and the live export after them as one trail: each file proves its
+    own entries, and each next file must start exactly where the one before ends (its header's
+    boundary: the same entry, chain hash and Merkle frontier the walk of the earlier file
+    reached). Keys a proven rotation vouches for carry over. Only the last file is held against
+    the witness's checkpoints past its start (an earlier file ends where the next begins)."""
+    proven: list[str] = []
+    keys, before = dict(keys), None
+    for number, path in enumerate(paths):
+        ends = [header_of(later).get("boundary") or {} for later in paths[number + 1:]]
+        end = ends[0].get("size") if ends else None
+        copies = witness
+        if witness is not None and isinstance(end, int):
+            copies = {size: copy for size, copy in witness.items() if size <= end}
+        walk = ExportWalk(keys, copies)
+        with open(path, encoding="utf-8") as lines:
+            check = walk.run(lines)
+        if not check.ok:
+            return TrailCheck(False, check.count, check.head, check.broken_seq, check.reason,
+                              f"{path.name}: {check.message}", kind="export")
+        if before is not None:
+            failure = _join_failure(before, walk, path.name)
+            if failure is not None:
+                return TrailCheck(False, before.count, before.prev, failure.seq, failure.reason,
+                                  failure.message, kind="export")
+        proven += [f"{path.name}: {line}" for line in check.proven]
+        keys, before = walk.keys, walk
+    assert before is not None
+    return TrailCheck(True, before.count, before.prev, proven=tuple(proven), kind="export")
+
+
+def _join_failure(before: ExportWalk, after: ExportWalk, name: str) -> Failure | None:
+    """Why `after` does not continue `before` exactly, if it does not."""
+    if after.boundary != before.count:
+        if after.boundary > before.count:
+            return Failure(before.count + 1, DELETED,
+                           f"{name} starts after entry {after.boundary}, but the file before it "
+                           f"ends at entry {before.count}: entries are in neither")
+        return Failure(after.boundary + 1, EDITED,
+                       f"{name} starts after entry {after.boundary}, inside the file before it "
+                       f"(which ends at entry {before.count})")
+    start = after.header.get("boundary", {}) if after.header else {}
+    frontier = [(level, node.hex()) for level, node in before.tree._stack]
+    joined = [tuple(node) for node in start.get("frontier", [])]
+    if start.get("hash") != before.prev or joined != frontier:
+        return Failure(before.count + 1, EDITED,
+                       f"{name} does not continue the chain and tree the file before it ends "
+                       f"with at entry {before.count}")
+    return None
+
+
 def sniff(path: Path) -> str:
     """What a file is: "evidence", "export" (v1 JSONL), "jsonl" (entries only) or "csv"."""
     if path.suffix.lower() == ".csv":
@@ -355,9 +451,26 @@ def trusted_keys(given: Iterable[str]) -> dict[str, Ed25519PublicKey]:
     return keys
 
 
-def verify_file(path: str | Path, fmt: str | None = None, *, public_keys: Iterable[str] = (),
-                witness: str | Path | None = None) -> TrailCheck:
-    """Verify an export or evidence bundle; the kind is detected unless `fmt` names it."""
+def verify_file(path: str | Path | list[str | Path], fmt: str | None = None, *,
+                public_keys: Iterable[str] = (), witness: str | Path | None = None) -> TrailCheck:
+    """Verify an export or evidence bundle; the kind is detected unless `fmt` names it. Several
+    v1 exports (archives, oldest first, then the live export) are verified as one trail."""
+    if isinstance(path, list):
+        paths = [Path(p) for p in path]
+        if len(paths) == 1:
+            path = paths[0]
+        else:
+            if any(sniff(p) != "export" for p in paths):
+                raise ValueError("only v1 exports (archives and the live export) are joined")
+            keys = trusted_keys(public_keys)
+            if not keys:
+                raise ValueError("an export is proven by signed checkpoints: pass --public-key")
+            try:
+                copies = read_witness(witness) if witness is not None else None
+            except Failure as failure:
+                return TrailCheck(False, 0, GENESIS, failure.seq, failure.reason,
+                                  failure.message, kind="export")
+            return verify_joined(paths, keys, copies)
     path = Path(path)
     fmt = fmt or sniff(path)
     if fmt not in ("jsonl", "csv", "export", "evidence"):

@@ -222,7 +222,7 @@ def cmd_token_revoke(client: Client, args: argparse.Namespace, out: TextIO) -> i
 
 
 def cmd_audit_verify(client: Client | None, args: argparse.Namespace, out: TextIO) -> int:
-    path = args.path or args.file
+    path = args.path or ([args.file] if args.file else [])
     if path:
         check = verify_file(path, args.format, public_keys=args.public_key or (),
                             witness=args.witness)
@@ -331,8 +331,9 @@ def parser() -> argparse.ArgumentParser:
                     "proven by checkpoints signed with a key given by --public-key; a CSV or "
                     "an entries-only JSONL has its chain checked. Without FILE, the server "
                     "walks its own trail.")
-    verify.add_argument("path", nargs="?", metavar="FILE",
-                        help="an export (JSONL or CSV) or an evidence bundle")
+    verify.add_argument("path", nargs="*", metavar="FILE",
+                        help="an export (JSONL or CSV) or an evidence bundle; or archive files "
+                             "(oldest first) and the live export, verified as one trail")
     verify.add_argument("--file", help=argparse.SUPPRESS)  # the older spelling of FILE
     verify.add_argument("--public-key", action="append", metavar="KEY",
                         help="a trusted Ed25519 public key: base64 of its raw 32 bytes or a PEM "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Sequence
+from operator import methodcaller
 
 EMPTY_ROOT = hashlib.sha256(b"").digest()
 
@@ -63,6 +64,17 @@ class TreeBuilder:
         for leaf in leaves:
             self.append(leaf)
 
+    def push(self, level: int, node: bytes) -> None:
+        """Append a whole perfect subtree of 2**level leaves (its hash `node`); the tree's size
+        must be a multiple of 2**level, as it is when subtrees come left to right."""
+        if self.size % (1 << level):
+            raise ValueError(f"a subtree of level {level} cannot start at leaf {self.size}")
+        self.size += 1 << level
+        while self._stack and self._stack[-1][0] == level:
+            node = node_hash(self._stack.pop()[1], node)
+            level += 1
+        self._stack.append((level, node))
+
     def root(self) -> bytes:
         if not self._stack:
             return EMPTY_ROOT
@@ -70,6 +82,37 @@ class TreeBuilder:
         for _, left in reversed(self._stack[:-1]):
             current = node_hash(left, current)
         return current
+
+
+_DIGEST = methodcaller("digest")
+
+
+def leaf_hashes(leaf_data: Iterable[bytes]) -> list[bytes]:
+    """leaf_hash of each item, the loop in C (map over hashlib): verify hashes millions."""
+    return list(map(_DIGEST, map(hashlib.sha256, map(b"\x00".__add__, leaf_data))))
+
+
+def subtree_levels(leaves: Sequence[bytes]) -> list[list[bytes]]:
+    """Every perfect subtree over `leaves` (leaf 0 aligned to a multiple of a power of two at
+    least len(leaves)): levels[k][i] is the node over leaves [i * 2**k, (i + 1) * 2**k). Each
+    level is hashed in one pass of C loops, no Python bytecode per node."""
+    levels = [list(leaves)]
+    while len(levels[-1]) > 1:
+        below = levels[-1]
+        pairs = map(bytes.__add__, below[0::2], below[1::2])  # stops at the last whole pair
+        levels.append(list(map(_DIGEST, map(hashlib.sha256, map(b"\x01".__add__, pairs)))))
+    return levels
+
+
+def decomposition(levels: Sequence[Sequence[bytes]], count: int) -> list[tuple[int, bytes]]:
+    """The perfect subtrees (level, hash) the first `count` leaves of `levels` decompose into,
+    largest first: what TreeBuilder's stack holds after `count` appends from an aligned start."""
+    pieces, position = [], 0
+    for level in range(count.bit_length() - 1, -1, -1):
+        if count >> level & 1:
+            pieces.append((level, levels[level][position >> level]))
+            position += 1 << level
+    return pieces
 
 
 def root(leaves: Iterable[bytes]) -> bytes:
