@@ -2,6 +2,7 @@
 
 import json
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -111,7 +112,8 @@ def _write(content: dict[str, Any]) -> AuditEntry | AuditPendingEntry:
         transaction.on_commit(sequencing.kick, robust=True)
         return pending
     queued = placing.queue_unless_free(content)
-    transaction.on_commit(sequencing.settle, robust=True)  # what queued meanwhile
+    # Queued: see that this entry is placed. Placed: what queued meanwhile.
+    transaction.on_commit(partial(sequencing.settle, queued), robust=True)
     if queued is not None:
         return AuditPendingEntry(id=queued, **content)
     # This transaction holds the placing lock. What is queued goes first, including any entry

@@ -58,15 +58,23 @@ def hold() -> None:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [KEY])
 
 
-def try_hold_if_queued() -> bool:
-    """Outside a transaction: take the lock for this session if anything is queued and no one
-    holds it (one round trip); release() gives it back."""
+def try_hold_if_queued(entry: int | None = None) -> bool:
+    """Outside a transaction: take the lock for this session if anything is queued (or, given
+    `entry`, if that queued entry still is) and no one holds it (one round trip); release()
+    gives it back.
+
+    A writer that queued an entry asks about its own (a primary-key look-up): if it is gone,
+    whoever took it held the lock and reads the queue again after releasing it; if it is there
+    and the lock is taken, so does the holder. Only a holder needs to ask about the whole
+    queue, which costs a walk over the rows deleted since the last vacuum."""
+    where, params = ("WHERE id = %s", [entry]) if entry is not None else ("", [])
+    exists = f"EXISTS (SELECT 1 FROM audit_auditpendingentry {where})"
     with connection.cursor() as cursor:
         if _postgresql():
-            cursor.execute("SELECT CASE WHEN EXISTS (SELECT 1 FROM audit_auditpendingentry) "
-                           "THEN pg_try_advisory_lock(%s) ELSE false END", [KEY])
+            cursor.execute(f"SELECT CASE WHEN {exists} THEN pg_try_advisory_lock(%s) "
+                           f"ELSE false END", [*params, KEY])
         else:
-            cursor.execute("SELECT EXISTS (SELECT 1 FROM audit_auditpendingentry)")
+            cursor.execute(f"SELECT {exists}", params)
         return bool(cursor.fetchone()[0])
 
 
