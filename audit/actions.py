@@ -2,6 +2,7 @@
 
 import json
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -111,25 +112,27 @@ def _write(content: dict[str, Any]) -> AuditEntry | AuditPendingEntry:
         transaction.on_commit(sequencing.kick, robust=True)
         return pending
     queued = placing.queue_unless_free(content)
-    transaction.on_commit(sequencing.settle, robust=True)  # what queued meanwhile
+    # Queued: see that this entry is placed. Placed: what queued meanwhile.
+    transaction.on_commit(partial(sequencing.settle, queued), robust=True)
     if queued is not None:
         return AuditPendingEntry(id=queued, **content)
     # This transaction holds the placing lock. What is queued goes first, including any entry
     # it queued earlier (when the lock was taken), so one transaction's entries keep order.
-    head = _lock_head(held=True)
-    rows = _take_queue()
+    head, frontier, rows = _claim(QUEUE_BATCH)
     if len(rows) < QUEUE_BATCH:
-        *_, entry = _place(head, [*rows, content])
+        *_, entry = _place(head, [*rows, content], frontier)
         return entry
-    _place(head, rows)  # a backlog: place one batch, and queue behind the rest
+    _place(head, rows, frontier)  # a backlog: place one batch, and queue behind the rest
     pending = AuditPendingEntry(**content)
     AuditPendingEntry.objects.bulk_create([pending])
     return pending
 
 
-def _place(head: AuditChainHead, contents: list[dict[str, Any]]) -> list[AuditEntry]:
+def _place(head: AuditChainHead, contents: list[dict[str, Any]],
+           frontier: dict[int, bytes] | None = None) -> list[AuditEntry]:
     """Give entries the next seqs after the locked head: chain hashes, tree nodes, the
-    checkpoints whose sizes they reach, and the new head."""
+    checkpoints whose sizes they reach, and the new head. `frontier` is the tree's stored right
+    edge at the head's size when the caller has read it (else it is read here)."""
     entries, seq, previous = [], head.seq, head.hash
     for content in contents:
         seq += 1
@@ -137,8 +140,9 @@ def _place(head: AuditChainHead, contents: list[dict[str, Any]]) -> list[AuditEn
         payload = entry_payload({**fields, "at": format_time(fields["at"])})
         previous = chain_hash(payload, previous)
         entries.append(AuditEntry(**fields, hash=previous, canonical=payload))
-    nodes = tree.nodes_to_append(head.seq, [
-        merkle.leaf_hash(leaf_bytes(entry.canonical, entry.hash)) for entry in entries])
+    leaves = [merkle.leaf_hash(leaf_bytes(entry.canonical, entry.hash)) for entry in entries]
+    nodes = (tree.nodes_to_append(head.seq, leaves) if frontier is None
+             else tree.grow(head.seq, dict(frontier), leaves))
     every = settings.AUDIT_CHECKPOINT_EVERY
     signs = [entry for entry in entries if entry.seq % every == 0]
     if not signs and placing.store(entries, nodes, seq, previous):
@@ -163,14 +167,32 @@ def _settle_after() -> None:
 
 
 @transaction.atomic
-def sequence_pending(*, limit: int = QUEUE_BATCH) -> int:
+def sequence_pending(*, limit: int = QUEUE_BATCH, held: bool = False) -> int:
     """Place up to `limit` queued entries in the log, oldest first, in one transaction: a
-    sequencer killed mid-batch leaves them all queued, none half-placed or placed twice."""
-    head = _lock_head()  # one placer at a time
-    rows = _take_queue(limit)
+    sequencer killed mid-batch leaves them all queued, none half-placed or placed twice.
+    `held`: this session holds the placing lock already (sequencing.settle)."""
+    if not held:
+        placing.hold()  # one placer at a time
+    head, frontier, rows = _claim(limit)
     if rows:
-        _place(head, rows)
+        _place(head, rows, frontier)
     return len(rows)
+
+
+def _claim(limit: int) -> tuple[AuditChainHead, dict[int, bytes] | None, list[dict[str, Any]]]:
+    """As the holder of the placing lock: the chain head, locked until the commit, with the
+    tree's stored right edge (None: not read), and the oldest `limit` queued entries' contents,
+    taken from the queue (one round trip on PostgreSQL)."""
+    claimed = placing.claim(limit)
+    if claimed is None:
+        return _lock_head(held=True), None, _take_queue(limit)
+    found, rows = claimed
+    if found is None:  # no head row yet (a database the migrations did not seed)
+        return _lock_head(held=True), None, rows
+    seq, hash_, frontier = found
+    head = AuditChainHead(pk=1, seq=seq, hash=hash_)
+    head._state.adding, head._state.db = False, connection.alias
+    return head, frontier, rows
 
 
 def _take_queue(limit: int = QUEUE_BATCH) -> list[dict[str, Any]]:

@@ -16,6 +16,8 @@ from typing import Any
 
 from django.db import connection
 
+from audit.tree import LEVEL_SHIFT
+
 KEY = 0x41554449  # "AUDI": the one placing lock of this database
 
 QUEUE_UNLESS_FREE = """
@@ -56,15 +58,23 @@ def hold() -> None:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [KEY])
 
 
-def try_hold_if_queued() -> bool:
-    """Outside a transaction: take the lock for this session if anything is queued and no one
-    holds it (one round trip); release() gives it back."""
+def try_hold_if_queued(entry: int | None = None) -> bool:
+    """Outside a transaction: take the lock for this session if anything is queued (or, given
+    `entry`, if that queued entry still is) and no one holds it (one round trip); release()
+    gives it back.
+
+    A writer that queued an entry asks about its own (a primary-key look-up): if it is gone,
+    whoever took it held the lock and reads the queue again after releasing it; if it is there
+    and the lock is taken, so does the holder. Only a holder needs to ask about the whole
+    queue, which costs a walk over the rows deleted since the last vacuum."""
+    where, params = ("WHERE id = %s", [entry]) if entry is not None else ("", [])
+    exists = f"EXISTS (SELECT 1 FROM audit_auditpendingentry {where})"
     with connection.cursor() as cursor:
         if _postgresql():
-            cursor.execute("SELECT CASE WHEN EXISTS (SELECT 1 FROM audit_auditpendingentry) "
-                           "THEN pg_try_advisory_lock(%s) ELSE false END", [KEY])
+            cursor.execute(f"SELECT CASE WHEN {exists} THEN pg_try_advisory_lock(%s) "
+                           f"ELSE false END", [*params, KEY])
         else:
-            cursor.execute("SELECT EXISTS (SELECT 1 FROM audit_auditpendingentry)")
+            cursor.execute(f"SELECT {exists}", params)
         return bool(cursor.fetchone()[0])
 
 
@@ -77,6 +87,8 @@ def release() -> None:
 STORE_AT_ONCE = 500  # entries per one-statement store; a larger batch takes the ORM path
 PENDING_COLUMNS = ("at", "actor", "action", "target", "agent", "before", "after", "reason",
                    "request_id")
+PENDING_TYPES = ("timestamptz", "varchar", "varchar", "varchar", "varchar", "jsonb", "jsonb",
+                 "text", "varchar")
 ENTRY_COLUMNS = ("seq", "at", "actor", "action", "target", "agent", "before", "after", "reason",
                  "request_id", "prev_hash", "hash", "canonical")
 
@@ -105,6 +117,53 @@ def store(entries: list[Any], nodes: list[tuple[int, str]], seq: int, hash_: str
     return True
 
 
+# The head, the stored tree nodes on its right edge (one per set bit of its size: the subtree at
+# level L is at index size >> L minus one), and the oldest queued entries, deleted: everything a
+# placer reads, in one round trip. The first row carries the head, the rest the entries.
+CLAIM = f"""
+    WITH head AS (SELECT seq, hash FROM audit_auditchainhead WHERE id = 1 FOR UPDATE),
+    edge AS (
+        SELECT node.position, node.hash
+        FROM head CROSS JOIN generate_series(0, 62) AS level JOIN audit_audittreenode AS node
+            ON node.position = (level::bigint << {LEVEL_SHIFT}) | ((head.seq >> level) - 1)
+        WHERE (head.seq >> level) & 1 = 1),
+    taken AS (
+        DELETE FROM audit_auditpendingentry WHERE id IN (
+            SELECT id FROM audit_auditpendingentry ORDER BY id LIMIT %s)
+        RETURNING id, {', '.join(PENDING_COLUMNS)})
+    SELECT 0, {', '.join(f'NULL::{kind}' for kind in PENDING_TYPES)}, head.seq, head.hash,
+        ARRAY(SELECT position FROM edge), ARRAY(SELECT hash FROM edge)
+    FROM head
+    UNION ALL
+    SELECT *, NULL, NULL, NULL, NULL FROM taken"""
+
+
+def claim(limit: int) -> tuple[tuple[int, str, dict[int, bytes]] | None,
+                               list[dict[str, Any]]] | None:
+    """On PostgreSQL, as the holder of the lock: the locked head (seq, hash and its stored
+    frontier, level -> hash; None if the head row does not exist yet) and the oldest `limit`
+    queued entries' contents, oldest first, removed from the queue, in one statement (the
+    caller places them in the same transaction); None elsewhere, for the caller's ORM path."""
+    if not _postgresql():
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute(CLAIM, [limit])
+        rows = cursor.fetchall()
+    head, queued = None, []
+    for row in rows:
+        if row[0] == 0:
+            seq, hash_, positions, hashes = row[-4:]
+            stored = {position >> LEVEL_SHIFT: bytes.fromhex(node)
+                      for position, node in zip(positions, hashes, strict=True)}
+            # A node missing from the store breaks the tree: fail as tree.load's callers do.
+            frontier = {level: stored[level] for level in range(seq.bit_length())
+                        if seq >> level & 1}
+            head = (seq, hash_, frontier)
+        else:
+            queued.append(row[:-4])
+    return head, _contents(sorted(queued))
+
+
 def take_queue(limit: int) -> list[dict[str, Any]] | None:
     """On PostgreSQL, remove the oldest `limit` queued entries and return their contents,
     oldest first, in one statement (the caller holds the lock and places them in the same
@@ -117,6 +176,11 @@ def take_queue(limit: int) -> list[dict[str, Any]] | None:
             f"audit_auditpendingentry ORDER BY id LIMIT %s) "
             f"RETURNING id, {', '.join(PENDING_COLUMNS)}", [limit])
         rows = sorted(cursor.fetchall())
+    return _contents(rows)
+
+
+def _contents(rows: list[Any]) -> list[dict[str, Any]]:
+    """Queued rows (id first, then PENDING_COLUMNS) as entry contents."""
     taken = []
     for _, *values in rows:
         content = dict(zip(PENDING_COLUMNS, values, strict=True))

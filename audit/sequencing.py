@@ -54,16 +54,20 @@ def kick() -> None:
         log.warning("could not queue the audit sequencer: %s", error)
 
 
-def settle() -> None:
+def settle(queued: int | None = None) -> None:
     """After a writer commits (AUDIT_SEQUENCER=writers): place the queue now if no one holds
     the placing lock, never waiting. If someone does, they read the queue again after they
-    release it (audit/placing.py), and so does this loop: nothing is left behind."""
+    release it (audit/placing.py), and so does this loop: nothing is left behind. `queued`: the
+    entry this writer queued (it need only see to that one: placing.try_hold_if_queued)."""
     from audit import placing
-    from audit.actions import sequence_pending
+    from audit.actions import QUEUE_BATCH, sequence_pending
 
-    while placing.try_hold_if_queued():  # one round trip when nothing is queued
+    while placing.try_hold_if_queued(queued):  # one round trip when nothing is queued
+        queued = None  # after holding the lock, the whole queue
         try:
-            while sequence_pending():
+            # A batch short of the limit emptied the queue as it read it; what queued since is
+            # for the check after the release, which must come anyway.
+            while sequence_pending(held=True) == QUEUE_BATCH:
                 pass
         finally:
             placing.release()

@@ -31,8 +31,9 @@ EDITED, DELETED = "edited", "deleted"  # audit.choices.BreakReason's values (no 
 # Primary-key order whatever the planner knows (a table without statistics once made every
 # chunk sort the rest of it): each range is read by walking the index.
 PLAN_SQL = ("SET LOCAL enable_seqscan = off", "SET LOCAL enable_bitmapscan = off")
-ROWS_SQL = ("SELECT seq, prev_hash, hash, canonical FROM audit_auditentry "
-            "WHERE seq >= %s AND seq <= %s ORDER BY seq")
+# The payload and previous hash as the bytes that are hashed (no decoding to text and back).
+ROWS_SQL = ("SELECT seq, convert_to(prev_hash, 'UTF8'), hash, convert_to(canonical, 'UTF8') "
+            "FROM audit_auditentry WHERE seq >= %s AND seq <= %s ORDER BY seq")
 # Entries stored before payloads were (canonical = ''): their payload is rebuilt from the
 # columns, the time as format_time writes it and the JSON columns as text to decode here.
 LEGACY_SQL = ("SELECT seq, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), "
@@ -55,9 +56,9 @@ class RangeCheck:
     at_sizes: dict[int, tuple[str, list[tuple[int, bytes]]]] = field(default_factory=dict)
 
 
-def legacy_payloads(cursor: Any, rows: list[tuple]) -> dict[int, str]:
+def legacy_payloads(cursor: Any, rows: list[tuple]) -> dict[int, bytes]:
     """seq -> payload rebuilt from the columns, for rows stored without one."""
-    prev_of = {row[0]: row[1] for row in rows if not row[3]}
+    prev_of = {row[0]: bytes(row[1]).decode() for row in rows if not row[3]}
     if not prev_of:
         return {}
     cursor.execute(LEGACY_SQL, [list(prev_of)])
@@ -67,32 +68,33 @@ def legacy_payloads(cursor: Any, rows: list[tuple]) -> dict[int, str]:
                  "agent": agent, "before": None if before is None else json.loads(before),
                  "after": None if after is None else json.loads(after), "reason": reason,
                  "request_id": request_id, "prev_hash": prev_of[seq]}
-        payloads[seq] = canonical_json({name: entry[name] for name in HASHED_FIELDS})
+        payloads[seq] = canonical_json({name: entry[name] for name in HASHED_FIELDS}).encode()
     return payloads
 
 
 def check_rows(rows: list[tuple], sizes: list[int], cursor: Any) -> RangeCheck:
-    """Check a range's rows (seq, prev_hash, hash, payload), seq ordered: contiguous seqs, each
-    entry linked to the one before it, each payload hashing to its hash; the subtrees of the
-    sound prefix, and what each size in `sizes` needs for its root."""
+    """Check a range's rows (seq, prev_hash as bytes, hash, payload as bytes), seq ordered:
+    contiguous seqs, each entry linked to the one before it, each payload hashing to its hash;
+    the subtrees of the sound prefix, and what each size in `sizes` needs for its root."""
     result = RangeCheck()
     if not rows:
         return result
     seqs, prevs, hashes, payloads = (list(column) for column in zip(*rows, strict=True))
-    if "" in payloads:
+    if b"" in payloads:
         rebuilt = legacy_payloads(cursor, rows)
         # A row gone between the two reads (it cannot be, inside one snapshot) hashes to nothing.
-        payloads = [payload or rebuilt.get(seq, "") for seq, payload in zip(seqs, payloads,
-                                                                             strict=True)]
+        payloads = [payload or rebuilt.get(seq, b"") for seq, payload in zip(seqs, payloads,
+                                                                              strict=True)]
+    hash_bytes = list(map(str.encode, hashes))
     start, count = seqs[0], len(rows)
-    result.start, result.first_prev = start, prevs[0]
+    result.start, result.first_prev = start, prevs[0].decode()
     problems = []  # (index, precedence, reason, message): the first one in seq order wins
     if seqs != list(range(start, start + count)):
         at = first_difference(seqs, range(start, start + count))
         problems.append((at, 0, DELETED, f"entry {start + at} is missing "
                                           f"(next entry is {seqs[at]})"))
-    if prevs[1:] != hashes[:-1]:
-        at = first_difference(prevs[1:], hashes[:-1]) + 1
+    if prevs[1:] != hash_bytes[:-1]:
+        at = first_difference(prevs[1:], hash_bytes[:-1]) + 1
         problems.append((at, 1, EDITED, f"entry {seqs[at]} does not link to entry "
                                         f"{seqs[at] - 1}: it was edited or inserted"))
     made = chain_hashes(payloads, prevs)
@@ -106,7 +108,7 @@ def check_rows(rows: list[tuple], sizes: list[int], cursor: Any) -> RangeCheck:
         good, result.broken = at, (start + at, reason, message)
     result.good = good
     if good:
-        levels = subtree_levels(leaf_hashes(leaf_data(payloads[:good], hashes[:good])))
+        levels = subtree_levels(leaf_hashes(leaf_data(payloads[:good], hash_bytes[:good])))
         result.last_hash = hashes[good - 1]
         result.pieces = decomposition(levels, good)
         for size in sizes:
@@ -142,7 +144,7 @@ def serve() -> None:
 
     conninfo, snapshot, jobs = pickle.load(sys.stdin.buffer)
     out = sys.stdout.buffer
-    with psycopg.connect(conninfo) as conn, conn.cursor() as cursor:
+    with psycopg.connect(conninfo) as conn, conn.cursor(binary=True) as cursor:
         cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         if snapshot:
             if not SNAPSHOT_ID.fullmatch(snapshot):

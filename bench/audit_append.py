@@ -146,13 +146,16 @@ def main() -> None:
     report = verify_trail()
     assert report.ok and report.count == AuditEntry.objects.count(), report
 
-    build_audit_rows(VERIFY_ROWS)  # with the stored tree over them, as the sequencer makes it
+    # The writers' entries count towards VERIFY_ROWS; a smaller value (a quick run of the
+    # appends alone) verifies what they wrote.
+    verify_rows = max(VERIFY_ROWS, report.count)
+    build_audit_rows(verify_rows)  # with the stored tree over them, as the sequencer makes it
     started = time.perf_counter()
     report = verify_trail()
     verify_seconds = time.perf_counter() - started
-    assert report.ok and report.count == VERIFY_ROWS, report
+    assert report.ok and report.count == verify_rows, report
     hashing_seconds = hashing_floor()
-    inclusion_p95, consistency_p95 = proof_times(VERIFY_ROWS)
+    inclusion_p95, consistency_p95 = proof_times(verify_rows)
     print(json.dumps({
         "bench": "audit_append",
         "database": connection.vendor,
@@ -163,7 +166,7 @@ def main() -> None:
         "floor_inserts_per_second": round(floor, 1),
         "appends_vs_floor": round(appends / floor, 2),
         "entry_to_sequenced_p95_seconds": round(p95(latencies), 3),
-        "verify_entries": VERIFY_ROWS,
+        "verify_entries": verify_rows,
         "verify_seconds": round(verify_seconds, 2),
         "hashing_floor_seconds": round(hashing_seconds, 2),
         "verify_vs_hashing": round(verify_seconds / hashing_seconds, 1),

@@ -4,6 +4,7 @@ The actions decide; refusals are shown at the card they are about."""
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -16,6 +17,8 @@ from reconciliation import actions
 from reconciliation.models import Escalation
 from registry.choices import Role
 from registry.roles import has_role
+
+PAGE_SIZE = 50  # as every list page
 
 
 def _not_for_you(request: HttpRequest) -> HttpResponse | None:
@@ -31,7 +34,8 @@ def _not_for_you(request: HttpRequest) -> HttpResponse | None:
 @login_required
 def escalations(request: HttpRequest) -> HttpResponse:
     """Open escalations for approvers: drift (revert / accept / suspend) and pending runtime
-    decisions (allow / deny), oldest first, each resolved with a required comment."""
+    decisions (allow / deny), oldest first, 50 to a page, each resolved with a required
+    comment."""
     if (forbidden := _not_for_you(request)) is not None:
         return forbidden
     if request.method == "POST":
@@ -43,11 +47,15 @@ def escalations(request: HttpRequest) -> HttpResponse:
     show_snoozed = request.GET.get("snoozed") == "1"
     rows = (Escalation.objects.filter(status="open") if show_snoozed
             else Escalation.objects.awake())
+    page = Paginator(rows.select_related("agent", "finding", "decision", "assignee")
+                     .order_by("opened_at", "pk"), PAGE_SIZE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
     return render(request, "reconciliation/escalations.html", {
-        "escalations": with_row_errors(request, list(
-            rows.select_related("agent", "finding", "decision", "assignee")
-            .order_by("opened_at")[:200])),
-        "show_snoozed": show_snoozed, "snoozed": Escalation.objects.snoozed().count(),
+        "escalations": with_row_errors(request, Escalation.read_for_offers(list(page))),
+        "page": page,
+        "base_query": query.urlencode(), "show_snoozed": show_snoozed,
+        "snoozed": Escalation.objects.snoozed().count(),
         **escalation_form_context(request)})
 
 

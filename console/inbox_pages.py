@@ -5,6 +5,7 @@ The actions decide; a refusal comes back as a message on the page."""
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
@@ -19,11 +20,12 @@ from registry.choices import Role
 from registry.roles import has_role
 
 SORTS = {
-    "urgency": lambda i: (i.deadline, i.waiting_since, i.key),
-    "age": lambda i: (i.waiting_since, i.key),
+    "urgency": inbox.by_urgency,
+    "age": inbox.by_age,
     "agent": lambda i: (i.agent, i.deadline, i.key),
     "kind": lambda i: (inbox.KINDS.index(i.kind), i.deadline, i.key),
 }
+PAGE_SIZE = 50  # as every list page; an incident is one line, never split across two pages
 TABS = (("", "All"), (inbox.DECISION, "Decisions"), (inbox.INCIDENT, "Incidents"),
         (inbox.ESCALATION, "Escalations"), (inbox.PROPOSAL, "Proposals"),
         (inbox.RECERTIFICATION, "Recertifications"))
@@ -45,15 +47,21 @@ def inbox_page(request: HttpRequest) -> HttpResponse:
     sort = request.GET.get("sort", "urgency")
     sort = sort if sort in SORTS else "urgency"
     now = timezone.now()
-    items = sorted(inbox.items_for(request.user, now, kind=kind), key=SORTS[sort])
+    queue = inbox.queue_for(request.user, now)  # the counts are the whole queue's, every tab
+    counts = inbox.tally(queue)
+    page = Paginator(sorted((e for e in queue if not kind or e.kind == kind), key=SORTS[sort]),
+                     PAGE_SIZE).get_page(request.GET.get("page"))
+    items = inbox.items(page.object_list)
     for item in items:
         item.left = item.seconds_left(now)
         item.left_text = inbox.time_left(item.left)
         item.resolutions = (item.escalations[0].resolutions()
                             if item.escalations else [])
-    counts = inbox.counts_for(request.user, now)
+    query = request.GET.copy()
+    query.pop("page", None)
     return render(request, "registry/inbox.html", {
-        "items": items, "counts": counts, "kind": kind, "sort": sort,
+        "items": items, "page": page, "base_query": query.urlencode(),
+        "counts": counts, "kind": kind, "sort": sort,
         "tabs": TABS if has_role(request.user, Role.APPROVER) else TABS[:1] + TABS[-1:],
         "approver": has_role(request.user, Role.APPROVER), "sorts": list(SORTS),
         "here": request.get_full_path(),

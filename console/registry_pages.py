@@ -295,7 +295,8 @@ class ProposalCard:
     enrolled: bool = False  # the viewer has a confirmed authenticator
 
 
-def _card(version: DesiredStateVersion, user: Any) -> ProposalCard:
+def _card(version: DesiredStateVersion, user: Any, enrolled: bool | None = None) -> ProposalCard:
+    """`enrolled` (whether `user` has a confirmed device), when a page of cards read it once."""
     agent = version.agent
     active = agent.active_version.spec if agent.active_version_id else None
     pending = version.state == VersionState.PENDING
@@ -322,7 +323,8 @@ def _card(version: DesiredStateVersion, user: Any) -> ProposalCard:
         why_not=why_not if pending else "",
         may_withdraw=pending and version.proposed_by_id == user.pk,
         step_up=step_up,
-        enrolled=bool(step_up) and confirmed_device(user) is not None,
+        enrolled=bool(step_up) and (confirmed_device(user) is not None if enrolled is None
+                                    else enrolled),
     )
 
 
@@ -353,17 +355,19 @@ def approvals_inbox(request: HttpRequest) -> HttpResponse:
     message."""
     if not has_role(request.user, Role.APPROVER):
         return _forbidden(request, "The approvals inbox is for approvers.")
-    queue = sorted((i for i in inbox.items_for(request.user)
-                    if i.kind != inbox.RECERTIFICATION), key=lambda i: (i.waiting_since, i.key))
-    page = Paginator(queue, PAGE_SIZE).get_page(request.GET.get("page"))
+    queue = inbox.queue_for(request.user)
+    page = Paginator(sorted((e for e in queue if e.kind != inbox.RECERTIFICATION),
+                            key=inbox.by_age), PAGE_SIZE).get_page(request.GET.get("page"))
+    lines = inbox.items(page.object_list)
     versions = {v.pk: v for v in _proposals().filter(
-        pk__in=[i.version.pk for i in page if i.version is not None])}
-    with_row_errors(request, [i.escalations[0] for i in page if i.escalations])
-    items = [InboxItem(i, card=_card(versions[i.version.pk], request.user))
+        pk__in=[i.version.pk for i in lines if i.version is not None])}
+    with_row_errors(request, [i.escalations[0] for i in lines if i.escalations])
+    enrolled = confirmed_device(request.user) is not None  # once for the page, not per card
+    items = [InboxItem(i, card=_card(versions[i.version.pk], request.user, enrolled))
              if i.version is not None else InboxItem(i, escalation=i.escalations[0],
                                                      siblings=i.escalations[1:])
-             for i in page if i.escalations or (i.version and i.version.pk in versions)]
-    counts = inbox_counts(request.user)
+             for i in lines if i.escalations or (i.version and i.version.pk in versions)]
+    counts = inbox.tally(queue)
     return _page(request, "registry/approvals.html", {
         "page": page, "items": items, "here": request.get_full_path(),
         "base_query": _query_without(request, "page"), "counts": counts,

@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 from config.errors import DomainError
 from reconciliation import actions
 from reconciliation.choices import Resolution
-from registry.api import IsPerson
+from registry.api import IsPerson, Page
 from registry.choices import Role
 from registry.roles import HasRole
 
@@ -29,12 +29,16 @@ class InboxView(APIView):
     """`GET /api/v1/inbox[?kind=decision|incident|escalation|proposal|recertification]`: what
     waits for this approver to decide (not their own proposals, not ones they approved, not
     what four eyes keeps from them) and, for an owner, their agents to recertify by the review
-    date; most urgent first (least time left to its SLA, deadline or review date)."""
+    date; most urgent first (least time left to its SLA, deadline or review date), 50 to a
+    page (`page`, `page_size` up to 500; an incident is one item, never split). The counts
+    are the whole queue's, whatever the kind and page."""
 
     permission_classes = [IsPerson, HasRole]
     required_roles = (Role.APPROVER, Role.OWNER)
 
-    @extend_schema(parameters=[OpenApiParameter("kind", str)], responses=OpenApiTypes.OBJECT)
+    @extend_schema(parameters=[OpenApiParameter("kind", str), OpenApiParameter("page", int),
+                               OpenApiParameter("page_size", int)],
+                   responses=OpenApiTypes.OBJECT)
     def get(self, request: Request) -> Response:
         from registry import inbox
 
@@ -43,9 +47,13 @@ class InboxView(APIView):
             raise DomainError(f"Unknown kind {kind[:40]!r}.", details=[
                 {"pointer": "/kind", "message": f"one of {', '.join(inbox.KINDS)}"}])
         now = timezone.now()
-        counts = inbox.counts_for(request.user, now)
-        items = inbox.items_for(request.user, now, kind=kind)
-        return Response({**counts, "items": [item.to_dict(now) for item in items]})
+        queue = inbox.queue_for(request.user, now)
+        pages = Page()
+        page = pages.paginate_queryset([e for e in queue if not kind or e.kind == kind],
+                                       request, view=self)
+        return Response({**inbox.tally(queue), "count": pages.page.paginator.count,
+                         "next": pages.get_next_link(), "previous": pages.get_previous_link(),
+                         "items": [item.to_dict(now) for item in inbox.items(page)]})
 
 
 class BulkTriageSerializer(serializers.Serializer):

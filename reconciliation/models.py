@@ -198,7 +198,9 @@ class Finding(models.Model):
         indexes = [models.Index(fields=["cause_key", "-detected_at"], name="finding_cause"),
                    models.Index(fields=["status", "-last_seen"], name="finding_status"),
                    models.Index(fields=["detected_at"], name="finding_detected"),
-                   models.Index(fields=["agent", "status"], name="finding_agent_status")]
+                   models.Index(fields=["agent", "status"], name="finding_agent_status"),
+                   # /findings/ unfiltered: a page of 50 reads 50 index entries, no sort
+                   models.Index(fields=["-last_seen", "-id"], name="finding_recent")]
 
     def __str__(self) -> str:
         return f"{self.kind} {self.pointer} on {self.agent_id} ({self.status})"
@@ -350,6 +352,16 @@ class Escalation(models.Model):
                 return ResolutionOption(resolution, "⇧ Raise the limit", disabled=refusal)
             return ResolutionOption(resolution, f"⇧ Propose: {offer}")
         return ResolutionOption(resolution, *RESOLUTION_LABELS[resolution])
+
+    @staticmethod
+    def read_for_offers(escalations: list["Escalation"]) -> list["Escalation"]:
+        """Read, in one query, the approved versions that the behaviour escalations among
+        `escalations` (loaded with agent and finding) need for their raise offers. Other
+        escalations need none, so a page of drift cards decodes no spec."""
+        agents = [e.agent for e in escalations
+                  if e.finding is not None and e.finding.behaviour]
+        models.prefetch_related_objects(agents, "active_version")
+        return escalations
 
     def raise_offer(self) -> tuple[str, str]:
         """For a behaviour escalation: what "raise the limit" would propose, or why it cannot."""

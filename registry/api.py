@@ -222,8 +222,8 @@ class ApproveSerializer(DecisionSerializer):
 
 
 def inbox_order(queryset: QuerySet[DesiredStateVersion]) -> QuerySet[DesiredStateVersion]:
-    """Riskiest first, then newest: the approvals inbox order."""
-    return queryset.order_by("-risk", "-created_at")
+    """Riskiest first, then newest (the id breaks ties, so pages never overlap)."""
+    return queryset.order_by("-risk", "-created_at", "-pk")
 
 
 class ProposalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,

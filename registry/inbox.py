@@ -1,6 +1,11 @@
 """The approvers' inbox (and an owner's reminders to recertify) as one queue: pending
 proposals, open escalations and pending runtime decisions, longest waiting first (snoozed
-escalations leave it until their time comes)."""
+escalations leave it until their time comes).
+
+The queue is built in two steps so that a long one costs what one page of it costs: the
+entries (a few columns of every waiting row, folded into incidents, counted and sorted: what
+paging needs) and then the items of one page (the rows a card shows, read for that page only).
+An incident is one entry, so its escalations are never split across two pages."""
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -21,7 +26,6 @@ PROPOSAL, ESCALATION = "proposal", "escalation"
 DECISION, INCIDENT = "decision", "incident"
 RECERTIFICATION = "recertification"  # an owner's: recertify their agent by its review date
 KINDS = (DECISION, INCIDENT, ESCALATION, PROPOSAL, RECERTIFICATION)
-MAX_PER_KIND = 500  # a queue longer than this is read by its filters, not scrolled
 _FINDING_KEY_FIELDS = ("agent_id", "behaviour", "observed_at", "detected_at")  # incident_key's
 
 
@@ -57,6 +61,30 @@ class Item:
                 "link": self.link,
                 "escalations": [e.pk for e in self.escalations],
                 "findings": [e.finding_id for e in self.escalations if e.finding_id]}
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One line of the queue before it is drawn: what sorting, counting and paging need (read
+    from a few columns), and the ids of the rows its item is made of."""
+
+    kind: str
+    key: str
+    agent: str
+    waiting_since: datetime
+    deadline: datetime
+    ids: tuple[int, ...] = ()  # the proposal's version, or the incident's escalations in order
+    item: Item | None = None  # a reminder is whole already
+
+
+def by_urgency(line: Item | Entry) -> tuple:
+    """Least time left to its SLA or deadline first (the queue's default order)."""
+    return (line.deadline, line.waiting_since, line.key)
+
+
+def by_age(line: Item | Entry) -> tuple:
+    """Longest waiting first (the approvals queue's order)."""
+    return (line.waiting_since, line.key)
 
 
 def time_left(seconds: int) -> str:
@@ -114,60 +142,133 @@ def escalations_for_user(user, now: datetime | None = None) -> QuerySet:
             .exclude(decision__asked_by=user))
 
 
-def items_for(user, now: datetime | None = None, kind: str = "") -> list[Item]:
-    """The queue `user` decides, most urgent first (least time left to its SLA or deadline),
-    escalations one cause produced folded into one incident."""
+def queue_for(user, now: datetime | None = None, kind: str = "") -> list[Entry]:
+    """The queue `user` decides as entries, most urgent first: every waiting proposal and
+    escalation (escalations one cause produced folded into one incident) and an owner's
+    reminders, from a few columns each (no spec, no card)."""
     from django.utils import timezone
 
     now = now or timezone.now()
-    items: list[Item] = []
+    entries: list[Entry] = []
     if user is not None and kind in ("", RECERTIFICATION):
-        items += reminders_for(user, now)
-    if kind == RECERTIFICATION:
-        return items
-    if user is not None and not has_role(user, Role.APPROVER):
-        return sorted(items, key=lambda i: (i.deadline, i.waiting_since, i.key))
-    if kind in ("", PROPOSAL):
-        items += [_proposal_item(v) for v in proposals_for(user).select_related(
-            "agent", "agent__owner").order_by("created_at")[:MAX_PER_KIND]]
-    if kind != PROPOSAL:
-        rows = list(escalations_for_user(user, now).select_related(
-            "agent", "finding", "decision", "assignee").order_by("opened_at")[:MAX_PER_KIND])
-        items += [i for i in _escalation_items(rows) if not kind or i.kind == kind]
-    return sorted(items, key=lambda i: (i.deadline, i.waiting_since, i.key))
+        entries += [_reminder_entry(item) for item in reminders_for(user, now)]
+    if kind != RECERTIFICATION and (user is None or has_role(user, Role.APPROVER)):
+        if kind in ("", PROPOSAL):
+            wait = sla(PROPOSAL)
+            entries += [
+                Entry(PROPOSAL, f"proposal-{pk}", agent, created, created + wait, (pk,))
+                for pk, created, agent in proposals_for(user).order_by("created_at", "pk")
+                .values_list("pk", "created_at", "agent__name")]
+        if kind != PROPOSAL:
+            entries += [e for e in _escalation_entries(user, now) if not kind or e.kind == kind]
+    return sorted(entries, key=by_urgency)
+
+
+def items(entries: list[Entry]) -> list[Item]:
+    """The items of these entries (one page of the queue), in their order: one query for the
+    proposals and one for the escalations, whatever their number."""
+    version_ids = [e.ids[0] for e in entries if e.kind == PROPOSAL]
+    escalation_ids = [pk for e in entries if e.kind != PROPOSAL for pk in e.ids]
+    versions = DesiredStateVersion.objects.select_related("agent", "agent__owner").defer(
+        "spec", "metadata", "guardrail_results", "permission_changes").in_bulk(version_ids)
+    escalations = Escalation.objects.select_related(
+        "agent", "finding", "decision", "assignee").in_bulk(escalation_ids)
+    Escalation.read_for_offers(list(escalations.values()))
+    made = []
+    for entry in entries:
+        if entry.item is not None:
+            made.append(entry.item)
+        elif entry.kind == PROPOSAL:
+            if entry.ids[0] in versions:  # decided since the entries were read: gone
+                made.append(_proposal_item(versions[entry.ids[0]]))
+        elif members := [escalations[pk] for pk in entry.ids if pk in escalations]:
+            made += _escalation_items(members)
+    return made
+
+
+def items_for(user, now: datetime | None = None, kind: str = "") -> list[Item]:
+    """The whole queue `user` decides as items, most urgent first (the sweeps' view; pages
+    draw one page of queue_for's entries instead)."""
+    return items(queue_for(user, now, kind))
+
+
+def tally(entries: list[Entry]) -> dict[str, int]:
+    """The counts the badge and the queue's summary show (an incident counts once)."""
+    counts = dict.fromkeys(("proposals", "escalations", "decisions", "recertifications"), 0)
+    column = {PROPOSAL: "proposals", DECISION: "decisions", INCIDENT: "escalations",
+              ESCALATION: "escalations", RECERTIFICATION: "recertifications"}
+    for entry in entries:
+        counts[column[entry.kind]] += 1
+    counts["total"] = sum(counts.values())
+    return counts
 
 
 def counts_for(user, now: datetime | None = None) -> dict[str, int]:
-    """What waits for `user` to decide, as the queue shows it (an incident counts once). Every
-    page's nav badge asks this, so it counts from a few columns (the same rows and caps as
-    items_for) and never loads a proposal's spec or builds the queue's items."""
+    """What waits for `user` to decide, as the queue shows it (tally of queue_for: an incident
+    counts once). Every page's nav badge asks this, so it is counted in the database (an
+    incident is a distinct incident_key) and no row of the queue is read."""
+    from django.db.models import CharField, Count, Q, Value
+    from django.db.models.functions import Concat
     from django.utils import timezone
-
-    from reconciliation.incidents import escalation_key
 
     now = now or timezone.now()
     counts = dict.fromkeys(("proposals", "escalations", "decisions", "recertifications"), 0)
     if user is not None:
         counts["recertifications"] = len(reminders_for(user, now))
     if user is None or has_role(user, Role.APPROVER):
-        counts["proposals"] = min(proposals_for(user).count(), MAX_PER_KIND)
-        incidents = set()
-        # plain tuples, not model instances: the badge is on every page and the cap is 500
-        for pk, decision_id, finding_id, *finding in (
-                escalations_for_user(user, now).order_by("opened_at").values_list(
-                    "pk", "decision_id", "finding_id", "finding__agent_id",
-                    "finding__behaviour", "finding__observed_at", "finding__detected_at")
-                [:MAX_PER_KIND]):
-            if decision_id is not None:
-                counts["decisions"] += 1
-            else:
-                incidents.add(escalation_key(SimpleNamespace(
-                    pk=pk, finding_id=finding_id, finding=finding_id and SimpleNamespace(
-                        pk=finding_id, **dict(zip(_FINDING_KEY_FIELDS, finding,
-                                                  strict=True))))))
-        counts["escalations"] = len(incidents)
+        counts["proposals"] = proposals_for(user).count()
+        alone = Q(decision__isnull=True)
+        # a pass's incident is its (agent, observation, detection), incident_key's fields
+        found_in_pass = Concat("finding__agent_id", Value("|"), "finding__observed_at",
+                               Value("|"), "finding__detected_at", output_field=CharField())
+        tallied = escalations_for_user(user, now).order_by().aggregate(
+            decisions=Count("pk", filter=Q(decision__isnull=False)),
+            unfound=Count("pk", filter=alone & Q(finding__isnull=True)),
+            behaviour=Count("finding", distinct=True,
+                            filter=alone & Q(finding__behaviour=True)),
+            passes=Count(found_in_pass, distinct=True,
+                         filter=alone & Q(finding__behaviour=False)))
+        counts["decisions"] = tallied["decisions"]
+        counts["escalations"] = (tallied["unfound"] + tallied["behaviour"]
+                                 + tallied["passes"])
     counts["total"] = sum(counts.values())
     return counts
+
+
+def _escalation_entries(user, now: datetime) -> list[Entry]:
+    """The waiting escalations as entries, folded into incidents by escalation_key from plain
+    tuples (no model instances: every page's badge reads them)."""
+    from reconciliation.incidents import escalation_key
+
+    rows = (escalations_for_user(user, now).order_by("opened_at", "pk").values_list(
+        "pk", "opened_at", "agent__name", "decision_id", "decision__expires_at", "finding_id",
+        *(f"finding__{name}" for name in _FINDING_KEY_FIELDS)))
+    groups: dict[tuple, list[tuple]] = {}
+    for row in rows:
+        pk, finding_id, finding = row[0], row[5], row[6:]
+        key = escalation_key(SimpleNamespace(
+            pk=pk, finding_id=finding_id, finding=finding_id and SimpleNamespace(
+                pk=finding_id, **dict(zip(_FINDING_KEY_FIELDS, finding, strict=True)))))
+        groups.setdefault(key, []).append(row)
+    entries = []
+    decision_wait, escalation_wait = sla(DECISION), sla(ESCALATION)
+    for members in groups.values():
+        pk, opened, agent, decision_id, expires = members[0][:5]
+        ids = tuple(m[0] for m in members)
+        if decision_id is not None:
+            deadline = opened + decision_wait
+            if expires is not None:
+                deadline = min(deadline, expires)
+            entries.append(Entry(DECISION, f"escalation-{pk}", agent, opened, deadline, ids))
+        else:
+            entries.append(Entry(INCIDENT if len(members) > 1 else ESCALATION,
+                                 f"escalation-{pk}", agent, opened,
+                                 opened + escalation_wait, ids))
+    return entries
+
+
+def _reminder_entry(item: Item) -> Entry:
+    return Entry(item.kind, item.key, item.agent, item.waiting_since, item.deadline, item=item)
 
 
 def reminders_for(user, now: datetime) -> list[Item]:
@@ -184,8 +285,7 @@ def reminders_for(user, now: datetime) -> list[Item]:
     agents = (Agent.objects.filter(owner=user, active_version__isnull=False,
                                    review_due_at__lte=now + lead)
               .exclude(lifecycle=Lifecycle.RETIRED).exclude(Exists(proposed))
-              .only("pk", "name", "review_due_at").order_by("review_due_at", "pk")
-              [:MAX_PER_KIND])
+              .only("pk", "name", "review_due_at").order_by("review_due_at", "pk"))
     return [_reminder_item(agent, now, lead) for agent in agents]
 
 

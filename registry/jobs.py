@@ -17,7 +17,7 @@ def inbox_sweep() -> dict[str, int]:
     done = sweep(now)
     # Deadlines after `now` (not after the sweep ended): one passing during the sweep is
     # scheduled too, and then runs at once.
-    coming = [i.deadline for i in inbox.items_for(None, now) if i.deadline > now]
+    coming = [e.deadline for e in inbox.queue_for(None, now) if e.deadline > now]
     if coming:
         when = not_before(min(coming) + timedelta(milliseconds=100))
         django_rq.get_queue("default", commit_mode="auto").enqueue_at(

@@ -125,7 +125,11 @@ class DesiredStateVersion(models.Model):
             models.UniqueConstraint(fields=["agent", "generation"],
                                     name="one_version_per_generation"),
         ]
-        indexes = [models.Index(fields=["state", "-risk", "-created_at"], name="version_inbox")]
+        # The proposals list's order (registry.api.inbox_order), filtered by state or not: a
+        # page of it reads 50 index entries, not a sort of every version in the fleet.
+        indexes = [models.Index(fields=["state", "-risk", "-created_at", "-id"],
+                                name="version_inbox"),
+                   models.Index(fields=["-risk", "-created_at", "-id"], name="version_list")]
 
     def __str__(self) -> str:
         return f"{self.agent.name} proposal #{self.pk} ({self.state})"

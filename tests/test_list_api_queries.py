@@ -23,6 +23,11 @@ PAGES = ["/", "/agents/", "/agents/bench-00001/", "/findings/", "/escalations/",
          "/toxic/", "/tokens/", "/group-rules/"]
 
 
+# The approvers' queues: a page reads one query per kind of row it shows (proposals,
+# escalations), so a page the growth filled with escalations alone may cost one query fewer.
+QUEUES = {"/api/v1/inbox", "/inbox/"}
+
+
 def queries(client: APIClient, path: str) -> int:
     with CaptureQueriesContext(connection) as captured:
         response = client.get(path)
@@ -42,7 +47,7 @@ def test_a_list_costs_the_same_queries_for_5_or_60_agents(people, path):
     queries(client, path)  # once-per-process lookups (content types, control row) out of the way
     few = queries(client, path)
     grow(55, first=5)
-    assert queries(client, path) == few
+    assert queries(client, path) <= few if path in QUEUES else queries(client, path) == few
 
 
 @pytest.mark.parametrize("path", PAGES)
@@ -52,7 +57,7 @@ def test_a_page_costs_the_same_queries_for_5_or_60_agents(people, client, path):
     queries(client, path)
     few = queries(client, path)
     grow(55, first=5)
-    assert queries(client, path) == few
+    assert queries(client, path) <= few if path in QUEUES else queries(client, path) == few
 
 
 def test_the_list_counts_each_agents_pending_proposals(people, refund_agent):

@@ -116,4 +116,7 @@ def suspend_agent(agent: Agent, *, actor: Any, reason: str) -> bool:
                  agent=agent.name, before={"lifecycle": "active"},
                  after={"lifecycle": "suspended"}, reason=reason)
     alert("agent.suspended", agent, message=reason, severity="high")
+    from reconciliation.fleet_snapshot import request_refresh  # (it imports this module)
+
+    request_refresh()  # the fleet view's compliance timeline shows suspensions
     return True

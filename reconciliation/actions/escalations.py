@@ -275,6 +275,9 @@ def resume_agent(agent: Agent, *, actor: Any, reason: str) -> None:
         lifecycle=Lifecycle.ACTIVE, updated_at=timezone.now())
     if not updated:
         raise Conflict(f"{agent.name} is not suspended.", code="not_suspended")
+    from reconciliation.fleet_snapshot import request_refresh  # (it imports this package)
+
+    request_refresh()  # the fleet view's compliance timeline shows suspensions
     cleared = list(Finding.objects.select_for_update().filter(
         agent=agent, status=FindingStatus.BLOCKED).order_by("pk"))
     for finding in cleared:

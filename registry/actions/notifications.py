@@ -126,27 +126,43 @@ def notice_new_items(now: datetime) -> int:
     for preference in people:
         by_user[preference.user_id].append(preference)
     for preferences in by_user.values():
-        # An owner who is no approver hears only of their own reminders (items_for knows).
+        # An owner who is no approver hears only of their own reminders (queue_for knows).
         if not has_role(preferences[0].user, Role.APPROVER, Role.OWNER):
             continue
-        for item in inbox.items_for(preferences[0].user, now):
-            queued += sum(_queue(p, item, NEW, now) for p in preferences)
+        queued += _queue_new(preferences, inbox.queue_for(preferences[0].user, now), now)
     teams = list(NotificationPreference.objects.filter(user__isnull=True))
     if teams:
-        everything = inbox.items_for(None, now)
-        labels = dict(Agent.objects.filter(name__in={i.agent for i in everything})
+        everything = inbox.queue_for(None, now)
+        labels = dict(Agent.objects.filter(name__in={e.agent for e in everything})
                       .values_list("name", "labels"))
-        for item in everything:
-            team = (labels.get(item.agent) or {}).get("team")
-            queued += sum(_queue(p, item, NEW, now) for p in teams if p.team == team)
+        by_team: dict[str, list[inbox.Entry]] = defaultdict(list)
+        for entry in everything:
+            by_team[(labels.get(entry.agent) or {}).get("team")].append(entry)
+        for preference in teams:
+            queued += _queue_new([preference], by_team.get(preference.team, []), now)
     return queued
+
+
+def _queue_new(preferences: list[NotificationPreference], entries: list[inbox.Entry],
+               now: datetime) -> int:
+    """_queue each item of `entries` for the preferences that have not heard of it. What they
+    heard is read in one query and only the rest is drawn as items, so a sweep over a long
+    queue costs the new items, not the whole queue, every minute."""
+    if not entries:
+        return 0
+    heard = set(Notification.objects.filter(
+        preference__in=preferences, why=NEW, item__in=[e.key for e in entries])
+        .values_list("preference_id", "item"))
+    fresh = [e for e in entries if any((p.pk, e.key) not in heard for p in preferences)]
+    return sum(_queue(p, item, NEW, now) for item in inbox.items(fresh)
+               for p in preferences if (p.pk, item.key) not in heard)
 
 
 def notice_breaches(now: datetime) -> list[SlaBreach]:
     """Every waiting item past its SLA or deadline, once: an alert, an audit row, and the next
     approver (the first by name who may decide it and is not its assignee) notified."""
     breaches = []
-    overdue = [i for i in inbox.items_for(None, now) if i.deadline <= now]
+    overdue = inbox.items([e for e in inbox.queue_for(None, now) if e.deadline <= now])
     known = set(SlaBreach.objects.filter(item__in=[i.key for i in overdue])
                 .values_list("item", flat=True))
     for item in (i for i in overdue if i.key not in known):
@@ -179,7 +195,7 @@ def _next_approver(item: inbox.Item, now: datetime) -> Any:
     for approver in _approvers():
         if approver.username in assignees:
             continue
-        if any(i.key == item.key for i in inbox.items_for(approver, now)):
+        if any(e.key == item.key for e in inbox.queue_for(approver, now)):
             return approver
     return None
 

@@ -15,6 +15,7 @@ from audit.actions import actor_label
 from audit.choices import AuditAction
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from reconciliation.choices import EscalationKind, EscalationStatus
+from reconciliation.fleet_snapshot import request_refresh
 from reconciliation.models import AgentStatus, Escalation
 from reconciliation.recertified import with_recertified
 from reconciliation.triggers import request_reconcile
@@ -95,6 +96,7 @@ def _resume_if_overdue_suspended(agent: Agent, *, actor: Any, version: DesiredSt
     Agent.objects.filter(pk=agent.pk).update(lifecycle=Lifecycle.ACTIVE,
                                              updated_at=timezone.now())
     agent.lifecycle = Lifecycle.ACTIVE
+    request_refresh()  # the fleet view's compliance timeline shows suspensions
     audit.record(actor=actor, action=AuditAction.AGENT_RESUMED, target=f"agent:{agent.name}",
                  agent=agent.name, before={"lifecycle": "suspended"},
                  after={"lifecycle": "active"},

@@ -14,6 +14,7 @@ from audit.choices import AuditAction
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from reconciliation.connectors import connector_for
 from reconciliation.diff import Operation, OperationKind
+from reconciliation.fleet_snapshot import request_refresh
 from registry.actions.proposals import check_can_propose
 from registry.actions.stepup import verify_step_up
 from registry.choices import Lifecycle, Role, VersionState
@@ -100,6 +101,7 @@ def _retire(retirement_id: int, *, actor: Any, comment: str, step_up: StepUp | N
     retirement.save(update_fields=["state", "decided_by", "decided_at"])
     before = agent.lifecycle
     agent.lifecycle, agent.updated_at = Lifecycle.RETIRED, now
+    request_refresh()  # a retired agent leaves the fleet view
     agent.save(update_fields=["lifecycle", "updated_at"])
     tokens = list(ApiToken.objects.filter(agent=agent, revoked_at__isnull=True)
                   .values_list("key_prefix", flat=True))

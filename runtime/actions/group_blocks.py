@@ -19,6 +19,7 @@ from reconciliation.choices import FindingStatus, Trigger
 from reconciliation.connectors import connector_for
 from reconciliation.connectors.base import ConnectorError
 from reconciliation.diff import Operation, OperationKind
+from reconciliation.fleet_snapshot import request_refresh
 from reconciliation.models import Finding, GroupBreach
 from reconciliation.plan import idempotency_key
 from reconciliation.triggers import request_reconcile
@@ -116,6 +117,7 @@ def lift_group_block(breach_id: int, now: datetime | None = None) -> bool:
                     lifecycle=Lifecycle.ACTIVE, updated_at=now):
                 continue
             agent.lifecycle = Lifecycle.ACTIVE
+            request_refresh()  # the fleet view's compliance timeline shows suspensions
             audit.record(actor=SYSTEM, action=AuditAction.AGENT_RESUMED,
                          target=f"agent:{agent.name}", agent=agent.name,
                          before={"lifecycle": "suspended"}, after={"lifecycle": "active"},

@@ -6,6 +6,7 @@ import threading
 
 import pytest
 from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 
 import audit
 from audit.actions import checkpoint_head
@@ -134,3 +135,41 @@ def test_an_entry_queued_behind_a_checkpoint_is_placed_when_the_checkpoint_commi
                timeout=30, message="the checkpoint's commit did not place the queued entry")
     report = verify_trail()
     assert report.ok and report.pending == 0
+
+
+def test_an_entry_committed_after_its_holder_released_is_placed_by_its_own_writer(trail):
+    """The holder reads the queue after releasing, before this writer commits, and finds
+    nothing; the writer's own look-up after its commit places the entry (no worker runs)."""
+    holder = Holder()
+    holder.start()
+    assert holder.holding.wait(30)
+    queued, commit = threading.Event(), threading.Event()
+    checks: list[str] = []
+
+    def queue_commit_late() -> None:
+        try:
+            with CaptureQueriesContext(connection) as captured:
+                with transaction.atomic():
+                    write("late")
+                    queued.set()
+                    assert commit.wait(60)
+            checks.extend(q["sql"] for q in captured.captured_queries
+                          if "pg_try_advisory_lock" in q["sql"])
+        finally:
+            connection.close()
+
+    writer = threading.Thread(target=queue_commit_late, daemon=True)
+    writer.start()
+    assert queued.wait(30)
+    holder.release.set()
+    holder.join(30)  # committed, released, read the queue: the late entry was not there yet
+    assert AuditEntry.objects.order_by("seq").last().target == "held"
+    commit.set()
+    writer.join(30)
+    eventually(lambda: not AuditPendingEntry.objects.exists(), timeout=30,
+               message="the late writer did not place its own entry")
+    targets = list(AuditEntry.objects.order_by("seq").values_list("target", flat=True))
+    assert targets[-2:] == ["held", "late"]
+    # It asked about its own entry by key, not the whole queue (whose deleted rows a scan walks).
+    assert checks and "WHERE id =" in checks[0]
+    assert verify_trail().ok

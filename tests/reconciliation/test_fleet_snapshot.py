@@ -147,3 +147,25 @@ def test_the_resync_refreshes_a_snapshot_only_once_it_is_old(people, redis_clien
     FleetSnapshot.objects.update(as_of=timezone.now() - timedelta(seconds=301))
     resync()
     assert redis_client.exists(fleet_snapshot.QUEUED_KEY)
+
+
+def test_a_suspension_and_a_retirement_each_queue_a_refresh_and_the_retired_agent_leaves(
+        people, redis_client, django_capture_on_commit_callbacks):
+    from reconciliation.actions.common import suspend_agent
+
+    agent = approved_agent(people, "refund-agent")
+    approved_agent(people, "kept-agent")
+    refresh_fleet_snapshot()
+    assert FleetSnapshot.objects.get().fleet["agents"] == 2
+    with django_capture_on_commit_callbacks(execute=True):
+        suspend_agent(agent, actor=people.dana, reason="runaway spend")
+    assert redis_client.exists(fleet_snapshot.QUEUED_KEY)  # the timeline shows suspensions
+    refresh_fleet_snapshot()
+    assert not redis_client.exists(fleet_snapshot.QUEUED_KEY)
+    with django_capture_on_commit_callbacks(execute=True):
+        retirement = actions.propose_retirement("refund-agent", actor=people.alice,
+                                                reason="replaced")
+        actions.approve_retirement(retirement.pk, actor=people.bob)
+    assert redis_client.exists(fleet_snapshot.QUEUED_KEY)
+    refresh_fleet_snapshot()
+    assert FleetSnapshot.objects.get().fleet["agents"] == 1

@@ -121,6 +121,34 @@ def test_email_now_and_a_webhook_digest_each_with_a_link_and_audited(people, mai
 
 
 @pytest.mark.django_db
+def test_a_sweep_over_items_already_heard_of_costs_the_same_for_two_items_or_six(people,
+                                                                                 settings):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    registry_actions.set_preference(actor=people.bob, channel="email", target="bob@example.com",
+                                    mode="digest")
+    registry_actions.set_preference(actor=people.admin, channel="email",
+                                    target="team@example.com", mode="digest", team="payments")
+
+    def heard_sweep() -> int:
+        now = timezone.now()
+        assert notifications.notice_new_items(now) > 0  # the new ones queued once
+        with CaptureQueriesContext(connection) as queries:
+            assert notifications.notice_new_items(now) == 0  # nothing new: nothing drawn
+        return len(queries)
+
+    for i in range(2):
+        escalated(people, f"agent-{i}", team="payments")
+    two = heard_sweep()
+    for i in range(2, 6):
+        escalated(people, f"agent-{i}", team="payments")
+    assert heard_sweep() == two
+    assert Notification.objects.count() == 12  # six items, each to bob and to the team
+
+
+@pytest.mark.django_db
 def test_an_owner_who_is_not_an_approver_hears_nothing_of_the_inbox(people, mail_and_hooks):
     smtp, _ = mail_and_hooks
     oscar = make_person("oscar", "owner")  # owns nothing here: alice's agents are not his

@@ -49,22 +49,21 @@ def entry_leaf_hash(entry: Mapping[str, Any]) -> bytes:
 # never hold an unescaped quote, so the last occurrence of this text is the top-level key.
 PREV_HASH_KEY = ',"prev_hash":"'
 _HEXDIGEST = methodcaller("hexdigest")
-_LAST_PREV_HASH_KEY = methodcaller("rfind", PREV_HASH_KEY)
+_LAST_PREV_HASH_KEY = methodcaller("rfind", PREV_HASH_KEY.encode())
 
 
-def chain_hashes(payloads: Sequence[str], prev_hashes: Sequence[str]) -> list[str]:
-    """entry_hash of each (payload, prev_hash), from payloads already in canonical JSON, the
-    loop in C (maps over hashlib and str): verify checks millions."""
-    texts = map(str.__add__, payloads, prev_hashes)
-    return list(map(_HEXDIGEST, map(hashlib.sha256, map(str.encode, texts))))
+def chain_hashes(payloads: Sequence[bytes], prev_hashes: Sequence[bytes]) -> list[str]:
+    """entry_hash of each (payload, prev_hash), from payloads already in canonical JSON (UTF-8
+    bytes, as stored), the loop in C (maps over hashlib and bytes): verify checks millions."""
+    return list(map(_HEXDIGEST, map(hashlib.sha256, map(bytes.__add__, payloads, prev_hashes))))
 
 
-def leaf_data(payloads: Sequence[str], hashes: Sequence[str]) -> list[bytes]:
+def leaf_data(payloads: Sequence[bytes], hashes: Sequence[bytes]) -> list[bytes]:
     """The Merkle leaf's data of each entry (canonical JSON of the whole exported entry, as
-    entry_leaf_hash builds it) from its payload and hash, without re-serialising: "hash" goes
-    in before the top-level prev_hash. Every loop is a C map."""
-    cuts = [cut + 1 for cut in map(_LAST_PREV_HASH_KEY, payloads)]
+    entry_leaf_hash builds it, UTF-8) from its payload and hash, without re-serialising: "hash"
+    goes in before the top-level prev_hash. Every loop is a C map."""
+    cuts = list(map((1).__add__, map(_LAST_PREV_HASH_KEY, payloads)))
     heads = map(getitem, payloads, map(slice, repeat(None), cuts))
     tails = map(getitem, payloads, map(slice, cuts, repeat(None)))
-    pieces = zip(heads, repeat('"hash":"'), hashes, repeat('",'), tails, strict=False)
-    return list(map(str.encode, map("".join, pieces)))
+    pieces = zip(heads, repeat(b'"hash":"'), hashes, repeat(b'",'), tails, strict=False)
+    return list(map(b"".join, pieces))
