@@ -24,7 +24,7 @@ def record_approved(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('registry', '0011_single_sign_on_identity'),
+        ('registry', '0012_proposal_list_index'),
     ]
 
     operations = [
