@@ -20,7 +20,8 @@ def build_cluster(count: int, connector: str = "sandbox", first: int = 0) -> lis
     from reconciliation.actions import state_hash
     from reconciliation.models import AgentStatus, ObservedState, SandboxAgent
     from registry.manifest import validate_manifest
-    from registry.models import Agent, DesiredStateVersion
+    from registry.models import Agent, DesiredStateVersion, MeetingPoint
+    from registry.toxic import meeting_points
 
     owner, _ = User.objects.get_or_create(username="bench-owner")
     document = yaml.safe_load((ROOT / "examples" / "manifests" / "refund-agent.yaml").read_text())
@@ -44,6 +45,9 @@ def build_cluster(count: int, connector: str = "sandbox", first: int = 0) -> lis
     for agent, version in zip(agents, versions, strict=True):
         agent.active_version = version
     Agent.objects.bulk_update(agents, ["active_version"], batch_size=2000)
+    MeetingPoint.objects.bulk_create(  # what approval records (registry/toxic_fleet.py)
+        [MeetingPoint(agent=a, point=point) for a in agents
+         for point in meeting_points(a.name, manifest.spec)], batch_size=5000)
     digest = state_hash(state)  # what a converging pass records (bulk_create skips save())
     AgentStatus.objects.bulk_create(
         [AgentStatus(agent=a, converged=True, converged_generation=1, observed_generation=1,

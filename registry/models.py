@@ -362,6 +362,25 @@ class ToxicCombination(ComplianceRule):
                 "required_approvals": self.required_approvals, "enabled": self.enabled}
 
 
+class MeetingPoint(models.Model):
+    """One place an agent's approved spec meets other agents (registry/toxic.py
+    meeting_points), rewritten by each approval: the index a proposal's judge follows to read
+    the agents it could join rather than the fleet (registry/toxic_fleet.py)."""
+
+    # (no index of its own: the unique constraint's index starts with it)
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="meeting_points",
+                              db_index=False)
+    point = models.CharField(max_length=100)  # an agent's name, or "mcp:" + 64 hex digits
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["agent", "point"],
+                                               name="one_meeting_point_per_agent")]
+        indexes = [models.Index(fields=["point", "agent"], name="meeting_point_agents")]
+
+    def __str__(self) -> str:
+        return f"{self.agent_id} at {self.point}"
+
+
 class ReviewComment(models.Model):
     """One comment or "request changes" in a proposal's review thread, for the revision it
     was made on."""

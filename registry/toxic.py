@@ -10,6 +10,7 @@ proposal: the fleet as it would be) and observed states (for the fleet as it is)
 
 from __future__ import annotations
 
+import hashlib
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -207,12 +208,97 @@ def paths_through(paths: Iterable[ToxicPath], agent: str) -> Iterator[ToxicPath]
     return (path for path in paths if agent in path.agents)
 
 
+def _components(graph: dict[str, list[tuple[str, str]]]) -> dict[str, int]:
+    """A label per node, shared by the nodes that reach each other (every edge goes both ways,
+    so reaching is joining)."""
+    label: dict[str, int] = {}
+    for first in graph:
+        if first in label:
+            continue
+        label[first], stack = len(label), [first]
+        while stack:
+            for neighbour, _ in graph.get(stack.pop(), ()):
+                if neighbour not in label:
+                    label[neighbour] = label[first]
+                    stack.append(neighbour)
+    return label
+
+
 def new_paths(before: Mapping[str, Mapping[str, Any]], after: Mapping[str, Mapping[str, Any]],
               agent: str, rules: list[RuleLike]) -> tuple[list[ToxicPath], list[ToxicPath]]:
     """For a change to one agent: (paths through it the change would create, paths through it
-    that exist already)."""
-    was = {path.key for path in toxic_paths(before, rules)}
-    created, kept = [], []
-    for path in paths_through(toxic_paths(after, rules), agent):
-        (kept if path.key in was else created).append(path)
-    return created, kept
+    that exist already); each list sorted by key.
+
+    The same answer as splitting `paths_through(toxic_paths(after, rules), agent)` by whether
+    `toxic_paths(before, rules)` has the key, for less: a path through the agent starts and
+    ends in its part of `after`, so only those holders are searched from, and a key existed
+    before exactly when its two ends held their sides and were joined (any way at all)."""
+    if agent not in after:
+        return [], []
+    graph = _edges(after)
+    near = sorted(node for node in _shortest(graph, agent) if node in after)
+    joined = _components(_edges(before))
+    found: dict[tuple[str, str, str], tuple[ToxicPath, bool]] = {}
+    for rule in rules:
+        left, right = Capability.parse(rule.left), Capability.parse(rule.right)
+        ends = [name for name in near if right.held_by(after[name])]
+        if not ends:
+            continue
+        for start in (name for name in near if left.held_by(after[name])):
+            parents = _shortest(graph, start)
+            for end in ends:
+                path = ToxicPath(rule.name, start, str(left), end, str(right),
+                                 _hops(parents, end))
+                if agent in path.agents and path.key not in found:
+                    existed = (start in before and end in before
+                               and left.held_by(before[start]) and right.held_by(before[end])
+                               and joined[start] == joined[end])
+                    found[path.key] = (path, existed)
+    created = [path for path, existed in found.values() if not existed]
+    kept = [path for path, existed in found.values() if existed]
+    return sorted(created, key=lambda p: p.key), sorted(kept, key=lambda p: p.key)
+
+
+def meeting_points(name: str, state: Mapping[str, Any]) -> set[str]:
+    """Where an agent meets others: its own name (its callers meet it there), each agent it
+    calls, and "mcp:" + the SHA-256 of where each of its MCP servers is (short enough for an
+    index whatever the URL). Two agents one step apart always share a point (two that share
+    one may not be joined: both may call an agent outside the fleet), so following shared
+    points from a change's own points gathers every agent a path through it can touch."""
+    servers = (hashlib.sha256(where.encode()).hexdigest()
+               for where in _servers(state.get("mcp_servers")))
+    return {name, *_strings(state.get("delegates_to")), *(f"mcp:{digest}" for digest in servers)}
+
+
+class Neighbourhoods:
+    """States indexed by meeting point, to cut out the part of them a change to one agent
+    can touch. `states` must be closed: no state outside it shares a point with one inside
+    (the whole fleet is; so is what registry/toxic_fleet.py reads around some proposals)."""
+
+    def __init__(self, states: Mapping[str, Mapping[str, Any]]) -> None:
+        self.states = states
+        self._points = {name: meeting_points(name, state) for name, state in states.items()}
+        self._at: dict[str, list[str]] = {}
+        for name, points in self._points.items():
+            for point in points:
+                self._at.setdefault(point, []).append(name)
+
+    @property
+    def points(self) -> set[str]:
+        """Every point some state meets at."""
+        return set(self._at)
+
+    def around(self, agent: str, state: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+        """The states of the agents that share points, through any chain, with `agent` as it
+        is or as `state`: closed, so `new_paths` over them answers as over all `states`."""
+        seen = meeting_points(agent, state)
+        queue, found = deque(seen), {}
+        while queue:
+            for name in self._at.get(queue.popleft(), ()):
+                if name in found:
+                    continue
+                found[name] = self.states[name]
+                for point in self._points[name] - seen:
+                    seen.add(point)
+                    queue.append(point)
+        return found

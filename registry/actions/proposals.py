@@ -32,7 +32,7 @@ from registry.principals import AgentPrincipal, acting_agent
 from registry.recertification import ReviewOverride
 from registry.roles import has_role
 from registry.stepup import StepUp, proposal_reasons, required_error
-from registry.toxic_fleet import judge_proposal
+from registry.toxic_fleet import ToxicJudge, judge_proposal, record_meeting_points
 
 
 @dataclass
@@ -115,21 +115,28 @@ def current_metadata(agent: Agent) -> dict[str, Any] | None:
 
 
 def assess(agent_name: str, active_spec: dict | None, spec: dict, metadata: dict,
-           now: datetime, current: dict | None = None) -> Assessment:
+           now: datetime, current: dict | None = None, *,
+           guardrails: list[Guardrail] | None = None,
+           toxic: ToxicJudge | None = None) -> Assessment:
     """Diff against the active spec (and `current`, the agent's metadata as it is) and
     evaluate every guardrail that selects the agent as it is or as it would be: relabelling
-    an agent never takes it out of a guardrail in the same proposal."""
+    an agent never takes it out of a guardrail in the same proposal. `guardrails` (the enabled
+    ones, by name) and `toxic` are read here unless a caller judging many passes them."""
     changes = permission_diff(active_spec, spec, metadata_before=current,
                               metadata_after=metadata if current is not None else None)
     contexts = [{**metadata, "name": agent_name}]
     if current is not None and current != {k: metadata.get(k) for k in current}:
         contexts.append({**current, "name": agent_name})
     judged, _ = start_clocks(spec, now)  # grants counted from approval: as if approved now
+    if guardrails is None:
+        guardrails = list(Guardrail.objects.filter(enabled=True).order_by("name"))
     results: list[Any] = [
-        verdict for guardrail in Guardrail.objects.filter(enabled=True).order_by("name")
+        verdict for guardrail in guardrails
         if (verdict := _verdict(guardrail, judged, contexts, now)) is not None
     ]
-    results += judge_proposal(agent_name, judged)  # toxic paths it would create
+    # toxic paths it would create
+    results += (toxic.judge(agent_name, judged) if toxic is not None
+                else judge_proposal(agent_name, judged))
     return Assessment(
         changes=[c.to_dict() for c in changes],
         diff=_raw_diff(active_spec, spec),
@@ -492,6 +499,7 @@ def _activate(version: DesiredStateVersion, agent: Agent, actor: Any) -> None:
     agent.connector = version.spec["connector"]
     agent.updated_at = now
     agent.save()
+    record_meeting_points(agent, version.spec)  # where proposals' judges find it from now on
     audit.record(actor=actor, action=AuditAction.VERSION_ACTIVATED, target=f"agent:{agent.name}",
                  agent=agent.name, before=before, after=version.spec,
                  reason=f"generation {version.generation} from proposal {version.pk}")
@@ -575,14 +583,18 @@ def reevaluate_pending(*, actor: Any) -> int:
     changed = 0
     lowered: list[int] = []
     now = timezone.now()
-    pending = (DesiredStateVersion.objects.select_for_update(of=("self",))
-               .filter(state=VersionState.PENDING)
-               .select_related("agent__active_version", "agent__owner"))
+    pending = list(DesiredStateVersion.objects.select_for_update(of=("self",))
+                   .filter(state=VersionState.PENDING)
+                   .select_related("agent__active_version", "agent__owner"))
+    # Read once for all of them: the guardrails, the toxic rules and the approved specs
+    # around every pending proposal (not the fleet once per proposal).
+    guardrails = list(Guardrail.objects.filter(enabled=True).order_by("name"))
+    toxic = ToxicJudge((version.agent.name, version.spec) for version in pending)
     for version in pending:
         agent = version.agent
         active = agent.active_version.spec if agent.active_version_id else None
         assessment = assess(agent.name, active, version.spec, version.metadata, now,
-                            current_metadata(agent))
+                            current_metadata(agent), guardrails=guardrails, toxic=toxic)
         results = [r.to_dict() for r in assessment.guardrails]
         if assessment.denials:
             version.state = VersionState.REJECTED
