@@ -68,17 +68,24 @@ def callable_tools(spec: dict[str, Any]) -> set[str]:
     return {*spec.get("tools", []), *mcp}
 
 
+def granted_resources(spec: dict[str, Any]) -> set[str]:
+    """The resources the spec grants any access to."""
+    return {d["resource"] for d in spec.get("data", [])}
+
+
 def static_violations(spec: dict[str, Any], event: Event, *, signed_off: bool,
-                      reused_decision: bool = False) -> list[Violation]:
-    """What one event breaks on its own against the effective desired spec."""
+                      reused_decision: bool = False, tools: set[str] | None = None,
+                      granted: set[str] | None = None) -> list[Violation]:
+    """What one event breaks on its own against the effective desired spec. `tools` and
+    `granted` are callable_tools(spec) and granted_resources(spec) when the caller judges
+    many events by one spec and made them once."""
     found = []
-    if event.tool and event.tool not in callable_tools(spec):
+    if event.tool and event.tool not in (callable_tools(spec) if tools is None else tools):
         found.append(Violation("tool_not_approved", f"/tools/{_escape(event.tool)}", None,
                                event.tool, "behaviour", event.id,
                                f"tool {event.tool} is not approved"))
     if event.resource:
-        granted = {d["resource"] for d in spec.get("data", [])}
-        if event.resource not in granted:
+        if event.resource not in (granted_resources(spec) if granted is None else granted):
             found.append(Violation("resource_not_approved",
                                    f"/data/{_escape(event.resource)}", None, event.resource,
                                    "behaviour", event.id,

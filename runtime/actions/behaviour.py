@@ -53,7 +53,9 @@ from runtime.actions import group_rules
 from runtime.behaviour import (
     DEDUPE_SECONDS,
     Violation,
+    callable_tools,
     covers,
+    granted_resources,
     static_violations,
     window_checks,
     window_violation,
@@ -278,16 +280,29 @@ def _static(events: list[Event], agents: dict[str, Agent],
             now: datetime) -> dict[int, list[Violation]]:
     """What each event breaks on its own, per agent (effective desired state once each)."""
     violations: dict[int, list[Violation]] = {}
-    specs: dict[str, dict[str, Any]] = {}
+    # Per agent once (not per event): its spec and the sets each event is checked against.
+    judged: dict[str, tuple | None] = {}
     for event in events:
-        agent = agents.get(event.agent)
-        if agent is None or agent.active_version is None:
+        rules = judged.get(event.agent, False)
+        if rules is False:
+            agent = agents.get(event.agent)
+            rules = judged[event.agent] = None if agent is None or (
+                agent.active_version is None) else _static_rules(agent, now)
+            if rules is not None:
+                violations.setdefault(rules[0], [])
+        if rules is None:
             continue
-        spec = specs.get(agent.name) or specs.setdefault(agent.name, _rules_spec(agent, now))
+        agent_id, spec, tools, granted = rules
         signed_off, reused = signed.get((event.agent, event.id), (False, False))
-        violations.setdefault(agent.pk, []).extend(
-            static_violations(spec, event, signed_off=signed_off, reused_decision=reused))
+        if found := static_violations(spec, event, signed_off=signed_off,
+                                      reused_decision=reused, tools=tools, granted=granted):
+            violations[agent_id].extend(found)
     return violations
+
+
+def _static_rules(agent: Agent, now: datetime) -> tuple[int, dict[str, Any], set[str], set[str]]:
+    spec = _rules_spec(agent, now)
+    return agent.pk, spec, callable_tools(spec), granted_resources(spec)
 
 
 RULE_SPECS_KEPT = 20_000
@@ -369,23 +384,28 @@ def _count_windows(events: list[Event], agents: dict[str, Agent],
     rules = group_rules.active_rules()
     if rules:
         group_rules.ensure_group_windows(rules, now)
-    checks = []
+    # Each agent's id and approved spec read once per batch, not per event and rule.
+    judged = {name: (agent, agent.pk, agent.active_version.spec)
+              for name, agent in agents.items() if agent.active_version is not None}
     durations: dict[str, int] = {}
-    for event in events:
-        agent = agents.get(event.agent)
-        if agent is None or agent.active_version is None:
-            continue
-        spec = agent.active_version.spec
+    for _, _, spec in judged.values():
         for limit in spec["limits"]:
             if limit["per"] not in durations:
                 durations[limit["per"]] = duration_seconds(limit["per"])
-        checks.extend((agent, event, check)
-                      for check in window_checks(spec, event, agent.pk, durations))
+    checks = []
+    spending = []
+    for event in events:
+        found = judged.get(event.agent)
+        if found is None:
+            continue
+        agent, agent_id, spec = found
+        if event.resource and spec["limits"]:
+            checks.extend((agent, event, check)
+                          for check in window_checks(spec, event, agent_id, durations))
+        if spec.get("budgets"):
+            spending.extend((agent, event, check, index)
+                            for check, index in budget_checks(spec, event, agent_id))
     grouped = group_rules.group_checks(events, agents, rules)
-    spending = [(agent, event, check, index) for event in events
-                if (agent := agents.get(event.agent)) is not None
-                and agent.active_version is not None
-                for check, index in budget_checks(agent.active_version.spec, event, agent.pk)]
     counts, totals = group_windows.count_with_groups(
         [(check, event.id, event.ts) for _, event, check in checks],
         [(check, event.ts) for _, event, check in grouped]
@@ -410,13 +430,27 @@ def ensure_windows(agents: list[Agent], now: datetime) -> None:
     A marker per agent says which generation they were filled for (each use keeps it for
     another longest window); without it the stored events go in (into the windows only: they
     are not judged again). Raises RedisError."""
-    limited = [(a, _horizon(a.active_version.spec)) for a in agents
-               if a.active_version is not None and (
-                   a.active_version.spec.get("limits") or a.active_version.spec.get("budgets"))]
+    limited = [(a, horizon) for a in agents
+               if (version := a.active_version) is not None
+               and (horizon := _version_horizon(version)) is not None]
     for (agent, horizon), generation in zip(
             limited, windows.filled_generations([(a.pk, h) for a, h in limited]), strict=True):
         if generation != agent.generation:
             _refill(agent, horizon, now)
+
+
+_horizons: dict[tuple[int, str], int | None] = {}  # a version's spec never changes
+
+
+def _version_horizon(version: DesiredStateVersion) -> int | None:
+    """_horizon of a version's spec, None when it has no windows (kept per process)."""
+    key = (version.pk, version.spec_sha256)
+    if key not in _horizons:
+        if len(_horizons) >= VERSION_SPECS_KEPT:
+            _horizons.clear()
+        spec = version.spec
+        _horizons[key] = _horizon(spec) if spec.get("limits") or spec.get("budgets") else None
+    return _horizons[key]
 
 
 def _horizon(spec: dict[str, Any]) -> int:
