@@ -53,6 +53,7 @@ from runtime.actions import group_rules
 from runtime.behaviour import (
     DEDUPE_SECONDS,
     Violation,
+    WindowCheck,
     callable_tools,
     covers,
     granted_resources,
@@ -287,7 +288,7 @@ def _static(events: list[Event], agents: dict[str, Agent],
         if rules is False:
             agent = agents.get(event.agent)
             rules = judged[event.agent] = None if agent is None or (
-                agent.active_version is None) else _static_rules(agent, now)
+                agent.active_version is None) else (agent.pk, *_rules(agent, now))
             if rules is not None:
                 violations.setdefault(rules[0], [])
         if rules is None:
@@ -300,32 +301,33 @@ def _static(events: list[Event], agents: dict[str, Agent],
     return violations
 
 
-def _static_rules(agent: Agent, now: datetime) -> tuple[int, dict[str, Any], set[str], set[str]]:
-    spec = _rules_spec(agent, now)
-    return agent.pk, spec, callable_tools(spec), granted_resources(spec)
-
-
 RULE_SPECS_KEPT = 20_000
-_rule_specs: dict[tuple, tuple[dict[str, Any], datetime, datetime | None]] = {}
+_rule_specs: dict[tuple, tuple[dict[str, Any], datetime, datetime | None, set[str], set[str]]] = {}
 
 
 def _rules_spec(agent: Agent, now: datetime) -> dict[str, Any]:
+    """The spec an agent's events are judged by now (see _rules)."""
+    return _rules(agent, now)[0]
+
+
+def _rules(agent: Agent, now: datetime) -> tuple[dict[str, Any], set[str], set[str]]:
     """desired_now(agent, now), read only, kept per process across batches (a deep copy of
     the spec per agent per batch was most of a 1,000-agent batch's time). It changes only
     with the version, the restriction or suspension, or when a live grant expires, so it is
-    reused from when it was made until the first live grant's expiry."""
+    reused from when it was made until the first live grant's expiry. Kept with it: its
+    callable tools and granted resources, the sets every event is checked against."""
     version = agent.active_version
     key = (version.pk, version.spec_sha256, repr(agent.restricted_to),
            agent.lifecycle == Lifecycle.SUSPENDED)
     kept = _rule_specs.get(key)
-    if kept is not None and kept[1] <= now and (kept[2] is None or now < kept[2]):
-        return kept[0]
-    spec = desired_now(agent, now)
-    expiries = [parse_expiry(grant["expires_at"]) for grant in spec.get("grants", [])]
-    if len(_rule_specs) >= RULE_SPECS_KEPT:
-        _rule_specs.clear()
-    _rule_specs[key] = (spec, now, min(expiries) if expiries else None)
-    return spec
+    if kept is None or not (kept[1] <= now and (kept[2] is None or now < kept[2])):
+        spec = desired_now(agent, now)
+        expiries = [parse_expiry(grant["expires_at"]) for grant in spec.get("grants", [])]
+        if len(_rule_specs) >= RULE_SPECS_KEPT:
+            _rule_specs.clear()
+        kept = _rule_specs[key] = (spec, now, min(expiries) if expiries else None,
+                                   callable_tools(spec), granted_resources(spec))
+    return kept[0], kept[3], kept[4]
 
 
 def recount_events(limit: int = 5000, *, settled_seconds: float = 0) -> int:
@@ -394,6 +396,7 @@ def _count_windows(events: list[Event], agents: dict[str, Agent],
                 durations[limit["per"]] = duration_seconds(limit["per"])
     checks = []
     spending = []
+    made: dict[tuple, WindowCheck] = {}  # an agent's calls windows, one object per batch
     for event in events:
         found = judged.get(event.agent)
         if found is None:
@@ -401,7 +404,7 @@ def _count_windows(events: list[Event], agents: dict[str, Agent],
         agent, agent_id, spec = found
         if event.resource and spec["limits"]:
             checks.extend((agent, event, check)
-                          for check in window_checks(spec, event, agent_id, durations))
+                          for check in window_checks(spec, event, agent_id, durations, made))
         if spec.get("budgets"):
             spending.extend((agent, event, check, index)
                             for check, index in budget_checks(spec, event, agent_id))
