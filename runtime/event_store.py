@@ -117,31 +117,27 @@ def _prepared(field: Any, value: Any) -> Any:
     return field.get_db_prep_save(value, connection)
 
 
-def mark_counted(keys: list[tuple[str, str, datetime]]) -> None:
-    """The outbox flag: these (agent, id, ts) events, as this process stored them, are in their
-    windows and their broken rules queued."""
+def mark_counted(keys: list[tuple[str, str]]) -> None:
+    """The outbox flag: these (agent, id) events are in their windows and their broken rules
+    queued."""
     if not keys:
         return
     table = _table()
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            # The keys as one JSON parameter: array parameters are formatted in Python. The
-            # stored ts is in the key so each row is looked up in its own partition (by
-            # agent and id alone, every partition's index is probed for every event).
+            # The keys as one JSON parameter: array parameters are formatted in Python.
             cursor.execute(
                 f"UPDATE {table} e SET counted = true FROM json_to_recordset(%s::json) "
-                "AS k(a text, i text, t timestamptz) WHERE e.agent_name = k.a "
-                'AND e.event_id = k.i AND e.ts = k.t AND NOT e."foreign" AND NOT e.counted',
-                [json.dumps([{"a": agent, "i": event_id, "t": ts.isoformat()}
-                             for agent, event_id, ts in keys])])
+                "AS k(a text, i text) WHERE e.agent_name = k.a AND e.event_id = k.i "
+                'AND NOT e."foreign" AND NOT e.counted',
+                [json.dumps([{"a": agent, "i": event_id} for agent, event_id in keys])])
             return
         for start in range(0, len(keys), 400):
             chunk = keys[start:start + 400]
             pairs = ", ".join(["(%s, %s)"] * len(chunk))
             cursor.execute(f"UPDATE {table} SET counted = 1 WHERE NOT \"foreign\" AND NOT "
                            f"counted AND (agent_name, event_id) IN (VALUES {pairs})",
-                           [value for agent, event_id, _ in chunk
-                            for value in (agent, event_id)])
+                           [value for key in chunk for value in key])
 
 
 def note_unregistered(counts: dict[str, int], labels: dict[str, str], now: datetime) -> None:

@@ -272,7 +272,7 @@ def _count_stored(events: list[Event], agents: dict[str, Agent],
         if report is not None:
             report.rules_pending = True
         return False
-    event_store.mark_counted([(event.agent, event.id, event.ts) for event in events])
+    event_store.mark_counted([(event.agent, event.id) for event in events])
     return True
 
 
