@@ -1,5 +1,6 @@
 """ASGI entry point: HTTP through Django, websockets through Channels (origin-checked)."""
 
+import gc
 import os
 
 from django.core.asgi import get_asgi_application
@@ -22,3 +23,10 @@ application = ProtocolTypeRouter(
         ),
     }
 )
+
+# A web process keeps what it loaded at start (modules, settings, URL patterns, the app) for
+# life: moved out of the cyclic collector's reach, and young collections made ten times rarer,
+# so its collections stop walking them every few requests. A 1,000-event ingest batch spent
+# ~15% of its Python time in the collector (7.6 -> 1 us per event).
+gc.freeze()
+gc.set_threshold(7000, 10, 10)

@@ -68,17 +68,24 @@ def callable_tools(spec: dict[str, Any]) -> set[str]:
     return {*spec.get("tools", []), *mcp}
 
 
+def granted_resources(spec: dict[str, Any]) -> set[str]:
+    """The resources the spec grants any access to."""
+    return {d["resource"] for d in spec.get("data", [])}
+
+
 def static_violations(spec: dict[str, Any], event: Event, *, signed_off: bool,
-                      reused_decision: bool = False) -> list[Violation]:
-    """What one event breaks on its own against the effective desired spec."""
+                      reused_decision: bool = False, tools: set[str] | None = None,
+                      granted: set[str] | None = None) -> list[Violation]:
+    """What one event breaks on its own against the effective desired spec. `tools` and
+    `granted` are callable_tools(spec) and granted_resources(spec) when the caller judges
+    many events by one spec and made them once."""
     found = []
-    if event.tool and event.tool not in callable_tools(spec):
+    if event.tool and event.tool not in (callable_tools(spec) if tools is None else tools):
         found.append(Violation("tool_not_approved", f"/tools/{_escape(event.tool)}", None,
                                event.tool, "behaviour", event.id,
                                f"tool {event.tool} is not approved"))
     if event.resource:
-        granted = {d["resource"] for d in spec.get("data", [])}
-        if event.resource not in granted:
+        if event.resource not in (granted_resources(spec) if granted is None else granted):
             found.append(Violation("resource_not_approved",
                                    f"/data/{_escape(event.resource)}", None, event.resource,
                                    "behaviour", event.id,
@@ -103,8 +110,11 @@ def static_violations(spec: dict[str, Any], event: Event, *, signed_off: bool,
 
 
 def window_checks(spec: dict[str, Any], event: Event, agent_id: int,
-                  durations: dict[str, int]) -> list[WindowCheck]:
-    """The sliding windows an event counts in, from the spec's behaviour limits."""
+                  durations: dict[str, int],
+                  made: dict[tuple, WindowCheck] | None = None) -> list[WindowCheck]:
+    """The sliding windows an event counts in, from the spec's behaviour limits. `made`
+    keeps the calls windows (the same for every event of an agent and resource) for a caller
+    judging many events by one spec."""
     if not event.resource:
         return []
     checks = []
@@ -112,16 +122,24 @@ def window_checks(spec: dict[str, Any], event: Event, agent_id: int,
         if limit["resource"] != event.resource:
             continue
         seconds = durations[limit["per"]]
-        pointer = f"/limits/{_escape(event.resource)}"
         if "max_calls" in limit:
-            checks.append(WindowCheck(
-                f"bw:{agent_id}:{event.resource}:calls:{seconds}", seconds, limit["max_calls"],
-                "rate_limit_exceeded", f"{pointer}/max_calls",
-                f"more than {limit['max_calls']} calls to {event.resource} per {limit['per']}"))
+            made_as = (agent_id, event.resource, limit["per"], limit["max_calls"])
+            check = made.get(made_as) if made is not None else None
+            if check is None:
+                check = WindowCheck(
+                    f"bw:{agent_id}:{event.resource}:calls:{seconds}", seconds,
+                    limit["max_calls"], "rate_limit_exceeded",
+                    f"/limits/{_escape(event.resource)}/max_calls",
+                    f"more than {limit['max_calls']} calls to {event.resource} per "
+                    f"{limit['per']}")
+                if made is not None:
+                    made[made_as] = check
+            checks.append(check)
         elif "max_same_record" in limit and event.record:
             checks.append(WindowCheck(
                 f"bw:{agent_id}:{event.resource}:record:{event.record}:{seconds}", seconds,
-                limit["max_same_record"], "same_record_exceeded", f"{pointer}/max_same_record",
+                limit["max_same_record"], "same_record_exceeded",
+                f"/limits/{_escape(event.resource)}/max_same_record",
                 f"more than {limit['max_same_record']} reads of one {event.resource} record "
                 f"per {limit['per']}"))
     return checks

@@ -124,9 +124,8 @@ def validate_event(raw: Any, now: datetime) -> Event | str:
         return raw.reason
     if not isinstance(raw, dict):
         return "expected a JSON object"
-    unknown = sorted(set(raw) - FIELDS)
-    if unknown:
-        return f"unknown field {unknown[0]!r}"
+    if not FIELDS.issuperset(raw):
+        return f"unknown field {sorted(set(raw) - FIELDS)[0]!r}"
     event_id = raw.get("id")
     if not isinstance(event_id, str) or not 1 <= len(event_id) <= 128:
         return "id must be a string of 1 to 128 characters"

@@ -53,7 +53,10 @@ from runtime.actions import group_rules
 from runtime.behaviour import (
     DEDUPE_SECONDS,
     Violation,
+    WindowCheck,
+    callable_tools,
     covers,
+    granted_resources,
     static_violations,
     window_checks,
     window_violation,
@@ -278,39 +281,53 @@ def _static(events: list[Event], agents: dict[str, Agent],
             now: datetime) -> dict[int, list[Violation]]:
     """What each event breaks on its own, per agent (effective desired state once each)."""
     violations: dict[int, list[Violation]] = {}
-    specs: dict[str, dict[str, Any]] = {}
+    # Per agent once (not per event): its spec and the sets each event is checked against.
+    judged: dict[str, tuple | None] = {}
     for event in events:
-        agent = agents.get(event.agent)
-        if agent is None or agent.active_version is None:
+        rules = judged.get(event.agent, False)
+        if rules is False:
+            agent = agents.get(event.agent)
+            rules = judged[event.agent] = None if agent is None or (
+                agent.active_version is None) else (agent.pk, *_rules(agent, now))
+            if rules is not None:
+                violations.setdefault(rules[0], [])
+        if rules is None:
             continue
-        spec = specs.get(agent.name) or specs.setdefault(agent.name, _rules_spec(agent, now))
+        agent_id, spec, tools, granted = rules
         signed_off, reused = signed.get((event.agent, event.id), (False, False))
-        violations.setdefault(agent.pk, []).extend(
-            static_violations(spec, event, signed_off=signed_off, reused_decision=reused))
+        if found := static_violations(spec, event, signed_off=signed_off,
+                                      reused_decision=reused, tools=tools, granted=granted):
+            violations[agent_id].extend(found)
     return violations
 
 
 RULE_SPECS_KEPT = 20_000
-_rule_specs: dict[tuple, tuple[dict[str, Any], datetime, datetime | None]] = {}
+_rule_specs: dict[tuple, tuple[dict[str, Any], datetime, datetime | None, set[str], set[str]]] = {}
 
 
 def _rules_spec(agent: Agent, now: datetime) -> dict[str, Any]:
+    """The spec an agent's events are judged by now (see _rules)."""
+    return _rules(agent, now)[0]
+
+
+def _rules(agent: Agent, now: datetime) -> tuple[dict[str, Any], set[str], set[str]]:
     """desired_now(agent, now), read only, kept per process across batches (a deep copy of
     the spec per agent per batch was most of a 1,000-agent batch's time). It changes only
     with the version, the restriction or suspension, or when a live grant expires, so it is
-    reused from when it was made until the first live grant's expiry."""
+    reused from when it was made until the first live grant's expiry. Kept with it: its
+    callable tools and granted resources, the sets every event is checked against."""
     version = agent.active_version
     key = (version.pk, version.spec_sha256, repr(agent.restricted_to),
            agent.lifecycle == Lifecycle.SUSPENDED)
     kept = _rule_specs.get(key)
-    if kept is not None and kept[1] <= now and (kept[2] is None or now < kept[2]):
-        return kept[0]
-    spec = desired_now(agent, now)
-    expiries = [parse_expiry(grant["expires_at"]) for grant in spec.get("grants", [])]
-    if len(_rule_specs) >= RULE_SPECS_KEPT:
-        _rule_specs.clear()
-    _rule_specs[key] = (spec, now, min(expiries) if expiries else None)
-    return spec
+    if kept is None or not (kept[1] <= now and (kept[2] is None or now < kept[2])):
+        spec = desired_now(agent, now)
+        expiries = [parse_expiry(grant["expires_at"]) for grant in spec.get("grants", [])]
+        if len(_rule_specs) >= RULE_SPECS_KEPT:
+            _rule_specs.clear()
+        kept = _rule_specs[key] = (spec, now, min(expiries) if expiries else None,
+                                   callable_tools(spec), granted_resources(spec))
+    return kept[0], kept[3], kept[4]
 
 
 def recount_events(limit: int = 5000, *, settled_seconds: float = 0) -> int:
@@ -369,23 +386,29 @@ def _count_windows(events: list[Event], agents: dict[str, Agent],
     rules = group_rules.active_rules()
     if rules:
         group_rules.ensure_group_windows(rules, now)
-    checks = []
+    # Each agent's id and approved spec read once per batch, not per event and rule.
+    judged = {name: (agent, agent.pk, agent.active_version.spec)
+              for name, agent in agents.items() if agent.active_version is not None}
     durations: dict[str, int] = {}
-    for event in events:
-        agent = agents.get(event.agent)
-        if agent is None or agent.active_version is None:
-            continue
-        spec = agent.active_version.spec
+    for _, _, spec in judged.values():
         for limit in spec["limits"]:
             if limit["per"] not in durations:
                 durations[limit["per"]] = duration_seconds(limit["per"])
-        checks.extend((agent, event, check)
-                      for check in window_checks(spec, event, agent.pk, durations))
+    checks = []
+    spending = []
+    made: dict[tuple, WindowCheck] = {}  # an agent's calls windows, one object per batch
+    for event in events:
+        found = judged.get(event.agent)
+        if found is None:
+            continue
+        agent, agent_id, spec = found
+        if event.resource and spec["limits"]:
+            checks.extend((agent, event, check)
+                          for check in window_checks(spec, event, agent_id, durations, made))
+        if spec.get("budgets"):
+            spending.extend((agent, event, check, index)
+                            for check, index in budget_checks(spec, event, agent_id))
     grouped = group_rules.group_checks(events, agents, rules)
-    spending = [(agent, event, check, index) for event in events
-                if (agent := agents.get(event.agent)) is not None
-                and agent.active_version is not None
-                for check, index in budget_checks(agent.active_version.spec, event, agent.pk)]
     counts, totals = group_windows.count_with_groups(
         [(check, event.id, event.ts) for _, event, check in checks],
         [(check, event.ts) for _, event, check in grouped]
@@ -410,13 +433,27 @@ def ensure_windows(agents: list[Agent], now: datetime) -> None:
     A marker per agent says which generation they were filled for (each use keeps it for
     another longest window); without it the stored events go in (into the windows only: they
     are not judged again). Raises RedisError."""
-    limited = [(a, _horizon(a.active_version.spec)) for a in agents
-               if a.active_version is not None and (
-                   a.active_version.spec.get("limits") or a.active_version.spec.get("budgets"))]
+    limited = [(a, horizon) for a in agents
+               if (version := a.active_version) is not None
+               and (horizon := _version_horizon(version)) is not None]
     for (agent, horizon), generation in zip(
             limited, windows.filled_generations([(a.pk, h) for a, h in limited]), strict=True):
         if generation != agent.generation:
             _refill(agent, horizon, now)
+
+
+_horizons: dict[tuple[int, str], int | None] = {}  # a version's spec never changes
+
+
+def _version_horizon(version: DesiredStateVersion) -> int | None:
+    """_horizon of a version's spec, None when it has no windows (kept per process)."""
+    key = (version.pk, version.spec_sha256)
+    if key not in _horizons:
+        if len(_horizons) >= VERSION_SPECS_KEPT:
+            _horizons.clear()
+        spec = version.spec
+        _horizons[key] = _horizon(spec) if spec.get("limits") or spec.get("budgets") else None
+    return _horizons[key]
 
 
 def _horizon(spec: dict[str, Any]) -> int:
