@@ -104,9 +104,16 @@ def _resume_if_overdue_suspended(agent: Agent, *, actor: Any, version: DesiredSt
 
 
 def _refresh_condition(agent: Agent, now: datetime) -> None:
-    """The Recertified condition on the agent's status, now (the page reads it at once)."""
-    status = AgentStatus.objects.select_for_update().filter(agent=agent).first()
+    """The Recertified condition on the agent's status, now (the page reads it at once).
+
+    The caller holds the agent's row; a reconcile pass holds the status row and may then want
+    the agent's, so waiting here for a pass could deadlock (it did, under an approval). A status
+    row a pass holds is left to it and to the pass the caller requests, which write the
+    condition from the agent's fields as committed."""
+    status = AgentStatus.objects.select_for_update(skip_locked=True).filter(agent=agent).first()
     if status is None:
+        if AgentStatus.objects.filter(agent=agent).exists():
+            return
         status = AgentStatus.objects.create(agent=agent)
     status.conditions = with_recertified(status.conditions, agent, now)
     status.save(update_fields=["conditions"])

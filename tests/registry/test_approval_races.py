@@ -75,3 +75,32 @@ def test_two_approvers_on_one_proposal_needing_two_both_count(transactional_db, 
     version.refresh_from_db()
     assert (version.state, version.generation) == ("approved", 2)
     assert Agent.objects.get(pk=refund_agent.pk).generation == 2
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql",
+                    reason="row locks held by another session are PostgreSQL's")
+def test_an_approval_does_not_wait_for_a_pass_holding_the_agents_status(transactional_db,
+                                                                        people, refund_agent):
+    """A pass locks the status row, then may want the agent's row, which an approval holds
+    while it writes the Recertified condition: the approval must not wait for the status row
+    (the two once deadlocked), and the pass it requests writes the condition."""
+    import psycopg
+    from django.db import connection as django_connection
+
+    from reconciliation.models import AgentStatus
+
+    AgentStatus.objects.get_or_create(agent=refund_agent)
+    version = actions.propose(refund_agent, refund_manifest(model="b").spec,
+                              refund_agent.active_version.metadata, actor=people.alice,
+                              source=VersionSource.API).version
+    params = django_connection.get_connection_params()
+    with psycopg.connect(dbname=params["dbname"], user=params.get("user"),
+                         host=params.get("host"), port=params.get("port"),
+                         password=params.get("password")) as pass_connection:
+        pass_connection.execute("SELECT 1 FROM reconciliation_agentstatus WHERE agent_id = %s "
+                                "FOR UPDATE", [refund_agent.pk])  # the pass's lock, held
+        outcome = race(lambda: actions.approve_proposal(version.pk, actor=people.bob))
+        assert outcome[0] is not None, "the approval waited for the pass's status row"
+        assert outcome[0][0] == "ok", outcome[0]
+        pass_connection.rollback()
+    assert Agent.objects.get(pk=refund_agent.pk).active_version_id == version.pk
