@@ -11,16 +11,15 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from bench.cluster import build_cluster
+from bench.judge import old_judge_proposal
 from registry import actions
 from registry.actions.proposals import reevaluate_pending
-from registry.choices import Lifecycle, VersionState
+from registry.choices import VersionState
 from registry.models import Agent, DesiredStateVersion
-from registry.toxic import meeting_points, paths_through, toxic_paths
+from registry.toxic import meeting_points
 from registry.toxic_fleet import (
     ToxicJudge,
-    _verdict,
     approved_specs_near,
-    enabled_rules,
     judge_proposal,
 )
 from tests.conftest import approved_agent, refund_manifest
@@ -36,17 +35,9 @@ NAMES = ["ana", "ben", "cy", "dee", "eve", "fin"]
 
 
 def old_judge(agent_name: str, spec: dict) -> list[dict]:
-    """The judge as it was: every approved spec of the fleet, every path of both fleets."""
-    rules = enabled_rules()
-    before = dict(Agent.objects.exclude(lifecycle=Lifecycle.RETIRED)
-                  .filter(active_version__isnull=False)
-                  .values_list("name", "active_version__spec"))
-    after = {**before, agent_name: spec}
-    was = {path.key for path in toxic_paths(before, rules)}
-    by_name = {rule.name: rule for rule in rules}
-    return [_verdict(by_name[path.rule], path).to_dict()
-            for path in paths_through(toxic_paths(after, rules), agent_name)
-            if path.key not in was]
+    """The judge as it was (bench/judge.py keeps it as its reference): every approved spec of
+    the fleet, every path of both fleets."""
+    return [result.to_dict() for result in old_judge_proposal(agent_name, spec)]
 
 
 def random_spec(rng: random.Random) -> dict:
