@@ -120,8 +120,7 @@ def _write(content: dict[str, Any]) -> AuditEntry | AuditPendingEntry:
     # it queued earlier (when the lock was taken), so one transaction's entries keep order.
     head, frontier, rows = _claim(QUEUE_BATCH)
     if len(rows) < QUEUE_BATCH:
-        *_, entry = _place(head, [*rows, content], frontier)
-        return entry
+        return _place(head, [*rows, content], frontier)
     _place(head, rows, frontier)  # a backlog: place one batch, and queue behind the rest
     pending = AuditPendingEntry(**content)
     AuditPendingEntry.objects.bulk_create([pending])
@@ -129,34 +128,37 @@ def _write(content: dict[str, Any]) -> AuditEntry | AuditPendingEntry:
 
 
 def _place(head: AuditChainHead, contents: list[dict[str, Any]],
-           frontier: dict[int, bytes] | None = None) -> list[AuditEntry]:
+           frontier: dict[int, bytes] | None = None) -> AuditEntry:
     """Give entries the next seqs after the locked head: chain hashes, tree nodes, the
-    checkpoints whose sizes they reach, and the new head. `frontier` is the tree's stored right
-    edge at the head's size when the caller has read it (else it is read here)."""
-    entries, seq, previous = [], head.seq, head.hash
+    checkpoints whose sizes they reach, and the new head; the last entry, as saved. `frontier`
+    is the tree's stored right edge at the head's size when the caller has read it (else it is
+    read here). Rows stay plain dicts (a model instance per entry cost as much as hashing it):
+    only the last is made an AuditEntry, for the writer that placed its own entry last."""
+    rows, seq, previous = [], head.seq, head.hash
     for content in contents:
         seq += 1
-        fields = {**content, "seq": seq, "prev_hash": previous}
-        payload = entry_payload({**fields, "at": format_time(fields["at"])})
-        previous = chain_hash(payload, previous)
-        entries.append(AuditEntry(**fields, hash=previous, canonical=payload))
-    leaves = [merkle.leaf_hash(leaf_bytes(entry.canonical, entry.hash)) for entry in entries]
+        row = {**content, "seq": seq, "prev_hash": previous}
+        payload = entry_payload({**row, "at": format_time(row["at"])})
+        previous = row["hash"] = chain_hash(payload, previous)
+        row["canonical"] = payload
+        rows.append(row)
+    leaves = [merkle.leaf_hash(leaf_bytes(row["canonical"], row["hash"])) for row in rows]
     nodes = (tree.nodes_to_append(head.seq, leaves) if frontier is None
              else tree.grow(head.seq, dict(frontier), leaves))
+    stored = placing.store(rows, nodes, seq, previous)
+    if not stored:
+        AuditEntry.objects.bulk_create([AuditEntry(**row) for row in rows])
+        AuditTreeNode.objects.bulk_create([AuditTreeNode(position=p, hash=h) for p, h in nodes])
     every = settings.AUDIT_CHECKPOINT_EVERY
-    signs = [entry for entry in entries if entry.seq % every == 0]
-    if not signs and placing.store(entries, nodes, seq, previous):
-        for entry in entries:  # as the ORM leaves a saved row: its guards then apply
-            entry._state.adding, entry._state.db = False, head._state.db
-        head.seq, head.hash = seq, previous
-        return entries
-    AuditEntry.objects.bulk_create(entries)
-    AuditTreeNode.objects.bulk_create([AuditTreeNode(position=p, hash=h) for p, h in nodes])
-    for entry in signs:
-        _sign(entry.seq, entry.hash)
+    for row in rows:
+        if row["seq"] % every == 0:
+            _sign(row["seq"], row["hash"])
     head.seq, head.hash = seq, previous
-    head.save(update_fields=["seq", "hash"])
-    return entries
+    if not stored:
+        head.save(update_fields=["seq", "hash"])
+    last = AuditEntry(**rows[-1])
+    last._state.adding, last._state.db = False, head._state.db  # as the ORM leaves a saved row
+    return last
 
 
 def _settle_after() -> None:

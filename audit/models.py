@@ -65,7 +65,9 @@ class AuditEntry(AppendOnlyModel, AuditFields):
 
     seq = models.BigIntegerField(primary_key=True)
     prev_hash = models.CharField(max_length=64)
-    hash = models.CharField(max_length=64, unique=True)
+    # Not indexed: nothing looks an entry up by its hash, and verify recomputes every hash, so a
+    # unique index (two btrees of random strings) cost every append and proved nothing more.
+    hash = models.CharField(max_length=64)
     # The canonical JSON the chain hash covers, kept so verify hashes stored bytes instead of
     # re-serialising every row; verify also checks it against the columns above. Empty on rows
     # written before it existed (verify then rebuilds it from the columns).

@@ -14,7 +14,11 @@ the holder's next read after releasing sees it, and no entry is stranded.
 import json
 from typing import Any
 
+import psycopg
 from django.db import connection
+from django.db.backends.postgresql.base import TIMESTAMPTZ_OID
+from django.db.backends.postgresql.psycopg_any import register_tzloader
+from psycopg.pq import Format
 
 from audit.tree import LEVEL_SHIFT
 
@@ -36,26 +40,75 @@ def _json(value: Any) -> str | None:
     return None if value is None else json.dumps(value)
 
 
+ONLY_WHEN_ASKED = 2**31 - 1  # a prepare threshold that no statement reaches by repetition
+
+
+class _PreparedCursor(psycopg.Cursor):
+    """Binds on the server and has every statement prepared (planned once per session)."""
+
+    _sent: tuple[Any, Any] | None = None
+    _converted: Any = None
+
+    def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None,
+                binary: bool | None = None) -> "_PreparedCursor":
+        super().execute(query, params, prepare=True, binary=binary)
+        self._sent, self._converted = (query, params), None
+        return self
+
+    # psycopg leaves `_query` unset when it runs a prepared statement; Django's query log (DEBUG,
+    # CaptureQueriesContext) reads the statement from it. Converted only when someone asks.
+    @property
+    def _query(self) -> Any:
+        if self._converted is None and self._sent is not None:
+            self._converted = self._convert_query(*self._sent)
+        return self._converted
+
+    @_query.setter
+    def _query(self, value: Any) -> None:
+        self._converted = value
+
+
+def _prepared() -> Any:
+    """A cursor whose statements PostgreSQL plans once per session: the placing statements run
+    on every append, and planning the claim cost as much as running it. Django's cursors bind
+    on the client, which cannot prepare; this one is wrapped as Django wraps its own, so
+    errors, the query log and query counts see its statements too. One per database session,
+    kept open (making a cursor per statement cost a tenth of an append)."""
+    connection.ensure_connection()
+    session = connection.connection
+    kept = getattr(connection, "_audit_prepared", None)
+    if kept is None or kept[0] is not session or kept[1].closed:
+        if session.prepare_threshold is None:  # Django's: psycopg would then never prepare
+            session.prepare_threshold = ONLY_WHEN_ASKED
+        raw = _PreparedCursor(session)
+        loader = session.adapters.get_loader(TIMESTAMPTZ_OID, Format.TEXT)
+        if connection.timezone != loader.timezone:  # as Django's create_cursor does
+            register_tzloader(connection.timezone, raw)
+        kept = connection._audit_prepared = (session, raw)
+    return (connection.make_debug_cursor(kept[1]) if connection.queries_logged
+            else connection.make_cursor(kept[1]))
+
+
 def queue_unless_free(content: dict[str, Any]) -> int | None:
     """In the writer's transaction: queue the entry if another transaction holds the lock (the
     queued row's id), else take the lock until the commit and queue nothing (None). One
     statement either way, the shape of a bare INSERT."""
     if not _postgresql():
         return None
-    with connection.cursor() as cursor:
-        cursor.execute(QUEUE_UNLESS_FREE, [
-            content["at"], content["actor"], content["action"], content["target"],
-            content["agent"], _json(content["before"]), _json(content["after"]),
-            content["reason"], content["request_id"], KEY])
-        row = cursor.fetchone()
+    cursor = _prepared()
+    cursor.execute(QUEUE_UNLESS_FREE, [
+        content["at"], content["actor"], content["action"], content["target"],
+        content["agent"], _json(content["before"]), _json(content["after"]),
+        content["reason"], content["request_id"], KEY])
+    row = cursor.fetchone()
     return row[0] if row else None
 
 
 def hold() -> None:
     """Take the lock until this transaction ends, waiting for the holder if there is one."""
     if _postgresql():
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [KEY])
+        cursor = _prepared()
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [KEY])
 
 
 def try_hold_if_queued(entry: int | None = None) -> bool:
@@ -69,51 +122,56 @@ def try_hold_if_queued(entry: int | None = None) -> bool:
     queue, which costs a walk over the rows deleted since the last vacuum."""
     where, params = ("WHERE id = %s", [entry]) if entry is not None else ("", [])
     exists = f"EXISTS (SELECT 1 FROM audit_auditpendingentry {where})"
-    with connection.cursor() as cursor:
-        if _postgresql():
-            cursor.execute(f"SELECT CASE WHEN {exists} THEN pg_try_advisory_lock(%s) "
-                           f"ELSE false END", [*params, KEY])
-        else:
+    if not _postgresql():
+        with connection.cursor() as cursor:
             cursor.execute(f"SELECT {exists}", params)
-        return bool(cursor.fetchone()[0])
+            return bool(cursor.fetchone()[0])
+    cursor = _prepared()
+    cursor.execute(f"SELECT CASE WHEN {exists} THEN pg_try_advisory_lock(%s) "
+                   f"ELSE false END", [*params, KEY])
+    return bool(cursor.fetchone()[0])
 
 
 def release() -> None:
     if _postgresql():
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_unlock(%s)", [KEY])
+        cursor = _prepared()
+        cursor.execute("SELECT pg_advisory_unlock(%s)", [KEY])
 
 
-STORE_AT_ONCE = 500  # entries per one-statement store; a larger batch takes the ORM path
 PENDING_COLUMNS = ("at", "actor", "action", "target", "agent", "before", "after", "reason",
                    "request_id")
 PENDING_TYPES = ("timestamptz", "varchar", "varchar", "varchar", "varchar", "jsonb", "jsonb",
                  "text", "varchar")
 ENTRY_COLUMNS = ("seq", "at", "actor", "action", "target", "agent", "before", "after", "reason",
                  "request_id", "prev_hash", "hash", "canonical")
+ENTRY_ARRAYS = ("bigint[]", "timestamptz[]", "text[]", "text[]", "text[]", "text[]", "jsonb[]",
+                "jsonb[]", "text[]", "text[]", "text[]", "text[]", "text[]")
+# A batch of any size in one statement of one shape: a column per array parameter (a row of
+# placeholders per entry made the text so long that the driver re-parsed it on every batch,
+# which cost more than the database's work, and a plan per batch size). Arrays go in binary:
+# the text format quotes every element with a regular expression.
+STORE = (
+    f"WITH placed AS (INSERT INTO audit_auditentry ({', '.join(ENTRY_COLUMNS)}) "
+    f"SELECT * FROM unnest({', '.join(f'%b::{kind}' for kind in ENTRY_ARRAYS)})), "
+    "grown AS (INSERT INTO audit_audittreenode (position, hash) "
+    "SELECT * FROM unnest(%b::bigint[], %b::text[])) "
+    "UPDATE audit_auditchainhead SET seq = %s, hash = %s WHERE id = 1")
 
 
-def store(entries: list[Any], nodes: list[tuple[int, str]], seq: int, hash_: str) -> bool:
-    """On PostgreSQL, write placed entries, their tree nodes and the new head in one statement
-    (one round trip while the lock is held); False elsewhere, for the caller's ORM path."""
-    if not _postgresql() or len(entries) > STORE_AT_ONCE:
+def store(entries: list[dict[str, Any]], nodes: list[tuple[int, str]], seq: int,
+          hash_: str) -> bool:
+    """On PostgreSQL, write placed entries (their ENTRY_COLUMNS), their tree nodes and the new
+    head in one statement (one round trip while the lock is held); False elsewhere, for the
+    caller's ORM path."""
+    if not _postgresql():
         return False
-    row = "(" + ", ".join("%s::jsonb" if c in ("before", "after") else "%s"
-                          for c in ENTRY_COLUMNS) + ")"
-    params: list[Any] = []
-    for entry in entries:
-        params += [_json(getattr(entry, c)) if c in ("before", "after") else getattr(entry, c)
-                   for c in ENTRY_COLUMNS]
-    for position, node in nodes:
-        params += [position, node]
-    params += [seq, hash_]
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"WITH placed AS (INSERT INTO audit_auditentry ({', '.join(ENTRY_COLUMNS)}) "
-            f"VALUES {', '.join([row] * len(entries))}), "
-            f"grown AS (INSERT INTO audit_audittreenode (position, hash) "
-            f"VALUES {', '.join(['(%s, %s)'] * len(nodes))}) "
-            f"UPDATE audit_auditchainhead SET seq = %s, hash = %s WHERE id = 1", params)
+    columns = [[entry[c] for entry in entries] for c in ENTRY_COLUMNS]
+    for name in ("before", "after"):
+        index = ENTRY_COLUMNS.index(name)
+        columns[index] = [_json(value) for value in columns[index]]
+    positions, hashes = zip(*nodes, strict=True) if nodes else ((), ())
+    cursor = _prepared()
+    cursor.execute(STORE, [*columns, list(positions), list(hashes), seq, hash_])
     return True
 
 
@@ -146,9 +204,9 @@ def claim(limit: int) -> tuple[tuple[int, str, dict[int, bytes]] | None,
     caller places them in the same transaction); None elsewhere, for the caller's ORM path."""
     if not _postgresql():
         return None
-    with connection.cursor() as cursor:
-        cursor.execute(CLAIM, [limit])
-        rows = cursor.fetchall()
+    cursor = _prepared()
+    cursor.execute(CLAIM, [limit])
+    rows = cursor.fetchall()
     head, queued = None, []
     for row in rows:
         if row[0] == 0:
@@ -170,12 +228,12 @@ def take_queue(limit: int) -> list[dict[str, Any]] | None:
     transaction); None elsewhere, for the caller's ORM path."""
     if not _postgresql():
         return None
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"DELETE FROM audit_auditpendingentry WHERE id IN (SELECT id FROM "
-            f"audit_auditpendingentry ORDER BY id LIMIT %s) "
-            f"RETURNING id, {', '.join(PENDING_COLUMNS)}", [limit])
-        rows = sorted(cursor.fetchall())
+    cursor = _prepared()
+    cursor.execute(
+        f"DELETE FROM audit_auditpendingentry WHERE id IN (SELECT id FROM "
+        f"audit_auditpendingentry ORDER BY id LIMIT %s) "
+        f"RETURNING id, {', '.join(PENDING_COLUMNS)}", [limit])
+    rows = sorted(cursor.fetchall())
     return _contents(rows)
 
 
