@@ -2,7 +2,6 @@
 
 import json
 from datetime import datetime
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -85,8 +84,8 @@ def record(
     If no other transaction holds the placing lock, the entry takes its place in the log at
     once (the lock then stays held until the caller commits); if one does, or with
     AUDIT_SEQUENCER=workers, it is queued unsequenced (one INSERT, no waiting) and placed within
-    AUDIT_SEQUENCE_DELAY_SECONDS. With `writers`, after the commit the writer places what is
-    queued if the lock is free (sequencing.settle).
+    AUDIT_SEQUENCE_DELAY_SECONDS. With `writers`, a writer that placed its entry places what
+    queued meanwhile after its commit (sequencing.settle).
     """
     content = {
         "at": timezone.now(),
@@ -112,12 +111,17 @@ def _write(content: dict[str, Any]) -> AuditEntry | AuditPendingEntry:
         transaction.on_commit(sequencing.kick, robust=True)
         return pending
     queued = placing.queue_unless_free(content)
-    # Queued: see that this entry is placed. Placed: what queued meanwhile.
-    transaction.on_commit(partial(sequencing.settle, queued), robust=True)
     if queued is not None:
+        # Placed by the holder after it releases the lock (it reads the queue then), by the
+        # next writer to hold it (it places the queue first), or, if this commit came after
+        # the holder's read and no one writes after it, by the workers' sequencer within
+        # AUDIT_SEQUENCE_DELAY_SECONDS. A look-up of its own after the commit would cost a
+        # fourth round trip on every queued append (most appends, under load).
         return AuditPendingEntry(id=queued, **content)
-    # This transaction holds the placing lock. What is queued goes first, including any entry
-    # it queued earlier (when the lock was taken), so one transaction's entries keep order.
+    # This transaction holds the placing lock: after the commit, place what queued meanwhile.
+    transaction.on_commit(sequencing.settle, robust=True)
+    # What is queued goes first, including any entry it queued earlier (when the lock was
+    # taken), so one transaction's entries keep order.
     head, frontier, rows = _claim(QUEUE_BATCH)
     if len(rows) < QUEUE_BATCH:
         return _place(head, [*rows, content], frontier)

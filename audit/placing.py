@@ -7,15 +7,17 @@ same statement and never waits. SQLite serialises every writing transaction alre
 the lock is always free and every entry is placed in its own transaction.
 
 Whoever releases the lock reads the queue again afterwards (sequencing.settle, the workers'
-drain): a writer that found the lock taken has committed its entry before its try failed, so
-the holder's next read after releasing sees it, and no entry is stranded.
+drain) and places what it finds; the next holder places the whole queue before its own entry.
+A writer that found the lock taken but commits only after the holder's last read waits for
+the next holder or for the workers' sequencer, which runs every AUDIT_SEQUENCE_DELAY_SECONDS:
+nothing is stranded longer than that, and no writer pays a look-up of its own after its commit.
 """
 
 import json
 from typing import Any
 
 import psycopg
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.backends.postgresql.base import TIMESTAMPTZ_OID
 from django.db.backends.postgresql.psycopg_any import register_tzloader
 from psycopg.pq import Format
@@ -74,19 +76,20 @@ def _prepared() -> Any:
     on the client, which cannot prepare; this one is wrapped as Django wraps its own, so
     errors, the query log and query counts see its statements too. One per database session,
     kept open (making a cursor per statement cost a tenth of an append)."""
-    connection.ensure_connection()
-    session = connection.connection
-    kept = getattr(connection, "_audit_prepared", None)
+    db = connections[DEFAULT_DB_ALIAS]  # once: each attribute of the proxy is a look-up
+    if db.connection is None:
+        db.ensure_connection()
+    session = db.connection
+    kept = getattr(db, "_audit_prepared", None)
     if kept is None or kept[0] is not session or kept[1].closed:
         if session.prepare_threshold is None:  # Django's: psycopg would then never prepare
             session.prepare_threshold = ONLY_WHEN_ASKED
         raw = _PreparedCursor(session)
         loader = session.adapters.get_loader(TIMESTAMPTZ_OID, Format.TEXT)
-        if connection.timezone != loader.timezone:  # as Django's create_cursor does
-            register_tzloader(connection.timezone, raw)
-        kept = connection._audit_prepared = (session, raw)
-    return (connection.make_debug_cursor(kept[1]) if connection.queries_logged
-            else connection.make_cursor(kept[1]))
+        if db.timezone != loader.timezone:  # as Django's create_cursor does
+            register_tzloader(db.timezone, raw)
+        kept = db._audit_prepared = (session, raw)
+    return db.make_debug_cursor(kept[1]) if db.queries_logged else db.make_cursor(kept[1])
 
 
 def queue_unless_free(content: dict[str, Any]) -> int | None:
@@ -111,24 +114,19 @@ def hold() -> None:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [KEY])
 
 
-def try_hold_if_queued(entry: int | None = None) -> bool:
-    """Outside a transaction: take the lock for this session if anything is queued (or, given
-    `entry`, if that queued entry still is) and no one holds it (one round trip); release()
-    gives it back.
-
-    A writer that queued an entry asks about its own (a primary-key look-up): if it is gone,
-    whoever took it held the lock and reads the queue again after releasing it; if it is there
-    and the lock is taken, so does the holder. Only a holder needs to ask about the whole
-    queue, which costs a walk over the rows deleted since the last vacuum."""
-    where, params = ("WHERE id = %s", [entry]) if entry is not None else ("", [])
-    exists = f"EXISTS (SELECT 1 FROM audit_auditpendingentry {where})"
+def try_hold_if_queued() -> bool:
+    """Outside a transaction: take the lock for this session if anything is queued and no one
+    holds it (one round trip); release() gives it back."""
+    # The oldest key, read from the index: a plain EXISTS scanned the table, walking every row
+    # deleted since the last vacuum (a queue's table is mostly such rows).
+    queued = "(SELECT id FROM audit_auditpendingentry ORDER BY id LIMIT 1) IS NOT NULL"
     if not _postgresql():
         with connection.cursor() as cursor:
-            cursor.execute(f"SELECT {exists}", params)
+            cursor.execute(f"SELECT {queued}")
             return bool(cursor.fetchone()[0])
     cursor = _prepared()
-    cursor.execute(f"SELECT CASE WHEN {exists} THEN pg_try_advisory_lock(%s) "
-                   f"ELSE false END", [*params, KEY])
+    cursor.execute(f"SELECT CASE WHEN {queued} THEN pg_try_advisory_lock(%s) ELSE false END",
+                   [KEY])
     return bool(cursor.fetchone()[0])
 
 
@@ -185,9 +183,9 @@ CLAIM = f"""
         FROM head CROSS JOIN generate_series(0, 62) AS level JOIN audit_audittreenode AS node
             ON node.position = (level::bigint << {LEVEL_SHIFT}) | ((head.seq >> level) - 1)
         WHERE (head.seq >> level) & 1 = 1),
-    taken AS (
-        DELETE FROM audit_auditpendingentry WHERE id IN (
-            SELECT id FROM audit_auditpendingentry ORDER BY id LIMIT %s)
+    taken AS (  -- by key (= ANY), never a scan of the rows deleted since the last vacuum
+        DELETE FROM audit_auditpendingentry WHERE id = ANY(ARRAY(
+            SELECT id FROM audit_auditpendingentry ORDER BY id LIMIT %s))
         RETURNING id, {', '.join(PENDING_COLUMNS)})
     SELECT 0, {', '.join(f'NULL::{kind}' for kind in PENDING_TYPES)}, head.seq, head.hash,
         ARRAY(SELECT position FROM edge), ARRAY(SELECT hash FROM edge)
@@ -230,8 +228,8 @@ def take_queue(limit: int) -> list[dict[str, Any]] | None:
         return None
     cursor = _prepared()
     cursor.execute(
-        f"DELETE FROM audit_auditpendingentry WHERE id IN (SELECT id FROM "
-        f"audit_auditpendingentry ORDER BY id LIMIT %s) "
+        f"DELETE FROM audit_auditpendingentry WHERE id = ANY(ARRAY(SELECT id FROM "
+        f"audit_auditpendingentry ORDER BY id LIMIT %s)) "
         f"RETURNING id, {', '.join(PENDING_COLUMNS)}", [limit])
     rows = sorted(cursor.fetchall())
     return _contents(rows)

@@ -1,6 +1,6 @@
 """Placing queued entries in the log. With AUDIT_SEQUENCER=writers (the default) a writer that
-found the placing lock taken queues its entry, and after each commit a writer places the queue
-itself if the lock is free (settle), never waiting. Whatever is left, and everything with
+found the placing lock taken queues its entry, and after its commit the lock's holder places the
+queue if the lock is free (settle), never waiting. Whatever is left, and everything with
 AUDIT_SEQUENCER=workers (writers only queue), is placed by the sequencer job on the RQ workers in
 batches, as Trillian does; one job at a time.
 
@@ -54,16 +54,16 @@ def kick() -> None:
         log.warning("could not queue the audit sequencer: %s", error)
 
 
-def settle(queued: int | None = None) -> None:
-    """After a writer commits (AUDIT_SEQUENCER=writers): place the queue now if no one holds
-    the placing lock, never waiting. If someone does, they read the queue again after they
-    release it (audit/placing.py), and so does this loop: nothing is left behind. `queued`: the
-    entry this writer queued (it need only see to that one: placing.try_hold_if_queued)."""
+def settle() -> None:
+    """After a writer that held the placing lock commits (AUDIT_SEQUENCER=writers): place what
+    queued meanwhile if no one holds the lock now, never waiting. If someone does, they read
+    the queue again after they release it (audit/placing.py), and so does this loop. An entry
+    whose writer commits after the last such read waits for the next writer to hold the lock,
+    or for the workers' sequencer (every AUDIT_SEQUENCE_DELAY_SECONDS)."""
     from audit import placing
     from audit.actions import QUEUE_BATCH, sequence_pending
 
-    while placing.try_hold_if_queued(queued):  # one round trip when nothing is queued
-        queued = None  # after holding the lock, the whole queue
+    while placing.try_hold_if_queued():  # one round trip when nothing is queued
         try:
             # A batch short of the limit emptied the queue as it read it; what queued since is
             # for the check after the release, which must come anyway.

@@ -1,6 +1,7 @@
 """The default sequencer (AUDIT_SEQUENCER=writers): a writer that finds the head free places its
 entry at once; one that finds it taken queues its entry without waiting, and the holder places it
-after the holder commits. Two real database connections here."""
+after the holder commits (or, if the writer commits after the holder's last read of the queue,
+the next holder, or the workers' sequencer). Two real database connections here."""
 
 import threading
 
@@ -137,14 +138,15 @@ def test_an_entry_queued_behind_a_checkpoint_is_placed_when_the_checkpoint_commi
     assert report.ok and report.pending == 0
 
 
-def test_an_entry_committed_after_its_holder_released_is_placed_by_its_own_writer(trail):
-    """The holder reads the queue after releasing, before this writer commits, and finds
-    nothing; the writer's own look-up after its commit places the entry (no worker runs)."""
+def commit_after_the_holder_released() -> list[str]:
+    """A writer queues behind a holder and commits only after the holder has committed,
+    released and read the queue (finding nothing): the race no holder's read can close. The
+    statements the late writer ran."""
     holder = Holder()
     holder.start()
     assert holder.holding.wait(30)
     queued, commit = threading.Event(), threading.Event()
-    checks: list[str] = []
+    statements: list[str] = []
 
     def queue_commit_late() -> None:
         try:
@@ -153,8 +155,7 @@ def test_an_entry_committed_after_its_holder_released_is_placed_by_its_own_write
                     write("late")
                     queued.set()
                     assert commit.wait(60)
-            checks.extend(q["sql"] for q in captured.captured_queries
-                          if "pg_try_advisory_lock" in q["sql"])
+            statements.extend(q["sql"] for q in captured.captured_queries)
         finally:
             connection.close()
 
@@ -163,13 +164,35 @@ def test_an_entry_committed_after_its_holder_released_is_placed_by_its_own_write
     assert queued.wait(30)
     holder.release.set()
     holder.join(30)  # committed, released, read the queue: the late entry was not there yet
-    assert AuditEntry.objects.order_by("seq").last().target == "held"
     commit.set()
     writer.join(30)
-    eventually(lambda: not AuditPendingEntry.objects.exists(), timeout=30,
-               message="the late writer did not place its own entry")
+    return statements
+
+
+def test_an_entry_committed_after_its_holder_released_is_placed_first_by_the_next_writer(trail):
+    """The late entry is shown pending, never hidden, and the next writer to hold the lock
+    places it before its own entry, in commit order. The late writer ran no look-up of its own
+    after its commit (the round trip that made every queued append cost a third more)."""
+    statements = commit_after_the_holder_released()
+    assert not any("pg_try_advisory_lock(" in sql for sql in statements)
+    report = verify_trail()
+    assert report.ok and report.pending == 1
+    assert list(AuditPendingEntry.objects.values_list("target", flat=True)) == ["late"]
+    write("next")
     targets = list(AuditEntry.objects.order_by("seq").values_list("target", flat=True))
-    assert targets[-2:] == ["held", "late"]
-    # It asked about its own entry by key, not the whole queue (whose deleted rows a scan walks).
-    assert checks and "WHERE id =" in checks[0]
-    assert verify_trail().ok
+    assert targets[-3:] == ["held", "late", "next"]
+    report = verify_trail()
+    assert report.ok and report.pending == 0
+
+
+def test_an_entry_committed_after_its_holder_released_is_placed_by_the_workers_sequencer(trail):
+    """With no writer after it, the workers' sequencer (the job rqcron runs every
+    AUDIT_SEQUENCE_DELAY_SECONDS) places it."""
+    from audit.jobs import sequence
+
+    commit_after_the_holder_released()
+    assert AuditPendingEntry.objects.count() == 1
+    assert sequence() == 1
+    assert AuditEntry.objects.order_by("seq").last().target == "late"
+    report = verify_trail()
+    assert report.ok and report.pending == 0
