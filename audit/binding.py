@@ -10,19 +10,15 @@ password can do each), verify holds every row to its payload itself, as it does 
 from django.db import DatabaseError, connection, transaction
 
 CONSTRAINT = "audit_entry_columns_match_payload"
-_PAYLOAD = "(canonical::jsonb)"
-# before/after compare as PostgreSQL spells each parsed value (jsonb text keeps 3.0 apart from 3,
-# and the application's JSON for a column and for the payload is the same text, so both parse
-# alike); every other field compares as text.
-CHECK_SQL = f"""canonical = '' OR (
-    ({_PAYLOAD} ->> 'seq') = seq::text AND ({_PAYLOAD} ->> 'actor') = actor
-    AND ({_PAYLOAD} ->> 'action') = action AND ({_PAYLOAD} ->> 'target') = target
-    AND ({_PAYLOAD} ->> 'agent') = agent AND ({_PAYLOAD} ->> 'reason') = reason
-    AND ({_PAYLOAD} ->> 'request_id') = request_id
-    AND ({_PAYLOAD} ->> 'prev_hash') = prev_hash
-    AND ({_PAYLOAD} ->> 'at') = to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
-    AND ({_PAYLOAD} -> 'before')::text = coalesce(before, 'null'::jsonb)::text
-    AND ({_PAYLOAD} -> 'after')::text = coalesce(after, 'null'::jsonb)::text) IS TRUE"""
+# The payload parsed once and spelled as PostgreSQL spells jsonb, against an object built from
+# the columns spelled the same way: equal texts mean the same keys (exactly the hashed fields)
+# and the same values, numbers included (jsonb text keeps 3.0 apart from 3). One parse per row:
+# a comparison per field parsed the payload eleven times, 60 µs of every append.
+CHECK_SQL = """canonical = '' OR ((canonical::jsonb)::text = jsonb_build_object(
+    'seq', seq, 'at', to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+    'actor', actor, 'action', action, 'target', target, 'agent', agent,
+    'before', coalesce(before, 'null'::jsonb), 'after', coalesce(after, 'null'::jsonb),
+    'reason', reason, 'request_id', request_id, 'prev_hash', prev_hash)::text) IS TRUE"""
 
 _expected: str | None = None
 

@@ -47,7 +47,10 @@ def start_writers(mode: str, **env: str) -> list[subprocess.Popen]:
             for n in range(WRITERS)]
 
 
-def rate(writers: list[subprocess.Popen]) -> float:
+def rate(writers: list[subprocess.Popen]) -> tuple[float, float | None]:
+    """Appends per second across the writers, and the CPU microseconds each append cost the
+    writers and their PostgreSQL backends (None when the server's processes are not on this
+    machine)."""
     spans = []
     for writer in writers:
         out, _ = writer.communicate()
@@ -55,7 +58,10 @@ def rate(writers: list[subprocess.Popen]) -> float:
             raise SystemExit("a writer failed")
         spans.append(json.loads(out.strip().splitlines()[-1]))
     seconds = max(s["finished"] for s in spans) - min(s["started"] for s in spans)
-    return WRITERS * EACH / seconds
+    backends = [s["backend_cpu"] for s in spans]
+    cpu = (None if None in backends else
+           (sum(s["cpu"] for s in spans) + sum(backends)) / (WRITERS * EACH) * 1e6)
+    return WRITERS * EACH / seconds, cpu
 
 
 def probe_latencies(writers: list[subprocess.Popen]) -> list[float]:
@@ -129,7 +135,7 @@ def main() -> None:
     from audit.models import AuditEntry, AuditPendingEntry
     from audit.verify import verify_trail
 
-    floor = rate(start_writers("bare"))
+    floor, floor_cpu = rate(start_writers("bare"))
     AuditPendingEntry.objects.all().delete()
     if connection.vendor == "postgresql":
         # The floor's rows, deleted, are the bench's debris, not the product's queue: reclaim
@@ -147,7 +153,7 @@ def main() -> None:
     try:
         writers = start_writers("record", AUDIT_SEQUENCER=SEQUENCER)
         latencies = probe_latencies(writers)
-        appends = rate(writers)
+        appends, append_cpu = rate(writers)
         while AuditPendingEntry.objects.exists():
             time.sleep(0.05)
     finally:
@@ -176,6 +182,12 @@ def main() -> None:
         "appends_per_second": round(appends, 1),
         "floor_inserts_per_second": round(floor, 1),
         "appends_vs_floor": round(appends / floor, 2),
+        # CPU per append (writers + their backends; not the cron's placing of what they left)
+        # against CPU per bare insert: the same ratio, steadier on a machine others load.
+        "cpu_us_per_append": None if append_cpu is None else round(append_cpu),
+        "floor_cpu_us_per_insert": None if floor_cpu is None else round(floor_cpu),
+        "cpu_floor_vs_append": (None if append_cpu is None or floor_cpu is None
+                                else round(floor_cpu / append_cpu, 2)),
         "entry_to_sequenced_p95_seconds": round(p95(latencies), 3),
         "verify_entries": verify_rows,
         "verify_seconds": round(verify_seconds, 2),

@@ -7,6 +7,8 @@ Used by bench/audit_append.py and by the concurrency test:
 """
 
 import json
+import os
+import resource
 import sys
 import time
 from pathlib import Path
@@ -37,7 +39,28 @@ def bare(name: str, count: int) -> None:
                                            json.dumps({"writer": name, "i": i}), "", ""])
 
 
+def backend_cpu() -> float | None:
+    """CPU seconds this process's PostgreSQL backend has used, when the server runs on this
+    machine (its /proc entry is readable); None otherwise."""
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        pid = cursor.fetchone()[0]
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def main(name: str, count: int, mode: str) -> None:
+    backend_before, cpu_before = backend_cpu(), own_cpu()
     started = time.time()
     if mode == "bare":
         bare(name, count)
@@ -46,8 +69,12 @@ def main(name: str, count: int, mode: str) -> None:
             with transaction.atomic():
                 audit.record(actor=f"system:{name}", action=AuditAction.ROLE_GRANTED,
                              target=f"{name}:{i}", after={"writer": name, "i": i})
-    # The bench times the appends themselves, not interpreter and Django start-up.
-    print(json.dumps({"writer": name, "started": started, "finished": time.time()}))
+    finished, cpu = time.time(), own_cpu() - cpu_before
+    backend = backend_cpu()
+    # The bench times the appends themselves, not interpreter and Django start-up; CPU used
+    # (this process's, and its PostgreSQL backend's) is steadier than time on a shared machine.
+    print(json.dumps({"writer": name, "started": started, "finished": finished, "cpu": cpu,
+                      "backend_cpu": None if backend is None else backend - backend_before}))
 
 
 if __name__ == "__main__":
