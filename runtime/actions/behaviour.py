@@ -37,6 +37,7 @@ from reconciliation.models import (
     Decision,
     Finding,
     ObservedState,
+    UncountedBatch,
     UnregisteredAgent,
 )
 from reconciliation.plan import idempotency_key, mode_for
@@ -134,8 +135,8 @@ def ingest_events(items: list[Any], *, actor: Any, token: Any = None, source: st
     them, count them in their windows, and queue broken rules for the ingest workers. An id is
     a repeat only for the same agent: two agents may use the same id. The batch costs the
     same few statements however many agents it names: one read of the agents, one insert that
-    skips and reports repeats, and after commit one Redis script and one update of the
-    outbox flag."""
+    skips and reports repeats, one outbox row, and after commit one Redis script and the
+    outbox row's delete."""
     now = now or timezone.now()
     report = IngestReport()
     valid: list[Event] = []
@@ -161,16 +162,16 @@ def ingest_events(items: list[Any], *, actor: Any, token: Any = None, source: st
             r.get("reason", "").startswith("an agent token") for r in report.results):
         raise NotAllowed("An agent token sends its own agent's events only.")
     with transaction.atomic():
-        # Stored uncounted (the outbox): marked counted only once their windows and broken
-        # rules are in Redis, so a process that dies after commit loses no rule check.
         stored = event_store.insert_new(
             valid, {name: agent.pk for name, agent in agents.items()},
-            {"source": source, "received_at": now, "counted": False, "foreign": False,
-             **_sender(actor, token)})
+            {"source": source, "received_at": now, "foreign": False, **_sender(actor, token)})
         fresh = []
+        row_ids = []
         for event, row in zip(valid, accepted, strict=True):
-            if (event.agent, event.id) in stored:
+            row_id = stored.get((event.agent, event.id))
+            if row_id is not None:
                 fresh.append(event)
+                row_ids.append(row_id)
             else:
                 row["status"] = "duplicate"
         violations = _static(fresh, agents, _use_decisions(fresh, now), now)
@@ -180,8 +181,12 @@ def ingest_events(items: list[Any], *, actor: Any, token: Any = None, source: st
                                           {e.agent: e.label for e in unregistered if e.label},
                                           now)
         if fresh:
+            # The outbox: the batch's row goes only once its events are in their windows and
+            # their broken rules queued, so a process that dies after commit loses no check.
+            held = event_store.hold_uncounted(row_ids, [e.ts for e in fresh], now)
             transaction.on_commit(
-                lambda: _count_stored(fresh, agents, violations, now, report), robust=True)
+                lambda: _count_stored(fresh, agents, violations, now, report, held),
+                robust=True)
     return report
 
 
@@ -260,9 +265,10 @@ def _use_decisions(fresh: list[Event], now: datetime) -> dict[tuple[str, str], t
 
 def _count_stored(events: list[Event], agents: dict[str, Agent],
                   violations: dict[int, list[Violation]], now: datetime,
-                  report: IngestReport | None = None) -> bool:
+                  report: IngestReport | None = None, held: int | None = None) -> bool:
     """After commit: count stored events in their windows, queue the rules they broke, and
-    only then mark them counted. When Redis fails they stay uncounted for recount_events."""
+    only then delete their outbox row (`held`). When Redis fails the row stays for
+    recount_events."""
     try:
         breaches = _count_windows(events, agents, violations, now)
         _queue_violations(violations)
@@ -272,7 +278,8 @@ def _count_stored(events: list[Event], agents: dict[str, Agent],
         if report is not None:
             report.rules_pending = True
         return False
-    event_store.mark_counted([(event.agent, event.id) for event in events])
+    if held is not None:
+        event_store.release_counted(held)
     return True
 
 
@@ -331,16 +338,28 @@ def _rules(agent: Agent, now: datetime) -> tuple[dict[str, Any], set[str], set[s
 
 
 def recount_events(limit: int = 5000, *, settled_seconds: float = 0) -> int:
-    """Drain the outbox: run the rules over events stored but not yet counted (Redis was down,
-    or the process died between commit and counting); returns how many. Counting is
-    idempotent (window members are event ids, a broken rule lands in its dedupe window's
-    finding), so an event counted by its own request meanwhile is not counted twice.
-    `settled_seconds` leaves alone events so fresh their own request may still be counting."""
+    """Drain the outbox: run the rules over the events of batches stored but not counted
+    (Redis was down, or the process died between commit and counting), then delete their
+    outbox rows; returns how many events. Counting is idempotent (window members are event
+    ids, a broken rule lands in its dedupe window's finding), so an event counted by its own
+    request meanwhile is not counted twice. `settled_seconds` leaves alone batches so fresh
+    their own request may still be counting; `limit` stops after the batch that reaches it."""
     now = timezone.now()
-    rows = list(BehaviourEvent.objects.filter(
-        counted=False, received_at__lte=now - timedelta(seconds=settled_seconds))
-        .select_related("agent__active_version").order_by("received_at")[:limit])
-    if not rows:
+    waiting = UncountedBatch.objects.filter(
+        received_at__lte=now - timedelta(seconds=settled_seconds)).order_by("pk")
+    batches: list[int] = []
+    rows: list[BehaviourEvent] = []
+    while len(rows) < limit:
+        batch = waiting.filter(pk__gt=batches[-1] if batches else 0).first()
+        if batch is None:
+            break
+        batches.append(batch.pk)
+        # Its own days only (ts is the partition key); events the retention job dropped since
+        # are gone, and nothing is left to judge of them.
+        rows.extend(BehaviourEvent.objects.filter(
+            pk__in=batch.events, ts__gte=batch.first_ts, ts__lte=batch.last_ts)
+            .select_related("agent__active_version"))
+    if not batches:
         return 0
     # Events of agents with no approved state are not judged (nothing to judge them by);
     # they enter the windows once the agent is approved (ensure_windows). Foreign events are
@@ -362,7 +381,7 @@ def recount_events(limit: int = 5000, *, settled_seconds: float = 0) -> int:
     breaches = _count_windows(events, agents, violations, now)
     _queue_violations(violations)
     group_rules.queue_breaches(breaches)
-    BehaviourEvent.objects.filter(pk__in=[r.pk for r in rows]).update(counted=True)
+    UncountedBatch.objects.filter(pk__in=batches).delete()
     return len(rows)
 
 
