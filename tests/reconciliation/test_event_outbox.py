@@ -143,3 +143,35 @@ def test_an_unapproved_tool_used_before_and_after_a_redis_restart_is_one_finding
     (finding,) = Finding.objects.filter(agent=agent)
     assert finding.kind == "tool_not_approved"
     assert Escalation.objects.filter(agent=agent).count() == 1
+
+
+def test_a_died_batch_spread_over_several_days_is_drained_whole(
+        escalating, redis_client, django_capture_on_commit_callbacks):
+    agent, client = escalating
+    now = datetime.now(UTC)
+    uses = [{"id": uuid.uuid4().hex, "agent": "refund-agent", "kind": "tool_call",
+             "tool": "shell.exec", "ts": (now - timedelta(days=days)).isoformat()}
+            for days in (20, 3, 0)]
+    with django_capture_on_commit_callbacks(execute=False):
+        assert client.post("/api/v1/events", uses, format="json").json()["accepted"] == 3
+    (held,) = UncountedBatch.objects.all()
+    assert held.first_ts < held.last_ts - timedelta(days=19)  # one row for all three days
+
+    assert recount_events() == 3
+    assert not UncountedBatch.objects.exists()
+    run_ingest_worker()
+    (finding,) = Finding.objects.filter(agent=agent)
+    assert (finding.kind, finding.status) == ("tool_not_approved", "escalated")
+
+
+def test_the_drain_stops_after_the_batch_that_reaches_its_limit(
+        limited, redis_client, django_capture_on_commit_callbacks):
+    agent, client = limited
+    for _ in range(3):
+        with django_capture_on_commit_callbacks(execute=False):
+            client.post("/api/v1/events", reads(2), format="json")
+    assert recount_events(limit=3) == 4  # two whole batches
+    assert UncountedBatch.objects.count() == 1
+    assert recount_events(limit=3) == 2
+    assert not UncountedBatch.objects.exists()
+    assert redis_client.zcard(WINDOW.format(agent_id=agent.pk)) == 6
