@@ -3,6 +3,7 @@ it), counting them in sliding windows, and turning broken rules into findings th
 the enforcement path."""
 
 import hashlib
+import json
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
@@ -12,7 +13,8 @@ from typing import Any
 import redis
 from django.contrib.auth.models import User
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, TextField
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 import audit
@@ -191,8 +193,11 @@ def ingest_events(items: list[Any], *, actor: Any, token: Any = None, source: st
 
 
 # What the rules read of an agent and its approved version (the spec comes from _version_specs).
-AGENT_COLUMNS = ("id", "name", "owner_id", "labels", "framework", "lifecycle", "generation",
-                 "restricted_to", "active_version_id", "active_version__spec_sha256")
+# Its JSON columns are read as text: a row is then its own cache key, and only an agent not
+# kept yet has them decoded.
+AGENT_COLUMNS = ("id", "name", "owner_id", "labels_text", "framework", "lifecycle",
+                 "generation", "restricted_text", "active_version_id",
+                 "active_version__spec_sha256")
 AGENTS_KEPT = 100_000
 _agents: dict[tuple, Agent] = {}  # an agent as of its row (AGENT_COLUMNS), per process
 VERSION_SPECS_KEPT = 20_000
@@ -209,6 +214,8 @@ def _batch_agents(names: set[str]) -> dict[str, Agent]:
     if not names:
         return {}
     rows = list(Agent.objects.filter(name__in=names).exclude(lifecycle=Lifecycle.RETIRED)
+                .annotate(labels_text=Cast("labels", TextField()),
+                          restricted_text=Cast("restricted_to", TextField()))
                 .values_list(*AGENT_COLUMNS))
     missing = {row[8] for row in rows if row[8] is not None and (
         _version_specs.get(row[8], ("",))[0] != row[9])}
@@ -222,10 +229,9 @@ def _batch_agents(names: set[str]) -> dict[str, Agent]:
         _agents.clear()
     found = {}
     for row in rows:
-        key = tuple(repr(v) if isinstance(v, dict | list) else v for v in row)  # hashable
-        agent = _agents.get(key)
+        agent = _agents.get(row)
         if agent is None:
-            agent = _agents[key] = _agent_of(row)
+            agent = _agents[row] = _agent_of(row)
         found[agent.name] = agent
     return found
 
@@ -233,8 +239,9 @@ def _batch_agents(names: set[str]) -> dict[str, Agent]:
 def _agent_of(row: tuple) -> Agent:
     """An agent (and its approved version) built from its AGENT_COLUMNS row, read only."""
     pk, name, owner_id, labels, framework, lifecycle, generation, restricted, version_id, sha = row
-    agent = Agent(id=pk, name=name, owner_id=owner_id, labels=labels, framework=framework,
-                  lifecycle=lifecycle, generation=generation, restricted_to=restricted)
+    agent = Agent(id=pk, name=name, owner_id=owner_id, labels=json.loads(labels),
+                  framework=framework, lifecycle=lifecycle, generation=generation,
+                  restricted_to=None if restricted is None else json.loads(restricted))
     if version_id is not None:
         agent.active_version = DesiredStateVersion(
             id=version_id, agent_id=pk, spec_sha256=sha, spec=_version_specs[version_id][1])
