@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+import psycopg
 from django.db import connection
 
 from reconciliation.models import BehaviourEvent, UncountedBatch, UnregisteredAgent
@@ -24,6 +25,7 @@ EVENT_COLUMNS = ("event_id", "agent_id", "agent_name", "ts", "kind", "tool", "re
 # The same for every event of a batch.
 BATCH_COLUMNS = ("source", "received_at", "sender", "sender_user_id", "sender_token_id",
                  "foreign")
+AGENT_NAME, EVENT_ID = EVENT_COLUMNS.index("agent_name") + 1, EVENT_COLUMNS.index("event_id") + 1
 SQLITE_ROWS = 30  # rows per statement on SQLite (27 parameters each, under its 999)
 
 
@@ -64,6 +66,7 @@ def insert_new(events: list[Event], agent_ids: dict[str, int], batch: dict[str, 
 
 
 STAGING = "ingest_batch"  # a temporary table per session, emptied at each commit
+PREPARE_WHEN_ASKED = 2**31 - 1  # psycopg's threshold: prepared with prepare=True, never unasked
 
 
 def _insert_postgresql(rows: list[tuple], shared: list[Any]) -> dict[tuple[str, str], int]:
@@ -82,15 +85,26 @@ def _insert_postgresql(rows: list[tuple], shared: list[Any]) -> dict[tuple[str, 
                                 ) as copy:
             for row in rows:
                 copy.write_row(row)
-        # Read and emptied in one statement: a second batch in the same transaction (a caller's
-        # outer atomic block) starts from an empty table too.
+    # Read and emptied in one statement: a second batch in the same transaction (a caller's
+    # outer atomic block) starts from an empty table too. The repeat check probes each
+    # event's (agent, id) in the unique index of every day partition; OFFSET 0 keeps it a
+    # probe per event, for the planner would otherwise turn it into a hash anti-join that
+    # reads the whole table whenever its statistics make the table look small (a fresh day,
+    # no autovacuum since). Prepared (psycopg keeps it per session): planning it over every
+    # day partition cost as much as running it.
+    raw = connection.connection
+    if raw.prepare_threshold is None:
+        # Django turns psycopg's prepared statements off (for connection poolers); its own
+        # cursors never prepare, so this lets only statements that ask for it be prepared.
+        raw.prepare_threshold = PREPARE_WHEN_ASKED
+    with psycopg.Cursor(raw) as cursor:
         cursor.execute(
             f"WITH n AS (DELETE FROM {STAGING} RETURNING *) "
             f"INSERT INTO {table} ({_names(EVENT_COLUMNS + BATCH_COLUMNS)}) "
             f"SELECT {values}, {batch_values} FROM n "
             f"WHERE NOT EXISTS (SELECT 1 FROM {table} e WHERE e.agent_name = n.agent_name "
-            'AND e.event_id = n.event_id AND NOT e."foreign") '
-            "ON CONFLICT DO NOTHING RETURNING agent_name, event_id, id", shared)
+            'AND e.event_id = n.event_id AND NOT e."foreign" OFFSET 0) '
+            "ON CONFLICT DO NOTHING RETURNING agent_name, event_id, id", shared, prepare=True)
         return {(agent, event_id): pk for agent, event_id, pk in cursor.fetchall()}
 
 
@@ -103,9 +117,15 @@ def _insert_chunks(rows: list[tuple], shared: list[Any]) -> dict[tuple[str, str]
             params = [_prepared(field, value) for row in chunk
                       for field, value in zip(fields, (*row, *shared), strict=True)]
             placeholders = ", ".join(["(" + ", ".join(["%s"] * len(fields)) + ")"] * len(chunk))
-            cursor.execute(f"INSERT INTO {_table()} ({_names(f.column for f in fields)}) "
-                           f"VALUES {placeholders} ON CONFLICT DO NOTHING "
-                           "RETURNING agent_name, event_id, id", params)
+            # The unique constraint holds ts too (the partition key on PostgreSQL): a resend
+            # stamped with another time is a repeat only by this look-up (VALUES columns are
+            # column1, column2, ... in EVENT_COLUMNS order).
+            cursor.execute(
+                f"INSERT INTO {_table()} ({_names(f.column for f in fields)}) "
+                f"SELECT * FROM (VALUES {placeholders}) AS n WHERE NOT EXISTS (SELECT 1 FROM "
+                f"{_table()} e WHERE e.agent_name = n.column{AGENT_NAME} AND e.event_id = "
+                f'n.column{EVENT_ID} AND NOT e."foreign") ON CONFLICT DO NOTHING '
+                "RETURNING agent_name, event_id, id", params)
             stored.update(((agent, event_id), pk) for agent, event_id, pk in cursor.fetchall())
     return stored
 

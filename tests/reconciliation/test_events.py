@@ -45,6 +45,18 @@ def test_a_batch_is_stored_and_a_replay_is_not_counted_twice(agent_client, redis
     assert BehaviourEvent.objects.count() == 5
 
 
+def test_an_id_sent_again_on_another_day_is_a_repeat_whatever_its_ts(agent_client):
+    """The repeat check looks at every day partition: a resend stamped with another time (a
+    client that re-stamps on retry) lands on another day, and is still the same event."""
+    first = event(ts=(datetime.now(UTC) - timedelta(days=12)).isoformat())
+    assert post(agent_client, [first]).json()["accepted"] == 1
+    for ts in (first["ts"], now_iso(), (datetime.now(UTC) - timedelta(days=29)).isoformat()):
+        body = post(agent_client, [{**first, "ts": ts}, event()]).json()
+        assert [r["status"] for r in body["results"]] == ["duplicate", "accepted"]
+    assert BehaviourEvent.objects.filter(event_id=first["id"]).count() == 1
+    assert BehaviourEvent.objects.count() == 4
+
+
 def test_each_bad_event_is_rejected_with_its_reason_and_the_rest_accepted(agent_client):
     good = event()
     batch = [good, event(kind="teleport"), event(ts="2026-01-01T00:00:00"),
