@@ -88,10 +88,11 @@ def _insert_postgresql(rows: list[tuple], shared: list[Any]) -> dict[tuple[str, 
     # Read and emptied in one statement: a second batch in the same transaction (a caller's
     # outer atomic block) starts from an empty table too. The repeat check probes each
     # event's (agent, id) in the unique index of every day partition; OFFSET 0 keeps it a
-    # probe per event, for the planner would otherwise turn it into a hash anti-join that
-    # reads the whole table whenever its statistics make the table look small (a fresh day,
-    # no autovacuum since). Prepared (psycopg keeps it per session): planning it over every
-    # day partition cost as much as running it.
+    # probe per event, for the planner may otherwise turn it into a hash anti-join that
+    # reads the whole table: it does once the staging table looks big next to what the
+    # partitions' statistics say (a large batch against a day no ANALYZE has seen yet).
+    # Prepared (psycopg keeps it per session): planning it over every day partition took
+    # milliseconds per batch.
     raw = connection.connection
     if raw.prepare_threshold is None:
         # Django turns psycopg's prepared statements off (for connection poolers); its own
