@@ -141,9 +141,13 @@ def _prepared(field: Any, value: Any) -> Any:
 def hold_uncounted(row_ids: list[int], times: list[datetime], received_at: datetime) -> int:
     """The outbox row of a batch's stored events (in the batch's transaction); returns its id
     for release_counted."""
-    batch = UncountedBatch.objects.create(received_at=received_at, events=row_ids,
-                                          first_ts=min(times), last_ts=max(times))
-    return batch.pk
+    table = connection.ops.quote_name(UncountedBatch._meta.db_table)
+    moments = [connection.ops.adapt_datetimefield_value(moment)
+               for moment in (received_at, min(times), max(times))]
+    with connection.cursor() as cursor:
+        cursor.execute(f"INSERT INTO {table} (received_at, first_ts, last_ts, events) "
+                       "VALUES (%s, %s, %s, %s) RETURNING id", [*moments, json.dumps(row_ids)])
+        return cursor.fetchone()[0]
 
 
 def release_counted(batch_id: int) -> None:

@@ -192,3 +192,21 @@ def test_events_from_before_registration_count_in_the_windows_from_approval_on(
     assert (finding.kind, finding.expected, finding.actual, finding.status) == (
         "same_record_exceeded", 3, 4, "logged")
     assert redis_client.zcard(f"bw:{agent.pk}:customers_db:record:c-1:3600") == 4
+
+
+def test_a_validated_event_is_the_frozen_event_its_fields_make():
+    import dataclasses
+
+    from runtime.events import Event, validate_event
+
+    now = datetime.now(UTC)
+    raw = {"id": "e-1", "agent": "Refund Agent", "ts": now.isoformat(), "kind": "action",
+           "action": "payments.refund", "amount": 700, "tool": "payments.refund",
+           "input_tokens": 10, "attributes": {"k": "v"}}
+    event = validate_event(raw, now)
+    assert event == Event(id="e-1", agent="refund-agent", ts=now, kind="action",
+                          action="payments.refund", amount=700.0, tool="payments.refund",
+                          input_tokens=10, attributes={"k": "v"}, label="Refund Agent")
+    assert event.record == "" and event.cost is None  # the defaults, as Event() gives them
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        event.amount = 1
