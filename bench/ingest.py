@@ -127,7 +127,7 @@ def floor_seconds(bodies: list[bytes]) -> float:
                        "(agent_name, event_id)")
     columns = ("id", "event_id", "agent_name", "ts", "kind", "tool", "resource", "record",
                "action", "approved_by", "decision_id", "trace_id", "span_id", "source",
-               "model", "operation", "error", "received_at", "counted", "sender", "foreign")
+               "model", "operation", "error", "received_at", "sender", "foreign")
     copy_sql = (f"COPY {FLOOR_TABLE} ({', '.join(connection.ops.quote_name(c) for c in columns)})"
                 " FROM STDIN")
     now = datetime.now(UTC)
@@ -142,7 +142,7 @@ def floor_seconds(bodies: list[bytes]) -> float:
                 copy.write_row((row_id, event["id"], event["agent"], event["ts"], event["kind"],
                                 event.get("tool", ""), event.get("resource", ""),
                                 event.get("record", ""), "", "", "", "", "", "api", "", "",
-                                "", now, True, "bench", False))
+                                "", now, "bench", False))
         pipe = redis.pipeline(transaction=False)
         for event in events:
             pipe.zadd(f"floor:{event['agent']}", {event["id"]: now.timestamp()})

@@ -460,9 +460,6 @@ class BehaviourEvent(models.Model):
     cost = models.FloatField(null=True, blank=True)
     attributes = models.JSONField(null=True, blank=True)  # what no field maps, as sent
     received_at = models.DateTimeField(default=timezone.now)
-    # The outbox flag: stored False, set once the cross-call rules counted it in Redis (after
-    # commit); whatever stays False (Redis down, a process died) is drained by recount_events.
-    counted = models.BooleanField(default=False)
     # Who sent it: the audit label of the principal, and the person or token behind it.
     sender = models.CharField(max_length=160, blank=True, default="")
     sender_user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
@@ -485,12 +482,28 @@ class BehaviourEvent(models.Model):
                                                condition=models.Q(foreign=False),
                                                name="event_id_per_agent_ts")]
         indexes = [models.Index(fields=["agent", "ts"], name="event_agent_ts"),
-                   models.Index(fields=["agent_name", "ts"], name="event_name_ts"),
-                   models.Index(fields=["counted"], name="event_uncounted",
-                                condition=models.Q(counted=False))]
+                   models.Index(fields=["agent_name", "ts"], name="event_name_ts")]
 
     def __str__(self) -> str:
         return f"{self.agent_name} {self.kind} {self.event_id}"
+
+
+class UncountedBatch(models.Model):
+    """The event outbox: one row per ingested batch, written in the batch's transaction and
+    deleted once its events are counted in their Redis windows and their broken rules queued
+    (after commit). A row left behind (Redis down, a process died) is drained by
+    recount_events. One row per batch, not a flag per event: flagging each event was an
+    UPDATE of every stored row, which rewrote each row's index entries."""
+
+    received_at = models.DateTimeField()
+    # The stored events' row ids, and their earliest and latest ts (the partition key, so
+    # reading them back looks only at the days they are in).
+    events = models.JSONField()
+    first_ts = models.DateTimeField()
+    last_ts = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{len(self.events)} events received {self.received_at:%Y-%m-%d %H:%M:%S}"
 
 
 class UnregisteredAgent(models.Model):

@@ -7,7 +7,7 @@ Each event stands alone: a bad one is rejected with its reason while the rest ar
 import json
 import math
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import MISSING, asdict, dataclass, fields
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any
@@ -63,10 +63,22 @@ class Event:
     cost: float | None = None
     attributes: dict[str, Any] | None = None
 
+    @classmethod
+    def of(cls, **values: Any) -> "Event":
+        """Event(**values) for ingest's hot path: the same frozen, equal and hashable event,
+        made without the frozen __init__'s one object.__setattr__ per field (a quarter of a
+        1,000-event batch's validation)."""
+        event = object.__new__(cls)
+        event.__dict__.update(_EVENT_DEFAULTS, **values)
+        return event
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["ts"] = self.ts.isoformat()
         return data
+
+
+_EVENT_DEFAULTS = {f.name: f.default for f in fields(Event) if f.default is not MISSING}
 
 
 def parse_batch(body: str, *, ndjson: bool) -> list[Any]:
@@ -165,9 +177,9 @@ def validate_event(raw: Any, now: datetime) -> Event | str:
         return "a data_access event needs its resource"
     if raw["kind"] == "tool_call" and not texts.get("tool"):
         return "a tool_call event needs its tool"
-    return Event(id=event_id, agent=slug, ts=moment, kind=raw["kind"],
-                 amount=float(amount) if amount is not None else None,
-                 label=agent if agent != slug else "", **usage, **texts)
+    return Event.of(id=event_id, agent=slug, ts=moment, kind=raw["kind"],
+                    amount=float(amount) if amount is not None else None,
+                    label=agent if agent != slug else "", **usage, **texts)
 
 
 def _usage(raw: dict[str, Any]) -> dict[str, Any] | str:

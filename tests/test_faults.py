@@ -11,7 +11,7 @@ from rest_framework.test import APIClient
 from rq import SimpleWorker
 
 from config import embedded_redis
-from reconciliation.models import BehaviourEvent, Finding, ObservedState
+from reconciliation.models import BehaviourEvent, Finding, ObservedState, UncountedBatch
 from registry import actions as registry_actions
 from runtime.actions.behaviour import recount_events
 from tests.conftest import approved_with_client, assert_trail_whole
@@ -56,7 +56,8 @@ def test_with_redis_down_the_site_stays_up_stores_everything_and_catches_up(
     sent = agent_client.post("/api/v1/events", reads(4), format="json")
     assert sent.status_code == 200
     assert sent.json()["accepted"] == 4 and sent.json()["rules"].startswith("pending")
-    assert BehaviourEvent.objects.filter(counted=False).count() == 4
+    assert BehaviourEvent.objects.count() == 4
+    assert [len(batch.events) for batch in UncountedBatch.objects.all()] == [4]
     decision = agent_client.post("/api/v1/agents/refund-agent/decisions",
                                  {"resource": "customers_db", "record": "c-1"}, format="json")
     assert decision.status_code == 201 and decision.json()["outcome"] == "deny"
@@ -74,7 +75,7 @@ def test_with_redis_down_the_site_stays_up_stores_everything_and_catches_up(
     SimpleWorker([queue], connection=queue.connection).work(burst=True)
     finding = Finding.objects.get(agent=agent, kind="same_record_exceeded")
     assert finding.actual == 4 and finding.status == "logged"
-    assert not BehaviourEvent.objects.filter(counted=False).exists()
+    assert not UncountedBatch.objects.exists()
     assert_trail_whole()
 
 

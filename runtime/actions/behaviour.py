@@ -3,6 +3,7 @@ it), counting them in sliding windows, and turning broken rules into findings th
 the enforcement path."""
 
 import hashlib
+import json
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
@@ -12,7 +13,8 @@ from typing import Any
 import redis
 from django.contrib.auth.models import User
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, TextField
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 import audit
@@ -37,6 +39,7 @@ from reconciliation.models import (
     Decision,
     Finding,
     ObservedState,
+    UncountedBatch,
     UnregisteredAgent,
 )
 from reconciliation.plan import idempotency_key, mode_for
@@ -134,8 +137,8 @@ def ingest_events(items: list[Any], *, actor: Any, token: Any = None, source: st
     them, count them in their windows, and queue broken rules for the ingest workers. An id is
     a repeat only for the same agent: two agents may use the same id. The batch costs the
     same few statements however many agents it names: one read of the agents, one insert that
-    skips and reports repeats, and after commit one Redis script and one update of the
-    outbox flag."""
+    skips and reports repeats, one outbox row, and after commit one Redis script and the
+    outbox row's delete."""
     now = now or timezone.now()
     report = IngestReport()
     valid: list[Event] = []
@@ -161,16 +164,16 @@ def ingest_events(items: list[Any], *, actor: Any, token: Any = None, source: st
             r.get("reason", "").startswith("an agent token") for r in report.results):
         raise NotAllowed("An agent token sends its own agent's events only.")
     with transaction.atomic():
-        # Stored uncounted (the outbox): marked counted only once their windows and broken
-        # rules are in Redis, so a process that dies after commit loses no rule check.
         stored = event_store.insert_new(
             valid, {name: agent.pk for name, agent in agents.items()},
-            {"source": source, "received_at": now, "counted": False, "foreign": False,
-             **_sender(actor, token)})
+            {"source": source, "received_at": now, "foreign": False, **_sender(actor, token)})
         fresh = []
+        row_ids = []
         for event, row in zip(valid, accepted, strict=True):
-            if (event.agent, event.id) in stored:
+            row_id = stored.get((event.agent, event.id))
+            if row_id is not None:
                 fresh.append(event)
+                row_ids.append(row_id)
             else:
                 row["status"] = "duplicate"
         violations = _static(fresh, agents, _use_decisions(fresh, now), now)
@@ -180,14 +183,21 @@ def ingest_events(items: list[Any], *, actor: Any, token: Any = None, source: st
                                           {e.agent: e.label for e in unregistered if e.label},
                                           now)
         if fresh:
+            # The outbox: the batch's row goes only once its events are in their windows and
+            # their broken rules queued, so a process that dies after commit loses no check.
+            held = event_store.hold_uncounted(row_ids, [e.ts for e in fresh], now)
             transaction.on_commit(
-                lambda: _count_stored(fresh, agents, violations, now, report), robust=True)
+                lambda: _count_stored(fresh, agents, violations, now, report, held),
+                robust=True)
     return report
 
 
 # What the rules read of an agent and its approved version (the spec comes from _version_specs).
-AGENT_COLUMNS = ("id", "name", "owner_id", "labels", "framework", "lifecycle", "generation",
-                 "restricted_to", "active_version_id", "active_version__spec_sha256")
+# Its JSON columns are read as text: a row is then its own cache key, and only an agent not
+# kept yet has them decoded.
+AGENT_COLUMNS = ("id", "name", "owner_id", "labels_text", "framework", "lifecycle",
+                 "generation", "restricted_text", "active_version_id",
+                 "active_version__spec_sha256")
 AGENTS_KEPT = 100_000
 _agents: dict[tuple, Agent] = {}  # an agent as of its row (AGENT_COLUMNS), per process
 VERSION_SPECS_KEPT = 20_000
@@ -204,6 +214,8 @@ def _batch_agents(names: set[str]) -> dict[str, Agent]:
     if not names:
         return {}
     rows = list(Agent.objects.filter(name__in=names).exclude(lifecycle=Lifecycle.RETIRED)
+                .annotate(labels_text=Cast("labels", TextField()),
+                          restricted_text=Cast("restricted_to", TextField()))
                 .values_list(*AGENT_COLUMNS))
     missing = {row[8] for row in rows if row[8] is not None and (
         _version_specs.get(row[8], ("",))[0] != row[9])}
@@ -217,10 +229,9 @@ def _batch_agents(names: set[str]) -> dict[str, Agent]:
         _agents.clear()
     found = {}
     for row in rows:
-        key = tuple(repr(v) if isinstance(v, dict | list) else v for v in row)  # hashable
-        agent = _agents.get(key)
+        agent = _agents.get(row)
         if agent is None:
-            agent = _agents[key] = _agent_of(row)
+            agent = _agents[row] = _agent_of(row)
         found[agent.name] = agent
     return found
 
@@ -228,8 +239,9 @@ def _batch_agents(names: set[str]) -> dict[str, Agent]:
 def _agent_of(row: tuple) -> Agent:
     """An agent (and its approved version) built from its AGENT_COLUMNS row, read only."""
     pk, name, owner_id, labels, framework, lifecycle, generation, restricted, version_id, sha = row
-    agent = Agent(id=pk, name=name, owner_id=owner_id, labels=labels, framework=framework,
-                  lifecycle=lifecycle, generation=generation, restricted_to=restricted)
+    agent = Agent(id=pk, name=name, owner_id=owner_id, labels=json.loads(labels),
+                  framework=framework, lifecycle=lifecycle, generation=generation,
+                  restricted_to=None if restricted is None else json.loads(restricted))
     if version_id is not None:
         agent.active_version = DesiredStateVersion(
             id=version_id, agent_id=pk, spec_sha256=sha, spec=_version_specs[version_id][1])
@@ -260,9 +272,10 @@ def _use_decisions(fresh: list[Event], now: datetime) -> dict[tuple[str, str], t
 
 def _count_stored(events: list[Event], agents: dict[str, Agent],
                   violations: dict[int, list[Violation]], now: datetime,
-                  report: IngestReport | None = None) -> bool:
+                  report: IngestReport | None = None, held: int | None = None) -> bool:
     """After commit: count stored events in their windows, queue the rules they broke, and
-    only then mark them counted. When Redis fails they stay uncounted for recount_events."""
+    only then delete their outbox row (`held`). When Redis fails the row stays for
+    recount_events."""
     try:
         breaches = _count_windows(events, agents, violations, now)
         _queue_violations(violations)
@@ -272,7 +285,8 @@ def _count_stored(events: list[Event], agents: dict[str, Agent],
         if report is not None:
             report.rules_pending = True
         return False
-    event_store.mark_counted([(event.agent, event.id) for event in events])
+    if held is not None:
+        event_store.release_counted(held)
     return True
 
 
@@ -331,16 +345,28 @@ def _rules(agent: Agent, now: datetime) -> tuple[dict[str, Any], set[str], set[s
 
 
 def recount_events(limit: int = 5000, *, settled_seconds: float = 0) -> int:
-    """Drain the outbox: run the rules over events stored but not yet counted (Redis was down,
-    or the process died between commit and counting); returns how many. Counting is
-    idempotent (window members are event ids, a broken rule lands in its dedupe window's
-    finding), so an event counted by its own request meanwhile is not counted twice.
-    `settled_seconds` leaves alone events so fresh their own request may still be counting."""
+    """Drain the outbox: run the rules over the events of batches stored but not counted
+    (Redis was down, or the process died between commit and counting), then delete their
+    outbox rows; returns how many events. Counting is idempotent (window members are event
+    ids, a broken rule lands in its dedupe window's finding), so an event counted by its own
+    request meanwhile is not counted twice. `settled_seconds` leaves alone batches so fresh
+    their own request may still be counting; `limit` stops after the batch that reaches it."""
     now = timezone.now()
-    rows = list(BehaviourEvent.objects.filter(
-        counted=False, received_at__lte=now - timedelta(seconds=settled_seconds))
-        .select_related("agent__active_version").order_by("received_at")[:limit])
-    if not rows:
+    waiting = UncountedBatch.objects.filter(
+        received_at__lte=now - timedelta(seconds=settled_seconds)).order_by("pk")
+    batches: list[int] = []
+    rows: list[BehaviourEvent] = []
+    while len(rows) < limit:
+        batch = waiting.filter(pk__gt=batches[-1] if batches else 0).first()
+        if batch is None:
+            break
+        batches.append(batch.pk)
+        # Its own days only (ts is the partition key); events the retention job dropped since
+        # are gone, and nothing is left to judge of them.
+        rows.extend(BehaviourEvent.objects.filter(
+            pk__in=batch.events, ts__gte=batch.first_ts, ts__lte=batch.last_ts)
+            .select_related("agent__active_version"))
+    if not batches:
         return 0
     # Events of agents with no approved state are not judged (nothing to judge them by);
     # they enter the windows once the agent is approved (ensure_windows). Foreign events are
@@ -362,7 +388,7 @@ def recount_events(limit: int = 5000, *, settled_seconds: float = 0) -> int:
     breaches = _count_windows(events, agents, violations, now)
     _queue_violations(violations)
     group_rules.queue_breaches(breaches)
-    BehaviourEvent.objects.filter(pk__in=[r.pk for r in rows]).update(counted=True)
+    UncountedBatch.objects.filter(pk__in=batches).delete()
     return len(rows)
 
 

@@ -1,5 +1,6 @@
-"""Events are an outbox: stored uncounted in the ingest transaction, counted in their Redis
-windows after commit, and drained by recount_events when that never happened (a process died,
+"""Events go through an outbox: each batch's events are stored with one outbox row in the ingest
+transaction, counted in their Redis windows after commit (which deletes the row), and drained
+by recount_events when that never happened (a process died,
 Redis was down). Counting is idempotent on the event id, so nothing is counted twice; windows a
 Redis restart lost are refilled from the stored events, and a rule broken again in a window it
 broke before the restart is still one finding."""
@@ -13,7 +14,7 @@ from rest_framework.test import APIClient
 from rq import SimpleWorker
 
 from audit.models import AuditEntry
-from reconciliation.models import BehaviourEvent, Escalation, Finding
+from reconciliation.models import Escalation, Finding, UncountedBatch
 from registry.models import Agent
 from runtime.actions.behaviour import recount_events
 from tests.conftest import approved_with_client
@@ -48,7 +49,7 @@ def test_a_normal_ingest_counts_every_event_and_leaves_none_in_the_outbox(
     with django_capture_on_commit_callbacks(execute=True):
         body = client.post("/api/v1/events", reads(5), format="json").json()
     assert body["accepted"] == 5 and "rules" not in body
-    assert not BehaviourEvent.objects.filter(counted=False).exists()
+    assert not UncountedBatch.objects.exists()
     assert redis_client.zcard(WINDOW.format(agent_id=agent.pk)) == 5
     run_ingest_worker()
     (finding,) = Finding.objects.filter(agent=agent, kind="same_record_exceeded")
@@ -62,12 +63,14 @@ def test_events_whose_request_died_after_commit_are_counted_once_by_the_drain(
     # The request commits its events and dies before its after-commit counting runs.
     with django_capture_on_commit_callbacks(execute=False) as never_ran:
         assert client.post("/api/v1/events", reads(4), format="json").json()["accepted"] == 4
-    assert BehaviourEvent.objects.filter(counted=False).count() == 4
+    (held,) = UncountedBatch.objects.all()
+    assert len(held.events) == 4
     window = WINDOW.format(agent_id=agent.pk)
     assert redis_client.zcard(window) == 0
 
-    assert recount_events() == 4  # the cron's drain
-    assert not BehaviourEvent.objects.filter(counted=False).exists()
+    assert recount_events(settled_seconds=10) == 0  # the request may still be counting
+    assert recount_events() == 4  # the cron's drain, once the batch has settled
+    assert not UncountedBatch.objects.exists()
     assert redis_client.zcard(window) == 4
     run_ingest_worker()
     (finding,) = Finding.objects.filter(agent=agent, kind="same_record_exceeded")
@@ -140,3 +143,35 @@ def test_an_unapproved_tool_used_before_and_after_a_redis_restart_is_one_finding
     (finding,) = Finding.objects.filter(agent=agent)
     assert finding.kind == "tool_not_approved"
     assert Escalation.objects.filter(agent=agent).count() == 1
+
+
+def test_a_died_batch_spread_over_several_days_is_drained_whole(
+        escalating, redis_client, django_capture_on_commit_callbacks):
+    agent, client = escalating
+    now = datetime.now(UTC)
+    uses = [{"id": uuid.uuid4().hex, "agent": "refund-agent", "kind": "tool_call",
+             "tool": "shell.exec", "ts": (now - timedelta(days=days)).isoformat()}
+            for days in (20, 3, 0)]
+    with django_capture_on_commit_callbacks(execute=False):
+        assert client.post("/api/v1/events", uses, format="json").json()["accepted"] == 3
+    (held,) = UncountedBatch.objects.all()
+    assert held.first_ts < held.last_ts - timedelta(days=19)  # one row for all three days
+
+    assert recount_events() == 3
+    assert not UncountedBatch.objects.exists()
+    run_ingest_worker()
+    (finding,) = Finding.objects.filter(agent=agent)
+    assert (finding.kind, finding.status) == ("tool_not_approved", "escalated")
+
+
+def test_the_drain_stops_after_the_batch_that_reaches_its_limit(
+        limited, redis_client, django_capture_on_commit_callbacks):
+    agent, client = limited
+    for _ in range(3):
+        with django_capture_on_commit_callbacks(execute=False):
+            client.post("/api/v1/events", reads(2), format="json")
+    assert recount_events(limit=3) == 4  # two whole batches
+    assert UncountedBatch.objects.count() == 1
+    assert recount_events(limit=3) == 2
+    assert not UncountedBatch.objects.exists()
+    assert redis_client.zcard(WINDOW.format(agent_id=agent.pk)) == 6

@@ -45,6 +45,18 @@ def test_a_batch_is_stored_and_a_replay_is_not_counted_twice(agent_client, redis
     assert BehaviourEvent.objects.count() == 5
 
 
+def test_an_id_sent_again_on_another_day_is_a_repeat_whatever_its_ts(agent_client):
+    """The repeat check looks at every day partition: a resend stamped with another time (a
+    client that re-stamps on retry) lands on another day, and is still the same event."""
+    first = event(ts=(datetime.now(UTC) - timedelta(days=12)).isoformat())
+    assert post(agent_client, [first]).json()["accepted"] == 1
+    for ts in (first["ts"], now_iso(), (datetime.now(UTC) - timedelta(days=29)).isoformat()):
+        body = post(agent_client, [{**first, "ts": ts}, event()]).json()
+        assert [r["status"] for r in body["results"]] == ["duplicate", "accepted"]
+    assert BehaviourEvent.objects.filter(event_id=first["id"]).count() == 1
+    assert BehaviourEvent.objects.count() == 4
+
+
 def test_each_bad_event_is_rejected_with_its_reason_and_the_rest_accepted(agent_client):
     good = event()
     batch = [good, event(kind="teleport"), event(ts="2026-01-01T00:00:00"),
@@ -180,3 +192,21 @@ def test_events_from_before_registration_count_in_the_windows_from_approval_on(
     assert (finding.kind, finding.expected, finding.actual, finding.status) == (
         "same_record_exceeded", 3, 4, "logged")
     assert redis_client.zcard(f"bw:{agent.pk}:customers_db:record:c-1:3600") == 4
+
+
+def test_a_validated_event_is_the_frozen_event_its_fields_make():
+    import dataclasses
+
+    from runtime.events import Event, validate_event
+
+    now = datetime.now(UTC)
+    raw = {"id": "e-1", "agent": "Refund Agent", "ts": now.isoformat(), "kind": "action",
+           "action": "payments.refund", "amount": 700, "tool": "payments.refund",
+           "input_tokens": 10, "attributes": {"k": "v"}}
+    event = validate_event(raw, now)
+    assert event == Event(id="e-1", agent="refund-agent", ts=now, kind="action",
+                          action="payments.refund", amount=700.0, tool="payments.refund",
+                          input_tokens=10, attributes={"k": "v"}, label="Refund Agent")
+    assert event.record == "" and event.cost is None  # the defaults, as Event() gives them
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        event.amount = 1

@@ -49,7 +49,7 @@ def where(row) -> str:
 def event(agent, ts, **fields) -> BehaviourEvent:
     return BehaviourEvent.objects.create(event_id=uuid.uuid4().hex, agent=agent,
                                          agent_name=agent.name, ts=ts, kind="tool_call",
-                                         tool="lookup", counted=True, **fields)
+                                         tool="lookup", **fields)
 
 
 def run(agent, at) -> ReconcileRun:
