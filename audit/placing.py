@@ -14,16 +14,12 @@ nothing is stranded longer than that, and no writer pays a look-up of its own af
 """
 
 import json
-from types import SimpleNamespace
 from typing import Any
 
-import psycopg
-from django.db import DEFAULT_DB_ALIAS, connection, connections
-from django.db.backends.postgresql.base import TIMESTAMPTZ_OID
-from django.db.backends.postgresql.psycopg_any import register_tzloader
-from psycopg.pq import Format
+from django.db import connection
 
 from audit.tree import LEVEL_SHIFT
+from config.prepared import prepared_cursor
 
 KEY = 0x41554449  # "AUDI": the one placing lock of this database
 
@@ -43,64 +39,13 @@ def _json(value: Any) -> str | None:
     return None if value is None else json.dumps(value)
 
 
-ONLY_WHEN_ASKED = 2**31 - 1  # a prepare threshold that no statement reaches by repetition
-
-
-class _PreparedCursor(psycopg.Cursor):
-    """Binds on the server and has every statement prepared (planned once per session)."""
-
-    _sent: tuple[Any, Any] | None = None
-    _converted: Any = None
-
-    def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None,
-                binary: bool | None = None) -> "_PreparedCursor":
-        super().execute(query, params, prepare=True, binary=binary)
-        self._sent, self._converted = (query, params), None
-        return self
-
-    # psycopg leaves `_query` unset when it runs a prepared statement; Django's query log (DEBUG,
-    # CaptureQueriesContext) reads the statement's text from it: the text as sent, parameters
-    # apart (binding them again for a log line cost a twentieth of an append).
-    @property
-    def _query(self) -> Any:
-        if self._converted is None and self._sent is not None:
-            self._converted = SimpleNamespace(query=str(self._sent[0]).encode())
-        return self._converted
-
-    @_query.setter
-    def _query(self, value: Any) -> None:
-        self._converted = value
-
-
-def _prepared() -> Any:
-    """A cursor whose statements PostgreSQL plans once per session: the placing statements run
-    on every append, and planning the claim cost as much as running it. Django's cursors bind
-    on the client, which cannot prepare; this one is wrapped as Django wraps its own, so
-    errors, the query log and query counts see its statements too. One per database session,
-    kept open (making a cursor per statement cost a tenth of an append)."""
-    db = connections[DEFAULT_DB_ALIAS]  # once: each attribute of the proxy is a look-up
-    if db.connection is None:
-        db.ensure_connection()
-    session = db.connection
-    kept = getattr(db, "_audit_prepared", None)
-    if kept is None or kept[0] is not session or kept[1].closed:
-        if session.prepare_threshold is None:  # Django's: psycopg would then never prepare
-            session.prepare_threshold = ONLY_WHEN_ASKED
-        raw = _PreparedCursor(session)
-        loader = session.adapters.get_loader(TIMESTAMPTZ_OID, Format.TEXT)
-        if db.timezone != loader.timezone:  # as Django's create_cursor does
-            register_tzloader(db.timezone, raw)
-        kept = db._audit_prepared = (session, raw)
-    return db.make_debug_cursor(kept[1]) if db.queries_logged else db.make_cursor(kept[1])
-
-
 def queue_unless_free(content: dict[str, Any]) -> int | None:
     """In the writer's transaction: queue the entry if another transaction holds the lock (the
     queued row's id), else take the lock until the commit and queue nothing (None). One
     statement either way, the shape of a bare INSERT."""
     if not _postgresql():
         return None
-    cursor = _prepared()
+    cursor = prepared_cursor()
     cursor.execute(QUEUE_UNLESS_FREE, [
         content["at"], content["actor"], content["action"], content["target"],
         content["agent"], _json(content["before"]), _json(content["after"]),
@@ -112,7 +57,7 @@ def queue_unless_free(content: dict[str, Any]) -> int | None:
 def hold() -> None:
     """Take the lock until this transaction ends, waiting for the holder if there is one."""
     if _postgresql():
-        cursor = _prepared()
+        cursor = prepared_cursor()
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [KEY])
 
 
@@ -126,7 +71,7 @@ def try_hold_if_queued() -> bool:
         with connection.cursor() as cursor:
             cursor.execute(f"SELECT {queued}")
             return bool(cursor.fetchone()[0])
-    cursor = _prepared()
+    cursor = prepared_cursor()
     cursor.execute(f"SELECT CASE WHEN {queued} THEN pg_try_advisory_lock(%s) ELSE false END",
                    [KEY])
     return bool(cursor.fetchone()[0])
@@ -134,7 +79,7 @@ def try_hold_if_queued() -> bool:
 
 def release() -> None:
     if _postgresql():
-        cursor = _prepared()
+        cursor = prepared_cursor()
         cursor.execute("SELECT pg_advisory_unlock(%s)", [KEY])
 
 
@@ -170,7 +115,7 @@ def store(entries: list[dict[str, Any]], nodes: list[tuple[int, str]], seq: int,
         index = ENTRY_COLUMNS.index(name)
         columns[index] = [_json(value) for value in columns[index]]
     positions, hashes = zip(*nodes, strict=True) if nodes else ((), ())
-    cursor = _prepared()
+    cursor = prepared_cursor()
     cursor.execute(STORE, [*columns, list(positions), list(hashes), seq, hash_])
     return True
 
@@ -204,7 +149,7 @@ def claim(limit: int) -> tuple[tuple[int, str, dict[int, bytes]] | None,
     caller places them in the same transaction); None elsewhere, for the caller's ORM path."""
     if not _postgresql():
         return None
-    cursor = _prepared()
+    cursor = prepared_cursor()
     cursor.execute(CLAIM, [limit])
     rows = cursor.fetchall()
     head, queued = None, []
@@ -228,7 +173,7 @@ def take_queue(limit: int) -> list[dict[str, Any]] | None:
     transaction); None elsewhere, for the caller's ORM path."""
     if not _postgresql():
         return None
-    cursor = _prepared()
+    cursor = prepared_cursor()
     cursor.execute(
         f"DELETE FROM audit_auditpendingentry WHERE id = ANY(ARRAY(SELECT id FROM "
         f"audit_auditpendingentry ORDER BY id LIMIT %s)) "

@@ -11,9 +11,9 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-import psycopg
 from django.db import connection
 
+from config.prepared import prepared_cursor
 from reconciliation.models import BehaviourEvent, UncountedBatch, UnregisteredAgent
 from runtime.events import Event
 
@@ -66,7 +66,6 @@ def insert_new(events: list[Event], agent_ids: dict[str, int], batch: dict[str, 
 
 
 STAGING = "ingest_batch"  # a temporary table per session, emptied at each commit
-PREPARE_WHEN_ASKED = 2**31 - 1  # psycopg's threshold: prepared with prepare=True, never unasked
 
 
 def _insert_postgresql(rows: list[tuple], shared: list[Any]) -> dict[tuple[str, str], int]:
@@ -90,20 +89,15 @@ def _insert_postgresql(rows: list[tuple], shared: list[Any]) -> dict[tuple[str, 
     # session): planning the repeat check over every day partition took milliseconds per
     # batch. (Forcing that check into a subplan per event, OFFSET 0, halved ingest for a
     # single agent's batches: left to the planner.)
-    raw = connection.connection
-    if raw.prepare_threshold is None:
-        # Django turns psycopg's prepared statements off (for connection poolers); its own
-        # cursors never prepare, so this lets only statements that ask for it be prepared.
-        raw.prepare_threshold = PREPARE_WHEN_ASKED
-    with psycopg.Cursor(raw) as cursor:
-        cursor.execute(
-            f"WITH n AS (DELETE FROM {STAGING} RETURNING *) "
-            f"INSERT INTO {table} ({_names(EVENT_COLUMNS + BATCH_COLUMNS)}) "
-            f"SELECT {values}, {batch_values} FROM n "
-            f"WHERE NOT EXISTS (SELECT 1 FROM {table} e WHERE e.agent_name = n.agent_name "
-            'AND e.event_id = n.event_id AND NOT e."foreign") '
-            "ON CONFLICT DO NOTHING RETURNING agent_name, event_id, id", shared, prepare=True)
-        return {(agent, event_id): pk for agent, event_id, pk in cursor.fetchall()}
+    cursor = prepared_cursor()
+    cursor.execute(
+        f"WITH n AS (DELETE FROM {STAGING} RETURNING *) "
+        f"INSERT INTO {table} ({_names(EVENT_COLUMNS + BATCH_COLUMNS)}) "
+        f"SELECT {values}, {batch_values} FROM n "
+        f"WHERE NOT EXISTS (SELECT 1 FROM {table} e WHERE e.agent_name = n.agent_name "
+        'AND e.event_id = n.event_id AND NOT e."foreign") '
+        "ON CONFLICT DO NOTHING RETURNING agent_name, event_id, id", shared)
+    return {(agent, event_id): pk for agent, event_id, pk in cursor.fetchall()}
 
 
 def _insert_chunks(rows: list[tuple], shared: list[Any]) -> dict[tuple[str, str], int]:
