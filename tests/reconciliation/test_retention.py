@@ -37,7 +37,6 @@ from reconciliation.retention import EVENTS, check_retention, keep
 from reconciliation.retention import Keep as Kept
 from tests.conftest import ROOT, assert_trail_whole, child_env, database_url
 
-
 # Day partitions are PostgreSQL's; on SQLite retention deletes rows in batches (tested apart).
 partitioned = pytest.mark.skipif(connection.vendor != "postgresql",
                                  reason="day partitions are PostgreSQL's")
