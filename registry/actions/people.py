@@ -102,11 +102,19 @@ def revoke_role(user: User, role: Role | str, *, actor: Any) -> bool:
     return True
 
 
+def new_token_key() -> str:
+    """A fresh API key (256 random bits). Never starting with '-': a command line would read
+    `--token -x...` as another option (agentctl's argparse refused such a key)."""
+    while (key := secrets.token_urlsafe(32)).startswith("-"):
+        pass
+    return key
+
+
 @transaction.atomic
 def issue_api_token(user: User, *, actor: Any, name: str = "",
                     expires_in_days: int | None = None) -> tuple[ApiToken, str]:
     """A new token for a person; the key is returned once and only its hash is stored."""
-    key = secrets.token_urlsafe(32)
+    key = new_token_key()
     expires_at = timezone.now() + timedelta(days=expires_in_days) if expires_in_days else None
     token = ApiToken.objects.create(user=user, name=name, key_hash=hash_token_key(key),
                                     key_prefix=key[:8], expires_at=expires_at)
@@ -126,7 +134,7 @@ def issue_agent_token(agent: Any, *, actor: User, name: str = "",
         raise NotAllowed("Only the agent's owner or an admin may issue its tokens.")
     if type(agent).objects.filter(pk=agent.pk, lifecycle=Lifecycle.RETIRED).exists():
         raise Conflict(f"{agent.name} is retired: it gets no new tokens.", code="retired")
-    key = secrets.token_urlsafe(32)
+    key = new_token_key()
     expires_at = timezone.now() + timedelta(days=expires_in_days) if expires_in_days else None
     token = ApiToken.objects.create(user=actor, agent=agent, name=name,
                                     key_hash=hash_token_key(key), key_prefix=key[:8],

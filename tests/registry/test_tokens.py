@@ -107,3 +107,21 @@ def test_a_hand_over_suspends_the_old_owners_tokens_until_the_new_owner_keeps_th
     assert kept.status_code == 200 and kept.json()["holder"] == "oscar"
     assert agent.get("/api/v1/agents/refund-agent/desired-state").status_code == 200
     assert key[:8] not in str(alice.get("/api/v1/tokens").json())
+
+
+def test_a_key_never_starts_with_a_dash_so_a_command_line_takes_it(people, monkeypatch):
+    """`agentctl --token KEY` (and the README's auditor commands) read a key starting with '-'
+    as another option and refused it; one in 64 random keys did."""
+    import secrets
+
+    from agentgov.cli import main as agentctl
+
+    from registry.actions import issue_api_token
+
+    drawn = iter(["-starts-with-a-dash" + "x" * 24, "plain-key" + "y" * 34])
+    monkeypatch.setattr(secrets, "token_urlsafe", lambda n: next(drawn))
+    token, key = issue_api_token(people.alice, actor="system:test")
+    assert key == "plain-key" + "y" * 34 and token.key_prefix == key[:8]
+    # What a leading dash did to the command line: argparse took it for an option.
+    with pytest.raises(SystemExit):
+        agentctl(["--url", "http://127.0.0.1:1", "--token", "-starts-with-a-dash", "get", "agents"])
