@@ -11,18 +11,9 @@ from django.utils import timezone
 
 from reconciliation.models import UncountedBatch
 from runtime.actions.behaviour import recount_events
+from tests.migrating import latest, migrate
 
 BEFORE = [("reconciliation", "0024_merge_0023_finding_recent_index_0023_fleet_snapshot")]
-
-
-def migrate(targets) -> None:
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-
-
-def latest() -> list[tuple[str, str]]:
-    return MigrationExecutor(connection).loader.graph.leaf_nodes()
 
 
 def old_events():

@@ -17,20 +17,11 @@ from reconciliation.models import (
     ObservedState,
     ReconcileRun,
 )
+from tests.migrating import latest, migrate
 
 BEFORE = [("reconciliation", "0020_group_rule_effect_block")]
 TABLES = ("reconciliation_behaviourevent", "reconciliation_observedstate",
           "reconciliation_reconcilerun", "reconciliation_alertevent")
-
-
-def migrate(targets) -> None:
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-
-
-def latest() -> list[tuple[str, str]]:
-    return MigrationExecutor(connection).loader.graph.leaf_nodes()
 
 
 def where(table: str, pk: int) -> str:
