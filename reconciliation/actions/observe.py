@@ -28,48 +28,52 @@ def _finding_views(agent: Agent) -> dict[str, FindingView]:
 
 
 def _release_accepted(ctx: PassContext) -> None:
-    """Drift an approver accepted into a proposal is held while the proposal is pending; once
-    it is refused or withdrawn the drift is back in the loop (approved: the drift is gone).
-    Behaviour cannot be observed again, so a behaviour finding follows its own proposal: once
-    approved the raised limit covers it (resolved); otherwise it is escalated again."""
+    """Drift an approver accepted into a proposal is held while that proposal is pending. Once
+    it is approved the finding is resolved (the approved state holds what was seen: a pass that
+    still sees drift opens it again). Once it is refused, withdrawn or superseded, configuration
+    drift is back in the loop; behaviour, which cannot be observed again, is escalated again."""
     held = list(Finding.objects.filter(agent=ctx.agent, status=FindingStatus.ACCEPTED)
                 .select_related("proposal"))
-    decided = [f for f in held if f.behaviour and f.proposal_id
-               and f.proposal.state != VersionState.PENDING]
+    decided = [f for f in held if f.proposal_id and f.proposal.state != VersionState.PENDING]
     for finding in decided:
-        _release_behaviour(ctx, finding)
-    if decided:
+        proposal = finding.proposal
+        if proposal.state == VersionState.APPROVED:
+            how = "allowed from" if finding.behaviour else "accepted into"
+            _resolve(ctx, finding, f"{how} generation {proposal.generation} on (proposal "
+                                   f"{proposal.pk} was approved)")
+        elif finding.behaviour:
+            reason = (f"proposal {proposal.pk} to allow it was {proposal.state}: "
+                      "a human decides again")
+            _reopen(ctx, finding, FindingStatus.ESCALATED, reason)
+            open_escalation(ctx.agent, finding, reason=reason)
+        else:
+            _reopen(ctx, finding, FindingStatus.OPEN,
+                    f"proposal {proposal.pk} that accepted it was {proposal.state}")
+    if any(f.behaviour for f in decided):
         refresh_status(ctx.agent, now=ctx.now)
-    held = [f for f in held if not (f.behaviour and f.proposal_id)]
-    if not held or ctx.agent.versions.filter(state=VersionState.PENDING).exists():
-        return
-    for finding in held:
-        finding.transition(FindingStatus.OPEN,
-                           reason="the proposal that accepted it was not approved")
-        audit.record(actor=SYSTEM, action=AuditAction.FINDING_REOPENED,
-                     target=f"finding:{finding.pk}", agent=ctx.agent.name,
-                     before={"status": FindingStatus.ACCEPTED},
-                     after={"status": FindingStatus.OPEN},
-                     reason="the proposal that accepted it was not approved")
+    unlinked = [f for f in held if not f.proposal_id]  # its proposal is gone
+    if unlinked and not ctx.agent.versions.filter(state=VersionState.PENDING).exists():
+        for finding in unlinked:
+            _reopen(ctx, finding, FindingStatus.OPEN,
+                    "the proposal that accepted it is gone")
 
 
-def _release_behaviour(ctx: PassContext, finding: Finding) -> None:
-    proposal = finding.proposal
-    if proposal.state == VersionState.APPROVED:
-        reason = (f"allowed from generation {proposal.generation} on (proposal {proposal.pk} "
-                  "was approved)")
-        finding.transition(FindingStatus.RESOLVED, reason=reason)
-        audit.record(actor=SYSTEM, action=AuditAction.FINDING_RESOLVED,
-                     target=f"finding:{finding.pk}", agent=ctx.agent.name,
-                     before={"status": FindingStatus.ACCEPTED},
-                     after={"status": FindingStatus.RESOLVED}, reason=reason)
-        return
-    reason = f"proposal {proposal.pk} to allow it was {proposal.state}: a human decides again"
-    audit.record(actor=SYSTEM, action=AuditAction.FINDING_REOPENED,
+def _resolve(ctx: PassContext, finding: Finding, reason: str) -> None:
+    finding.transition(FindingStatus.RESOLVED, reason=reason)
+    audit.record(actor=SYSTEM, action=AuditAction.FINDING_RESOLVED,
                  target=f"finding:{finding.pk}", agent=ctx.agent.name,
                  before={"status": FindingStatus.ACCEPTED},
-                 after={"status": FindingStatus.ESCALATED}, reason=reason)
-    open_escalation(ctx.agent, finding, reason=reason)
+                 after={"status": FindingStatus.RESOLVED}, reason=reason)
+
+
+def _reopen(ctx: PassContext, finding: Finding, status: str, reason: str) -> None:
+    """Back in the loop (open_escalation moves a behaviour finding to escalated itself)."""
+    if status == FindingStatus.OPEN:
+        finding.transition(status, reason=reason)
+    audit.record(actor=SYSTEM, action=AuditAction.FINDING_REOPENED,
+                 target=f"finding:{finding.pk}", agent=ctx.agent.name,
+                 before={"status": FindingStatus.ACCEPTED}, after={"status": status},
+                 reason=reason)
 
 
 def _upsert_findings(ctx: PassContext, drifts: list[Drift],

@@ -59,21 +59,35 @@ def _run(ctx: PassContext, result: str, *, drift_found: int = 0,
     return run
 
 
-def reconcile_agent(agent_id: int, *, trigger: str, now: datetime | None = None
-                    ) -> ReconcileRun | None:
-    """One level-triggered pass: observe, diff, act per enforcement mode, verify."""
+def _reconciled(agent_id: int) -> Agent | None:
+    """The agent as committed now, when the loop reconciles it (approved, not retired)."""
     agent = (Agent.objects.select_related("active_version", "owner").filter(pk=agent_id)
              .first())
     if agent is None or agent.active_version_id is None or (
             agent.lifecycle == Lifecycle.RETIRED):
         return None
-    now = now or timezone.now()
+    return agent
+
+
+def reconcile_agent(agent_id: int, *, trigger: str, now: datetime | None = None
+                    ) -> ReconcileRun | None:
+    """One level-triggered pass: observe, diff, act per enforcement mode, verify."""
+    started, now = time.monotonic(), now or timezone.now()
+    agent = _reconciled(agent_id)
+    if agent is None:
+        return None
+    with transaction.atomic():  # before observing: a push agent may not have reported yet
+        _release_accepted(PassContext(agent, trigger, now, started, agent.generation, False))
+    # Read again: an approval the release saw is in the spec this pass enforces (with the
+    # agent read before it, the pass judged the approved drift against the old spec and
+    # escalated it again).
+    agent = _reconciled(agent_id)
+    if agent is None:
+        return None
     control = ControlState.load()
     status = AgentStatus.objects.get_or_create(agent=agent)[0]
-    ctx = PassContext(agent, trigger, now, time.monotonic(), agent.generation,
+    ctx = PassContext(agent, trigger, now, started, agent.generation,
                       shadow=control.shadow or status.shadow)
-    with transaction.atomic():  # before observing: a push agent may not have reported yet
-        _release_accepted(ctx)
     connector = connector_for(agent)
     try:
         actual = connector.observe(agent)

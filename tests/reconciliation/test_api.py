@@ -153,7 +153,45 @@ def test_an_accepted_drift_ends_with_its_proposal(people, refund_agent):
     registry_actions.approve_proposal(proposal.pk, actor=people.bob)
     run = actions.reconcile_agent(refund_agent.pk, trigger="approved")
     assert run.result == "converged" and run.changes == []
-    assert Finding.objects.get().status == "resolved"
+    finding = Finding.objects.get()
+    assert finding.status == "resolved"
+    # The trail says why: the approval, never "reopened" on the way.
+    steps = list(AuditEntry.objects.filter(target=f"finding:{finding.pk}").order_by("seq")
+                 .values_list("action", "reason"))
+    assert steps[-1] == ("finding.resolved",
+                         f"accepted into generation 2 on (proposal {proposal.pk} was approved)")
+    assert "finding.reopened" not in [action for action, _ in steps]
+
+
+@pytest.mark.parametrize("lands", ["before", "after"])
+def test_an_approval_landing_as_a_pass_starts_resolves_the_accepted_drift_once(
+        people, refund_agent, monkeypatch, lands):
+    """The approval commits while a pass is starting: just before it releases held findings
+    (the pass once judged the drift against the agent it had read before the approval, and
+    escalated it again) or just after (the next pass resolves it)."""
+    from reconciliation.actions import passes
+
+    proposal = accept_the_drift(people, refund_agent)
+    release = passes._release_accepted
+
+    def approval_lands(ctx):
+        if lands == "after":
+            release(ctx)
+        registry_actions.approve_proposal(proposal.pk, actor=people.bob)
+        if lands == "before":
+            release(ctx)
+
+    monkeypatch.setattr(passes, "_release_accepted", approval_lands)
+    run = actions.reconcile_agent(refund_agent.pk, trigger="resync")
+    monkeypatch.setattr(passes, "_release_accepted", release)
+    assert run.generation == 2 and run.changes == []
+    actions.reconcile_agent(refund_agent.pk, trigger="approved")
+    finding = Finding.objects.get()
+    assert finding.status == "resolved"
+    assert Escalation.objects.count() == 1  # carol's, resolved by accepting: no second one
+    assert SandboxAgent.objects.get(agent=refund_agent).state["actions"]["payments.refund"][
+        "approval_above"] == 400  # never reverted
+    assert not AuditEntry.objects.filter(action="finding.reopened").exists()
 
 
 def test_an_accepted_drift_whose_proposal_is_refused_is_back_in_the_loop(people, refund_agent):
@@ -166,8 +204,10 @@ def test_an_accepted_drift_whose_proposal_is_refused_is_back_in_the_loop(people,
     finding = Finding.objects.get()
     assert finding.status == "escalated"  # the agent's mode for actions, as before
     assert Escalation.objects.filter(status="open", finding=finding).count() == 1
-    assert AuditEntry.objects.filter(action="finding.reopened",
-                                     target=f"finding:{finding.pk}").count() == 1
+    assert list(AuditEntry.objects.filter(action="finding.reopened",
+                                          target=f"finding:{finding.pk}")
+                .values_list("reason", flat=True)) == [
+        f"proposal {proposal.pk} that accepted it was rejected"]
 
 
 def test_shadow_and_breaker_switches(people, api_as, refund_agent):
