@@ -365,3 +365,48 @@ def test_with_a_witness_the_archive_and_live_export_still_verify_as_one(
     bundle.write_bytes(response.content)
     status, out, err = agentctl(bundle, "--public-key", key, "--witness", witness)
     assert status == 0, err
+
+
+def test_a_csv_export_after_an_archive_verifies_joined_to_the_archive(
+        old_then_new, tmp_path, people, api_as, django_capture_on_commit_callbacks, agentctl,
+        public_key):
+    made = archive(old_then_new, tmp_path / "archive")
+    archived = tmp_path / "archive" / made.file_name
+    with django_capture_on_commit_callbacks(execute=True):
+        response = api_as(people.dana).get("/api/v1/audit/export?format=csv")
+    assert response.status_code == 200
+    body = b"".join(response).decode("utf-8")
+    spreadsheet = tmp_path / "live.csv"
+    spreadsheet.write_text(body, encoding="utf-8", newline="")
+    head = AuditEntry.objects.order_by("-seq").first()
+    assert body.splitlines()[1].startswith(f"{made.last_seq + 1},")  # the live part only
+
+    # Alone, the CSV names what it lacks instead of a bare broken chain.
+    status, out, err = agentctl(spreadsheet)
+    assert status == 1
+    assert err.startswith(f"FAILED at seq 1: deleted: the file starts at entry "
+                          f"{made.last_seq + 1}: entries 1-{made.last_seq} are not in it"), err
+
+    # After the archive it continues the archive's chain: the whole trail, to the live head.
+    status, out, err = agentctl(archived, spreadsheet, "--public-key", public_key,
+                                "--head", head.hash)
+    assert status == 0, err
+    lines = out.splitlines()
+    assert lines[0] == f"OK {head.seq} entries, head {head.hash}"
+    assert (f"live.csv: entries {made.last_seq + 1}-{head.seq} continue the chain "
+            "(a CSV carries no checkpoints: its rows are not signed)") in lines
+
+    # A row edited in the spreadsheet, or its first row gone, no longer continues it.
+    rows = body.splitlines(keepends=True)
+    edited = tmp_path / "edited.csv"
+    edited.write_text(rows[0] + rows[1].replace("token:", "token:9", 1) + "".join(rows[2:]),
+                      encoding="utf-8", newline="")
+    status, out, err = agentctl(archived, edited, "--public-key", public_key)
+    assert status == 1
+    assert err.startswith(f"FAILED at seq {made.last_seq + 1}: edited: edited.csv: "), err
+    cut = tmp_path / "cut.csv"
+    cut.write_text(rows[0] + "".join(rows[2:]), encoding="utf-8", newline="")
+    status, out, err = agentctl(archived, cut, "--public-key", public_key)
+    assert status == 1
+    assert err.startswith(f"FAILED at seq {made.last_seq + 1}: deleted: cut.csv: the file "
+                          f"starts at entry {made.last_seq + 2}"), err

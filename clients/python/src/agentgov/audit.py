@@ -93,11 +93,19 @@ def entry_holds(entry: dict[str, Any] | None, prev: str, seq: int) -> bool:
         digest == entry.get("hash"))
 
 
-def verify_entries(entries: Iterable[dict[str, Any] | None]) -> TrailCheck:
-    """Walk entries in file order; None stands for a line that could not be read."""
-    prev, expected_seq = GENESIS, 1
+def verify_entries(entries: Iterable[dict[str, Any] | None], *, after: int = 0,
+                   prev: str = GENESIS) -> TrailCheck:
+    """Walk entries in file order; None stands for a line that could not be read. `after` and
+    `prev` continue a trail whose entries 1..after another file proved (an archive)."""
+    expected_seq = after + 1
     for entry in entries:
         if not entry_holds(entry, prev, expected_seq):
+            first = entry.get("seq") if isinstance(entry, dict) else None
+            if expected_seq == after + 1 and isinstance(first, int) and first > expected_seq:
+                return TrailCheck(False, after, prev, expected_seq, DELETED,
+                                  f"the file starts at entry {first}: entries {expected_seq}-"
+                                  f"{first - 1} are not in it (archived entries: pass the "
+                                  "archive files before it)")
             return TrailCheck(False, expected_seq - 1, prev, expected_seq)
         prev, expected_seq = entry["hash"], expected_seq + 1
     return TrailCheck(True, expected_seq - 1, prev)
@@ -400,6 +408,21 @@ def verify_joined(paths: list[Path], keys: Mapping[str, Ed25519PublicKey],
     return TrailCheck(True, before.count, before.prev, proven=tuple(proven), kind="export")
 
 
+def _continued_by_csv(archives: TrailCheck, path: Path) -> TrailCheck:
+    """A CSV export of the live trail after the archives: its rows must continue their chain.
+    A CSV carries no checkpoints, so its own rows are proven by the chain alone."""
+    check = verify_entries(csv_entries(path), after=archives.count, prev=archives.head)
+    if not check.ok:
+        message = check.message or "an entry does not hold (edited, or out of order)"
+        return TrailCheck(False, check.count, check.head, check.broken_seq,
+                          check.reason or EDITED, f"{path.name}: {message}", kind="export")
+    rows = (f"{path.name}: entries {archives.count + 1}-{check.count} continue the chain "
+            "(a CSV carries no checkpoints: its rows are not signed)"
+            if check.count > archives.count else f"{path.name}: no entries past the archives")
+    return TrailCheck(True, check.count, check.head, proven=(*archives.proven, rows),
+                      kind="export")
+
+
 def _join_failure(before: ExportWalk, after: ExportWalk, name: str) -> Failure | None:
     """Why `after` does not continue `before` exactly, if it does not."""
     if after.boundary != before.count:
@@ -460,8 +483,12 @@ def verify_file(path: str | Path | list[str | Path], fmt: str | None = None, *,
         if len(paths) == 1:
             path = paths[0]
         else:
+            spreadsheet = paths[-1] if sniff(paths[-1]) == "csv" else None
+            if spreadsheet is not None:
+                paths = paths[:-1]
             if any(sniff(p) != "export" for p in paths):
-                raise ValueError("only v1 exports (archives and the live export) are joined")
+                raise ValueError("only v1 exports (archives, then the live export or a CSV "
+                                 "export) are joined")
             keys = trusted_keys(public_keys)
             if not keys:
                 raise ValueError("an export is proven by signed checkpoints: pass --public-key")
@@ -470,7 +497,10 @@ def verify_file(path: str | Path | list[str | Path], fmt: str | None = None, *,
             except Failure as failure:
                 return TrailCheck(False, 0, GENESIS, failure.seq, failure.reason,
                                   failure.message, kind="export")
-            return verify_joined(paths, keys, copies)
+            joined = verify_joined(paths, keys, copies)
+            if spreadsheet is None or not joined.ok:
+                return joined
+            return _continued_by_csv(joined, spreadsheet)
     path = Path(path)
     fmt = fmt or sniff(path)
     if fmt not in ("jsonl", "csv", "export", "evidence"):
