@@ -4,6 +4,7 @@ evidence bundles per agent for its owner too."""
 from typing import Any
 
 from django.conf import settings
+from django.core.handlers.asgi import ASGIRequest
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
@@ -18,7 +19,7 @@ from audit.actions import PENDING_FIELDS, sign_for_export
 from audit.chain import format_time
 from audit.choices import BreakReason
 from audit.evidence import TooManyEntries, bundle
-from audit.export import FORMATS, export_chunks_async
+from audit.export import FORMATS, export_chunks, export_chunks_async
 from audit.filters import AuditFilterSerializer, filter_entries
 from audit.models import (
     AuditChainHead,
@@ -137,8 +138,11 @@ class AuditExportView(ComplianceOnly, APIView):
         if fmt not in FORMATS:
             raise ValidationError({"format": f"expected one of {', '.join(sorted(FORMATS))}"})
         size = sign_for_export(actor=request.user, target="audit:trail", after={"format": fmt})
-        response = StreamingHttpResponse(export_chunks_async(fmt, size),
-                                         content_type=FORMATS[fmt])
+        # Each server's own kind of iterator: Django buffers the whole body in a list when it
+        # serves an async iterator under WSGI, or a sync one under ASGI.
+        served_async = isinstance(request._request, ASGIRequest)
+        chunks = export_chunks_async(fmt, size) if served_async else export_chunks(fmt, size)
+        response = StreamingHttpResponse(chunks, content_type=FORMATS[fmt])
         response["Content-Disposition"] = f'attachment; filename="audit-trail.{fmt}"'
         return response
 

@@ -4,14 +4,18 @@ import csv
 import io
 import json
 import re
+import warnings
 from pathlib import Path
 
 import pytest
 from agentgov.audit import verify_file
+from asgiref.sync import async_to_sync
 from django.db import connection
+from django.test import AsyncClient
 
 import audit
 from audit.choices import AuditAction
+from registry import actions
 from tests.audit.attacker import DROP_BINDING
 
 pytestmark = pytest.mark.django_db
@@ -74,6 +78,29 @@ def test_export_csv_round_trips_to_the_same_entries(people, api_as):
     # The CSV export was audited after the JSONL one, so it holds one more entry.
     assert from_csv[: len(from_jsonl)] == from_jsonl
     assert from_csv[-1]["action"] == "audit.exported"
+
+
+def test_export_streams_under_both_servers_without_buffering_the_trail(people, api_as):
+    """Django holds the whole body in a list when an ASGI server is given a sync iterator, or
+    a WSGI server an async one: each server gets its own kind, so the trail is streamed."""
+    _, key = actions.issue_api_token(people.dana, actor="system:test")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # Django warns when it falls back to buffering
+        wsgi = api_as(people.dana).get("/api/v1/audit/export?format=jsonl")
+        assert wsgi.status_code == 200 and wsgi.streaming and not wsgi.is_async
+        last = json.loads(streamed(wsgi).splitlines()[-1])
+        assert last["type"] == "entry" and last["entry"]["action"] == "audit.exported"
+
+        async def over_asgi() -> tuple[int, bool, str]:
+            response = await AsyncClient().get("/api/v1/audit/export?format=csv",
+                                               headers={"Authorization": f"Token {key}"})
+            body = [chunk async for chunk in response.streaming_content]
+            return response.status_code, response.is_async, b"".join(body).decode()
+
+        status, is_async, body = async_to_sync(over_asgi)()
+    assert status == 200 and is_async
+    rows = list(csv.DictReader(io.StringIO(body)))
+    assert rows[-1]["action"] == "audit.exported" and rows[0]["seq"] == "1"
 
 
 def test_export_rejects_unknown_formats_with_the_json_error(people, api_as):
