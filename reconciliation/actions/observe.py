@@ -27,11 +27,13 @@ def _finding_views(agent: Agent) -> dict[str, FindingView]:
     }
 
 
-def _release_accepted(ctx: PassContext) -> None:
+def _release_accepted(ctx: PassContext) -> bool:
     """Drift an approver accepted into a proposal is held while that proposal is pending. Once
     it is approved the finding is resolved (the approved state holds what was seen: a pass that
     still sees drift opens it again). Once it is refused, withdrawn or superseded, configuration
-    drift is back in the loop; behaviour, which cannot be observed again, is escalated again."""
+    drift is back in the loop; behaviour, which cannot be observed again, is escalated again.
+    True when the agent had accepted drift: the caller reads the agent again, since an approval
+    deciding it may have committed after the agent was read (none held: nothing to misjudge)."""
     held = list(Finding.objects.filter(agent=ctx.agent, status=FindingStatus.ACCEPTED)
                 .select_related("proposal"))
     decided = [f for f in held if f.proposal_id and f.proposal.state != VersionState.PENDING]
@@ -42,20 +44,18 @@ def _release_accepted(ctx: PassContext) -> None:
             _resolve(ctx, finding, f"{how} generation {proposal.generation} on (proposal "
                                    f"{proposal.pk} was approved)")
         elif finding.behaviour:
-            reason = (f"proposal {proposal.pk} to allow it was {proposal.state}: "
-                      "a human decides again")
-            _reopen(ctx, finding, FindingStatus.ESCALATED, reason)
-            open_escalation(ctx.agent, finding, reason=reason)
+            _reopen(ctx, finding, f"proposal {proposal.pk} to allow it was {proposal.state}: "
+                                  "a human decides again", escalate=True)
         else:
-            _reopen(ctx, finding, FindingStatus.OPEN,
+            _reopen(ctx, finding,
                     f"proposal {proposal.pk} that accepted it was {proposal.state}")
     if any(f.behaviour for f in decided):
         refresh_status(ctx.agent, now=ctx.now)
     unlinked = [f for f in held if not f.proposal_id]  # its proposal is gone
     if unlinked and not ctx.agent.versions.filter(state=VersionState.PENDING).exists():
         for finding in unlinked:
-            _reopen(ctx, finding, FindingStatus.OPEN,
-                    "the proposal that accepted it is gone")
+            _reopen(ctx, finding, "the proposal that accepted it is gone")
+    return bool(held)
 
 
 def _resolve(ctx: PassContext, finding: Finding, reason: str) -> None:
@@ -66,14 +66,18 @@ def _resolve(ctx: PassContext, finding: Finding, reason: str) -> None:
                  after={"status": FindingStatus.RESOLVED}, reason=reason)
 
 
-def _reopen(ctx: PassContext, finding: Finding, status: str, reason: str) -> None:
-    """Back in the loop (open_escalation moves a behaviour finding to escalated itself)."""
-    if status == FindingStatus.OPEN:
+def _reopen(ctx: PassContext, finding: Finding, reason: str, *, escalate: bool = False
+            ) -> None:
+    """Back in the loop: open again, or (`escalate`) handed to a human again."""
+    status = FindingStatus.ESCALATED if escalate else FindingStatus.OPEN
+    if not escalate:
         finding.transition(status, reason=reason)
     audit.record(actor=SYSTEM, action=AuditAction.FINDING_REOPENED,
                  target=f"finding:{finding.pk}", agent=ctx.agent.name,
                  before={"status": FindingStatus.ACCEPTED}, after={"status": status},
                  reason=reason)
+    if escalate:  # after the reopened row: the escalation's own row follows it
+        open_escalation(ctx.agent, finding, reason=reason)
 
 
 def _upsert_findings(ctx: PassContext, drifts: list[Drift],

@@ -77,11 +77,12 @@ def reconcile_agent(agent_id: int, *, trigger: str, now: datetime | None = None
     if agent is None:
         return None
     with transaction.atomic():  # before observing: a push agent may not have reported yet
-        _release_accepted(PassContext(agent, trigger, now, started, agent.generation, False))
-    # Read again: an approval the release saw is in the spec this pass enforces (with the
-    # agent read before it, the pass judged the approved drift against the old spec and
-    # escalated it again).
-    agent = _reconciled(agent_id)
+        held = _release_accepted(
+            PassContext(agent, trigger, now, started, agent.generation, False))
+    # Read again when drift was held: an approval deciding it is in the spec this pass enforces
+    # (with the agent read before it, the pass judged the approved drift against the old spec
+    # and escalated it again).
+    agent = _reconciled(agent_id) if held else agent
     if agent is None:
         return None
     control = ControlState.load()

@@ -175,11 +175,9 @@ def test_an_approval_landing_as_a_pass_starts_resolves_the_accepted_drift_once(
     release = passes._release_accepted
 
     def approval_lands(ctx):
-        if lands == "after":
-            release(ctx)
+        held = release(ctx) if lands == "after" else None
         registry_actions.approve_proposal(proposal.pk, actor=people.bob)
-        if lands == "before":
-            release(ctx)
+        return release(ctx) if lands == "before" else held
 
     monkeypatch.setattr(passes, "_release_accepted", approval_lands)
     run = actions.reconcile_agent(refund_agent.pk, trigger="resync")
@@ -192,6 +190,29 @@ def test_an_approval_landing_as_a_pass_starts_resolves_the_accepted_drift_once(
     assert SandboxAgent.objects.get(agent=refund_agent).state["actions"]["payments.refund"][
         "approval_above"] == 400  # never reverted
     assert not AuditEntry.objects.filter(action="finding.reopened").exists()
+
+
+def agent_reads(refund_agent) -> int:
+    """How many times one pass reads the agent's whole row (other reads take a column or two)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from registry.models import Agent
+
+    table = Agent._meta.db_table
+    with CaptureQueriesContext(connection) as queries:
+        actions.reconcile_agent(refund_agent.pk, trigger="resync")
+    return sum(1 for q in queries.captured_queries
+               if q["sql"].startswith(f'SELECT "{table}"."id", "{table}"."name", '))
+
+
+def test_a_pass_reads_its_agent_again_only_while_drift_is_held(people, refund_agent):
+    """The second read is for an approval landing as the pass starts; a pass over an agent
+    with no accepted drift (every pass of a converged fleet) does not pay for it."""
+    actions.reconcile_agent(refund_agent.pk, trigger="manual")
+    assert agent_reads(refund_agent) == 1
+    accept_the_drift(people, refund_agent)
+    assert agent_reads(refund_agent) == 2
 
 
 def test_an_accepted_drift_whose_proposal_is_refused_is_back_in_the_loop(people, refund_agent):
