@@ -1,5 +1,5 @@
 """agentctl against a real server: apply -f, get agents, describe agent, diff, approve, and
-audit verify --file doing exactly the README's offline procedure."""
+audit verify --file doing exactly the auditor's guide's offline procedure (docs/audit-trail.md)."""
 
 import json
 import os
@@ -33,7 +33,7 @@ def ctl(server, capsys):
 
 
 def readme_auditor_commands() -> list[str]:
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "audit-trail.md").read_text()
     block = re.search(r"<!-- auditor-commands:start -->\s*```sh\n(.*?)```", text, re.S).group(1)
     return [line.split("  #")[0].strip() for line in block.splitlines() if line.strip()]
 
