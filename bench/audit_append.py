@@ -153,7 +153,7 @@ def main() -> None:
     env = {**os.environ, "AUDIT_SEQUENCER": SEQUENCER}
     background = [subprocess.Popen([sys.executable, "manage.py", *command], cwd=ROOT, env=env,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                  for command in (("rqworker", "default"), ("rqcron", "config.cron"))]
+                  for command in (("rqworker", "default"), ("cron",))]
     try:
         writers = start_writers("record", AUDIT_SEQUENCER=SEQUENCER)
         latencies = probe_latencies(writers)

@@ -105,7 +105,7 @@ def main(seconds: int, count: int) -> None:
                               env=dict(os.environ), stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
     workers = Workers(2, queues=("reconcile", "ingest", "default"))
-    cron = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "rqcron", "config.cron"],
+    cron = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "cron"],
                             cwd=ROOT, env=dict(os.environ), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     stop = threading.Event()

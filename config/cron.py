@@ -1,4 +1,5 @@
-"""Periodic jobs for `manage.py rqcron config.cron` (the RQ cron scheduler)."""
+"""Periodic jobs for `manage.py cron` (RQ's cron scheduler, run by whichever cron process leads:
+config/cron_leader.py)."""
 
 from django.conf import settings
 from rq import cron

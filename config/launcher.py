@@ -76,7 +76,7 @@ def supervisor_config(var: Path, port: int, redis: list[str] | None) -> Path:
                          "config.asgi:application"], autostart=False, priority=10),
         _program("worker", _manage("rqworker", "reconcile", "ingest", "default",
                                    "--with-scheduler"), autostart=False, priority=20),
-        _program("cron", _manage("rqcron", "config.cron"), autostart=False, priority=30),
+        _program("cron", _manage("cron"), autostart=False, priority=30),
     ]
     path = var / "supervisord.conf"
     write_private(path, "\n".join(sections))

@@ -24,3 +24,7 @@ def hang(seconds: float) -> None:
     """A job stuck where RQ's timeout signal cannot reach it."""
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
     time.sleep(seconds)
+
+
+def count_cron_run() -> None:
+    """A periodic job that only counts that it ran (the cron leader tests)."""

@@ -22,7 +22,7 @@ def start_cron(transactional_db, redis_client):
     def start(**env: str) -> subprocess.Popen:
         Path(settings.VAR_DIR).mkdir(parents=True, exist_ok=True)
         log = open(Path(settings.VAR_DIR) / f"test-cron-{os.getpid()}.log", "w+")  # noqa: SIM115
-        process = subprocess.Popen([sys.executable, "manage.py", "rqcron", "config.cron"],
+        process = subprocess.Popen([sys.executable, "manage.py", "cron"],
                                    cwd=ROOT, env=child_env(**env), stdout=log,
                                    stderr=subprocess.STDOUT, start_new_session=True)
         processes.append((process, log))

@@ -1,0 +1,99 @@
+"""Two cron processes (two hosts, for availability) enqueue each periodic job once: one leads,
+the other takes over when the leader dies."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from rq.cron import get_cron_job_history_key
+
+from config.cron_leader import LEADER_KEY
+from tests.conftest import ROOT, child_env, eventually
+
+PROBE = get_cron_job_history_key("tests.worker_jobs.count_cron_run")
+LEASE = "3"
+
+
+@pytest.fixture
+def start_cron(redis_client, tmp_path):
+    processes = []
+
+    def start(command: str = "cron") -> subprocess.Popen:
+        log = open(tmp_path / f"cron-{len(processes)}.log", "w+")  # noqa: SIM115
+        argv = [sys.executable, "manage.py", command, "tests.cron_probe"]
+        process = subprocess.Popen(argv, cwd=ROOT, env=child_env(CRON_LEADER_SECONDS=LEASE),
+                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        processes.append((process, log))
+        return process
+
+    yield start
+    for process, log in processes:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=15)
+        log.close()
+
+
+def runs(redis_client) -> list[float]:
+    """When the probe job was enqueued, oldest first."""
+    return [score for _, score in redis_client.zrange(PROBE, 0, -1, withscores=True)]
+
+
+def leader_pid(redis_client) -> int | None:
+    holder = redis_client.get(LEADER_KEY)
+    return int(holder.decode().split(":")[1]) if holder else None
+
+
+def closest_gap(stamps: list[float]) -> float:
+    return min(later - earlier for earlier, later in zip(stamps, stamps[1:], strict=False))
+
+
+def test_two_cron_processes_enqueue_each_run_once_and_the_follower_takes_over(
+        start_cron, redis_client):
+    first, second = start_cron(), start_cron()
+    eventually(lambda: len(runs(redis_client)) >= 8, timeout=120,
+               message="the probe job was not enqueued every second")
+    # Both processes are up and looping (each logs its start), and runs are one second apart:
+    # a second enqueuer would put two runs within the same second.
+    stamps = runs(redis_client)
+    assert closest_gap(stamps[1:]) >= 0.9, stamps
+    leader = leader_pid(redis_client)
+    assert leader in (first.pid, second.pid)
+    follower = second if leader == first.pid else first
+
+    os.killpg(leader, signal.SIGKILL)  # no chance to hand over: the lease must lapse
+    killed_at = time.time()
+    eventually(lambda: leader_pid(redis_client) == follower.pid, timeout=60,
+               message="the follower never took the lease")
+    eventually(lambda: runs(redis_client)[-1] > killed_at, timeout=60,
+               message="no run was enqueued after the leader died")
+    taken = min(stamp for stamp in runs(redis_client) if stamp > killed_at)
+    assert taken - killed_at < int(LEASE) + 30  # the lease, and a loaded machine's slack
+    before = len(runs(redis_client))
+    eventually(lambda: len(runs(redis_client)) >= before + 4, timeout=60)
+    after = [stamp for stamp in runs(redis_client) if stamp > taken]
+    assert closest_gap([taken, *after]) >= 0.9
+
+
+def test_without_the_lease_two_processes_enqueue_twice(start_cron, redis_client):
+    """What the lease prevents: RQ's own cron scheduler, twice, enqueues every run twice."""
+    start_cron("rqcron"), start_cron("rqcron")
+    eventually(lambda: len(runs(redis_client)) >= 12, timeout=120)
+    stamps = runs(redis_client)
+    span = stamps[-1] - stamps[0]
+    assert len(stamps) > span * 1.5, (len(stamps), span)
+
+
+def test_a_stopped_leader_hands_over_at_once(start_cron, redis_client):
+    first = start_cron()
+    eventually(lambda: leader_pid(redis_client) == first.pid, timeout=120)
+    second = start_cron()
+    first.send_signal(signal.SIGTERM)
+    first.wait(timeout=60)
+    # Its lease is gone as it exits (it would otherwise hold for CRON_LEADER_SECONDS).
+    assert leader_pid(redis_client) in (None, second.pid)
+    eventually(lambda: leader_pid(redis_client) == second.pid, timeout=60,
+               message="the second process did not take the handed-over lease")
