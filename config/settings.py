@@ -194,6 +194,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "config.observability.RequestMetricsMiddleware",
     "audit.context.RequestIdMiddleware",
+    "config.replica_reads.ReplicaReadsMiddleware",
     "config.limits.BodySizeLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -261,6 +262,19 @@ else:
         _options = DATABASES["default"].setdefault("OPTIONS", {})
         _options["options"] = (f"{_options.get('options', '')} -c idle_in_transaction_session"
                                f"_timeout={DATABASE_IDLE_IN_TRANSACTION_SECONDS * 1000}").strip()
+
+# PostgreSQL streaming replicas (config/replica_reads.py): list pages, list APIs, the dashboard
+# and /metrics read one while it streams within the lag bound; everything else reads the primary.
+DATABASE_REPLICA_URLS = env_list("DATABASE_REPLICA_URLS", [])
+DATABASE_REPLICA_MAX_LAG_SECONDS = env_int("DATABASE_REPLICA_MAX_LAG_SECONDS", 5, minimum=0)
+if DATABASE_REPLICA_URLS and DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    raise SettingError("DATABASE_REPLICA_URLS needs a PostgreSQL DATABASE_URL")
+for _index, _url in enumerate(DATABASE_REPLICA_URLS):
+    DATABASES[f"replica_{_index}"] = {
+        **dj_database_url.parse(_url, conn_max_age=60), "CONN_HEALTH_CHECKS": True,
+        "OPTIONS": DATABASES["default"].get("OPTIONS", {}),
+        "TEST": {"MIRROR": "default"}}
+DATABASE_ROUTERS = ["config.replica_reads.ReplicaRouter"] if DATABASE_REPLICA_URLS else []
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
