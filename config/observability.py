@@ -5,12 +5,13 @@ from collections.abc import Callable, Iterator
 
 import django_rq
 import redis
-from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from config import redis_connection
 
 QUEUE_NAMES = ("reconcile", "ingest", "default")
 
@@ -93,7 +94,7 @@ def _check_database() -> str:
 
 
 def _check_redis() -> str:
-    client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=1, socket_connect_timeout=1)
+    client = redis_connection.probe()
     try:
         client.ping()
         return "ok"

@@ -25,6 +25,7 @@ from config.env import (
 )
 from config.outbound import naming_entries
 from config.private_files import create_private, touch_private, var_dir
+from config.redis_connection import RedisTarget, parse_sentinels
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = var_dir()
@@ -284,9 +285,17 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # it is not running, Redis is "down": the site serves reads and says so at /readyz.
 REDIS_URL = (env_url("REDIS_URL", {"redis", "rediss", "unix"})
              or embedded_redis.configured_url(VAR_DIR / "redis"))
+# Redis Sentinel (config/redis_connection.py): the sentinels name the current primary of
+# REDIS_SENTINEL_MASTER; REDIS_URL then gives only the database number and password.
+try:
+    REDIS_SENTINELS = parse_sentinels(env_list("REDIS_SENTINELS", []))
+except ValueError as _error:
+    raise SettingError(f"REDIS_SENTINELS: {_error}") from None
+REDIS_SENTINEL_MASTER = env_str("REDIS_SENTINEL_MASTER", "agentgov")
+_REDIS = RedisTarget(REDIS_URL, REDIS_SENTINELS, REDIS_SENTINEL_MASTER)
 
 RQ_QUEUES = {
-    name: {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 300}
+    name: {**_REDIS.rq_queue(), "DEFAULT_TIMEOUT": 300}
     for name in ("reconcile", "ingest", "default")
 }
 # Workers run jobs in their own process (config/worker.py), recycled after so many jobs or so
@@ -304,7 +313,7 @@ CHANNEL_LAYERS = {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         # redis-py 8 reads with a 5 s socket timeout by default, which tore every idle
         # websocket down: the layer's receive blocks (BZPOPMIN) for up to 5 s. Wait longer.
-        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
+        "CONFIG": {"hosts": [_REDIS.channel_host(socket_timeout=30)],
                    "prefix": env_str("CHANNEL_PREFIX", "asgi")},
     }
 }

@@ -3,10 +3,11 @@ person holds at most WS_MAX_CONNECTIONS_PER_USER at once. Each connection renews
 it lives; a claim not renewed for STALE_SECONDS (its process died) no longer counts."""
 
 import time
-from functools import cache
 
 import redis
 from django.conf import settings
+
+from config import redis_connection
 
 KEY = "ws:live:{user_id}"
 RENEW_SECONDS = 30
@@ -25,13 +26,8 @@ return 1
 """
 
 
-@cache
-def _client(url: str) -> redis.Redis:
-    return redis.Redis.from_url(url)
-
-
 def _connection() -> redis.Redis:
-    return _client(settings.REDIS_URL)
+    return redis_connection.client()
 
 
 def claim(user_id: int, channel: str) -> bool:

@@ -6,12 +6,11 @@ batch holds)."""
 import json
 from collections.abc import Iterable
 from datetime import datetime
-from functools import lru_cache
 
-from django.conf import settings
 from redis import Redis
 from redis.client import Pipeline
 
+from config import redis_connection
 from runtime.behaviour import WindowCheck
 
 FILLED_KEY = "bw:filled:{agent_id}"
@@ -41,15 +40,10 @@ return table.concat(counts, ',')
 """
 
 
-@lru_cache(maxsize=4)
-def _client(url: str) -> Redis:
-    return Redis.from_url(url)
-
-
 def connection() -> Redis:
     """The ingest queue's Redis, one client (and connection pool) per process and address:
     django_rq's get_connection builds a new client, and a new connection, on every call."""
-    return _client(settings.RQ_QUEUES["ingest"]["URL"])
+    return redis_connection.client()
 
 
 def add_counts(pipe: Pipeline, checks: list[tuple[WindowCheck, str, datetime]],

@@ -1,0 +1,108 @@
+"""How every process reaches the work-queue Redis: `REDIS_URL`, or through Redis Sentinel.
+
+With `REDIS_SENTINELS` set, the sentinels name the current primary of `REDIS_SENTINEL_MASTER`
+and `REDIS_URL` gives only the database number and password. Clients retry a command that
+met a closed connection, a timeout or a read-only replica (an old primary during a failover)
+with backoff for about ten seconds, asking the sentinels again each time, so a failover is a
+pause, not an error. RQ's queues and the channel layer are configured the same way in
+`config/settings.py` (`redis_settings`); the few clients the product makes itself come from
+`client()`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
+from redis.sentinel import Sentinel
+
+RETRY_ON = [redis.ConnectionError, redis.TimeoutError, redis.ReadOnlyError]
+
+
+def retry() -> Retry:
+    """About ten seconds of retries (0.1 s doubling to 2 s between tries)."""
+    return Retry(ExponentialBackoff(cap=2.0, base=0.1), 9)
+
+
+@dataclass(frozen=True)
+class RedisTarget:
+    """Where Redis is: one URL, or a Sentinel master with the URL's database and password."""
+
+    url: str
+    sentinels: tuple[tuple[str, int], ...] = ()
+    master: str = ""
+
+    @property
+    def db(self) -> int:
+        path = urlparse(self.url).path.strip("/")
+        return int(path) if path.isdigit() else 0
+
+    @property
+    def password(self) -> str | None:
+        secret = urlparse(self.url).password
+        return unquote(secret) if secret else None
+
+    def rq_queue(self) -> dict[str, Any]:
+        """The connection part of one RQ_QUEUES entry (django_rq)."""
+        if not self.sentinels:
+            return {"URL": self.url}
+        return {"SENTINELS": list(self.sentinels), "MASTER_NAME": self.master, "DB": self.db,
+                "PASSWORD": self.password,
+                "CONNECTION_KWARGS": {"retry": retry(), "retry_on_error": RETRY_ON},
+                "SENTINEL_KWARGS": {"socket_timeout": 1}}
+
+    def channel_host(self, **options: Any) -> dict[str, Any]:
+        """One host of the channel layer's CONFIG (channels_redis)."""
+        if not self.sentinels:
+            return {"address": self.url, **options}
+        return {"sentinels": list(self.sentinels), "master_name": self.master, "db": self.db,
+                "password": self.password, "sentinel_kwargs": {"socket_timeout": 1}, **options}
+
+
+def parse_sentinels(entries: list[str]) -> tuple[tuple[str, int], ...]:
+    """`host:port` entries, the port required."""
+    found = []
+    for entry in entries:
+        host, _, port = entry.rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"expected host:port; got {entry!r}")
+        found.append((host.strip("[]"), int(port)))
+    return tuple(found)
+
+
+@cache
+def _client(target: RedisTarget, socket_timeout: float | None) -> redis.Redis:
+    if not target.sentinels:
+        return redis.Redis.from_url(target.url, socket_timeout=socket_timeout,
+                                    socket_connect_timeout=socket_timeout)
+    sentinel = Sentinel(list(target.sentinels), sentinel_kwargs={"socket_timeout": 1},
+                        socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout)
+    return sentinel.master_for(target.master, db=target.db, password=target.password,
+                               retry=retry(), retry_on_error=RETRY_ON)
+
+
+def target_from_settings() -> RedisTarget:
+    from django.conf import settings
+
+    return RedisTarget(settings.REDIS_URL, settings.REDIS_SENTINELS,
+                       settings.REDIS_SENTINEL_MASTER)
+
+
+def client(socket_timeout: float | None = None) -> redis.Redis:
+    """A client of the work-queue Redis, one per process and target (it holds a pool)."""
+    return _client(target_from_settings(), socket_timeout)
+
+
+def probe() -> redis.Redis:
+    """A client for health checks: answers within about a second, never retries."""
+    target = target_from_settings()
+    if not target.sentinels:
+        return redis.Redis.from_url(target.url, socket_timeout=1, socket_connect_timeout=1)
+    return Sentinel(list(target.sentinels), sentinel_kwargs={"socket_timeout": 1},
+                    socket_timeout=1, socket_connect_timeout=1).master_for(
+        target.master, db=target.db, password=target.password)

@@ -1,0 +1,117 @@
+"""Redis Sentinel: the work-queue and channel-layer Redis's primary is killed, the Sentinels
+promote its replica, and a web process, a worker and websockets carry on: drift found after
+the failover is corrected once, a live alert reaches the browser, nothing is applied twice."""
+
+import json
+import urllib.request
+
+import pytest
+from django.conf import settings
+from django.test import Client
+from websockets.sync import client as ws_client
+
+from config.redis_connection import RedisTarget, parse_sentinels
+from reconciliation.models import Finding, SandboxAgent
+from registry import actions
+from sandbox import actions as sandbox_actions
+from tests.conftest import (
+    BAD_DEPLOYMENT,
+    Worker,
+    approved_agent,
+    eventually,
+    start_daphne,
+    stop_daphne,
+)
+from tests.redis_sentinel import MASTER, SentinelCluster
+
+
+@pytest.fixture
+def sentinels():
+    cluster = SentinelCluster()
+    yield cluster
+    cluster.close()
+
+
+@pytest.fixture
+def cluster_on_sentinels(transactional_db, sentinels):
+    """A web process and a worker that reach Redis only through the Sentinels."""
+    env = {"REDIS_SENTINELS": sentinels.sentinels_setting(), "REDIS_SENTINEL_MASTER": MASTER,
+           "REDIS_URL": "redis://sentinel-named/0", "RECONCILE_VERIFY_DELAY_SECONDS": "1",
+           "RECONCILE_RESYNC_SECONDS": "3600"}
+    web = start_daphne(**env)
+    worker = Worker("reconcile", "default", **env)
+    yield web, worker
+    worker.stop()
+    stop_daphne(web)
+
+
+def alerts_socket(web, user):
+    browser = Client()
+    browser.force_login(user)
+    session = browser.cookies[settings.SESSION_COOKIE_NAME].value
+    return ws_client.connect(f"{web.url.replace('http', 'ws', 1)}/ws/alerts?since=0",
+                             origin=web.url, proxy=None, open_timeout=30,
+                             additional_headers={
+                                 "Cookie": f"{settings.SESSION_COOKIE_NAME}={session}"})
+
+
+def corrected(agent) -> bool:
+    findings = Finding.objects.filter(agent=agent)
+    return findings.count() == 3 and all(f.status == "corrected" for f in findings)
+
+
+def settled(worker, check, what: str) -> None:
+    """Wait for `check`; on a time-out, say what the worker logged meanwhile."""
+    try:
+        eventually(check, timeout=120)
+    except AssertionError:
+        raise AssertionError(f"{what}; the worker said:\n{worker.output()[-4000:]}") from None
+
+
+def reconcile_now(web, key: str, agent) -> int:
+    request = urllib.request.Request(f"{web.url}/api/v1/agents/{agent.name}/reconcile",
+                                     method="POST", headers={"Authorization": f"Token {key}"})
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        return answer.status
+
+
+def test_a_failover_is_a_pause_not_an_outage(people, sentinels, cluster_on_sentinels):
+    web, worker = cluster_on_sentinels
+    agent = approved_agent(people, "sentinel-agent", enforcement={"default": "correct"})
+    _, key = actions.issue_api_token(people.alice, actor="system:test")
+
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT,
+                                   reason="before the failover")
+    assert reconcile_now(web, key, agent) == 202
+    settled(worker, lambda: corrected(agent), "not corrected before the failover")
+    applied = SandboxAgent.objects.get(agent=agent).apply_count
+
+    old_primary = sentinels.primary_port
+    sentinels.kill_primary()
+    eventually(lambda: sentinels.current_primary_port() == sentinels.replica_port, timeout=90,
+               message="the sentinels did not promote the replica")
+    assert sentinels.current_primary_port() != old_primary
+
+    with alerts_socket(web, people.alice) as socket:
+        sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT,
+                                       reason="after the failover")
+        assert reconcile_now(web, key, agent) == 202
+        settled(worker, lambda: corrected(agent)
+                and Finding.objects.filter(agent=agent, occurrence=2).count() == 3,
+                "not corrected after the failover")
+        seen = set()
+        while "drift.corrected" not in seen:
+            seen.add(json.loads(socket.recv(timeout=60))["event"])
+    # Each of the three changes applied once per drift: nothing lost, nothing done twice.
+    assert SandboxAgent.objects.get(agent=agent).apply_count == applied + 3
+    assert web.process.poll() is None and worker.process.poll() is None
+
+
+def test_sentinel_settings_name_the_master_and_keep_the_urls_database():
+    target = RedisTarget("redis://:s3cret@ignored/9", parse_sentinels(["10.0.0.1:26379",
+                                                                       "[::1]:26380"]), "prod")
+    assert target.rq_queue()["SENTINELS"] == [("10.0.0.1", 26379), ("::1", 26380)]
+    assert (target.rq_queue()["MASTER_NAME"], target.db, target.password) == ("prod", 9, "s3cret")
+    assert target.channel_host(socket_timeout=30)["master_name"] == "prod"
+    with pytest.raises(ValueError, match="host:port"):
+        parse_sentinels(["10.0.0.1"])
