@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 ADAPTER_EXTRAS := langgraph,openai-agents,pydantic-ai
 PORT_OPEN = $(PY) -c "import socket,sys; s=socket.socket(); s.settimeout(0.5); sys.exit(s.connect_ex(('127.0.0.1', $(1))))"
 
-.PHONY: demo test lint install chromium prometheus bench clean example example-bad-deploy
+.PHONY: demo test lint install chromium deploy-tools bench clean example example-bad-deploy
 
 $(VENV)/.installed: pyproject.toml clients/python/pyproject.toml
 	test -x $(PY) || python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
@@ -33,14 +33,16 @@ chromium:
 	@test -x /usr/bin/chromium || { apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
 
-# The monitoring tests run the shipped alert rules through promtool and a real Prometheus.
-prometheus:
-	@test -x /usr/bin/promtool || { apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+# The deployment tests run the shipped files with the real programs: the alert rules through
+# promtool and Prometheus, the site file through nginx (Debian's packages, installed once).
+deploy-tools:
+	@test -x /usr/bin/promtool -a -x /usr/sbin/nginx || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    prometheus nginx-light >/dev/null; }
 
 # PostgreSQL and Redis on their usual ports are used when they answer and nothing else is set;
 # otherwise SQLite and the embedded redis-server. pytest's exit 5 (no tests ran) is a failure.
-test: install chromium prometheus
+test: install chromium deploy-tools
 	@if [ -z "$$DATABASE_URL" ] && $(call PORT_OPEN,5432); then \
 	  export DATABASE_URL=postgres://postgres@127.0.0.1:5432/agentgov; fi; \
 	if [ -z "$$REDIS_URL" ] && $(call PORT_OPEN,6379); then \
