@@ -34,11 +34,12 @@ chromium:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
 
 # The deployment tests run the shipped files with the real programs: the alert rules through
-# promtool and Prometheus, the site file through nginx (Debian's packages, installed once).
+# promtool and Prometheus, the site file through nginx, the pooler check against PgBouncer
+# (Debian's packages, installed once).
 deploy-tools:
-	@test -x /usr/bin/promtool -a -x /usr/sbin/nginx || { apt-get update -qq && \
+	@test -x /usr/bin/promtool -a -x /usr/sbin/nginx -a -x /usr/sbin/pgbouncer || { apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-	    prometheus nginx-light >/dev/null; }
+	    prometheus nginx-light pgbouncer >/dev/null; }
 
 # PostgreSQL and Redis on their usual ports are used when they answer and nothing else is set;
 # otherwise SQLite and the embedded redis-server. pytest's exit 5 (no tests ran) is a failure.
