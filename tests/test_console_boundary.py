@@ -9,8 +9,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 # Top-level folders that are not domain code: the front app itself, the project shell (its
 # urls.py includes the console), and everything that is not the control plane.
-NOT_DOMAIN = {"console", "config", "tests", "bench", "clients", "examples", "docs", "static",
-              "templates", "var"}
+NOT_DOMAIN = {"console", "config", "tests", "bench", "clients", "examples", "docs", "deploy",
+              "var"}
 
 
 def domain_packages() -> list[Path]:
