@@ -1,5 +1,4 @@
 from django.apps import AppConfig
-from django.db.backends.signals import connection_created
 
 
 class AuditConfig(AppConfig):
@@ -7,9 +6,3 @@ class AuditConfig(AppConfig):
 
     name = "audit"
     default_auto_field = "django.db.models.BigAutoField"
-
-    def ready(self) -> None:
-        from config.pooling import refuse_shared_sessions
-
-        # The writer's session-level lock needs a session of its own (config/pooling.py).
-        connection_created.connect(refuse_shared_sessions, dispatch_uid="refuse_shared_sessions")

@@ -187,6 +187,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "axes",
     "csp",
+    "config",
     "audit",
     "reconciliation",
     "console",
