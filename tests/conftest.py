@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -329,16 +330,20 @@ def assert_trail_whole() -> None:
     assert report.count > 0
 
 
-def eventually(check, timeout: float = 60, interval: float = 0.2, message: str = ""):
+def eventually(check, timeout: float = 60, interval: float = 0.2,
+               message: str | Callable[[], str] = ""):
     """Poll `check` until it returns a truthy value; fail with `message` after `timeout`. The
-    default is generous: CI is a loaded 2-core machine, and a passing test never waits it out."""
+    default is generous: CI is a loaded 2-core machine, and a passing test never waits it out.
+    A callable `message` is called only on failure, so it tells what was true at the deadline
+    (logs read when the wait began are still empty)."""
     deadline = time.monotonic() + timeout
     while True:
         value = check()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(message or f"condition not met within {timeout}s")
+            said = message() if callable(message) else message
+            raise AssertionError(said or f"condition not met within {timeout}s")
         time.sleep(interval)
 
 
