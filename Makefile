@@ -42,6 +42,7 @@ test: install chromium
 	  export REDIS_URL=redis://127.0.0.1:6379/9; fi; \
 	echo "database: $${DATABASE_URL:-SQLite (embedded)}  redis: $${REDIS_URL:-embedded redis-server}"; \
 	$(VENV)/bin/ruff check . || exit 1; \
+	$(PY) manage.py makemigrations --check --dry-run || { echo "models and migrations disagree: run makemigrations"; exit 1; }; \
 	$(PY) -m pytest $(PYTEST_ARGS); status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$status
 
