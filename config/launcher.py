@@ -167,6 +167,19 @@ def wait_for_web(port: int, supervisor: subprocess.Popen, rpc: Any, logs: Path,
     return True
 
 
+def _start_all(rpc: Any, supervisor: subprocess.Popen, var: Path) -> None:
+    """Start the programs, once supervisord listens (it may still be starting, and a socket
+    file left by an earlier run answers nothing)."""
+    while True:
+        try:
+            rpc.supervisor.startAllProcesses(False)  # no waiting in turn
+            return
+        except OSError:
+            if supervisor.poll() is not None:
+                raise StepFailed(f"supervisord exited; see {var / 'supervisord.log'}") from None
+            time.sleep(0.2)
+
+
 def _step(text: str, command: list[str], env: dict[str, str]) -> str:
     """Run one set-up step, saying what and how long; its output is shown only on failure
     (the step's stdout is returned)."""
@@ -234,7 +247,7 @@ def main() -> int:
         logins = _step("Seeding the demo people and agents", _manage("seed_demo"), env)
         say("==> Starting the web process, a worker and the scheduler...")
         rpc = supervisor_rpc(config_path)
-        rpc.supervisor.startAllProcesses(False)  # no waiting in turn
+        _start_all(rpc, supervisor, var)
         if not wait_for_web(port, supervisor, rpc, logs, lambda: stopping):
             return 0 if stopping else 1
         write_private(demo_file(var), json.dumps({"url": url, "pid": os.getpid(),
