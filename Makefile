@@ -10,11 +10,13 @@ PORT_OPEN = $(PY) -c "import socket,sys; s=socket.socket(); s.settimeout(0.5); s
 
 # Three package sets, each with its own stamp, so each command installs only what it runs:
 # the product (`make demo`), the agent frameworks and MCP (`make example`), and the test tools
-# (`make test`: both of the others too, the adapter tests drive the frameworks).
+# (`make test`: both of the others too, the adapter tests drive the frameworks). The root project
+# has no packages of its own (it installs only its dependencies), so it is not installed
+# editable: setuptools' editable build prints a page of warnings into `make demo`.
 $(VENV)/.installed-product: pyproject.toml clients/python/pyproject.toml
 	@echo "==> Installing the product's packages into $(VENV) (first run, or after a pyproject change)..."
 	@test -x $(PY) || python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
-	@$(PY) -m pip install --quiet --disable-pip-version-check -e . -e ./clients/python
+	@$(PY) -m pip install --quiet --disable-pip-version-check . -e ./clients/python
 	@touch $@
 
 $(VENV)/.installed-agents: $(VENV)/.installed-product clients/python/pyproject.toml
@@ -24,7 +26,7 @@ $(VENV)/.installed-agents: $(VENV)/.installed-product clients/python/pyproject.t
 
 $(VENV)/.installed-test: $(VENV)/.installed-agents pyproject.toml
 	@echo "==> Installing the test tools..."
-	@$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	@$(PY) -m pip install --quiet --disable-pip-version-check '.[test]'
 	@touch $@
 
 install: $(VENV)/.installed-test
