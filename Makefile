@@ -8,24 +8,38 @@ PORT_OPEN = $(PY) -c "import socket,sys; s=socket.socket(); s.settimeout(0.5); s
 
 .PHONY: demo test lint install chromium deploy-tools bench clean example example-bad-deploy
 
-$(VENV)/.installed: pyproject.toml clients/python/pyproject.toml
-	test -x $(PY) || python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]' -e './clients/python[mcp,$(ADAPTER_EXTRAS)]'
-	touch $@
+# Three package sets, each with its own stamp, so each command installs only what it runs:
+# the product (`make demo`), the agent frameworks and MCP (`make example`), and the test tools
+# (`make test`: both of the others too, the adapter tests drive the frameworks). The product is
+# installed editable, so the `agentgov` command and the checkout run the same code.
+$(VENV)/.installed-product: pyproject.toml clients/python/pyproject.toml
+	@echo "==> Installing the product's packages into $(VENV) (first run, or after a pyproject change)..."
+	@test -x $(PY) || python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
+	@$(PY) -m pip install --quiet --disable-pip-version-check -e . -e ./clients/python
+	@touch $@
 
-install: $(VENV)/.installed
+$(VENV)/.installed-agents: $(VENV)/.installed-product clients/python/pyproject.toml
+	@echo "==> Installing the agent frameworks and MCP for the examples..."
+	@$(PY) -m pip install --quiet --disable-pip-version-check -e './clients/python[mcp,$(ADAPTER_EXTRAS)]'
+	@touch $@
 
-demo: install
+$(VENV)/.installed-test: $(VENV)/.installed-agents pyproject.toml
+	@echo "==> Installing the test tools..."
+	@$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	@touch $@
+
+install: $(VENV)/.installed-test
+
+demo: $(VENV)/.installed-product
 	$(PY) -m config.launcher
 
 # The worked example (with `make demo` running in another shell); FRAMEWORK=langgraph,
 # openai-agents or pydantic-ai runs that framework's agent, governed in its own process.
-example: install
+example: $(if $(FRAMEWORK),$(VENV)/.installed-agents,$(VENV)/.installed-product)
 	@if [ -n "$(FRAMEWORK)" ]; then examples/governed_agent.sh "$(FRAMEWORK)"; \
 	else examples/refund_agent/start.sh; fi
 
-example-bad-deploy: install
+example-bad-deploy: $(VENV)/.installed-product
 	$(PY) examples/refund_agent/agent.py deploy-bad
 
 # Browser tests drive Debian's Chromium; install it once when it is missing.
@@ -50,6 +64,7 @@ test: install chromium deploy-tools
 	  export REDIS_URL=redis://127.0.0.1:6379/9; fi; \
 	echo "database: $${DATABASE_URL:-SQLite (embedded)}  redis: $${REDIS_URL:-embedded redis-server}"; \
 	$(VENV)/bin/ruff check . || exit 1; \
+	$(PY) manage.py makemigrations --check --dry-run || { echo "models and migrations disagree: run makemigrations"; exit 1; }; \
 	$(PY) -m pytest $(PYTEST_ARGS); status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$status
 

@@ -44,7 +44,7 @@ class ThreadView(APIView):
         return Response({"proposal": version.pk, "state": version.state,
                          "entries": [e.to_dict() for e in thread(version)]})
 
-    @extend_schema(request=ThreadEntrySerializer, responses=OpenApiTypes.OBJECT)
+    @extend_schema(request=ThreadEntrySerializer, responses={201: OpenApiTypes.OBJECT})
     def post(self, request: Request, pk: int) -> Response:
         self._version(request, pk)  # who may, before what was sent
         body = ThreadEntrySerializer(data=request.data)

@@ -3,6 +3,7 @@ printed URL with the printed logins, live alerts in a real browser, and Ctrl-C s
 
 import asyncio
 import http.cookiejar
+import json
 import os
 import queue
 import re
@@ -23,6 +24,10 @@ from config import embedded_redis
 from tests.conftest import ROOT, eventually
 
 ARTIFACTS = ROOT / "artifacts"
+# Every browser wait is explicit and generous: Playwright's default of 5 s is too short for a
+# loaded machine (the API docs page loads and renders its whole schema). A passing run never
+# waits it out.
+WAIT = 60_000
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 
@@ -68,6 +73,12 @@ class Launcher:
             self.seen.append(self.lines.get())
         return "".join(self.seen)
 
+    def logins(self) -> dict[str, str]:
+        """The demo logins, once all of them are printed (admin is the last line)."""
+        self.wait_for(r"^\s+admin\s+\S+", timeout=60)
+        return dict(re.findall(r"^\s+(alice|bob|carol|dana|admin)\s+(\S+)\s", self.output(),
+                               re.M))
+
     def wait_for(self, pattern: str, timeout: float = 90) -> re.Match:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -100,17 +111,31 @@ def test_demo_serves_the_printed_url_with_the_printed_logins(tmp_path):
     try:
         demo.wait_for(r"Embedded Redis at (\S+)")
         redis_url = embedded_redis.read_config(tmp_path / "var" / "redis").url
-        url = demo.wait_for(r"running at (http://\S+)").group(1)
+        url = demo.wait_for(r"running at (http://\S+)", timeout=300).group(1)
         assert url == f"http://127.0.0.1:{port}/"
-        demo.wait_for(r"Press Ctrl-C")
-        output = "".join(demo.seen)
-        logins = dict(re.findall(r"^\s+(alice|bob|carol|dana|admin)\s+(\S+)\s", output, re.M))
+        logins = demo.logins()
         assert set(logins) == {"alice", "bob", "carol", "dana", "admin"}
+        # A line per step, then how to follow the logs and stop, then the URL and the logins
+        # last: the processes' own output goes to var/logs/, never over them.
+        output = demo.output()
+        steps = [output.index(text) for text in (
+            "==> Migrating", "==> Seeding", "==> Starting", "tail -f", "Press Ctrl-C",
+            "running at", "Demo logins")]
+        assert steps == sorted(steps), output
+        assert output.rstrip().splitlines()[-1].lstrip().startswith("admin"), output
+        assert f"tail -f {tmp_path / 'var' / 'logs'}/*.log" in output
+        assert json.loads((tmp_path / "var" / "demo.json").read_text()) == {
+            "url": url, "pid": demo.process.pid, "logs": str(tmp_path / "var" / "logs")}
+        eventually(lambda: "Listening on TCP address" in (
+            tmp_path / "var" / "logs" / "web.log").read_text(), timeout=60)
+        eventually(lambda: (tmp_path / "var" / "logs" / "worker.log").stat().st_size > 0,
+                   timeout=60)
 
         ARTIFACTS.mkdir(exist_ok=True)
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
             page = browser.new_page()
+            page.set_default_timeout(WAIT)  # clicks, fills and page loads
             errors: list[str] = []
             page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
             page.on("response",
@@ -119,28 +144,30 @@ def test_demo_serves_the_printed_url_with_the_printed_logins(tmp_path):
                     else errors.append(f"left the machine: {r.url}"))
             watch_for_csp_violations(page, errors)
             page.goto(url)
-            expect(page).to_have_url(re.compile(r"/login/"))
+            expect(page).to_have_url(re.compile(r"/login/"), timeout=WAIT)
             page.fill("#id_username", "dana")
             page.fill("#id_password", logins["dana"])
             page.click("button[type=submit]")
-            expect(page.get_by_role("heading", name="Cluster overview")).to_be_visible()
+            expect(page.get_by_role("heading", name="Cluster overview")).to_be_visible(timeout=WAIT)
             # A busy machine can take seconds to open the first websocket.
             expect(page.locator("#ws-status")).to_have_attribute("data-state", "open",
-                                                                 timeout=30_000)
+                                                                 timeout=WAIT)
 
             send_alert(redis_url, {"event": "drift.detected", "at": "now",
                                    "agent": "refund-agent", "message": "crm write added"})
-            expect(page.locator("#alerts li").first).to_contain_text("drift.detected")
-            expect(page.locator("#alerts li").first).to_contain_text("refund-agent")
+            expect(page.locator("#alerts li").first).to_contain_text("drift.detected", timeout=WAIT)
+            expect(page.locator("#alerts li").first).to_contain_text("refund-agent", timeout=WAIT)
             page.screenshot(path=str(ARTIFACTS / "overview.png"), full_page=True)
 
             page.get_by_role("link", name="Audit trail").click()
-            expect(page.get_by_role("heading", name="Audit trail")).to_be_visible()
-            expect(page.locator("table.audit")).to_contain_text("user.signed_in")
+            expect(page.get_by_role("heading", name="Audit trail")).to_be_visible(timeout=WAIT)
+            expect(page.locator("table.audit")).to_contain_text("user.signed_in",
+                                                                timeout=WAIT)
             page.screenshot(path=str(ARTIFACTS / "audit-explorer.png"), full_page=True)
 
             page.get_by_role("link", name="API").click()
-            expect(page.locator(".swagger-ui")).to_contain_text("/api/v1/audit/verify")
+            expect(page.locator(".swagger-ui")).to_contain_text("/api/v1/audit/verify",
+                                                                timeout=WAIT)
             page.screenshot(path=str(ARTIFACTS / "api-docs.png"))
             assert errors == []
             browser.close()
@@ -149,6 +176,8 @@ def test_demo_serves_the_printed_url_with_the_printed_logins(tmp_path):
         demo.process.wait(timeout=90)
     demo.wait_for(r"Stopped\.")
     assert demo.process.returncode == 0
+    assert not (tmp_path / "var" / "demo.json").exists()
+    assert "Listening on TCP address" not in demo.output()  # daphne spoke to its log only
     assert not embedded_redis.port_answers("127.0.0.1", port)
     redis_port = int(redis_url.rsplit(":", 1)[1].split("/")[0])
     assert not embedded_redis.port_answers("127.0.0.1", redis_port)
@@ -187,9 +216,8 @@ def test_the_launcher_restarts_what_dies_and_serves_pages_while_redis_is_away(tm
     port, var = embedded_redis.free_port(), tmp_path / "var"
     demo = Launcher(var, port)
     try:
-        demo.wait_for(r"Press Ctrl-C", timeout=180)
-        logins = dict(re.findall(r"^\s+(alice|bob|carol|dana|admin)\s+(\S+)\s",
-                                 "".join(demo.seen), re.M))
+        demo.wait_for(r"running at", timeout=300)
+        logins = demo.logins()
         supervisor = supervisor_rpc(var / "supervisord.conf").supervisor
         redis_url = embedded_redis.read_config(var / "redis").url
         redis_port = embedded_redis.read_config(var / "redis").port

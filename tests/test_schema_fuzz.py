@@ -1,5 +1,7 @@
 """Schemathesis against /api/schema with an authenticated admin: no 500 anywhere, and every
-response matches the schema (status codes, content types, bodies). Fixed seed, bounded."""
+response matches the schema (status codes, content types, bodies). Fixed seed, bounded: the
+operations are split into SHARDS tests, so each fits the per-test timeout on a loaded machine
+(all of them in one test took 312 s against the 300 s limit at load 4-18)."""
 
 import pytest
 import schemathesis
@@ -12,11 +14,13 @@ from schemathesis.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
+from schemathesis.core.failures import Failure, FailureGroup
 
 from config.wsgi import application
 from registry import actions as registry_actions
 
 EXAMPLES = 25
+SHARDS = 4
 # What the API promises: never a 500, and every answer as documented. (Schemathesis' other
 # checks, such as accepting every schema-valid body, ask more than the schema says.)
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
@@ -34,23 +38,27 @@ def in_process_app(db):
     request_finished.connect(close_old_connections)
 
 
+@pytest.mark.parametrize("shard", range(SHARDS))
 def test_the_api_never_errors_and_always_matches_its_schema(in_process_app, people,
-                                                           refund_agent):
+                                                           refund_agent, shard):
     _, key = registry_actions.issue_api_token(people.admin, actor=people.admin)
     headers = {"Authorization": f"Token {key}"}
     schema = schemathesis.openapi.from_wsgi("/api/schema", in_process_app)
-    operations = [result.ok() for result in schema.get_all_operations()]
+    operations = sorted((result.ok() for result in schema.get_all_operations()),
+                        key=lambda operation: operation.label)
     assert len(operations) > 40
     failures = []
-    for operation in operations:
+    for operation in operations[shard::SHARDS]:
         @given(case=operation.as_strategy())
         @settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,
-                  suppress_health_check=list(HealthCheck))
+                  suppress_health_check=list(HealthCheck), report_multiple_bugs=False)
         def exercise(case):
             case.call_and_validate(headers=headers, checks=CHECKS)
 
+        # Only schemathesis' findings are collected (every operation's, then reported
+        # together); anything else (a timeout, an error in the test) ends the test as itself.
         try:
             exercise()
-        except (Exception, BaseExceptionGroup) as error:  # collect every operation's failure
+        except (Failure, FailureGroup) as error:
             failures.append(f"{operation.label}: {str(error)[:600]}")
     assert failures == [], "\n\n".join(failures)

@@ -87,10 +87,22 @@ def work(client: Client, orders: int, stop: threading.Event, pause: float) -> No
         time.sleep(pause)
 
 
+class Terminated(BaseException):
+    """SIGTERM arrived: stop working (exit 0, as a stopped deployment does). Not an Exception,
+    so no `except Exception` on the way (a retry, a client) can swallow it."""
+
+
 def run(args: argparse.Namespace) -> int:
     client = Client.from_env()
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+
+    def terminate(*_: object) -> None:
+        # Raised in the main thread, so it also ends a wait for a human's decision (a long
+        # poll of up to two minutes) instead of leaving the agent deaf until it returns.
+        stop.set()
+        raise Terminated
+
+    signal.signal(signal.SIGTERM, terminate)
     sidecar = threading.Thread(target=client.watch, daemon=True, kwargs={
         "apply": apply, "observe": read_deployment, "interval": args.interval,
         "restore_drift": False, "stop": stop})
@@ -99,9 +111,10 @@ def run(args: argparse.Namespace) -> int:
         work(client, args.orders, stop, args.pause)
         if args.linger:
             stop.wait(args.linger)  # keep the sidecar answering corrections
-    except KeyboardInterrupt:
-        pass
+    except (KeyboardInterrupt, Terminated):
+        log.info("stopping")
     finally:
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())  # a second one waits for close()
         stop.set()
         client.close()
     return 0

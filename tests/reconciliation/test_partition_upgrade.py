@@ -17,7 +17,11 @@ from reconciliation.models import (
     ObservedState,
     ReconcileRun,
 )
+from tests.conftest import postgresql_only
 from tests.migrating import latest, migrate
+
+# Day partitions (and `tableoid`) are PostgreSQL's; on SQLite the tables stay plain.
+pytestmark = postgresql_only
 
 BEFORE = [("reconciliation", "0020_group_rule_effect_block")]
 TABLES = ("reconciliation_behaviourevent", "reconciliation_observedstate",
