@@ -67,12 +67,15 @@ def audit_label(actor: Any) -> str:
 
 
 
-def open_escalation(agent: Agent, finding: Finding | None, *, reason: str) -> Escalation | None:
-    """Hand a drift to the approvers (once per finding while open)."""
+def open_escalation(agent: Agent, finding: Finding | None, *, reason: str,
+                    caused_by: Any = None) -> Escalation | None:
+    """Hand a drift to the approvers (once per finding while open); `caused_by` is the person
+    behind what caused it, who may not close it (four eyes)."""
     if finding is not None and Escalation.objects.filter(
             finding=finding, status=EscalationStatus.OPEN).exists():
         return None
-    escalation = Escalation.objects.create(agent=agent, finding=finding, reason=reason)
+    escalation = Escalation.objects.create(agent=agent, finding=finding, reason=reason,
+                                           caused_by_id=getattr(caused_by, "pk", caused_by))
     if finding is not None:
         finding.transition(FindingStatus.ESCALATED, reason=reason)
     audit.record(actor=SYSTEM, action=AuditAction.ESCALATION_OPENED,
