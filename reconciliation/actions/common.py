@@ -97,6 +97,17 @@ def breaker_held(agent: Agent, control: ControlState) -> str:
     return f"breaker tripped for {scope}" if scope else ""
 
 
+def cluster_held() -> str:
+    """Why the whole cluster's enforcement is recorded and not applied ("" when it is
+    applied): compliance's global shadow mode or the cluster's breaker. Unlike an agent's own
+    shadow or its owner's breaker, these hold every agent alike, so they shield nobody from a
+    fleet effect that reaches others."""
+    control = ControlState.load()
+    if control.breaker_tripped_at is not None:
+        return "breaker tripped"
+    return "shadow mode" if control.shadow else ""
+
+
 def enforcement_held(agent: Agent) -> str:
     """Why enforcement is recorded and not applied right now ("" when it is applied): shadow
     mode, global or for this agent, or the tripped breaker."""
