@@ -243,3 +243,14 @@ def test_a_respelled_server_is_neither_drift_nor_a_permission_change():
     moved = {"mcp_servers": [mcp("https://mcp.internal:8443/tools"), mcp(COMMAND, "local")]}
     (drift,) = [d for d in diff(approved, moved, NOW) if d.pointer.startswith("/mcp_servers")]
     assert drift.pointer == "/mcp_servers/tools/url"
+
+
+def test_the_proxy_finds_its_approved_server_however_the_upstream_is_spelled():
+    from agentgov.mcp_proxy import _reached_at
+
+    for url in URL_VARIANTS:
+        assert _reached_at(mcp(URL), url)
+    for command in COMMAND_VARIANTS:
+        assert _reached_at(mcp(COMMAND, "local"), command)
+    assert not _reached_at(mcp(URL), "https://mcp.internal:8443/tools")
+    assert not _reached_at(mcp(COMMAND, "local"), "npx 'unclosed")
