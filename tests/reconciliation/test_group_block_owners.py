@@ -137,8 +137,11 @@ def test_an_owner_who_contributed_is_blocked_with_the_group(people, team,
 
 
 def test_compliance_chooses_a_rule_that_reaches_across_owners_audited(
-        people, api_as, team, django_capture_on_commit_callbacks):
+        people, api_as, client, team, django_capture_on_commit_callbacks):
     dana = api_as(people.dana)
+    client.force_login(people.dana)
+    page = client.get("/group-rules/payments-refunds/").content.decode()
+    assert "blocks only the agents of owners whose agents filled the window" in page
     bad = dana.patch("/api/v1/group-rules/payments-refunds", {"across_owners": "sometimes"},
                      format="json")
     assert bad.status_code in (400, 422)
@@ -152,6 +155,8 @@ def test_compliance_chooses_a_rule_that_reaches_across_owners_audited(
     chosen = dana.patch("/api/v1/group-rules/payments-refunds", {"across_owners": True},
                         format="json")
     assert chosen.status_code == 200 and chosen.json()["across_owners"] is True
+    page = client.get("/group-rules/payments-refunds/").content.decode()
+    assert "blocks every owner's agents in the group (chosen by compliance)" in page
     entry = AuditEntry.objects.filter(action="group_rule.updated").latest("pk")
     assert (entry.before["across_owners"], entry.after["across_owners"]) == (False, True)
     send(team["pay-a"], [refund("pay-a", 5000) for _ in range(5)],
