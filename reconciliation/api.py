@@ -18,9 +18,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from audit.actions import actor_label
 from config.errors import Invalid, NotAllowed, NotFound, Unavailable
 from reconciliation import actions
-from reconciliation.attribution import split_change
+from reconciliation.attribution import names_a_person, split_change
 from reconciliation.choices import (
     OPEN_STATUSES,
     CorrectionResult,
@@ -78,9 +79,19 @@ class ObservedStateView(APIView):
         if acting_agent(request.user) is None and not Agent.objects.filter(name=name).exists():
             return self._unregistered(request, name)
         agent = agent_for(request, name, people=(Role.ADMIN,))
-        # the platform's change log may name the change (drift attribution)
-        report, change = (split_change(request.data) if isinstance(request.data, dict)
-                          else (request.data, None))
+        # the platform's change log may name the change (drift attribution): reported, not
+        # verified; an agent's own report is keyed under it and may not name a person
+        own = acting_agent(request.user)
+        report, change = (split_change(request.data, reported_by=actor_label(request.user),
+                                       agent=own.name if own else "")
+                          if isinstance(request.data, dict) else (request.data, None))
+        if own is not None and change and names_a_person(change["actor"]):
+            raise Invalid("An agent's report may not name a person as the author of a change.",
+                          code="names_a_person", details=[{
+                              "pointer": "/changed_by",
+                              "message": "expected the name of a tool or pipeline, not a "
+                                         "person's username or email (the report is not "
+                                         "verified)"}])
         try:
             state = validate_observed(report)
         except ObservedStateError as error:

@@ -2,6 +2,12 @@
 
 1. the change the reporter names: the platform's change log (an http connector's answer, or
    a push report, may carry `change_id` and `changed_by`) or the drift lab's deployment;
+   a named change is what the reporter says, never checked: its cause carries
+   `verified: false` and who reported it, and shows as reported wherever it is shown. What an
+   agent reports about itself is kept inside it: its change ids are keyed under its own name
+   (it cannot join its findings to another agent's change), and it may not name a person
+   (the report is refused: an agent does not know who is behind a change, and a name there
+   would read as blame or cover);
 2. the agent's own pending proposal, when what it runs with matches what it proposed there
    (it changed itself ahead of approval);
 3. `unknown`.
@@ -21,22 +27,42 @@ MAX_FIELD = 200
 UNKNOWN: dict[str, Any] = {"kind": "unknown", "key": "unknown"}
 
 
-def split_change(report: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+def split_change(report: Mapping[str, Any], *, reported_by: str = "platform",
+                 agent: str = "") -> tuple[dict[str, Any], dict[str, Any] | None]:
     """An observed-state answer without its change fields, and the platform change they name
-    (None when it names none). Non-string or over-long values are ignored, never trusted."""
+    (None when it names none). Non-string or over-long values are ignored, never trusted.
+    `agent`: the report is the agent's own (its token), so the change is keyed under it."""
     state = {k: v for k, v in report.items() if k not in CHANGE_FIELDS}
     fields = {k: report[k][:MAX_FIELD] for k in CHANGE_FIELDS
               if isinstance(report.get(k), str) and report[k].strip()}
     if not fields:
         return state, None
-    return state, platform_change(fields.get("change_id", ""), fields.get("changed_by", ""))
+    return state, platform_change(fields.get("change_id", ""), fields.get("changed_by", ""),
+                                  reported_by=reported_by, agent=agent)
 
 
-def platform_change(change_id: str, changed_by: str) -> dict[str, Any]:
-    """The platform's change log entry as a cause (keyed by its id when it gives one)."""
+def platform_change(change_id: str, changed_by: str, *, reported_by: str = "platform",
+                    agent: str = "") -> dict[str, Any]:
+    """A named change as a cause (keyed by its id when it gives one; an agent's own report
+    under the agent's name), marked as reported, not verified: nothing checks it."""
     key = f"change:{change_id}" if change_id else f"changed-by:{changed_by}"
+    if agent:
+        key = f"agent:{agent}:{key}"
     return {"kind": "platform_change", "key": key[:MAX_FIELD], "change_id": change_id or None,
-            "actor": changed_by or None}
+            "actor": changed_by or None, "verified": False, "reported_by": reported_by}
+
+
+def names_a_person(changed_by: str | None) -> bool:
+    """Whether `changed_by` is a person's username or email (any case): an agent's report
+    may not name one."""
+    from django.contrib.auth import get_user_model
+
+    if not changed_by:
+        return False
+    people = get_user_model().objects
+    text = changed_by.strip()
+    return (people.filter(username__iexact=text).exists()
+            or ("@" in text and people.filter(email__iexact=text).exists()))
 
 
 def deployment(deployment_id: str, actor: str, reason: str) -> dict[str, Any]:

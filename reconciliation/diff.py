@@ -33,6 +33,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from agentgov.mcp_identity import same_server
+
 from audit.chain import canonical_json as chain_canonical_json
 
 ACCESS_LEVELS = ("read", "write", "admin")
@@ -530,7 +532,10 @@ def _diff_mcp_servers(
                          None, restore)
             continue
         for key in ("url", "command"):
-            if key in approved and seen.get(key) is not None and seen[key] != approved[key]:
+            if key in approved and seen.get(key) is not None and not same_server(
+                    {key: approved[key]}, {key: seen[key]}):
+                # one identity (agentgov.mcp_identity): a respelling of the approved server is
+                # not a move; one that cannot be read matches nothing, so it is one
                 yield _drift(DriftKind.MCP_SERVER_MOVED, json_pointer("mcp_servers", name, key),
                              approved[key], seen[key], restore)
         yield from _diff_mcp_tools(name, approved, seen)

@@ -26,6 +26,9 @@ class GroupRule(ComplianceRule):
     # 2 to 5: an agent's decision request that would take the window over the limit waits
     # for this many distinct approvers (1: the rule only counts what happened).
     required_approvals = models.PositiveSmallIntegerField(default=1)
+    # A block reaches the agents of owners who contributed nothing to the window only when
+    # compliance chose so for this rule (audited with the rule).
+    across_owners = models.BooleanField(default=False)
     # Bumped on each change: a changed rule counts in fresh windows.
     revision = models.PositiveIntegerField(default=1)
 
@@ -35,7 +38,7 @@ class GroupRule(ComplianceRule):
                 "match": self.match, "measure": self.measure, "limit": self.limit,
                 "per": self.per, "per_record": self.per_record, "effect": self.effect,
                 "required_approvals": self.required_approvals, "enabled": self.enabled,
-                "revision": self.revision}
+                "across_owners": self.across_owners, "revision": self.revision}
 
     def to_spec(self) -> GroupRuleSpec:
         """The pure form the counting works with."""
@@ -43,7 +46,8 @@ class GroupRule(ComplianceRule):
                              match=self.match, measure=self.measure, limit=self.limit,
                              per=self.per, per_record=self.per_record, effect=self.effect,
                              revision=self.revision,
-                             required_approvals=self.required_approvals)
+                             required_approvals=self.required_approvals,
+                             across_owners=self.across_owners)
 
 
 class GroupBreach(models.Model):

@@ -319,6 +319,10 @@ class Escalation(models.Model):
     resolved_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                     on_delete=models.PROTECT, related_name="+")
     resolved_at = models.DateTimeField(null=True, blank=True)
+    # The person behind what caused it: whoever sent the events that broke the rule, or the
+    # issuer of the agent token that sent them. Four eyes keeps them from closing it.
+    caused_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                  on_delete=models.SET_NULL, related_name="+")
 
     objects = EscalationQuerySet.as_manager()
 
@@ -390,6 +394,10 @@ class ControlState(models.Model):
     shadow = models.BooleanField(default=False)
     breaker_tripped_at = models.DateTimeField(null=True, blank=True)
     breaker_reason = models.TextField(blank=True, default="")
+    # When each breaker ("global", "owner:alice", "team:payments") was last reset: a breaker
+    # counts only findings detected after its reset, so the wave it tripped on cannot trip it
+    # again (ISO 8601 instants; a scope never reset is absent).
+    breaker_resets = models.JSONField(default=dict, blank=True)
     # Passes that found drift on a converged agent with no new approved version (must stay 0).
     post_convergence_drift = models.PositiveIntegerField(default=0)
 

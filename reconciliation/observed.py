@@ -7,6 +7,8 @@ types are errors with their JSON pointer, and lists are sorted so equal states h
 import math
 from typing import Any
 
+from agentgov.mcp_identity import command_identity, url_identity
+
 MAX_ITEMS = 1000
 NUMBER_LIMIT = 1e12
 MAX_DESCRIPTION = 8000
@@ -96,6 +98,13 @@ def _mcp_servers(value: Any, pointer: str, errors: list) -> list[dict]:
             "name": "str!", "transport": "str", "url": "str", "command": "str",
             "tools": "list"})):
         server = dict(entry)
+        for key, identity in (("url", url_identity), ("command", command_identity)):
+            if isinstance(server.get(key), str):
+                try:  # the one identity every judge compares servers by must read it
+                    identity(server[key])
+                except ValueError as error:
+                    errors.append((f"{pointer}/{index}/{key}",
+                                   f"expected an MCP server {key} that can be read: {error}"))
         if "tools" not in server:
             # a reporter that sees the server but not its tools (a framework adapter): the
             # tools last listed for it (by the MCP proxy) are kept when it is recorded

@@ -139,7 +139,7 @@ def escalations_for_user(user, now: datetime | None = None) -> QuerySet:
     if user is None:
         return Escalation.objects.awake(now)
     return (Escalation.objects.awake(now).exclude(agent__in=_owned_by(user))
-            .exclude(decision__asked_by=user))
+            .exclude(decision__asked_by=user).exclude(caused_by=user))
 
 
 def queue_for(user, now: datetime | None = None, kind: str = "") -> list[Entry]:

@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import yaml
+from agentgov.mcp_identity import command_identity, url_identity
 from yaml.composer import Composer, ComposerError
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
@@ -618,6 +619,20 @@ def _http_url(c: _Checker, url: str, pointer: str) -> None:
         c.error(pointer, "expected a URL without credentials (name them in secret_env)")
 
 
+def _identified(c: _Checker, identity: Callable[[str], str], target: str,
+                pointer: str) -> str | None:
+    """`target` if the one MCP identity (agentgov.mcp_identity) can read it: a server no judge
+    could tell apart from another spelling is not approved (an unclosed quote in a command,
+    a host IDNA cannot encode)."""
+    try:
+        identity(target)
+    except ValueError as error:
+        if not any(known.pointer == pointer for known in c.errors):  # one error per field
+            c.error(pointer, f"expected an MCP server the identity can read: {error}")
+        return None
+    return target
+
+
 def _mcp_tools(c: _Checker, raw: Any, p: str) -> list[dict[str, str]]:
     """Approved tools of one MCP server, one per name, sorted; each pinned by its fingerprint."""
     first: dict[str, int] = {}
@@ -666,10 +681,13 @@ def _mcp_servers(c: _Checker, raw: Any, p: str) -> list[dict[str, Any]]:
             target = c.string(entry["url"], f"{q}/url", "an http or https URL", max_len=2048)
             if target is not None:
                 _http_url(c, target, f"{q}/url")
+                target = _identified(c, url_identity, target, f"{q}/url")
         elif where == "command" and "command" in entry:
             target = c.string(entry["command"], f"{q}/command",
                               "a command line of 1 to 2048 characters", pattern=_NOT_BLANK,
                               max_len=2048)
+            if target is not None:
+                target = _identified(c, command_identity, target, f"{q}/command")
         tools = _mcp_tools(c, _optional(entry, "tools", []), f"{q}/tools")
         if name is not None and name in first:
             c.error(f"{q}/name", f"expected each MCP server once; got {name!r} again"

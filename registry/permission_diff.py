@@ -30,6 +30,8 @@ from enum import StrEnum
 from fractions import Fraction
 from typing import Any
 
+from agentgov.mcp_identity import same_server
+
 from registry.manifest import duration_seconds, join_pointer
 
 MINUS = "\u2212"
@@ -187,7 +189,7 @@ def _mcp_servers(old: list[dict], new: list[dict]) -> Iterator[PermissionChange]
                                _pointer("mcp_servers", name), before[name], None)
     for name in before.keys() & after.keys():
         was, now = before[name], after[name]
-        if _mcp_target(was) != _mcp_target(now):
+        if not _same_server(was, now):
             yield PermissionChange(
                 Area.MCP, Risk.WIDENING,
                 f"MCP server {name}: {_mcp_target(was)} → {_mcp_target(now)}",
@@ -505,6 +507,13 @@ def _short(reason: str) -> str:
     """A reason on one line, cut to REASON_CHARS characters."""
     text = " ".join(reason.split())
     return text if len(text) <= REASON_CHARS else f"{text[: REASON_CHARS - 1]}…"
+
+
+def _same_server(was: dict, now: dict) -> bool:
+    """One server however spelled (agentgov.mcp_identity): a respelling points nowhere new,
+    and a spelling that cannot be read is compared as written (so it always shows)."""
+    return was["transport"] == now["transport"] and (
+        same_server(was, now) or _mcp_target(was) == _mcp_target(now))
 
 
 def _mcp_target(server: dict) -> str:

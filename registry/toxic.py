@@ -16,6 +16,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from agentgov.mcp_identity import server_identity
+
 ACCESS_RANK = {"read": 1, "write": 2, "admin": 3}  # write implies read, admin implies both
 CAPABILITY_EXPECTED = ("a capability: data:<resource>:<read|write|admin> (that access or more)"
                        " or tool:<tool name>")
@@ -124,16 +126,23 @@ def _strings(value: Any) -> list[str]:
     return [item for item in _list(value) if isinstance(item, str)]
 
 
+def server_point(server: Mapping[str, Any]) -> str | None:
+    """Where an MCP server is, as its one identity (agentgov.mcp_identity: host case, default
+    port, trailing slash, query, fragment and command spacing never make another server), so
+    two agents that spell one server differently, or call it under different names, still
+    share it. A spelling the identity cannot read (only in states stored before it was
+    checked) stands as written, and a server with no url or command by its name."""
+    try:
+        return server_identity(server)
+    except ValueError:
+        where = server.get("url") or server.get("command") or server.get("name")
+        return where.strip() if isinstance(where, str) and where.strip() else None
+
+
 def _servers(value: Any) -> list[str]:
-    """The MCP servers an agent reaches, each named by where it is (its URL or command), so two
-    agents that call one server under different names still share it."""
-    out = []
-    for server in _list(value):
-        if isinstance(server, dict):
-            where = server.get("url") or server.get("command") or server.get("name")
-            if isinstance(where, str) and where:
-                out.append(where)
-    return out
+    """The MCP servers an agent reaches, each by its identity."""
+    points = (server_point(server) for server in _list(value) if isinstance(server, Mapping))
+    return [point for point in points if point]
 
 
 def _edges(states: Mapping[str, Mapping[str, Any]]) -> dict[str, list[tuple[str, str]]]:
@@ -261,7 +270,7 @@ def new_paths(before: Mapping[str, Mapping[str, Any]], after: Mapping[str, Mappi
 
 def meeting_points(name: str, state: Mapping[str, Any]) -> set[str]:
     """Where an agent meets others: its own name (its callers meet it there), each agent it
-    calls, and "mcp:" + the SHA-256 of where each of its MCP servers is (short enough for an
+    calls, and "mcp:" + the SHA-256 of each of its MCP servers' identity (short enough for an
     index whatever the URL). Two agents one step apart always share a point (two that share
     one may not be joined: both may call an agent outside the fleet), so following shared
     points from a change's own points gathers every agent a path through it can touch."""

@@ -32,6 +32,10 @@ class AgentFacts:
     owner: str
     labels: dict[str, str] = field(default_factory=dict)
     framework: str = ""
+    # each action's `max` in the agent's approved spec: the most one event of it may weigh
+    # in a block rule's window (agent ids and owners are what a block's reach is judged by)
+    action_max: dict[str, float] = field(default_factory=dict)
+    owner_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,10 @@ class GroupRuleSpec:
     effect: str = "escalate"
     revision: int = 1
     required_approvals: int = 1
+    # block only: also deny the decisions of agents whose owners contributed nothing to the
+    # window (compliance's explicit, audited choice; by default a block stays inside the
+    # owners whose agents filled the window)
+    across_owners: bool = False
 
     @property
     def seconds(self) -> int:
@@ -123,6 +131,11 @@ def validate(data: dict[str, Any]) -> list[dict[str, str]]:
         bad("/effect", f"expected one of {', '.join(EFFECTS)}")
     if data.get("effect") == "block" and data.get("per_record"):
         bad("/effect", "block covers the whole group: not with per-record windows")
+    across = data.get("across_owners", False)
+    if not isinstance(across, bool):
+        bad("/across_owners", "expected true or false")
+    elif across and data.get("effect") != "block":
+        bad("/across_owners", "only a block rule reaches across owners")
     approvals = data.get("required_approvals", 1)
     if isinstance(approvals, bool) or not isinstance(approvals, int) or not 1 <= approvals <= 5:
         bad("/required_approvals", "expected 1 (count only) or 2 to 5 approvers")
@@ -166,6 +179,17 @@ def weight(rule: GroupRuleSpec, event: Any) -> float | None:
     return getattr(event, "cost", None)
 
 
+def bounded_weight(rule: GroupRuleSpec, agent: AgentFacts, event: Any) -> float | None:
+    """What an event weighs in the rule's window. In a block rule an amount counts at most
+    the agent's own approved `max` for that action (or, with none, the rule's limit): events
+    are self-reported, and one report of $1,000,000 must not stop other owners' agents."""
+    value = weight(rule, event)
+    if value is None or rule.effect != "block" or rule.measure != "amount":
+        return value
+    bound = agent.action_max.get(getattr(event, "action", "") or "")
+    return min(value, rule.limit if bound is None else bound)
+
+
 def group_key(rule: GroupRuleSpec, event: Any) -> str:
     """What one window of the rule is about: the whole group, or one record of it."""
     return f"record:{event.resource}:{event.record}" if rule.per_record else "all"
@@ -183,7 +207,7 @@ def checks(rules: list[GroupRuleSpec], agent: AgentFacts, event: Any) -> list[Gr
     for rule in rules:
         if not selects(rule, agent):
             continue
-        value = weight(rule, event)
+        value = bounded_weight(rule, agent, event)
         if value is None or value < 0:
             continue
         key = group_key(rule, event)
@@ -253,7 +277,7 @@ def replay(rule: GroupRuleSpec, events: list[tuple[AgentFacts, Any]]) -> list[Br
     for agent, event in events:
         if not selects(rule, agent):
             continue
-        value = weight(rule, event)
+        value = bounded_weight(rule, agent, event)
         if value is None or value < 0:
             continue
         key = group_key(rule, event)
@@ -284,11 +308,15 @@ def holds(rule: GroupRuleSpec, agent: AgentFacts, request: dict[str, Any],
     return value is not None and total + value > rule.limit
 
 
-def blocks(rule: GroupRuleSpec, agent: AgentFacts, total: float) -> bool:
+def blocks(rule: GroupRuleSpec, agent: AgentFacts, total: float,
+           contributors: set[int] | None = None) -> bool:
     """Whether a block rule denies the agent's decisions: it covers the agent and its group
-    window, holding `total` now, is over the limit (it lifts as the window falls back)."""
+    window, holding `total` now, is over the limit (it lifts as the window falls back), and
+    the agent's owner is among the owners whose agents filled the window (`contributors`,
+    owner ids; None: not asked yet) unless the rule reaches across owners."""
     return (rule.effect == "block" and not rule.per_record and selects(rule, agent)
-            and total > rule.limit)
+            and total > rule.limit and (rule.across_owners or contributors is None
+                                        or agent.owner_id in contributors))
 
 
 def block_reason(rule: GroupRuleSpec, total: float) -> str:

@@ -32,7 +32,8 @@ class GroupRuleSerializer(serializers.ModelSerializer):
     class Meta:
         model = GroupRule
         fields = ["name", "description", "selector", "match", "measure", "limit", "per",
-                  "per_record", "effect", "required_approvals", "enabled", "revision",
+                  "per_record", "effect", "required_approvals", "across_owners", "enabled",
+                  "revision",
                   "created_by", "created_at", "updated_at"]
         read_only_fields = ["revision", "created_at", "updated_at"]
 

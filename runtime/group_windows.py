@@ -123,6 +123,15 @@ def count_with_groups(agent_checks: list, group: list[tuple[GroupCheck, datetime
     return (windows.counts(replies[0]) if agent_checks else []), totals(replies[-len(group):])
 
 
+def peek_window(key: str, seconds: int, measure: str, now: datetime
+                ) -> tuple[float, list[int]]:
+    """A group window's total now and the ids of the agents whose events are in it, without
+    adding anything."""
+    (reply,) = totals([_script()(keys=_keys(key), args=["", 0, now.timestamp(), seconds, "-1",
+                                                        measure])])
+    return reply
+
+
 def peek_total(key: str, seconds: int, measure: str, now: datetime) -> float:
     """A group window's total now, without adding anything (for a decision not yet taken)."""
     (reply,) = totals([_script()(keys=_keys(key), args=["", 0, now.timestamp(), seconds, "1e300",

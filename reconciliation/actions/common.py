@@ -67,12 +67,15 @@ def audit_label(actor: Any) -> str:
 
 
 
-def open_escalation(agent: Agent, finding: Finding | None, *, reason: str) -> Escalation | None:
-    """Hand a drift to the approvers (once per finding while open)."""
+def open_escalation(agent: Agent, finding: Finding | None, *, reason: str,
+                    caused_by: Any = None) -> Escalation | None:
+    """Hand a drift to the approvers (once per finding while open); `caused_by` is the person
+    behind what caused it, who may not close it (four eyes)."""
     if finding is not None and Escalation.objects.filter(
             finding=finding, status=EscalationStatus.OPEN).exists():
         return None
-    escalation = Escalation.objects.create(agent=agent, finding=finding, reason=reason)
+    escalation = Escalation.objects.create(agent=agent, finding=finding, reason=reason,
+                                           caused_by_id=getattr(caused_by, "pk", caused_by))
     if finding is not None:
         finding.transition(FindingStatus.ESCALATED, reason=reason)
     audit.record(actor=SYSTEM, action=AuditAction.ESCALATION_OPENED,
@@ -92,6 +95,17 @@ def breaker_held(agent: Agent, control: ControlState) -> str:
     scope = (BreakerTrip.objects.filter(scope__in=BreakerTrip.scopes_of(agent))
              .order_by("tripped_at").values_list("scope", flat=True).first())
     return f"breaker tripped for {scope}" if scope else ""
+
+
+def cluster_held() -> str:
+    """Why the whole cluster's enforcement is recorded and not applied ("" when it is
+    applied): compliance's global shadow mode or the cluster's breaker. Unlike an agent's own
+    shadow or its owner's breaker, these hold every agent alike, so they shield nobody from a
+    fleet effect that reaches others."""
+    control = ControlState.load()
+    if control.breaker_tripped_at is not None:
+        return "breaker tripped"
+    return "shadow mode" if control.shadow else ""
 
 
 def enforcement_held(agent: Agent) -> str:

@@ -2,7 +2,7 @@
 it under shadow mode or a tripped breaker, log it, waive it, block the agent), and the breakers
 that hold corrections when too much of the fleet drifts at once."""
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -40,10 +40,18 @@ def _drifting_counted(drifted: QuerySet[Agent], *, capped: bool) -> int:
 def _check_breaker(ctx: PassContext, control: ControlState) -> None:
     """Trip the cluster's breaker, and the agent's owner's and team's, when too many of their
     agents drifted within the window; each scope pauses automatic correction of its agents."""
-    since = ctx.now - timedelta(seconds=settings.BREAKER_WINDOW_SECONDS)
+    window = ctx.now - timedelta(seconds=settings.BREAKER_WINDOW_SECONDS)
     members = Agent.objects.filter(lifecycle=Lifecycle.ACTIVE, active_version__isnull=False)
-    drifted = members.filter(pk__in=Finding.objects.filter(
-        detected_at__gte=since, behaviour=False).values("agent_id"))
+    resets = control.breaker_resets or {}
+
+    def drifted_since(scope: str) -> QuerySet[Agent]:
+        """Agents with findings in the window and, once the scope was reset, after the reset
+        (the wave compliance reset it on never trips it again; a new one does)."""
+        found = Finding.objects.filter(detected_at__gte=window, behaviour=False)
+        if reset := resets.get(scope):
+            found = found.filter(detected_at__gt=datetime.fromisoformat(reset))
+        return members.filter(pk__in=found.values("agent_id"))
+
     owner = ctx.agent.owner
     scopes = [(BreakerScope.GLOBAL, "", {}, True),
               (BreakerScope.OWNER, owner.username, {"owner_id": owner.pk}, False)]
@@ -62,7 +70,8 @@ def _check_breaker(ctx: PassContext, control: ControlState) -> None:
         total = members.filter(**where).count()
         if kind == BreakerScope.GLOBAL and total < settings.BREAKER_MIN_AGENTS:
             continue
-        drifting = _drifting_counted(drifted.filter(**where), capped=capped)
+        scope = f"{kind}:{name}" if name else str(kind)
+        drifting = _drifting_counted(drifted_since(scope).filter(**where), capped=capped)
         if kind != BreakerScope.GLOBAL and drifting < settings.BREAKER_SCOPE_MIN_DRIFTING:
             continue
         if drifting * 100 > total * settings.BREAKER_SHARE_PERCENT:

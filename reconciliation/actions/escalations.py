@@ -46,17 +46,22 @@ def authorise_escalation(escalation_id: int, *, actor: Any, triage: bool = False
     403 for someone who is not an approver, 404 when there is no such escalation, 403 (four
     eyes) for one about an agent they own."""
     _check_decider(actor)
-    rows = Escalation.objects.select_related("agent__active_version", "finding")
+    rows = Escalation.objects.select_related("agent__active_version", "finding", "decision")
     if lock:
         rows = rows.select_for_update(of=("self",))
     escalation = rows.filter(pk=escalation_id).first()
     if escalation is None:
         raise NotFound(f"No escalation {escalation_id}.")
+    verb = "triage" if triage else "resolve"
     if escalation.agent.owner_id == actor.pk:
         # Snoozing or claiming it would keep it from the other approvers who must decide it.
-        verb = "triage" if triage else "resolve"
         raise NotAllowed(f"Four eyes: you cannot {verb} an escalation for an agent you own.",
                          code="four_eyes")
+    if actor.pk in (escalation.caused_by_id, getattr(escalation.decision, "asked_by_id", None)):
+        # an admin may issue a token for anyone's agent: what he did through it, another
+        # approver closes
+        raise NotAllowed(f"Four eyes: you cannot {verb} an escalation you caused, yourself or "
+                         "through an agent token you issued.", code="four_eyes")
     return escalation
 
 

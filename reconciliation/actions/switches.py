@@ -3,6 +3,7 @@
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
 import audit
 from audit.choices import AuditAction
@@ -47,23 +48,26 @@ def reset_breaker(*, actor: Any, reason: str, scope: str = "global") -> None:
     (`global`) or one owner's or team's (`owner:alice`, `team:payments`)."""
     if not has_role(actor, Role.COMPLIANCE):
         raise NotAllowed("Only compliance staff reset the breaker.")
+    control = ControlState.objects.select_for_update().get_or_create(pk=1)[0]
+    now = timezone.now()
     if scope != BreakerScope.GLOBAL:
         trip = BreakerTrip.objects.select_for_update().filter(scope=scope).first()
         if trip is None:
             raise Conflict(f"The breaker for {scope} is not tripped.", code="not_tripped")
         before = trip.to_dict()
         trip.delete()
-        audit.record(actor=actor, action=AuditAction.BREAKER_RESET,
-                     target=f"control:breaker:{scope}", before=before,
-                     after={"tripped_at": None}, reason=reason)
-        return
-    control = ControlState.objects.select_for_update().get_or_create(pk=1)[0]
-    if control.breaker_tripped_at is None:
-        raise Conflict("The breaker is not tripped.", code="not_tripped")
-    before = {"tripped_at": control.breaker_tripped_at.isoformat(),
-              "reason": control.breaker_reason}
-    control.breaker_tripped_at = None
-    control.breaker_reason = ""
-    control.save(update_fields=["breaker_tripped_at", "breaker_reason"])
-    audit.record(actor=actor, action=AuditAction.BREAKER_RESET, target="control:breaker",
-                 before=before, after={"tripped_at": None}, reason=reason)
+        target = f"control:breaker:{scope}"
+    else:
+        if control.breaker_tripped_at is None:
+            raise Conflict("The breaker is not tripped.", code="not_tripped")
+        before = {"tripped_at": control.breaker_tripped_at.isoformat(),
+                  "reason": control.breaker_reason}
+        control.breaker_tripped_at = None
+        control.breaker_reason = ""
+        target = "control:breaker"
+    # the reset holds: from now the breaker counts only findings detected after it
+    control.breaker_resets = {**control.breaker_resets, str(scope): now.isoformat()}
+    control.save(update_fields=["breaker_tripped_at", "breaker_reason", "breaker_resets"])
+    audit.record(actor=actor, action=AuditAction.BREAKER_RESET, target=target,
+                 before=before, after={"tripped_at": None, "counts_findings_after":
+                                       now.isoformat()}, reason=reason)

@@ -111,7 +111,7 @@ class HttpConnector:
         reply = self._call(agent, "GET", "state")
         if not isinstance(reply, dict):
             return reply
-        state, self.last_change = split_change(reply)
+        state, self.last_change = split_change(reply, reported_by="platform (http connector)")
         return state
 
     def apply(self, agent: Agent, operation: dict[str, Any], key: str) -> ApplyOutcome:

@@ -577,7 +577,8 @@ def record_violations(agent_id: int, violations: list[dict[str, Any]]) -> list[F
             elif mode == "block":
                 to_block.append(finding)
             elif mode == "escalate":
-                open_escalation(agent, finding, reason=violation["rule"])
+                open_escalation(agent, finding, reason=violation["rule"],
+                                caused_by=_person_behind(agent, violation["event_id"]))
             else:
                 finding.transition(FindingStatus.LOGGED, reason=(
                     f"{violation['rule']}; recorded (mode {mode}: what an agent did cannot be "
@@ -592,6 +593,14 @@ def record_violations(agent_id: int, violations: list[dict[str, Any]]) -> list[F
         with transaction.atomic():
             refresh_status(agent, now=timezone.now())
     return opened
+
+
+def _person_behind(agent: Agent, event_id: str) -> int | None:
+    """The id of the person behind the event that broke a rule: its sender, or the issuer of
+    the agent token that sent it."""
+    row = (BehaviourEvent.objects.filter(agent=agent, event_id=event_id, foreign=False)
+           .values_list("sender_user_id", "sender_token__user_id").first())
+    return next((pk for pk in row if pk is not None), None) if row else None
 
 
 def _finding_for(agent: Agent, violation: dict[str, Any], now: datetime) -> tuple[Finding, bool]:

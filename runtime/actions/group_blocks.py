@@ -1,9 +1,12 @@
 """A group rule with effect `block`: when its window goes over the limit, each agent involved is
 blocked as a per-agent budget's `block` enforcement blocks it (suspended through its connector,
-its finding `blocked`; recorded only under shadow mode or a tripped breaker), and every agent
-of the group has its decisions denied while the window is over (actions.group_rules
-.decision_block). Unlike a per-agent block, no human needs to clear it: a job checks the
-window when it can have fallen back and lifts the block (audited), or looks again later."""
+its finding `blocked`; recorded only under the cluster's shadow mode or its tripped breaker:
+an agent's own shadow mode or its owner's or team's breaker does not shield it from a block
+that reaches others), and the agents of the group whose owners filled the window have their
+decisions denied while it is over (every agent of the group when compliance chose the rule to
+reach across owners; actions.group_rules.decision_block). Unlike a per-agent block, no human
+needs to clear it: a job checks the window when it can have fallen back and lifts the block
+(audited), or looks again later."""
 
 import logging
 from datetime import datetime, timedelta
@@ -13,7 +16,7 @@ from django.utils import timezone
 
 import audit
 from audit.choices import AuditAction
-from reconciliation.actions.common import SYSTEM, enforcement_held, suspend_agent
+from reconciliation.actions.common import SYSTEM, cluster_held, suspend_agent
 from reconciliation.actions.settle import refresh_status
 from reconciliation.choices import FindingStatus, Trigger
 from reconciliation.connectors import connector_for
@@ -45,8 +48,8 @@ def block_involved(breach_id: int, finding_ids: list[int]) -> None:
         agent = finding.agent
         operation = Operation(OperationKind.SUSPEND, "agent")
         key = idempotency_key(agent.name, agent.generation, operation, finding.pk)
-        held = enforcement_held(agent)
-        if held:  # recorded, not applied: the same promise as a per-agent block
+        held = cluster_held()
+        if held:  # recorded, not applied, as for every agent of the cluster alike
             with transaction.atomic():
                 finding.transition(
                     FindingStatus.LOGGED,

@@ -39,7 +39,7 @@ from runtime.group_rules import (
 log = logging.getLogger(__name__)
 
 EDITABLE = ("description", "selector", "match", "measure", "limit", "per", "per_record",
-            "effect", "required_approvals", "enabled")
+            "effect", "required_approvals", "across_owners", "enabled")
 COUNTED = ("selector", "match", "measure", "limit", "per", "per_record")
 REFILL_MAX_EVENTS = 50_000
 BREACH_KIND = "group_limit_exceeded"
@@ -76,7 +76,8 @@ def _validate(fields: dict[str, Any]) -> None:
 def create_group_rule(*, actor: Any, name: str, measure: str, limit: float, per: str,
                       selector: dict | None = None, match: dict | None = None,
                       per_record: bool = False, effect: str = "escalate", description: str = "",
-                      required_approvals: int = 1, enabled: bool = True) -> GroupRule:
+                      required_approvals: int = 1, enabled: bool = True,
+                      across_owners: bool = False) -> GroupRule:
     """Save a new group rule; it counts events from now on (and those stored in its window)."""
     _check_role(actor)
     if name == "what-if":  # the path of the what-if for an unsaved rule
@@ -84,7 +85,8 @@ def create_group_rule(*, actor: Any, name: str, measure: str, limit: float, per:
                       details=[{"pointer": "/name", "message": "reserved"}])
     fields = {"description": description, "selector": selector or {}, "match": match or {},
               "measure": measure, "limit": limit, "per": per, "per_record": per_record,
-              "effect": effect, "required_approvals": required_approvals, "enabled": enabled}
+              "effect": effect, "required_approvals": required_approvals, "enabled": enabled,
+              "across_owners": across_owners}
     _validate(fields)
     try:
         with transaction.atomic():
@@ -141,10 +143,21 @@ def facts_of(agents: list[Agent], rules: list[GroupRuleSpec]) -> dict[int, Agent
     if any("owner" in rule.selector for rule in rules):
         owners = dict(User.objects.filter(pk__in={a.owner_id for a in agents})
                       .values_list("pk", "username"))
+    bounded = any(r.effect == "block" and r.measure == "amount" for r in rules)
     return {a.pk: AgentFacts(a.pk, a.name, owners.get(a.owner_id, ""), a.labels or {},
                              a.framework or (a.active_version.spec.get("framework", "")
-                                             if a.active_version_id else ""))
+                                             if a.active_version_id else ""),
+                             _action_max(a) if bounded else {}, a.owner_id)
             for a in agents}
+
+
+def _action_max(agent: Agent) -> dict[str, float]:
+    """Each action's approved `max` (what one event of it may weigh in a block's window)."""
+    if agent.active_version_id is None:
+        return {}
+    actions = agent.active_version.spec.get("actions") or {}
+    return {name: float(rule["max"]) for name, rule in actions.items()
+            if isinstance(rule, dict) and isinstance(rule.get("max"), int | float)}
 
 
 def group_checks(events: list, agents: dict[str, Agent], rules: list[GroupRuleSpec]
@@ -348,9 +361,14 @@ def decision_block(agent: Agent, now: datetime) -> str | None:
         return None
     ensure_group_windows(rules, now)
     for rule in rules:
-        total = group_windows.peek_total(window_key(rule, "all"), rule.seconds, rule.measure,
-                                         now)
-        if blocks(rule, facts, total):
+        total, agent_ids = group_windows.peek_window(window_key(rule, "all"), rule.seconds,
+                                                     rule.measure, now)
+        if not blocks(rule, facts, total):
+            continue
+        # the owners whose agents filled the window: a block stays inside them unless
+        # compliance chose this rule to reach across owners
+        owners = set(Agent.objects.filter(pk__in=agent_ids).values_list("owner_id", flat=True))
+        if blocks(rule, facts, total, owners):
             return block_reason(rule, total)
     return None
 

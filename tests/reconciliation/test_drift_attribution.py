@@ -32,7 +32,7 @@ def causes(agent):
 def test_split_change_takes_only_well_formed_change_fields():
     assert split_change({"tools": [], "change_id": "CHG-7", "changed_by": "deploy-bot"}) == (
         {"tools": []}, {"kind": "platform_change", "key": "change:CHG-7", "change_id": "CHG-7",
-                        "actor": "deploy-bot"})
+                        "actor": "deploy-bot", "verified": False, "reported_by": "platform"})
     assert split_change({"tools": [], "changed_by": "eve"})[1]["key"] == "changed-by:eve"
     assert split_change({"tools": [], "change_id": 7, "changed_by": " "}) == ({"tools": []},
                                                                              None)
@@ -47,7 +47,8 @@ def test_the_platforms_change_log_names_the_cause_of_every_finding_it_made(
                              ("action_limit_missing", "change:CHG-1042")}
     finding = Finding.objects.filter(agent=agent).first()
     assert finding.cause == {"kind": "platform_change", "key": "change:CHG-1042",
-                             "change_id": "CHG-1042", "actor": "deploy-bot"}
+                             "change_id": "CHG-1042", "actor": "deploy-bot",
+                             "verified": False, "reported_by": "platform (http connector)"}
     opened = AuditEntry.objects.filter(action="finding.opened", agent="refund-agent")
     assert {e.after["cause"]["key"] for e in opened} == {"change:CHG-1042"}
     # the change fields are the platform's log, not the agent's state
@@ -104,7 +105,8 @@ def test_a_push_report_may_name_its_change_too(people):
     assert client.put("/api/v1/agents/refund-agent/observed-state", report,
                       format="json").status_code == 202
     actions.reconcile_agent(agent.pk, trigger="observation")
-    assert causes(agent) == {("model_mismatch", "change:rollout-88")}
+    # its own report: keyed under its name, so it never joins another agent's change
+    assert causes(agent) == {("model_mismatch", "agent:refund-agent:change:rollout-88")}
     bad = client.put("/api/v1/agents/refund-agent/observed-state",
                      {**state, "change_id": ["not", "a", "string"]}, format="json")
     assert bad.status_code == 202  # an unusable change field is dropped, never a 500

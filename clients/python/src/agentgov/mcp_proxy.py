@@ -30,6 +30,7 @@ from fastmcp.server.middleware import Middleware
 
 from agentgov.errors import AgentGovError, Forbidden, Unauthenticated
 from agentgov.mcp_fingerprint import tool_fingerprint
+from agentgov.mcp_identity import server_identity, target_identity
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
@@ -238,6 +239,15 @@ def build_proxy(governor: McpGovernor, *, decision_wait: float = 300.0,
     return proxy
 
 
+def _reached_at(server: Mapping[str, Any], target: str) -> bool:
+    """Whether an approved server is the upstream, by the one identity (a respelled URL or
+    command line is the same server; one that cannot be read is none)."""
+    try:
+        return server_identity(server) == target_identity(target)
+    except ValueError:
+        return False
+
+
 def serve(client: Client, *, agent: str, upstream: str, server: str | None = None,
           host: str = "127.0.0.1", port: int | None = None, interval: float = 5.0,
           decision_wait: float = 300.0) -> None:
@@ -247,7 +257,7 @@ def serve(client: Client, *, agent: str, upstream: str, server: str | None = Non
     servers = desired.spec.get("mcp_servers", [])
     source = Upstream(upstream)
     if server is None:
-        named = [s["name"] for s in servers if source.target in (s.get("url"), s.get("command"))]
+        named = [s["name"] for s in servers if _reached_at(s, source.target)]
         if len(named) != 1:
             raise ValueError(f"name the server with --server: {len(named)} approved servers of"
                              f" {agent} are reached at {upstream}")
