@@ -25,8 +25,19 @@ from config import embedded_redis
 from tests.conftest import REFUND_AGENT_YAML, ROOT, eventually
 
 STRONG = "x7Kq2mP9vR4tW8yB3nF6hJ1cL5dG0sZ-aE"
-OTHER_PYTHONS = [path for version in ("3.12", "3.13")
-                 if (path := shutil.which(f"python{version}"))]
+
+
+def interpreter(version: str) -> str | None:
+    """A python{version} that runs (a pyenv shim for a version not selected does not)."""
+    candidates = [shutil.which(f"python{version}"),
+                  *map(str, sorted(Path("/root/.pyenv/versions").glob(f"{version}*/bin/python3")))]
+    for path in filter(None, candidates):
+        if subprocess.run([path, "-c", "import venv"], capture_output=True).returncode == 0:
+            return path
+    return None
+
+
+OTHER_PYTHONS = [path for version in ("3.12", "3.13") if (path := interpreter(version))]
 
 
 def run(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
