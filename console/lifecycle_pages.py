@@ -16,7 +16,7 @@ from registry import actions
 from registry.actions.waivers import may_waive
 from registry.choices import Lifecycle, Role, VersionSource, VersionState
 from registry.models import Agent, Retirement
-from registry.roles import has_role
+from registry.roles import has_role, sees_operations
 from registry.stepup import confirmed_device, retirement_reasons
 
 
@@ -63,6 +63,8 @@ def agent_waive(request: HttpRequest, name: str) -> HttpResponse:
 def waiver_context(agent: Agent, user: Any) -> dict[str, Any]:
     """The agent page's waivers: those in force (with their end) and whether `user` may grant."""
     now = timezone.now()
+    if not sees_operations(user, agent):  # another owner: no more than its findings
+        return {"waivers": [], "can_waive": False}
     return {"waivers": agent.waivers.filter(expires_at__gt=now).select_related("granted_by"),
             "can_waive": may_waive(agent, user)}
 

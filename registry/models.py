@@ -138,6 +138,17 @@ class DesiredStateVersion(models.Model):
     def is_agent_made(self) -> bool:
         return self.source == VersionSource.AGENT
 
+    @property
+    def review_text(self) -> str:
+        """The proposer's own review date in words ("" when the policy's interval applies)."""
+        if self.review_by is not None:
+            return f"by {self.review_by:%Y-%m-%d %H:%M} UTC"
+        if self.review_after_seconds:
+            days, rest = divmod(self.review_after_seconds, 86_400)
+            return (f"{days}d" if not rest else f"{self.review_after_seconds}s") + (
+                " after approval")
+        return ""
+
 
 class Approval(models.Model):
     """One approver's yes for one revision of a proposal."""

@@ -24,13 +24,14 @@ SYSTEM = "system:reconciler"
 def may_waive(agent: Agent, actor: Any) -> bool:
     """Approvers and compliance staff, never the agent's owner (four eyes)."""
     try:
-        _check_may_waive(agent, actor)
+        check_may_waive(agent, actor)
     except NotAllowed:
         return False
     return True
 
 
-def _check_may_waive(agent: Agent, actor: Any) -> None:
+def check_may_waive(agent: Agent, actor: Any) -> None:
+    """Refuse (403) anyone but an approver or compliance who does not own the agent."""
     if isinstance(actor, AgentPrincipal) or not (
             has_role(actor, Role.APPROVER) or has_role(actor, Role.COMPLIANCE)):
         raise NotAllowed("Only approvers and compliance staff grant waivers.")
@@ -47,7 +48,7 @@ def grant_waiver(agent_name: str, *, pointer: str, reason: str, ticket: str, dur
         name=agent_name).first()
     if agent is None:
         raise NotFound(f"No agent named {agent_name!r}.")
-    _check_may_waive(agent, actor)
+    check_may_waive(agent, actor)
     problems = []
     if not isinstance(pointer, str) or not POINTER.match(pointer):
         problems.append({"pointer": "/pointer", "message": f"expected {POINTER_EXPECTED}"})
