@@ -45,6 +45,7 @@ class AuditAction(models.TextChoices):
     ROLLBACK_PROPOSED = "rollback.proposed"
     GRANT_STARTED = "grant.started"
     WAIVER_GRANTED = "waiver.granted"
+    WAIVER_CONFIRMED = "waiver.confirmed"
     WAIVER_LAPSED = "waiver.lapsed"
     WAIVER_WITHDRAWN = "waiver.withdrawn"
     RECERTIFICATION_PROPOSED = "recertification.proposed"

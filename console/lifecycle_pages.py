@@ -14,8 +14,8 @@ from config.errors import DomainError
 from console.forms import RetireForm, RollbackForm, StepUpCodeForm, WaiverForm
 from registry import actions
 from registry.actions.waivers import may_waive
-from registry.choices import Lifecycle, Role, VersionSource, VersionState
-from registry.models import Agent, Retirement
+from registry.choices import Lifecycle, Role, VersionSource, VersionState, WaiverState
+from registry.models import Agent, Retirement, Waiver
 from registry.roles import has_role, sees_operations
 from registry.stepup import confirmed_device, retirement_reasons
 
@@ -51,13 +51,38 @@ def agent_waive(request: HttpRequest, name: str) -> HttpResponse:
                                 "duration are all needed.")
         return redirect("registry-agent", name=name)
     try:
-        waiver = actions.grant_waiver(name, actor=request.user, **form.cleaned_data)
+        waiver = actions.grant_waiver(name, actor=request.user, session=request.session,
+                                      **form.cleaned_data)
     except DomainError as error:
         messages.error(request, error.message)
     else:
-        messages.success(request, f"Waived {waiver.pointer} on {name} until "
-                                  f"{waiver.expires_at:%Y-%m-%d %H:%M:%S} UTC ({waiver.ticket}).")
+        if waiver.state == WaiverState.PENDING:
+            messages.success(request, f"Waiver on {waiver.pointer} recorded; it needs "
+                                      f"{waiver.required_approvals} approvers, as the change it "
+                                      "stands for would: a second approver puts it in force.")
+        else:
+            messages.success(request, f"Waived {waiver.pointer} on {name} until "
+                                      f"{waiver.expires_at:%Y-%m-%d %H:%M:%S} UTC "
+                                      f"({waiver.ticket}).")
     return redirect("registry-agent", name=name)
+
+
+@login_required
+@require_POST
+def waiver_approve(request: HttpRequest, pk: int) -> HttpResponse:
+    """A second approver puts a pending waiver in force."""
+    form = StepUpCodeForm(request.POST)
+    otp = form.cleaned_data.get("otp", "") if form.is_valid() else ""
+    waiver = Waiver.objects.select_related("agent").filter(pk=pk).first()
+    if waiver is None:
+        raise Http404("No such waiver.")
+    try:
+        actions.confirm_waiver(pk, actor=request.user, otp=otp, session=request.session)
+    except DomainError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, f"Waiver on {waiver.pointer} is in force.")
+    return redirect("registry-agent", name=waiver.agent.name)
 
 
 def waiver_context(agent: Agent, user: Any) -> dict[str, Any]:

@@ -58,6 +58,8 @@ urlpatterns = [
          name="registry-retirement-approve"),
     path("retirements/<int:pk>/reject", recertification_pages.retirement_reject,
          name="registry-retirement-reject"),
+    path("waivers/<int:pk>/approve", lifecycle_pages.waiver_approve,
+         name="registry-waiver-approve"),
     path("waivers/<int:pk>/withdraw", recertification_pages.waiver_withdraw,
          name="registry-waiver-withdraw"),
     path("agents/<slug:name>/recertify", recertification_pages.agent_recertify,

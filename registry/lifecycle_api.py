@@ -13,7 +13,7 @@ from config.parsers import SafeJSONParser
 from registry import actions
 from registry.actions.proposals import check_can_propose
 from registry.actions.retirement import check_can_decide_retirement
-from registry.actions.waivers import check_may_waive
+from registry.actions.waivers import check_can_confirm, check_may_waive
 from registry.api import IsPerson, OutcomeSerializer
 from registry.choices import VersionSource
 from registry.models import Agent
@@ -67,6 +67,9 @@ class WaiverSerializer(serializers.Serializer):
     reason = serializers.CharField(max_length=2000)
     ticket = serializers.CharField(max_length=100)
     duration = serializers.CharField(max_length=16, help_text="like 30m, 8h or 7d; at most 30d")
+    otp = serializers.CharField(
+        required=False, allow_blank=True, max_length=12, default="",
+        help_text="A current TOTP code, when the change the waiver stands for needs step-up.")
 
 
 class WaiverOutSerializer(serializers.Serializer):
@@ -83,6 +86,12 @@ class WaiverOutSerializer(serializers.Serializer):
     lapsed_at = serializers.CharField(allow_null=True)
     withdrawn_at = serializers.CharField(allow_null=True)
     withdrawn_by = serializers.CharField(allow_null=True)
+    state = serializers.CharField()
+    required_approvals = serializers.IntegerField()
+    confirmed_by = serializers.CharField(allow_null=True)
+    risk = serializers.IntegerField()
+    guardrails = serializers.ListField(child=serializers.DictField())
+    step_up = serializers.BooleanField()
 
 
 class WaiverView(APIView):
@@ -112,8 +121,33 @@ class WaiverView(APIView):
         check_may_waive(agent, request.user)  # before the body is read
         body = WaiverSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        waiver = actions.grant_waiver(name, actor=request.user, **body.validated_data)
+        waiver = actions.grant_waiver(name, actor=request.user, session=None,
+                                      **body.validated_data)
         return Response(waiver.to_dict(), status=status.HTTP_201_CREATED)
+
+
+class WaiverConfirmSerializer(serializers.Serializer):
+    """`POST /waivers/{id}/approve`: the second approver's sign-off."""
+
+    otp = serializers.CharField(
+        required=False, allow_blank=True, max_length=12, default="",
+        help_text="A current TOTP code, when the change the waiver stands for needs step-up.")
+
+
+class WaiverConfirmView(APIView):
+    """`POST /api/v1/waivers/{id}/approve`: a second approver (not its grantor, not the
+    agent's owner) puts a waiver that needs two approvers in force."""
+
+    parser_classes = [SafeJSONParser]
+    permission_classes = [IsPerson]
+
+    @extend_schema(request=WaiverConfirmSerializer, responses={200: WaiverOutSerializer})
+    def post(self, request: Request, pk: int) -> Response:
+        check_can_confirm(pk, actor=request.user)  # before the body is read
+        body = WaiverConfirmSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        waiver = actions.confirm_waiver(pk, actor=request.user, otp=body.validated_data["otp"])
+        return Response(waiver.to_dict())
 
 
 class RetireSerializer(serializers.Serializer):

@@ -18,6 +18,7 @@ from registry.choices import (
     ToxicEffect,
     VersionSource,
     VersionState,
+    WaiverState,
 )
 
 
@@ -291,6 +292,16 @@ class Waiver(models.Model):
     withdrawn_at = models.DateTimeField(null=True, blank=True)
     withdrawn_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                      on_delete=models.PROTECT, related_name="+")
+    # Judged as the spec change it stands for: pending until it has as many distinct approvers
+    # as that change would need (the grantor counts as the first).
+    state = models.CharField(max_length=8, choices=WaiverState.choices,
+                             default=WaiverState.ACTIVE)
+    required_approvals = models.PositiveSmallIntegerField(default=1)
+    confirmed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                     on_delete=models.PROTECT, related_name="+")
+    confirmed_at = models.DateTimeField(null=True, blank=True)
+    # The judgement: risk, guardrail verdicts, step-up reasons (as a proposal's).
+    judgement = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["expires_at"]
@@ -310,7 +321,12 @@ class Waiver(models.Model):
                 if self.lapsed_at else None,
                 "withdrawn_at": self.withdrawn_at.isoformat().replace("+00:00", "Z")
                 if self.withdrawn_at else None,
-                "withdrawn_by": self.withdrawn_by.username if self.withdrawn_by_id else None}
+                "withdrawn_by": self.withdrawn_by.username if self.withdrawn_by_id else None,
+                "state": self.state, "required_approvals": self.required_approvals,
+                "confirmed_by": self.confirmed_by.username if self.confirmed_by_id else None,
+                "risk": self.judgement.get("risk", 0),
+                "guardrails": self.judgement.get("guardrails", []),
+                "step_up": bool(self.judgement.get("step_up_reasons"))}
 
 
 class ReviewInterval(models.Model):

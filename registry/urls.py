@@ -37,6 +37,8 @@ api_urlpatterns = [
          name="guardrail-what-if"),
     path("retirements/<int:pk>/reject", recertification_api.RetirementRejectView.as_view(),
          name="retirement-reject"),
+    path("waivers/<int:pk>/approve", lifecycle_api.WaiverConfirmView.as_view(),
+         name="waiver-approve"),
     path("waivers/<int:pk>/withdraw", recertification_api.WaiverWithdrawView.as_view(),
          name="waiver-withdraw"),
     path("agents/<slug:name>/recertify", recertification_api.RecertifyView.as_view(),

@@ -140,6 +140,8 @@ def assess(agent_name: str, active_spec: dict | None, spec: dict, metadata: dict
     # toxic paths it would create
     results += (toxic.judge(agent_name, judged) if toxic is not None
                 else judge_proposal(agent_name, judged))
+    if current is not None:  # a relabel (or hand-over) that moves it across group rules
+        results += group_rule_results(agent_name, active_spec, spec, current, metadata)
     return Assessment(
         changes=[c.to_dict() for c in changes],
         diff=_raw_diff(active_spec, spec),
@@ -148,6 +150,50 @@ def assess(agent_name: str, active_spec: dict | None, spec: dict, metadata: dict
         required_approvals=max([1, *(r.required_approvals for r in results)]),
         held=any(r.outcome == GuardrailOutcome.ERROR for r in results),
     )
+
+
+@dataclass(frozen=True)
+class GroupRuleResult(GuardrailResult):
+    """A group rule the proposal takes the agent into or out of: named on the proposal, and
+    the sign-offs the rule requires are the proposal's to collect (as a guardrail's are)."""
+
+    group_rule: str = ""
+    change: str = ""  # joins | leaves
+
+
+def group_rule_results(agent_name: str, active_spec: dict | None, spec: dict,
+                       current: dict, metadata: dict) -> list[GroupRuleResult]:
+    """The enabled group rules that select the agent as it is and not as it would be, or the
+    other way round (labels, team, owner, framework). A group rule's selector matches by
+    equality, so a relabel is the lighter path out of a rule that needs two sign-offs."""
+    # here, not at the top: group rules live in reconciliation, whose models import registry's
+    from reconciliation.group_models import GroupRule
+    from runtime.group_rules import AgentFacts, selects
+
+    def facts(meta: dict, framework: str) -> AgentFacts:
+        return AgentFacts(0, agent_name, meta.get("owner") or "", meta.get("labels") or {},
+                          framework)
+
+    before = facts(current, (active_spec or spec).get("framework", ""))
+    after = facts(metadata, spec.get("framework", ""))
+    found = []
+    for rule in GroupRule.objects.filter(enabled=True).order_by("name"):
+        was, now = selects(rule.to_spec(), before), selects(rule.to_spec(), after)
+        if was == now:
+            continue
+        change = "leaves" if was else "joins"
+        signoffs = rule.required_approvals
+        outcome = (GuardrailOutcome.REQUIRES_APPROVALS if signoffs > 1
+                   else GuardrailOutcome.WARNED)
+        found.append(GroupRuleResult(
+            guardrail=f"group rule {rule.name}", effect=rule.effect, outcome=outcome,
+            message=(f"{agent_name} {change} group rule {rule.name} ({rule.effect}, "
+                     f"{signoffs} sign-off{'s' if signoffs != 1 else ''}): this change needs "
+                     f"the {max(signoffs, 1)} approver{'s' if signoffs > 1 else ''} the rule "
+                     "requires"),
+            required_approvals=signoffs if signoffs > 1 else 0,
+            group_rule=rule.name, change=change))
+    return found
 
 
 def _refuse_denied(agent_name: str, assessment: Assessment) -> None:
