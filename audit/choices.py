@@ -92,6 +92,8 @@ class AuditAction(models.TextChoices):
     AGENT_SUSPENDED = "agent.suspended"
     AGENT_RESUMED = "agent.resumed"
     SHADOW_CHANGED = "shadow.changed"
+    SHADOW_REQUESTED = "shadow.requested"
+    SHADOW_EXPIRED = "shadow.expired"
     BREAKER_TRIPPED = "breaker.tripped"
     BREAKER_RESET = "breaker.reset"
     SANDBOX_CHANGED = "sandbox.changed"

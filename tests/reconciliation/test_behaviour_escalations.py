@@ -16,7 +16,7 @@ from reconciliation.models import AgentStatus, Escalation, Finding, SandboxAgent
 from registry import actions as registry_actions
 from registry.models import Agent, DesiredStateVersion
 from sandbox import actions as sandbox_actions
-from tests.conftest import approved_with_client
+from tests.conftest import approved_with_client, shadow_on
 from tests.reconciliation.test_behaviour_rules import SUPPORT as BEHAVIOUR_SPEC
 
 # The customer-database agent of the behaviour rules' tests, under behaviour: escalate.
@@ -135,7 +135,7 @@ def test_a_suspension_in_shadow_mode_is_recorded_not_applied(
     agent, client = agent_and_client
     actions.reconcile_agent(agent.pk, trigger="manual")  # the platform runs it as approved
     escalation = five_reads_of_one_record(client, django_capture_on_commit_callbacks)
-    actions.set_shadow(actor=people.dana, agent=agent, enabled=True)
+    shadow_on(people, agent)
     with django_capture_on_commit_callbacks(execute=True):
         assert resolve(api_as(people.bob), escalation, "suspend").status_code == 200
     agent.refresh_from_db()

@@ -6,7 +6,6 @@ of a breach respects shadow mode like a per-agent block (recorded, not applied),
 import pytest
 
 from audit.models import AuditEntry
-from reconciliation import actions
 from reconciliation.models import Finding, GroupRule
 from registry.models import Agent
 from runtime import actions as runtime_actions
@@ -16,7 +15,7 @@ from runtime.actions.group_rules import (
     record_group_breach,
     update_group_rule,
 )
-from tests.conftest import approved_agent
+from tests.conftest import approved_agent, shadow_on
 
 SPEC = {"data": [{"resource": "payments", "access": "write"}], "limits": [],
         "actions": {"payments.refund": {"max": 50000}}}
@@ -52,7 +51,7 @@ def test_a_block_under_shadow_is_recorded_and_the_block_lifts_when_the_rule_stop
     pay_b = approved_agent(people, "pay-b", **SPEC)
     Agent.objects.update(labels={"team": "payments"})
     rule = create_group_rule(actor=people.dana, effect="block", **TOKENS)
-    actions.set_shadow(actor=people.alice, agent=pay_a, enabled=True)
+    shadow_on(people, pay_a)
     breach = record_group_breach({
         "rule_id": rule.pk, "key": "k", "group_key": "all", "seconds": 3600, "total": 12000,
         "agents": [pay_a.pk, pay_b.pk], "event_id": "e1", "trigger_agent": pay_b.pk,
