@@ -39,6 +39,8 @@ class AuditAction(models.TextChoices):
     INBOX_SLA_BREACHED = "inbox.sla_breached"
     NOTIFICATION_PREFERENCE_SET = "notification.preference_set"
     NOTIFICATION_PREFERENCE_DELETED = "notification.preference_deleted"
+    NOTIFICATION_PREFERENCE_VERIFIED = "notification.preference_verified"
+    NOTIFICATION_VERIFICATION_SENT = "notification.verification_sent"
     NOTIFICATION_SENT = "notification.sent"
     NOTIFICATION_FAILED = "notification.failed"
     VERSION_ACTIVATED = "version.activated"

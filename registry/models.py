@@ -444,6 +444,9 @@ class NotificationPreference(models.Model):
                                    related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
     last_digest_at = models.DateTimeField(null=True, blank=True)
+    # Nothing but the verification token is sent to the address until it is confirmed.
+    verified_at = models.DateTimeField(null=True, blank=True)
+    verify_token_sha256 = models.CharField(max_length=64, blank=True, default="")
 
     class Meta:
         constraints = [models.CheckConstraint(
@@ -457,7 +460,7 @@ class NotificationPreference(models.Model):
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.pk, "user": self.user.username if self.user_id else None,
                 "team": self.team or None, "channel": self.channel, "target": self.target,
-                "mode": self.mode}
+                "mode": self.mode, "verified": self.verified_at is not None}
 
 
 class Notification(models.Model):

@@ -22,6 +22,8 @@ api_urlpatterns = [
          name="notification-preferences-api"),
     path("notifications/preferences/<int:pk>", notification_api.PreferenceView.as_view(),
          name="notification-preference-api"),
+    path("notifications/preferences/<int:pk>/verify",
+         notification_api.PreferenceVerifyView.as_view(), name="notification-preference-verify"),
     path("proposals/<int:pk>/thread", review_api.ThreadView.as_view(), name="proposal-thread"),
     path("manifests", api.ManifestView.as_view(), name="manifests"),
     path("agents/<slug:name>/proposals", api.AgentProposalView.as_view(), name="agent-propose"),

@@ -312,6 +312,9 @@ API = [
         label="a team's"),
     Row("DELETE /api/v1/notifications/preferences/999999",
         (401,     404,    404,    404,    404,    404,    404,    403,    403)),
+    Row("POST /api/v1/notifications/preferences/999999/verify",
+        (401,     404,    404,    404,    404,    404,    404,    403,    403),
+        body={"token": "guessed"}),
     Row("POST /api/v1/inbox/triage",  # erin's own agent: four eyes
         (401,     403,    403,    200,    403,    403,    200,    403,    403),
         body={"escalations": ["{erins_esc}"], "acknowledge": True}, label="erin's own agent"),
@@ -417,6 +420,7 @@ PAGES = [
     Row("GET /approvals/",              (L, 403, 403, 200, 200, 403, 200, L, L)),
     Row("GET /inbox/",                  (L, 200, 200, 200, 200, 403, 200, L, L)),
     Row("GET /account/notifications/",  (L, 200, 200, 200, 200, 200, 200, L, L)),
+    Row("GET /account/notifications/999999/verify", (L, 404, 404, 404, 404, 404, 404, L, L)),
     Row("GET /proposals/{pending}/",    (L, 200, 200, 200, 200, 200, 200, L, L)),
     Row("GET /escalations/",            (L, 403, 403, 200, 200, 200, 200, L, L)),
     Row("GET /findings/",               (L, 403, 403, 200, 200, 200, 200, L, L)),
@@ -528,6 +532,8 @@ FORMS = [
         audited=("notification.preference_set",)),
     Row("POST /account/notifications/999999/delete", (L, R, R, R, R, R, R, L, L),
         body={}, audited=("notification.preference_deleted",)),
+    Row("POST /account/notifications/999999/verify", (L, 404, 404, 404, 404, 404, 404, L, L),
+        body={"token": "guessed"}, audited=("notification.preference_verified",)),
     # The inbox queue: bulk triage and one decision for an incident.
     Row("POST /inbox/triage",           (L, 403, 403, D, D, 403, D, L, L),
         body={"escalation": "{escalation}", "bulk": "assign"}, audited=("escalation.triaged",)),
