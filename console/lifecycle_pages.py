@@ -1,29 +1,44 @@
 """The pages' side of an approval's lifecycle: rolling back from the version history, and
 granting a waiver from the agent page."""
 
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import redirect
+from django.shortcuts import get_object_or_404, redirect
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from config.errors import DomainError
 from console.forms import RetireForm, RollbackForm, StepUpCodeForm, WaiverForm
 from registry import actions
-from registry.actions.waivers import may_waive
+from registry.actions.waivers import check_may_waive, may_waive
 from registry.choices import Lifecycle, Role, VersionSource, VersionState, WaiverState
+from registry.lifecycle_api import agent_for_proposer
 from registry.models import Agent, Retirement, Waiver
 from registry.roles import has_role, sees_operations
 from registry.stepup import confirmed_device, retirement_reasons
+
+
+def refused(request: HttpRequest, name: str, check: Callable[[], Any]) -> HttpResponse | None:
+    """Run `check` (who may act) before the form is read: a stranger is told "not yours",
+    never what is wrong with the fields. The redirect to show, or None when allowed."""
+    try:
+        check()
+    except DomainError as error:
+        messages.error(request, error.message)
+        return redirect("registry-agent", name=name)
+    return None
 
 
 @login_required
 @require_POST
 def agent_rollback(request: HttpRequest, name: str) -> HttpResponse:
     """Propose an earlier approved generation again; the proposal page shows its diff."""
+    if answer := refused(request, name, lambda: agent_for_proposer(name, request.user)):
+        return answer
     form = RollbackForm(request.POST)
     if not form.is_valid():
         messages.error(request, "The rollback was not proposed: choose an approved generation.")
@@ -45,6 +60,9 @@ def agent_rollback(request: HttpRequest, name: str) -> HttpResponse:
 @require_POST
 def agent_waive(request: HttpRequest, name: str) -> HttpResponse:
     """Grant a time-boxed waiver; the agent page lists it with its end."""
+    if answer := refused(request, name, lambda: check_may_waive(
+            get_object_or_404(Agent, name=name), request.user)):
+        return answer
     form = WaiverForm(request.POST)
     if not form.is_valid():
         messages.error(request, "The waiver was not granted: pointer, reason, ticket and "
@@ -98,6 +116,8 @@ def waiver_context(agent: Agent, user: Any) -> dict[str, Any]:
 @require_POST
 def agent_retire(request: HttpRequest, name: str) -> HttpResponse:
     """The owner proposes retiring the agent."""
+    if answer := refused(request, name, lambda: agent_for_proposer(name, request.user)):
+        return answer
     form = RetireForm(request.POST)
     if not form.is_valid():
         messages.error(request, "The retirement was not proposed: say why.")

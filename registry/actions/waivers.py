@@ -249,8 +249,8 @@ def active_waivers(agent: Agent, now: datetime) -> list[Waiver]:
 def record_lapses(agent: Agent, now: datetime) -> list[Waiver]:
     """Record every waiver of the agent that has ended: the audit says it lapsed. Call in the
     pass's transaction; enforcement itself only compares expires_at with now."""
-    ended = list(agent.waivers.select_for_update().filter(expires_at__lte=now,
-                                                          lapsed_at__isnull=True))
+    ended = list(agent.waivers.select_for_update().filter(
+        expires_at__lte=now, lapsed_at__isnull=True, state=WaiverState.ACTIVE))
     for waiver in ended:
         waiver.lapsed_at = now
         waiver.save(update_fields=["lapsed_at"])

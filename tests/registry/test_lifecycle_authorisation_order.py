@@ -120,3 +120,20 @@ def test_an_approver_with_a_bad_retirement_decision_body_is_told_what_is_wrong(
     missing = api_as(people.bob).post("/api/v1/retirements/999999/approve",
                                       {"comment": TOO_LONG}, format="json")
     assert missing.status_code == 404, missing.content
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("path, body, field_error", [
+    ("/agents/refund-agent/rollback", {"generation": "one"}, "choose an approved generation"),
+    ("/agents/refund-agent/retirement", {"reason": ""}, "say why"),
+    ("/agents/refund-agent/recertify", {"review_after": "x" * 40}, "check the fields"),
+    ("/agents/refund-agent/waivers", {"pointer": ""}, "pointer, reason, ticket"),
+])
+def test_the_pages_forms_say_not_yours_before_judging_the_fields(client, oscar, agent, path,
+                                                                 body, field_error):
+    client.force_login(oscar)
+    before = AuditEntry.objects.count()
+    page = client.post(path, body, follow=True).content.decode()
+    assert field_error not in page
+    assert "owned by alice" in page or "Only approvers" in page
+    assert AuditEntry.objects.count() == before
