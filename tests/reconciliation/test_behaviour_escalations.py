@@ -103,7 +103,7 @@ def test_acknowledging_closes_the_finding_and_the_agent_is_in_policy_again(
     assert Finding.objects.get(pk=finding.pk).status == "acknowledged"
     assert AgentStatus.objects.get(agent=agent).health == "in_policy"
     trail = AuditEntry.objects.filter(agent="refund-agent", actor="bob").exclude(
-        action__in=["proposal.approved", "version.activated"])
+        action__in=["proposal.approved", "version.activated", "agent.review_date_set"])
     assert list(trail.values_list("action", "target")) == [
         ("finding.acknowledged", f"finding:{finding.pk}"),
         ("escalation.resolved", f"escalation:{escalation.pk}")]
