@@ -121,6 +121,9 @@ INBOX_SWEEP_SECONDS = env_int("INBOX_SWEEP_SECONDS", 30, minimum=1)
 SITE_URL = (env_url("SITE_URL", {"http", "https"}) or "http://localhost:8000").rstrip("/")
 NOTIFY_WEBHOOK_HOSTS = env_allow_list("NOTIFY_WEBHOOK_HOSTS")
 NOTIFY_DIGEST_MINUTES = env_int("NOTIFY_DIGEST_MINUTES", 60, minimum=1)
+# How many notification addresses one person (or one team) may have: each must be verified
+# (a token sent to it, confirmed) before anything else is sent there.
+NOTIFY_MAX_ADDRESSES = env_int("NOTIFY_MAX_ADDRESSES", 5, minimum=1)
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
 EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
 EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)

@@ -99,6 +99,7 @@ class WaiverForm(forms.Form):
     reason = forms.CharField(max_length=2000)
     ticket = forms.CharField(max_length=100)
     duration = forms.CharField(max_length=16)
+    otp = forms.CharField(max_length=12, required=False)  # when its change needs step-up
 
 
 class RetireForm(forms.Form):

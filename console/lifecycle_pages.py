@@ -1,29 +1,44 @@
 """The pages' side of an approval's lifecycle: rolling back from the version history, and
 granting a waiver from the agent page."""
 
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import redirect
+from django.shortcuts import get_object_or_404, redirect
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from config.errors import DomainError
 from console.forms import RetireForm, RollbackForm, StepUpCodeForm, WaiverForm
 from registry import actions
-from registry.actions.waivers import may_waive
-from registry.choices import Lifecycle, Role, VersionSource, VersionState
-from registry.models import Agent, Retirement
-from registry.roles import has_role
+from registry.actions.waivers import check_may_waive, may_waive
+from registry.choices import Lifecycle, Role, VersionSource, VersionState, WaiverState
+from registry.lifecycle_api import agent_for_proposer
+from registry.models import Agent, Retirement, Waiver
+from registry.roles import has_role, sees_operations
 from registry.stepup import confirmed_device, retirement_reasons
+
+
+def refused(request: HttpRequest, name: str, check: Callable[[], Any]) -> HttpResponse | None:
+    """Run `check` (who may act) before the form is read: a stranger is told "not yours",
+    never what is wrong with the fields. The redirect to show, or None when allowed."""
+    try:
+        check()
+    except DomainError as error:
+        messages.error(request, error.message)
+        return redirect("registry-agent", name=name)
+    return None
 
 
 @login_required
 @require_POST
 def agent_rollback(request: HttpRequest, name: str) -> HttpResponse:
     """Propose an earlier approved generation again; the proposal page shows its diff."""
+    if answer := refused(request, name, lambda: agent_for_proposer(name, request.user)):
+        return answer
     form = RollbackForm(request.POST)
     if not form.is_valid():
         messages.error(request, "The rollback was not proposed: choose an approved generation.")
@@ -45,24 +60,54 @@ def agent_rollback(request: HttpRequest, name: str) -> HttpResponse:
 @require_POST
 def agent_waive(request: HttpRequest, name: str) -> HttpResponse:
     """Grant a time-boxed waiver; the agent page lists it with its end."""
+    if answer := refused(request, name, lambda: check_may_waive(
+            get_object_or_404(Agent, name=name), request.user)):
+        return answer
     form = WaiverForm(request.POST)
     if not form.is_valid():
         messages.error(request, "The waiver was not granted: pointer, reason, ticket and "
                                 "duration are all needed.")
         return redirect("registry-agent", name=name)
     try:
-        waiver = actions.grant_waiver(name, actor=request.user, **form.cleaned_data)
+        waiver = actions.grant_waiver(name, actor=request.user, session=request.session,
+                                      **form.cleaned_data)
     except DomainError as error:
         messages.error(request, error.message)
     else:
-        messages.success(request, f"Waived {waiver.pointer} on {name} until "
-                                  f"{waiver.expires_at:%Y-%m-%d %H:%M:%S} UTC ({waiver.ticket}).")
+        if waiver.state == WaiverState.PENDING:
+            messages.success(request, f"Waiver on {waiver.pointer} recorded; it needs "
+                                      f"{waiver.required_approvals} approvers, as the change it "
+                                      "stands for would: a second approver puts it in force.")
+        else:
+            messages.success(request, f"Waived {waiver.pointer} on {name} until "
+                                      f"{waiver.expires_at:%Y-%m-%d %H:%M:%S} UTC "
+                                      f"({waiver.ticket}).")
     return redirect("registry-agent", name=name)
+
+
+@login_required
+@require_POST
+def waiver_approve(request: HttpRequest, pk: int) -> HttpResponse:
+    """A second approver puts a pending waiver in force."""
+    form = StepUpCodeForm(request.POST)
+    otp = form.cleaned_data.get("otp", "") if form.is_valid() else ""
+    waiver = Waiver.objects.select_related("agent").filter(pk=pk).first()
+    if waiver is None:
+        raise Http404("No such waiver.")
+    try:
+        actions.confirm_waiver(pk, actor=request.user, otp=otp, session=request.session)
+    except DomainError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, f"Waiver on {waiver.pointer} is in force.")
+    return redirect("registry-agent", name=waiver.agent.name)
 
 
 def waiver_context(agent: Agent, user: Any) -> dict[str, Any]:
     """The agent page's waivers: those in force (with their end) and whether `user` may grant."""
     now = timezone.now()
+    if not sees_operations(user, agent):  # another owner: no more than its findings
+        return {"waivers": [], "can_waive": False}
     return {"waivers": agent.waivers.filter(expires_at__gt=now).select_related("granted_by"),
             "can_waive": may_waive(agent, user)}
 
@@ -71,6 +116,8 @@ def waiver_context(agent: Agent, user: Any) -> dict[str, Any]:
 @require_POST
 def agent_retire(request: HttpRequest, name: str) -> HttpResponse:
     """The owner proposes retiring the agent."""
+    if answer := refused(request, name, lambda: agent_for_proposer(name, request.user)):
+        return answer
     form = RetireForm(request.POST)
     if not form.is_valid():
         messages.error(request, "The retirement was not proposed: say why.")

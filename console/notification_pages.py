@@ -1,15 +1,17 @@
 """The account area's notifications page (/account/notifications/): add or remove where you
 hear about inbox items."""
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from config.errors import DomainError
 from registry.actions import notifications
 from registry.choices import NotifyChannel, NotifyMode
+from registry.models import NotificationPreference
 from registry.notification_api import visible
 
 
@@ -26,11 +28,12 @@ def notification_preferences(request: HttpRequest) -> HttpResponse:
         except DomainError as error:
             messages.error(request, error.message)
         else:
-            messages.success(request, "Saved: you will hear about inbox items there.")
+            messages.success(request, "Saved. A confirmation was sent to that address: follow "
+                                      "its link; nothing else is sent there until then.")
         return redirect("notification-preferences")
     return render(request, "registry/notifications.html", {
         "preferences": visible(request.user), "channels": NotifyChannel.choices,
-        "modes": NotifyMode.choices})
+        "modes": NotifyMode.choices, "max_addresses": settings.NOTIFY_MAX_ADDRESSES})
 
 
 @login_required
@@ -43,3 +46,24 @@ def notification_preference_delete(request: HttpRequest, pk: int) -> HttpRespons
     else:
         messages.success(request, "Removed.")
     return redirect("notification-preferences")
+
+
+@login_required
+def notification_preference_verify(request: HttpRequest, pk: int) -> HttpResponse:
+    """The link sent to a new address: a form to confirm it (a GET changes nothing), and the
+    confirmation itself."""
+    preference = NotificationPreference.objects.filter(pk=pk).first()
+    if preference is None or not notifications.may_verify(preference, request.user):
+        raise Http404("No such notification preference.")
+    if request.method == "POST":
+        try:
+            notifications.verify_preference(pk, actor=request.user,
+                                            token=request.POST.get("token", "")[:100])
+        except DomainError as error:
+            messages.error(request, error.message)
+        else:
+            messages.success(request, f"Confirmed: you will hear about inbox items at "
+                                      f"{preference.target}.")
+        return redirect("notification-preferences")
+    return render(request, "registry/notification_verify.html", {
+        "preference": preference, "token": request.GET.get("token", "")[:100]})

@@ -15,9 +15,11 @@ from django.views.decorators.http import require_POST
 from audit.choices import AuditAction
 from audit.models import AuditEntry
 from config.errors import DomainError
+from console.lifecycle_pages import refused
 from registry import actions
 from registry.actions.waivers import may_withdraw
 from registry.choices import Lifecycle, RiskLevel, Role, VersionSource
+from registry.lifecycle_api import agent_for_proposer
 from registry.models import Agent, Retirement, Waiver
 from registry.recertification import (
     format_seconds,
@@ -85,6 +87,8 @@ def lifecycle_context(agent: Agent, user: Any, *, sees_operations: bool,
 @require_POST
 def agent_recertify(request: HttpRequest, name: str) -> HttpResponse:
     """The owner proposes the active state again to reset its review date."""
+    if answer := refused(request, name, lambda: agent_for_proposer(name, request.user)):
+        return answer
     form = RecertifyForm(request.POST)
     if not form.is_valid():
         messages.error(request, "The recertification was not proposed: check the fields.")

@@ -20,6 +20,7 @@ from rest_framework.views import APIView
 
 from audit.actions import actor_label
 from config.errors import Invalid, NotAllowed, NotFound, Unavailable
+from config.parsers import SafeJSONParser
 from reconciliation import actions
 from reconciliation.attribution import names_a_person, split_change
 from reconciliation.choices import (
@@ -355,18 +356,55 @@ class SwitchSerializer(serializers.Serializer):
     enabled = serializers.BooleanField()
 
 
+class AgentSwitchSerializer(SwitchSerializer):
+    """One agent's shadow: on for how long (at most 30d) and why; off at any time."""
+
+    duration = serializers.CharField(required=False, allow_blank=True, default="",
+                                     max_length=16, help_text="like 30m, 8h or 7d; at most 30d")
+    reason = serializers.CharField(required=False, allow_blank=True, default="",
+                                   max_length=2000)
+
+
+AgentShadowSerializer = inline_serializer("AgentShadow", {
+    "shadow": serializers.BooleanField(),
+    "shadow_until": serializers.CharField(allow_null=True),
+    "pending": serializers.BooleanField(help_text="the owner's request waits for a second "
+                                                  "person"),
+    "requested_by": serializers.CharField(allow_null=True),
+    "requested_duration": serializers.CharField(allow_null=True),
+})
+
+
 class AgentShadowView(APIView):
-    """`POST /api/v1/agents/{name}/shadow`: shadow mode for one agent."""
+    """`POST /api/v1/agents/{name}/shadow`: shadow mode for one agent. Compliance switches
+    it on for a time; the owner asks, and an approver approves at `.../shadow/approve`."""
+
+    parser_classes = [SafeJSONParser]
+    permission_classes = [IsPerson]
+
+    @extend_schema(request=AgentSwitchSerializer, responses=AgentShadowSerializer)
+    def post(self, request: Request, name: str) -> Response:
+        agent = agent_for(request, name, people=(Role.COMPLIANCE,))
+        if acting_agent(request.user) is not None:  # before the body is read
+            raise NotAllowed("An agent cannot switch its own shadow mode.")
+        body = AgentSwitchSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        state = actions.set_shadow(actor=request.user, agent=agent, **body.validated_data)
+        return Response(state, status=202 if state["pending"] else 200)
+
+
+class AgentShadowApproveView(APIView):
+    """`POST /api/v1/agents/{name}/shadow/approve`: a second person (an approver or compliance,
+    not the owner) puts the owner's requested shadow in force."""
 
     permission_classes = [IsPerson]
 
-    @extend_schema(request=SwitchSerializer, responses=SwitchSerializer)
+    @extend_schema(request=None, responses=AgentShadowSerializer)
     def post(self, request: Request, name: str) -> Response:
-        agent = agent_for(request, name, people=(Role.COMPLIANCE,))
-        body = SwitchSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        actions.set_shadow(actor=request.user, agent=agent, **body.validated_data)
-        return Response(body.validated_data)
+        agent = agent_for(request, name, people=(Role.APPROVER, Role.COMPLIANCE))
+        if acting_agent(request.user) is not None:
+            raise NotAllowed("An agent cannot approve shadow mode.")
+        return Response(actions.approve_shadow(agent, actor=request.user))
 
 
 ControlSerializer = inline_serializer("Control", {

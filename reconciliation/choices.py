@@ -86,6 +86,7 @@ class Trigger(models.TextChoices):
     FINDING = "finding"
     GRANT_EXPIRED = "grant_expired"
     WAIVER_LAPSED = "waiver_lapsed"
+    SHADOW_EXPIRED = "shadow_expired"
     MANUAL = "manual"
     RESYNC = "resync"
     VERIFY = "verify"

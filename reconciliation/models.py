@@ -99,6 +99,11 @@ class AgentStatus(models.Model):
     conditions = models.JSONField(default=list)
     observed_generation = models.PositiveIntegerField(default=0)
     shadow = models.BooleanField(default=False)
+    # One agent's shadow ends by itself here (at most 30 days after it was switched on).
+    shadow_until = models.DateTimeField(null=True, blank=True)
+    # The owner's request for shadow mode, waiting for a second person: {by, by_id, seconds,
+    # duration, reason, at}; {} when none waits.
+    shadow_request = models.JSONField(default=dict, blank=True)
     converged = models.BooleanField(default=False)
     converged_generation = models.PositiveIntegerField(null=True, blank=True)
     last_reconciled_at = models.DateTimeField(null=True, blank=True)

@@ -42,6 +42,17 @@ def schedule_grant_expiries(agent_id: int, spec: dict) -> None:
     transaction.on_commit(schedule, robust=True)
 
 
+def schedule_pass_at_commit(agent_id: int, when: datetime, trigger: str) -> None:
+    """After commit, a pass exactly at `when` (a waiver's or a shadow's end)."""
+
+    def schedule() -> None:
+        from reconciliation.jobs import schedule_pass_at
+
+        schedule_pass_at(agent_id, when, trigger)
+
+    transaction.on_commit(schedule, robust=True)
+
+
 def schedule_waiver_lapse(agent_id: int, when: datetime) -> None:
     """After commit, a pass exactly when a waiver ends, so the agent is enforced again."""
 

@@ -16,6 +16,8 @@ api_urlpatterns = [
          name="desired-state"),
     path("agents/<slug:name>/reconcile", api.ReconcileNowView.as_view(), name="reconcile-now"),
     path("agents/<slug:name>/shadow", api.AgentShadowView.as_view(), name="agent-shadow"),
+    path("agents/<slug:name>/shadow/approve", api.AgentShadowApproveView.as_view(),
+         name="agent-shadow-approve"),
     path("control", api.ControlView.as_view(), name="control"),
     path("dashboard", api.DashboardView.as_view(), name="dashboard"),
     path("fleet", fleet_api.FleetView.as_view(), name="fleet-api"),

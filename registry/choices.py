@@ -102,3 +102,10 @@ class NotifyMode(models.TextChoices):
 
     IMMEDIATE = "immediate"
     DIGEST = "digest"
+
+
+class WaiverState(models.TextChoices):
+    """A waiver is in force once it has every sign-off its equivalent spec change would need."""
+
+    PENDING = "pending", "Pending a second approver"
+    ACTIVE = "active", "In force"

@@ -18,6 +18,7 @@ from registry.choices import (
     ToxicEffect,
     VersionSource,
     VersionState,
+    WaiverState,
 )
 
 
@@ -137,6 +138,17 @@ class DesiredStateVersion(models.Model):
     @property
     def is_agent_made(self) -> bool:
         return self.source == VersionSource.AGENT
+
+    @property
+    def review_text(self) -> str:
+        """The proposer's own review date in words ("" when the policy's interval applies)."""
+        if self.review_by is not None:
+            return f"by {self.review_by:%Y-%m-%d %H:%M} UTC"
+        if self.review_after_seconds:
+            days, rest = divmod(self.review_after_seconds, 86_400)
+            return (f"{days}d" if not rest else f"{self.review_after_seconds}s") + (
+                " after approval")
+        return ""
 
 
 class Approval(models.Model):
@@ -280,6 +292,16 @@ class Waiver(models.Model):
     withdrawn_at = models.DateTimeField(null=True, blank=True)
     withdrawn_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                      on_delete=models.PROTECT, related_name="+")
+    # Judged as the spec change it stands for: pending until it has as many distinct approvers
+    # as that change would need (the grantor counts as the first).
+    state = models.CharField(max_length=8, choices=WaiverState.choices,
+                             default=WaiverState.ACTIVE)
+    required_approvals = models.PositiveSmallIntegerField(default=1)
+    confirmed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                     on_delete=models.PROTECT, related_name="+")
+    confirmed_at = models.DateTimeField(null=True, blank=True)
+    # The judgement: risk, guardrail verdicts, step-up reasons (as a proposal's).
+    judgement = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["expires_at"]
@@ -299,7 +321,12 @@ class Waiver(models.Model):
                 if self.lapsed_at else None,
                 "withdrawn_at": self.withdrawn_at.isoformat().replace("+00:00", "Z")
                 if self.withdrawn_at else None,
-                "withdrawn_by": self.withdrawn_by.username if self.withdrawn_by_id else None}
+                "withdrawn_by": self.withdrawn_by.username if self.withdrawn_by_id else None,
+                "state": self.state, "required_approvals": self.required_approvals,
+                "confirmed_by": self.confirmed_by.username if self.confirmed_by_id else None,
+                "risk": self.judgement.get("risk", 0),
+                "guardrails": self.judgement.get("guardrails", []),
+                "step_up": bool(self.judgement.get("step_up_reasons"))}
 
 
 class ReviewInterval(models.Model):
@@ -417,6 +444,9 @@ class NotificationPreference(models.Model):
                                    related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
     last_digest_at = models.DateTimeField(null=True, blank=True)
+    # Nothing but the verification token is sent to the address until it is confirmed.
+    verified_at = models.DateTimeField(null=True, blank=True)
+    verify_token_sha256 = models.CharField(max_length=64, blank=True, default="")
 
     class Meta:
         constraints = [models.CheckConstraint(
@@ -430,7 +460,7 @@ class NotificationPreference(models.Model):
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.pk, "user": self.user.username if self.user_id else None,
                 "team": self.team or None, "channel": self.channel, "target": self.target,
-                "mode": self.mode}
+                "mode": self.mode, "verified": self.verified_at is not None}
 
 
 class Notification(models.Model):

@@ -8,6 +8,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from config.errors import NotFound
 from registry.actions import notifications
 from registry.api import IsPerson
 from registry.choices import NotifyChannel, NotifyMode, Role
@@ -50,3 +51,25 @@ class PreferenceView(APIView):
     def delete(self, request: Request, pk: int) -> Response:
         notifications.delete_preference(pk, actor=request.user)
         return Response(status=204)
+
+
+class VerifySerializer(serializers.Serializer):
+    token = serializers.CharField(max_length=100, help_text="the token sent to the address")
+
+
+class PreferenceVerifyView(APIView):
+    """`POST /api/v1/notifications/preferences/{id}/verify`: confirm an address with the token
+    that was sent to it; nothing else is sent there before."""
+
+    permission_classes = [IsPerson]
+
+    @extend_schema(request=VerifySerializer, responses=OpenApiTypes.OBJECT)
+    def post(self, request: Request, pk: int) -> Response:
+        preference = NotificationPreference.objects.filter(pk=pk).first()
+        if preference is None or not notifications.may_verify(preference, request.user):
+            raise NotFound(f"No notification preference {pk}.")  # before the body is read
+        body = VerifySerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        preference = notifications.verify_preference(pk, actor=request.user,
+                                                     token=body.validated_data["token"])
+        return Response(preference.to_dict())

@@ -40,6 +40,7 @@ ACCESS_RANK = {"read": 1, "write": 2, "admin": 3}
 ENFORCEMENT_STRENGTH = {"correct": 2, "block": 2, "escalate": 1, "log": 0}
 ACTION_FIELDS = {"approval_above": "approval threshold", "max": "maximum"}
 LIMIT_NOUNS = {"max_calls": "calls", "max_same_record": "reads of one record"}
+BUDGET_NOUNS = {"tokens": "token", "cost": "cost"}
 RUNTIME_FIELDS = ("framework", "model", "version")
 REASON_CHARS = 60
 
@@ -57,6 +58,9 @@ class Area(StrEnum):
     GRANTS = "grants"
     ACTIONS = "actions"
     LIMITS = "limits"
+    BUDGETS = "budgets"
+    HEARTBEAT = "heartbeat"
+    REVIEW = "review"  # when the approved state is next reviewed (recertification)
     ENFORCEMENT = "enforcement"
     OWNER = "owner"
     LABELS = "labels"
@@ -112,6 +116,8 @@ def permission_diff(
         *_grants(old.get("grants", []), proposed["grants"]),
         *_actions(old.get("actions", {}), proposed["actions"], fresh),
         *_limits(old.get("limits", []), proposed["limits"], fresh),
+        *_budgets(old.get("budgets") or [], proposed.get("budgets") or [], fresh),
+        *_heartbeat(old.get("heartbeat"), proposed.get("heartbeat"), fresh),
         *_enforcement(old.get("enforcement", {}), proposed["enforcement"]),
         *_delegation(old, proposed),
         *_runtime(old, proposed, fresh),
@@ -125,15 +131,19 @@ def permission_diff(
 def risk_score(changes: Iterable[PermissionChange]) -> int:
     """A number to sort proposals by, riskiest first.
 
-    20 for each action limit removed or raised (money can move without sign-off), 10 for each
+    20 for each action limit removed or raised (money can move without sign-off) and each
+    token or cost budget removed or raised (money can be spent without a stop), 10 for each
     widening of access (a tool, an MCP server or tool, a changed MCP tool, a data scope or
     a grant added or widened), a new owner or a
-    connector changed (who controls the agent, what the reconciler sees), 5 for any other
-    widening (a looser behaviour limit, weaker enforcement, a label changed or removed), 0 for
+    connector changed (who controls the agent, what the reconciler sees) and a review date
+    later than the policy's (the approved state goes unreviewed longer), 5 for any other
+    widening (a looser behaviour limit, weaker enforcement, a label changed or removed, a
+    heartbeat relaxed or dropped), 0 for
     narrowing and neutral changes.
     """
-    weights = {Area.ACTIONS: 20, Area.TOOLS: 10, Area.MCP: 10, Area.DATA: 10, Area.GRANTS: 10,
-               Area.OWNER: 10, Area.CONNECTOR: 10, Area.DELEGATION: 10}
+    weights = {Area.ACTIONS: 20, Area.BUDGETS: 20, Area.REVIEW: 10, Area.TOOLS: 10,
+               Area.MCP: 10, Area.DATA: 10, Area.GRANTS: 10, Area.OWNER: 10, Area.CONNECTOR: 10,
+               Area.DELEGATION: 10}
     return sum(
         weights.get(change.area, 5) for change in changes if change.risk == Risk.WIDENING
     )
@@ -332,6 +342,78 @@ def _limits(old: list[dict], new: list[dict], fresh: bool) -> Iterator[Permissio
             risk = _direction(_rate(was, kind), _rate(now, kind))
             text = f"{resource}: {_allowance(was, kind)} → {now[kind]} per {now['per']}"
         yield PermissionChange(Area.LIMITS, risk, text, pointer, was, now)
+
+
+def _budgets(old: list[dict], new: list[dict], fresh: bool) -> Iterator[PermissionChange]:
+    """Token and cost budgets, one per (kind, window): removed or raised is widening (the
+    agent may spend more before it is stopped), added or lowered narrowing (neutral for a new
+    agent, as every restriction is)."""
+    def by_key(budgets: list[dict]) -> dict[tuple[str, str], float]:
+        return {(kind, b["per"]): b[kind] for b in budgets for kind in BUDGET_NOUNS if kind in b}
+
+    was_all, now_all = by_key(old), by_key(new)
+    for key in sorted(was_all.keys() | now_all.keys()):
+        kind, per = key
+        was, now = was_all.get(key), now_all.get(key)
+        if was == now:
+            continue
+        pointer = _pointer("budgets", f"{kind}:{per}")
+        noun = BUDGET_NOUNS[kind]
+        if was is None:
+            risk = Risk.NEUTRAL if fresh else Risk.NARROWING
+            yield PermissionChange(Area.BUDGETS, risk, f"+ budget {_budget(kind, now)} per {per}",
+                                   pointer, None, now)
+        elif now is None:
+            yield PermissionChange(Area.BUDGETS, Risk.WIDENING,
+                                   f"{MINUS} budget {_budget(kind, was)} per {per}: no {noun} "
+                                   "budget in that window", pointer, was, None)
+        else:
+            yield PermissionChange(Area.BUDGETS, _direction(was, now),
+                                   f"budget per {per}: {_budget(kind, was)} → "
+                                   f"{_budget(kind, now)}", pointer, was, now)
+
+
+def _budget(kind: str, amount: float) -> str:
+    return _money(amount) if kind == "cost" else f"{amount:,} tokens"
+
+
+def _heartbeat(was: str | None, now: str | None, fresh: bool) -> Iterator[PermissionChange]:
+    """The longest the agent may go unheard: dropped or lengthened is widening (it may go
+    silent longer before anyone is told), added or shortened narrowing."""
+    if was == now:
+        return
+    if was is None:
+        yield PermissionChange(Area.HEARTBEAT, Risk.NEUTRAL if fresh else Risk.NARROWING,
+                               f"heartbeat every {now}", "/heartbeat", None, now)
+    elif now is None:
+        yield PermissionChange(Area.HEARTBEAT, Risk.WIDENING,
+                               f"{MINUS} heartbeat every {was}: it may go unheard indefinitely",
+                               "/heartbeat", was, None)
+    else:
+        yield PermissionChange(Area.HEARTBEAT,
+                               _direction(_duration_seconds(was), _duration_seconds(now)),
+                               f"heartbeat every {was} → every {now}", "/heartbeat", was, now)
+
+
+def review_change(before_seconds: int | None, after_seconds: int | None) -> list[
+        PermissionChange]:
+    """A proposal's own review date against the one the policy would give it (both as
+    seconds after approval): later is widening (the approved state goes unreviewed longer),
+    sooner narrowing. [] when the proposal keeps the policy's date."""
+    if after_seconds is None or after_seconds == before_seconds:
+        return []
+    risk = Risk.WIDENING if before_seconds is None or after_seconds > before_seconds else (
+        Risk.NARROWING)
+    was = "the policy's interval" if before_seconds is None else _days(before_seconds)
+    return [PermissionChange(Area.REVIEW, risk,
+                             f"next review {_days(after_seconds)} after approval (policy: "
+                             f"{was})", "/review_after", before_seconds, after_seconds)]
+
+
+def _days(seconds: int) -> str:
+    if seconds % 86_400 == 0:
+        return f"{seconds // 86_400}d"
+    return f"{seconds // 3_600}h" if seconds % 3_600 == 0 else f"{seconds}s"
 
 
 def _enforcement(old: dict, new: dict) -> Iterator[PermissionChange]:

@@ -118,6 +118,21 @@ def risk_level(risk: int, table: dict[str, dict[str, int]]) -> str:
     return RiskLevel.LOW
 
 
+def policy_seconds(spec: dict[str, Any]) -> int:
+    """The review interval the policy gives a spec of this risk (compliance's table)."""
+    table = intervals()
+    return table[risk_level(spec_risk(spec), table)]["seconds"]
+
+
+def override_seconds(review: "ReviewOverride | None", now: datetime) -> int | None:
+    """A proposer's review date as seconds after `now` (approval), None without one."""
+    if review is None:
+        return None
+    if review.by is not None:
+        return max(0, int((review.by - now).total_seconds()))
+    return review.after_seconds
+
+
 def review_date(spec: dict[str, Any], approved_at: datetime, *, after_seconds: int | None,
                 by: datetime | None) -> tuple[datetime, str]:
     """The review date of a state approved at `approved_at` and the level it came from

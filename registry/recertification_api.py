@@ -20,8 +20,13 @@ from registry.actions.retirement import check_can_decide_retirement
 from registry.actions.waivers import may_withdraw
 from registry.api import IsPerson, OutcomeSerializer
 from registry.choices import RiskLevel, Role, VersionSource
-from registry.lifecycle_api import RetirementOutSerializer, WaiverOutSerializer
+from registry.lifecycle_api import (
+    RetirementOutSerializer,
+    WaiverOutSerializer,
+    agent_for_proposer,
+)
 from registry.models import Waiver
+from registry.principals import AgentPrincipal
 from registry.recertification import (
     REVIEW_EXPECTED,
     format_seconds,
@@ -60,6 +65,9 @@ class RecertifyView(APIView):
 
     @extend_schema(request=RecertifySerializer, responses={201: OutcomeSerializer})
     def post(self, request: Request, name: str) -> Response:
+        if isinstance(request.user, AgentPrincipal):
+            raise NotAllowed("An agent cannot recertify itself; its owner proposes it.")
+        agent_for_proposer(name, request.user)  # before the body is read
         body = RecertifySerializer(data=request.data)
         body.is_valid(raise_exception=True)
         outcome = actions.propose_recertification(

@@ -56,8 +56,9 @@ def run_backtest(version: DesiredStateVersion) -> dict[str, Any]:
 
 
 # What past events cannot show: who owns the agent, which guardrails its labels select, and
-# which platform its connector trusts. The backtest lists them so nobody reads "no change".
-NOT_REPLAYED = ("owner", "labels", "connector")
+# which platform its connector trusts, budgets, heartbeat and the review date. The backtest
+# lists them so nobody reads "no change".
+NOT_REPLAYED = ("owner", "labels", "connector", "budgets", "heartbeat", "review")
 
 
 def _mode(spec: dict | None, area: str) -> str:

@@ -255,6 +255,25 @@ def token_client(people: People, agent: Any) -> APIClient:
     return client
 
 
+def confirmed_preference(**fields: Any) -> Any:
+    """A notification preference set through the action and confirmed with the token that
+    was sent to its address (as its person would, from the message)."""
+    preference = actions.set_preference(**fields)
+    by = preference.user or fields["actor"]
+    return actions.verify_preference(preference.pk, actor=by,
+                                     token=preference.verification_token)
+
+
+def shadow_on(people: People, agent: Any, duration: str = "1d") -> None:
+    """Shadow mode for one agent as the product allows it: its owner asks, bob (an approver
+    who does not own it) approves; it ends by itself after `duration`."""
+    from reconciliation import actions as reconciliation_actions
+
+    reconciliation_actions.set_shadow(actor=agent.owner, agent=agent, enabled=True,
+                                      duration=duration, reason="keep the drift in place")
+    reconciliation_actions.approve_shadow(agent, actor=people.bob)
+
+
 def approved_with_client(people: People, **spec_changes) -> tuple[Any, APIClient]:
     """The refund agent with these spec changes, registered by alice and approved by bob, and
     an API client holding its own token."""

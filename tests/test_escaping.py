@@ -21,7 +21,7 @@ from registry import actions as registry_actions
 from registry.manifest import validate_manifest
 from registry.models import Agent
 from sandbox import actions as sandbox_actions
-from tests.conftest import REFUND_AGENT_YAML
+from tests.conftest import REFUND_AGENT_YAML, shadow_on
 
 pytestmark = pytest.mark.django_db
 
@@ -133,7 +133,7 @@ def world(people, api_as, redis_client, django_capture_on_commit_callbacks):
         "data": [*EVIL_SPEC["data"], {"resource": IMG_NO_SPACE, "access": "admin"}],
         "model": IMG, "version": SCRIPT,
         "actions": {"payments.refund": {"max": 5000}}})
-    actions.set_shadow(actor=people.alice, agent=agent, enabled=True)  # keep it to show
+    shadow_on(people, agent)  # keep it to show
     actions.reconcile_agent(agent.pk, trigger="observation")
     actions.set_shadow(actor=people.alice, agent=agent, enabled=False)
     actions.reconcile_agent(agent.pk, trigger="manual")

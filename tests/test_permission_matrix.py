@@ -140,8 +140,9 @@ API = [
         body={"reason": "replaced"}),
     Row("POST /api/v1/retirements/{retirement}/approve",
         (401,     403,    403,    200,    200,    403,    200,    403,    403), body={}),
+    # as its findings: its owner and the reviewers, not another owner (issue 29 item 13)
     Row("GET /api/v1/agents/refund-agent/waivers",
-        (401,     200,    200,    200,    200,    200,    200,    403,    403)),
+        (401,     200,    403,    200,    200,    200,    200,    403,    403)),
     # approvers and compliance waive; never the agent's owner (alice; admin owns nothing here)
     Row("POST /api/v1/agents/refund-agent/waivers",
         (401,     403,    403,    201,    201,    201,    201,    403,    403),
@@ -154,6 +155,9 @@ API = [
     Row("POST /api/v1/waivers/{waiver}/withdraw",
         (401,     200,    403,    403,    403,    200,    200,    403,    403),
         body={"reason": "done early"}),
+    # {pending_waiver} needs two approvers; bob granted it, so he cannot be the second
+    Row("POST /api/v1/waivers/{pending_waiver}/approve",
+        (401,     403,    403,    403,    200,    200,    200,    403,    403), body={}),
     Row("POST /api/v1/agents/refund-agent/recertify",
         (401,     201,    403,    403,    403,    403,    201,    403,    403), body={}),
     Row("GET /api/v1/recertification",
@@ -273,9 +277,13 @@ API = [
         body={"running": True}),
     Row("POST /api/v1/agents/refund-agent/reconcile",
         (401,     202,    403,    403,    403,    202,    202,    403,    403)),
+    # the owner only asks (202) for shadow; compliance switches it on for a time (200)
     Row("POST /api/v1/agents/refund-agent/shadow",
-        (401,     200,    403,    403,    403,    200,    200,    403,    403),
-        body={"enabled": True}),
+        (401,     202,    403,    403,    403,    200,    200,    403,    403),
+        body={"enabled": True, "duration": "1h", "reason": "migration"}),
+    # {shadow} is the owner's request on other-agent: approvers and compliance (not alice)
+    Row("POST /api/v1/agents/other-agent/shadow/approve",
+        (401,     403,    403,    200,    200,    200,    200,    403,    403), body={}),
     # the control plane
     Row("GET /api/v1/control",
         (401,     200,    200,    200,    200,    200,    200,    403,    403)),
@@ -304,6 +312,9 @@ API = [
         label="a team's"),
     Row("DELETE /api/v1/notifications/preferences/999999",
         (401,     404,    404,    404,    404,    404,    404,    403,    403)),
+    Row("POST /api/v1/notifications/preferences/999999/verify",
+        (401,     404,    404,    404,    404,    404,    404,    403,    403),
+        body={"token": "guessed"}),
     Row("POST /api/v1/inbox/triage",  # erin's own agent: four eyes
         (401,     403,    403,    200,    403,    403,    200,    403,    403),
         body={"escalations": ["{erins_esc}"], "acknowledge": True}, label="erin's own agent"),
@@ -409,6 +420,7 @@ PAGES = [
     Row("GET /approvals/",              (L, 403, 403, 200, 200, 403, 200, L, L)),
     Row("GET /inbox/",                  (L, 200, 200, 200, 200, 403, 200, L, L)),
     Row("GET /account/notifications/",  (L, 200, 200, 200, 200, 200, 200, L, L)),
+    Row("GET /account/notifications/999999/verify", (L, 404, 404, 404, 404, 404, 404, L, L)),
     Row("GET /proposals/{pending}/",    (L, 200, 200, 200, 200, 200, 200, L, L)),
     Row("GET /escalations/",            (L, 403, 403, 200, 200, 200, 200, L, L)),
     Row("GET /findings/",               (L, 403, 403, 200, 200, 200, 200, L, L)),
@@ -478,6 +490,8 @@ FORMS = [
               "duration": "1h"}, audited=("waiver.granted",)),
     Row("POST /waivers/{waiver}/withdraw", (L, D, R, R, R, D, D, L, L),
         body={"reason": "done early"}, audited=("waiver.withdrawn",)),
+    Row("POST /waivers/{pending_waiver}/approve", (L, R, R, R, D, D, D, L, L),
+        body={}, audited=("waiver.confirmed",)),
     Row("POST /retirements/{retirement}/reject", (L, R, R, D, D, R, D, L, L),
         body={"comment": "not yet"}, audited=("retirement.rejected",)),
     Row("POST /agents/refund-agent/recertify", (L, D, R, R, R, R, D, L, L),
@@ -518,6 +532,8 @@ FORMS = [
         audited=("notification.preference_set",)),
     Row("POST /account/notifications/999999/delete", (L, R, R, R, R, R, R, L, L),
         body={}, audited=("notification.preference_deleted",)),
+    Row("POST /account/notifications/999999/verify", (L, 404, 404, 404, 404, 404, 404, L, L),
+        body={"token": "guessed"}, audited=("notification.preference_verified",)),
     # The inbox queue: bulk triage and one decision for an incident.
     Row("POST /inbox/triage",           (L, 403, 403, D, D, 403, D, L, L),
         body={"escalation": "{escalation}", "bulk": "assign"}, audited=("escalation.triaged",)),
@@ -640,7 +656,14 @@ def build_scene() -> Scene:
                                                      reason="replaced")
     waiver = registry_actions.grant_waiver("refund-agent", actor=bob, pointer="/tools/crm.search",
                                            reason="migration", ticket="CHG-0", duration="1h")
+    # a waiver whose area cannot be put as a spec change needs two approvers: bob is the first
+    pending_waiver = registry_actions.grant_waiver(
+        "refund-agent", actor=bob, pointer="/mcp_servers/files", reason="migration",
+        ticket="CHG-2", duration="1h")
+    actions.set_shadow(actor=alice, agent=other, enabled=True, duration="1h",
+                       reason="migration")  # alice asks; a second person approves
     scene = Scene(ids={
+        "pending_waiver": pending_waiver.pk,
         "retirement": retirement.pk, "waiver": waiver.pk, "pending": pending.pk, "erins": erins.pk,
         "escalation": escalation.pk,
         "erins_esc": erins_esc.pk, "decision_esc": Escalation.objects.get(decision=asked).pk,
@@ -853,7 +876,8 @@ def test_every_route_and_api_method_is_in_the_table():
         method, path = row.request.split(" ", 1)
         path = path.split("?")[0].format(pending=1, erins=1, escalation=1, erins_esc=1,
                                          decision_esc=1, finding=1, decision=uuid.uuid4(),
-                                         token=1, retirement=1, waiver=1)
+                                         token=1, retirement=1, waiver=1,
+                                         pending_waiver=1)
         covered.add((method, resolve(path).route))
     missing = []
     for route, callback in every_route():

@@ -25,7 +25,7 @@ from reconciliation.actions.observations import (
     record_observed_part,
 )
 from reconciliation.actions.passes import converged_check, reconcile_agent
-from reconciliation.actions.switches import reset_breaker, set_shadow
+from reconciliation.actions.switches import approve_shadow, reset_breaker, set_shadow
 
 __all__ = [
     "SYSTEM", "acknowledge_finding", "announce_awake",
@@ -34,6 +34,6 @@ __all__ = [
     "note_unregistered_observation", "open_escalation", "reconcile_agent",
     "record_observation", "record_observed_part",
     "reset_breaker", "resolve_escalation", "resume_agent",
-    "set_shadow", "state_hash", "suspend_agent",
+    "set_shadow", "approve_shadow", "state_hash", "suspend_agent",
     "triage_escalation", "incident_members", "resolve_incident", "triage_many",
 ]

@@ -30,6 +30,7 @@ from reconciliation.actions.observations import record_observation
 from reconciliation.actions.observe import _finding_views, _release_accepted, _upsert_findings
 from reconciliation.actions.pass_context import InSync, PassContext
 from reconciliation.actions.settle import _settle, _status
+from reconciliation.actions.switches import end_expired_shadow
 from reconciliation.actions.verify import _schedule_verify, _suspended, _verify
 from reconciliation.choices import RunResult, Trigger
 from reconciliation.connectors import ConnectorError, connector_for
@@ -87,6 +88,11 @@ def reconcile_agent(agent_id: int, *, trigger: str, now: datetime | None = None
         return None
     control = ControlState.load()
     status = AgentStatus.objects.get_or_create(agent=agent)[0]
+    if status.shadow and status.shadow_until is not None and status.shadow_until <= now:
+        with transaction.atomic():  # its time is up: this pass enforces again
+            status = AgentStatus.objects.select_for_update().select_related("agent").get(
+                pk=status.pk)
+            end_expired_shadow(status, now)
     ctx = PassContext(agent, trigger, now, started, agent.generation,
                       shadow=control.shadow or status.shadow)
     connector = connector_for(agent)

@@ -2,7 +2,11 @@
 
 from registry.actions.connector_secrets import grant_connector_secret, revoke_connector_secret
 from registry.actions.guardrails import create_guardrail, delete_guardrail, update_guardrail
-from registry.actions.notifications import delete_preference, set_preference
+from registry.actions.notifications import (
+    delete_preference,
+    set_preference,
+    verify_preference,
+)
 from registry.actions.people import (
     create_person,
     grant_role,
@@ -38,12 +42,13 @@ from registry.actions.toxic import (
     delete_toxic_combination,
     update_toxic_combination,
 )
-from registry.actions.waivers import grant_waiver, withdraw_waiver
+from registry.actions.waivers import confirm_waiver, grant_waiver, withdraw_waiver
 
 __all__ = [
     "ProposalOutcome", "apply_manifests", "approve_proposal", "approve_retirement",
     "check_can_apply", "check_can_decide", "check_can_propose", "create_guardrail",
     "create_person", "delete_guardrail", "grant_connector_secret", "grant_role", "grant_waiver",
+    "confirm_waiver", "verify_preference",
     "issue_agent_token", "issue_api_token", "keep_agent_token", "propose", "propose_retirement",
     "propose_rollback", "record_account_created", "record_password_change", "record_sign_in",
     "record_sign_in_failure", "record_sign_out", "reject_proposal", "revoke_api_token",

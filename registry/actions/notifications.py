@@ -3,8 +3,11 @@
 digest), the sweep that notices new inbox items and SLA breaches, and the sending, each sent
 notification audited."""
 
+import hashlib
+import hmac
 import json
 import logging
+import secrets
 from collections import defaultdict
 from datetime import datetime, timedelta
 from typing import Any
@@ -21,7 +24,7 @@ from django.utils import timezone
 import audit
 from audit.choices import AuditAction
 from config import outbound
-from config.errors import Invalid, NotAllowed, NotFound
+from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from reconciliation.alerts import broadcast
 from registry import inbox
 from registry.choices import NotifyChannel, NotifyMode, Role
@@ -69,9 +72,89 @@ def set_preference(*, actor: Any, channel: str, target: str, mode: str = NotifyM
     if len(target) > 500 or len(team) > 63:
         raise Invalid("Too long.", details=[{"pointer": "/target", "message": "at most 500"}])
     _check_target(channel, target)
+    owned = NotificationPreference.objects.select_for_update().filter(
+        **({"team": team, "user__isnull": True} if team else {"user": user}))
+    held = list(owned.values_list("channel", "target"))
+    if (channel, target) in held:
+        raise Conflict("That address is already there.", code="duplicate_address")
+    if len(held) >= settings.NOTIFY_MAX_ADDRESSES:
+        raise Invalid(f"At most {settings.NOTIFY_MAX_ADDRESSES} notification addresses "
+                      f"{'per team' if team else 'per person'}: remove one first.",
+                      code="too_many_addresses", details=[
+                          {"pointer": "/target",
+                           "message": f"at most {settings.NOTIFY_MAX_ADDRESSES}"}])
+    token = secrets.token_urlsafe(24)
     preference = NotificationPreference.objects.create(
-        user=user, team=team, channel=channel, target=target, mode=mode, created_by=actor)
+        user=user, team=team, channel=channel, target=target, mode=mode, created_by=actor,
+        verify_token_sha256=_digest(token))
     audit.record(actor=actor, action=AuditAction.NOTIFICATION_PREFERENCE_SET,
+                 target=f"notification-preference:{preference.pk}", after=preference.to_dict())
+    transaction.on_commit(lambda: send_verification(preference.pk, token), robust=True)
+    preference.verification_token = token  # for the caller in this process; never served
+    return preference
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def verify_link(preference_id: int, token: str) -> str:
+    """The page that confirms an address (signed in as its person, or an admin)."""
+    return f"{settings.SITE_URL}/account/notifications/{preference_id}/verify?token={token}"
+
+
+def send_verification(preference_id: int, token: str) -> bool:
+    """Send the address its token, and nothing else, so only someone who reads it can turn it
+    on (after commit; audited whether or not it went)."""
+    preference = NotificationPreference.objects.filter(pk=preference_id).first()
+    if preference is None or preference.verified_at is not None:
+        return False
+    text = (f"Someone asked for agent-governance notifications to be sent here. If that was "
+            f"you, confirm it: {verify_link(preference.pk, token)} (or POST the token "
+            f"{token} to /api/v1/notifications/preferences/{preference.pk}/verify). Nothing "
+            "else is sent here until it is confirmed.")
+    try:
+        if preference.channel == NotifyChannel.EMAIL:
+            send_mail("[agent-governance] confirm this notification address", text,
+                      settings.DEFAULT_FROM_EMAIL, [preference.target])
+        else:
+            _post_webhook(preference.target, text)
+        error = ""
+    except Exception as failure:  # noqa: BLE001 - recorded and audited
+        error = f"{type(failure).__name__}: {failure}"[:500] or "failed"
+    with transaction.atomic():
+        audit.record(actor="system:notify",
+                     action=(AuditAction.NOTIFICATION_FAILED if error
+                             else AuditAction.NOTIFICATION_VERIFICATION_SENT),
+                     target=f"notification-preference:{preference.pk}",
+                     after={"channel": preference.channel, "verification": True}, reason=error)
+    return not error
+
+
+def may_verify(preference: NotificationPreference, actor: Any) -> bool:
+    """Its person, or an admin (a team's, or one an admin set for someone)."""
+    if isinstance(actor, AgentPrincipal) or not getattr(actor, "pk", None):
+        return False
+    return preference.user_id == actor.pk or has_role(actor, Role.ADMIN)
+
+
+@transaction.atomic
+def verify_preference(preference_id: int, *, actor: Any, token: str) -> NotificationPreference:
+    """Turn an address on with the token that was sent to it: proof that whoever set it reads
+    it. A wrong token changes nothing."""
+    preference = (NotificationPreference.objects.select_for_update()
+                  .filter(pk=preference_id).first())
+    if preference is None or not may_verify(preference, actor):
+        raise NotFound(f"No notification preference {preference_id}.")
+    if preference.verified_at is not None:
+        raise Conflict("That address is already confirmed.", code="already_verified")
+    if not isinstance(token, str) or not preference.verify_token_sha256 or (
+            not hmac.compare_digest(_digest(token), preference.verify_token_sha256)):
+        raise Invalid("That is not the token sent to this address.", code="wrong_token",
+                      details=[{"pointer": "/token", "message": "the token sent to it"}])
+    preference.verified_at, preference.verify_token_sha256 = timezone.now(), ""
+    preference.save(update_fields=["verified_at", "verify_token_sha256"])
+    audit.record(actor=actor, action=AuditAction.NOTIFICATION_PREFERENCE_VERIFIED,
                  target=f"notification-preference:{preference.pk}", after=preference.to_dict())
     return preference
 
@@ -90,6 +173,13 @@ def delete_preference(preference_id: int, *, actor: Any) -> None:
 
 
 # --- the sweep: what to tell whom --------------------------------------------------------------
+
+
+def listening() -> Any:
+    """The preferences anything may be sent to: confirmed addresses of active people (a
+    deactivated person hears nothing more, queued or new) and of teams."""
+    return NotificationPreference.objects.filter(verified_at__isnull=False).exclude(
+        user__is_active=False)
 
 
 def _line(item: inbox.Item, now: datetime, why: str) -> str:
@@ -121,7 +211,7 @@ def notice_new_items(now: datetime) -> int:
     person's about what they may decide and their own agents to recertify (once per review
     date), a team's about its agents' items."""
     queued = 0
-    people = NotificationPreference.objects.filter(user__isnull=False).select_related("user")
+    people = listening().filter(user__isnull=False).select_related("user")
     by_user: dict[int, list[NotificationPreference]] = defaultdict(list)
     for preference in people:
         by_user[preference.user_id].append(preference)
@@ -130,7 +220,7 @@ def notice_new_items(now: datetime) -> int:
         if not has_role(preferences[0].user, Role.APPROVER, Role.OWNER):
             continue
         queued += _queue_new(preferences, inbox.queue_for(preferences[0].user, now), now)
-    teams = list(NotificationPreference.objects.filter(user__isnull=True))
+    teams = list(listening().filter(user__isnull=True))
     if teams:
         everything = inbox.queue_for(None, now)
         labels = dict(Agent.objects.filter(name__in={e.agent for e in everything})
@@ -184,7 +274,7 @@ def notice_breaches(now: datetime) -> list[SlaBreach]:
                 "message": f"{item.kind} for {item.agent} is past its SLA"
                            + (f"; {breach.notified} notified" if breach.notified else "")})
             if nxt is not None:
-                for preference in nxt.notification_preferences.all():
+                for preference in listening().filter(user=nxt):
                     _queue(preference, item, BREACH, now)
         breaches.append(breach)
     return breaches
@@ -207,7 +297,8 @@ def deliver(now: datetime) -> int:
     """Send what is due: immediate notifications and breaches now, a digest preference's
     waiting ones in one message once its period has passed. Returns messages sent."""
     sent = 0
-    due = (Notification.objects.filter(sent_at__isnull=True, error="")
+    due = (Notification.objects.filter(sent_at__isnull=True, error="",
+                                       preference__in=listening())
            .select_related("preference").order_by("created_at"))
     grouped: dict[int, list[Notification]] = defaultdict(list)
     for notification in due:

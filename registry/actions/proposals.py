@@ -27,9 +27,9 @@ from registry.grant_clocks import start_clocks
 from registry.guardrails import GuardrailResult, evaluate, selector_matches
 from registry.manifest import Manifest, spec_hash
 from registry.models import Agent, Approval, DesiredStateVersion, Guardrail
-from registry.permission_diff import permission_diff, risk_score
+from registry.permission_diff import permission_diff, review_change, risk_score
 from registry.principals import AgentPrincipal, acting_agent
-from registry.recertification import ReviewOverride
+from registry.recertification import ReviewOverride, override_seconds, policy_seconds
 from registry.roles import has_role
 from registry.stepup import StepUp, proposal_reasons, required_error
 from registry.toxic_fleet import ToxicJudge, judge_proposal, record_meeting_points
@@ -117,13 +117,16 @@ def current_metadata(agent: Agent) -> dict[str, Any] | None:
 def assess(agent_name: str, active_spec: dict | None, spec: dict, metadata: dict,
            now: datetime, current: dict | None = None, *,
            guardrails: list[Guardrail] | None = None,
-           toxic: ToxicJudge | None = None) -> Assessment:
+           toxic: ToxicJudge | None = None,
+           review: ReviewOverride | None = None) -> Assessment:
     """Diff against the active spec (and `current`, the agent's metadata as it is) and
     evaluate every guardrail that selects the agent as it is or as it would be: relabelling
     an agent never takes it out of a guardrail in the same proposal. `guardrails` (the enabled
     ones, by name) and `toxic` are read here unless a caller judging many passes them."""
     changes = permission_diff(active_spec, spec, metadata_before=current,
                               metadata_after=metadata if current is not None else None)
+    if review is not None:  # a review date of its own is part of what is approved
+        changes += review_change(policy_seconds(spec), override_seconds(review, now))
     contexts = [{**metadata, "name": agent_name}]
     if current is not None and current != {k: metadata.get(k) for k in current}:
         contexts.append({**current, "name": agent_name})
@@ -137,6 +140,8 @@ def assess(agent_name: str, active_spec: dict | None, spec: dict, metadata: dict
     # toxic paths it would create
     results += (toxic.judge(agent_name, judged) if toxic is not None
                 else judge_proposal(agent_name, judged))
+    if current is not None:  # a relabel (or hand-over) that moves it across group rules
+        results += group_rule_results(agent_name, active_spec, spec, current, metadata)
     return Assessment(
         changes=[c.to_dict() for c in changes],
         diff=_raw_diff(active_spec, spec),
@@ -145,6 +150,50 @@ def assess(agent_name: str, active_spec: dict | None, spec: dict, metadata: dict
         required_approvals=max([1, *(r.required_approvals for r in results)]),
         held=any(r.outcome == GuardrailOutcome.ERROR for r in results),
     )
+
+
+@dataclass(frozen=True)
+class GroupRuleResult(GuardrailResult):
+    """A group rule the proposal takes the agent into or out of: named on the proposal, and
+    the sign-offs the rule requires are the proposal's to collect (as a guardrail's are)."""
+
+    group_rule: str = ""
+    change: str = ""  # joins | leaves
+
+
+def group_rule_results(agent_name: str, active_spec: dict | None, spec: dict,
+                       current: dict, metadata: dict) -> list[GroupRuleResult]:
+    """The enabled group rules that select the agent as it is and not as it would be, or the
+    other way round (labels, team, owner, framework). A group rule's selector matches by
+    equality, so a relabel is the lighter path out of a rule that needs two sign-offs."""
+    # here, not at the top: group rules live in reconciliation, whose models import registry's
+    from reconciliation.group_models import GroupRule
+    from runtime.group_rules import AgentFacts, selects
+
+    def facts(meta: dict, framework: str) -> AgentFacts:
+        return AgentFacts(0, agent_name, meta.get("owner") or "", meta.get("labels") or {},
+                          framework)
+
+    before = facts(current, (active_spec or spec).get("framework", ""))
+    after = facts(metadata, spec.get("framework", ""))
+    found = []
+    for rule in GroupRule.objects.filter(enabled=True).order_by("name"):
+        was, now = selects(rule.to_spec(), before), selects(rule.to_spec(), after)
+        if was == now:
+            continue
+        change = "leaves" if was else "joins"
+        signoffs = rule.required_approvals
+        outcome = (GuardrailOutcome.REQUIRES_APPROVALS if signoffs > 1
+                   else GuardrailOutcome.WARNED)
+        found.append(GroupRuleResult(
+            guardrail=f"group rule {rule.name}", effect=rule.effect, outcome=outcome,
+            message=(f"{agent_name} {change} group rule {rule.name} ({rule.effect}, "
+                     f"{signoffs} sign-off{'s' if signoffs != 1 else ''}): this change needs "
+                     f"the {max(signoffs, 1)} approver{'s' if signoffs > 1 else ''} the rule "
+                     "requires"),
+            required_approvals=signoffs if signoffs > 1 else 0,
+            group_rule=rule.name, change=change))
+    return found
 
 
 def _refuse_denied(agent_name: str, assessment: Assessment) -> None:
@@ -215,6 +264,9 @@ def propose(agent: Agent, spec: dict, metadata: dict, *, actor: Any, source: str
                        code="retired")
     if isinstance(actor, AgentPrincipal):
         source = VersionSource.AGENT  # always marked agent-made, always needs a human
+        if review is not None:
+            raise NotAllowed("An agent's token cannot set its own review date; its owner "
+                             "proposes one.", code="review_date_not_allowed")
     if base_generation is not None and base_generation != agent.generation:
         raise Conflict(f"{agent.name} is at generation {agent.generation}, not "
                        f"{base_generation}; reload and propose again", code="stale_generation")
@@ -235,7 +287,7 @@ def propose(agent: Agent, spec: dict, metadata: dict, *, actor: Any, source: str
         return ProposalOutcome(agent.name, "unchanged", mine)
     now = timezone.now()
     assessment = assess(agent.name, active.spec if active else None, spec, metadata, now,
-                        current_metadata(agent))
+                        current_metadata(agent), review=review)
     _refuse_denied(agent.name, assessment)
     token_holder, origin = _provenance(actor, origin)
     fields = {
@@ -258,8 +310,9 @@ def propose(agent: Agent, spec: dict, metadata: dict, *, actor: Any, source: str
         mine.save()
         audit.record(actor=actor, action=AuditAction.PROPOSAL_UPDATED,
                      target=f"proposal:{mine.pk}", agent=agent.name, before=before, after=spec,
-                     reason=_reason(origin, f"revision {mine.revision}; earlier approvals no "
-                                    "longer count"))
+                     reason=_reason(origin, _with_review(
+                         f"revision {mine.revision}; earlier approvals no longer count",
+                         assessment)))
         _announce("proposal.pending", mine, agent)
         return ProposalOutcome(agent.name, "updated", mine, assessment)
     version = DesiredStateVersion.objects.create(
@@ -268,9 +321,15 @@ def propose(agent: Agent, spec: dict, metadata: dict, *, actor: Any, source: str
     audit.record(actor=actor, action=AuditAction.PROPOSAL_CREATED,
                  target=f"proposal:{version.pk}", agent=agent.name,
                  before=active.spec if active else None, after=spec,
-                 reason=_reason(origin, comment))
+                 reason=_reason(origin, _with_review(comment, assessment)))
     _announce("proposal.pending", version, agent)
     return ProposalOutcome(agent.name, "proposed", version, assessment)
+
+
+def _with_review(comment: str, assessment: Assessment) -> str:
+    """The comment, and the proposal's own review date when it sets one (the trail shows it)."""
+    review = [c["text"] for c in assessment.changes if c["area"] == "review"]
+    return "; ".join(part for part in (comment, *review) if part)
 
 
 def _owner_named(agent_name: str, username: str) -> User:
@@ -509,6 +568,7 @@ def _activate(version: DesiredStateVersion, agent: Agent, actor: Any) -> None:
                      before={"owner": old_owner.username}, after={"owner": owner.username},
                      reason=f"proposal {version.pk}")
         suspend_for_handover(agent, old_owner, actor=actor)
+        supersede_retirements(agent, old_owner, actor=actor, now=now)
     older = agent.versions.select_for_update().filter(
         state=VersionState.PENDING, created_at__lte=version.created_at).exclude(pk=version.pk)
     for stale in older:
@@ -525,6 +585,24 @@ def _activate(version: DesiredStateVersion, agent: Agent, actor: Any) -> None:
     request_reconcile(agent.pk, "approved")
     schedule_grant_expiries(agent.pk, version.spec)
     request_refresh()  # the fleet view judges the approved specs
+
+
+def supersede_retirements(agent: Agent, old_owner: User, *, actor: Any,
+                          now: datetime) -> list[int]:
+    """A hand-over ends the old owner's say: a retirement she proposed and nobody decided yet
+    would otherwise retire the new owner's agent. Each is superseded, audited."""
+    pending = list(agent.retirements.select_for_update().filter(
+        state=VersionState.PENDING, proposed_by=old_owner))
+    for retirement in pending:
+        retirement.state, retirement.decided_at = VersionState.SUPERSEDED, now
+        retirement.save(update_fields=["state", "decided_at"])
+        audit.record(actor=actor, action=AuditAction.RETIREMENT_SUPERSEDED,
+                     target=f"retirement:{retirement.pk}", agent=agent.name,
+                     after=retirement.to_dict(),
+                     reason=f"{agent.name} was handed over from {old_owner.username} to "
+                            f"{agent.owner.username}; the old owner's retirement no longer "
+                            "stands")
+    return [r.pk for r in pending]
 
 
 def check_can_decide(version_id: int, *, actor: Any) -> None:

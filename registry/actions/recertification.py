@@ -46,12 +46,19 @@ def remind_at(due: datetime) -> datetime:
 
 def start_review_clock(version: DesiredStateVersion, agent: Agent, *, actor: Any,
                        now: datetime) -> None:
-    """On activation (in its transaction): the new review date, and the overdue state cleared
-    (condition, escalation, restriction, a suspension it caused): an approved change is
-    reviewed too, by four eyes, like a recertification."""
+    """On activation (in its transaction): the new review date (audited), and, for a
+    recertification only, the overdue state cleared (condition, escalation, restriction, a
+    suspension it caused). Any other approved change leaves an overdue agent overdue: a
+    version bump is not a review of what the agent may do."""
+    before = {"review_due_at": _iso(agent.review_due_at), "overdue": agent.overdue_at is not None}
+    if agent.overdue_at is not None and not version.recertifies:
+        audit.record(actor=actor, action=AuditAction.REVIEW_DATE_SET,
+                     target=f"agent:{agent.name}", agent=agent.name, before=before,
+                     after=before, reason=f"proposal {version.pk} is not a recertification: "
+                                          "the agent stays overdue until it is recertified")
+        return
     due, level = review_date(version.spec, now, after_seconds=version.review_after_seconds,
                              by=version.review_by)
-    before = {"review_due_at": _iso(agent.review_due_at), "overdue": agent.overdue_at is not None}
     was_overdue, restricted = agent.overdue_at is not None, agent.restricted_to is not None
     effect = agent.overdue_effect
     Agent.objects.filter(pk=agent.pk).update(review_due_at=due, reminded_at=None,
@@ -66,6 +73,13 @@ def start_review_clock(version: DesiredStateVersion, agent: Agent, *, actor: Any
                      after={"review_due_at": _iso(due), "from": level,
                             "proposal": version.pk, "lifted_restriction": restricted},
                      reason=version.comment or f"recertified by proposal {version.pk}")
+    else:
+        audit.record(actor=actor, action=AuditAction.REVIEW_DATE_SET,
+                     target=f"agent:{agent.name}", agent=agent.name, before=before,
+                     after={"review_due_at": _iso(due), "from": level, "proposal": version.pk},
+                     reason=f"review date of generation {version.generation}"
+                            + (" set by its proposer" if level == "override" else
+                               f" from the {level} risk interval"))
     if was_overdue:
         _close_recertification_escalations(agent, actor=actor, version=version, now=now)
         _resume_if_overdue_suspended(agent, actor=actor, version=version, effect=effect)

@@ -237,8 +237,12 @@ def test_shadow_and_breaker_switches(people, api_as, refund_agent):
                       format="json").status_code == 403
     assert dana.post("/api/v1/control/shadow", {"enabled": True},
                      format="json").json()["shadow"] is True
-    assert alice.post("/api/v1/agents/refund-agent/shadow", {"enabled": True},
-                      format="json").status_code == 200
+    asked = alice.post("/api/v1/agents/refund-agent/shadow",
+                       {"enabled": True, "duration": "1h", "reason": "migration"}, format="json")
+    assert asked.status_code == 202 and asked.json()["pending"] is True
+    assert alice.get("/api/v1/agents/refund-agent").json()["shadow"] is False
+    assert api_as(people.bob).post("/api/v1/agents/refund-agent/shadow/approve",
+                                   format="json").status_code == 200
     assert alice.get("/api/v1/agents/refund-agent").json()["shadow"] is True
     assert dana.post("/api/v1/control/breaker/reset", {"reason": "x"},
                      format="json").status_code == 409

@@ -16,7 +16,7 @@ from reconciliation.models import AgentStatus, Escalation, Finding, SandboxAgent
 from registry import actions as registry_actions
 from registry.models import Agent, DesiredStateVersion
 from sandbox import actions as sandbox_actions
-from tests.conftest import approved_with_client
+from tests.conftest import approved_with_client, shadow_on
 from tests.reconciliation.test_behaviour_rules import SUPPORT as BEHAVIOUR_SPEC
 
 # The customer-database agent of the behaviour rules' tests, under behaviour: escalate.
@@ -103,7 +103,7 @@ def test_acknowledging_closes_the_finding_and_the_agent_is_in_policy_again(
     assert Finding.objects.get(pk=finding.pk).status == "acknowledged"
     assert AgentStatus.objects.get(agent=agent).health == "in_policy"
     trail = AuditEntry.objects.filter(agent="refund-agent", actor="bob").exclude(
-        action__in=["proposal.approved", "version.activated"])
+        action__in=["proposal.approved", "version.activated", "agent.review_date_set"])
     assert list(trail.values_list("action", "target")) == [
         ("finding.acknowledged", f"finding:{finding.pk}"),
         ("escalation.resolved", f"escalation:{escalation.pk}")]
@@ -135,7 +135,7 @@ def test_a_suspension_in_shadow_mode_is_recorded_not_applied(
     agent, client = agent_and_client
     actions.reconcile_agent(agent.pk, trigger="manual")  # the platform runs it as approved
     escalation = five_reads_of_one_record(client, django_capture_on_commit_callbacks)
-    actions.set_shadow(actor=people.dana, agent=agent, enabled=True)
+    shadow_on(people, agent)
     with django_capture_on_commit_callbacks(execute=True):
         assert resolve(api_as(people.bob), escalation, "suspend").status_code == 200
     agent.refresh_from_db()

@@ -12,7 +12,7 @@ from reconciliation import actions
 from reconciliation.models import Decision, Escalation, Finding
 from registry.models import Agent
 from runtime import actions as runtime_actions
-from tests.conftest import approved_with_client, eventually
+from tests.conftest import approved_with_client, eventually, shadow_on
 
 SUPPORT = {
     "data": [{"resource": "customers_db", "access": "read"},
@@ -71,7 +71,7 @@ def test_a_behaviour_block_under_shadow_or_the_breaker_is_recorded_not_applied(p
 
     agent, _ = register(people, enforcement={"default": "correct", "behaviour": "block"})
     if hold == "shadow":
-        actions.set_shadow(actor=people.alice, agent=agent, enabled=True)
+        shadow_on(people, agent)
     else:
         control = ControlState.load()
         control.breaker_tripped_at = datetime.now(UTC)

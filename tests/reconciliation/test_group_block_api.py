@@ -16,7 +16,7 @@ from runtime.actions.group_rules import (
     record_group_breach,
     update_group_rule,
 )
-from tests.conftest import approved_agent
+from tests.conftest import approved_agent, shadow_on
 
 SPEC = {"data": [{"resource": "payments", "access": "write"}], "limits": [],
         "actions": {"payments.refund": {"max": 50000}}}
@@ -53,9 +53,9 @@ def test_a_block_under_shadow_is_recorded_and_the_block_lifts_when_the_rule_stop
     Agent.objects.update(labels={"team": "payments"})
     rule = create_group_rule(actor=people.dana, effect="block", **TOKENS)
     # the cluster's shadow mode holds a group block (it holds every agent alike); an agent's
-    # own shadow mode does not (issue 29: it would shield one owner from what others face)
+    # own shadow mode does not (it would shield one owner from what others face)
     actions.set_shadow(actor=people.dana, enabled=True)
-    actions.set_shadow(actor=people.dana, agent=pay_b, enabled=True)
+    shadow_on(people, pay_b)
     breach = record_group_breach({
         "rule_id": rule.pk, "key": "k", "group_key": "all", "seconds": 3600, "total": 12000,
         "agents": [pay_a.pk, pay_b.pk], "event_id": "e1", "trigger_agent": pay_b.pk,

@@ -5,12 +5,11 @@ observedGeneration)."""
 import pytest
 from rest_framework.test import APIClient
 
-from reconciliation import actions
 from reconciliation.models import Correction, Escalation, Finding, ReconcileRun, SandboxAgent
 from registry import actions as registry_actions
 from registry.models import Agent
 from sandbox import actions as sandbox_actions
-from tests.conftest import BAD_DEPLOYMENT, eventually, refund_manifest
+from tests.conftest import BAD_DEPLOYMENT, eventually, refund_manifest, shadow_on
 
 QUICK = {"RECONCILE_VERIFY_DELAY_SECONDS": "1"}
 
@@ -81,7 +80,7 @@ def test_shadow_mode_on_a_worker_records_the_corrections_and_applies_none(people
     worker = start_worker(**QUICK)
     agent = approved(people, {"default": "correct"})
     eventually(lambda: converged(agent), message=worker.output())
-    actions.set_shadow(actor=people.alice, agent=agent, enabled=True)
+    shadow_on(people, agent)
     sandbox_actions.sandbox_deploy(agent, actor="system:deploy-bot", changes=BAD_DEPLOYMENT,
                            reason="a deployment quietly widened access")
     eventually(lambda: ReconcileRun.objects.filter(agent=agent, shadow=True,

@@ -12,7 +12,7 @@ from registry import actions as registry_actions
 from registry.models import Agent
 from runtime import actions as runtime_actions
 from sandbox import actions as sandbox_actions
-from tests.conftest import BAD_DEPLOYMENT, approved_agent, refund_manifest
+from tests.conftest import BAD_DEPLOYMENT, approved_agent, refund_manifest, shadow_on
 
 pytestmark = pytest.mark.django_db
 
@@ -72,7 +72,7 @@ def test_overview_and_dashboard_api_count_agents_by_health(people, client, api_a
     agents = sandbox_agents(people, 3)
     sandbox_actions.sandbox_deploy(agents[0], actor="system:test", changes=BAD_DEPLOYMENT,
                            reason="bad")
-    actions.set_shadow(actor=people.alice, agent=agents[0], enabled=True)
+    shadow_on(people, agents[0])
     actions.reconcile_agent(agents[0].pk, trigger="observation")
     summary = api_as(people.bob).get("/api/v1/dashboard").json()
     assert summary["health"]["in_policy"] == 2 and summary["health"]["drifted"] == 1
@@ -103,7 +103,7 @@ def test_pages_use_a_fixed_number_of_queries_whatever_the_cluster_size(
 def test_the_agent_page_marks_where_desired_and_actual_differ_and_draws_its_timeline(
         people, client):
     (agent,) = sandbox_agents(people, 1)
-    actions.set_shadow(actor=people.alice, agent=agent, enabled=True)  # keep the drift
+    shadow_on(people, agent)  # keep the drift
     sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
     actions.reconcile_agent(agent.pk, trigger="observation")
     client.force_login(people.bob)

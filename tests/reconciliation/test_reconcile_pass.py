@@ -24,7 +24,7 @@ from registry import actions as registry_actions
 from registry.choices import VersionSource
 from registry.models import Agent
 from sandbox import actions as sandbox_actions
-from tests.conftest import BAD_DEPLOYMENT, refund_manifest
+from tests.conftest import BAD_DEPLOYMENT, refund_manifest, shadow_on
 
 pytestmark = pytest.mark.django_db
 
@@ -167,7 +167,7 @@ def test_after_a_new_version_converges_outside_drift_still_counts_and_resync_ski
 def test_shadow_mode_records_and_applies_nothing(people):
     agent = approved_agent(people)
     passes(agent)
-    actions.set_shadow(actor=people.alice, agent=agent, enabled=True)
+    shadow_on(people, agent)
     sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
     run = passes(agent)
     assert run.shadow and run.changes == [] and run.result == "drifted"
@@ -179,7 +179,7 @@ def test_shadow_mode_records_and_applies_nothing(people):
 def test_shadow_mode_does_not_suspend_a_blocking_agent_either(people):
     agent = approved_agent(people, enforcement={"default": "block"})
     passes(agent)
-    actions.set_shadow(actor=people.alice, agent=agent, enabled=True)
+    shadow_on(people, agent)
     sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
     run = passes(agent)
     assert run.changes == [] and sandbox(agent).apply_count == 0

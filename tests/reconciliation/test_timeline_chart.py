@@ -10,7 +10,7 @@ import pytest
 from reconciliation import actions
 from reconciliation.fleet import fleet_view
 from sandbox import actions as sandbox_actions
-from tests.conftest import BAD_DEPLOYMENT, approved_agent
+from tests.conftest import BAD_DEPLOYMENT, approved_agent, shadow_on
 
 pytestmark = pytest.mark.django_db
 
@@ -21,7 +21,7 @@ CHART = re.compile(r'<script id="timeline-chart-data" type="application/json">(.
 def drifted_agent(people, name: str):
     agent = approved_agent(people, name, enforcement={"default": "correct"})
     actions.reconcile_agent(agent.pk, trigger="approved")
-    actions.set_shadow(actor=people.alice, agent=agent, enabled=True)
+    shadow_on(people, agent)
     sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
     actions.reconcile_agent(agent.pk, trigger="observation")
     return agent

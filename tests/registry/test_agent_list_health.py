@@ -6,7 +6,7 @@ import pytest
 
 from reconciliation import actions
 from sandbox import actions as sandbox_actions
-from tests.conftest import BAD_DEPLOYMENT, approved_agent
+from tests.conftest import BAD_DEPLOYMENT, approved_agent, shadow_on
 
 pytestmark = pytest.mark.django_db
 
@@ -19,7 +19,7 @@ def fleet(people):
     actions.reconcile_agent(steady.pk, trigger="approved")
     drifting = approved_agent(people, "drifting-agent", enforcement={"default": "correct"})
     actions.reconcile_agent(drifting.pk, trigger="approved")
-    actions.set_shadow(actor=people.alice, agent=drifting, enabled=True)  # drift left in place
+    shadow_on(people, drifting)  # drift left in place
     sandbox_actions.sandbox_deploy(drifting, actor="system:test", changes=BAD_DEPLOYMENT,
                                    reason="bad")
     actions.reconcile_agent(drifting.pk, trigger="observation")

@@ -9,7 +9,7 @@ import pytest
 from reconciliation import actions
 from registry.choices import Role
 from sandbox import actions as sandbox_actions
-from tests.conftest import BAD_DEPLOYMENT, approved_agent, make_person
+from tests.conftest import BAD_DEPLOYMENT, approved_agent, make_person, shadow_on
 
 pytestmark = pytest.mark.django_db
 
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def drifted(people, refund_agent):
     actions.reconcile_agent(refund_agent.pk, trigger="approved")
-    actions.set_shadow(actor=people.alice, agent=refund_agent, enabled=True)  # drift stays
+    shadow_on(people, refund_agent)  # drift stays
     sandbox_actions.sandbox_deploy(refund_agent, actor="system:test", changes=BAD_DEPLOYMENT,
                            reason="bad deployment")
     actions.reconcile_agent(refund_agent.pk, trigger="observation")
@@ -50,7 +50,7 @@ def test_differing_lines_come_first_and_yaml_is_collapsed(people, client, drifte
 def test_the_header_alone_turns_in_policy_once_corrected(people, client):
     agent = approved_agent(people, "fixed-agent", enforcement={"default": "correct"})
     actions.reconcile_agent(agent.pk, trigger="approved")
-    actions.set_shadow(actor=people.alice, agent=agent, enabled=True)
+    shadow_on(people, agent)
     sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
     actions.reconcile_agent(agent.pk, trigger="observation")
     client.force_login(people.dana)

@@ -17,11 +17,16 @@ from django.utils import timezone
 from audit.models import AuditEntry
 from reconciliation import actions
 from reconciliation.models import AlertEvent, Escalation
-from registry import actions as registry_actions
 from registry.actions import notifications
 from registry.models import Notification, SlaBreach
 from sandbox import actions as sandbox_actions
-from tests.conftest import BAD_DEPLOYMENT, approved_agent, eventually, make_person
+from tests.conftest import (
+    BAD_DEPLOYMENT,
+    approved_agent,
+    confirmed_preference,
+    eventually,
+    make_person,
+)
 
 
 class Mailbox:
@@ -94,9 +99,9 @@ def escalated(people, name: str = "payouts-agent", **labels) -> list[Escalation]
 @pytest.mark.django_db
 def test_email_now_and_a_webhook_digest_each_with_a_link_and_audited(people, mail_and_hooks):
     smtp, webhook = mail_and_hooks
-    registry_actions.set_preference(actor=people.bob, channel="email",
+    confirmed_preference(actor=people.bob, channel="email",
                                     target="bob@example.com")
-    registry_actions.set_preference(actor=people.carol, channel="webhook",
+    confirmed_preference(actor=people.carol, channel="webhook",
                                     target=webhook.url, mode="digest")
     first = escalated(people, "payouts-agent")[0]
     second = escalated(people, "billing-agent")[0]
@@ -127,9 +132,9 @@ def test_a_sweep_over_items_already_heard_of_costs_the_same_for_two_items_or_six
     from django.test.utils import CaptureQueriesContext
 
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
-    registry_actions.set_preference(actor=people.bob, channel="email", target="bob@example.com",
+    confirmed_preference(actor=people.bob, channel="email", target="bob@example.com",
                                     mode="digest")
-    registry_actions.set_preference(actor=people.admin, channel="email",
+    confirmed_preference(actor=people.admin, channel="email",
                                     target="team@example.com", mode="digest", team="payments")
 
     def heard_sweep() -> int:
@@ -152,7 +157,7 @@ def test_a_sweep_over_items_already_heard_of_costs_the_same_for_two_items_or_six
 def test_an_owner_who_is_not_an_approver_hears_nothing_of_the_inbox(people, mail_and_hooks):
     smtp, _ = mail_and_hooks
     oscar = make_person("oscar", "owner")  # owns nothing here: alice's agents are not his
-    registry_actions.set_preference(actor=oscar, channel="email", target="oscar@example.com")
+    confirmed_preference(actor=oscar, channel="email", target="oscar@example.com")
     escalated(people)
     notifications.sweep()
     assert smtp.messages == [] and not Notification.objects.exists()
@@ -161,7 +166,7 @@ def test_an_owner_who_is_not_an_approver_hears_nothing_of_the_inbox(people, mail
 @pytest.mark.django_db
 def test_a_team_hears_about_its_agents_only(people, mail_and_hooks):
     smtp, webhook = mail_and_hooks
-    registry_actions.set_preference(actor=people.admin, channel="webhook", target=webhook.url,
+    confirmed_preference(actor=people.admin, channel="webhook", target=webhook.url,
                                     team="payments")
     escalated(people, "payouts-agent", team="payments")
     escalated(people, "billing-agent", team="billing")
@@ -203,7 +208,7 @@ def test_preferences_are_checked_and_kept_to_their_owner(people, mail_and_hooks,
 @pytest.mark.django_db
 def test_a_failed_webhook_is_recorded_and_audited_not_lost_silently(people, settings):
     settings.NOTIFY_WEBHOOK_HOSTS = ["127.0.0.1:9"]  # discard port: nothing listens
-    registry_actions.set_preference(actor=people.bob, channel="webhook",
+    confirmed_preference(actor=people.bob, channel="webhook",
                                     target="http://127.0.0.1:9/hook")
     escalated(people)
     notifications.sweep()
@@ -214,7 +219,7 @@ def test_a_failed_webhook_is_recorded_and_audited_not_lost_silently(people, sett
 
 def test_an_sla_breach_on_a_real_worker_alerts_once_and_notifies_the_next_approver(
         people, smtp, start_worker):
-    registry_actions.set_preference(actor=people.carol, channel="email",
+    confirmed_preference(actor=people.carol, channel="email",
                                     target="carol@example.com")
     first = escalated(people)[0]
     actions.triage_escalation(first.pk, actor=people.bob, assign=True)  # bob has it

@@ -15,7 +15,7 @@ from registry.actions import notifications
 from registry.choices import VersionSource
 from registry.models import Agent, Notification
 from registry.recertification import ReviewOverride
-from tests.conftest import approved_agent, eventually, refund_manifest
+from tests.conftest import approved_agent, confirmed_preference, eventually, refund_manifest
 from tests.registry.test_notifications import mail_and_hooks, smtp, webhook  # noqa: F401
 from tests.registry.test_owner_inbox import due_in
 
@@ -30,8 +30,8 @@ def reminder_mails(mailbox) -> list[tuple[list[str], str]]:
 def test_alice_is_emailed_once_per_review_period_and_bob_hears_nothing_of_it(
         people, mail_and_hooks):  # noqa: F811 - pytest fixture
     mailbox, _ = mail_and_hooks
-    actions.set_preference(actor=people.alice, channel="email", target="alice@example.com")
-    actions.set_preference(actor=people.bob, channel="email", target="bob@example.com")
+    confirmed_preference(actor=people.alice, channel="email", target="alice@example.com")
+    confirmed_preference(actor=people.bob, channel="email", target="bob@example.com")
     agent = due_in(approved_agent(people, "refund-agent"), days=3)
 
     assert notifications.sweep()["sent"] == 1
@@ -52,7 +52,7 @@ def test_alice_is_emailed_once_per_review_period_and_bob_hears_nothing_of_it(
 def test_a_digest_webhook_carries_the_reminder_after_its_period(
         people, mail_and_hooks):  # noqa: F811 - pytest fixture
     _, hooks = mail_and_hooks
-    actions.set_preference(actor=people.alice, channel="webhook", target=hooks.url,
+    confirmed_preference(actor=people.alice, channel="webhook", target=hooks.url,
                            mode="digest")
     due_in(approved_agent(people, "refund-agent"), hours=-1)  # already overdue
     assert notifications.sweep()["sent"] == 0 and hooks.received == []
@@ -64,7 +64,7 @@ def test_a_digest_webhook_carries_the_reminder_after_its_period(
 
 def test_on_workers_the_scheduled_reminder_emails_the_owner_once(people, smtp,  # noqa: F811
                                                                  start_worker):
-    actions.set_preference(actor=people.alice, channel="email", target="alice@example.com")
+    confirmed_preference(actor=people.alice, channel="email", target="alice@example.com")
     worker = start_worker("reconcile", "default", INBOX_SWEEP_SECONDS="3600",
                           EMAIL_BACKEND="django.core.mail.backends.smtp.EmailBackend",
                           EMAIL_HOST="127.0.0.1", EMAIL_PORT=str(smtp.port),

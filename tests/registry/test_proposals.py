@@ -49,7 +49,8 @@ def test_approving_activates_generation_one_and_queues_a_reconcile(people, redis
     assert agent.generation == 1 and agent.active_version_id == outcome.version.pk
     version = DesiredStateVersion.objects.get(pk=outcome.version.pk)
     assert (version.state, version.generation, version.decided_by) == ("approved", 1, people.bob)
-    assert audit_actions(agent="refund-agent")[-2:] == ["proposal.approved", "version.activated"]
+    assert audit_actions(agent="refund-agent")[-3:] == ["proposal.approved", "version.activated",
+                                                        "agent.review_date_set"]
     activated = AuditEntry.objects.filter(action="version.activated").get()
     assert activated.before is None and activated.after == version.spec
     assert redis_client.get(QUEUED_KEY.format(agent_id=agent.pk)).split()[0] == b"approved"
