@@ -13,7 +13,7 @@ def keep_existing(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('registry', '0014_lifecycle_waiver_judgement'),
+        ('registry', '0015_lifecycle_waiver_judgement'),
     ]
 
     operations = [

@@ -16,7 +16,7 @@ def expire_in_thirty_days(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('reconciliation', '0025_event_outbox_of_batches'),
+        ('reconciliation', '0027_fleet_group_rule_across_owners'),
     ]
 
     operations = [

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('registry', '0013_meeting_points'),
+        ('registry', '0014_fleet_mcp_identity_points'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
