@@ -1,12 +1,13 @@
 """The behaviour API: events, OTLP traces, runtime decisions, unregistered agents, backtests."""
 
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -15,8 +16,8 @@ from rest_framework.views import APIView
 from config.errors import DomainError, NotAllowed, NotFound, TooLarge
 from config.outbound import listed
 from reconciliation.api import agent_for
-from reconciliation.models import Decision, UnregisteredAgent
-from registry.api import IsPerson, ManifestTextParser
+from reconciliation.models import BehaviourEvent, Decision, UnregisteredAgent
+from registry.api import IsPerson, ManifestTextParser, Page
 from registry.choices import Role
 from registry.intake import Malformed
 from registry.models import ApiToken, DesiredStateVersion
@@ -25,7 +26,7 @@ from registry.roles import HasRole, has_role, sees_operations
 from runtime import actions
 from runtime.backtest import run_backtest
 from runtime.decision_request import DecisionRequest, RequestError, parse_request
-from runtime.events import MAX_EVENTS, BatchError, parse_batch, spans_to_events
+from runtime.events import KINDS, MAX_EVENTS, BatchError, parse_batch, spans_to_events
 from runtime.otlp import decode
 
 
@@ -217,6 +218,59 @@ class DecisionView(APIView):
         if actions.expire_decision(decision_id):  # past its time: deny now, not at the next tick
             decision.refresh_from_db()
         return Response(decision.to_dict())
+
+
+class AgentEventSerializer(serializers.ModelSerializer):
+    """One behaviour event as the agent (or its telemetry) sent it, with who sent it."""
+
+    id = serializers.CharField(source="event_id")
+
+    class Meta:
+        model = BehaviourEvent
+        fields = ["id", "ts", "kind", "tool", "resource", "record", "action", "amount",
+                  "approved_by", "decision_id", "trace_id", "span_id", "source", "model",
+                  "operation", "error", "input_tokens", "output_tokens", "cost", "attributes",
+                  "received_at", "sender", "foreign"]
+
+
+def _since(value: str | None) -> datetime | None:
+    """`?since=` as an aware moment; a value that is not RFC 3339 with a zone is refused."""
+    if value is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        raise Malformed("since must be an RFC 3339 time with a zone",
+                        details=[{"pointer": "/since", "message": "an RFC 3339 time with a zone"}])
+    return moment
+
+
+class AgentEventsView(APIView):
+    """`GET /api/v1/agents/{name}/events`: what the agent did, newest first, a page at a time
+    (`?kind=`, `?since=`): the agent itself, its owner, approvers and compliance."""
+
+    @extend_schema(parameters=[
+        OpenApiParameter("kind", str, enum=list(KINDS)),
+        OpenApiParameter("since", OpenApiTypes.DATETIME, description="events at or after"),
+        OpenApiParameter("page", int), OpenApiParameter("page_size", int)],
+        responses=AgentEventSerializer(many=True))
+    def get(self, request: Request, name: str) -> Response:
+        agent = agent_for(request, name, people=(Role.APPROVER, Role.COMPLIANCE))
+        events = BehaviourEvent.objects.filter(agent=agent).order_by("-ts", "-pk")
+        kind = request.query_params.get("kind")
+        if kind is not None:
+            if kind not in KINDS:
+                raise Malformed(f"kind must be one of {', '.join(KINDS)}",
+                                details=[{"pointer": "/kind",
+                                          "message": f"one of {', '.join(KINDS)}"}])
+            events = events.filter(kind=kind)
+        if (since := _since(request.query_params.get("since"))) is not None:
+            events = events.filter(ts__gte=since)
+        pages = Page()
+        page = pages.paginate_queryset(events, request, view=self)
+        return pages.get_paginated_response(AgentEventSerializer(page, many=True).data)
 
 
 class UnregisteredSerializer(serializers.ModelSerializer):
