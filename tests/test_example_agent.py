@@ -44,7 +44,10 @@ def test_the_refund_agent_story_end_to_end(people, live_server_process, start_wo
         # Its third refund ($640) is above $500: it waits for a human.
         escalation = eventually(lambda: Escalation.objects.filter(
             agent=agent, decision__isnull=False).first(), timeout=60, message=said())
-        assert escalation.decision.request == {"action": "payments.refund", "amount": 640.0}
+        # It asked with the tool's arguments; the control plane read the amount from them.
+        assert escalation.decision.request == {
+            "action": "payments.refund", "tool": "payments.refund", "amount": 640.0,
+            "arguments": {"order": "order-0009", "amount": 640}, "wait_seconds": 120.0}
         actions.resolve_escalation(escalation.pk, actor=people.carol, resolution="allow",
                                    comment="damaged order confirmed")
         eventually(lambda: Decision.objects.get(pk=escalation.decision_id).status == "used",
