@@ -103,6 +103,7 @@ def evaluate(spec: dict[str, Any], request: DecisionRequest, agent: Agent,
     return DecisionOutcome.ALLOW, f"data/{resource}: an approved resource within its limits"
 
 
+@transaction.atomic
 def _person_behind(actor: Any) -> Any:
     """The person an agent's token belongs to, or the person asking; None for the system."""
     token = getattr(actor, "token", None) if acting_agent(actor) is not None else None
@@ -111,7 +112,6 @@ def _person_behind(actor: Any) -> Any:
     return actor if getattr(actor, "pk", None) else None
 
 
-@transaction.atomic  # the decision, its audit row and its escalation, or none of them
 def request_decision(agent: Agent, request: DecisionRequest | dict[str, Any], *, actor: Any,
                      callback_url: str = "") -> Decision:
     """Decide now, or open an escalation for an approver and wait (pending) until the
