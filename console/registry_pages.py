@@ -30,7 +30,7 @@ from console.lifecycle_pages import retirement_context, waiver_context
 from console.recertification_pages import lifecycle_context
 from console.reconciliation_pages import agent_state_context, inbox_counts
 from reconciliation.choices import Health
-from reconciliation.models import AgentStatus, Escalation
+from reconciliation.models import AgentStatus, BehaviourEvent, Escalation
 from reconciliation.sync import Sync, health_and_sync
 from registry import actions, inbox
 from registry.api import agent_queryset
@@ -54,6 +54,7 @@ from runtime.behaviour_api import run_backtest
 PAGE_SIZE = 50
 HISTORY_SIZE = 100
 AUDIT_SIZE = 50
+EVENTS_SIZE = 50  # the latest; the API pages through the rest
 FILTER_FIELDS = tuple(AgentFilterSet.base_filters)
 
 
@@ -139,6 +140,8 @@ def agent_detail(request: HttpRequest, name: str) -> HttpResponse:
     operations = sees_operations(request.user, agent)
     entries = list(AuditEntry.objects.filter(agent=agent.name).defer("before", "after")
                    .order_by("-seq")[:AUDIT_SIZE]) if operations else []
+    events = list(BehaviourEvent.objects.filter(agent=agent).defer("attributes")
+                  .order_by("-ts", "-pk")[:EVENTS_SIZE]) if operations else []
     # another owner sees the status any person sees in /api/v1/agents/{name}, nothing more
     state = agent_state_context(agent, request.GET.get("timeline", "24h")) if operations else {
         "status": AgentStatus.objects.filter(agent=agent).first()}
@@ -150,6 +153,7 @@ def agent_detail(request: HttpRequest, name: str) -> HttpResponse:
         "history_truncated": len(versions) > HISTORY_SIZE,
         "pending": pending,
         "entries": entries,
+        "events": events,
         "can_propose": _may_propose_for(request.user, agent),
         "can_explore_audit": has_role(request.user, Role.COMPLIANCE),
         "sees_operations": operations,

@@ -30,6 +30,8 @@ api_urlpatterns = [
     path("events", behaviour_api.EventsView.as_view(), name="events"),
     path("agents/<slug:name>/decisions", behaviour_api.DecisionRequestView.as_view(),
          name="decisions"),
+    path("agents/<slug:name>/events", behaviour_api.AgentEventsView.as_view(),
+         name="agent-events"),
     path("decisions/<uuid:decision_id>", behaviour_api.DecisionView.as_view(), name="decision"),
     path("unregistered", behaviour_api.UnregisteredView.as_view(), name="unregistered"),
     path("unregistered/<slug:name>/assign", behaviour_api.AssignUnregisteredView.as_view(),

@@ -714,7 +714,7 @@ def _spec(c: _Checker, raw: Any, p: str) -> dict[str, Any]:
     spec = c.mapping(
         raw, p, required=("framework", "connector"),
         optional=("model", "version", "tools", "data", "actions", "limits", "grants",
-                  "enforcement", "mcp_servers", "budgets", *FLEET_FIELDS),
+                  "enforcement", "mcp_servers", "budgets", "unlisted_actions", *FLEET_FIELDS),
     )
     if spec is None:
         return {}
@@ -741,7 +741,20 @@ def _spec(c: _Checker, raw: Any, p: str) -> dict[str, Any]:
         # Only when declared: specs without budgets keep their canonical form and hash.
         **({"budgets": budgets} if (budgets := _budgets(
             c, _optional(spec, "budgets", []), f"{p}/budgets")) else {}),
-    } | ({"mcp_servers": servers} if servers else {})
+    } | ({"mcp_servers": servers} if servers else {}) | _unlisted_actions(c, spec, p)
+
+
+# What a runtime decision does with an action the spec names nowhere (neither in `actions` nor
+# an approved tool): deny unless the spec says allow. Canonical only when it says allow, so every
+# spec approved before the field existed (and one that spells out the default) keeps its hash.
+UNLISTED_ACTIONS = ("deny", "allow")
+
+
+def _unlisted_actions(c: _Checker, spec: dict, p: str) -> dict[str, str]:
+    """{"unlisted_actions": "allow"} when the spec opens unnamed actions, else nothing."""
+    value = _optional(spec, "unlisted_actions", "deny")
+    chosen = c.choice(value, f"{p}/unlisted_actions", UNLISTED_ACTIONS)
+    return {"unlisted_actions": chosen} if chosen == "allow" else {}
 
 
 # Optional fields that say how an agent meets the rest of the fleet (registry/toxic.py) and

@@ -1,12 +1,13 @@
 """The behaviour API: events, OTLP traces, runtime decisions, unregistered agents, backtests."""
 
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -15,8 +16,8 @@ from rest_framework.views import APIView
 from config.errors import DomainError, NotAllowed, NotFound, TooLarge
 from config.outbound import listed
 from reconciliation.api import agent_for
-from reconciliation.models import Decision, UnregisteredAgent
-from registry.api import IsPerson, ManifestTextParser
+from reconciliation.models import BehaviourEvent, Decision, UnregisteredAgent
+from registry.api import IsPerson, ManifestTextParser, Page
 from registry.choices import Role
 from registry.intake import Malformed
 from registry.models import ApiToken, DesiredStateVersion
@@ -24,7 +25,8 @@ from registry.principals import AgentPrincipal, acting_agent
 from registry.roles import HasRole, has_role, sees_operations
 from runtime import actions
 from runtime.backtest import run_backtest
-from runtime.events import MAX_EVENTS, BatchError, parse_batch, spans_to_events
+from runtime.decision_request import DecisionRequest, RequestError, parse_request
+from runtime.events import KINDS, MAX_EVENTS, BatchError, parse_batch, spans_to_events
 from runtime.otlp import decode
 
 
@@ -87,7 +89,8 @@ class TracesView(APIView):
         _check_reporter(request.user)
         try:
             payload = decode(request._request.body, content_type=request.content_type or "")
-            items = spans_to_events(payload)
+            dropped: list[str] = []
+            items = spans_to_events(payload, dropped)
         except BatchError as error:
             raise _batch_error(error) from None
         if len(items) > MAX_EVENTS:
@@ -95,47 +98,86 @@ class TracesView(APIView):
         report = actions.ingest_events(items, actor=request.user, token=_token(request),
                                        source="otlp").to_dict()
         rejected = report["rejected"]
+        message = _partial_message(report, dropped)
         if "protobuf" in (request.content_type or ""):
             from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
                 ExportTraceServiceResponse,
             )
 
             reply = ExportTraceServiceResponse()
-            if rejected:
+            if message:
                 reply.partial_success.rejected_spans = rejected
-                reply.partial_success.error_message = _first_reason(report)
+                reply.partial_success.error_message = message
             return HttpResponse(reply.SerializeToString(),
                                 content_type="application/x-protobuf")
         body: dict[str, Any] = {}
-        if rejected:
-            body["partialSuccess"] = {"rejectedSpans": rejected,
-                                      "errorMessage": _first_reason(report)}
+        if message:
+            # OTLP: rejectedSpans counts whole spans refused (0 when only values were dropped,
+            # which the spec allows as a warning with a non-empty errorMessage).
+            body["partialSuccess"] = {"rejectedSpans": rejected, "errorMessage": message}
         return Response(body)
 
 
-def _first_reason(report: dict[str, Any]) -> str:
-    return next((r.get("reason", "") for r in report["results"] if r["status"] == "rejected"),
-                "")
+MAX_REASONS = 20  # in one errorMessage; the counts cover the rest
 
 
-class DecisionRequest(serializers.Serializer):
-    action = serializers.CharField(required=False, max_length=128)
-    amount = serializers.FloatField(required=False, min_value=0, max_value=1e12)
-    tool = serializers.CharField(required=False, max_length=128)
+def _partial_message(report: dict[str, Any], dropped: list[str]) -> str:
+    """What was not taken, for OTLP's partialSuccess: rejected spans with their reasons, then
+    every usage value dropped from an accepted span; "" when everything was taken."""
+    reasons = [f"{r.get('id', '')}: {r.get('reason', '')}" for r in report["results"]
+               if r["status"] == "rejected"]
+    parts = []
+    if reasons:
+        parts.append(f"{len(reasons)} span(s) rejected: " + "; ".join(reasons[:MAX_REASONS]))
+    if dropped:
+        parts.append(f"{len(dropped)} value(s) dropped: " + "; ".join(dropped[:MAX_REASONS]))
+    shown = min(len(reasons), MAX_REASONS) + min(len(dropped), MAX_REASONS)
+    if shown < len(reasons) + len(dropped):
+        parts.append(f"and {len(reasons) + len(dropped) - shown} more")
+    return " | ".join(parts)
+
+
+class DecisionRequestSerializer(serializers.Serializer):
+    """The body of `POST /decisions`, parsed by runtime.decision_request (the one reader of a
+    request's amount); the fields here describe it for the OpenAPI schema."""
+
+    tool = serializers.CharField(required=False, max_length=128,
+                                 help_text="the tool about to run")
+    action = serializers.CharField(required=False, max_length=128,
+                                   help_text="the governed action; the tool's name if omitted")
+    arguments = serializers.DictField(required=False,
+                                      help_text="the call's arguments as the model produced "
+                                                "them (at most 16 KiB, 8 levels deep)")
+    amount = serializers.CharField(required=False, help_text=(
+        "a number, or a plain decimal string (\"800.50\"), 0 to 1e12"))
     resource = serializers.CharField(required=False, max_length=256)
     record = serializers.CharField(required=False, max_length=256)
+    wait_seconds = serializers.FloatField(required=False, help_text=(
+        "how long the agent waits for a human; a pending decision expires at the earlier of "
+        "this and the server's timeout"))
     callback_url = serializers.URLField(required=False, max_length=500)
 
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if not any(attrs.get(k) for k in ("action", "tool", "resource")):
-            raise serializers.ValidationError("name an action, a tool or a resource")
-        url = attrs.get("callback_url", "")
+    def to_internal_value(self, data: Any) -> DecisionRequest:
+        try:
+            request = parse_request(data)
+        except RequestError as error:
+            raise Malformed(error.message, details=[{"pointer": error.pointer,
+                                                     "message": error.message}]) from None
+        url = request.callback_url
+        try:
+            if url:
+                serializers.URLField(max_length=500).run_validation(url)
+        except serializers.ValidationError as error:
+            message = str(error.detail[0]) if error.detail else "not a URL"
+            raise Malformed(message, details=[{"pointer": "/callback_url",
+                                               "message": message}]) from None
         if url and not listed(url, settings.DECISION_WEBHOOK_HOSTS):
-            raise serializers.ValidationError({"callback_url": (
-                "http(s) to a host and port listed in DECISION_WEBHOOK_HOSTS only"
-                if settings.DECISION_WEBHOOK_HOSTS else
-                "webhooks are off here (DECISION_WEBHOOK_HOSTS is empty); poll the decision")})
-        return attrs
+            message = ("http(s) to a host and port listed in DECISION_WEBHOOK_HOSTS only"
+                       if settings.DECISION_WEBHOOK_HOSTS else
+                       "webhooks are off here (DECISION_WEBHOOK_HOSTS is empty); poll the "
+                       "decision")
+            raise Malformed(message, details=[{"pointer": "/callback_url", "message": message}])
+        return request
 
 
 DecisionSerializer = inline_serializer("Decision", {
@@ -151,15 +193,12 @@ DecisionSerializer = inline_serializer("Decision", {
 class DecisionRequestView(APIView):
     """`POST /api/v1/agents/{name}/decisions`: allow, deny, or pending a human."""
 
-    @extend_schema(request=DecisionRequest, responses={201: DecisionSerializer})
+    @extend_schema(request=DecisionRequestSerializer, responses={201: DecisionSerializer})
     def post(self, request: Request, name: str) -> Response:
         agent = agent_for(request, name, people=(Role.ADMIN,))
-        body = DecisionRequest(data=request.data)
+        body = DecisionRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        data = dict(body.validated_data)
-        callback = data.pop("callback_url", "")
-        decision = actions.request_decision(agent, data, actor=request.user,
-                                            callback_url=callback)
+        decision = actions.request_decision(agent, body.validated_data, actor=request.user)
         return Response(decision.to_dict(), status=status.HTTP_201_CREATED)
 
 
@@ -179,6 +218,59 @@ class DecisionView(APIView):
         if actions.expire_decision(decision_id):  # past its time: deny now, not at the next tick
             decision.refresh_from_db()
         return Response(decision.to_dict())
+
+
+class AgentEventSerializer(serializers.ModelSerializer):
+    """One behaviour event as the agent (or its telemetry) sent it, with who sent it."""
+
+    id = serializers.CharField(source="event_id")
+
+    class Meta:
+        model = BehaviourEvent
+        fields = ["id", "ts", "kind", "tool", "resource", "record", "action", "amount",
+                  "approved_by", "decision_id", "trace_id", "span_id", "source", "model",
+                  "operation", "error", "input_tokens", "output_tokens", "cost", "attributes",
+                  "received_at", "sender", "foreign"]
+
+
+def _since(value: str | None) -> datetime | None:
+    """`?since=` as an aware moment; a value that is not RFC 3339 with a zone is refused."""
+    if value is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        raise Malformed("since must be an RFC 3339 time with a zone",
+                        details=[{"pointer": "/since", "message": "an RFC 3339 time with a zone"}])
+    return moment
+
+
+class AgentEventsView(APIView):
+    """`GET /api/v1/agents/{name}/events`: what the agent did, newest first, a page at a time
+    (`?kind=`, `?since=`): the agent itself, its owner, approvers and compliance."""
+
+    @extend_schema(parameters=[
+        OpenApiParameter("kind", str, enum=list(KINDS)),
+        OpenApiParameter("since", OpenApiTypes.DATETIME, description="events at or after"),
+        OpenApiParameter("page", int), OpenApiParameter("page_size", int)],
+        responses=AgentEventSerializer(many=True))
+    def get(self, request: Request, name: str) -> Response:
+        agent = agent_for(request, name, people=(Role.APPROVER, Role.COMPLIANCE))
+        events = BehaviourEvent.objects.filter(agent=agent).order_by("-ts", "-pk")
+        kind = request.query_params.get("kind")
+        if kind is not None:
+            if kind not in KINDS:
+                raise Malformed(f"kind must be one of {', '.join(KINDS)}",
+                                details=[{"pointer": "/kind",
+                                          "message": f"one of {', '.join(KINDS)}"}])
+            events = events.filter(kind=kind)
+        if (since := _since(request.query_params.get("since"))) is not None:
+            events = events.filter(ts__gte=since)
+        pages = Page()
+        page = pages.paginate_queryset(events, request, view=self)
+        return pages.get_paginated_response(AgentEventSerializer(page, many=True).data)
 
 
 class UnregisteredSerializer(serializers.ModelSerializer):

@@ -14,6 +14,8 @@ from typing import Any
 
 from django.utils.text import slugify
 
+from runtime.decision_request import read_amount
+
 KINDS = ("tool_call", "data_access", "action", "model_call", "agent_invocation")
 MAX_EVENTS = 5000
 MAX_PAST = timedelta(days=30)
@@ -165,9 +167,10 @@ def validate_event(raw: Any, now: datetime) -> Event | str:
             return f"{field} must be a string of at most {limit} characters"
         texts[field] = value
     amount = raw.get("amount")
-    if amount is not None and (isinstance(amount, bool) or not isinstance(amount, int | float)
-                               or not math.isfinite(amount) or not 0 <= amount <= 1e12):
-        return "amount must be a number between 0 and 1e12"
+    if amount is not None:  # read as every gate reads it (runtime/decision_request.py)
+        amount = read_amount(amount)
+        if isinstance(amount, str):
+            return f"amount cannot be read: {amount}"
     usage = _usage(raw)
     if isinstance(usage, str):
         return usage
@@ -178,7 +181,7 @@ def validate_event(raw: Any, now: datetime) -> Event | str:
     if raw["kind"] == "tool_call" and not texts.get("tool"):
         return "a tool_call event needs its tool"
     return Event.of(id=event_id, agent=slug, ts=moment, kind=raw["kind"],
-                    amount=float(amount) if amount is not None else None,
+                    amount=amount,
                     label=agent if agent != slug else "", **usage, **texts)
 
 
@@ -189,14 +192,13 @@ def _usage(raw: dict[str, Any]) -> dict[str, Any] | str:
         value = raw.get(field)
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 10**12:
-            return f"{field} must be an integer between 0 and 1e12"
+        if not token_count(value):
+            return f"{field} {TOKENS_EXPECTED}"
         usage[field] = value
     cost = raw.get("cost")
     if cost is not None:
-        if isinstance(cost, bool) or not isinstance(cost, int | float) or not (
-                math.isfinite(cost) and 0 <= cost <= 1e12):
-            return "cost must be a number between 0 and 1e12"
+        if not cost_value(cost):
+            return f"cost {COST_EXPECTED}"
         usage["cost"] = float(cost)
     attributes = raw.get("attributes")
     if attributes is not None:
@@ -211,6 +213,21 @@ def _usage(raw: dict[str, Any]) -> dict[str, Any] | str:
                         f"{MAX_ATTRIBUTE_TEXT} characters (key at most 128)")
         usage["attributes"] = attributes
     return usage
+
+
+TOKENS_EXPECTED = "must be an integer between 0 and 1e12"
+COST_EXPECTED = "must be a number between 0 and 1e12"
+
+
+def token_count(value: Any) -> bool:
+    """Whether a token count is one ingest keeps: an integer from 0 to 1e12."""
+    return not isinstance(value, bool) and isinstance(value, int) and 0 <= value <= 10**12
+
+
+def cost_value(value: Any) -> bool:
+    """Whether a cost is one ingest keeps: a finite number from 0 to 1e12."""
+    return (not isinstance(value, bool) and isinstance(value, int | float)
+            and math.isfinite(value) and 0 <= value <= 1e12)
 
 
 def _slugged(name: str) -> str:
@@ -354,15 +371,42 @@ def _kept(attrs: dict[str, Any]) -> dict[str, Any]:
     return kept
 
 
-def _whole(value: Any) -> int | None:
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        return None
-    return number if 0 <= number <= 10**12 else None
+def _usage_of(attrs: dict[str, Any], pointer: str, dropped: list[str]) -> dict[str, Any]:
+    """A span's token counts and cost within /api/v1/events' limits; each value outside them is
+    left out of the event and said in `dropped` (the export's partialSuccess reports it)."""
+    usage: dict[str, Any] = {}
+    for field in COUNT_FIELDS:
+        key = f"gen_ai.usage.{field}"
+        value = attrs.get(key)
+        if value is None:
+            continue
+        if isinstance(value, float) and value.is_integer() or (
+                isinstance(value, str) and value.isascii() and value.isdigit()):
+            value = int(value)  # a doubleValue of a whole count, or a count as a string
+        if token_count(value):
+            usage[field] = value
+        else:
+            dropped.append(f"{pointer} {key}={_shown(value)} dropped: {TOKENS_EXPECTED}")
+    key = "gen_ai.usage.cost" if "gen_ai.usage.cost" in attrs else "governance.cost"
+    cost = attrs.get(key)
+    if isinstance(cost, str):  # a doubleValue spelled as a string
+        try:
+            cost = float(cost)
+        except ValueError:
+            pass
+    if cost is not None:
+        if cost_value(cost):
+            usage["cost"] = cost
+        else:
+            dropped.append(f"{pointer} {key}={_shown(attrs.get(key))} dropped: {COST_EXPECTED}")
+    return usage
 
 
-def spans_to_events(payload: Any) -> list[dict[str, Any]]:
+def _shown(value: Any) -> str:
+    return repr(value)[:40]
+
+
+def spans_to_events(payload: Any, dropped: list[str] | None = None) -> list[dict[str, Any]]:
     """OTLP trace data (JSON encoding) to raw events by the GenAI semantic conventions:
     `execute_tool` spans become tool calls (gen_ai.tool.name), model operations (`chat`,
     `text_completion`, `generate_content`, `embeddings`) model calls with the request and
@@ -373,7 +417,9 @@ def spans_to_events(payload: Any) -> list[dict[str, Any]]:
     amount (a span with governance.action becomes an action event). Other spans are ignored.
     The agent is gen_ai.agent.name, else gen_ai.agent.id, else service.name. The event id is
     the span's trace and span id, so a re-sent export is a repeat. A body not shaped as an
-    ExportTraceServiceRequest raises ShapeError naming where."""
+    ExportTraceServiceRequest raises ShapeError naming where. A usage value outside ingest's
+    limits (negative, over 1e12, not a number) is left out, and said in `dropped`."""
+    dropped = [] if dropped is None else dropped
     events = []
     payload = _object(payload, "")
     for i, resource_spans in enumerate(_list(payload.get("resourceSpans"), "/resourceSpans")):
@@ -413,12 +459,7 @@ def spans_to_events(payload: Any) -> list[dict[str, Any]]:
                 model = attrs.get("gen_ai.response.model") or attrs.get("gen_ai.request.model")
                 if model:
                     event["model"] = str(model)[:128]
-                for field in ("input_tokens", "output_tokens"):
-                    if (tokens := _whole(attrs.get(f"gen_ai.usage.{field}"))) is not None:
-                        event[field] = tokens
-                cost = attrs.get("gen_ai.usage.cost", attrs.get("governance.cost"))
-                if cost is not None:
-                    event["cost"] = cost
+                event.update(_usage_of(attrs, r, dropped))
                 if error := _span_error(span, attrs, r):
                     event["error"] = error
                 for field in ("resource", "record", "action", "amount", "approved_by",

@@ -43,7 +43,10 @@ def test_the_refund_agent_story_end_to_end(people, live_server_process, start_wo
         # the human answers first; only then can the agent be in policy.
         escalation = eventually(lambda: Escalation.objects.filter(
             agent=agent, decision__isnull=False).first(), timeout=90, message=told)
-        assert escalation.decision.request == {"action": "payments.refund", "amount": 640.0}
+        # It asked with the tool's arguments; the control plane read the amount from them.
+        assert escalation.decision.request == {
+            "action": "payments.refund", "tool": "payments.refund", "amount": 640.0,
+            "arguments": {"order": "order-0009", "amount": 640}, "wait_seconds": 120.0}
         actions.resolve_escalation(escalation.pk, actor=people.carol, resolution="allow",
                                    comment="damaged order confirmed")
         eventually(lambda: Decision.objects.get(pk=escalation.decision_id).status == "used",

@@ -334,6 +334,9 @@ API = [
         body={"action": "payments.refund", "amount": 10}),
     Row("GET /api/v1/decisions/{decision}",
         (401,     200,    403,    200,    200,    200,    200,    200,    404)),
+    # what the agent did: itself, its owner, reviewers; never another owner or agent
+    Row("GET /api/v1/agents/refund-agent/events",
+        (401,     200,    403,    200,    200,    200,    200,    200,    403)),
     Row("GET /api/v1/unregistered",
         (401,     403,    403,    200,    200,    200,    200,    403,    403)),
     Row("POST /api/v1/unregistered/shadow-agent/assign",

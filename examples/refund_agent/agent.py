@@ -75,7 +75,10 @@ def work(client: Client, orders: int, stop: threading.Event, pause: float) -> No
             threshold = refund_threshold(deployment)
             decision_id = ""
             if threshold is not None and amount > threshold:
-                decision = client.decide("payments.refund", amount=amount, wait=120)
+                # The arguments as the tool gets them: the control plane reads the amount.
+                decision = client.decide(tool="payments.refund",
+                                         arguments={"order": order, "amount": amount},
+                                         wait_seconds=120)
                 log.info("%s: refund of $%.0f needs sign-off: %s (%s)", order, amount,
                          decision.outcome, decision.rule)
                 if not decision.allowed:

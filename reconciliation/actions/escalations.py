@@ -1,5 +1,6 @@
 """Humans resolving escalations, clearing blocks and acknowledging findings."""
 
+import copy
 import logging
 from datetime import datetime, timedelta
 from typing import Any
@@ -80,11 +81,12 @@ WRONG_RESOLUTION = {
 
 @transaction.atomic
 def resolve_escalation(escalation_id: int, *, actor: Any, resolution: str,
-                       comment: str) -> Escalation:
+                       comment: str, with_findings: list[Finding] | None = None) -> Escalation:
     """An approver resolves, with what fits the escalation's kind: drift is reverted, accepted
     into a proposal or the agent suspended; behaviour is acknowledged, the agent suspended, or
     the limit raised in a proposal; a pending decision is allowed or denied. Always with a
-    comment; never for an agent they own."""
+    comment; never for an agent they own. Accepting proposes this finding's change only (and
+    `with_findings`', the rest of an incident accepted whole), never all that was observed."""
     escalation = authorise_escalation(escalation_id, actor=actor, lock=True)
     if not comment.strip():
         raise Invalid("Resolving an escalation needs a comment.",
@@ -114,7 +116,8 @@ def resolve_escalation(escalation_id: int, *, actor: Any, resolution: str,
         outcome = _resolve_behaviour(escalation, finding, resolution, actor=actor,
                                      comment=comment, now=now)
     else:
-        outcome = _resolve_drift(escalation, finding, resolution, actor=actor, comment=comment)
+        outcome = _resolve_drift(escalation, finding, resolution, actor=actor, comment=comment,
+                                 with_findings=with_findings)
     escalation.status = EscalationStatus.RESOLVED
     escalation.resolution = resolution
     escalation.comment = comment
@@ -132,8 +135,11 @@ def resolve_escalation(escalation_id: int, *, actor: Any, resolution: str,
 
 
 def _resolve_drift(escalation: Escalation, finding: Finding | None, resolution: Resolution, *,
-                   actor: Any, comment: str) -> dict[str, Any]:
-    """Configuration drift: back to the loop as a correction, into a proposal, or suspend."""
+                   actor: Any, comment: str,
+                   with_findings: list[Finding] | None = None) -> dict[str, Any]:
+    """Configuration drift: back to the loop as a correction, into a proposal (of this
+    finding's change, and of `with_findings`' when an incident is accepted whole), or
+    suspend."""
     from registry import actions as registry_actions
     from registry.choices import VersionSource
     from registry.intake import read_spec
@@ -149,27 +155,108 @@ def _resolve_drift(escalation: Escalation, finding: Finding | None, resolution: 
         latest = agent.observations.order_by("-observed_at").first()
         if latest is None:
             raise Conflict("There is no observed state to accept.", code="no_observation")
-        spec = dict(agent.active_version.spec)
-        accepted = {key: latest.state[key] for key in ("tools", "data", "actions", "limits",
-                                                       "grants", "model", "version")
-                    if key in latest.state}
-        spec.update(accepted)
-        if isinstance(latest.state.get("mcp_servers"), list):
-            spec["mcp_servers"] = _accepted_mcp_servers(spec.get("mcp_servers", []),
-                                                        latest.state["mcp_servers"])
+        findings = [finding, *(with_findings or [])] if finding is not None else []
+        if not findings:
+            raise Conflict("This escalation has no finding whose change could be accepted; "
+                           "revert or suspend.", code="nothing_to_accept")
+        spec = accepted_spec(agent.active_version.spec, latest.state,
+                             [f.pointer for f in findings])
         outcome = registry_actions.propose(
             agent, read_spec(spec), agent.active_version.metadata, actor=actor,
             source=VersionSource.UI, comment=f"accepted from escalation {escalation.pk}",
             from_escalation=True)
-        if finding is not None:
-            finding.transition(
-                FindingStatus.ACCEPTED, proposal=outcome.version,
-                reason="accepted into a proposal: held until it is approved or refused")
+        finding.transition(
+            FindingStatus.ACCEPTED, proposal=outcome.version,
+            reason="accepted into a proposal: held until it is approved or refused")
         return {"proposal": outcome.version.pk}
     suspend_agent(agent, actor=actor, reason=f"escalation {escalation.pk}: {comment}")
     if finding is not None:
         finding.transition(FindingStatus.BLOCKED, reason="suspended by an approver")
     return {}
+
+
+def _tokens(pointer: str) -> list[str]:
+    return [t.replace("~1", "/").replace("~0", "~") for t in pointer.split("/")[1:]]
+
+
+def _keyed(entries: list, key: str, name: str) -> dict | None:
+    return next((e for e in entries if isinstance(e, dict) and e.get(key) == name), None)
+
+
+def _replace(entries: list, key: str, name: str, taken: dict | None) -> list:
+    """`entries` with the one named `name` replaced by `taken` (or dropped when None)."""
+    kept = [e for e in entries if not (isinstance(e, dict) and e.get(key) == name)]
+    return sorted([*kept, *([copy.deepcopy(taken)] if taken is not None else [])],
+                  key=lambda e: e.get(key, ""))
+
+
+def _take(spec: dict[str, Any], seen: dict[str, Any], tokens: list[str]) -> None:
+    """Make the one place `tokens` points at in `spec` what it is in `seen` (the observed
+    state as a spec), leaving every other part of the spec as approved."""
+    head, rest = (tokens[0], tokens[1:]) if tokens else ("", [])
+    if head == "tools" and len(rest) == 1:
+        tools = set(spec.get("tools", [])) - {rest[0]}
+        spec["tools"] = sorted(tools | ({rest[0]} & set(seen.get("tools", []))))
+    elif head == "data" and len(rest) == 1:
+        spec["data"] = _replace(spec.get("data", []), "resource", rest[0],
+                                _keyed(seen.get("data", []), "resource", rest[0]))
+    elif head == "actions" and len(rest) == 2 and rest[1] in ("approval_above", "max"):
+        rule = dict(spec.get("actions", {}).get(rest[0]) or {"approval_above": None,
+                                                              "max": None})
+        rule[rest[1]] = (seen.get("actions", {}).get(rest[0]) or {}).get(rest[1])
+        actions = dict(spec.get("actions", {}))
+        actions.pop(rest[0], None)
+        if any(value is not None for value in rule.values()):
+            actions[rest[0]] = rule
+        spec["actions"] = actions
+    elif head == "limits" and len(rest) == 2:
+        resource, metric = rest
+        kept = [e for e in spec.get("limits", []) if not (e.get("resource") == resource
+                                                          and metric in e)]
+        taken = [{"resource": resource, metric: e[metric], "per": e.get("per", "1h")}
+                 for e in seen.get("limits", [])
+                 if isinstance(e, dict) and e.get("resource") == resource and metric in e][:1]
+        spec["limits"] = [*kept, *taken]
+    elif head in ("model", "version") and not rest and seen.get(head) is not None:
+        spec[head] = seen[head]
+    elif head == "mcp_servers" and rest:
+        _take_mcp(spec, seen, rest)
+    else:
+        raise Conflict(f"The change at {'/' + '/'.join(tokens)} cannot be accepted into the "
+                       "spec; revert it or suspend the agent.", code="nothing_to_accept")
+
+
+def _take_mcp(spec: dict[str, Any], seen: dict[str, Any], rest: list[str]) -> None:
+    """A whole server, its address, or one of its tools, as observed."""
+    servers = spec.get("mcp_servers", [])
+    server = _keyed(seen.get("mcp_servers", []), "name", rest[0])
+    approved = _keyed(servers, "name", rest[0])
+    if len(rest) == 1 or approved is None or server is None:
+        taken = server
+    elif len(rest) == 3 and rest[1] == "tools":
+        taken = {**approved, "tools": _replace(approved.get("tools", []), "name", rest[2],
+                                               _keyed(server.get("tools", []), "name",
+                                                      rest[2]))}
+    else:  # /url or /command moved
+        taken = {**approved, rest[1]: server.get(rest[1])}
+    spec["mcp_servers"] = _replace(servers, "name", rest[0], taken)
+    if not spec["mcp_servers"]:
+        del spec["mcp_servers"]
+
+
+def accepted_spec(approved: dict[str, Any], observed: dict[str, Any],
+                  pointers: list[str]) -> dict[str, Any]:
+    """The approved spec with only the changes at `pointers` (the accepted findings') taken
+    from the observed state: accepting one finding never carries another drift along."""
+    seen = {key: observed[key] for key in ("tools", "data", "actions", "limits", "model",
+                                           "version") if key in observed}
+    if isinstance(observed.get("mcp_servers"), list):
+        seen["mcp_servers"] = _accepted_mcp_servers(approved.get("mcp_servers", []),
+                                                    observed["mcp_servers"])
+    spec = copy.deepcopy(dict(approved))
+    for pointer in pointers:
+        _take(spec, seen, _tokens(pointer))
+    return spec
 
 
 def _accepted_mcp_servers(approved: list[dict], observed: list[dict]) -> list[dict]:

@@ -40,8 +40,11 @@ def resolve_incident(escalation_id: int, *, actor: Any, resolution: str,
     holds all their findings, not one per finding."""
     first = authorise_escalation(escalation_id, actor=actor, lock=True)
     members = incident_members(first)
+    # Accepting the incident proposes its findings' changes together, and nothing else.
+    siblings = [m.finding for m in members[1:] if m.finding is not None]
     resolved = [resolve_escalation(first.pk, actor=actor, resolution=resolution,
-                                   comment=comment)]
+                                   comment=comment, with_findings=siblings
+                                   if resolution == Resolution.ACCEPT else None)]
     proposal = None
     if resolution == Resolution.ACCEPT:
         proposal = (Finding.objects.filter(pk=first.finding_id)

@@ -17,6 +17,7 @@ from reconciliation.actions.common import SYSTEM, alert, desired_now, state_hash
 from reconciliation.choices import DecisionOutcome, DecisionStatus, EscalationStatus
 from reconciliation.models import Decision, Escalation
 from registry.choices import Lifecycle, Role
+from registry.intake import Malformed
 from registry.manifest import duration_seconds
 from registry.models import Agent
 from registry.principals import acting_agent
@@ -25,26 +26,66 @@ from runtime import windows
 from runtime.actions.behaviour import ensure_windows
 from runtime.actions.group_rules import decision_block, decision_hold
 from runtime.behaviour import callable_tools, window_checks
+from runtime.decision_request import DecisionRequest, RequestError, parse_request
 from runtime.events import Event
+
+# What the spec does with an action it names nowhere, unless it says (spec.unlisted_actions).
+UNLISTED_DEFAULT = "deny"
 
 
 def _amount(value: float) -> str:
     return f"${value:,.0f}" if float(value).is_integer() else f"${value:,.2f}"
 
 
-def evaluate(spec: dict[str, Any], request: dict[str, Any], agent: Agent,
+def _action_rule(spec: dict[str, Any], request: DecisionRequest,
+                 tools: set[str]) -> tuple[str, str]:
+    """(outcome, rule) for the governed action: its rule in spec.actions (which reads the
+    amount), an approved tool with no rule, or the spec's default for anything it does not
+    name."""
+    action, amount = request.action, request.amount
+    limits = spec["actions"].get(action)
+    if limits is None:
+        if action in tools:
+            return DecisionOutcome.ALLOW, f"tools/{action}: an approved tool with no action rule"
+        default = spec.get("unlisted_actions", UNLISTED_DEFAULT)
+        return (DecisionOutcome.ALLOW if default == "allow" else DecisionOutcome.DENY,
+                f"unlisted_actions: {action} is neither in the spec's actions nor an approved "
+                f"tool, and the spec's default for such actions is {default}")
+    reads = [name for name in ("max", "approval_above") if limits[name] is not None]
+    if amount is None:
+        return DecisionOutcome.DENY, (
+            f"actions/{action}/{reads[0]}: the rule reads the amount and {request.amount_problem}"
+            "; without it the answer is no")
+    if limits["max"] is not None and amount > limits["max"]:
+        return DecisionOutcome.DENY, (f"actions/{action}/max: {action} of {_amount(amount)} is "
+                                      f"above the maximum {_amount(limits['max'])}")
+    if limits["approval_above"] is not None and amount > limits["approval_above"]:
+        return DecisionOutcome.PENDING, (f"actions/{action}/approval_above: {action} of "
+                                         f"{_amount(amount)} is above "
+                                         f"{_amount(limits['approval_above'])}: a human must "
+                                         "sign off")
+    return DecisionOutcome.ALLOW, (f"actions/{action}: {action} of {_amount(amount)} is within "
+                                   f"its {' and '.join(reads)}")
+
+
+def evaluate(spec: dict[str, Any], request: DecisionRequest, agent: Agent,
              now: datetime) -> tuple[str, str]:
-    """(outcome, rule) for a request against the effective desired state and live windows."""
+    """(outcome, rule) for a request against the effective desired state and live windows; the
+    rule names the part of the spec that decided (docs/decisions.md)."""
     if agent.lifecycle != Lifecycle.ACTIVE:
-        return DecisionOutcome.DENY, f"{agent.name} is {agent.lifecycle}"
-    tool, resource = request.get("tool"), request.get("resource")
-    if tool and tool not in callable_tools(spec):
-        return DecisionOutcome.DENY, f"tool {tool} is not approved"
+        return DecisionOutcome.DENY, f"lifecycle: {agent.name} is {agent.lifecycle}"
+    tools = callable_tools(spec)
+    tool, resource = request.tool, request.resource
+    if tool and tool not in tools:
+        return DecisionOutcome.DENY, f"tools: tool {tool} is not approved"
     if resource and resource not in {d["resource"] for d in spec["data"]}:
-        return DecisionOutcome.DENY, f"resource {resource} is not approved"
+        return DecisionOutcome.DENY, f"data: resource {resource} is not approved"
+    if request.amounts_disagree:
+        return DecisionOutcome.DENY, (f"amount: {request.amount_problem}, so the call could do "
+                                      "other than what is judged")
     if resource:
         probe = Event(id="decision-probe", agent=agent.name, ts=now, kind="data_access",
-                      resource=resource, record=request.get("record") or "")
+                      resource=resource, record=request.record)
         durations = {limit["per"]: duration_seconds(limit["per"]) for limit in spec["limits"]}
         checks = window_checks(spec, probe, agent.pk, durations)
         try:
@@ -57,17 +98,9 @@ def evaluate(spec: dict[str, Any], request: dict[str, Any], agent: Agent,
         for check, count in zip(checks, seen, strict=True):
             if count + 1 > check.limit:
                 return DecisionOutcome.DENY, f"{check.rule} (the window is full)"
-    action, amount = request.get("action"), request.get("amount")
-    limits = spec["actions"].get(action or "")
-    if limits and amount is not None:
-        if limits["max"] is not None and amount > limits["max"]:
-            return DecisionOutcome.DENY, (f"{action} of {_amount(amount)} is above the maximum "
-                                          f"{_amount(limits['max'])}")
-        if limits["approval_above"] is not None and amount > limits["approval_above"]:
-            return DecisionOutcome.PENDING, (f"{action} of {_amount(amount)} is above "
-                                             f"{_amount(limits['approval_above'])}: a human "
-                                             "must sign off")
-    return DecisionOutcome.ALLOW, "within the approved state"
+    if request.action:
+        return _action_rule(spec, request, tools)
+    return DecisionOutcome.ALLOW, f"data/{resource}: an approved resource within its limits"
 
 
 @transaction.atomic
@@ -79,13 +112,17 @@ def _person_behind(actor: Any) -> Any:
     return actor if getattr(actor, "pk", None) else None
 
 
-def request_decision(agent: Agent, request: dict[str, Any], *, actor: Any,
+def request_decision(agent: Agent, request: DecisionRequest | dict[str, Any], *, actor: Any,
                      callback_url: str = "") -> Decision:
-    """Decide now, or open an escalation for an approver and wait (pending)."""
+    """Decide now, or open an escalation for an approver and wait (pending) until the
+    earlier of the server's timeout and the asking agent's `wait_seconds`."""
     if agent.active_version_id is None:
         raise Conflict(f"{agent.name} has no approved desired state.", code="not_approved")
+    asked = request if isinstance(request, DecisionRequest) else _parsed(request)
+    callback_url = callback_url or asked.callback_url
+    request = asked.to_dict()
     now = timezone.now()
-    outcome, rule = evaluate(desired_now(agent, now), request, agent, now)
+    outcome, rule = evaluate(desired_now(agent, now), asked, agent, now)
     approvals = 1
     if outcome != DecisionOutcome.DENY:
         try:
@@ -111,8 +148,7 @@ def request_decision(agent: Agent, request: dict[str, Any], *, actor: Any,
         status=DecisionStatus.PENDING if pending else DecisionStatus.DECIDED, rule=rule,
         callback_url=callback_url, generation=agent.generation, created_at=now,
         asked_by=_person_behind(actor), required_approvals=approvals,
-        expires_at=now + timedelta(seconds=settings.DECISION_TIMEOUT_SECONDS) if pending
-        else None)
+        expires_at=now + timedelta(seconds=_wait(asked)) if pending else None)
     audit.record(actor=actor, action=AuditAction.DECISION_MADE, target=f"decision:{decision.pk}",
                  agent=agent.name, after={"request": request, "outcome": outcome}, reason=rule)
     if pending:
@@ -125,6 +161,21 @@ def request_decision(agent: Agent, request: dict[str, Any], *, actor: Any,
               message=rule, severity="high")
         _schedule_expiry(decision)
     return decision
+
+
+def _parsed(raw: dict[str, Any]) -> DecisionRequest:
+    try:
+        return parse_request(raw)
+    except RequestError as error:
+        raise Malformed(error.message, details=[{"pointer": error.pointer,
+                                                 "message": error.message}]) from None
+
+
+def _wait(request: DecisionRequest) -> float:
+    """How long a pending decision waits: the server's timeout, or less when the asking agent
+    will not wait that long (the approver's countdown shows the earlier)."""
+    timeout = float(settings.DECISION_TIMEOUT_SECONDS)
+    return min(timeout, request.wait_seconds) if request.wait_seconds else timeout
 
 
 def _schedule_expiry(decision: Decision) -> None:

@@ -49,3 +49,19 @@ def test_without_an_answer_in_time_the_decision_is_still_pending_and_not_allowed
         expires_at=timezone.now() - timedelta(seconds=1))
     expired = agent_client.wait_for_decision(decision.id, timeout=5, poll=0.1)
     assert (expired.outcome, expired.status) == ("deny", "expired")
+
+
+def test_a_tool_call_is_judged_from_its_arguments_and_the_agents_wait(agent_client):
+    # The arguments as the model produced them: the control plane reads "800" as 800.
+    held = agent_client.decide(tool="payments.refund", arguments={"order": "A-1",
+                                                                  "amount": "800"},
+                               wait_seconds=7, wait=0.2, poll=0.1)
+    assert held.pending and not held.allowed
+    stored = Decision.objects.get(pk=held.id)
+    assert stored.request["amount"] == 800.0
+    assert timedelta(seconds=6) < stored.expires_at - stored.created_at <= timedelta(seconds=7)
+    # A misspelled amount is a deny that says what it saw, not an allow.
+    refused = agent_client.decide(tool="payments.refund", arguments={"Amount": 800})
+    assert refused.outcome == "deny" and "arguments has 'Amount'" in refused.rule
+    # The old call shape still works.
+    assert agent_client.decide("payments.refund", amount=120).allowed

@@ -113,7 +113,7 @@ def test_a_block_does_not_lift_while_the_window_is_still_over(people, redis_clie
     assert not AuditEntry.objects.filter(action="group_rule.lifted").exists()
     denied = runtime_actions.request_decision(Agent.objects.get(), {"action": "payments.refund",
                                                             "amount": 1}, actor=people.alice)
-    assert (denied.outcome, denied.rule) == ("deny", "pay-b is suspended")
+    assert (denied.outcome, denied.rule) == ("deny", "lifecycle: pay-b is suspended")
     assert GroupBreach.objects.count() == 1
     import django_rq
 

@@ -184,7 +184,8 @@ def test_restrict_keeps_only_the_safe_tools_until_recertified(people, api_as):
     own = token_client(people, agent)
 
     def ask(tool: str) -> str:
-        answer = own.post("/api/v1/agents/refund-agent/decisions", {"tool": tool},
+        answer = own.post("/api/v1/agents/refund-agent/decisions",
+                          {"tool": tool, "arguments": {"order": "A-1", "amount": 100}},
                           format="json")
         assert answer.status_code == 201, answer.json()
         return answer.json()["outcome"]

@@ -247,20 +247,27 @@ class Client:
             self.request("POST", "/api/v1/events", json=events, idempotent=True,
                          retry=False).json())
 
-    def decide(self, action: str, *, amount: float | None = None,
-               tool: str | None = None, resource: str | None = None, record: str | None = None,
-               callback_url: str | None = None, wait: float = 0.0, poll: float = 1.0,
-               agent: str | None = None) -> Decision:
-        """Ask whether the agent may do `action` now. A pending answer (a human must sign
-        off) is polled for up to `wait` seconds; if nobody answered by then the decision
-        returned is still pending, which `allowed` treats as no."""
-        body = {"action": action, "amount": amount, "tool": tool, "resource": resource,
-                "record": record, "callback_url": callback_url}
+    def decide(self, action: str | None = None, *, amount: float | str | None = None,
+               tool: str | None = None, arguments: dict[str, Any] | None = None,
+               resource: str | None = None, record: str | None = None,
+               wait_seconds: float | None = None, callback_url: str | None = None,
+               wait: float = 0.0, poll: float = 1.0, agent: str | None = None) -> Decision:
+        """Ask whether the agent may do `action` (or run `tool` with `arguments`, exactly as
+        the model produced them) now. The control plane reads any amount from `amount` or
+        `arguments["amount"]` itself; a rule that needs one it cannot read answers deny.
+        `wait_seconds` tells it how long this agent will wait for a human (a pending decision
+        expires then); a pending answer is polled for up to `wait` seconds (`wait_seconds`
+        when `wait` is not given), and one nobody answered is still pending, which `allowed`
+        treats as no."""
+        body = {"action": action, "amount": amount, "tool": tool, "arguments": arguments,
+                "resource": resource, "record": record, "wait_seconds": wait_seconds,
+                "callback_url": callback_url}
         # Not idempotent: each call makes a new decision, so only unsent requests are retried.
         response = self.request("POST", self._agent_path(agent, "decisions"),
                                 json={k: v for k, v in body.items() if v is not None})
         decision = Decision.from_json(response.json())
-        return self.wait_for_decision(decision, timeout=wait, poll=poll)
+        return self.wait_for_decision(decision, timeout=wait or (wait_seconds or 0.0),
+                                      poll=poll)
 
     def decision(self, decision_id: str) -> Decision:
         """A decision as it stands now."""
