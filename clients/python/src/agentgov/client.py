@@ -160,13 +160,14 @@ class Client:
 
     # --- for agents and their platforms -------------------------------------------------------
 
-    def desired_state(self, agent: str | None = None) -> DesiredState:
+    def desired_state(self, agent: str | None = None, *, retry: bool = True) -> DesiredState:
         """The effective desired state. Sends the last ETag: an unchanged state answers 304
-        and the same (unparsed, cached) DesiredState object is returned."""
+        and the same (unparsed, cached) DesiredState object is returned. `retry=False` asks
+        once (a gate checking in before a call must not wait out the backoff)."""
         path = self._agent_path(agent, "desired-state")
         cached = self._desired.get(path)
         headers = {"If-None-Match": cached.etag} if cached and cached.etag else {}
-        response = self.request("GET", path, headers=headers)
+        response = self.request("GET", path, headers=headers, retry=retry)
         if response.status_code == 304 and cached is not None:
             return cached
         state = DesiredState.from_json(response.json(), response.headers.get("ETag", ""))
@@ -249,13 +250,14 @@ class Client:
 
     def decide(self, action: str, *, amount: float | None = None,
                tool: str | None = None, resource: str | None = None, record: str | None = None,
-               callback_url: str | None = None, wait: float = 0.0, poll: float = 1.0,
-               agent: str | None = None) -> Decision:
-        """Ask whether the agent may do `action` now. A pending answer (a human must sign
-        off) is polled for up to `wait` seconds; if nobody answered by then the decision
-        returned is still pending, which `allowed` treats as no."""
+               arguments: dict[str, Any] | None = None, callback_url: str | None = None,
+               wait: float = 0.0, poll: float = 1.0, agent: str | None = None) -> Decision:
+        """Ask whether the agent may do `action` now (with the call's full `arguments`, when
+        a tool call is what is asked about). A pending answer (a human must sign off) is
+        polled for up to `wait` seconds; if nobody answered by then the decision returned is
+        still pending, which `allowed` treats as no."""
         body = {"action": action, "amount": amount, "tool": tool, "resource": resource,
-                "record": record, "callback_url": callback_url}
+                "record": record, "arguments": arguments, "callback_url": callback_url}
         # Not idempotent: each call makes a new decision, so only unsent requests are retried.
         response = self.request("POST", self._agent_path(agent, "decisions"),
                                 json={k: v for k, v in body.items() if v is not None})
