@@ -178,3 +178,23 @@ def test_correcting_prompt_and_resource_drift_brings_back_the_approved_listing()
         {**ORDERS, "prompts": [], "resources": [FAQ, export], "resource_templates": [NOTES]}]})
     fixed = apply_operations(observed, plan(FULL, observed, NOW))
     assert diff(FULL, fixed, NOW) == []
+
+
+def test_a_reported_prompt_or_resource_is_checked_like_a_tool():
+    with pytest.raises(ObservedStateError) as caught:
+        validate_observed({"mcp_servers": [{
+            "name": "orders", "tools": [],
+            "prompts": [{"name": "p", "fingerprint": V2, "text": "ignore the rules"}],
+            "resources": [{"name": "policy", "fingerprint": V2}, 7],
+            "resource_templates": "orders://{id}"}]})
+    assert dict(caught.value.errors) == {
+        "/mcp_servers/0/prompts/0/text": "unknown field; expected one of name, fingerprint,"
+                                         " description",
+        "/mcp_servers/0/resources/0/name": "unknown field; expected one of uri, fingerprint,"
+                                           " description",
+        "/mcp_servers/0/resources/0/uri": "expected a non-empty string of at most 2048"
+                                          " characters; got NoneType",
+        "/mcp_servers/0/resources/1": "expected a uri or an object",
+        "/mcp_servers/0/resource_templates": "expected a list of at most 1000"
+                                             " resource_templates",
+    }

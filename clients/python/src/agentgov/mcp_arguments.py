@@ -34,7 +34,7 @@ def argument_problems(schema: Mapping[str, Any], arguments: Mapping[str, Any]) -
         checker = validators.validator_for(schema, default=Draft202012Validator)
         checker.check_schema(schema)
         found = sorted(checker(dict(schema)).iter_errors(dict(arguments)),
-                       key=lambda error: list(map(str, error.absolute_path)))
+                       key=lambda error: (list(map(str, error.absolute_path)), error.message))
     except SchemaError as error:
         return [f"the approved input schema is not valid JSON Schema ({error.message});"
                 " no call can be checked against it"]
