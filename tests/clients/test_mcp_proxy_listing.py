@@ -48,3 +48,38 @@ def test_a_listing_started_before_the_one_held_is_dropped_and_not_reported():
     # a later listing is taken as usual (the server reverted)
     governor.saw(listing(approved), started=4.0)
     assert governor.refusal("tools", "lookup_order")[0] is None
+
+
+def test_a_version_1_pin_keeps_a_tool_it_saw_whole_and_refuses_one_with_a_new_field():
+    from agentgov.mcp_fingerprint import tool_fingerprint_v1
+
+    reports = Reports()
+    governor = McpGovernor(client=reports, agent="support-agent", server="orders",
+                           upstream=Upstream("http://127.0.0.1:9/mcp"))
+    old_pin = tool_fingerprint_v1("Look up an order.", {"type": "object"})
+    governor.approved["tools"] = {"lookup_order": old_pin}
+    plain = face("Look up an order.")
+    governor.saw(listing(plain), started=1.0)
+    # upgrading the proxy neither hides the tool nor reports it as changed
+    assert governor.refusal("tools", "lookup_order")[0] is None
+    assert reports.sent[-1][0]["tools"][0]["fingerprint"] == old_pin
+    # the same tool now saying it is read-only: the approver never saw that, so it changed
+    flipped = {**plain, "annotations": {"readOnlyHint": True}}
+    flipped["fingerprint"] = tool_fingerprint(**{k: flipped[k] for k in (
+        "name", "title", "description", "annotations", "input_schema", "output_schema")})
+    governor.saw(listing(flipped), started=2.0)
+    assert "changed since it was approved" in governor.refusal("tools", "lookup_order")[0]
+    assert reports.sent[-1][0]["tools"][0]["fingerprint"] == flipped["fingerprint"]
+
+
+def test_the_listing_is_reported_again_after_report_every_even_unchanged():
+    reports = Reports()
+    governor = McpGovernor(client=reports, agent="support-agent", server="orders",
+                           upstream=Upstream("http://127.0.0.1:9/mcp"), report_every=0)
+    tool = face("Look up an order.")
+    governor.saw(listing(tool), started=1.0)
+    governor.saw(listing(tool), started=2.0)
+    assert len(reports.sent) == 2
+    governor.report_every = 3600
+    governor.saw(listing(tool), started=3.0)
+    assert len(reports.sent) == 2
