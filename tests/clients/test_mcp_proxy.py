@@ -85,9 +85,10 @@ def calls(state: Path) -> list[dict]:
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
 
-def with_session(target: Any, work: Callable[[McpClient], Awaitable[Any]]) -> Any:
+def with_session(target: Any, work: Callable[[McpClient], Awaitable[Any]], **options: Any
+                 ) -> Any:
     async def run() -> Any:
-        async with McpClient(target) as session:
+        async with McpClient(target, **options) as session:
             return await work(session)
     return anyio.run(run)
 
@@ -289,7 +290,9 @@ def test_over_stdio_a_changed_tool_stays_hidden_after_the_server_reverts_until_b
         result = await session.call_tool("lookup_order", {"order_id": "7"})
         assert result.data == "order 7: 2 mugs, delivered broken"
 
-    with_session(proxy, story)
+    # the handshake era: the newer era's 10 s discovery probe counts the proxy's start-up,
+    # which a loaded machine can exceed (the client then falls back on a used connection)
+    with_session(proxy, story, mode="legacy")
     added = finding(agent, "mcp_tool_added")
     assert (added.pointer, added.expected, added.actual["description"]) == (
         "/mcp_servers/orders/tools/delete_customer", None,

@@ -543,8 +543,10 @@ class GovernedProxyClient(ProxyClient):
 
 def watch_upstream(governor: McpGovernor, *, interval: float, stop: threading.Event) -> None:
     """Every `interval` seconds: follow the desired state and list the upstream, reporting
-    what it offers, so a change is drift (and hidden) even while the agent lists nothing."""
-    while not stop.is_set():
+    what it offers, so a change is drift (and hidden) even while the agent lists nothing. The
+    first pass waits one interval: at start-up the agent's own first request lists the
+    upstream, and a second upstream starting beside it slows the proxy's first answer."""
+    while not stop.wait(interval):
         try:
             governor.follow()
             started = time.monotonic()
@@ -555,7 +557,6 @@ def watch_upstream(governor: McpGovernor, *, interval: float, stop: threading.Ev
         except Exception as error:  # the upstream or the control plane may fail in any way
             log.warning("watching %s failed: %s; trying again in %ss", governor.server, error,
                         interval)
-        stop.wait(interval)
 
 
 def build_proxy(governor: McpGovernor, *, decision_wait: float = 300.0,
