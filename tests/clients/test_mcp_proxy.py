@@ -277,7 +277,9 @@ def test_over_stdio_a_changed_tool_stays_hidden_after_the_server_reverts_until_b
 
         # bob orders the revert, which the fresh observation (the server reverted) confirms;
         # the closed finding releases the tool in the same session
-        for drift in (finding(agent, "mcp_tool_changed"), finding(agent, "mcp_tool_added")):
+        drifts = await anyio.to_thread.run_sync(lambda: [
+            finding(agent, "mcp_tool_changed"), finding(agent, "mcp_tool_added")])
+        for drift in drifts:
             await anyio.to_thread.run_sync(resolve, server, keys.bob, drift, "revert")
         await anyio.to_thread.run_sync(lambda: eventually(
             lambda: set(Finding.objects.filter(agent=agent, kind__startswith="mcp_")

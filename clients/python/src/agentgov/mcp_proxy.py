@@ -311,7 +311,9 @@ class McpGovernor:
         for primitive in PRIMITIVES:
             entry[primitive] = [reported(primitive, seen, self.approved[primitive].get(name))
                                 for name, seen in sorted(self.offered[primitive].items())]
-            if not entry[primitive] and primitive != "tools":
+            # an empty listing is said only where it matters (something of it is approved),
+            # so a server offering no prompts reports as it did before prompts were governed
+            if not entry[primitive] and primitive != "tools" and not self.approved[primitive]:
                 del entry[primitive]
         return entry
 
@@ -390,12 +392,21 @@ class GovernanceMiddleware(Middleware):
         self.decision_poll = decision_poll
 
     async def _listed(self, primitive: str, items: list[Any], started: float) -> list[Any]:
+        """Remember and report the listing, hear the control plane (what is approved and held
+        now), and keep what the agent may see."""
         listing = {primitive: [face(primitive, _as_mcp(primitive, item)) for item in items]}
+
+        def look() -> None:
+            try:
+                self.governor.follow(retry=False)
+            finally:
+                self.governor.saw(listing, started, primitives=[primitive])
+
         try:
-            await anyio.to_thread.run_sync(
-                lambda: self.governor.saw(listing, started, primitives=[primitive]))
+            await anyio.to_thread.run_sync(look)
         except AgentGovError as error:  # still filter: the control plane being down opens nothing
-            log.warning("reporting %s's %s failed: %s", self.governor.server, primitive, error)
+            log.warning("listing %s's %s: the control plane failed: %s", self.governor.server,
+                        primitive, error)
         if self.governor.link.refusal() is not None:
             return []
         return [item for item in items
