@@ -83,3 +83,19 @@ def test_the_listing_is_reported_again_after_report_every_even_unchanged():
     governor.report_every = 3600
     governor.saw(listing(tool), started=3.0)
     assert len(reports.sent) == 2
+
+
+def test_an_approved_template_does_not_open_a_listed_resource_nobody_approved():
+    from agentgov.mcp_fingerprint import resource_fingerprint
+
+    governor = McpGovernor(client=Reports(), agent="support-agent", server="orders",
+                           upstream=Upstream("http://127.0.0.1:9/mcp"))
+    template = {"uri_template": "orders://{name}", "description": "",
+                "fingerprint": resource_fingerprint("orders://{name}", template=True)}
+    secret = {"uri": "orders://export", "description": "",
+              "fingerprint": resource_fingerprint("orders://export")}
+    governor.approved["resource_templates"] = {"orders://{name}": template["fingerprint"]}
+    governor.saw({"tools": [], "prompts": [], "resources": [secret],
+                  "resource_templates": [template]}, started=1.0)
+    assert governor.readable("orders://notes") is None  # through the approved template
+    assert "'orders://export' is not approved" in governor.readable("orders://export")

@@ -350,12 +350,16 @@ class McpGovernor:
 
     def readable(self, uri: str) -> str | None:
         """Why reading `uri` is refused, or None: it must be an approved resource as offered
-        now, or match an approved resource template as offered now."""
+        now, or (when the server lists no resource of that URI) match an approved resource
+        template as offered now."""
         why, _ = self.refusal("resources", uri)
         if why is None:
             return None
         with self._lock:
             templates = list(self.approved["resource_templates"])
+            listed = uri in self.offered["resources"] or uri in self.approved["resources"]
+        if listed:  # a resource of its own is judged as one: a template does not widen it
+            return why
         for template in templates:
             if _matches_template(template, uri) and self.refusal("resource_templates",
                                                                  template)[0] is None:
