@@ -67,10 +67,11 @@ def drift_phrase(kind: str, pointer: str, expected: Any = None, actual: Any = No
         return f"{change} its limit on {where}{_versus(actual, expected)}"
     if kind == "action_added":
         return f"gained action {subject}"
-    if kind.startswith("mcp_tool_"):
+    if kind.startswith(("mcp_tool_", "mcp_prompt_", "mcp_resource_")):
         tool = parts[3] if len(parts) > 3 else subject
         verb = {"added": "gained", "removed": "lost", "changed": "changed"}[kind.rsplit("_")[-1]]
-        return f"{verb} MCP tool {tool} on {subject}"
+        noun = kind.removeprefix("mcp_").rsplit("_", 1)[0].replace("_", " ")
+        return f"{verb} MCP {noun} {tool} on {subject}"
     if kind == "mcp_server_moved":
         return f"moved MCP server {subject}{_versus(actual, expected)}"
     return f"drifted at {pointer}" if pointer else f"drifted ({kind})"

@@ -31,6 +31,7 @@ from reconciliation.choices import (
     Trigger,
 )
 from reconciliation.filters import EscalationFilterSet, FindingFilterSet
+from reconciliation.mcp_holds import held_mcp
 from reconciliation.models import BreakerTrip, ControlState, Correction, Escalation, Finding
 from reconciliation.observed import ObservedStateError, validate_observed
 from reconciliation.triggers import enqueue_reconcile
@@ -145,6 +146,8 @@ class DesiredStateView(APIView):
                          "generation": serializers.IntegerField(),
                          "spec": serializers.DictField(), "running": serializers.BooleanField(),
                          "corrections": serializers.ListField(child=serializers.CharField()),
+                         "held": serializers.ListField(child=serializers.DictField(),
+                                                       required=False),
                          "sha256": serializers.CharField()}), 304: None})
     def get(self, request: Request, name: str) -> Response | HttpResponse:
         agent = agent_for(request, name, people=(Role.APPROVER, Role.COMPLIANCE, Role.OWNER))
@@ -161,6 +164,8 @@ class DesiredStateView(APIView):
             pending = []  # corrections are what was done to it: not another owner's to read
         body = {"agent": agent.name, "generation": agent.generation, "spec": effective,
                 "running": running, "corrections": pending}
+        if held := held_mcp(agent):  # only when something is held: other bodies keep their hash
+            body["held"] = held
         digest = actions.state_hash(body)
         etag = f'"{digest}"'
         if etag in [t.strip() for t in request.headers.get("If-None-Match", "").split(",")]:

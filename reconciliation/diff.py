@@ -20,6 +20,9 @@ Decisions worth knowing:
   missing as a whole; inside an approved server each tool is compared by name and fingerprint
   (an observed tool without a fingerprint is compared by name only), and a changed fingerprint
   carries both descriptions so a reviewer can read what the server now tells the model.
+  Prompts, resources (by URI) and resource templates (by URI template) are compared the same
+  way, but only when the observation lists them (an adapter reporting tools says nothing of
+  prompts).
 """
 
 from __future__ import annotations
@@ -73,6 +76,15 @@ class DriftKind(StrEnum):
     MCP_TOOL_ADDED = "mcp_tool_added"
     MCP_TOOL_REMOVED = "mcp_tool_removed"
     MCP_TOOL_CHANGED = "mcp_tool_changed"
+    MCP_PROMPT_ADDED = "mcp_prompt_added"
+    MCP_PROMPT_REMOVED = "mcp_prompt_removed"
+    MCP_PROMPT_CHANGED = "mcp_prompt_changed"
+    MCP_RESOURCE_ADDED = "mcp_resource_added"
+    MCP_RESOURCE_REMOVED = "mcp_resource_removed"
+    MCP_RESOURCE_CHANGED = "mcp_resource_changed"
+    MCP_RESOURCE_TEMPLATE_ADDED = "mcp_resource_template_added"
+    MCP_RESOURCE_TEMPLATE_REMOVED = "mcp_resource_template_removed"
+    MCP_RESOURCE_TEMPLATE_CHANGED = "mcp_resource_template_changed"
 
 
 class Severity(StrEnum):
@@ -104,6 +116,9 @@ class OperationKind(StrEnum):
     SET_MCP_SERVER = "set_mcp_server"
     REMOVE_MCP_TOOL = "remove_mcp_tool"
     SET_MCP_TOOL = "set_mcp_tool"
+    # a prompt, resource or resource template: value {"primitive", "key"} / {"primitive", "item"}
+    REMOVE_MCP_ITEM = "remove_mcp_item"
+    SET_MCP_ITEM = "set_mcp_item"
 
 
 _HIGH, _MEDIUM, _LOW = Severity.HIGH, Severity.MEDIUM, Severity.LOW
@@ -137,7 +152,31 @@ SEVERITY_BY_KIND = {
     DriftKind.MCP_TOOL_ADDED: _HIGH,
     DriftKind.MCP_TOOL_REMOVED: _LOW,
     DriftKind.MCP_TOOL_CHANGED: _HIGH,
+    # a prompt's text and a resource's description reach the model as a tool's do
+    DriftKind.MCP_PROMPT_ADDED: _HIGH,
+    DriftKind.MCP_PROMPT_REMOVED: _LOW,
+    DriftKind.MCP_PROMPT_CHANGED: _HIGH,
+    DriftKind.MCP_RESOURCE_ADDED: _HIGH,
+    DriftKind.MCP_RESOURCE_REMOVED: _LOW,
+    DriftKind.MCP_RESOURCE_CHANGED: _HIGH,
+    DriftKind.MCP_RESOURCE_TEMPLATE_ADDED: _HIGH,
+    DriftKind.MCP_RESOURCE_TEMPLATE_REMOVED: _LOW,
+    DriftKind.MCP_RESOURCE_TEMPLATE_CHANGED: _HIGH,
 }
+# An MCP server's primitives, the field naming each and the drift kinds (added, removed,
+# changed) of each. Tools keep their own operations; the others share REMOVE/SET_MCP_ITEM.
+MCP_PRIMITIVES = {
+    "tools": ("name", DriftKind.MCP_TOOL_ADDED, DriftKind.MCP_TOOL_REMOVED,
+              DriftKind.MCP_TOOL_CHANGED),
+    "prompts": ("name", DriftKind.MCP_PROMPT_ADDED, DriftKind.MCP_PROMPT_REMOVED,
+                DriftKind.MCP_PROMPT_CHANGED),
+    "resources": ("uri", DriftKind.MCP_RESOURCE_ADDED, DriftKind.MCP_RESOURCE_REMOVED,
+                  DriftKind.MCP_RESOURCE_CHANGED),
+    "resource_templates": ("uri_template", DriftKind.MCP_RESOURCE_TEMPLATE_ADDED,
+                           DriftKind.MCP_RESOURCE_TEMPLATE_REMOVED,
+                           DriftKind.MCP_RESOURCE_TEMPLATE_CHANGED),
+}
+MCP_CHANGED_KINDS = frozenset(kinds[3] for kinds in MCP_PRIMITIVES.values())
 _ACCESS_KINDS = frozenset({DriftKind.DATA_WIDENED, DriftKind.DATA_ADDED,
                            DriftKind.EXPIRED_GRANT_PRESENT})
 
@@ -544,21 +583,48 @@ def _diff_mcp_servers(
 def _diff_mcp_tools(
     server: str, approved: Mapping[str, Any], seen: Mapping[str, Any]
 ) -> Iterator[Drift]:
-    wanted = _by_name(_entries(approved, "tools"))
-    present = _by_name(_entries(seen, "tools"))
-    for name in sorted(wanted.keys() | present.keys()):
-        pointer = json_pointer("mcp_servers", server, "tools", name)
-        tool, offered = wanted.get(name), present.get(name)
-        if tool is None:
-            operation = Operation(OperationKind.REMOVE_MCP_TOOL, server, name)
-            yield _drift(DriftKind.MCP_TOOL_ADDED, pointer, None, _tool_face(offered), operation)
+    """Each primitive the observation lists (a reporter that does not list prompts says
+    nothing about them), compared by name (URI) and fingerprint."""
+    for primitive, (key, added, removed, changed) in MCP_PRIMITIVES.items():
+        if primitive != "tools" and not isinstance(seen.get(primitive), list | tuple):
             continue
-        operation = Operation(OperationKind.SET_MCP_TOOL, server, copy.deepcopy(dict(tool)))
-        if offered is None:
-            yield _drift(DriftKind.MCP_TOOL_REMOVED, pointer, _tool_face(tool), None, operation)
-        elif "fingerprint" in offered and offered["fingerprint"] != tool.get("fingerprint"):
-            yield _drift(DriftKind.MCP_TOOL_CHANGED, pointer, _tool_face(tool),
-                         _tool_face(offered), operation)
+        wanted = _by_key(_entries(approved, primitive), key)
+        present = _by_key(_entries(seen, primitive), key)
+        for name in sorted(wanted.keys() | present.keys()):
+            pointer = json_pointer("mcp_servers", server, primitive, name)
+            item, offered = wanted.get(name), present.get(name)
+            if item is None:
+                yield _drift(added, pointer, None, _tool_face(offered),
+                             _mcp_operation(server, primitive, name, None))
+                continue
+            operation = _mcp_operation(server, primitive, name, item)
+            if offered is None:
+                yield _drift(removed, pointer, _tool_face(item), None, operation)
+            elif "fingerprint" in offered and offered["fingerprint"] != item.get("fingerprint"):
+                yield _drift(changed, pointer, _tool_face(item), _tool_face(offered), operation)
+
+
+def _by_key(entries: Iterable[Any], key: str) -> dict[str, Mapping[str, Any]]:
+    """Entries with a string `key`, by it (the first of a repeated one wins)."""
+    keyed: dict[str, Mapping[str, Any]] = {}
+    for entry in entries:
+        if isinstance(entry, Mapping) and isinstance(entry.get(key), str):
+            keyed.setdefault(entry[key], entry)
+    return keyed
+
+
+def _mcp_operation(server: str, primitive: str, name: str,
+                   approved: Mapping[str, Any] | None) -> Operation:
+    """Back to the approved item (or without the unapproved one)."""
+    if primitive == "tools":
+        if approved is None:
+            return Operation(OperationKind.REMOVE_MCP_TOOL, server, name)
+        return Operation(OperationKind.SET_MCP_TOOL, server, copy.deepcopy(dict(approved)))
+    if approved is None:
+        return Operation(OperationKind.REMOVE_MCP_ITEM, server,
+                         {"primitive": primitive, "key": name})
+    return Operation(OperationKind.SET_MCP_ITEM, server,
+                     {"primitive": primitive, "item": copy.deepcopy(dict(approved))})
 
 
 # --- plan and apply -------------------------------------------------------------------------
@@ -691,14 +757,15 @@ def _set_mcp_server(state: dict[str, Any], server: str, approved: Mapping[str, A
 
 
 def _change_mcp_tools(state: dict[str, Any], server: str, tool: str,
-                      replacement: Mapping[str, Any] | None) -> None:
-    """The server's tools without `tool`, plus `replacement` if given."""
+                      replacement: Mapping[str, Any] | None, primitive: str = "tools") -> None:
+    """The server's tools (or other primitive) without `tool`, plus `replacement` if given."""
+    key = MCP_PRIMITIVES[primitive][0]
     servers = []
     for entry in _entries(state, "mcp_servers"):
         if isinstance(entry, Mapping) and entry.get("name") == server:
-            tools = [t for t in _entries(entry, "tools")
-                     if not (isinstance(t, Mapping) and t.get("name") == tool)]
-            entry = {**entry, "tools": [*tools, *([dict(replacement)] if replacement else [])]}
+            items = [t for t in _entries(entry, primitive)
+                     if not (isinstance(t, Mapping) and t.get(key) == tool)]
+            entry = {**entry, primitive: [*items, *([dict(replacement)] if replacement else [])]}
         servers.append(entry)
     state["mcp_servers"] = servers
 
@@ -709,6 +776,15 @@ def _remove_mcp_tool(state: dict[str, Any], server: str, tool: str) -> None:
 
 def _set_mcp_tool(state: dict[str, Any], server: str, tool: Mapping[str, Any]) -> None:
     _change_mcp_tools(state, server, tool["name"], tool)
+
+
+def _remove_mcp_item(state: dict[str, Any], server: str, value: Mapping[str, Any]) -> None:
+    _change_mcp_tools(state, server, value["key"], None, value["primitive"])
+
+
+def _set_mcp_item(state: dict[str, Any], server: str, value: Mapping[str, Any]) -> None:
+    primitive, item = value["primitive"], value["item"]
+    _change_mcp_tools(state, server, item[MCP_PRIMITIVES[primitive][0]], item, primitive)
 
 
 _APPLY = {
@@ -727,4 +803,6 @@ _APPLY = {
     OperationKind.SET_MCP_SERVER: _set_mcp_server,
     OperationKind.REMOVE_MCP_TOOL: _remove_mcp_tool,
     OperationKind.SET_MCP_TOOL: _set_mcp_tool,
+    OperationKind.REMOVE_MCP_ITEM: _remove_mcp_item,
+    OperationKind.SET_MCP_ITEM: _set_mcp_item,
 }

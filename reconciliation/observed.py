@@ -13,6 +13,10 @@ MAX_ITEMS = 1000
 NUMBER_LIMIT = 1e12
 MAX_DESCRIPTION = 8000
 MCP_TOOL_FIELDS = ("name", "fingerprint", "description")
+# An MCP server's primitives as reported, and the field naming each (a URI for resources).
+MCP_ITEM_KEYS = {"tools": "name", "prompts": "name", "resources": "uri",
+                 "resource_templates": "uri_template"}
+MAX_URI = 2048
 
 
 class ObservedStateError(ValueError):
@@ -69,34 +73,42 @@ def _entries(value: Any, pointer: str, errors: list, fields: dict[str, str]) -> 
     return out
 
 
-def _mcp_tool(tool: Any, pointer: str, errors: list) -> dict | None:
-    """One observed MCP tool: a name, or {name, fingerprint, description} as far as known."""
-    if isinstance(tool, str):
-        return {"name": tool} if _string(tool, pointer, errors) else None
-    if not isinstance(tool, dict):
-        errors.append((pointer, "expected a tool name or an object"))
+def _mcp_item(item: Any, pointer: str, errors: list, key: str = "name") -> dict | None:
+    """One observed MCP tool (prompt, resource, resource template): its name (or URI), or
+    {name, fingerprint, description} as far as known."""
+    if isinstance(item, str):
+        return {key: item} if _string(item, pointer, errors, MAX_URI) else None
+    if not isinstance(item, dict):
+        errors.append((pointer, f"expected a {key} or an object"))
         return None
-    unknown = set(tool) - set(MCP_TOOL_FIELDS)
-    for key in sorted(map(str, unknown)):
-        errors.append((f"{pointer}/{key}", "unknown field; expected one of "
-                                           f"{', '.join(MCP_TOOL_FIELDS)}"))
-    ok = _string(tool.get("name"), f"{pointer}/name", errors)
-    if "fingerprint" in tool:
-        ok = _string(tool["fingerprint"], f"{pointer}/fingerprint", errors, 128) and ok
-    description = tool.get("description", "")
+    fields = (key, "fingerprint", "description")
+    unknown = set(item) - set(fields)
+    for field in sorted(map(str, unknown)):
+        errors.append((f"{pointer}/{field}", f"unknown field; expected one of {', '.join(fields)}"))
+    ok = _string(item.get(key), f"{pointer}/{key}", errors, MAX_URI if key != "name" else 256)
+    if "fingerprint" in item:
+        ok = _string(item["fingerprint"], f"{pointer}/fingerprint", errors, 128) and ok
+    description = item.get("description", "")
     if not isinstance(description, str) or len(description) > MAX_DESCRIPTION:
         errors.append((f"{pointer}/description",
                        f"expected a string of at most {MAX_DESCRIPTION} characters"))
         ok = False
-    return dict(tool) if ok and not unknown else None
+    return dict(item) if ok and not unknown else None
+
+
+def _mcp_tool(tool: Any, pointer: str, errors: list) -> dict | None:
+    """One observed MCP tool: a name, or {name, fingerprint, description} as far as known."""
+    return _mcp_item(tool, pointer, errors)
 
 
 def _mcp_servers(value: Any, pointer: str, errors: list) -> list[dict]:
-    """MCP servers the agent reaches and the tools each offers, sorted by name."""
+    """MCP servers the agent reaches and what each offers (tools, and prompts, resources and
+    resource templates when the reporter lists them), sorted by name."""
     servers = []
     for index, entry in enumerate(_entries(value, pointer, errors, {
             "name": "str!", "transport": "str", "url": "str", "command": "str",
-            "tools": "list"})):
+            "tools": "list", "prompts": "list", "resources": "list",
+            "resource_templates": "list"})):
         server = dict(entry)
         for key, identity in (("url", url_identity), ("command", command_identity)):
             if isinstance(server.get(key), str):
@@ -105,18 +117,19 @@ def _mcp_servers(value: Any, pointer: str, errors: list) -> list[dict]:
                 except ValueError as error:
                     errors.append((f"{pointer}/{index}/{key}",
                                    f"expected an MCP server {key} that can be read: {error}"))
-        if "tools" not in server:
-            # a reporter that sees the server but not its tools (a framework adapter): the
-            # tools last listed for it (by the MCP proxy) are kept when it is recorded
-            servers.append(server)
-            continue
-        where = f"{pointer}/{index}/tools"
-        tools = server["tools"]
-        if not isinstance(tools, list) or len(tools) > MAX_ITEMS:
-            errors.append((where, f"expected a list of at most {MAX_ITEMS} tools"))
-            tools = []
-        checked = [_mcp_tool(tool, f"{where}/{i}", errors) for i, tool in enumerate(tools)]
-        server["tools"] = sorted((t for t in checked if t), key=lambda t: t["name"])
+        # a reporter that sees the server but not its tools (a framework adapter): the
+        # tools last listed for it (by the MCP proxy) are kept when it is recorded
+        for primitive, key in MCP_ITEM_KEYS.items():
+            if primitive not in server:
+                continue
+            where = f"{pointer}/{index}/{primitive}"
+            items = server[primitive]
+            if not isinstance(items, list) or len(items) > MAX_ITEMS:
+                errors.append((where, f"expected a list of at most {MAX_ITEMS} {primitive}"))
+                items = []
+            checked = [_mcp_item(item, f"{where}/{i}", errors, key)
+                       for i, item in enumerate(items)]
+            server[primitive] = sorted((t for t in checked if t), key=lambda t, k=key: t[k])
         servers.append(server)
     return sorted(servers, key=lambda server: str(server.get("name")))
 

@@ -71,6 +71,12 @@ _DURATION = re.compile(r"([0-9]{1,9})([smhd])")
 # MCP names are the server's own (camelCase is common), so case is kept
 _MCP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+# Fingerprint version 2 (agentgov.mcp_fingerprint); a tool may still be pinned by a bare
+# version-1 SHA-256, which the proxy honours only for a tool without title, annotations or
+# output schema.
+_FINGERPRINT = re.compile(r"(?:v2:)?[0-9a-f]{64}")
+_FINGERPRINT_V2 = re.compile(r"v2:[0-9a-f]{64}")
+_MCP_URI = re.compile(r"[^\s\x00-\x1f\x7f]{1,2048}")
 _NON_PRINTABLE = re.compile(
     r"[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
 )
@@ -99,9 +105,27 @@ LABEL_VALUE_EXPECTED = (
 )
 MCP_NAME_EXPECTED = "a name of 1 to 128 letters, digits, '_', '.' or '-', starting alphanumeric"
 FINGERPRINT_EXPECTED = (
-    "a tool fingerprint: 64 lowercase hex digits (agentgov.mcp_fingerprint.tool_fingerprint,"
-    " printed by `agentctl mcp-observe`)"
+    "a fingerprint: 'v2:' and 64 lowercase hex digits, as `agentctl mcp-observe` prints it"
+    " (a tool may keep a bare 64-hex version-1 fingerprint)"
 )
+FINGERPRINT_V2_EXPECTED = (
+    "a fingerprint: 'v2:' and 64 lowercase hex digits, as `agentctl mcp-observe` prints it"
+)
+MCP_URI_EXPECTED = "a URI of 1 to 2048 characters without spaces"
+# An MCP server's primitives in its `mcp_servers` entry: the field naming each, what that field
+# must look like, and the fingerprints it may be pinned by. Only tools existed before
+# fingerprint version 2, so only tools may carry a version-1 fingerprint.
+MCP_PRIMITIVES = {
+    "tools": ("name", "tool", _MCP_NAME, MCP_NAME_EXPECTED, _FINGERPRINT, FINGERPRINT_EXPECTED),
+    "prompts": ("name", "prompt", _MCP_NAME, MCP_NAME_EXPECTED, _FINGERPRINT_V2,
+                FINGERPRINT_V2_EXPECTED),
+    "resources": ("uri", "resource", _MCP_URI, MCP_URI_EXPECTED, _FINGERPRINT_V2,
+                  FINGERPRINT_V2_EXPECTED),
+    "resource_templates": ("uri_template", "resource template", _MCP_URI, MCP_URI_EXPECTED,
+                           _FINGERPRINT_V2, FINGERPRINT_V2_EXPECTED),
+}
+# Server-initiated requests a proxy refuses unless the server's entry sets them true.
+MCP_SERVER_REQUESTS = ("allow_sampling", "allow_elicitation")
 RESOURCE_EXPECTED = "a resource name of 1 to 256 characters without spaces"
 TIMESTAMP_EXPECTED = "an RFC 3339 timestamp with a zone, like 2026-12-04T00:00:00Z"
 
@@ -633,28 +657,52 @@ def _identified(c: _Checker, identity: Callable[[str], str], target: str,
     return target
 
 
-def _mcp_tools(c: _Checker, raw: Any, p: str) -> list[dict[str, str]]:
-    """Approved tools of one MCP server, one per name, sorted; each pinned by its fingerprint."""
+def _mcp_items(c: _Checker, raw: Any, p: str, primitive: str) -> list[dict[str, str]]:
+    """Approved tools (or prompts, resources, resource templates) of one MCP server, one per
+    name (or URI), sorted; each pinned by its fingerprint."""
+    key, noun, pattern, expected, fingerprints, fingerprint_expected = MCP_PRIMITIVES[primitive]
     first: dict[str, int] = {}
-    tools = []
-    for i, item in enumerate(c.sequence(raw, p, "MCP tools", MAX_MCP_TOOLS)):
+    items = []
+    for i, item in enumerate(c.sequence(raw, p, f"MCP {noun}s", MAX_MCP_TOOLS)):
         q = f"{p}/{i}"
-        entry = c.mapping(item, q, required=("name", "fingerprint"), optional=("description",))
+        entry = c.mapping(item, q, required=(key, "fingerprint"), optional=("description",))
         if entry is None:
             continue
-        name = _present(c.string, entry, "name", q, MCP_NAME_EXPECTED, pattern=_MCP_NAME)
-        fingerprint = _present(c.string, entry, "fingerprint", q, FINGERPRINT_EXPECTED,
-                               pattern=_SHA256_HEX)
+        name = _present(c.string, entry, key, q, expected, pattern=pattern)
+        fingerprint = _present(c.string, entry, "fingerprint", q, fingerprint_expected,
+                               pattern=fingerprints)
         description = c.string(_optional(entry, "description", ""), f"{q}/description",
                                "a string of at most 4000 characters", max_len=4000)
         if name is not None and name in first:
-            c.error(f"{q}/name", f"expected each tool once; got {name!r} again"
+            c.error(f"{q}/{key}", f"expected each {noun} once; got {name!r} again"
                     f" (first at {p}/{first[name]})")
         elif None not in (name, fingerprint, description):
             first[name] = i
-            tool = {"name": name, "fingerprint": fingerprint}
-            tools.append(tool | ({"description": description} if description else {}))
-    return sorted(tools, key=lambda tool: tool["name"])
+            pinned = {key: name, "fingerprint": fingerprint}
+            items.append(pinned | ({"description": description} if description else {}))
+    return sorted(items, key=lambda pinned: pinned[key])
+
+
+def _mcp_tools(c: _Checker, raw: Any, p: str) -> list[dict[str, str]]:
+    """Approved tools of one MCP server, one per name, sorted; each pinned by its fingerprint."""
+    return _mcp_items(c, raw, p, "tools")
+
+
+def _mcp_extras(c: _Checker, entry: dict, q: str) -> dict[str, Any]:
+    """Prompts, resources, resource templates and the server requests it allows, each only
+    when given (so every spec approved before they were governed keeps its hash)."""
+    extras: dict[str, Any] = {}
+    for primitive in ("prompts", "resources", "resource_templates"):
+        items = _mcp_items(c, _optional(entry, primitive, []), f"{q}/{primitive}", primitive)
+        if items:
+            extras[primitive] = items
+    for flag in MCP_SERVER_REQUESTS:
+        value = _optional(entry, flag, False)
+        if not isinstance(value, bool):
+            c.error(f"{q}/{flag}", f"expected true or false; got {_got(value)}")
+        elif value:
+            extras[flag] = True
+    return extras
 
 
 def _mcp_servers(c: _Checker, raw: Any, p: str) -> list[dict[str, Any]]:
@@ -664,7 +712,8 @@ def _mcp_servers(c: _Checker, raw: Any, p: str) -> list[dict[str, Any]]:
     for i, item in enumerate(c.sequence(raw, p, "MCP servers", MAX_MCP_SERVERS)):
         q = f"{p}/{i}"
         entry = c.mapping(item, q, required=("name", "transport"),
-                          optional=("url", "command", "tools"))
+                          optional=("url", "command", "tools", "prompts", "resources",
+                                    "resource_templates", *MCP_SERVER_REQUESTS))
         if entry is None:
             continue
         name = _present(c.string, entry, "name", q, MCP_NAME_EXPECTED, pattern=_MCP_NAME)
@@ -689,12 +738,14 @@ def _mcp_servers(c: _Checker, raw: Any, p: str) -> list[dict[str, Any]]:
             if target is not None:
                 target = _identified(c, command_identity, target, f"{q}/command")
         tools = _mcp_tools(c, _optional(entry, "tools", []), f"{q}/tools")
+        extras = _mcp_extras(c, entry, q)
         if name is not None and name in first:
             c.error(f"{q}/name", f"expected each MCP server once; got {name!r} again"
                     f" (first at {p}/{first[name]})")
         elif None not in (name, transport, target):
             first[name] = i
-            servers.append({"name": name, "transport": transport, where: target, "tools": tools})
+            servers.append({"name": name, "transport": transport, where: target, "tools": tools,
+                            **extras})
     return sorted(servers, key=lambda server: server["name"])
 
 

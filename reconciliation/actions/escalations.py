@@ -273,6 +273,17 @@ def _accepted_mcp_servers(approved: list[dict], observed: list[dict]) -> list[di
                 server[key] = seen.get(key) or was.get(key)
         server["tools"] = [{key: tool[key] for key in ("name", "fingerprint", "description")
                             if key in tool} for tool in seen.get("tools", [])]
+        for primitive, name in (("prompts", "name"), ("resources", "uri"),
+                                ("resource_templates", "uri_template")):
+            # what the observation does not list stays as approved
+            items = seen.get(primitive, was.get(primitive, []))
+            if items:
+                server[primitive] = [{key: item[key] for key in (name, "fingerprint",
+                                                                 "description") if key in item}
+                                     for item in items]
+        for flag in ("allow_sampling", "allow_elicitation"):  # never observed: as approved
+            if was.get(flag):
+                server[flag] = True
         servers.append(server)
     return servers
 

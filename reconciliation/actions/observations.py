@@ -76,11 +76,19 @@ def _with_listed_tools(agent: Agent, state: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(servers, list) or all("tools" in server for server in servers):
         return state
     latest = agent.observations.order_by("-observed_at").only("state").first()
-    listed = {server.get("name"): server.get("tools", [])
+    listed = {server.get("name"): server
               for server in (latest.state.get("mcp_servers", []) if latest else [])}
     return {**state, "mcp_servers": [
-        server if "tools" in server else {**server, "tools": listed.get(server["name"], [])}
+        server if "tools" in server else {**server, **_listings(listed.get(server["name"], {}))}
         for server in servers]}
+
+
+def _listings(server: dict[str, Any]) -> dict[str, Any]:
+    """What the MCP proxy last listed for a server: its tools, and its prompts, resources and
+    resource templates when it listed them."""
+    kept = {key: server[key] for key in ("prompts", "resources", "resource_templates")
+            if key in server}
+    return {"tools": server.get("tools", []), **kept}
 
 
 @transaction.atomic

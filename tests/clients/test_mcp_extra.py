@@ -25,7 +25,9 @@ def test_the_control_planes_own_dependencies_hold_no_mcp_sdk():
 def test_the_client_offers_them_pinned_in_its_mcp_extra():
     client = tomllib.loads((ROOT / "clients/python/pyproject.toml").read_text())["project"]
     assert _names(client["dependencies"]).isdisjoint(MCP_PACKAGES)
-    assert client["optional-dependencies"]["mcp"] == ["fastmcp==4.1.6", "mcp==2.3.0"]
+    # jsonschema: the proxy checks arguments against the approved input schema
+    assert client["optional-dependencies"]["mcp"] == ["fastmcp==4.1.6", "mcp==2.3.0",
+                                                      "jsonschema>=4.23,<5"]
 
 
 def test_the_control_plane_never_imports_an_mcp_sdk():

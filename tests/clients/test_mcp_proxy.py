@@ -79,9 +79,16 @@ def rug_pull(state: Path, **changes: Any) -> None:
     state.write_text(json.dumps(changes))
 
 
-def with_session(target: Any, work: Callable[[McpClient], Awaitable[Any]]) -> Any:
+def calls(state: Path) -> list[dict]:
+    """What the upstream really ran (each tool appends a line)."""
+    log = Path(f"{state}.calls")
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def with_session(target: Any, work: Callable[[McpClient], Awaitable[Any]], **options: Any
+                 ) -> Any:
     async def run() -> Any:
-        async with McpClient(target) as session:
+        async with McpClient(target, **options) as session:
             return await work(session)
     return anyio.run(run)
 
@@ -238,7 +245,7 @@ def test_over_http_the_proxy_exposes_only_approved_tools_and_hides_a_rug_pull_un
 # --- stdio ------------------------------------------------------------------------------------
 
 
-def test_over_stdio_a_changed_tool_is_hidden_until_reverted_and_a_new_one_stays_hidden(
+def test_over_stdio_a_changed_tool_stays_hidden_after_the_server_reverts_until_bob_closes_it(
         people, keys, server, state, start_worker):
     start_worker("reconcile", "ingest", "default", **QUICK)
     upstream = f"{sys.executable} {UPSTREAM} {state}"
@@ -260,24 +267,38 @@ def test_over_stdio_a_changed_tool_is_hidden_until_reverted_and_a_new_one_stays_
         await anyio.to_thread.run_sync(lambda: eventually(
             lambda: finding(agent, "mcp_tool_changed") and finding(agent, "mcp_tool_added"),
             message="the rug pull and the new tool were not both detected as drift"))
-        # the server's operator reverts the description: the tool is back, same session
+        # the server's operator reverts the description: the tool is the approved one again,
+        # but its finding is still escalated, so the proxy keeps it back (no approver acted)
         rug_pull(state, hidden=["delete_customer"])
-        assert names(await session.list_tools()) == ["lookup_order", "refund_order"]
+        assert names(await session.list_tools()) == ["refund_order"]
+        with pytest.raises(ToolError, match="held back by an open finding"):
+            await session.call_tool("lookup_order", {"order_id": "7"})
+        assert not [call for call in calls(state) if call["arguments"].get("order_id") == "7"]
+
+        # bob orders the revert, which the fresh observation (the server reverted) confirms;
+        # the closed finding releases the tool in the same session
+        drifts = await anyio.to_thread.run_sync(lambda: [
+            finding(agent, "mcp_tool_changed"), finding(agent, "mcp_tool_added")])
+        for drift in drifts:
+            await anyio.to_thread.run_sync(resolve, server, keys.bob, drift, "revert")
+        await anyio.to_thread.run_sync(lambda: eventually(
+            lambda: set(Finding.objects.filter(agent=agent, kind__startswith="mcp_")
+                        .values_list("status", flat=True)) <= {"resolved", "corrected"},
+            message="the reverted drift was not closed"))
+        for _ in range(600):
+            if names(await session.list_tools()) == ["lookup_order", "refund_order"]:
+                break
+            await anyio.sleep(0.2)
         result = await session.call_tool("lookup_order", {"order_id": "7"})
         assert result.data == "order 7: 2 mugs, delivered broken"
 
-    with_session(proxy, story)
+    # the handshake era: the newer era's 10 s discovery probe counts the proxy's start-up,
+    # which a loaded machine can exceed (the client then falls back on a used connection)
+    with_session(proxy, story, mode="legacy")
     added = finding(agent, "mcp_tool_added")
     assert (added.pointer, added.expected, added.actual["description"]) == (
         "/mcp_servers/orders/tools/delete_customer", None,
         "Delete a customer and all their data.")
-    # the drift stays escalated until a human orders the revert, which the fresh observation
-    # (the server reverted) then confirms
-    for drift in (finding(agent, "mcp_tool_changed"), added):
-        resolve(server, keys.bob, drift, "revert")
-    eventually(lambda: set(Finding.objects.filter(agent=agent, kind__startswith="mcp_")
-                           .values_list("status", flat=True)) <= {"resolved", "corrected"},
-               message="the reverted drift was not closed")
 
 
 # --- agentctl mcp-observe without the proxy ---------------------------------------------------

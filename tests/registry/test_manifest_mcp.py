@@ -56,8 +56,8 @@ def test_unknown_fields_wrong_types_and_transport_mismatches_are_named_by_pointe
         "/mcp_servers/0/tools/0/colour": "unknown field 'colour'; expected one of name,"
                                          " fingerprint, description",
         "/mcp_servers/0/tools/0/fingerprint": (
-            "expected a tool fingerprint: 64 lowercase hex digits"
-            " (agentgov.mcp_fingerprint.tool_fingerprint, printed by `agentctl mcp-observe`);"
+            "expected a fingerprint: 'v2:' and 64 lowercase hex digits, as `agentctl"
+            " mcp-observe` prints it (a tool may keep a bare 64-hex version-1 fingerprint);"
             " got 'not-hex'"),
         "/mcp_servers/1/url": "expected an http or https URL with a host; got 'ftp://x/mcp'",
         "/mcp_servers/2/name": "expected a name of 1 to 128 letters, digits, '_', '.' or '-',"
@@ -110,3 +110,49 @@ def test_dropping_a_server_or_tool_is_narrowing_and_moving_one_is_widening():
     ]
     assert [(c.risk, c.text) for c in permission_diff(before, canonicalize(BASE))] == [
         (Risk.NARROWING, "− MCP server orders")]
+
+
+V2 = "v2:" + "d" * 64
+
+
+def test_prompts_resources_and_templates_are_pinned_like_tools_and_sorted():
+    orders = {**ORDERS, "prompts": [{"name": "refund_policy", "fingerprint": V2}],
+              "resources": [{"uri": "orders://policy", "fingerprint": V2},
+                            {"uri": "orders://faq", "fingerprint": V2, "description": "FAQ"}],
+              "resource_templates": [{"uri_template": "orders://{id}/notes", "fingerprint": V2}],
+              "allow_sampling": True, "allow_elicitation": False}
+    (server,) = spec(orders)["mcp_servers"]
+    assert server == {
+        **ORDERS, "prompts": [{"name": "refund_policy", "fingerprint": V2}],
+        "resources": [{"uri": "orders://faq", "fingerprint": V2, "description": "FAQ"},
+                      {"uri": "orders://policy", "fingerprint": V2}],
+        "resource_templates": [{"uri_template": "orders://{id}/notes", "fingerprint": V2}],
+        "allow_sampling": True}  # false is the default and not written
+
+
+def test_a_server_entry_without_the_new_fields_keeps_its_canonical_form_and_hash():
+    # specs approved before prompts and resources were governed must keep their hash
+    empty = {**ORDERS, "prompts": [], "resources": [], "resource_templates": [],
+             "allow_sampling": False, "allow_elicitation": False}
+    assert spec(empty) == spec(ORDERS)
+    assert spec_hash({**BASE, "mcp_servers": [empty]}) == spec_hash(
+        {**BASE, "mcp_servers": [ORDERS]})
+    assert set(spec(ORDERS)["mcp_servers"][0]) == {"name", "transport", "url", "tools"}
+
+
+def test_only_tools_may_keep_a_version_1_fingerprint_and_flags_are_booleans():
+    found = errors({**BASE, "mcp_servers": [{
+        **ORDERS, "prompts": [{"name": "p", "fingerprint": "a" * 64}],
+        "resources": [{"uri": "has space", "fingerprint": V2}, {"name": "r", "fingerprint": V2}],
+        "allow_sampling": "yes"}]})
+    assert found == {
+        "/mcp_servers/0/prompts/0/fingerprint": (
+            "expected a fingerprint: 'v2:' and 64 lowercase hex digits, as `agentctl"
+            f" mcp-observe` prints it; got '{'a' * 50}'... (64 characters)"),
+        "/mcp_servers/0/resources/0/uri": "expected a URI of 1 to 2048 characters without"
+                                          " spaces; got 'has space'",
+        "/mcp_servers/0/resources/1/name": "unknown field 'name'; expected one of uri,"
+                                           " fingerprint, description",
+        "/mcp_servers/0/resources/1/uri": "missing required field 'uri'",
+        "/mcp_servers/0/allow_sampling": "expected true or false; got 'yes'",
+    }

@@ -160,13 +160,14 @@ class Client:
 
     # --- for agents and their platforms -------------------------------------------------------
 
-    def desired_state(self, agent: str | None = None) -> DesiredState:
+    def desired_state(self, agent: str | None = None, *, retry: bool = True) -> DesiredState:
         """The effective desired state. Sends the last ETag: an unchanged state answers 304
-        and the same (unparsed, cached) DesiredState object is returned."""
+        and the same (unparsed, cached) DesiredState object is returned. `retry=False` asks
+        once (a gate checking in before a call must not wait out the backoff)."""
         path = self._agent_path(agent, "desired-state")
         cached = self._desired.get(path)
         headers = {"If-None-Match": cached.etag} if cached and cached.etag else {}
-        response = self.request("GET", path, headers=headers)
+        response = self.request("GET", path, headers=headers, retry=retry)
         if response.status_code == 304 and cached is not None:
             return cached
         state = DesiredState.from_json(response.json(), response.headers.get("ETag", ""))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from typing import TYPE_CHECKING, Any, TextIO
 
 from agentgov.errors import NotFound
@@ -31,16 +32,30 @@ def _approved_servers(client: Client, agent: str) -> list[dict[str, Any]]:
         return []
 
 
-def _status(approved: dict[str, Any] | None, tool: dict[str, str]) -> str:
-    pinned = {t["name"]: t["fingerprint"] for t in (approved or {}).get("tools", [])}
-    if tool["name"] not in pinned:
+def _status(proxy: Any, approved: dict[str, Any] | None, primitive: str,
+            seen: dict[str, Any]) -> str:
+    key = proxy.PRIMITIVES[primitive]
+    pinned = {item[key]: item["fingerprint"] for item in (approved or {}).get(primitive, [])}
+    if seen[key] not in pinned:
         return "not approved"
-    return "approved" if pinned[tool["name"]] == tool["fingerprint"] else "CHANGED"
+    if not proxy.matches(pinned[seen[key]], seen):
+        return "CHANGED"
+    if proxy.version(pinned[seen[key]]) < proxy.FINGERPRINT_VERSION:
+        return "approved (version-1 fingerprint: re-pin with the one printed here)"
+    return "approved"
+
+
+def _manifest_entry(proxy: Any, primitive: str, seen: dict[str, Any]) -> dict[str, str]:
+    """A face as `mcp_servers` pins it: identity, version-2 fingerprint, description."""
+    key = proxy.PRIMITIVES[primitive]
+    return {key: seen[key], "fingerprint": seen["fingerprint"],
+            **({"description": seen["description"]} if seen["description"] else {})}
 
 
 def cmd_mcp_observe(client: Client, args: argparse.Namespace, out: TextIO) -> int:
-    """List each MCP server's tools with fingerprints; with --report, report them as the
-    agent's observed state. Exit 1 when a tool is not approved as offered."""
+    """List each MCP server's tools, prompts, resources and resource templates with their
+    fingerprints; with --report, report them as the agent's observed state. Exit 1 when
+    something is not approved as offered."""
     proxy = _proxy_module()
     approved = {server["name"]: server for server in _approved_servers(client, args.agent)}
     if args.upstream:
@@ -51,17 +66,30 @@ def cmd_mcp_observe(client: Client, args: argparse.Namespace, out: TextIO) -> in
                    for name, server in approved.items()]
     if not targets:
         raise RuntimeError(f"{args.agent} approves no MCP servers: name one with --upstream")
-    observed, differs = [], False
+    printed, observed, differs = [], [], False
     for name, upstream in targets:
-        tools = proxy.anyio.run(proxy.list_upstream_tools, upstream)
-        observed.append({**upstream.spec_entry(name), "tools": tools})
-        for tool in tools:
-            status = _status(approved.get(name), tool)
-            differs |= status != "approved"
-            if args.output == "table":
-                out.write(f"{name}/{tool['name']}   {tool['fingerprint']}   {status}\n")
+        listing = proxy.anyio.run(proxy.list_upstream, upstream)
+        entry, report = upstream.spec_entry(name), upstream.spec_entry(name)
+        for primitive, key in proxy.PRIMITIVES.items():
+            pins = {item[key]: item["fingerprint"]
+                    for item in approved.get(name, {}).get(primitive, [])}
+            entry[primitive] = [_manifest_entry(proxy, primitive, seen)
+                                for seen in listing[primitive]]
+            report[primitive] = [proxy.reported(primitive, seen, pins.get(seen[key]))
+                                 for seen in listing[primitive]]
+            for seen in listing[primitive]:
+                status = _status(proxy, approved.get(name), primitive, seen)
+                differs |= not status.startswith("approved")
+                if args.output == "table":
+                    where = f"{name}/{seen[key]}" if primitive == "tools" else (
+                        f"{name}/{primitive}/{seen[key]}")
+                    out.write(f"{where}   {seen['fingerprint']}   {status}\n")
+            if not entry[primitive] and primitive != "tools":
+                del entry[primitive], report[primitive]
+        printed.append(entry)
+        observed.append(report)
     if args.output == "json":
-        json.dump(observed, out, indent=2, ensure_ascii=False)
+        json.dump(printed, out, indent=2, ensure_ascii=False)
         out.write("\n")
     if args.report:
         client.report_observed_part("mcp_servers", observed, args.agent)
@@ -72,7 +100,10 @@ def cmd_mcp_proxy(client: Client, args: argparse.Namespace, out: TextIO) -> int:
     """Serve the governed proxy until interrupted."""
     _proxy_module().serve(client, agent=args.agent, upstream=args.upstream, server=args.server,
                           host=args.host, port=args.port, interval=args.interval,
-                          decision_wait=args.decision_wait)
+                          decision_wait=args.decision_wait,
+                          fail_open_seconds=(_env_fail_open() if args.fail_open_seconds is None
+                                             else args.fail_open_seconds),
+                          read_only_tools=args.read_only_tool, report_every=args.report_every)
     return 0
 
 
@@ -81,7 +112,8 @@ def add_mcp_commands(verbs: Any) -> None:
     observe = verbs.add_parser(
         "mcp-observe", help="list MCP servers' tools with fingerprints (needs the mcp extra)",
         description="Lists each approved MCP server of the agent (or --upstream) with every "
-                    "tool's fingerprint and whether it is approved as offered; -o json prints "
+                    "tool's, prompt's, resource's and resource template's fingerprint and "
+                    "whether it is approved as offered; -o json prints "
                     "manifest-ready mcp_servers entries. Exit 1 when something is not approved.")
     observe.add_argument("--agent", required=True)
     observe.add_argument("--upstream", help="a streamable-HTTP URL or a stdio command line")
@@ -93,10 +125,12 @@ def add_mcp_commands(verbs: Any) -> None:
 
     proxy = verbs.add_parser(
         "mcp-proxy", help="serve the governed MCP proxy in front of one server (mcp extra)",
-        description="The agent connects here instead of to the server: only approved tools "
-                    "with approved fingerprints are listed, other calls are refused, sign-off "
+        description="The agent connects here instead of to the server: only approved tools, "
+                    "prompts and resources with approved fingerprints are listed, other calls "
+                    "are refused, arguments are checked against the approved schema, sign-off "
                     "rules ask for a runtime decision, each call is a behaviour event, and the "
-                    "upstream's tools are reported as observed state. Stdio unless --port.")
+                    "upstream's tools, prompts and resources are reported as observed state. "
+                    "Stdio unless --port. See docs/mcp-proxy.md.")
     proxy.add_argument("--agent", required=True)
     proxy.add_argument("--upstream", required=True,
                        help="a streamable-HTTP URL or a stdio command line")
@@ -108,4 +142,37 @@ def add_mcp_commands(verbs: Any) -> None:
                        help="seconds between desired-state and upstream checks (default 5)")
     proxy.add_argument("--decision-wait", type=float, default=300.0,
                        help="seconds to wait for a human's sign-off (default 300)")
+    proxy.add_argument("--fail-open-seconds", type=_seconds, default=None,
+                       help="how long an unreachable control plane (refused connection, "
+                            "timeout, 5xx) is tolerated after the last successful contact "
+                            "before governed calls are refused (default: "
+                            "AGENTGOV_FAIL_OPEN_SECONDS, else 0); a 401/403 stops them at once")
+    proxy.add_argument("--read-only-tool", action="append", default=[], metavar="NAME",
+                       help="an approved tool that keeps running while the control plane is "
+                            "unreachable past the grace (repeatable; never after a 401/403)")
+    proxy.add_argument("--report-every", type=_seconds, default=60.0,
+                       help="seconds between reports of the upstream's listing even when it "
+                            "did not change (default 60)")
     proxy.set_defaults(run=cmd_mcp_proxy)
+
+
+def _seconds(text: str) -> float:
+    """A non-negative number of seconds (argparse's type: a clear usage error otherwise)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds; got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0; got {text!r}")
+    return value
+
+
+def _env_fail_open() -> float:
+    """AGENTGOV_FAIL_OPEN_SECONDS, checked as the flag is (a bad value is refused loudly)."""
+    text = os.environ.get("AGENTGOV_FAIL_OPEN_SECONDS", "").strip()
+    if not text:
+        return 0.0
+    try:
+        return _seconds(text)
+    except argparse.ArgumentTypeError as error:
+        raise ValueError(f"AGENTGOV_FAIL_OPEN_SECONDS: {error}") from None

@@ -32,12 +32,16 @@ class DesiredState:
     # Idempotency keys of corrections the control plane published and has not verified yet:
     # a new one changes sha256, so the sidecar applies the (unchanged) spec again.
     corrections: tuple[str, ...] = ()
+    # MCP primitives an open finding holds back ({server, primitive, name, finding, status}):
+    # a governed proxy does not serve them even when the server offers the approved version.
+    held: tuple[dict[str, Any], ...] = ()
 
     @classmethod
     def from_json(cls, body: dict[str, Any], etag: str = "") -> DesiredState:
         return cls(agent=body["agent"], generation=body["generation"], spec=body["spec"],
                    running=body["running"], sha256=body["sha256"], etag=etag,
-                   corrections=tuple(body.get("corrections") or ()))
+                   corrections=tuple(body.get("corrections") or ()),
+                   held=tuple(body.get("held") or ()))
 
     def as_observed(self) -> dict[str, Any]:
         """This state as the observed state of an agent that runs exactly it (the spec minus
