@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from registry import actions
+from registry.models import Agent
 from tests.conftest import ROOT, approved_agent, child_env
 
 TS = ROOT / "clients" / "typescript"
@@ -49,3 +50,44 @@ def test_the_typescript_suite_passes_against_a_real_control_plane(
     print(output[-20000:])
     assert result.returncode == 0, output[-6000:]
     assert "# fail 0" in output and "# pass 0" not in output
+
+
+def test_the_packed_package_installs_into_a_fresh_folder_and_runs_the_example(
+        node_modules, people, live_server_process, keys, tmp_path):
+    packed = npm("pack", "--pack-destination", str(tmp_path))
+    assert packed.returncode == 0, packed.stderr[-3000:]
+    tarball = tmp_path / packed.stdout.strip().splitlines()[-1]
+    folder = tmp_path / "fresh"
+    folder.mkdir()
+    (folder / "package.json").write_text('{"name": "fresh", "private": true, "type": "module"}')
+    versions = json.loads((TS / "package.json").read_text())["devDependencies"]
+    installed = subprocess.run(
+        ["npm", "install", "--no-audit", "--no-fund", "--prefer-offline", str(tarball),
+         f"ai@{versions['ai']}", f"zod@{versions['zod']}"],
+        cwd=folder, capture_output=True, text=True, timeout=600)
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    assert not (folder / "node_modules" / "agentgov" / "src").exists()  # what `files` ships
+    example = ROOT / "examples" / "typescript" / "vercel-ai"
+    for name in ("agent.mjs", "manifest.yaml"):
+        shutil.copy(example / name, folder / name)
+
+    def node(*args: str, **env: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["node", "agent.mjs", *args], cwd=folder, capture_output=True,
+                              text=True, timeout=300,
+                              env={**child_env(), "AGENTGOV_URL": live_server_process.url, **env})
+
+    registered = node("register", "--token", keys.alice)
+    assert registered.returncode == 0, registered.stderr
+    actions.approve_proposal(int(registered.stdout.strip()), actor=people.bob)
+    agent = Agent.objects.get(name="refund-vercel-ai")
+    token = actions.issue_agent_token(agent, actor=people.alice)[1]
+    ran = node("run", "--orders", "6", "--pause", "0", AGENTGOV_TOKEN=token,
+               AGENTGOV_AGENT=agent.name)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "refund order-0003 120 -> " in ran.stdout and "refunded 120 on order-0003" in ran.stdout
+    assert "refunded 80 on order-0006" in ran.stdout and "refused" not in ran.stdout
+
+    audit_cli = subprocess.run(["npx", "--no-install", "agentgov-audit", "--help"], cwd=folder,
+                               capture_output=True, text=True, timeout=120)
+    assert audit_cli.returncode == 0 and "chain only" in audit_cli.stdout, audit_cli.stderr
+

@@ -96,6 +96,8 @@ export interface ClientOptions {
 
 interface RequestOptions {
   body?: unknown;
+  /** A body sent as it is, with its content type (e.g. YAML manifests). */
+  text?: { content: string; type: string };
   query?: Record<string, string | number | undefined>;
   headers?: Record<string, string>;
   idempotent?: boolean;
@@ -284,7 +286,10 @@ export class Client {
       "User-Agent": `agentgov-client-ts/${VERSION}`, ...options.headers,
     };
     let body: string | undefined;
-    if (options.body !== undefined) {
+    if (options.text !== undefined) {
+      body = options.text.content;
+      headers["Content-Type"] = options.text.type;
+    } else if (options.body !== undefined) {
       body = JSON.stringify(options.body);
       headers["Content-Type"] = "application/json";
     }
@@ -332,6 +337,14 @@ export class Client {
     const name = agent ?? this.agent;
     if (!name) throw new AgentGovError("no agent: pass it here or to new Client(...)");
     return `/api/v1/agents/${encodeURIComponent(name)}/${suffix}`;
+  }
+
+  /** Register agents / propose versions from YAML or JSON manifests (all or nothing). */
+  async applyManifests(text: string, options: { dryRun?: boolean } = {}): Promise<any> {
+    return (await this.request("POST", "/api/v1/manifests", {
+      text: { content: text, type: "application/yaml" },
+      query: options.dryRun ? { dry_run: 1 } : undefined,
+    })).json();
   }
 
   // --- for agents and their platforms -------------------------------------------------------
