@@ -88,3 +88,35 @@ export function toolCall(toolName, input) {
   callIds += 1;
   return { type: "tool-call", toolCallId: `call-${callIds}`, toolName, input: JSON.stringify(input) };
 }
+
+/** An HTTP relay in front of the control plane that plays the faults scripted for the next
+ * requests: a status (answered without forwarding), or "lose" (forwarded, processed, and the
+ * connection dropped before the answer). Records each request's method and path. */
+export async function scriptedRelay(...faults) {
+  const { createServer, request } = await import("node:http");
+  const target = new URL(env.url);
+  const seen = [];
+  const server = createServer((incoming, outgoing) => {
+    seen.push(`${incoming.method} ${incoming.url.split("?")[0]}`);
+    const fault = faults.shift();
+    if (typeof fault === "number") {
+      outgoing.writeHead(fault, { "Content-Type": "application/json", "Retry-After": "0" });
+      outgoing.end(JSON.stringify({ error: { code: "unavailable", message: "scripted", details: [] } }));
+      return;
+    }
+    const upstream = request({ host: target.hostname, port: target.port, path: incoming.url,
+      method: incoming.method, headers: incoming.headers }, (answer) => {
+      if (fault === "lose") {
+        answer.resume();
+        answer.on("end", () => outgoing.socket?.destroy());
+        return;
+      }
+      outgoing.writeHead(answer.statusCode, answer.headers);
+      answer.pipe(outgoing);
+    });
+    incoming.pipe(upstream);
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return { url: `http://127.0.0.1:${server.address().port}`, seen,
+    close: () => new Promise((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }) };
+}

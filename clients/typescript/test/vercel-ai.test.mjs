@@ -190,6 +190,18 @@ describe("Vercel AI SDK adapter", () => {
     assert.deepEqual(ran, [["payments.refund", "U-1", 10], ["orders.lookup", "U-2"]]);
   });
 
+  test("within a stated grace an unreachable control plane is tolerated, a human's decision never", async () => {
+    const cutoff = await relay();
+    const { agent, ran } = await start("main", { url: cutoff.url, governor: { failOpenSeconds: 3600 } });
+    await cutoff.cut();
+    await eventually(() => agent.governor.unreachableSince !== null);
+    const outcome = await run(agent, [toolCall("payments.refund", { order: "G-1", amount: 10 }),
+      toolCall("payments.refund", { order: "G-2", amount: 800 })]);
+    assert.deepEqual(ran, [["payments.refund", "G-1", 10]]);
+    assert.equal(outcome.errors.length, 1);
+    assert.match(outcome.errors[0], /no decision could be had/);
+  });
+
   test("MCP tools are gated against their server's approved tools and reported under it", async () => {
     const { agent, name } = await start("mcp");
     const used = [];
