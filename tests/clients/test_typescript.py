@@ -15,7 +15,8 @@ from tests.conftest import ROOT, approved_agent, child_env
 
 TS = ROOT / "clients" / "typescript"
 # One agent per story that changes an agent for good (suspended, token revoked, corrected).
-STORIES = ("main", "drift", "suspend", "revoke", "mcp")
+STORIES = ("main", "drift", "suspend", "revoke", "mcp", "lg-main", "lg-drift", "lg-suspend",
+           "lg-revoke")
 
 
 def npm(*args: str, env: dict[str, str] | None = None, timeout: float = 900
@@ -50,6 +51,8 @@ def test_the_typescript_suite_passes_against_a_real_control_plane(
     print(output[-20000:])
     assert result.returncode == 0, output[-6000:]
     assert "# fail 0" in output and "# pass 0" not in output
+    for suite in ("the client", "Vercel AI SDK adapter", "LangGraph.js adapter"):
+        assert f"ok 1 - {suite}" in output or f"- {suite}\n" in output, suite
 
 
 def test_the_packed_package_installs_into_a_fresh_folder_and_runs_the_example(

@@ -248,7 +248,11 @@ export class Governor {
     if (wanted && current && wanted !== current) {
       if (this.models.has(wanted)) {
         this.log("warn", `${this.agent}: swapping model ${current} back to ${wanted}`);
-        this.binding.setModel(this.models.get(wanted));
+        try {
+          this.binding.setModel(this.models.get(wanted));
+        } catch (error) {
+          this.log("error", `${this.agent}: ${(error as Error).message}`);
+        }
       } else {
         this.log("error", `${this.agent}: runs model ${current}, approved ${wanted}, and no `
           + `${wanted} model object is known (pass models: {...})`);
