@@ -55,8 +55,12 @@ def test_the_typescript_suite_passes_against_a_real_control_plane(
         assert f"ok 1 - {suite}" in output or f"- {suite}\n" in output, suite
 
 
+@pytest.mark.parametrize("framework, packages", [
+    ("vercel-ai", ("ai", "zod")),
+    ("langgraph-js", ("@langchain/langgraph", "@langchain/core", "zod")),
+])
 def test_the_packed_package_installs_into_a_fresh_folder_and_runs_the_example(
-        node_modules, people, live_server_process, keys, tmp_path):
+        node_modules, people, live_server_process, keys, tmp_path, framework, packages):
     packed = npm("pack", "--pack-destination", str(tmp_path))
     assert packed.returncode == 0, packed.stderr[-3000:]
     tarball = tmp_path / packed.stdout.strip().splitlines()[-1]
@@ -66,11 +70,11 @@ def test_the_packed_package_installs_into_a_fresh_folder_and_runs_the_example(
     versions = json.loads((TS / "package.json").read_text())["devDependencies"]
     installed = subprocess.run(
         ["npm", "install", "--no-audit", "--no-fund", "--prefer-offline", str(tarball),
-         f"ai@{versions['ai']}", f"zod@{versions['zod']}"],
+         *(f"{name}@{versions[name]}" for name in packages)],
         cwd=folder, capture_output=True, text=True, timeout=600)
     assert installed.returncode == 0, installed.stderr[-3000:]
     assert not (folder / "node_modules" / "agentgov" / "src").exists()  # what `files` ships
-    example = ROOT / "examples" / "typescript" / "vercel-ai"
+    example = ROOT / "examples" / "typescript" / framework
     for name in ("agent.mjs", "manifest.yaml"):
         shutil.copy(example / name, folder / name)
 
@@ -82,7 +86,7 @@ def test_the_packed_package_installs_into_a_fresh_folder_and_runs_the_example(
     registered = node("register", "--token", keys.alice)
     assert registered.returncode == 0, registered.stderr
     actions.approve_proposal(int(registered.stdout.strip()), actor=people.bob)
-    agent = Agent.objects.get(name="refund-vercel-ai")
+    agent = Agent.objects.get(name=f"refund-{framework}")
     token = actions.issue_agent_token(agent, actor=people.alice)[1]
     ran = node("run", "--orders", "6", "--pause", "0", AGENTGOV_TOKEN=token,
                AGENTGOV_AGENT=agent.name)
@@ -93,4 +97,3 @@ def test_the_packed_package_installs_into_a_fresh_folder_and_runs_the_example(
     audit_cli = subprocess.run(["npx", "--no-install", "agentgov-audit", "--help"], cwd=folder,
                                capture_output=True, text=True, timeout=120)
     assert audit_cli.returncode == 0 and "chain only" in audit_cli.stdout, audit_cli.stderr
-

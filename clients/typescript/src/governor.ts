@@ -10,7 +10,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 
 import { Client, Decision, DesiredState } from "./client.js";
-import { AgentGovError, ApiError, NotFound, Unreachable, isAuthFailure } from "./errors.js";
+import { AgentGovError, ApiError, Unreachable, isAuthFailure } from "./errors.js";
 
 export const RECORD_ARGUMENTS = ["record", "order", "order_id", "customer", "customer_id", "id"];
 const WINDOW_UNITS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86400 };
@@ -346,7 +346,9 @@ export class Governor {
         await this.tick(this.options.longPoll);
       } catch (error) {
         if (this.authFailure) return; // nothing the loop can do: the gate stays closed
-        if (error instanceof NotFound) this.rules = null; // no approved state any more
+        // No approved state any more (404), or none the agent may run (409, 410: retired):
+        // the gate closes rather than keep the last rules.
+        if (error instanceof ApiError && [404, 409, 410].includes(error.status)) this.rules = null;
         this.log("warn", `${this.agent}: control plane: ${(error as Error).message}`);
       }
       const held = Date.now() - started;
