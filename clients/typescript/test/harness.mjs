@@ -13,7 +13,7 @@ if (!env) {
 }
 
 export const RESOURCES = { "orders.lookup": "orders_db", "payments.refund": "payments" };
-export const FAST = { interval: 0.2, longPoll: 0, heartbeat: 1, decisionPoll: 0.1,
+export const FAST = { interval: 0.2, longPoll: 0, heartbeat: 30, decisionPoll: 0.1,
   resources: RESOURCES, log: () => {} };
 
 /** Poll `check` until it returns something truthy; fail after `timeout` seconds. */

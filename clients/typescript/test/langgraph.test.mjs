@@ -128,9 +128,9 @@ describe("LangGraph.js adapter", () => {
     const early = await run(agent, [["crm.search", { q: "x" }]]);
     assert.match(early.errors[0], /not approved/);
     await eventually(async () => (await findings(agent.name)).some((f) => f.pointer === "/tools/crm.search"),
-      { message: "the control plane never saw the gained tool" });
+      { timeout: 120, message: "the control plane never saw the gained tool" });
     await eventually(() => !node.tools.some((t) => t.name === "crm.search"),
-      { message: "the correction never removed it" });
+      { timeout: 240, message: "the correction never removed it" });
     assert.equal(searched, false);
   });
 

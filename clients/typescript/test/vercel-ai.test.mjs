@@ -142,8 +142,8 @@ describe("Vercel AI SDK adapter", () => {
     const early = await run(agent, [toolCall("crm.search", { q: "x" })]);
     assert.match(early.errors[0], /not approved/);
     await eventually(async () => (await findings(name)).some((f) => f.pointer === "/tools/crm.search"),
-      { message: "the control plane never saw the gained tool" });
-    await eventually(() => !("crm.search" in agent.tools), { message: "the correction never removed it" });
+      { timeout: 120, message: "the control plane never saw the gained tool" });
+    await eventually(() => !("crm.search" in agent.tools), { timeout: 240, message: "the correction never removed it" });
     assert.equal(searched, false);
     assert.deepEqual(Object.keys(agent.tools).sort(), ["orders.lookup", "payments.refund"]);
   });
