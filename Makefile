@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 ADAPTER_EXTRAS := langgraph,openai-agents,pydantic-ai
 PORT_OPEN = $(PY) -c "import socket,sys; s=socket.socket(); s.settimeout(0.5); sys.exit(s.connect_ex(('127.0.0.1', $(1))))"
 
-.PHONY: demo test lint install chromium deploy-tools bench clean example example-bad-deploy
+.PHONY: demo test lint install chromium deploy-tools bench clean example example-bad-deploy ts-install test-ts
 
 # Three package sets, each with its own stamp, so each command installs only what it runs:
 # the product (`make demo`), the agent frameworks and MCP (`make example`), and the test tools
@@ -36,7 +36,9 @@ demo: $(VENV)/.installed-product
 # The worked example (with `make demo` running in another shell); FRAMEWORK=langgraph,
 # openai-agents or pydantic-ai runs that framework's agent, governed in its own process.
 example: $(if $(FRAMEWORK),$(VENV)/.installed-agents,$(VENV)/.installed-product)
-	@if [ -n "$(FRAMEWORK)" ]; then examples/governed_agent.sh "$(FRAMEWORK)"; \
+	@case "$(FRAMEWORK)" in vercel-ai|openai-agents-js|langgraph-js) \
+	  exec examples/typescript/governed_agent.sh "$(FRAMEWORK)";; esac; \
+	if [ -n "$(FRAMEWORK)" ]; then examples/governed_agent.sh "$(FRAMEWORK)"; \
 	else examples/refund_agent/start.sh; fi
 
 example-bad-deploy: $(VENV)/.installed-product
@@ -57,7 +59,7 @@ deploy-tools:
 
 # PostgreSQL and Redis on their usual ports are used when they answer and nothing else is set;
 # otherwise SQLite and the embedded redis-server. pytest's exit 5 (no tests ran) is a failure.
-test: install chromium deploy-tools
+test: install chromium deploy-tools ts-install
 	@if [ -z "$$DATABASE_URL" ] && $(call PORT_OPEN,5432); then \
 	  export DATABASE_URL=postgres://postgres@127.0.0.1:5432/agentgov; fi; \
 	if [ -z "$$REDIS_URL" ] && $(call PORT_OPEN,6379); then \
@@ -67,6 +69,16 @@ test: install chromium deploy-tools
 	$(PY) manage.py makemigrations --check --dry-run || { echo "models and migrations disagree: run makemigrations"; exit 1; }; \
 	$(PY) -m pytest $(PYTEST_ARGS); status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$status
+
+# The TypeScript client (clients/typescript): its locked tree, for the suite pytest runs
+# (tests/clients/test_typescript*.py start the control plane it runs against).
+TS := clients/typescript
+$(TS)/node_modules/.package-lock.json: $(TS)/package-lock.json
+	cd $(TS) && npm ci --no-audit --no-fund
+ts-install: $(TS)/node_modules/.package-lock.json
+
+test-ts: install ts-install
+	$(PY) -m pytest tests/clients/test_typescript.py tests/clients/test_typescript_verifier.py
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -1,0 +1,3 @@
+export * from "./errors.js";
+export * from "./client.js";
+export * from "./governor.js";

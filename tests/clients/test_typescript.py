@@ -1,0 +1,106 @@
+"""The TypeScript client's own suite (`node --test` in clients/typescript) against a real
+control plane: daphne and a worker on the test database, agents registered and approved by the
+personas, their tokens handed to the suite in AGENTGOV_TEST. The suite fails, this fails."""
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from registry import actions
+from registry.models import Agent
+from tests.conftest import ROOT, approved_agent, child_env
+
+TS = ROOT / "clients" / "typescript"
+# One agent per story that changes an agent for good (suspended, token revoked, corrected).
+STORIES = ("main", "drift", "suspend", "revoke", "mcp", "lg-main", "lg-drift", "lg-suspend",
+           "lg-revoke", "oa-main", "oa-drift", "oa-suspend", "oa-revoke")
+
+
+def npm(*args: str, env: dict[str, str] | None = None, timeout: float = 900
+        ) -> subprocess.CompletedProcess:
+    return subprocess.run(["npm", *args], cwd=TS, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def node_modules() -> None:
+    """The locked dependency tree (npm ci), once per session when it is missing."""
+    assert shutil.which("npm"), "Node.js 20 and npm are needed for the TypeScript suite"
+    if not (TS / "node_modules" / ".package-lock.json").exists():
+        result = npm("ci", "--no-audit", "--no-fund")
+        assert result.returncode == 0, result.stderr[-3000:]
+
+
+@pytest.mark.timeout(1200)  # four suites on a loaded 2-core machine
+def test_the_typescript_suite_passes_against_a_real_control_plane(
+        node_modules, people, live_server_process, start_worker, keys):
+    # Each story drifts one of alice's agents on purpose, several within minutes: the fleet's
+    # circuit breaker (which pauses corrections when many agents drift at once) would hold the
+    # later stories' corrections, so it is set out of their reach here.
+    start_worker("reconcile", "default", BREAKER_MIN_AGENTS="1000",
+                 BREAKER_SCOPE_MIN_DRIFTING="1000")
+    agents = {}
+    for story in STORIES:
+        agent = approved_agent(people, f"ts-{story}", connector={"type": "push"},
+                               enforcement={"default": "correct"})
+        token, key = actions.issue_agent_token(agent, actor=people.alice)
+        agents[story] = {"name": agent.name, "token": key, "token_id": token.pk}
+    suite = {"url": live_server_process.url, "agents": agents, "owner": keys.alice,
+             "approver": keys.bob, "root": str(ROOT),
+             "control": [sys.executable, str(ROOT / "tests" / "clients" / "typescript_control.py")]}
+    result = npm("test", env=child_env(AGENTGOV_TEST=json.dumps(suite)), timeout=1100)
+    output = result.stdout + result.stderr
+    print(output[-20000:])
+    assert result.returncode == 0, output[-6000:]
+    assert "# fail 0" in output and "# pass 0" not in output
+    for suite in ("the client", "Vercel AI SDK adapter", "LangGraph.js adapter",
+                  "OpenAI Agents SDK adapter"):
+        assert f"ok 1 - {suite}" in output or f"- {suite}\n" in output, suite
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("framework, packages", [
+    ("vercel-ai", ("ai", "zod")),
+    ("langgraph-js", ("@langchain/langgraph", "@langchain/core", "zod")),
+])
+def test_the_packed_package_installs_into_a_fresh_folder_and_runs_the_example(
+        node_modules, people, live_server_process, keys, tmp_path, framework, packages):
+    packed = npm("pack", "--pack-destination", str(tmp_path))
+    assert packed.returncode == 0, packed.stderr[-3000:]
+    tarball = tmp_path / packed.stdout.strip().splitlines()[-1]
+    folder = tmp_path / "fresh"
+    folder.mkdir()
+    (folder / "package.json").write_text('{"name": "fresh", "private": true, "type": "module"}')
+    versions = json.loads((TS / "package.json").read_text())["devDependencies"]
+    installed = subprocess.run(
+        ["npm", "install", "--no-audit", "--no-fund", "--prefer-offline", str(tarball),
+         *(f"{name}@{versions[name]}" for name in packages)],
+        cwd=folder, capture_output=True, text=True, timeout=600)
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    assert not (folder / "node_modules" / "agentgov" / "src").exists()  # what `files` ships
+    example = ROOT / "examples" / "typescript" / framework
+    for name in ("agent.mjs", "manifest.yaml"):
+        shutil.copy(example / name, folder / name)
+
+    def node(*args: str, **env: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["node", "agent.mjs", *args], cwd=folder, capture_output=True,
+                              text=True, timeout=300,
+                              env={**child_env(), "AGENTGOV_URL": live_server_process.url, **env})
+
+    registered = node("register", "--token", keys.alice)
+    assert registered.returncode == 0, registered.stderr
+    actions.approve_proposal(int(registered.stdout.strip()), actor=people.bob)
+    agent = Agent.objects.get(name=f"refund-{framework}")
+    token = actions.issue_agent_token(agent, actor=people.alice)[1]
+    ran = node("run", "--orders", "6", "--pause", "0", AGENTGOV_TOKEN=token,
+               AGENTGOV_AGENT=agent.name)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "refund order-0003 120 -> " in ran.stdout and "refunded 120 on order-0003" in ran.stdout
+    assert "refunded 80 on order-0006" in ran.stdout and "refused" not in ran.stdout
+
+    audit_cli = subprocess.run(["npx", "--no-install", "agentgov-audit", "--help"], cwd=folder,
+                               capture_output=True, text=True, timeout=120)
+    assert audit_cli.returncode == 0 and "chain only" in audit_cli.stdout, audit_cli.stderr
