@@ -14,7 +14,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils.dateparse import parse_date, parse_datetime
 from django.utils.timezone import make_aware
 
-from audit import keys
+from audit import keys, signer
 from audit.actions import archive_before, checkpoint_head, rotate_key, sign_for_export
 from audit.export import FORMATS, export_chunks
 from audit.verify import verify_trail
@@ -56,6 +56,13 @@ class Command(BaseCommand):
                                              "when the key comes from AUDIT_PRIVATE_KEY)")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            self._handle(options)
+        except signer.SigningRefused as error:
+            signer.refuse(error)
+            raise CommandError(f"signing refused: {error.message}") from error
+
+    def _handle(self, options: dict[str, Any]) -> None:
         verb = options["verb"]
         if verb == "verify":
             report = verify_trail(full_tree=options["tree"])
