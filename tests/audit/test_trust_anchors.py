@@ -219,3 +219,26 @@ def test_a_cut_back_trail_is_refused_by_the_witness_even_without_the_signers_mem
         with django_capture_on_commit_callbacks(execute=True):
             audit.actions.checkpoint_head()
     assert AuditChainHead.objects.get().seq == 6
+
+
+def test_the_development_installation_has_a_witness_and_a_signer_memory_by_default(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AUDIT_")}
+    env.update(VAR_DIR=str(tmp_path / "var"), DEBUG="1", DJANGO_SETTINGS_MODULE="config.settings")
+    shown = subprocess.run(
+        [sys.executable, "-c", "from django.conf import settings as s; print(s.AUDIT_WITNESSES);"
+         "print(s.AUDIT_SIGNED_HEAD_FILE)"],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=120, check=True)
+    witnesses_line, memory_line = shown.stdout.splitlines()
+    assert witnesses_line == f"['file://{tmp_path / 'var' / 'audit-witness'}']"
+    assert memory_line == str(tmp_path / "var" / "signed-head.json")
+    env["AUDIT_WITNESSES"] = "none"
+    shown = subprocess.run([sys.executable, "-c", "from django.conf import settings as s;"
+                            "print(s.AUDIT_WITNESSES)"],
+                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert shown.stdout.strip() == "[]", shown.stderr

@@ -299,3 +299,16 @@ def test_the_monitor_follows_the_live_trail_and_fails_on_a_rewrite(ctl, keys, se
                          str(other))
     assert status == 1 and err.startswith(f"FAILED the newest head ({size}) is not signed by a "
                                           f"trusted key"), err
+
+
+def test_verify_help_names_each_exit_status_and_its_first_line(capsys):
+    with pytest.raises(SystemExit):
+        main(["audit", "verify", "--help"])
+    shown = capsys.readouterr().out
+    for line in ("0  OK N entries, head H", "3  CHAIN ONLY N entries",
+                 "chain only, nothing proven by a signature", "1  FAILED at seq N: REASON",
+                 "2  error: ...", "unsigned", "retired-key", "--chain-only"):
+        assert line in shown, line
+    with pytest.raises(SystemExit):
+        main(["audit", "monitor", "--help"])
+    assert "1  FORK" in capsys.readouterr().out
