@@ -136,6 +136,10 @@ def test_the_trusted_key_list_is_served_for_auditors_from_configuration(
         signed, people, api_as, key_file):
     served = api_as(people.dana).get("/api/v1/audit/trusted-keys").json()
     assert served == signed_heads.key_list(*keys.trusted())
+    printed = io.StringIO()
+    call_command("audit", "trusted-keys", stdout=printed)
+    assert json.loads(printed.getvalue()) == served
+    assert served["keys"][0]["key_id"] == signed_heads.key_id(keys.signing_key().public_key())
     sql("DELETE FROM audit_auditkey")  # the database's key table plays no part
     assert api_as(people.dana).get("/api/v1/audit/trusted-keys").json() == served
 

@@ -1,5 +1,5 @@
-"""`manage.py audit verify|export|archive|checkpoint|public-key|rotate-key`: the operator's view
-of the trail and its signing key."""
+"""`manage.py audit verify|export|archive|checkpoint|public-key|trusted-keys|rotate-key`: the
+operator's view of the trail and its signing key."""
 
 import getpass
 import json
@@ -50,6 +50,8 @@ class Command(BaseCommand):
         sub.add_parser("checkpoint", help="sign the current head now")
         public = sub.add_parser("public-key", help="print the current signing key's public half")
         public.add_argument("--format", choices=["pem", "base64", "json"], default="pem")
+        sub.add_parser("trusted-keys", help="print the trusted key list verify uses (from "
+                                             "AUDIT_TRUSTED_KEYS_FILE), to hand to auditors")
         rotate = sub.add_parser("rotate-key", help="switch to a fresh signing key; the rotation "
                                                    "is an audit entry signed by the old key")
         rotate.add_argument("--output", help="where to write the new private key (required "
@@ -89,6 +91,8 @@ class Command(BaseCommand):
             self.stdout.write(f"signed entry {made.seq}" if made else "head already signed")
         elif verb == "public-key":
             self.stdout.write(self._public_key(options["format"]))
+        elif verb == "trusted-keys":
+            self.stdout.write(json.dumps(checkpoints.key_list(*keys.trusted()), indent=2))
         elif verb == "rotate-key":
             self._rotate(options["output"])
 
