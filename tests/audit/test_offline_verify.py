@@ -588,3 +588,30 @@ def test_a_checkpoint_past_a_rotation_re_signed_with_the_retired_key_is_refused(
     # The operator's trusted key list (configuration) says the same on its own.
     status, _, err = verify(path, "--public-key", str(key_file.parent / "trusted-keys.json"))
     assert status == 1 and err.startswith(f"FAILED at seq {rotation.seq + 1}: retired-key: ")
+
+
+def test_a_forged_rotation_in_the_file_vouching_for_the_attackers_key_is_not_trusted(
+        public_key, trail, exported, verify):
+    path, records = exported()
+    mallory, real = Ed25519PrivateKey.generate(), keys.signing_key()
+    entries = [r for r in records if r["type"] == "entry"]
+    entries[0]["entry"]["actor"] = "mallory"
+    # The attacker's key "retires" for the real one, signed by the attacker's key itself.
+    at = entries[-1]["entry"]["at"]
+    introduced = {k: v for k, v in signing.published_key(real.public_key(), at).items()
+                  if k != "retired_at"}
+    forged = json.loads(json.dumps(entries[-1]))
+    forged["entry"].update(
+        seq=len(entries) + 1, action="audit.key_rotated",
+        before=signing.published_key(mallory.public_key(), at),
+        after={**introduced, "previous_key_id": signing.key_id(mallory.public_key()),
+               "signature_by_previous": signing.sign_rotation(mallory, introduced)})
+    records.append(forged)
+    last = next(r for r in reversed(records) if r["type"] == "checkpoint")
+    records.insert(records.index(last) + 1, {**last, "size": len(entries) + 1})
+    records[0]["size"] = len(entries) + 1
+    rehash(records, mallory)
+    status, out, err = verify(write(path, records), "--public-key", public_key)
+    assert (status, out) == (1, "")
+    assert err.startswith("FAILED at seq 1: unknown-key: checkpoint signed by key "
+                          f"'{signing.key_id(mallory.public_key())}'"), err
