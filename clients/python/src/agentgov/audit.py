@@ -440,7 +440,7 @@ def verify_joined(paths: list[Path], keys: Mapping[str, Ed25519PublicKey],
     reached). Keys a proven rotation vouches for carry over. Only the last file is held against
     the witness's checkpoints past its start (an earlier file ends where the next begins)."""
     proven: list[str] = []
-    keys, before = dict(keys), None
+    keys, before = KeyRing(keys), None
     for number, path in enumerate(paths):
         ends = [header_of(later).get("boundary") or {} for later in paths[number + 1:]]
         end = ends[0].get("size") if ends else None
