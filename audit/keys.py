@@ -82,16 +82,17 @@ def trusted() -> tuple[dict[str, Ed25519PublicKey], checkpoints.KeyRanges]:
 
 
 def write_trusted(keys: dict[str, Ed25519PublicKey], ranges: checkpoints.KeyRanges) -> None:
-    """Replace the trusted key list file at once (atomic rename), readable by all: it holds
-    public keys only."""
+    """Replace the trusted key list file at once (atomic rename), owner-only as var/ is (it
+    holds public keys only: the operator may publish it)."""
     path = trusted_keys_file()
     if path is None:
         raise ImproperlyConfigured("set AUDIT_TRUSTED_KEYS_FILE: a rotation must be recorded "
                                    "in the trusted key list, outside the database")
     path.parent.mkdir(parents=True, exist_ok=True)
     staged = path.with_name(path.name + ".new")
-    staged.write_text(json.dumps(checkpoints.key_list(keys, ranges), indent=2) + "\n",
-                      encoding="utf-8")
+    descriptor = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as out:
+        out.write(json.dumps(checkpoints.key_list(keys, ranges), indent=2) + "\n")
     os.replace(staged, path)
 
 

@@ -40,6 +40,13 @@ class SigningRefused(Exception):
         self.size, self.message = size, message
 
 
+def _write_private(path: Path, text: str) -> None:
+    """Write `text` to `path` owner-only (the memory sits beside the private key)."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as out:
+        out.write(text)
+
+
 def memory_file() -> Path:
     return Path(settings.AUDIT_SIGNED_HEAD_FILE)
 
@@ -132,8 +139,9 @@ def _extends(size: int, root: str, head: dict[str, Any], where: str) -> None:
 @contextmanager
 def _locked() -> Iterator[None]:
     """One writer of the memory at a time, across processes."""
-    memory_file().parent.mkdir(parents=True, exist_ok=True)
-    with open(memory_file().with_name(memory_file().name + ".lock"), "a") as lock:
+    memory_file().parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    lock_path = memory_file().with_name(memory_file().name + ".lock")
+    with os.fdopen(os.open(lock_path, os.O_WRONLY | os.O_CREAT, 0o600), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
@@ -151,9 +159,8 @@ def remember(checkpoint: dict[str, Any]) -> None:
             known = None
         if known is None or checkpoint["size"] > known["size"]:
             staged = memory_file().with_name(memory_file().name + ".new")
-            staged.write_text(json.dumps({name: checkpoint[name] for name in
-                                          ("size", "root", "key_id", "at")}) + "\n",
-                              encoding="utf-8")
+            _write_private(staged, json.dumps({name: checkpoint[name] for name in
+                                               ("size", "root", "key_id", "at")}) + "\n")
             os.replace(staged, memory_file())
         refusal_file().unlink(missing_ok=True)
 
@@ -173,10 +180,9 @@ def refuse(error: SigningRefused) -> None:
     log.critical("audit signing refused: %s", error.message)
     first = refusal() is None
     try:
-        refusal_file().parent.mkdir(parents=True, exist_ok=True)
-        refusal_file().write_text(json.dumps({"size": error.size, "message": error.message,
-                                              "at": timezone.now().isoformat()}) + "\n",
-                                  encoding="utf-8")
+        refusal_file().parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _write_private(refusal_file(), json.dumps({"size": error.size, "message": error.message,
+                                                   "at": timezone.now().isoformat()}) + "\n")
     except OSError as failure:
         log.critical("audit signing refusal not kept in %s: %s", refusal_file(), failure)
     if first:

@@ -189,6 +189,8 @@ def test_the_signer_refuses_to_sign_a_rewritten_trail_and_says_so(
     refused = AuditEntry.objects.get(action=AuditAction.SIGNING_REFUSED)
     assert "the log was rewritten below entry 9" in refused.reason
     assert AlertEvent.objects.filter(event="audit.signing_refused", severity="high").exists()
+    for kept in (signer.memory_file(), signer.refusal_file()):  # beside the key: owner-only
+        assert kept.stat().st_mode & 0o077 == 0, kept
     ready = client.get("/readyz").json()
     assert ready["status"] == "degraded"
     assert ready["checks"]["audit_signing"].startswith("refused: refused to sign the head")
