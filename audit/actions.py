@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from audit import archiving, keys, placing, sequencing, tree, witnesses
+from audit import archiving, keys, placing, sequencing, signer, tree, witnesses
 from audit.chain import (
     GENESIS_HASH,
     canonical_json,
@@ -156,7 +156,12 @@ def _place(head: AuditChainHead, contents: list[dict[str, Any]],
     every = settings.AUDIT_CHECKPOINT_EVERY
     for row in rows:
         if row["seq"] % every == 0:
-            _sign(row["seq"], row["hash"])
+            try:
+                _sign(row["seq"], row["hash"])
+            except signer.SigningRefused as error:
+                # The entries stay placed (refusing them would stop every change the product
+                # makes); the head stays unsigned, and the refusal is made loud after commit.
+                transaction.on_commit(lambda error=error: signer.refuse(error), robust=True)
     head.seq, head.hash = seq, previous
     if not stored:
         head.save(update_fields=["seq", "hash"])
@@ -230,17 +235,26 @@ def _published_key(private: Ed25519PrivateKey) -> AuditKey:
 
 
 def _sign(seq: int, head_hash: str) -> AuditCheckpoint:
+    """Sign the tree head at `seq`, once it is proven consistent with every head signed before
+    (audit/signer.py; raises SigningRefused otherwise). The signer remembers it after commit."""
     private = keys.signing_key()
+    root = tree.root(seq)
+    signer.check(seq, root, private)
     _published_key(private)
     at = timezone.now()
-    signed = checkpoints.sign_checkpoint(private, seq, tree.root(seq), format_time(at))
+    signed = checkpoints.sign_checkpoint(private, seq, root, format_time(at))
     checkpoint = AuditCheckpoint(
         seq=seq, head_hash=head_hash, root=signed["root"], at=at, key_id=signed["key_id"],
         algorithm=SignatureAlgorithm.ED25519, signature=signed["signature"],
     )
     checkpoint.save()
     published = checkpoint.to_dict()
-    transaction.on_commit(lambda: witnesses.publish(published))
+
+    def after_commit() -> None:
+        signer.remember(published)
+        witnesses.publish(published)
+
+    transaction.on_commit(after_commit)
     return checkpoint
 
 
@@ -257,7 +271,9 @@ def checkpoint_head() -> AuditCheckpoint | None:
 @transaction.atomic
 def rotate_key(*, actor: Any, new_key: Ed25519PrivateKey) -> AuditEntry:
     """Retire the current signing key for `new_key`: the rotation is an entry carrying the old
-    key's signature over the new key, and the old public key stays published."""
+    key's signature over the new key, and a checkpoint by the old key covering it; the trusted
+    key list (configuration, AUDIT_TRUSTED_KEYS_FILE) then bounds the old key to that size and
+    the new key to larger ones. The old public key stays published."""
     old_private = keys.signing_key()
     _lock_head()
     _settle_after()
@@ -277,8 +293,12 @@ def rotate_key(*, actor: Any, new_key: Ed25519PrivateKey) -> AuditEntry:
                "signature_by_previous": endorsement},
     ))
     head = _lock_head()
-    if not AuditCheckpoint.objects.filter(seq=head.seq).exists():
-        _sign(head.seq, head.hash)  # the old key's last checkpoint covers its retirement
+    covering = AuditCheckpoint.objects.filter(seq=head.seq).first()
+    if covering is None:
+        covering = _sign(head.seq, head.hash)  # the old key's last checkpoint covers it
+    if covering.key_id != old.key_id:
+        raise ValueError("the head covering the rotation is not signed by the old key")
+    keys.retire(old_private.public_key(), new_key.public_key(), head.seq)
     return entry
 
 

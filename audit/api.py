@@ -9,13 +9,14 @@ from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import generics, pagination, serializers, viewsets
-from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
+from rest_framework.exceptions import APIException, NotFound, PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from audit import archiving, tree
-from audit.actions import PENDING_FIELDS, sign_for_export
+from audit import archiving, keys, signer, tree
+from audit.actions import PENDING_FIELDS
+from audit.actions import sign_for_export as sign_trail_for_export
 from audit.chain import format_time
 from audit.choices import BreakReason
 from audit.evidence import TooManyEntries, bundle
@@ -54,6 +55,23 @@ class NewestFirst(pagination.CursorPagination):
     page_size = 50
     max_page_size = 500
     page_size_query_param = "page_size"
+
+
+class SigningRefusedError(APIException):
+    """The signer would not sign the head (audit/signer.py): no file is served unsigned."""
+
+    status_code = 409
+    default_code = "signing_refused"
+
+
+def sign_for_export(**kwargs: Any) -> int:
+    """sign_trail_for_export, with a refusal made loud (alert, /readyz, an entry) and answered
+    409: a file signed over a rewritten trail is never served."""
+    try:
+        return sign_trail_for_export(**kwargs)
+    except signer.SigningRefused as error:
+        signer.refuse(error)
+        raise SigningRefusedError(error.message) from error
 
 
 class ComplianceOnly:
@@ -244,6 +262,18 @@ class AuditCheckpointSerializer(serializers.Serializer):
 
     def to_representation(self, checkpoint: AuditCheckpoint) -> dict[str, Any]:
         return checkpoint.to_dict()
+
+
+class AuditTrustedKeysView(ComplianceOnly, APIView):
+    """The trusted key list verify uses (configuration, never the database): each key with
+    the tree sizes it may sign, to save and give `agentctl audit verify --public-key`."""
+
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    def get(self, request: Request) -> Response:
+        from agentgov import checkpoints
+
+        listed, ranges = keys.trusted()
+        return Response(checkpoints.key_list(listed, ranges))
 
 
 class AuditCheckpointList(ComplianceOnly, generics.ListAPIView):

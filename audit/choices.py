@@ -107,6 +107,8 @@ class AuditAction(models.TextChoices):
     AUDIT_EXPORTED = "audit.exported"
     AUDIT_VERIFIED = "audit.verified"
     KEY_ROTATED = "audit.key_rotated"
+    # The signer refused a head not consistent with the last one it signed (audit/signer.py).
+    SIGNING_REFUSED = "audit.signing_refused"
     AUDIT_ARCHIVED = "audit.archived"
     # Retention: a day partition dropped (PostgreSQL) or a batch of expired rows deleted (SQLite).
     RETENTION_PARTITION_DROPPED = "retention.partition_dropped"
@@ -130,3 +132,4 @@ class BreakReason(models.TextChoices):
     WITNESS_MISMATCH = "witness-mismatch"
     WITNESS_MISSING = "witness-missing"
     UNKNOWN_KEY = "unknown-key"
+    RETIRED_KEY = "retired-key"  # a trusted key signed a size outside its configured range

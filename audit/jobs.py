@@ -1,11 +1,17 @@
 """RQ entry points for the audit trail."""
 
+from audit import signer
 from audit.actions import checkpoint_head
 
 
 def checkpoint() -> int | None:
-    """Sign the head of the chain if it moved since the last checkpoint (run by rqcron)."""
-    made = checkpoint_head()
+    """Sign the head of the chain if it moved since the last checkpoint (run by rqcron); a
+    head the signer refuses is reported (audit/signer.py), not signed."""
+    try:
+        made = checkpoint_head()
+    except signer.SigningRefused as error:
+        signer.refuse(error)
+        return None
     return made.seq if made else None
 
 

@@ -11,7 +11,8 @@ GAINED = {"tool_added": "gained tool {0}", "mcp_server_added": "gained MCP serve
           "suspended", "stopped_while_active": "stopped while it should be running"}
 # Past-tense words for the actions whose name is not one.
 VERBS = {"run": "ran", "preference_set": "set", "preference_deleted": "deleted",
-         "key_rotated": "rotated the signing key of", "enrolment_started": "started enrolling"}
+         "key_rotated": "rotated the signing key of",
+         "signing_refused": "refused to sign", "enrolment_started": "started enrolling"}
 
 
 def plain_text(value: Any) -> str:

@@ -12,6 +12,7 @@ api_urlpatterns = [
     path("audit/export", api.AuditExportView.as_view(), name="audit-export"),
     path("audit/checkpoints", api.AuditCheckpointList.as_view(), name="audit-checkpoints"),
     path("audit/keys", api.AuditKeysView.as_view(), name="audit-keys"),
+    path("audit/trusted-keys", api.AuditTrustedKeysView.as_view(), name="audit-trusted-keys"),
     path("audit/proofs/inclusion", api.AuditInclusionProofView.as_view(),
          name="audit-inclusion-proof"),
     path("audit/proofs/consistency", api.AuditConsistencyProofView.as_view(),

@@ -21,14 +21,13 @@ from typing import Any
 
 from agentgov import checkpoints as signed_heads
 from agentgov.merkle import EMPTY_ROOT, TreeBuilder
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from django.conf import settings
 from django.db import DataError, connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 from psycopg.conninfo import make_conninfo
 
-from audit import archiving, binding, keys, tree, verify_ranges, witnesses
+from audit import archiving, binding, keys, signer, tree, verify_ranges, witnesses
 from audit.chain import (
     GENESIS_HASH,
     ChainReport,
@@ -279,7 +278,7 @@ def frontier_problem(frontiers: dict[int, tuple[tuple[int, bytes], ...]]
 @dataclass
 class Walk:
     """What one pass over the entries found: where the chain first breaks (if it does), the
-    Merkle root at every size asked for, and the keys that rotations vouch for."""
+    Merkle root at every size asked for."""
 
     count: int = 0
     head_hash: str = GENESIS_HASH
@@ -287,7 +286,6 @@ class Walk:
     broken: tuple[int, str, str] | None = None
     chain_at: dict[int, str] = field(default_factory=dict)
     roots_at: dict[int, str] = field(default_factory=dict)
-    rotations: list[dict[str, Any]] = field(default_factory=list)
     tree: tuple[int, str, str] | None = None  # the first stored tree node that is wrong
     # size -> the (level, hash) complete subtrees a tree of that size decomposes into
     frontiers: dict[int, tuple[tuple[int, bytes], ...]] = field(default_factory=dict)
@@ -488,7 +486,6 @@ def walk_trail(upto: int, sizes: set[int], full_tree: bool = False,
         result = walk_ranges(upto, sizes, seed)
         if not result.broken:
             result.tree = frontier_problem(result.frontiers)
-        result.rotations = _rotations(result.count, seed, since)
         return result
     for fast in (True, False):
         rows = iter_payloads(upto, fast=fast, after=seed.size)
@@ -502,38 +499,7 @@ def walk_trail(upto: int, sizes: set[int], full_tree: bool = False,
             rows.close()  # its cursor, thread and transaction end here, not when collected
     if not full_tree and not result.broken:
         result.tree = frontier_problem(result.frontiers)
-    result.rotations = _rotations(result.count, seed, since)
     return result
-
-
-def _rotations(count: int, seed: Seed, since: AuditArchive | None) -> list[dict[str, Any]]:
-    """Key rotations among the entries just proven (their columns were checked with them).
-    Those archived are kept on the boundary record (and each is re-checked: trusted_keys)."""
-    rotated = AuditEntry.objects.filter(action=AuditAction.KEY_ROTATED, seq__gt=seed.size,
-                                        seq__lte=count)
-    return [*(since.rotations if since is not None else []),
-            *rotated.order_by("seq").values("before", "after")]
-
-
-def trusted_keys(rotations: list[dict[str, Any]]) -> dict[str, Ed25519PublicKey]:
-    """key id -> public key of every key verify trusts: the configured signing key, and each
-    earlier key that signed its successor's introduction (walking the rotations back). Keys
-    are never taken from the database's own key table, which whoever rewrites rows can write."""
-    current = keys.signing_key().public_key()
-    trusted = {signed_heads.key_id(current): current}
-    for entry in reversed(rotations):
-        new, old = entry["after"] or {}, entry["before"] or {}
-        introduced = {name: new.get(name)
-                      for name in ("key_id", "algorithm", "public_key", "created_at")}
-        try:
-            old_key = signed_heads.load_public_key(str(old.get("public_key", "")))
-            signed_heads.verify_rotation(old_key, introduced,
-                                         str(new.get("signature_by_previous", "")))
-        except ValueError:
-            continue
-        if introduced["key_id"] in trusted:
-            trusted[signed_heads.key_id(old_key)] = old_key
-    return trusted
 
 
 def verify_trail(*, full_tree: bool = False) -> ChainReport:
@@ -543,6 +509,7 @@ def verify_trail(*, full_tree: bool = False) -> ChainReport:
     checks every other node (those only inclusion and consistency proofs use, which a client
     checks against a signed root anyway): ~2 nodes per entry more to read."""
     started = timezone.now()
+    remembered = _remembered()
     held = {url: witnesses.copies(url) for url in witnesses.readable_witnesses()}
     checkpoints = {c.seq: c for c in AuditCheckpoint.objects.order_by("seq")}
     archives = list(AuditArchive.objects.order_by("last_seq"))
@@ -559,6 +526,7 @@ def verify_trail(*, full_tree: bool = False) -> ChainReport:
     problems += _archive_problems(result, archives, checkpoints)
     problems += _checkpoint_problems(result, checkpoints, since.last_seq if since else 0)
     problems += _witness_problems(result, checkpoints, held, started)
+    problems += _memory_problems(result, checkpoints, remembered)
     # The stored tree is held against the entries only when they are sound: an entry edited or
     # forged also leaves its stored leaf behind, and the chain or checkpoint says better why.
     if not problems and result.tree:
@@ -648,15 +616,17 @@ def _archive_problems(result: Walk, archives: list[AuditArchive],
 def _checkpoint_problems(
     result: Walk, checkpoints: dict[int, AuditCheckpoint], archived: int = 0,
 ) -> list[tuple[int, str, str]]:
-    """Each checkpoint must be signed by a trusted key and match the entries it covers. A
-    failing one is reported at the first seq no earlier checkpoint proved (as the offline
-    verifier reports it, docs/audit-format.md). Those below the archive boundary (`archived`)
-    are checked for their signature only: their entries are in the archive file, which proves
-    them offline; the one at the boundary must have the stored frontier's root."""
+    """Each checkpoint must be signed by a trusted key (the configured list, never the
+    database's key table or its rotation entries), at a tree size that key may sign, and match
+    the entries it covers. A failing one is reported at the first seq no earlier checkpoint
+    proved (as the offline verifier reports it, docs/audit-format.md). Those below the archive
+    boundary (`archived`) are checked for their signature only: their entries are in the
+    archive file, which proves them offline; the one at the boundary must have the stored
+    frontier's root."""
     failures: list[tuple[int, str, str]] = []
     problems: list[tuple[int, str, str]] = []
     proven = [0]
-    trusted = trusted_keys(result.rotations)
+    trusted, ranges = keys.trusted()
     for size, checkpoint in sorted(checkpoints.items()):
         if checkpoint.algorithm == SignatureAlgorithm.HMAC_SHA256:
             expected = checkpoint_signature(settings.AUDIT_SIGNING_KEY, size, checkpoint.head_hash)
@@ -664,12 +634,16 @@ def _checkpoint_problems(
             matches = size < archived or result.chain_at.get(size) == checkpoint.head_hash
         else:
             try:
-                signed_heads.verify_checkpoint(checkpoint.to_dict(), trusted)
+                signed_heads.verify_checkpoint(checkpoint.to_dict(), trusted, ranges)
                 signed = True
             except signed_heads.UnknownKey:
                 failures.append((size, BreakReason.UNKNOWN_KEY,
                                  f"the checkpoint at entry {size} is signed by key "
                                  f"{checkpoint.key_id!r}, which is not a trusted key"))
+                continue
+            except signed_heads.RetiredKey as error:
+                failures.append((size, BreakReason.RETIRED_KEY, f"the checkpoint at entry "
+                                 f"{size}: {error}"))
                 continue
             except signed_heads.SignatureError:
                 signed = False
@@ -692,6 +666,38 @@ def _checkpoint_problems(
         since = max(p for p in proven if p < size) + 1
         problems.append((since, reason, problem))
     return problems
+
+
+def _remembered() -> dict[str, Any] | None:
+    """The last head the signer signed, as it keeps it outside the database (audit/signer.py),
+    or None (none yet, or unreadable: the signer itself refuses on that)."""
+    try:
+        return signer.last_signed()
+    except signer.SigningRefused:
+        return None
+
+
+def _memory_problems(result: Walk, checkpoints: dict[int, AuditCheckpoint],
+                     remembered: dict[str, Any] | None) -> list[tuple[int, str, str]]:
+    """The signer's memory is a witness the database cannot reach: its last signed head must
+    be in the database, with the same root, and the log must reach it."""
+    if remembered is None:
+        return []
+    size, root = remembered["size"], remembered["root"]
+    checkpoint = checkpoints.get(size)
+    if size > result.count and not result.broken:
+        return [(result.count + 1, BreakReason.TRUNCATED,
+                 f"the signer remembers signing a head of {size} entries but the log ends at "
+                 f"entry {result.count}: entries were cut off")]
+    if checkpoint is None:
+        return [(size, BreakReason.WITNESS_MISSING,
+                 f"the checkpoint at entry {size}, which the signer remembers signing, is "
+                 f"missing from the database")]
+    if checkpoint.root != root:
+        return [(size, BreakReason.WITNESS_MISMATCH,
+                 f"the checkpoint at entry {size} differs from the head the signer remembers "
+                 f"signing")]
+    return []
 
 
 def _witness_problems(

@@ -55,11 +55,14 @@ def publish(checkpoint: dict[str, Any]) -> None:
 
 
 def write_copy(folder: Path, checkpoint: dict[str, Any]) -> None:
-    """Write the checkpoint's file once; an existing copy is left exactly as it is."""
-    folder.mkdir(parents=True, exist_ok=True)
+    """Write the checkpoint's file once; an existing copy is left exactly as it is. Under
+    var/ (the development witness) it is owner-only, as everything there is."""
+    inside_var = Path(settings.VAR_DIR).resolve() in [folder.resolve(), *folder.resolve().parents]
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700 if inside_var else 0o777)
     try:
         descriptor = os.open(folder / file_name(checkpoint["size"]),
-                             os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+                             os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+                             0o400 if inside_var else 0o444)
     except FileExistsError:
         return
     with os.fdopen(descriptor, "w", encoding="utf-8") as out:

@@ -54,6 +54,12 @@ def setup_django() -> None:
     """Point this process (and the workers it starts) at the scratch stores and migrate."""
     os.environ["DATABASE_URL"] = scratch_database()
     os.environ["REDIS_URL"] = scratch_redis()
+    # A scratch database is a new trail: the audit signer's memory of the last head it signed
+    # (kept outside the database) must be a scratch one too, or it refuses the new trail as a
+    # rewrite of the last bench's; and the development witness under var/ stays out of it.
+    os.environ.setdefault("AUDIT_SIGNED_HEAD_FILE",
+                          str(Path(tempfile.mkdtemp()) / "signed-head.json"))
+    os.environ.setdefault("AUDIT_WITNESSES", "none")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     import django
 

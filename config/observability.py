@@ -1,7 +1,9 @@
 """Probes and Prometheus metrics: /healthz, /readyz, /metrics."""
 
+import json
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import django_rq
 import redis
@@ -104,14 +106,30 @@ def _check_redis() -> str:
         client.close()
 
 
+def _audit_signing_refusal() -> str | None:
+    """Why the audit signer refuses to sign, while it does (the refusal it keeps beside its
+    memory of the last signed head, audit/signer.py): the trail is not being signed."""
+    refused = Path(settings.AUDIT_SIGNED_HEAD_FILE + ".refused")
+    try:
+        found = json.loads(refused.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return "refused: (the refusal file is unreadable)"
+    return f"refused: {found.get('message', '')}"[:300] if isinstance(found, dict) else "refused"
+
+
 def readyz(request: HttpRequest) -> JsonResponse:
-    """Ready when the database and Redis both answer; 503 naming what failed otherwise."""
+    """Ready when the database and Redis both answer; 503 naming what failed otherwise.
+    `degraded` (still 200: the site serves) while the audit signer refuses to sign."""
     checks = {"database": _check_database(), "redis": _check_redis()}
     ready = all(value == "ok" for value in checks.values())
-    return JsonResponse(
-        {"status": "ready" if ready else "unavailable", "checks": checks},
-        status=200 if ready else 503,
-    )
+    status = "ready" if ready else "unavailable"
+    refusal = _audit_signing_refusal()
+    if refusal is not None:
+        checks["audit_signing"] = refusal
+        status = "degraded" if ready else status
+    return JsonResponse({"status": status, "checks": checks}, status=200 if ready else 503)
 
 
 def metrics(request: HttpRequest) -> HttpResponse:

@@ -60,8 +60,24 @@ elif not (AUDIT_PRIVATE_KEY or AUDIT_PRIVATE_KEY_FILE):
     raise SettingError("AUDIT_PRIVATE_KEY or AUDIT_PRIVATE_KEY_FILE must be set when DEBUG is off")
 AUDIT_CHECKPOINT_EVERY = env_int("AUDIT_CHECKPOINT_EVERY", 1000, minimum=1)
 AUDIT_CHECKPOINT_MINUTES = env_int("AUDIT_CHECKPOINT_MINUTES", 5, minimum=1)
-# Where every checkpoint is also published: file:///dir and https://... URLs.
-AUDIT_WITNESSES = env_list("AUDIT_WITNESSES", [])
+# The public keys verify trusts, each with the tree sizes it may sign: a trusted key list file
+# (docs/audit-format.md, "Trusted keys"), never the database. By default trusted-keys.json
+# beside the private key file (written with a generated key and by `audit rotate-key`); with
+# no such file, only the current signing key is trusted, for every size.
+AUDIT_TRUSTED_KEYS_FILE = env_str("AUDIT_TRUSTED_KEYS_FILE", "")
+# The last tree head the signer signed, kept outside the database (beside the key): each new
+# head must be proven consistent with it before it is signed. A refusal is kept beside it, in
+# <file>.refused, until a head is signed again (/readyz reports it).
+AUDIT_SIGNED_HEAD_FILE = env_str("AUDIT_SIGNED_HEAD_FILE", "") or str(
+    (Path(AUDIT_PRIVATE_KEY_FILE).parent if AUDIT_PRIVATE_KEY_FILE else VAR_DIR)
+    / "signed-head.json")
+# Where every checkpoint is also published: file:///dir and https://... URLs; `none` for no
+# witness. The development installation (a generated key) publishes to a directory witness
+# under var/ by default.
+AUDIT_WITNESSES = env_list("AUDIT_WITNESSES", [f"file://{VAR_DIR / 'audit-witness'}"]
+                           if AUDIT_PRIVATE_KEY_GENERATE else [])
+if AUDIT_WITNESSES == ["none"]:
+    AUDIT_WITNESSES = []
 AUDIT_WITNESS_SECRET = env_str("AUDIT_WITNESS_SECRET", "")
 # Where HTTP witnesses may be POSTed, entries as DECISION_WEBHOOK_HOSTS (config/outbound.py);
 # by default each configured witness's own host and port. Either way every POST goes to the

@@ -181,6 +181,18 @@ def hosted_cluster(transactional_db, settings):
 
 
 @pytest.fixture(autouse=True)
+def _audit_signer_of_its_own(settings, tmp_path, monkeypatch):
+    """Each test's database starts empty, so the audit signer's memory of the last head it
+    signed (kept outside the database) is the test's own, and no default witness under var/
+    collects every test's checkpoints (the processes a test starts inherit both)."""
+    head = str(tmp_path / "audit-signer" / "signed-head.json")
+    settings.AUDIT_SIGNED_HEAD_FILE = head
+    settings.AUDIT_WITNESSES = []
+    monkeypatch.setenv("AUDIT_SIGNED_HEAD_FILE", head)
+    monkeypatch.setenv("AUDIT_WITNESSES", "none")
+
+
+@pytest.fixture(autouse=True)
 def _fast_password_hashing(settings):
     # PBKDF2's deliberate slowness buys nothing in tests and costs seconds per persona.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -382,17 +382,24 @@ def test_a_csv_export_after_an_archive_verifies_joined_to_the_archive(
     assert body.splitlines()[1].startswith(f"{made.last_seq + 1},")  # the live part only
 
     # Alone, the CSV names what it lacks instead of a bare broken chain.
-    status, out, err = agentctl(spreadsheet)
+    status, out, err = agentctl(spreadsheet, "--chain-only")
     assert status == 1
     assert err.startswith(f"FAILED at seq 1: deleted: the file starts at entry "
                           f"{made.last_seq + 1}: entries 1-{made.last_seq} are not in it"), err
 
-    # After the archive it continues the archive's chain: the whole trail, to the live head.
+    # A CSV carries no signature: given a key, its rows past the archive are not proven.
+    status, out, err = agentctl(archived, spreadsheet, "--public-key", public_key)
+    assert (status, out) == (1, "")
+    assert err.startswith(f"FAILED at seq {made.last_seq + 1}: unsigned: live.csv: a CSV "
+                          f"carries no signed checkpoint"), err
+    # After the archive it continues the archive's chain: the whole trail, to the live head,
+    # said to be the chain alone past the archive (exit 3, never "OK").
     status, out, err = agentctl(archived, spreadsheet, "--public-key", public_key,
-                                "--head", head.hash)
-    assert status == 0, err
+                                "--head", head.hash, "--chain-only")
+    assert status == 3, err
     lines = out.splitlines()
-    assert lines[0] == f"OK {head.seq} entries, head {head.hash}"
+    assert lines[0] == (f"CHAIN ONLY {head.seq} entries, head {head.hash}: chain only, "
+                        "nothing proven by a signature")
     assert (f"live.csv: entries {made.last_seq + 1}-{head.seq} continue the chain "
             "(a CSV carries no checkpoints: its rows are not signed)") in lines
 
@@ -401,12 +408,12 @@ def test_a_csv_export_after_an_archive_verifies_joined_to_the_archive(
     edited = tmp_path / "edited.csv"
     edited.write_text(rows[0] + rows[1].replace("token:", "token:9", 1) + "".join(rows[2:]),
                       encoding="utf-8", newline="")
-    status, out, err = agentctl(archived, edited, "--public-key", public_key)
+    status, out, err = agentctl(archived, edited, "--public-key", public_key, "--chain-only")
     assert status == 1
     assert err.startswith(f"FAILED at seq {made.last_seq + 1}: edited: edited.csv: "), err
     cut = tmp_path / "cut.csv"
     cut.write_text(rows[0] + "".join(rows[2:]), encoding="utf-8", newline="")
-    status, out, err = agentctl(archived, cut, "--public-key", public_key)
+    status, out, err = agentctl(archived, cut, "--public-key", public_key, "--chain-only")
     assert status == 1
     assert err.startswith(f"FAILED at seq {made.last_seq + 1}: deleted: cut.csv: the file "
                           f"starts at entry {made.last_seq + 2}"), err

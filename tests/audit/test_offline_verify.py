@@ -332,9 +332,10 @@ def test_csv_cells_never_start_a_formula_yet_the_csv_still_verifies_offline(
 
     path = tmp_path / "trail.csv"
     path.write_text(body, encoding="utf-8", newline="")
-    status, out, err = verify(path)
-    assert status == 0, err
-    assert out == f"OK {len(rows)} entries, head {rows[-1][-1]}\n"
+    status, out, err = verify(path, "--chain-only")  # no witness here: the chain alone
+    assert status == 3, err
+    assert out == (f"CHAIN ONLY {len(rows)} entries, head {rows[-1][-1]}: chain only, nothing "
+                   "proven by a signature\n")
     # The README's rule (drop one leading quote) gives back exactly the hashed values.
     restored = [[cell[1:] if cell.startswith("'") else cell for cell in row] for row in rows]
     assert {text for text in FORMULAS} <= {row[8] for row in restored}
@@ -346,11 +347,11 @@ def test_csv_cells_never_start_a_formula_yet_the_csv_still_verifies_offline(
     with open(by_command, encoding="utf-8", newline="") as rows_file:
         command_cells = [cell for row in csv.reader(rows_file) for cell in row]
     assert not [cell for cell in command_cells if cell[:1] in ("=", "+", "-", "@", "\t", "\r")]
-    assert verify(by_command)[0] == 0
+    assert verify(by_command, "--chain-only")[0] == 3
 
     edited = body.replace("'@SUM(1)", "'@SUM(2)", 1)
     path.write_text(edited, encoding="utf-8", newline="")
-    status, _, err = verify(path)
+    status, _, err = verify(path, "--chain-only")
     assert status == 1 and err.startswith("BROKEN at seq ")
 
 
@@ -450,3 +451,167 @@ def test_an_entry_edited_in_the_database_fails_its_evidence_bundle(public_key, t
     path, _ = evidence(api_as(people.dana), tmp_path)
     status, _, err = verify(path, "--public-key", public_key)
     assert status == 1 and err.startswith(f"FAILED at seq {seq}: edited: "), err
+
+
+# --- issue 28: the verifier never says OK for less than it was asked ------------------------
+
+
+def forged_entries(records: list[dict], seq: int) -> list[dict]:
+    """The trail rewritten as an insider would hand it over without checkpoints: who did entry
+    `seq` changed, every later hash recomputed so the chain holds."""
+    entries = [json.loads(json.dumps(r["entry"])) for r in records if r["type"] == "entry"]
+    entries[seq - 1]["actor"] = "mallory"
+    prev = entries[seq - 2]["hash"] if seq > 1 else GENESIS_HASH
+    for entry in entries[seq - 1:]:
+        entry["prev_hash"] = prev
+        entry["hash"] = prev = entry_hash(entry)
+    return entries
+
+
+def write_csv(path: Path, entries: list[dict]) -> Path:
+    """Entries as the CSV export spells them (formula-escaped cells, JSON before/after)."""
+    from agentgov.audit import escape_cell
+    from agentgov.entries import ENTRY_FIELDS, canonical_json
+
+    with open(path, "w", encoding="utf-8", newline="") as out:
+        rows = csv.writer(out)
+        rows.writerow(ENTRY_FIELDS)
+        for entry in entries:
+            rows.writerow([escape_cell(canonical_json(entry[name]) if name in ("before", "after")
+                                       else str(entry[name])) for name in ENTRY_FIELDS])
+    return path
+
+
+def write_jsonl(path: Path, entries: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries), encoding="utf-8")
+    return path
+
+
+def test_a_rewritten_trail_handed_over_without_checkpoints_is_never_ok_given_a_key(
+        witness, public_key, trail, people, api_as, exported, tmp_path, verify,
+        django_capture_on_commit_callbacks):
+    path, records = exported()
+    untouched = [r["entry"] for r in records if r["type"] == "entry"]
+    count, head = len(untouched), untouched[-1]["hash"]
+    # The honest CSV, held against the witness's signed checkpoints, is proven.
+    with django_capture_on_commit_callbacks(execute=True):
+        response = api_as(people.dana).get("/api/v1/audit/export?format=csv")
+    body = b"".join(response).decode()
+    honest = tmp_path / "honest.csv"
+    honest.write_text(body, encoding="utf-8", newline="")
+    first = next(r["size"] for r in records if r["type"] == "checkpoint")
+    rows = list(csv.reader(io.StringIO(body)))[1:]
+    status, out, err = verify(honest, "--public-key", public_key, "--witness", str(witness))
+    assert status == 0, err
+    assert out.splitlines()[0] == f"OK {len(rows)} entries, head {rows[-1][-1]}"
+    assert out.splitlines()[1].startswith(f"entries 1-{first} proven by witnessed checkpoint "
+                                          f"{first} ")
+
+    forged = forged_entries(records, 3)
+    for made in (write_csv(tmp_path / "forged.csv", forged),
+                 write_jsonl(tmp_path / "forged.jsonl", forged)):
+        status, out, err = verify(made, "--public-key", public_key, "--witness", str(witness))
+        assert (status, out) == (1, ""), out
+        assert err.startswith(f"FAILED at seq 1: witness-mismatch: entries up to {first} do not "
+                              f"hash to the root checkpoint {first} (key "), err
+        status, out, err = verify(made, "--public-key", public_key)  # no witness: no proof
+        assert (status, out) == (1, "")
+        assert err.startswith(f"FAILED at seq 1: unsigned: entries 1-{count} are not proven: "
+                              "the file carries no signed checkpoint"), err
+        status, out, err = verify(made)  # asked for nothing: told what it may ask for
+        assert status == 2 and out == "" and "--chain-only" in err
+        status, out, err = verify(made, "--chain-only")
+        assert status == 3, err
+        assert out.splitlines()[0] == (f"CHAIN ONLY {count} entries, head {forged[-1]['hash']}"
+                                       ": chain only, nothing proven by a signature")
+    assert forged[-1]["hash"] != head
+
+
+def test_a_witness_of_another_trail_proves_nothing_about_this_one(
+        public_key, trail, exported, tmp_path, verify):
+    path, records = exported()
+    entries = [r["entry"] for r in records if r["type"] == "entry"]
+    csv_file = write_csv(tmp_path / "trail.csv", entries)
+    # Another trail's witness, signed by another key: its checkpoints are not trusted.
+    other, stranger = tmp_path / "other-witness", Ed25519PrivateKey.generate()
+    other.mkdir()
+    for record in records:
+        if record["type"] == "checkpoint":
+            copy = signing.sign_checkpoint(stranger, record["size"], "ab" * 32, record["at"])
+            (other / f"checkpoint-{record['size']:012d}.json").write_text(json.dumps(copy))
+    for given in (csv_file, path):
+        status, out, err = verify(given, "--public-key", public_key, "--witness", str(other))
+        assert (status, out) == (1, ""), out
+        assert ": unknown-key: " in err.splitlines()[0] or ": witness-mismatch: " in err, err
+    # Another trail's witness signed with this key (a second installation): roots differ.
+    for copy_file in other.iterdir():
+        copy = json.loads(copy_file.read_text())
+        copy_file.write_text(json.dumps(signing.sign_checkpoint(
+            keys.signing_key(), copy["size"], "ab" * 32, copy["at"])))
+    first = next(r["size"] for r in records if r["type"] == "checkpoint")
+    status, out, err = verify(csv_file, "--public-key", public_key, "--witness", str(other))
+    assert (status, out) == (1, "")
+    assert err.startswith(f"FAILED at seq 1: witness-mismatch: entries up to {first} do not "
+                          f"hash"), err
+
+
+def test_an_export_with_its_later_checkpoints_removed_is_unsigned_past_the_last_one(
+        public_key, trail, exported, verify):
+    path, records = exported()
+    sizes = [r["size"] for r in records if r["type"] == "checkpoint"]
+    kept = [r for r in records if r["type"] != "checkpoint" or r["size"] == sizes[0]]
+    status, out, err = verify(write(path, kept), "--public-key", public_key)
+    assert (status, out) == (1, "")
+    assert err.startswith(f"FAILED at seq {sizes[0] + 1}: unsigned: entries {sizes[0] + 1}-"
+                          f"{sizes[-1]} are not proven"), err
+
+
+def test_a_checkpoint_past_a_rotation_re_signed_with_the_retired_key_is_refused(
+        public_key, trail, people, settings, exported, verify, key_file):
+    from audit.actions import rotate_key
+
+    old, new_key = keys.signing_key(), Ed25519PrivateKey.generate()
+    rotation = rotate_key(actor=people.dana, new_key=new_key)
+    settings.AUDIT_PRIVATE_KEY = keys.private_key_pem(new_key).decode()
+    for n in range(6):
+        audit.record(actor=people.alice, action=AuditAction.TOKEN_ISSUED, target=f"later:{n}")
+    path, records = exported()
+    assert verify(path, "--public-key", public_key)[0] == 0
+    later = next(r for r in records if r["type"] == "checkpoint" and r["size"] > rotation.seq)
+    later.update(signing.sign_checkpoint(old, later["size"], later["root"], later["at"]))
+    write(path, records)
+    status, out, err = verify(path, "--public-key", public_key)  # the first key alone
+    assert (status, out) == (1, "")
+    assert err.startswith(f"FAILED at seq {rotation.seq + 1}: retired-key: checkpoint "
+                          f"{later['size']} is signed by key "), err
+    assert f"retired at tree size {rotation.seq}: it may sign nothing larger" in err
+    # The operator's trusted key list (configuration) says the same on its own.
+    status, _, err = verify(path, "--public-key", str(key_file.parent / "trusted-keys.json"))
+    assert status == 1 and err.startswith(f"FAILED at seq {rotation.seq + 1}: retired-key: ")
+
+
+def test_a_forged_rotation_in_the_file_vouching_for_the_attackers_key_is_not_trusted(
+        public_key, trail, exported, verify):
+    path, records = exported()
+    mallory, real = Ed25519PrivateKey.generate(), keys.signing_key()
+    entries = [r for r in records if r["type"] == "entry"]
+    entries[0]["entry"]["actor"] = "mallory"
+    # The attacker's key "retires" for the real one, signed by the attacker's key itself.
+    at = entries[-1]["entry"]["at"]
+    introduced = {k: v for k, v in signing.published_key(real.public_key(), at).items()
+                  if k != "retired_at"}
+    forged = json.loads(json.dumps(entries[-1]))
+    forged["entry"].update(
+        seq=len(entries) + 1, action="audit.key_rotated",
+        before=signing.published_key(mallory.public_key(), at),
+        after={**introduced, "previous_key_id": signing.key_id(mallory.public_key()),
+               "signature_by_previous": signing.sign_rotation(mallory, introduced)})
+    records.append(forged)
+    last = next(r for r in reversed(records) if r["type"] == "checkpoint")
+    records.insert(records.index(last) + 1, {**last, "size": len(entries) + 1})
+    records[0]["size"] = len(entries) + 1
+    rehash(records, mallory)
+    status, out, err = verify(write(path, records), "--public-key", public_key)
+    assert (status, out) == (1, "")
+    assert err.startswith("FAILED at seq 1: unknown-key: checkpoint signed by key "
+                          f"'{signing.key_id(mallory.public_key())}'"), err

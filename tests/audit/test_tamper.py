@@ -223,8 +223,15 @@ def test_a_cut_tail_with_the_later_checkpoints_deleted_is_caught_by_the_witness(
     assert f"witness file://{witnessed}" in report.problem
     with pytest.raises(CommandError, match="broken at seq 7"):
         call_command("audit", "verify", stdout=io.StringIO())
-    # Without a witness nothing outside the database remembers the cut: the named limit.
+    # Without a witness the signer's memory of its last signed head still remembers the cut.
     settings.AUDIT_WITNESSES = []
+    report = verify_trail()
+    assert (report.ok, report.first_broken_seq, report.reason) == (False, 7, "truncated")
+    assert "the signer remembers signing a head of 8 entries" in report.problem
+    # Without either, nothing outside the database remembers the cut: the named limit.
+    from audit import signer
+
+    signer.memory_file().unlink()
     assert verify_trail().ok
 
 

@@ -167,8 +167,13 @@ def test_the_readme_auditor_commands_verify_an_export_from_their_own_venv(
 
     csv_trail = tmp_path / "export.csv"
     assert ctl(keys.dana, "audit", "export", "--format", "csv", "-o", str(csv_trail))[0] == 0
-    status, out, _ = ctl(None, "audit", "verify", "--file", str(csv_trail))
-    assert status == 0 and out.startswith(f"OK {size + 1} entries, head ")
+    # A CSV carries no checkpoint: the witness's signed copies prove it, or nothing does.
+    status, out, err = ctl(None, "audit", "verify", "--file", str(csv_trail),
+                           "--public-key", current[1], "--witness", str(witness_dir))
+    assert status == 0 and out.startswith(f"OK {size + 1} entries, head "), err
+    status, out, err = ctl(None, "audit", "verify", "--file", str(csv_trail),
+                           "--public-key", current[1])
+    assert (status, out) == (1, "") and err.startswith("FAILED at seq 1: unsigned: ")
 
 
 def test_usage_mistakes_and_an_unreachable_server_are_reported_plainly(keys, capsys):
@@ -230,3 +235,80 @@ def test_an_approver_steps_up_with_a_code_from_the_command_line(ctl, keys, peopl
     assert status == 1 and "step_up_required" in err
     status, out, _ = ctl(keys.bob, "approve", str(proposal.pk), "--otp", totp(device.bin_key))
     assert status == 0 and out.endswith("approved, generation 2\n")
+
+
+def test_the_monitor_follows_the_live_trail_and_fails_on_a_rewrite(ctl, keys, server, tmp_path):
+    from agentgov import checkpoints as signing
+    from agentgov.entries import entry_leaf_hash
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from django.db import connection
+
+    from audit import keys as audit_keys
+    from audit import tree
+    from audit.chain import format_time
+    from audit.models import AuditCheckpoint
+    from audit.verify import fetch_chunk
+    from tests.audit.test_tamper import rewrite_from, sql
+
+    state, public = tmp_path / "seen-head.json", tmp_path / "key.pem"
+    real = audit_keys.signing_key()  # the server's key (DEBUG: the one under var/)
+    public.write_text(signing.public_key_pem(real.public_key()))
+    watch = ("audit", "monitor", "--state", str(state), "--public-key", str(public))
+
+    assert ctl(keys.dana, "audit", "export", "-o", str(tmp_path / "a.jsonl"))[0] == 0
+    first = AuditCheckpoint.objects.order_by("-seq").first()
+    status, out, err = ctl(keys.dana, *watch)
+    assert status == 0, err
+    assert out.startswith(f"OK first head {first.seq} (root {first.root}) saved to {state}")
+    assert ctl(keys.dana, *watch)[1].startswith(f"OK head {first.seq} unchanged")
+    assert ctl(keys.dana, "audit", "export", "-o", str(tmp_path / "b.jsonl"))[0] == 0
+    second = AuditCheckpoint.objects.order_by("-seq").first()
+    status, out, err = ctl(keys.dana, *watch)
+    assert status == 0 and out.startswith(f"OK head {second.seq} extends head {first.seq}"), err
+
+    # An insider holding the database and the key rewrites entry 2, remakes the tree and signs
+    # a new, larger head over the forgery with the real key.
+    import audit
+    from audit.choices import AuditAction
+
+    audit.record(actor="mallory", action=AuditAction.ROLE_GRANTED, target="user:mallory")
+    with connection.cursor() as cursor:
+        for table in ("auditentry", "auditcheckpoint", "audittreenode"):
+            cursor.execute(f"ALTER TABLE audit_{table} DISABLE TRIGGER USER")
+    rewrite_from(2)
+    rows = fetch_chunk(0, 100000)
+    sql("DELETE FROM audit_audittreenode")
+    tree.append_leaves(0, [entry_leaf_hash(row) for row in rows])
+    size = len(rows)
+    made = signing.sign_checkpoint(real, size, tree.root(size), format_time(second.at))
+    sql("DELETE FROM audit_auditcheckpoint WHERE seq >= %s", [size])
+    sql("INSERT INTO audit_auditcheckpoint (seq, head_hash, root, at, key_id, algorithm, "
+        "signature) VALUES (%s, %s, %s, %s, %s, 'ed25519', %s)",
+        [size, rows[-1]["hash"], made["root"], second.at, made["key_id"], made["signature"]])
+    assert size > second.seq
+    status, out, err = ctl(keys.dana, *watch)
+    assert (status, out) == (1, "")
+    assert err.startswith(f"FORK head {size} is not consistent with head {second.seq} seen "
+                          f"before"), err
+    assert json.loads(state.read_text())["size"] == second.seq  # kept: every run fails on
+    assert ctl(keys.dana, *watch)[0] == 1
+    # A head signed by a key the monitor does not trust is refused before any proof.
+    other = tmp_path / "other.pem"
+    other.write_text(signing.public_key_pem(Ed25519PrivateKey.generate().public_key()))
+    status, _, err = ctl(keys.dana, "audit", "monitor", "--state", str(state), "--public-key",
+                         str(other))
+    assert status == 1 and err.startswith(f"FAILED the newest head ({size}) is not signed by a "
+                                          f"trusted key"), err
+
+
+def test_verify_help_names_each_exit_status_and_its_first_line(capsys):
+    with pytest.raises(SystemExit):
+        main(["audit", "verify", "--help"])
+    shown = capsys.readouterr().out
+    for line in ("0  OK N entries, head H", "3  CHAIN ONLY N entries",
+                 "chain only, nothing proven by a signature", "1  FAILED at seq N: REASON",
+                 "2  error: ...", "unsigned", "retired-key", "--chain-only"):
+        assert line in shown, line
+    with pytest.raises(SystemExit):
+        main(["audit", "monitor", "--help"])
+    assert "1  FORK" in capsys.readouterr().out

@@ -1,5 +1,5 @@
-"""`manage.py audit verify|export|archive|checkpoint|public-key|rotate-key`: the operator's view
-of the trail and its signing key."""
+"""`manage.py audit verify|export|archive|checkpoint|public-key|trusted-keys|rotate-key`: the
+operator's view of the trail and its signing key."""
 
 import getpass
 import json
@@ -14,7 +14,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils.dateparse import parse_date, parse_datetime
 from django.utils.timezone import make_aware
 
-from audit import keys
+from audit import keys, signer
 from audit.actions import archive_before, checkpoint_head, rotate_key, sign_for_export
 from audit.export import FORMATS, export_chunks
 from audit.verify import verify_trail
@@ -50,12 +50,21 @@ class Command(BaseCommand):
         sub.add_parser("checkpoint", help="sign the current head now")
         public = sub.add_parser("public-key", help="print the current signing key's public half")
         public.add_argument("--format", choices=["pem", "base64", "json"], default="pem")
+        sub.add_parser("trusted-keys", help="print the trusted key list verify uses (from "
+                                             "AUDIT_TRUSTED_KEYS_FILE), to hand to auditors")
         rotate = sub.add_parser("rotate-key", help="switch to a fresh signing key; the rotation "
                                                    "is an audit entry signed by the old key")
         rotate.add_argument("--output", help="where to write the new private key (required "
                                              "when the key comes from AUDIT_PRIVATE_KEY)")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            self._handle(options)
+        except signer.SigningRefused as error:
+            signer.refuse(error)
+            raise CommandError(f"signing refused: {error.message}") from error
+
+    def _handle(self, options: dict[str, Any]) -> None:
         verb = options["verb"]
         if verb == "verify":
             report = verify_trail(full_tree=options["tree"])
@@ -82,6 +91,8 @@ class Command(BaseCommand):
             self.stdout.write(f"signed entry {made.seq}" if made else "head already signed")
         elif verb == "public-key":
             self.stdout.write(self._public_key(options["format"]))
+        elif verb == "trusted-keys":
+            self.stdout.write(json.dumps(checkpoints.key_list(*keys.trusted()), indent=2))
         elif verb == "rotate-key":
             self._rotate(options["output"])
 

@@ -28,7 +28,11 @@ EVIDENCE_FORMAT = "agentgov-evidence/v1"
 EDITED, DELETED, TRUNCATED, REHASHED = "edited", "deleted", "truncated", "rehashed"
 WITNESS_MISMATCH, WITNESS_MISSING = "witness-mismatch", "witness-missing"
 UNKNOWN_KEY = "unknown-key"
+RETIRED_KEY = "retired-key"
 UNSIGNED = "unsigned"
+CHAIN_ONLY = "chain only, nothing proven by a signature"
+# The exit statuses `agentctl audit verify` documents in its --help.
+EXIT_PROVEN, EXIT_FAILED, EXIT_USAGE, EXIT_CHAIN_ONLY = 0, 1, 2, 3
 ROTATION_ACTION = "audit.key_rotated"
 ROTATED_FIELDS = ("key_id", "algorithm", "public_key", "created_at")
 # A spreadsheet runs a cell starting with one of these as a formula (OWASP's list); the export
@@ -58,11 +62,20 @@ class TrailCheck:
     kind: str = "chain"
 
     def __str__(self) -> str:
+        if self.ok and self.kind == "chain":
+            return f"CHAIN ONLY {self.count} entries, head {self.head}: {CHAIN_ONLY}"
         if self.ok:
             return f"OK {self.count} entries, head {self.head}"
         if self.reason is None:
             return f"BROKEN at seq {self.broken_seq}"
         return f"FAILED at seq {self.broken_seq}: {self.reason}: {self.message}"
+
+    @property
+    def exit_status(self) -> int:
+        """0 proven by signatures, 3 chain only, 1 failed (see `agentctl audit verify --help`)."""
+        if not self.ok:
+            return EXIT_FAILED
+        return EXIT_CHAIN_ONLY if self.kind == "chain" else EXIT_PROVEN
 
     def report(self) -> str:
         """What the command line prints: the summary, then what each checkpoint proves."""
@@ -140,12 +153,25 @@ def checkpoint_name(checkpoint: Mapping[str, Any]) -> str:
            f"signed {checkpoint.get('at')})"
 
 
+class KeyRing(dict):
+    """key id -> trusted public key, with the tree sizes each may sign (`ranges`; a key the
+    auditor gave without a range signs any size until a proven rotation retires it)."""
+
+    def __init__(self, keys: Mapping[str, Ed25519PublicKey] = {},  # noqa: B006 (read only)
+                 ranges: Mapping[str, tuple[int, int | None]] | None = None) -> None:
+        super().__init__(keys)
+        given = getattr(keys, "ranges", {})
+        self.ranges: dict[str, tuple[int, int | None]] = {**given, **(ranges or {})}
+
+
 def check_signature(checkpoint: Mapping[str, Any], keys: Mapping[str, Ed25519PublicKey],
                      first_unproven: int) -> None:
     try:
-        signing.verify_checkpoint(checkpoint, keys)
+        signing.verify_checkpoint(checkpoint, keys, getattr(keys, "ranges", None))
     except signing.UnknownKey as error:
         raise Failure(first_unproven, UNKNOWN_KEY, str(error)) from error
+    except signing.RetiredKey as error:
+        raise Failure(first_unproven, RETIRED_KEY, str(error)) from error
     except signing.SignatureError as error:
         raise Failure(first_unproven, REHASHED, str(error)) from error
 
@@ -173,7 +199,7 @@ class ExportWalk:
 
     def __init__(self, keys: Mapping[str, Ed25519PublicKey],
                  witness: Mapping[int, Mapping[str, Any]] | None) -> None:
-        self.keys, self.witness = dict(keys), witness
+        self.keys, self.witness = KeyRing(keys), witness
         self.header: dict[str, Any] | None = None
         self.checkpoints: list[dict[str, Any]] = []
         self.skipped: list[str] = []
@@ -181,6 +207,7 @@ class ExportWalk:
         self.proven: list[str] = []
         self.rotations: list[tuple[int, dict[str, Any]]] = []
         self.boundary = 0  # the entries before it were archived to another file
+        self.entries_only = False  # a CSV or entries-only JSONL: only a witness's checkpoints
 
     def _start_at_boundary(self, boundary: Any) -> None:
         """A file that continues an archived trail starts after entry `size`: the chain from
@@ -326,13 +353,17 @@ class ExportWalk:
             first = self.boundary + 1
             self.proven.append(f"entries {first}-{checkpoint['size']} proven by {where}"
                                f"{checkpoint_name(checkpoint)}")
-        self._learn_rotated_keys()
+        self._learn_rotated_keys(checkpoint)
 
-    def _learn_rotated_keys(self) -> None:
-        """Trust a new key once a signed checkpoint proves the rotation entry that carries it
-        with the previous (trusted) key's signature: the auditor need only hold the first key."""
+    def _learn_rotated_keys(self, checkpoint: Mapping[str, Any]) -> None:
+        """Trust a new key once a checkpoint signed by the previous (trusted) key proves the
+        rotation entry that carries the previous key's signature over the new one: the auditor
+        need only hold the first key. From then on the previous key is retired at that
+        checkpoint's size: it may sign nothing larger, and the new key only larger trees."""
         for seq, after in [r for r in self.rotations if r[0] <= self.proven_to]:
             self.rotations.remove((seq, after))
+            if checkpoint.get("key_id") != after.get("previous_key_id"):
+                continue  # a rotation is proven by the old key's own checkpoint, or not at all
             previous = self.keys.get(after.get("previous_key_id"))
             form = {name: after.get(name) for name in ROTATED_FIELDS}
             try:
@@ -342,6 +373,12 @@ class ExportWalk:
                 signing.verify_rotation(previous, form, str(after.get("signature_by_previous")))
             except (ValueError, signing.SignatureError):
                 continue
+            size, old_id = checkpoint["size"], after["previous_key_id"]
+            introduced, retired = self.keys.ranges.get(old_id, (0, None))
+            self.keys.ranges[old_id] = (introduced, size if retired is None
+                                        else min(retired, size))
+            if after["key_id"] not in self.keys:
+                self.keys.ranges[after["key_id"]] = (size, None)
             self.keys[after["key_id"]] = new
             self.proven.append(f"key {after['key_id']} trusted from the rotation at seq {seq}, "
                                f"signed by key {after['previous_key_id']}")
@@ -356,9 +393,28 @@ class ExportWalk:
             raise Failure(self.count + 1, TRUNCATED,
                           f"the header says {size} entries, the file ends at {self.count}")
         if self.proven_to < self.count:
+            carries = ("the file carries no signed checkpoint and the witness none that covers "
+                       "them" if self.entries_only else "no checkpoint a trusted key signed "
+                       "covers them")
             raise Failure(self.proven_to + 1, UNSIGNED,
-                          f"entries {self.proven_to + 1}-{self.count} are covered by no "
-                          f"checkpoint a trusted key signed")
+                          f"entries {self.proven_to + 1}-{self.count} are not proven: {carries}")
+
+    def run_entries(self, entries: Iterable[dict[str, Any] | None]) -> TrailCheck:
+        """A file of bare entries (CSV, entries-only JSONL) held against the witness's signed
+        checkpoints: each must hash to the root the file's entries give at its size, and the
+        file is proven only as far as they reach (past that: `unsigned`)."""
+        self.header, self.entries_only = {}, True
+        try:
+            pending = self._settle(self._order_checkpoints())
+            for entry in entries:
+                self._entry(entry)
+                pending = self._settle(pending)
+            self._finish(pending)
+        except Failure as failure:
+            return TrailCheck(False, self.count, self.prev, failure.seq, failure.reason,
+                              failure.message, kind="entries")
+        return TrailCheck(True, self.count, self.prev, proven=tuple(self.proven),
+                          kind="entries")
 
 
 def verify_export_lines(lines: Iterable[str], keys: Mapping[str, Ed25519PublicKey],
@@ -384,7 +440,7 @@ def verify_joined(paths: list[Path], keys: Mapping[str, Ed25519PublicKey],
     reached). Keys a proven rotation vouches for carry over. Only the last file is held against
     the witness's checkpoints past its start (an earlier file ends where the next begins)."""
     proven: list[str] = []
-    keys, before = dict(keys), None
+    keys, before = KeyRing(keys), None
     for number, path in enumerate(paths):
         ends = [header_of(later).get("boundary") or {} for later in paths[number + 1:]]
         end = ends[0].get("size") if ends else None
@@ -420,7 +476,7 @@ def _continued_by_csv(archives: TrailCheck, path: Path) -> TrailCheck:
             "(a CSV carries no checkpoints: its rows are not signed)"
             if check.count > archives.count else f"{path.name}: no entries past the archives")
     return TrailCheck(True, check.count, check.head, proven=(*archives.proven, rows),
-                      kind="export")
+                      kind="chain")  # the CSV's rows are proven by no signature: not "OK"
 
 
 def _join_failure(before: ExportWalk, after: ExportWalk, name: str) -> Failure | None:
@@ -465,19 +521,38 @@ def sniff(path: Path) -> str:
     return "jsonl"
 
 
-def trusted_keys(given: Iterable[str]) -> dict[str, Ed25519PublicKey]:
-    """The keys the auditor trusts, by key id, from base64 text or PEM file paths."""
-    keys = {}
+def trusted_keys(given: Iterable[str]) -> KeyRing:
+    """The keys the auditor trusts, by key id, from base64 text, PEM file paths, or trusted key
+    list files (the operator's AUDIT_TRUSTED_KEYS_FILE, which also bounds the tree sizes each
+    key may sign)."""
+    keys = KeyRing()
     for text in given:
+        path = Path(text.strip()).expanduser()
+        if path.suffix.lower() == ".json" or (path.is_file() and path.read_bytes()[:1] == b"{"):
+            listed, ranges = signing.parse_key_list(path.read_text(encoding="utf-8"))
+            keys.update(listed)
+            keys.ranges.update(ranges)
+            continue
         key = signing.load_public_key(text)
         keys[signing.key_id(key)] = key
     return keys
 
 
+class NothingToProve(ValueError):
+    """Asked to verify a file that carries no signatures without a key or witness to prove it
+    with, and without --chain-only: the verifier will not say OK for a chain alone."""
+
+
 def verify_file(path: str | Path | list[str | Path], fmt: str | None = None, *,
-                public_keys: Iterable[str] = (), witness: str | Path | None = None) -> TrailCheck:
+                public_keys: Iterable[str] = (), witness: str | Path | None = None,
+                chain_only: bool = False) -> TrailCheck:
     """Verify an export or evidence bundle; the kind is detected unless `fmt` names it. Several
-    v1 exports (archives, oldest first, then the live export) are verified as one trail."""
+    v1 exports (archives, oldest first, then the live export) are verified as one trail.
+
+    A CSV or entries-only JSONL carries no signature: given keys (and a witness), it is proven
+    only by the witness's signed checkpoints, and what they do not reach fails as `unsigned`;
+    `chain_only` checks its chain alone, and the result says so (kind "chain")."""
+    public_keys = list(public_keys)
     if isinstance(path, list):
         paths = [Path(p) for p in path]
         if len(paths) == 1:
@@ -500,6 +575,12 @@ def verify_file(path: str | Path | list[str | Path], fmt: str | None = None, *,
             joined = verify_joined(paths, keys, copies)
             if spreadsheet is None or not joined.ok:
                 return joined
+            if not chain_only:
+                return TrailCheck(False, joined.count, joined.head, joined.count + 1, UNSIGNED,
+                                  f"{spreadsheet.name}: a CSV carries no signed checkpoint: its "
+                                  f"rows after entry {joined.count} are not proven (pass "
+                                  f"--chain-only to check only that they continue the chain)",
+                                  kind="export")
             return _continued_by_csv(joined, spreadsheet)
     path = Path(path)
     fmt = fmt or sniff(path)
@@ -507,10 +588,24 @@ def verify_file(path: str | Path | list[str | Path], fmt: str | None = None, *,
         raise ValueError(f"unknown format {fmt!r}; expected jsonl or csv")
     if fmt == "jsonl" and sniff(path) in ("export", "evidence"):
         fmt = sniff(path)
-    if fmt == "csv":
-        return verify_entries(csv_entries(path))
-    if fmt == "jsonl":
-        return verify_entries(jsonl_entries(path))
+    if fmt in ("csv", "jsonl"):
+        entries = csv_entries(path) if fmt == "csv" else jsonl_entries(path)
+        if chain_only:
+            return verify_entries(entries)
+        if not public_keys:
+            raise NothingToProve(
+                f"{path.name} carries no signed checkpoint: pass --public-key (and --witness, "
+                f"whose signed checkpoints can prove it), or --chain-only to check its chain "
+                f"alone")
+        try:
+            copies = read_witness(witness) if witness is not None else None
+        except Failure as failure:
+            return TrailCheck(False, 0, GENESIS, failure.seq, failure.reason, failure.message,
+                              kind="entries")
+        return ExportWalk(trusted_keys(public_keys), copies).run_entries(entries)
+    if chain_only:
+        raise NothingToProve(f"--chain-only is for a CSV or entries-only JSONL; {path.name} is "
+                             f"an {fmt}, proven by its signed checkpoints")
     keys = trusted_keys(public_keys)
     if not keys:
         raise ValueError(f"an {fmt} is proven by signed checkpoints: pass --public-key")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,10 @@ from agentgov.entries import canonical_json
 LOG_NAME = "agentgov-audit/v1"
 ALGORITHM = "ed25519"
 SIGNED_FIELDS = ("size", "root", "at", "key_id")
+KEY_LIST_FORMAT = "agentgov-trusted-keys/v1"
+# key id -> (introduced_at_size, retired_at_size): the key may sign a tree of size n only when
+# introduced_at_size < n (0: from the start) and n <= retired_at_size (None: no end yet).
+KeyRanges = dict[str, tuple[int, int | None]]
 
 
 class SignatureError(ValueError):
@@ -29,6 +34,11 @@ class SignatureError(ValueError):
 
 class UnknownKey(SignatureError):
     """The checkpoint names a key id the verifier was not given."""
+
+
+class RetiredKey(SignatureError):
+    """A trusted key signed a tree size outside the range it may sign (after its retirement,
+    or before its introduction)."""
 
 
 def raw_public_key(key: Ed25519PublicKey) -> bytes:
@@ -118,9 +128,10 @@ def _check(key: Ed25519PublicKey, signature: str, message: bytes, what: str) -> 
         raise SignatureError(f"the signature on {what} does not hold") from error
 
 
-def verify_checkpoint(checkpoint: Mapping[str, Any],
-                      keys: Mapping[str, Ed25519PublicKey]) -> None:
-    """Raise UnknownKey or SignatureError unless a trusted key signed exactly these fields."""
+def verify_checkpoint(checkpoint: Mapping[str, Any], keys: Mapping[str, Ed25519PublicKey],
+                      ranges: Mapping[str, tuple[int, int | None]] | None = None) -> None:
+    """Raise UnknownKey, RetiredKey or SignatureError unless a trusted key signed exactly these
+    fields, at a tree size the key may sign (`ranges`; a key without one signs any size)."""
     if checkpoint.get("algorithm") != ALGORITHM:
         raise SignatureError(f"checkpoint algorithm {checkpoint.get('algorithm')!r} is not "
                              f"verifiable offline")
@@ -134,6 +145,73 @@ def verify_checkpoint(checkpoint: Mapping[str, Any],
         raise SignatureError("the checkpoint lacks a signed field") from error
     _check(key, str(checkpoint.get("signature", "")), message,
            f"the checkpoint of size {checkpoint.get('size')}")
+    check_range(checkpoint, (ranges or {}).get(kid))
+
+
+def check_range(checkpoint: Mapping[str, Any], limits: tuple[int, int | None] | None) -> None:
+    """Raise RetiredKey when the checkpoint's size lies outside what its key may sign."""
+    if limits is None:
+        return
+    size, (introduced, retired) = checkpoint.get("size"), limits
+    if not isinstance(size, int):
+        raise SignatureError("the checkpoint has no valid size")
+    if retired is not None and size > retired:
+        raise RetiredKey(f"checkpoint {size} is signed by key {checkpoint.get('key_id')!r}, "
+                         f"retired at tree size {retired}: it may sign nothing larger")
+    if size <= introduced:
+        raise RetiredKey(f"checkpoint {size} is signed by key {checkpoint.get('key_id')!r}, "
+                         f"introduced at tree size {introduced}: it may sign only larger trees")
+
+
+def key_list(keys: Mapping[str, Ed25519PublicKey], ranges: Mapping[str, tuple[int, int | None]]
+             ) -> dict[str, Any]:
+    """The trusted key list document (docs/audit-format.md, "Trusted keys")."""
+    listed = []
+    for kid, key in keys.items():
+        introduced, retired = ranges.get(kid, (0, None))
+        listed.append({"key_id": kid, "algorithm": ALGORITHM,
+                       "public_key": base64.b64encode(raw_public_key(key)).decode("ascii"),
+                       "introduced_at_size": introduced, "retired_at_size": retired})
+    return {"format": KEY_LIST_FORMAT, "keys": listed}
+
+
+def parse_key_list(text: str) -> tuple[dict[str, Ed25519PublicKey], KeyRanges]:
+    """Keys and their ranges from a trusted key list; ValueError (naming what is wrong) for
+    anything it cannot read exactly: a misspelled field, a size that is not a whole number."""
+    try:
+        document = json.loads(text)
+    except ValueError as error:
+        raise ValueError(f"the trusted key list is not JSON: {error}") from None
+    if not isinstance(document, dict) or document.get("format") != KEY_LIST_FORMAT:
+        raise ValueError(f"the trusted key list must be an object with format "
+                         f"{KEY_LIST_FORMAT!r}")
+    if set(document) != {"format", "keys"} or not isinstance(document["keys"], list):
+        raise ValueError("the trusted key list has exactly the fields format and keys (a list)")
+    keys: dict[str, Ed25519PublicKey] = {}
+    ranges: KeyRanges = {}
+    allowed = {"key_id", "algorithm", "public_key", "introduced_at_size", "retired_at_size",
+               "note"}
+    for number, item in enumerate(document["keys"]):
+        where = f"/keys/{number}"
+        if not isinstance(item, dict) or not set(item) <= allowed or "public_key" not in item:
+            raise ValueError(f"{where}: expected public_key, and optionally key_id, algorithm, "
+                             f"introduced_at_size, retired_at_size, note")
+        if item.get("algorithm", ALGORITHM) != ALGORITHM:
+            raise ValueError(f"{where}/algorithm: expected {ALGORITHM!r}")
+        key = public_key_from_base64(str(item["public_key"]))
+        kid = key_id(key)
+        if item.get("key_id", kid) != kid:
+            raise ValueError(f"{where}/key_id: the public key's id is {kid}")
+        introduced, retired = item.get("introduced_at_size", 0), item.get("retired_at_size")
+        if type(introduced) is not int or introduced < 0:
+            raise ValueError(f"{where}/introduced_at_size: expected a whole number >= 0")
+        if retired is not None and (type(retired) is not int or retired <= introduced):
+            raise ValueError(f"{where}/retired_at_size: expected null or a whole number "
+                             f"larger than introduced_at_size")
+        if kid in keys:
+            raise ValueError(f"{where}: key {kid} is listed twice")
+        keys[kid], ranges[kid] = key, (introduced, retired)
+    return keys, ranges
 
 
 def rotation_message(new_key: Mapping[str, Any]) -> bytes:

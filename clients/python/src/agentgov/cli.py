@@ -6,11 +6,19 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from agentgov.audit import verify_file
+from agentgov import monitor
+from agentgov.audit import (
+    EXIT_FAILED,
+    EXIT_USAGE,
+    NothingToProve,
+    trusted_keys,
+    verify_file,
+)
 from agentgov.client import Client
 from agentgov.errors import AgentGovError, ApiError, Forbidden
 from agentgov.mcp_cli import add_mcp_commands
@@ -224,21 +232,40 @@ def cmd_token_revoke(client: Client, args: argparse.Namespace, out: TextIO) -> i
 def cmd_audit_verify(client: Client | None, args: argparse.Namespace, out: TextIO) -> int:
     path = args.path or ([args.file] if args.file else [])
     if path:
-        check = verify_file(path, args.format, public_keys=args.public_key or (),
-                            witness=args.witness)
+        try:
+            check = verify_file(path, args.format, public_keys=args.public_key or (),
+                                witness=args.witness, chain_only=args.chain_only)
+        except NothingToProve as error:
+            sys.stderr.write(f"error: {error}\n")
+            return EXIT_USAGE
         if not check.ok:
             sys.stderr.write(f"{check}\n")
-            return 1
+            return check.exit_status
         out.write(check.report())
         if args.head and args.head != check.head:
             sys.stderr.write(f"HEAD MISMATCH: the file ends at {check.head}, "
                              f"expected {args.head}\n")
-            return 1
-        return 0
+            return EXIT_FAILED
+        return check.exit_status
     assert client is not None
     report = client.audit_verify()
     out.write(json.dumps(report) + "\n")
     return 0 if report.get("ok") else 1
+
+
+def cmd_audit_monitor(client: Client, args: argparse.Namespace, out: TextIO) -> int:
+    keys = trusted_keys(args.public_key)
+    state = Path(args.state)
+    while True:
+        seen = monitor.observe(client, state, keys)
+        if not seen.ok:
+            sys.stderr.write(f"{seen.line}\n")
+            return EXIT_FAILED
+        out.write(f"{seen.line}\n")
+        out.flush()
+        if not args.interval:
+            return 0
+        time.sleep(args.interval)
 
 
 def cmd_audit_keys(client: Client, args: argparse.Namespace, out: TextIO) -> int:
@@ -327,19 +354,40 @@ def parser() -> argparse.ArgumentParser:
     audit_verbs = audit.add_subparsers(dest="audit_verb", required=True, metavar="COMMAND")
     verify = audit_verbs.add_parser(
         "verify", help="verify an export or evidence bundle offline (FILE), or ask the server",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         description="With FILE, nothing is sent anywhere: a v1 export or an evidence bundle is "
-                    "proven by checkpoints signed with a key given by --public-key; a CSV or "
-                    "an entries-only JSONL has its chain checked. Without FILE, the server "
-                    "walks its own trail.")
+                    "proven by checkpoints signed\nwith a key given by --public-key. A CSV or an "
+                    "entries-only JSONL carries no signature: with\n--public-key and --witness "
+                    "it is proven by the witness's signed checkpoints (entries they do\nnot "
+                    "reach fail as unsigned); --chain-only checks its chain alone. Every "
+                    "checkpoint the\nwitness holds is held against the file. Without FILE, the "
+                    "server walks its own trail.",
+        epilog="exit status and first line:\n"
+               "  0  OK N entries, head H         every entry proven by a trusted signature\n"
+               "  3  CHAIN ONLY N entries, ...    --chain-only: chain only, nothing proven by "
+               "a signature\n"
+               "  1  FAILED at seq N: REASON: ... (on stderr) the first thing wrong, or "
+               "BROKEN at seq N\n"
+               "  2  error: ...                   a usage mistake (e.g. a CSV with neither "
+               "--public-key\n"
+               "                                  nor --chain-only)\n"
+               "reasons: edited, deleted, truncated, rehashed, unsigned, unknown-key, "
+               "retired-key,\n"
+               "         witness-mismatch, witness-missing")
     verify.add_argument("path", nargs="*", metavar="FILE",
                         help="an export (JSONL or CSV) or an evidence bundle; or archive files "
                              "(oldest first) and the live export, verified as one trail")
     verify.add_argument("--file", help=argparse.SUPPRESS)  # the older spelling of FILE
     verify.add_argument("--public-key", action="append", metavar="KEY",
                         help="a trusted Ed25519 public key: base64 of its raw 32 bytes or a PEM "
-                             "file (repeat for rotated keys)")
+                             "file, or the operator's trusted key list (a .json file that also "
+                             "bounds the tree sizes each key may sign); repeat for more")
     verify.add_argument("--witness", metavar="DIR",
-                        help="a witness directory of checkpoint-<size>.json copies to compare")
+                        help="a witness directory of checkpoint-<size>.json copies: every one "
+                             "is held against the file")
+    verify.add_argument("--chain-only", action="store_true",
+                        help="check only the hash chain of a CSV or entries-only JSONL (exit 3: "
+                             "nothing proven by a signature)")
     verify.add_argument("--format", choices=["jsonl", "csv"],
                         help="default: detected from the file")
     verify.add_argument("--head", help="also require the trail to end at this hash")
@@ -348,6 +396,30 @@ def parser() -> argparse.ArgumentParser:
         "keys", help="the public keys that sign checkpoints (give them to --public-key)")
     keys.add_argument("-o", "--output", choices=["table", "json"], default="table")
     keys.set_defaults(run=cmd_audit_keys)
+    follow = audit_verbs.add_parser(
+        "monitor", help="check the live trail's newest signed head against the last one seen",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Fetch the server's newest signed tree head, check its signature, and prove "
+                    "it consistent with the\nhead saved in --state by the last run (an RFC 6962 "
+                    "consistency proof from the server);\nthen save it. The first run saves the "
+                    "head it finds. Run it on a schedule (cron, a systemd\ntimer) or with "
+                    "--interval.",
+        epilog="exit status and first line:\n"
+               "  0  OK ...      the new head extends the one seen (or is the first, or "
+               "unchanged)\n"
+               "  1  FORK ...    (on stderr) cut back, rewritten or forked; the saved head is "
+               "kept\n"
+               "     FAILED ...  (on stderr) the head is not signed by a trusted key\n"
+               "     error: ...  the server could not be asked\n"
+               "  2  error: ...  a usage mistake")
+    follow.add_argument("--state", required=True, metavar="FILE",
+                        help="the JSON file holding the last head seen (created on first run)")
+    follow.add_argument("--public-key", action="append", required=True, metavar="KEY",
+                        help="a trusted Ed25519 public key, PEM file or trusted key list "
+                             "(.json); repeat for more")
+    follow.add_argument("--interval", type=float, default=0, metavar="SECONDS",
+                        help="keep watching, checking every SECONDS (default: check once)")
+    follow.set_defaults(run=cmd_audit_monitor)
     export = audit_verbs.add_parser("export", help="download the whole trail")
     export.add_argument("--format", choices=["jsonl", "csv"], default="jsonl")
     export.add_argument("-o", "--output", default="-", help="file path, or - for stdout")

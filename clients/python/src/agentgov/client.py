@@ -345,6 +345,18 @@ class Client:
         """The server's own walk of the trail: ok, count, head_hash, first_broken_seq."""
         return self.request("GET", "/api/v1/audit/verify").json()
 
+    def audit_newest_checkpoint(self) -> dict[str, Any] | None:
+        """The newest signed tree head the server holds (None before the first)."""
+        found = self.request("GET", "/api/v1/audit/checkpoints",
+                             params={"page_size": 1}).json()["results"]
+        return found[0] if found else None
+
+    def audit_consistency_proof(self, first: int, second: int) -> list[str]:
+        """The RFC 6962 proof (hex nodes) that the tree of `first` entries is a prefix of the
+        tree of `second`."""
+        return self.request("GET", "/api/v1/audit/proofs/consistency",
+                            params={"first": first, "second": second}).json()["proof"]
+
     def audit_export(self, fmt: str = "jsonl") -> Iterator[bytes]:
         """The whole trail as JSONL or CSV, streamed in chunks (the export is audited too)."""
         try:
