@@ -43,6 +43,9 @@ OUTSIDE_SETTINGS = [
     ("VAR_DIR", "path", "`var/` in the checkout",
      "local state: SQLite, embedded Redis, demo logins, dev secrets, the launcher's files and "
      "logs; made 0700, its files 0600"),
+    ("AGENTGOV_ENV_FILE", "path", "unset",
+     "a file of KEY=VALUE lines the `agentgov` command reads before the settings (the "
+     "environment wins); `--env-file` names it too"),
     ("PORT", "whole number", "`8000` (the next free port when taken)", "`make demo`'s web port"),
     ("<NAME>, <NAME>_FILE", "secret, or a file's path", "unset",
      "a platform secret named in `CONNECTOR_SECRETS`: the value itself, or a file holding it"),
