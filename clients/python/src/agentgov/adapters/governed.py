@@ -194,9 +194,11 @@ class Governor:
         self.decision_poll = decision_poll
         # Every answer the client gets (watch, heartbeats, decisions, events) feeds the link;
         # the gate asks it first (see agentgov.control_link for the grace and the allow-list).
-        self.link = ControlLink(fail_open_seconds=fail_open_seconds,
-                                read_only_tools=read_only_tools)
-        client.link = self.link
+        # One link per client (per token): governors sharing a client share its fate.
+        if client.link is None:
+            client.link = ControlLink(fail_open_seconds=fail_open_seconds,
+                                      read_only_tools=read_only_tools)
+        self.link = client.link
         self.rules: Rules | None = None
         # The MCP servers go under the key the manifest's MCP section uses (`mcp_servers`).
         self.report_mcp_servers = True
@@ -284,7 +286,13 @@ class Governor:
         rules = Rules.from_desired(desired)
         unapproved = {tool for tool in self.binding.tools()
                       if self.governance_name(tool) not in rules.tools}
-        if unapproved:
+        if unapproved and self.applied is None:
+            # The object had them before governance started: they were reported at start,
+            # so the control plane opens a finding and its correction (audited, with the
+            # enforcement the spec asks for) removes them. The gate refuses them meanwhile.
+            log.warning("%s: unapproved tool(s) %s left for the control plane to correct; "
+                        "the gate refuses them", self.agent, sorted(unapproved))
+        elif unapproved:
             log.warning("%s: removing unapproved tool(s) %s", self.agent, sorted(unapproved))
             self.binding.remove_tools(unapproved)
         wanted = desired.spec.get("model") or None
