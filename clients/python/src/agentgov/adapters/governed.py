@@ -249,6 +249,9 @@ class Governor:
         name = model_name(self.binding.model())
         if name:
             state["model"] = name
+        delegates = getattr(self.binding, "delegates_to", list)()
+        if delegates:
+            state["delegates_to"] = delegates
         servers = [{**server, "name": self.mcp_server_name(server)}
                    for server in self.binding.mcp_servers()]
         servers = [{"name": server["name"]} if server["name"] in self.proxied_mcp_servers
@@ -403,6 +406,18 @@ class Governor:
             raise self._refuse(call, f"no approved access to {call.resource}")
         self._check_limits(call, rules)
         return self._check_action(call, rules)
+
+    def withhold(self, tool: str, why: str) -> None:
+        """Record a tool kept from the model (the framework would run it out of the gate's
+        sight): it is never offered, so it never runs."""
+        log.warning("%s: withheld %s: %s", self.agent, tool, why)
+        self.refused.append((tool, why))
+
+    def refuse_unreadable(self, tool: str, server: str | None = None) -> ToolRefused:
+        """The refusal of a call whose arguments are not a JSON object."""
+        call = Call(tool=self.governance_name(tool), resource=None, record=None, amount=None,
+                    server=server)
+        return self._refuse(call, f"the arguments of {call.tool} cannot be read")
 
     def _refuse(self, call: Call, why: str, *, lost: bool = False) -> ToolRefused:
         log.warning("%s: refused %s: %s", self.agent, call.tool, why)
