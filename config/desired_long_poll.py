@@ -86,18 +86,21 @@ class ChangeListener:
             event.set()
 
 
+def parse_wait(text: str) -> float | str:
+    """A `wait` query value in seconds, or why it is not one (the 400's message)."""
+    try:
+        wait = float(text)
+    except ValueError:
+        return f"wait must be a number of seconds; got {text!r}"
+    if not (math.isfinite(wait) and 0 <= wait <= MAX_WAIT_SECONDS):
+        return f"wait must be between 0 and {MAX_WAIT_SECONDS:g} seconds; got {text!r}"
+    return wait
+
+
 def requested_wait(scope: dict[str, Any]) -> float | None | str:
     """The `wait` asked for: seconds, None when absent, or the error message."""
     values = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("wait")
-    if not values:
-        return None
-    try:
-        wait = float(values[-1])
-    except ValueError:
-        return f"wait must be a number of seconds; got {values[-1]!r}"
-    if not (math.isfinite(wait) and 0 <= wait <= MAX_WAIT_SECONDS):
-        return f"wait must be between 0 and {MAX_WAIT_SECONDS:g} seconds; got {values[-1]!r}"
-    return wait
+    return parse_wait(values[-1]) if values else None
 
 
 class DesiredStateLongPoll:

@@ -118,3 +118,16 @@ def test_a_suspended_looping_agent_is_refused_long_before_its_poll_interval(
     governor.stop()
     client.close(timeout=2)
     assert refused_at and refused_at[0] - suspended_at < 10
+
+
+@pytest.mark.parametrize("wait", ["soon", "61"])
+def test_a_bad_wait_is_the_same_400_without_the_asgi_server(agent_key, push_agent, client,
+                                                            wait):
+    answer = client.get("/api/v1/agents/refund-agent/desired-state", {"wait": wait},
+                        HTTP_AUTHORIZATION=f"Token {agent_key}")
+    assert answer.status_code == 400
+    assert answer.json()["error"]["details"] == [
+        {"pointer": "/wait", "message": answer.json()["error"]["message"]}]
+    ok = client.get("/api/v1/agents/refund-agent/desired-state", {"wait": "5"},
+                    HTTP_AUTHORIZATION=f"Token {agent_key}")
+    assert ok.status_code == 200  # a valid wait is answered at once here
