@@ -17,7 +17,15 @@ from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolRetu
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import CombinedToolset, FunctionToolset
 
-from tests.clients.adapters.conftest import FAST, RESOURCES, events, latest_report
+from audit.models import AuditEntry
+from reconciliation.models import Finding
+from tests.clients.adapters.conftest import (
+    FAST,
+    RESOURCES,
+    events,
+    gained_tool_is_corrected_in_place,
+    latest_report,
+)
 from tests.clients.conftest import approve_new_version
 from tests.conftest import eventually
 
@@ -136,3 +144,32 @@ def test_the_gate_refuses_before_the_first_desired_state(agent_client, push_agen
     refused = agent.run_sync('payments.refund {"order": "o-1", "amount": 1}').output
     assert "no approved state yet" in refused and ran == []
     assert governor.refused == [("payments.refund", "the agent has no approved state yet")]
+
+
+def test_a_tool_present_before_the_first_apply_is_a_finding_then_corrected(agent_client,
+                                                                           push_agent):
+    """Not removed silently at start: reported, found as drift (a finding, audited), and
+    removed by the control plane's correction; refused by the gate meanwhile."""
+    ran: list = []
+    tools = toolset(ran)  # with the approved payments.refund...
+    tools.tools.pop("crm.export")
+
+    @tools.tool_plain(name="orders.lookup")  # ...and orders.lookup
+    def lookup(order: str) -> str:
+        return order
+
+    @tools.tool_plain(name="crm.search")  # and one it was never approved for
+    def search(query: str) -> str:
+        ran.append(query)
+        return "found"
+
+    agent = Agent(FunctionModel(caller, model_name="gpt-4.1"), toolsets=[tools])
+    with govern(agent, client=agent_client, name="refund-agent", **FAST) as governor:
+        eventually(lambda: governor.applied is not None)
+        assert "crm.search" in tools.tools  # still there after the first apply...
+        assert "not approved" in agent.run_sync('crm.search {"query": "x"}').output
+        gained_tool_is_corrected_in_place(push_agent, lambda: list(tools.tools))
+    assert ran == []
+    finding = Finding.objects.get(agent=push_agent, pointer="/tools/crm.search")
+    assert AuditEntry.objects.filter(action="finding.opened",
+                                     target=f"finding:{finding.pk}").exists()
