@@ -12,12 +12,13 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from config.desired_long_poll import DesiredStateLongPoll  # noqa: E402
 from config.limits import WholeBodyMiddleware  # noqa: E402
 from reconciliation.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": WholeBodyMiddleware(django_asgi_app),
+        "http": WholeBodyMiddleware(DesiredStateLongPoll(django_asgi_app)),
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),

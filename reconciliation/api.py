@@ -19,7 +19,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from audit.actions import actor_label
-from config.errors import Invalid, NotAllowed, NotFound, Unavailable
+from config.desired_long_poll import parse_wait
+from config.errors import DomainError, Invalid, NotAllowed, NotFound, Unavailable
 from config.parsers import SafeJSONParser
 from reconciliation import actions
 from reconciliation.attribution import names_a_person, split_change
@@ -139,9 +140,15 @@ class ObservedStateView(APIView):
 
 class DesiredStateView(APIView):
     """`GET /api/v1/agents/{name}/desired-state`: the effective desired spec now, with an
-    ETag; If-None-Match answers 304 so polling costs nothing."""
+    ETag; If-None-Match answers 304 so polling costs nothing, and `?wait=N` is held until the
+    answer changes (config/desired_long_poll.py, in front of this view)."""
 
-    @extend_schema(responses={200: inline_serializer(
+    @extend_schema(parameters=[OpenApiParameter(
+        "wait", OpenApiTypes.NUMBER, description=(
+            "Seconds (at most 60) to hold the request, with If-None-Match, until the agent's "
+            "effective state changes (a long-poll, served by the ASGI server: "
+            "config/desired_long_poll.py); 304 when the wait ends unchanged."))],
+        responses={200: inline_serializer(
         "DesiredState", {"agent": serializers.CharField(),
                          "generation": serializers.IntegerField(),
                          "spec": serializers.DictField(), "running": serializers.BooleanField(),
@@ -150,6 +157,10 @@ class DesiredStateView(APIView):
                                                        required=False),
                          "sha256": serializers.CharField()}), 304: None})
     def get(self, request: Request, name: str) -> Response | HttpResponse:
+        wait = request.query_params.get("wait")
+        if wait is not None and isinstance(problem := parse_wait(wait), str):
+            # (under ASGI the long-poll refused it already; under WSGI it answers at once)
+            raise DomainError(problem, details=[{"pointer": "/wait", "message": problem}])
         agent = agent_for(request, name, people=(Role.APPROVER, Role.COMPLIANCE, Role.OWNER))
         if agent.active_version is None:
             raise NotFound(f"{name} has no approved desired state yet.")

@@ -174,6 +174,7 @@ class BehaviourKind(models.TextChoices):
     TOOL_NOT_APPROVED = "tool_not_approved"
     RESOURCE_NOT_APPROVED = "resource_not_approved"
     DECISION_REUSED = "decision_reused"
+    RAN_WHILE_SUSPENDED = "ran_while_suspended"
 
 
 class Health(models.TextChoices):

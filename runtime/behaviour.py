@@ -290,6 +290,7 @@ def describe(kind: str, pointer: str, expected: Any, spec: dict[str, Any], n: in
         "action_without_signoff": (f"{n} {target} {noun} above {_money(expected)} without a "
                                    "human sign-off"),
         "decision_reused": f"{n} {target} {noun} on an already used sign-off",
+        "ran_while_suspended": f"{n} {noun} after the agent was suspended",
         "rate_limit_exceeded": f"{n} {noun} to {target} over {expected} per {per}",
         "same_record_exceeded": (f"{n} {noun} of one {target} record over {expected} per "
                                  f"{per}"),

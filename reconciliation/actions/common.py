@@ -23,6 +23,7 @@ from reconciliation.models import (
     Finding,
 )
 from registry.choices import Lifecycle
+from registry.desired_push import announce_desired_change
 from registry.models import Agent
 
 SYSTEM = "system:reconciler"
@@ -126,6 +127,7 @@ def suspend_agent(agent: Agent, *, actor: Any, reason: str) -> bool:
     if not updated:
         return False
     agent.lifecycle = Lifecycle.SUSPENDED
+    announce_desired_change(agent.name)  # its held long-poll answers at once
     audit.record(actor=actor, action=AuditAction.AGENT_SUSPENDED, target=f"agent:{agent.name}",
                  agent=agent.name, before={"lifecycle": "active"},
                  after={"lifecycle": "suspended"}, reason=reason)

@@ -29,6 +29,7 @@ from reconciliation.models import (
 from reconciliation.plan import idempotency_key
 from reconciliation.triggers import request_reconcile
 from registry.choices import Lifecycle, Role
+from registry.desired_push import announce_desired_change
 from registry.models import Agent
 from registry.roles import has_role
 from runtime.behaviour import raise_limit
@@ -378,6 +379,7 @@ def resume_agent(agent: Agent, *, actor: Any, reason: str) -> None:
         lifecycle=Lifecycle.ACTIVE, updated_at=timezone.now())
     if not updated:
         raise Conflict(f"{agent.name} is not suspended.", code="not_suspended")
+    announce_desired_change(agent.name)
     from reconciliation.fleet_snapshot import request_refresh  # (it imports this package)
 
     request_refresh()  # the fleet view's compliance timeline shows suspensions

@@ -23,6 +23,7 @@ from registry.actions.stepup import verify_step_up
 from registry.actions.tokens import suspend_for_handover
 from registry.choices import GuardrailOutcome, Lifecycle, Role, VersionSource, VersionState
 from registry.connector_secrets import granted
+from registry.desired_push import announce_desired_change
 from registry.grant_clocks import start_clocks
 from registry.guardrails import GuardrailResult, evaluate, selector_matches
 from registry.manifest import Manifest, spec_hash
@@ -551,6 +552,7 @@ def _activate(version: DesiredStateVersion, agent: Agent, actor: Any) -> None:
     owner = User.objects.filter(username=version.metadata.get("owner")).first() or agent.owner
     agent.generation = version.generation
     agent.active_version = version
+    announce_desired_change(agent.name)
     old_owner, agent.owner = agent.owner, owner
     agent.labels = version.metadata.get("labels", {})
     agent.description = version.metadata.get("description", "")

@@ -21,6 +21,7 @@ from reconciliation.recertified import with_recertified
 from reconciliation.triggers import request_reconcile
 from registry.actions.proposals import ProposalOutcome, check_can_propose, propose
 from registry.choices import Lifecycle, OverdueEffect, RiskLevel, Role, VersionSource, VersionState
+from registry.desired_push import announce_desired_change
 from registry.models import Agent, DesiredStateVersion, Guardrail, ReviewInterval
 from registry.principals import AgentPrincipal
 from registry.recertification import (
@@ -66,6 +67,7 @@ def start_review_clock(version: DesiredStateVersion, agent: Agent, *, actor: Any
                                              overdue_effect="")
     agent.review_due_at, agent.reminded_at, agent.overdue_at, agent.restricted_to = (
         due, None, None, None)
+    announce_desired_change(agent.name)
     agent.overdue_effect = ""
     if version.recertifies:
         audit.record(actor=actor, action=AuditAction.AGENT_RECERTIFIED,
@@ -110,6 +112,7 @@ def _resume_if_overdue_suspended(agent: Agent, *, actor: Any, version: DesiredSt
     Agent.objects.filter(pk=agent.pk).update(lifecycle=Lifecycle.ACTIVE,
                                              updated_at=timezone.now())
     agent.lifecycle = Lifecycle.ACTIVE
+    announce_desired_change(agent.name)
     request_refresh()  # the fleet view's compliance timeline shows suspensions
     audit.record(actor=actor, action=AuditAction.AGENT_RESUMED, target=f"agent:{agent.name}",
                  agent=agent.name, before={"lifecycle": "suspended"},
@@ -232,6 +235,7 @@ def mark_overdue(agent_id: int, *, now: datetime | None = None) -> bool:
     agent.overdue_at, agent.overdue_effect = now, effect
     agent.restricted_to = safe if effect == OverdueEffect.RESTRICT else None
     agent.save(update_fields=["overdue_at", "overdue_effect", "restricted_to"])
+    announce_desired_change(agent.name)
     due = _iso(agent.review_due_at)
     why = (f"review date {due} passed without recertification; "
            f"{effect}" + (f" (guardrail {guardrail})" if guardrail else ""))

@@ -18,6 +18,7 @@ from reconciliation.fleet_snapshot import request_refresh
 from registry.actions.proposals import check_can_propose
 from registry.actions.stepup import verify_step_up
 from registry.choices import Lifecycle, Role, VersionState
+from registry.desired_push import announce_desired_change
 from registry.models import Agent, ApiToken, Retirement
 from registry.principals import AgentPrincipal
 from registry.roles import has_role
@@ -103,6 +104,7 @@ def _retire(retirement_id: int, *, actor: Any, comment: str, step_up: StepUp | N
     agent.lifecycle, agent.updated_at = Lifecycle.RETIRED, now
     request_refresh()  # a retired agent leaves the fleet view
     agent.save(update_fields=["lifecycle", "updated_at"])
+    announce_desired_change(agent.name)  # its held long-poll answers 401 at once
     tokens = list(ApiToken.objects.filter(agent=agent, revoked_at__isnull=True)
                   .values_list("key_prefix", flat=True))
     ApiToken.objects.filter(agent=agent, revoked_at__isnull=True).update(revoked_at=now)

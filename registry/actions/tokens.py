@@ -12,6 +12,7 @@ import audit
 from audit.choices import AuditAction
 from config.errors import Conflict, NotAllowed, NotFound
 from registry.choices import Role
+from registry.desired_push import announce_desired_change
 from registry.models import Agent, ApiToken
 from registry.principals import AgentPrincipal
 from registry.roles import has_role
@@ -53,6 +54,8 @@ def revoke_api_token(token: ApiToken | int, *, actor: Any, reason: str = "") -> 
         return token
     token.revoked_at = timezone.now()
     token.save(update_fields=["revoked_at"])
+    if token.agent_id:
+        announce_desired_change(token.agent.name)  # its held long-poll answers 401 at once
     audit.record(actor=actor, action=AuditAction.TOKEN_REVOKED,
                  target=f"user:{token.user.username}",
                  agent=token.agent.name if token.agent_id else "",

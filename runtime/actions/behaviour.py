@@ -297,6 +297,7 @@ def _static(events: list[Event], agents: dict[str, Agent],
     violations: dict[int, list[Violation]] = {}
     # Per agent once (not per event): its spec and the sets each event is checked against.
     judged: dict[str, tuple | None] = {}
+    suspended_since: dict[int, datetime | None] = {}
     for event in events:
         rules = judged.get(event.agent, False)
         if rules is False:
@@ -312,7 +313,31 @@ def _static(events: list[Event], agents: dict[str, Agent],
         if found := static_violations(spec, event, signed_off=signed_off,
                                       reused_decision=reused, tools=tools, granted=granted):
             violations[agent_id].extend(found)
+        if spec.get("running") is False and (
+                ran := _ran_while_suspended(event, agent_id, suspended_since)):
+            violations[agent_id].append(ran)
     return violations
+
+
+def _ran_while_suspended(event: Event, agent_id: int,
+                         suspended_since: dict[int, datetime | None]) -> Violation | None:
+    """A tool call or action an agent made after its suspension committed (one its gate let
+    through while the suspension was on its way): what it did cannot be undone, so it is a
+    finding. Judged by the event's own time against the suspension's (`updated_at`, which the
+    suspension set); an event from before the suspension, sent late, is not one."""
+    if event.kind not in ("tool_call", "action"):
+        return None
+    if agent_id not in suspended_since:
+        suspended_since[agent_id] = Agent.objects.filter(
+            pk=agent_id, lifecycle=Lifecycle.SUSPENDED).values_list("updated_at",
+                                                                   flat=True).first()
+    since = suspended_since[agent_id]
+    if since is None or event.ts <= since:
+        return None
+    what = event.action or event.tool
+    return Violation("ran_while_suspended", "/running", False, True, "behaviour", event.id,
+                     f"{what} ran after the agent was suspended "
+                     f"({since:%Y-%m-%d %H:%M:%S} UTC)")
 
 
 RULE_SPECS_KEPT = 20_000

@@ -248,7 +248,7 @@ def test_an_mcp_tool_is_gated_by_its_own_servers_entry(agent_client, push_agent,
 
     governor = govern(agent, client=agent_client, name="refund-agent", **FAST)
     with governor:
-        servers = _server_names(agent)
+        servers = _server_names(agent, governor)
         approved = _gated(sdk_tool(orders), governor, servers)
         other = _gated(sdk_tool(crm), governor, servers)
         assert anyio.run(approved.on_invoke_tool, None, '{"order_id": "8"}') == "found"

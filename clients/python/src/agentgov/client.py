@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 import httpx
 
+from agentgov.control_link import ControlLink
 from agentgov.errors import RateLimited, Unreachable, error_from_response
 from agentgov.events import EventBatcher
 from agentgov.responses import Decision, DesiredState, EventsResult, Observation
@@ -69,6 +70,9 @@ class Client:
             headers={"Authorization": f"Token {token}", "Accept": "application/json",
                      "User-Agent": f"agentgov-client/{VERSION}"})
         self._desired: dict[str, DesiredState] = {}
+        # Told of every answer and failure, when a governed agent watches its link (the
+        # adapters' gate refuses calls through it after a 401/403 or past the grace).
+        self.link: ControlLink | None = None
         self._events = EventBatcher(
             self._post_events, max_queue=event_queue_size, batch_size=event_batch_size,
             flush_interval=event_flush_interval, retry_base=event_retry_base,
@@ -126,21 +130,30 @@ class Client:
             except httpx.TransportError as error:
                 safe = isinstance(error, NOT_SENT) or (idempotent and isinstance(error, MAYBE_SENT))
                 if last_try or not safe:
-                    raise Unreachable(f"{method} {self.base_url}{path}: "
-                                      f"{type(error).__name__}: {error}") from error
+                    unreachable = Unreachable(f"{method} {self.base_url}{path}: "
+                                              f"{type(error).__name__}: {error}")
+                    self._tell_link(unreachable)
+                    raise unreachable from error
                 delay = self.retry.delay(attempt)
             else:
                 if response.status_code < 400:
+                    if self.link is not None:
+                        self.link.contact()
                     return response
                 failure = error_from_response(response)
                 safe = isinstance(failure, RateLimited) or (
                     idempotent and response.status_code in RETRY_STATUSES_IDEMPOTENT)
                 if last_try or not safe:
+                    self._tell_link(failure)
                     raise failure
                 delay = self.retry.delay(attempt)
                 if failure.retry_after is not None:
                     delay = min(failure.retry_after, self.retry.cap)
             time.sleep(delay)
+
+    def _tell_link(self, error: Exception) -> None:
+        if self.link is not None:
+            self.link.failure(error)
 
     def _agent_path(self, agent: str | None, suffix: str) -> str:
         name = agent or self.agent
@@ -160,14 +173,24 @@ class Client:
 
     # --- for agents and their platforms -------------------------------------------------------
 
-    def desired_state(self, agent: str | None = None, *, retry: bool = True) -> DesiredState:
+    def desired_state(self, agent: str | None = None, *, wait: float = 0.0,
+                      retry: bool = True) -> DesiredState:
         """The effective desired state. Sends the last ETag: an unchanged state answers 304
-        and the same (unparsed, cached) DesiredState object is returned. `retry=False` asks
-        once (a gate checking in before a call must not wait out the backoff)."""
+        and the same (unparsed, cached) DesiredState object is returned. With `wait` (up to
+        60 seconds) and a cached state, the control plane holds the request until the state
+        changes (a suspension, a new generation) or the wait ends (a long-poll). `retry=False`
+        asks once (a gate checking in before a call must not wait out the backoff)."""
         path = self._agent_path(agent, "desired-state")
         cached = self._desired.get(path)
         headers = {"If-None-Match": cached.etag} if cached and cached.etag else {}
-        response = self.request("GET", path, headers=headers, retry=retry)
+        options: dict[str, Any] = {}
+        if wait > 0 and headers:
+            wait = min(wait, 60.0)
+            timeout = self._http.timeout
+            options = {"params": {"wait": f"{wait:g}"},
+                       "timeout": httpx.Timeout(timeout.connect, read=(timeout.read or 0) + wait,
+                                                write=timeout.write, pool=timeout.pool)}
+        response = self.request("GET", path, headers=headers, retry=retry, **options)
         if response.status_code == 304 and cached is not None:
             return cached
         state = DesiredState.from_json(response.json(), response.headers.get("ETag", ""))

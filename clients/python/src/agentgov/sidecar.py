@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +25,8 @@ State = dict[str, Any]
 def watch(client: Client, apply: Callable[[DesiredState], State | None], *,
           observe: Callable[[], State] | None = None, interval: float = 5.0,
           iterations: int | None = None, stop: threading.Event | None = None,
-          restore_drift: bool = True, agent: str | None = None) -> DesiredState | None:
+          restore_drift: bool = True, agent: str | None = None,
+          long_poll: bool = True) -> DesiredState | None:
     """Pull the desired state every `interval` seconds (a 304 when unchanged) and:
 
     - when it changed (a new generation, an expired grant, a suspension: anything that
@@ -37,6 +39,12 @@ def watch(client: Client, apply: Callable[[DesiredState], State | None], *,
       report the result. Set `restore_drift=False` where a human should decide about drift
       (enforcement `escalate` or `log`): the agent then changes only when its desired state
       does.
+
+    With `long_poll` (the default) each pull after the first is held by the control plane
+    for up to `interval` seconds and answered as soon as the desired state changes, so a
+    suspension or a correction lands within moments instead of at the next tick; a control
+    plane that answers at once anyway (an older one, or one served by WSGI) is pulled every
+    `interval` seconds as before.
 
     `apply` should be idempotent. Its failures (and `observe`'s, and the control plane's) are
     logged and tried again on the next tick, except a refused token (401, 403), which is
@@ -57,8 +65,10 @@ def watch(client: Client, apply: Callable[[DesiredState], State | None], *,
             return False, None
 
     while not stop.is_set():
+        started, failed, previous = time.monotonic(), False, applied
         try:
-            desired = client.desired_state(agent)
+            held = interval if long_poll and applied is not None else 0.0
+            desired = client.desired_state(agent, wait=held)
             if observe is not None and applied is not None and desired.sha256 == applied.sha256:
                 ok, actual = owners(observe)
                 if ok and actual != reported:
@@ -79,11 +89,17 @@ def watch(client: Client, apply: Callable[[DesiredState], State | None], *,
         except (Unauthenticated, Forbidden):
             raise
         except NotFound as error:
+            failed = True
             log.info("no desired state yet: %s", error.message)
         except AgentGovError as error:
+            failed = True
             log.warning("control plane: %s; trying again in %ss", error, interval)
         ticks += 1
         if iterations is not None and ticks >= iterations:
             break
-        stop.wait(interval)
+        # A held pull already waited; one answered early (a change, or a server that does
+        # not hold) waits out the rest of the tick, unless the state changed.
+        if failed or applied is previous:
+            stop.wait(interval if failed or not long_poll
+                      else max(0.0, interval - (time.monotonic() - started)))
     return applied

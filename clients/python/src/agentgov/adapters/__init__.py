@@ -6,6 +6,12 @@
 Each framework module needs its optional extra (`pip install 'agentgov-client[pydantic-ai]'`);
 this package itself imports no framework."""
 
-from agentgov.adapters.governed import Binding, Governor, ToolRefused
+from agentgov.adapters.governed import (
+    Binding,
+    CredentialsRefused,
+    Governor,
+    ToolRefused,
+    Ungovernable,
+)
 
-__all__ = ["Binding", "Governor", "ToolRefused"]
+__all__ = ["Binding", "CredentialsRefused", "Governor", "ToolRefused", "Ungovernable"]

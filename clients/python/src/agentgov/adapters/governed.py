@@ -21,7 +21,9 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urlsplit, urlunsplit
 
+from agentgov.control_link import ControlLink, is_lost_credentials
 from agentgov.errors import AgentGovError, ApiError
 
 if TYPE_CHECKING:
@@ -36,6 +38,17 @@ WINDOW_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 class ToolRefused(Exception):
     """The gate refused a tool call; the message is what the model is told."""
+
+
+class Ungovernable(AgentGovError):
+    """`start()` found something the adapter cannot gate (a provider-run tool, a tool type
+    it does not know): the agent is not started rather than run partly ungoverned."""
+
+
+class CredentialsRefused(ToolRefused):
+    """The control plane refused the agent's token (401/403: revoked, retired, another
+    agent's): no governed call runs any more, so the adapters stop the run with this instead
+    of telling the model and letting it try the next tool."""
 
 
 class Binding(Protocol):
@@ -86,6 +99,20 @@ def read_amount(value: Any) -> float | None:
     return amount if math.isfinite(amount) else None
 
 
+def server_identity(server: dict[str, Any]) -> str | None:
+    """Where an MCP server is, spelled one way: its URL (scheme and host lower-cased, no
+    trailing slash) or its command (single spaces)."""
+    url = server.get("url")
+    if isinstance(url, str) and url.strip():
+        parts = urlsplit(url.strip())
+        return urlunsplit((parts.scheme.lower(), parts.netloc.lower(),
+                           parts.path.rstrip("/"), parts.query, ""))
+    command = server.get("command")
+    if isinstance(command, str) and command.strip():
+        return "command:" + " ".join(command.split())
+    return None
+
+
 def window_seconds(per: str) -> float:
     """"30s", "15m", "1h", "1d" in seconds."""
     return float(per[:-1]) * WINDOW_UNITS[per[-1]]
@@ -103,6 +130,9 @@ class Rules:
     enforcement: dict[str, str] = field(default_factory=dict)
     # The tools approved on each MCP server, by server name (the manifest's `mcp_servers`).
     mcp_tools: dict[str, set[str]] = field(default_factory=dict)
+    # The approved MCP servers' names by where they are (`server_identity`), so a framework
+    # object named otherwise (its URL's host, an id of the owner's) is still known.
+    mcp_names: dict[str, str] = field(default_factory=dict)
     running: bool = True
 
     @classmethod
@@ -114,6 +144,9 @@ class Rules:
                    mcp_tools={server.get("name"): {tool.get("name")
                                                    for tool in server.get("tools") or ()}
                               for server in spec.get("mcp_servers") or ()},
+                   mcp_names={identity: server.get("name")
+                              for server in spec.get("mcp_servers") or ()
+                              if (identity := server_identity(server))},
                    running=desired.running)
 
     def resources(self) -> set[str]:
@@ -140,7 +173,9 @@ class Governor:
                  models: dict[str, Any] | None = None, interval: float = 5.0,
                  heartbeat: float = 30.0, decision_wait: float = 300.0,
                  decision_poll: float = 1.0,
-                 proxied_mcp_servers: Iterable[str] = ()) -> None:
+                 proxied_mcp_servers: Iterable[str] = (),
+                 fail_open_seconds: float | None = None,
+                 read_only_tools: Iterable[str] = ()) -> None:
         self.binding = binding
         self.client = client
         self.agent = name or client.agent
@@ -157,6 +192,13 @@ class Governor:
         self.heartbeat = heartbeat
         self.decision_wait = decision_wait
         self.decision_poll = decision_poll
+        # Every answer the client gets (watch, heartbeats, decisions, events) feeds the link;
+        # the gate asks it first (see agentgov.control_link for the grace and the allow-list).
+        # One link per client (per token): governors sharing a client share its fate.
+        if client.link is None:
+            client.link = ControlLink(fail_open_seconds=fail_open_seconds,
+                                      read_only_tools=read_only_tools)
+        self.link = client.link
         self.rules: Rules | None = None
         # The MCP servers go under the key the manifest's MCP section uses (`mcp_servers`).
         self.report_mcp_servers = True
@@ -175,6 +217,18 @@ class Governor:
         """The control plane's name of a framework tool (`tool_names` maps the ones that
         differ, e.g. providers that forbid dots in function names)."""
         return self.tool_names.get(tool, tool)
+
+    def mcp_server_name(self, server: dict[str, Any]) -> str:
+        """The spec's name of a framework's MCP server object ({name, url | command}): the
+        approved server at the same place, else the approved server of that name, else the
+        object's own name (which then approves nothing)."""
+        with self._lock:
+            rules = self.rules
+        if rules is not None:
+            identity = server_identity(server)
+            if identity is not None and identity in rules.mcp_names:
+                return rules.mcp_names[identity]
+        return str(server.get("name"))
 
     def _remember_model(self) -> None:
         model = self.binding.model()
@@ -195,8 +249,13 @@ class Governor:
         name = model_name(self.binding.model())
         if name:
             state["model"] = name
+        delegates = getattr(self.binding, "delegates_to", list)()
+        if delegates:
+            state["delegates_to"] = delegates
+        servers = [{**server, "name": self.mcp_server_name(server)}
+                   for server in self.binding.mcp_servers()]
         servers = [{"name": server["name"]} if server["name"] in self.proxied_mcp_servers
-                   else server for server in self.binding.mcp_servers()]
+                   else server for server in servers]
         if servers and self.report_mcp_servers:
             state["mcp_servers"] = servers
         rules = self.rules
@@ -230,7 +289,13 @@ class Governor:
         rules = Rules.from_desired(desired)
         unapproved = {tool for tool in self.binding.tools()
                       if self.governance_name(tool) not in rules.tools}
-        if unapproved:
+        if unapproved and self.applied is None:
+            # The object had them before governance started: they were reported at start,
+            # so the control plane opens a finding and its correction (audited, with the
+            # enforcement the spec asks for) removes them. The gate refuses them meanwhile.
+            log.warning("%s: unapproved tool(s) %s left for the control plane to correct; "
+                        "the gate refuses them", self.agent, sorted(unapproved))
+        elif unapproved:
             log.warning("%s: removing unapproved tool(s) %s", self.agent, sorted(unapproved))
             self.binding.remove_tools(unapproved)
         wanted = desired.spec.get("model") or None
@@ -254,6 +319,11 @@ class Governor:
     def start(self) -> Governor:
         """Load the approved rules, report what the object runs with, then keep watching
         (applying each new desired state) and sending heartbeats in background threads."""
+        unhookable = getattr(self.binding, "unhookable", list)()
+        if unhookable:
+            raise Ungovernable(f"{self.agent}: the {self.binding.framework} adapter cannot gate "
+                               f"{'; '.join(unhookable)}: remove it, or run the agent "
+                               "ungoverned knowingly")
         desired = self.client.desired_state(self.agent)
         with self._lock:
             self.rules = Rules.from_desired(desired)
@@ -287,9 +357,10 @@ class Governor:
         try:
             self.client.watch(self.apply, observe=self.observe, interval=self.interval,
                               stop=self._stop, restore_drift=False, agent=self.agent)
-        except AgentGovError:
-            log.exception("%s: the control plane refused the agent's token; not watching",
-                          self.agent)
+        except AgentGovError as error:
+            # The link has recorded the 401/403: from now on the gate refuses every call.
+            log.error("%s: the control plane refused the agent's token (%s): every governed "
+                      "call is refused", self.agent, error)
 
     def _beat(self) -> None:
         while not self._stop.wait(self.heartbeat):
@@ -316,6 +387,9 @@ class Governor:
         A tool of an MCP server (`server`) is approved by that server's entry in the spec's
         `mcp_servers` (its fingerprint is the governed proxy's to check), others by `tools`."""
         call = self.describe(tool, arguments, server)
+        cut_off = self.link.refusal(call.tool)
+        if cut_off is not None:
+            raise self._refuse(call, cut_off, lost=self.link.stopped)
         with self._lock:
             rules = self.rules
         if rules is None:
@@ -333,10 +407,23 @@ class Governor:
         self._check_limits(call, rules)
         return self._check_action(call, rules)
 
-    def _refuse(self, call: Call, why: str) -> ToolRefused:
+    def withhold(self, tool: str, why: str) -> None:
+        """Record a tool kept from the model (the framework would run it out of the gate's
+        sight): it is never offered, so it never runs."""
+        log.warning("%s: withheld %s: %s", self.agent, tool, why)
+        self.refused.append((tool, why))
+
+    def refuse_unreadable(self, tool: str, server: str | None = None) -> ToolRefused:
+        """The refusal of a call whose arguments are not a JSON object."""
+        call = Call(tool=self.governance_name(tool), resource=None, record=None, amount=None,
+                    server=server)
+        return self._refuse(call, f"the arguments of {call.tool} cannot be read")
+
+    def _refuse(self, call: Call, why: str, *, lost: bool = False) -> ToolRefused:
         log.warning("%s: refused %s: %s", self.agent, call.tool, why)
         self.refused.append((call.tool, why))
-        return ToolRefused(f"refused by governance: {why}")
+        kind = CredentialsRefused if lost else ToolRefused
+        return kind(f"refused by governance: {why}")
 
     def _check_limits(self, call: Call, rules: Rules) -> None:
         if call.resource is None:
@@ -376,9 +463,15 @@ class Governor:
         wait = 0.0 if mode == "block" else self.decision_wait
         log.info("%s: %s of %s needs a decision (waiting up to %ss)", self.agent, call.tool,
                  call.amount, wait)
-        decision = self.client.decide(call.tool, amount=call.amount, tool=call.tool,
-                                      resource=call.resource, record=call.record, wait=wait,
-                                      poll=self.decision_poll, agent=self.agent)
+        try:
+            decision = self.client.decide(call.tool, amount=call.amount, tool=call.tool,
+                                          resource=call.resource, record=call.record,
+                                          wait=wait, poll=self.decision_poll, agent=self.agent)
+        except AgentGovError as error:
+            # No decision is no permission: the call needs one and could not get it.
+            raise self._refuse(call, f"{call.tool} needs a decision and the control plane did "
+                                     f"not give one ({error})",
+                               lost=is_lost_credentials(error)) from None
         if decision.allowed:
             return decision
         if mode == "log":
@@ -434,7 +527,8 @@ def describe_mcp_server(server: Any) -> dict[str, Any]:
     transport = getattr(getattr(server, "client", None), "transport", None)
     url = next((value for value in (_field(server, "url"), _field(params, "url"),
                                     _field(transport, "url")) if value), None)
-    command = _field(server, "command") or _field(params, "command")
+    command = (_field(server, "command") or _field(params, "command")
+               or _field(transport, "command"))
     name = next((value for value in (getattr(server, attribute, None)
                                      for attribute in ("name", "id", "label"))
                  if isinstance(value, str) and value), None)
@@ -442,6 +536,7 @@ def describe_mcp_server(server: Any) -> dict[str, Any]:
     if url:
         entry["url"] = str(url)
     elif command:
-        args = _field(server, "args") or _field(params, "args") or []
+        args = (_field(server, "args") or _field(params, "args") or _field(transport, "args")
+                or [])
         entry["command"] = " ".join([str(command), *map(str, args)])
     return entry

@@ -1,18 +1,72 @@
 """Pydantic AI: govern a `pydantic_ai.Agent` (extra `pydantic-ai`).
 
-Tools are read from the agent's function toolset (including tools added later with
-`@agent.tool`), MCP servers from its toolsets; every toolset's `call_tool` passes the gate."""
+The gate sits where every run gets its tools: the agent's `_get_toolset`, which combines the
+agent's own tools, every toolset given to the constructor or to the run (`toolsets=[...]`),
+capability toolsets and MCP toolsets, however they are wrapped (`.prefixed()`, `.filtered()`,
+`.renamed()`, combined, approval-required). Each leaf toolset of that tree (the one that really
+runs the tool) is wrapped, for that run only, in a `GatedToolset`, so a tool is gated however it
+was attached and the owner's toolset objects are not changed. A tool is named by its leaf's
+name (the name the function or the MCP server has); an MCP toolset's tools are approved by its
+server's entry in the spec, found by name or by where the server is (its URL or command).
+
+Observed: the tools of every function toolset the agent holds, the MCP servers it holds, the
+model. Refused at `start()`: native (provider-run) tools, which run at the model provider
+where no gate can see them."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic_ai import Agent
+from pydantic_ai.native_tools._tool_search import ToolSearchTool
+from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, WrapperToolset
 
-from agentgov.adapters.governed import Governor, ToolRefused, describe_mcp_server
+from agentgov.adapters.governed import (
+    CredentialsRefused,
+    Governor,
+    ToolRefused,
+    describe_mcp_server,
+)
 from agentgov.client import Client
 
 FRAMEWORK = "pydantic-ai"
+
+
+def is_mcp(toolset: Any) -> bool:
+    """An MCP client toolset (pydantic-ai's MCPToolset or a durable wrapper's copy of it)."""
+    return "mcp" in type(toolset).__name__.lower()
+
+
+def leaves(toolsets: Any) -> list[AbstractToolset[Any]]:
+    """The toolsets that list and call their own tools, under every wrapper and combination."""
+    found: list[AbstractToolset[Any]] = []
+    for toolset in toolsets:
+        toolset.apply(found.append)
+    return found
+
+
+@dataclass
+class GatedToolset(WrapperToolset[Any]):
+    """One leaf toolset of one run, with every call passing the governor's gate first."""
+
+    governor: Governor | None = None
+    server: dict[str, Any] | None = None  # {name, url | command} when the leaf is MCP
+
+    async def call_tool(self, name: str, tool_args: dict[str, Any], ctx: Any, tool: Any) -> Any:
+        governor = self.governor
+        if governor is None or tool.tool_def.kind == "output":
+            # the agent's answer to its caller, not a tool acting on anything
+            return await self.wrapped.call_tool(name, tool_args, ctx, tool)
+        server = governor.mcp_server_name(self.server) if self.server is not None else None
+        try:
+            return await governor.agate(
+                name, tool_args, lambda: self.wrapped.call_tool(name, tool_args, ctx, tool),
+                server=server)
+        except CredentialsRefused:
+            raise  # the run stops: nothing governed runs once the token is refused
+        except ToolRefused as refused:
+            return str(refused)  # the model reads why, and the run goes on
 
 
 class PydanticAIBinding:
@@ -23,16 +77,14 @@ class PydanticAIBinding:
     def __init__(self, agent: Agent[Any, Any]) -> None:
         self.agent = agent
 
-    def _function_toolset(self) -> Any:
-        # The agent's own tools (constructor, @agent.tool, @agent.tool_plain) live here.
-        return self.agent._function_toolset
+    def _leaves(self) -> list[AbstractToolset[Any]]:
+        return leaves(self.agent.toolsets)
 
-    def _mcp_toolsets(self) -> list[Any]:
-        return [toolset for toolset in self.agent.toolsets
-                if "mcp" in type(toolset).__name__.lower()]
+    def _function_toolsets(self) -> list[FunctionToolset[Any]]:
+        return [leaf for leaf in self._leaves() if isinstance(leaf, FunctionToolset)]
 
     def tools(self) -> list[str]:
-        return list(self._function_toolset().tools)
+        return sorted({name for leaf in self._function_toolsets() for name in list(leaf.tools)})
 
     def model(self) -> Any:
         return self.agent.model
@@ -41,33 +93,36 @@ class PydanticAIBinding:
         self.agent.model = model
 
     def remove_tools(self, names: set[str]) -> None:
-        tools = self._function_toolset().tools
-        for name in names:
-            tools.pop(name, None)
+        for leaf in self._function_toolsets():
+            for name in names:
+                leaf.tools.pop(name, None)
 
     def mcp_servers(self) -> list[dict[str, Any]]:
-        return [describe_mcp_server(toolset) for toolset in self._mcp_toolsets()]
+        return [describe_mcp_server(leaf) for leaf in self._leaves() if is_mcp(leaf)]
+
+    def unhookable(self) -> list[str]:
+        # Tool search only finds deferred tools (each found tool still passes the gate);
+        # every other native tool acts at the provider.
+        native = [tool for tool in getattr(self.agent, "_cap_native_tools", ())
+                  if not isinstance(tool, ToolSearchTool)]
+        return [f"native tool {getattr(tool, 'kind', None) or type(tool).__name__} (run by "
+                "the model provider, out of the gate's reach)" for tool in native]
 
     def install_gate(self, governor: Governor) -> None:
-        mcp = self._mcp_toolsets()
-        for toolset in [self._function_toolset(), *mcp]:
-            if getattr(toolset, "_agentgov_gated", False):
-                continue
-            call_tool = toolset.call_tool
-            # an MCP tool is approved by its server's entry in the spec, not by `tools`
-            server = describe_mcp_server(toolset)["name"] if toolset in mcp else None
+        agent = self.agent
+        if agent.__dict__.get("_agentgov_gated"):
+            return
+        get_toolset = agent._get_toolset
 
-            async def gated(name: str, tool_args: dict[str, Any], ctx: Any, tool: Any,
-                            call_tool: Any = call_tool, server: str | None = server) -> Any:
-                try:
-                    return await governor.agate(
-                        name, tool_args, lambda: call_tool(name, tool_args, ctx, tool),
-                        server=server)
-                except ToolRefused as refused:
-                    return str(refused)  # the model reads why, and the run goes on
+        def gated_toolset(*args: Any, **kwargs: Any) -> AbstractToolset[Any]:
+            # Every run (run, run_sync, iter, run_stream) builds its toolset here.
+            return get_toolset(*args, **kwargs).visit_and_replace(
+                lambda leaf: GatedToolset(leaf, governor=governor,
+                                          server=describe_mcp_server(leaf) if is_mcp(leaf)
+                                          else None))
 
-            toolset.call_tool = gated
-            toolset._agentgov_gated = True
+        agent._get_toolset = gated_toolset  # type: ignore[method-assign]
+        agent._agentgov_gated = True  # type: ignore[attr-defined]
 
 
 def govern(agent: Agent[Any, Any], *, client: Client, name: str | None = None,
