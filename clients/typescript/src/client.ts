@@ -427,22 +427,13 @@ export class Client {
   async decide(request: DecisionRequest, agent?: string): Promise<Decision> {
     const body: Record<string, unknown> = {
       tool: request.tool, action: request.action ?? request.tool, arguments: request.arguments,
-      wait_seconds: request.waitSeconds, resource: request.resource, record: request.record,
+      wait_seconds: request.waitSeconds > 0 ? request.waitSeconds : undefined,
+      resource: request.resource, record: request.record,
       amount: request.amount,
     };
     for (const key of Object.keys(body)) if (body[key] === undefined) delete body[key];
-    const path = this.agentPath(agent, "decisions");
-    let response: RawResponse;
-    try {
-      // Not idempotent: each call makes a new decision, so only unsent requests are retried.
-      response = await this.request("POST", path, { body });
-    } catch (error) {
-      // A control plane that reads the amount from `arguments` only refuses a separate one.
-      if (!(error instanceof ApiError) || error.status !== 400 || body.amount === undefined
-          || !error.pointers.some((pointer) => pointer.startsWith("/amount"))) throw error;
-      delete body.amount;
-      response = await this.request("POST", path, { body });
-    }
+    // Not idempotent: each call makes a new decision, so only unsent requests are retried.
+    const response = await this.request("POST", this.agentPath(agent, "decisions"), { body });
     const decision = toDecision(response.json());
     return this.waitForDecision(decision, request.waitSeconds, request.poll ?? 1);
   }

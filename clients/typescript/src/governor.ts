@@ -442,23 +442,18 @@ export class Governor {
   }
 
   private async checkAction(call: Call, rules: Rules): Promise<Decision | null> {
+    // A tool whose action has a rule is judged by the control plane's one decision function,
+    // from the call's own arguments: the gate reads no amount itself, so a value the rule needs
+    // and the model spelled another way is the server's deny, not the gate's guess.
     const limits = rules.actions[call.tool];
     if (!limits || (limits.approval_above == null && limits.max == null)) return null;
-    if (call.amount === undefined) {
-      // "900 dollars", NaN or a missing amount would pass a comparison the tool's own
-      // validation then undoes: an amount the gate cannot read is not allowed.
-      throw this.refuse(call, `${call.tool} needs a numeric amount to be judged`);
-    }
-    const above = (limits.approval_above != null && call.amount > limits.approval_above)
-      || (limits.max != null && call.amount > limits.max);
-    if (!above) return null;
     const mode = rules.enforcement.actions || rules.enforcement.default || "correct";
     const wait = mode === "block" ? 0 : this.options.decisionWait;
     let decision: Decision;
     try {
       decision = await this.contact(() => this.client.decide({
-        tool: call.tool, action: call.tool, arguments: call.arguments, waitSeconds: wait,
-        resource: call.resource, record: call.record, amount: call.amount,
+        tool: call.tool, action: call.tool, arguments: call.arguments,
+        waitSeconds: wait, resource: call.resource, record: call.record,
         poll: this.options.decisionPoll,
       }, this.agent));
     } catch (error) {
@@ -476,7 +471,7 @@ export class Governor {
     }
     const why = decision.outcome === "pending" ? `no human answered within ${wait}s`
       : `denied (${decision.rule || decision.status})`;
-    throw this.refuse(call, `${call.tool} of ${call.amount}: ${why}`);
+    throw this.refuse(call, `${call.tool}: ${why}`);
   }
 
   /** The behaviour events of a call that ran (queued; never waits). */

@@ -99,7 +99,7 @@ describe("LangGraph.js adapter", () => {
     const agent = await start("lg-main");
     for (const amount of ["800 dollars", "NaN", null, -5]) {
       const outcome = await run(agent, [["payments.refund", { order: "L-2", amount }]]);
-      assert.match(outcome.errors[0] ?? "", /needs a numeric amount/, String(amount));
+      assert.match(outcome.errors[0] ?? "", /the rule reads the amount|refused by governance/, String(amount));
     }
     assert.deepEqual(agent.ran, []);
   });
@@ -111,7 +111,7 @@ describe("LangGraph.js adapter", () => {
     assert.deepEqual(allowed.errors, []);
     const [denied] = await Promise.all([
       run(agent, [["payments.refund", { order: "M-2", amount: "800" }]]), bobAnswers(agent.name, "deny")]);
-    assert.match(denied.errors[0], /payments.refund of 800: denied/);
+    assert.match(denied.errors[0], /payments.refund: denied/);
     const impatient = await start("lg-main", { governor: { decisionWait: 0.5 } });
     const timedOut = await run(impatient, [["payments.refund", { order: "M-3", amount: 800 }]]);
     assert.match(timedOut.errors[0], /no human answered within 0.5s/);

@@ -109,7 +109,7 @@ describe("OpenAI Agents SDK adapter", () => {
     agent.model.next = [["payments_refund", { order: "C-1", amount: "a lot" }]];
     const cloned = await new Runner({ tracingDisabled: true }).run(copy, "go", { maxTurns: 3 });
     const clonedOutputs = cloned.newItems.filter((i) => i.type === "tool_call_output_item").map((i) => String(i.output));
-    assert.match(clonedOutputs[0], /needs a numeric amount/);
+    assert.match(clonedOutputs[0], /the rule reads the amount|refused by governance/);
     assert.deepEqual(agent.ran, []);
   });
 
@@ -120,7 +120,7 @@ describe("OpenAI Agents SDK adapter", () => {
     assert.deepEqual(allowed, ["refunded"]);
     const [denied] = await Promise.all([
       run(agent, [["payments_refund", { order: "P-2", amount: 800 }]]), bobAnswers(agent.name, "deny")]);
-    assert.match(denied[0], /payments.refund of 800: denied/);
+    assert.match(denied[0], /payments.refund: denied/);
     const impatient = await start("oa-main", { governor: { decisionWait: 0.5 } });
     const timedOut = await run(impatient, [["payments_refund", { order: "P-3", amount: 800 }]]);
     assert.match(timedOut[0], /no human answered within 0.5s/);

@@ -126,7 +126,7 @@ def test_a_refund_nobody_approves_is_refused_and_never_runs(agent_client, push_a
         result = agent.run_sync("refund order-0009 900")
     assert agent.refunded == [] and "no human answered in time" in result.output
     assert governor.refused == [("payments.refund",
-                                 "payments.refund of 900: no human answered in time")]
+                                 "payments.refund: no human answered in time")]
 
 
 def test_a_removed_limit_is_reported_and_restored_by_the_correction(governed, push_agent):

@@ -405,7 +405,7 @@ class Governor:
         if call.resource is not None and call.resource not in rules.resources():
             raise self._refuse(call, f"no approved access to {call.resource}")
         self._check_limits(call, rules)
-        return self._check_action(call, rules)
+        return self._check_action(call, arguments, rules)
 
     def withhold(self, tool: str, why: str) -> None:
         """Record a tool kept from the model (the framework would run it out of the gate's
@@ -446,27 +446,21 @@ class Governor:
             while self._calls and now - self._calls[0][0] > 86400:
                 self._calls.popleft()
 
-    def _check_action(self, call: Call, rules: Rules) -> Decision | None:
+    def _check_action(self, call: Call, arguments: dict[str, Any],
+                      rules: Rules) -> Decision | None:
+        """A tool whose action has a rule is judged by the control plane's one decision
+        function, from the call's own arguments: the gate reads no amount itself, so a value
+        the rule needs and the model spelled another way is the server's deny, not a guess."""
         limits = rules.actions.get(call.tool)
         if not limits or (limits.get("approval_above") is None and limits.get("max") is None):
             return None
-        if call.amount is None:
-            # "900" or NaN from the model would pass a comparison the tool's own validation
-            # then undoes: an amount the gate cannot read is not allowed.
-            raise self._refuse(call, f"{call.tool} needs a numeric amount to be judged")
-        threshold, maximum = limits.get("approval_above"), limits.get("max")
-        above = (threshold is not None and call.amount > threshold) or (
-            maximum is not None and call.amount > maximum)
-        if not above:
-            return None
         mode = rules.enforcement.get("actions") or rules.enforcement.get("default") or "correct"
         wait = 0.0 if mode == "block" else self.decision_wait
-        log.info("%s: %s of %s needs a decision (waiting up to %ss)", self.agent, call.tool,
-                 call.amount, wait)
         try:
-            decision = self.client.decide(call.tool, amount=call.amount, tool=call.tool,
+            decision = self.client.decide(call.tool, tool=call.tool, arguments=arguments,
                                           resource=call.resource, record=call.record,
-                                          wait=wait, poll=self.decision_poll, agent=self.agent)
+                                          wait_seconds=wait or None, wait=wait,
+                                          poll=self.decision_poll, agent=self.agent)
         except AgentGovError as error:
             # No decision is no permission: the call needs one and could not get it.
             raise self._refuse(call, f"{call.tool} needs a decision and the control plane did "
@@ -480,7 +474,7 @@ class Governor:
             return None
         why = "no human answered in time" if decision.pending else (
             f"denied ({decision.rule or decision.status})")
-        raise self._refuse(call, f"{call.tool} of {call.amount:g}: {why}")
+        raise self._refuse(call, f"{call.tool}: {why}")
 
     def record(self, tool: str, arguments: dict[str, Any], decision: Decision | None,
                server: str | None = None) -> None:
