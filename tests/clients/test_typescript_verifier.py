@@ -19,6 +19,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 import audit
 from audit import keys
 from audit.choices import AuditAction
+from tests.audit.conftest import key_file  # noqa: F401 (autouse: rotations stay this test's)
 from tests.audit.test_offline_verify import (  # noqa: F401 (fixtures)
     checkpoints_key_file,
     evidence,
