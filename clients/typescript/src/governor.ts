@@ -469,8 +469,10 @@ export class Governor {
         + "enforcement is log");
       return null;
     }
-    const why = decision.outcome === "pending" ? `no human answered within ${wait}s`
-      : `denied (${decision.rule || decision.status})`;
+    // pending: still waiting when our wait ran out; expired: the control plane ended it when
+    // our wait (wait_seconds) ran out. Either way nobody answered.
+    const why = decision.outcome === "pending" || decision.status === "expired"
+      ? `no human answered within ${wait}s` : `denied (${decision.rule || decision.status})`;
     throw this.refuse(call, `${call.tool}: ${why}`);
   }
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 from agentgov.adapters import Ungovernable
-from agentgov.adapters.governed import describe_mcp_server
+from agentgov.adapters.governed import ToolRefused, describe_mcp_server
 from agentgov.adapters.pydantic_ai import govern
 from fastmcp import FastMCP
 from pydantic_ai import Agent
@@ -15,6 +15,7 @@ from pydantic_ai.capabilities import WebSearch
 from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.native_tools import WebSearchTool
 from pydantic_ai.toolsets import CombinedToolset, FunctionToolset
 
 from audit.models import AuditEntry
@@ -135,6 +136,26 @@ def test_a_provider_run_native_tool_stops_start(agent_client, push_agent):
     with pytest.raises(Ungovernable, match="native tool web_search"):
         govern(agent, client=agent_client, name="refund-agent", **FAST).start()
     assert not push_agent.observations.exists()
+
+
+def test_a_native_tool_a_run_brings_refuses_that_run(agent_client, push_agent):
+    """A provider-run tool given to one run (capabilities on the run, or an override) is out of
+    the gate's sight: the run stops before the model is asked, and nothing runs."""
+    calls: list = []
+
+    def counting(messages, info: AgentInfo) -> ModelResponse:
+        calls.append(messages)
+        return caller(messages, info)
+
+    agent = Agent(FunctionModel(counting, model_name="gpt-4.1"))
+    with govern(agent, client=agent_client, name="refund-agent", **FAST) as governor:
+        eventually(lambda: governor.applied is not None)
+        with pytest.raises(ToolRefused, match="this run brings native tool web_search"):
+            agent.run_sync("look it up", capabilities=[WebSearch()])
+        with agent.override(native_tools=[WebSearchTool()]), \
+                pytest.raises(ToolRefused, match="native tool web_search"):
+            agent.run_sync("look it up")
+    assert calls == []
 
 
 def test_the_gate_refuses_before_the_first_desired_state(agent_client, push_agent):

@@ -472,8 +472,10 @@ class Governor:
             log.warning("%s: %s not allowed (%s) but enforcement is log", self.agent, call.tool,
                         decision.outcome)
             return None
-        why = "no human answered in time" if decision.pending else (
-            f"denied ({decision.rule or decision.status})")
+        # pending: still waiting when our wait ran out; expired: the control plane ended it
+        # when our wait (wait_seconds) ran out. Either way nobody answered.
+        why = "no human answered in time" if decision.pending or decision.status == "expired" \
+            else f"denied ({decision.rule or decision.status})"
         raise self._refuse(call, f"{call.tool}: {why}")
 
     def record(self, tool: str, arguments: dict[str, Any], decision: Decision | None,

@@ -11,7 +11,8 @@ server's entry in the spec, found by name or by where the server is (its URL or 
 
 Observed: the tools of every function toolset the agent holds, the MCP servers it holds, the
 model. Refused at `start()`: native (provider-run) tools, which run at the model provider
-where no gate can see them."""
+where no gate can see them; and refused for the run, before the model is called, when a run
+brings one of its own (`capabilities=` on the run, `override(native_tools=...)`)."""
 
 from __future__ import annotations
 
@@ -69,6 +70,18 @@ class GatedToolset(WrapperToolset[Any]):
             return str(refused)  # the model reads why, and the run goes on
 
 
+def provider_run(native_tools: Any) -> list[str]:
+    """The native tools that act at the model provider, out of the gate's reach: all but tool
+    search (which only finds deferred tools, each of which still passes the gate); a dynamic
+    one (a function deciding per run) counts, since the gate cannot know what it will be."""
+    return [f"native tool {_native_name(tool)} (run by the model provider, out of the gate's "
+            "reach)" for tool in native_tools or () if not isinstance(tool, ToolSearchTool)]
+
+
+def _native_name(tool: Any) -> str:
+    return getattr(tool, "kind", None) or getattr(tool, "__name__", None) or type(tool).__name__
+
+
 class PydanticAIBinding:
     """Reads and changes one `pydantic_ai.Agent`."""
 
@@ -101,12 +114,7 @@ class PydanticAIBinding:
         return [describe_mcp_server(leaf) for leaf in self._leaves() if is_mcp(leaf)]
 
     def unhookable(self) -> list[str]:
-        # Tool search only finds deferred tools (each found tool still passes the gate);
-        # every other native tool acts at the provider.
-        native = [tool for tool in getattr(self.agent, "_cap_native_tools", ())
-                  if not isinstance(tool, ToolSearchTool)]
-        return [f"native tool {getattr(tool, 'kind', None) or type(tool).__name__} (run by "
-                "the model provider, out of the gate's reach)" for tool in native]
+        return provider_run(getattr(self.agent, "_cap_native_tools", ()))
 
     def install_gate(self, governor: Governor) -> None:
         agent = self.agent
@@ -121,7 +129,18 @@ class PydanticAIBinding:
                                           server=describe_mcp_server(leaf) if is_mcp(leaf)
                                           else None))
 
+        resolve = agent._resolve_run_capabilities
+
+        async def refusing_native(*args: Any, **kwargs: Any) -> Any:
+            # Every run resolves its capabilities here, with the run's own and an override's
+            # native tools folded in: one the gate cannot see stops the run before the model.
+            resolved = await resolve(*args, **kwargs)
+            if found := provider_run(resolved.native_tools):
+                raise ToolRefused(f"refused by governance: this run brings {found[0]}")
+            return resolved
+
         agent._get_toolset = gated_toolset  # type: ignore[method-assign]
+        agent._resolve_run_capabilities = refusing_native  # type: ignore[method-assign]
         agent._agentgov_gated = True  # type: ignore[attr-defined]
 
 
