@@ -175,6 +175,7 @@ class BehaviourKind(models.TextChoices):
     RESOURCE_NOT_APPROVED = "resource_not_approved"
     DECISION_REUSED = "decision_reused"
     RAN_WHILE_SUSPENDED = "ran_while_suspended"
+    ACTION_AMOUNT_UNREADABLE = "action_amount_unreadable"
 
 
 class Health(models.TextChoices):

@@ -91,6 +91,14 @@ def static_violations(spec: dict[str, Any], event: Event, *, signed_off: bool,
                                    "behaviour", event.id,
                                    f"resource {event.resource} is not approved"))
     limits = spec.get("actions", {}).get(event.action) if event.action else None
+    judged = bool(limits) and (limits.get("max") is not None
+                               or limits.get("approval_above") is not None)
+    if judged and event.amount is None and not signed_off:
+        # Deny by default: an action whose rule reads an amount, reported without one it can
+        # read, cannot be shown to be within its rule (the same reader ingest and decisions use).
+        found.append(Violation("action_amount_unreadable", f"/actions/{_escape(event.action)}",
+                               None, None, "actions", event.id,
+                               f"{event.action} reported without an amount its rule can read"))
     if limits and event.amount is not None:
         ceiling, threshold = limits.get("max"), limits.get("approval_above")
         pointer = f"/actions/{_escape(event.action)}"
@@ -291,6 +299,7 @@ def describe(kind: str, pointer: str, expected: Any, spec: dict[str, Any], n: in
                                    "human sign-off"),
         "decision_reused": f"{n} {target} {noun} on an already used sign-off",
         "ran_while_suspended": f"{n} {noun} after the agent was suspended",
+        "action_amount_unreadable": f"{n} {target} {noun} without an amount the rule can read",
         "rate_limit_exceeded": f"{n} {noun} to {target} over {expected} per {per}",
         "same_record_exceeded": (f"{n} {noun} of one {target} record over {expected} per "
                                  f"{per}"),

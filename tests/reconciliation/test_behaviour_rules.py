@@ -336,3 +336,23 @@ def test_approvers_resolve_a_pending_decision_from_the_escalations_page(people, 
     assert Decision.objects.get(pk=asked["id"]).status == "approved"
     client.force_login(people.alice)
     assert client.get("/escalations/").status_code == 403
+
+
+def test_a_refund_reported_without_an_amount_its_rule_can_read_is_a_finding(people,
+                                                                             start_worker):
+    """Ingest judges an action by the same reader as decisions: a refund reported with no
+    amount or a misspelled one cannot be shown to be within the $500 rule, so it is a finding;
+    one with a readable amount under the rule is not."""
+    _, client = register(people, enforcement={"default": "correct", "actions": "log"})
+    start_worker("ingest", "reconcile", "default")
+    missing = refund(100)
+    del missing["amount"]
+    misspelled = refund(100)
+    misspelled["attributes"] = {"Amount": 900}
+    del misspelled["amount"]
+    answer = client.post("/api/v1/events", [refund(120), missing, misspelled], format="json")
+    assert answer.json()["accepted"] == 3, answer.json()
+    found = eventually(lambda: Finding.objects.filter(kind="action_amount_unreadable").first())
+    assert found.pointer == "/actions/payments.refund"
+    assert not Finding.objects.filter(kind__in=["action_without_signoff",
+                                                "action_above_max"]).exists()

@@ -70,7 +70,7 @@ def test_each_bad_event_is_rejected_with_its_reason_and_the_rest_accepted(agent_
     assert reasons[2] == "ts has no zone"
     assert reasons[3] == "ts is in the future"
     assert reasons[4].startswith("agent must be")
-    assert reasons[5].startswith("amount must be a number")
+    assert reasons[5] == "amount cannot be read: 'lots' is not a plain decimal number"
     assert reasons[6] == "an agent token sends its own events only"
     assert reasons[7] == "expected a JSON object"
     assert list(BehaviourEvent.objects.values_list("event_id", flat=True)) == [good["id"]]

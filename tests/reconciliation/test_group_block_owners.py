@@ -16,12 +16,11 @@ from rest_framework.test import APIClient
 from rq import SimpleWorker
 
 from audit.models import AuditEntry
-from reconciliation import actions
 from reconciliation.models import BreakerTrip, Finding, GroupBreach
 from registry import actions as registry_actions
 from registry.choices import Role
 from registry.models import Agent
-from tests.conftest import approved_agent, make_person
+from tests.conftest import approved_agent, make_person, shadow_on
 from tests.reconciliation.test_breaker_scopes import agent_of
 
 pytestmark = pytest.mark.django_db
@@ -89,7 +88,7 @@ def own_token(agent: Agent) -> APIClient:
 
 def test_one_self_reported_million_counts_at_most_the_specs_max(
         people, team, django_capture_on_commit_callbacks):
-    actions.set_shadow(actor=people.dana, agent=Agent.objects.get(name="pay-a"), enabled=True)
+    shadow_on(people, Agent.objects.get(name="pay-a"))
     send(team["pay-a"], [refund("pay-a", 1_000_000)], django_capture_on_commit_callbacks)
     assert not GroupBreach.objects.exists()  # counted as 5,000 of a 20,000 limit
     assert ask(team["oscar-1"], "oscar-1")["outcome"] == "allow"
@@ -99,7 +98,7 @@ def test_one_self_reported_million_counts_at_most_the_specs_max(
 
 def test_a_block_stays_inside_the_owner_and_her_shadow_does_not_shield_her(
         people, team, django_capture_on_commit_callbacks):
-    actions.set_shadow(actor=people.dana, agent=Agent.objects.get(name="pay-a"), enabled=True)
+    shadow_on(people, Agent.objects.get(name="pay-a"))
     send(team["pay-a"], [refund("pay-a", 1_000_000) for _ in range(5)],
          django_capture_on_commit_callbacks)  # 5 x 5,000 = 25,000: over
     (breach,) = GroupBreach.objects.all()
