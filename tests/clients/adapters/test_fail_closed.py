@@ -148,8 +148,12 @@ def test_within_the_grace_calls_run_and_contact_closes_the_gap(governed_client, 
     agent, governor = start(governed_client, ran, fail_open_seconds=3600)
     governed_client.base_url = stopped_port()
     eventually(lambda: governor.link.unreachable is not None)
-    assert "refunded 40" in agent.run_sync(
-        'payments.refund {"order": "o-2", "amount": 40}').output  # inside the grace
+    assert "o-2: shipped" in agent.run_sync(
+        'orders.lookup {"order": "o-2"}').output  # inside the grace
+    # A call its rule must judge needs the decision function, which is out of reach: even a
+    # small refund is refused, whatever the grace (no gate judges an amount on its own).
+    assert "needs a decision and the control plane did not give one" in agent.run_sync(
+        'payments.refund {"order": "o-3", "amount": 40}').output
     governed_client.base_url = server
     eventually(lambda: governor.link.unreachable is None)
     governor.stop()
