@@ -38,6 +38,15 @@ export async function api(token, method, path, body) {
   return text ? JSON.parse(text) : null;
 }
 
+/** The agent's pending decisions ended with its wait: none is left open in bob's queue (the
+ * control plane expired it when the agent stopped waiting). */
+export async function noDecisionLeftOpen(agent) {
+  await eventually(async () => {
+    const page = await api(env.approver, "GET", "/api/v1/escalations?status=open&page_size=100");
+    return !page.results.some((e) => e.agent === agent && e.decision);
+  }, { message: `a decision of ${agent} stayed open after the agent stopped waiting` });
+}
+
 /** bob answers the open escalation of the agent's pending decision (`allow` or `deny`). */
 export async function bobAnswers(agent, resolution) {
   const escalation = await eventually(async () => {

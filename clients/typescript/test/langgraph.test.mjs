@@ -14,7 +14,7 @@ import { z } from "zod";
 import { Client } from "agentgov";
 import { governLangGraph } from "agentgov/langgraph";
 
-import { FAST, api, bobAnswers, control, env, eventually, findings, relay } from "./harness.mjs";
+import { FAST, api, bobAnswers, control, env, eventually, findings, relay, noDecisionLeftOpen } from "./harness.mjs";
 
 /** Stands in for gpt-4.1: asks for the calls it is given next, then answers with the results. */
 class ScriptedChatModel extends FakeStreamingChatModel {
@@ -116,7 +116,7 @@ describe("LangGraph.js adapter", () => {
     const timedOut = await run(impatient, [["payments.refund", { order: "M-3", amount: 800 }]]);
     assert.match(timedOut.errors[0], /no human answered within 0.5s/);
     assert.deepEqual([...agent.ran, ...impatient.ran], [["payments.refund", "M-1", 800]]);
-    await bobAnswers(agent.name, "deny");
+    await noDecisionLeftOpen(agent.name);
   });
 
   test("a tool added to the ToolNode at runtime is reported as drift and removed in place", async () => {
@@ -148,7 +148,7 @@ describe("LangGraph.js adapter", () => {
     const output = await node.invoke({ messages: [message] });
     const results = output.messages.map((m) => [m.status, String(m.content)]);
     assert.equal(results[0][0], "success");
-    assert.match(results[1][1], /refused by governance: payments.refund of 6000: denied/);
+    assert.match(results[1][1], /refused by governance: payments.refund: denied \(actions\/payments.refund\/max/);
     assert.deepEqual(ran, [["orders.lookup", "T-1"]]);
   });
 

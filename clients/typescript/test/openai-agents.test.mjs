@@ -11,7 +11,7 @@ import { z } from "zod";
 import { Client } from "agentgov";
 import { governOpenAIAgent } from "agentgov/openai-agents";
 
-import { FAST, api, bobAnswers, control, env, eventually, findings, relay } from "./harness.mjs";
+import { FAST, api, bobAnswers, control, env, eventually, findings, relay, noDecisionLeftOpen } from "./harness.mjs";
 
 setTracingDisabled(true); // the SDK's trace exporter would call the network
 
@@ -125,7 +125,7 @@ describe("OpenAI Agents SDK adapter", () => {
     const timedOut = await run(impatient, [["payments_refund", { order: "P-3", amount: 800 }]]);
     assert.match(timedOut[0], /no human answered within 0.5s/);
     assert.deepEqual([...agent.ran, ...impatient.ran], [["payments.refund", "P-1", 800]]);
-    await bobAnswers(agent.name, "deny");
+    await noDecisionLeftOpen(agent.name);
   });
 
   test("a tool added at runtime is reported as drift and removed in place", async () => {

@@ -11,7 +11,7 @@ import { z } from "zod";
 import { Client } from "agentgov";
 import { governVercelAI } from "agentgov/vercel-ai";
 
-import { FAST, api, bobAnswers, control, env, eventually, findings, relay, toolCall } from "./harness.mjs";
+import { FAST, api, bobAnswers, control, env, eventually, findings, relay, toolCall, noDecisionLeftOpen } from "./harness.mjs";
 
 /** A model that answers with each step's script in turn (tool calls, then text). */
 function scripted(...steps) {
@@ -130,7 +130,7 @@ describe("Vercel AI SDK adapter", () => {
     assert.deepEqual(ran, [["payments.refund", "B-1", 800]]);
     assert.deepEqual(impatient.ran, []);
     // the unanswered decision is bob's to close: deny it so later tests see no open one
-    await bobAnswers(name, "deny");
+    await noDecisionLeftOpen(name);
   });
 
   test("a tool added at runtime is reported as drift and removed in place", async () => {
@@ -195,9 +195,11 @@ describe("Vercel AI SDK adapter", () => {
     const { agent, ran } = await start("main", { url: cutoff.url, governor: { failOpenSeconds: 3600 } });
     await cutoff.cut();
     await eventually(() => agent.governor.unreachableSince !== null);
-    const outcome = await run(agent, [toolCall("payments.refund", { order: "G-1", amount: 10 }),
-      toolCall("payments.refund", { order: "G-2", amount: 800 })]);
-    assert.deepEqual(ran, [["payments.refund", "G-1", 10]]);
+    // A lookup runs inside the grace; a refund its rule must judge needs the decision function,
+    // out of reach, so even a small one is refused (no gate judges an amount on its own).
+    const outcome = await run(agent, [toolCall("orders.lookup", { order: "G-1" }),
+      toolCall("payments.refund", { order: "G-2", amount: 10 })]);
+    assert.deepEqual(ran, [["orders.lookup", "G-1"]]);
     assert.equal(outcome.errors.length, 1);
     assert.match(outcome.errors[0], /no decision could be had/);
   });
