@@ -119,7 +119,8 @@ def assess(agent_name: str, active_spec: dict | None, spec: dict, metadata: dict
            now: datetime, current: dict | None = None, *,
            guardrails: list[Guardrail] | None = None,
            toxic: ToxicJudge | None = None,
-           review: ReviewOverride | None = None) -> Assessment:
+           review: ReviewOverride | None = None,
+           group_rules: list[Any] | None = None) -> Assessment:
     """Diff against the active spec (and `current`, the agent's metadata as it is) and
     evaluate every guardrail that selects the agent as it is or as it would be: relabelling
     an agent never takes it out of a guardrail in the same proposal. `guardrails` (the enabled
@@ -142,7 +143,8 @@ def assess(agent_name: str, active_spec: dict | None, spec: dict, metadata: dict
     results += (toxic.judge(agent_name, judged) if toxic is not None
                 else judge_proposal(agent_name, judged))
     if current is not None:  # a relabel (or hand-over) that moves it across group rules
-        results += group_rule_results(agent_name, active_spec, spec, current, metadata)
+        results += group_rule_results(agent_name, active_spec, spec, current, metadata,
+                                      rules=group_rules)
     return Assessment(
         changes=[c.to_dict() for c in changes],
         diff=_raw_diff(active_spec, spec),
@@ -163,7 +165,8 @@ class GroupRuleResult(GuardrailResult):
 
 
 def group_rule_results(agent_name: str, active_spec: dict | None, spec: dict,
-                       current: dict, metadata: dict) -> list[GroupRuleResult]:
+                       current: dict, metadata: dict, *,
+                       rules: list[Any] | None = None) -> list[GroupRuleResult]:
     """The enabled group rules that select the agent as it is and not as it would be, or the
     other way round (labels, team, owner, framework). A group rule's selector matches by
     equality, so a relabel is the lighter path out of a rule that needs two sign-offs."""
@@ -177,8 +180,12 @@ def group_rule_results(agent_name: str, active_spec: dict | None, spec: dict,
 
     before = facts(current, (active_spec or spec).get("framework", ""))
     after = facts(metadata, spec.get("framework", ""))
+    if before == after:
+        return []  # nothing a selector reads changes: no rule is joined or left
+    if rules is None:  # a caller judging many proposals reads them once
+        rules = list(GroupRule.objects.filter(enabled=True).order_by("name"))
     found = []
-    for rule in GroupRule.objects.filter(enabled=True).order_by("name"):
+    for rule in rules:
         was, now = selects(rule.to_spec(), before), selects(rule.to_spec(), after)
         if was == now:
             continue
@@ -670,11 +677,16 @@ def reevaluate_pending(*, actor: Any) -> int:
     # around every pending proposal (not the fleet once per proposal).
     guardrails = list(Guardrail.objects.filter(enabled=True).order_by("name"))
     toxic = ToxicJudge((version.agent.name, version.spec) for version in pending)
+    # here, not at the top: group rules live in reconciliation, whose models import registry's
+    from reconciliation.group_models import GroupRule
+
+    group_rules = list(GroupRule.objects.filter(enabled=True).order_by("name"))
     for version in pending:
         agent = version.agent
         active = agent.active_version.spec if agent.active_version_id else None
         assessment = assess(agent.name, active, version.spec, version.metadata, now,
-                            current_metadata(agent), guardrails=guardrails, toxic=toxic)
+                            current_metadata(agent), guardrails=guardrails, toxic=toxic,
+                            group_rules=group_rules)
         results = [r.to_dict() for r in assessment.guardrails]
         if assessment.denials:
             version.state = VersionState.REJECTED

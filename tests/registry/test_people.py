@@ -136,11 +136,17 @@ def test_deploy_checks_are_clean_with_debug_off(tmp_path):
     env = {"PATH": "/usr/bin:/bin", "DEBUG": "false", "SECRET_KEY": secrets.token_urlsafe(60),
            "AUDIT_SIGNING_KEY": secrets.token_urlsafe(32), "REDIS_URL": "redis://127.0.0.1:1/0",
            "AUDIT_PRIVATE_KEY": base64.b64encode(secrets.token_bytes(32)).decode(),
-           "ALLOWED_HOSTS": "gov.example.com", "VAR_DIR": str(tmp_path)}
+           "ALLOWED_HOSTS": "gov.example.com", "VAR_DIR": str(tmp_path),
+           "AUDIT_WITNESSES": f"file://{tmp_path / 'witness'}"}
     result = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level",
                              "WARNING"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout
+    # The same installation without a witness is told that nobody outside it remembers heads.
+    env["AUDIT_WITNESSES"] = "none"
+    result = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level",
+                             "WARNING"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert result.returncode == 1 and "config.W001" in result.stdout + result.stderr
 
 
 def test_the_admin_shows_people_and_roles_but_never_changes_them_unaudited(people, client):
