@@ -388,6 +388,8 @@ API = [
         (401,     403,    403,    403,    403,    200,    200,    403,    403)),
     Row("GET /api/v1/audit/checkpoints",
         (401,     403,    403,    403,    403,    200,    200,    403,    403)),
+    Row("GET /api/v1/audit/trusted-keys",
+        (401,     403,    403,    403,    403,    200,    200,    403,    403)),
     Row("GET /api/v1/audit/proofs/inclusion?seq=1",
         (401,     403,    403,    403,    403,    200,    200,    403,    403)),
     Row("GET /api/v1/audit/proofs/consistency?first=1&second=2",
