@@ -2,7 +2,6 @@
 HTTP is sent to HTTPS, a person signs in over TLS with secure cookies, the audit trail names the
 client's address (not the proxy's), and live alerts arrive over wss through the proxy."""
 
-import datetime
 import http.client
 import ipaddress
 import json
@@ -11,13 +10,11 @@ import shutil
 import ssl
 import subprocess
 import urllib.parse
-from pathlib import Path
 
 import pytest
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, ed25519
-from cryptography.x509.oid import NameOID
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.db import connection, transaction
 from websockets.sync import client as ws_client
@@ -25,31 +22,11 @@ from websockets.sync import client as ws_client
 from audit.models import AuditEntry
 from config import embedded_redis
 from reconciliation import alerts
+from tests.certificates import self_signed
 from tests.conftest import PASSWORD, ROOT, eventually, start_daphne, stop_daphne
 
 SITE = ROOT / "deploy" / "nginx" / "agentgov.conf"
 STRONG = "x7Kq2mP9vR4tW8yB3nF6hJ1cL5dG0sZ-aE"  # 34 characters, many different
-
-
-def self_signed(directory: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 (an IP subject alternative name) and its key."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName(
-                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
-    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                           serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
-    return cert_path, key_path
 
 
 @pytest.fixture
@@ -57,7 +34,8 @@ def proxied(transactional_db, tmp_path):
     """nginx (Debian's) with the shipped site file, in front of a daphne in production mode."""
     binary = shutil.which("nginx")
     assert binary, "nginx is missing: `make test` installs Debian's nginx-light package"
-    cert, key = self_signed(tmp_path)
+    cert, key = self_signed(tmp_path, "127.0.0.1",
+                            x509.IPAddress(ipaddress.ip_address("127.0.0.1")))
     tls_port, http_port = embedded_redis.free_port(), embedded_redis.free_port()
     origin = f"https://127.0.0.1:{tls_port}"
     signing_key = tmp_path / "audit-key.pem"

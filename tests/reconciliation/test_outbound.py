@@ -64,32 +64,15 @@ def test_a_bad_allow_list_entry_fails_at_start_up(monkeypatch, entry):
 def tls_platform(tmp_path):
     """An https server on loopback with a certificate for platform.test only; it records the
     TLS server name (SNI) and the Host header each request came with."""
-    import datetime as dt
     import ssl
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
 
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "platform.test")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(days=1))
-            .not_valid_after(now + dt.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName("platform.test")]),
-                           critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
-    cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                           serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    from tests.certificates import self_signed
+
+    cert_file, key_file = self_signed(tmp_path, "platform.test", x509.DNSName("platform.test"))
     seen: dict[str, list[str]] = {"sni": [], "host": []}
 
     class Handler(BaseHTTPRequestHandler):
