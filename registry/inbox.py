@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 from django.db.models import QuerySet
 
+from config.money import money
 from reconciliation.incidents import group
 from reconciliation.models import Escalation
 from registry.choices import Lifecycle, Role, VersionState
@@ -307,6 +308,30 @@ def _proposal_item(version: DesiredStateVersion) -> Item:
                 version=version)
 
 
+def decision_summary(request: dict) -> str:
+    """What an agent asks to run, in words an approver decides on: the action, the amount as
+    money, and the call's own arguments (the order, the customer, the reason), shortened."""
+    what = request.get("action") or request.get("tool") or "an action"
+    if isinstance(request.get("amount"), int | float) and not isinstance(request["amount"], bool):
+        what += f" of {money(request['amount'])}"
+    details = [f"{key} {_argument(value)}"
+               for key, value in sorted((request.get("arguments") or {}).items())
+               if key != "amount" and _argument(value)]
+    if details:
+        what += f" ({', '.join(details)})"
+    return what if len(what) <= _SUMMARY_LIMIT else what[:_SUMMARY_LIMIT - 1] + "…"
+
+
+_SUMMARY_LIMIT = 200
+
+
+def _argument(value) -> str:
+    """A scalar argument as text; nested values are left to the decision's own page."""
+    if isinstance(value, bool) or value is None or isinstance(value, dict | list):
+        return ""
+    return str(value).strip()[:60]
+
+
 def _risk_grade(risk: int) -> str:
     """A proposal's risk score (permission_diff.risk_score) as a grade: an action limit
     loosened or two widenings are high, one widening medium, none low."""
@@ -325,12 +350,9 @@ def _escalation_items(rows: list[Escalation]) -> list[Item]:
             deadline = first.opened_at + sla(DECISION)
             if decision.expires_at is not None:
                 deadline = min(deadline, decision.expires_at)
-            request = decision.request or {}
-            what = f"{request.get('action', 'an action')}"
-            if request.get("amount") is not None:
-                what += f" of {request['amount']}"
             items.append(Item(DECISION, f"escalation-{first.pk}", first.agent.name,
-                              f"asks to run {what}", "high", first.opened_at, deadline,
+                              f"asks to run {decision_summary(decision.request or {})}",
+                              "high", first.opened_at, deadline,
                               f"/escalations/#esc-{first.pk}", _assignee(members),
                               bool(first.acknowledged_at), members))
             continue

@@ -32,6 +32,7 @@ from typing import Any
 
 from agentgov.mcp_identity import same_server
 
+from config.money import money
 from registry.manifest import duration_seconds, join_pointer
 
 MINUS = "\u2212"
@@ -314,11 +315,11 @@ def _actions(old: dict, new: dict, fresh: bool) -> Iterator[PermissionChange]:
                 if was[field] == now[field]:
                     continue
                 if now[field] is None:
-                    text = f"{name} {label} {_money(was[field])} → removed"
+                    text = f"{name} {label} {money(was[field])} → removed"
                 elif was[field] is None:
-                    text = f"{name} {label} added: {_money(now[field])}"
+                    text = f"{name} {label} added: {money(now[field])}"
                 else:
-                    text = f"{name} {label} {_money(was[field])} → {_money(now[field])}"
+                    text = f"{name} {label} {money(was[field])} → {money(now[field])}"
                 risk = _direction(_ceiling(was[field]), _ceiling(now[field]))
                 yield PermissionChange(Area.ACTIONS, risk, text, _pointer("actions", name, field),
                                        was[field], now[field])
@@ -374,7 +375,7 @@ def _budgets(old: list[dict], new: list[dict], fresh: bool) -> Iterator[Permissi
 
 
 def _budget(kind: str, amount: float) -> str:
-    return _money(amount) if kind == "cost" else f"{amount:,} tokens"
+    return money(amount) if kind == "cost" else f"{amount:,} tokens"
 
 
 def _heartbeat(was: str | None, now: str | None, fresh: bool) -> Iterator[PermissionChange]:
@@ -498,23 +499,16 @@ def _ceiling(amount: int | float | None) -> float:
     return _NO_LIMIT if amount is None else amount
 
 
-def _money(amount: int | float) -> str:
-    """$5,000 for whole amounts, $12.50 otherwise."""
-    if float(amount).is_integer():
-        return f"${int(amount):,}"
-    return f"${amount:,.2f}"
-
-
 def _rule(rule: dict, say_missing: bool = False) -> str:
     """An action's limits in words; for a new agent the missing ones are named too."""
     above, most = rule["approval_above"], rule["max"]
     parts = []
     if above is not None:
-        parts.append(f"approval above {_money(above)}")
+        parts.append(f"approval above {money(above)}")
     elif say_missing:
         parts.append("no approval needed")
     if most is not None:
-        parts.append(f"never above {_money(most)}")
+        parts.append(f"never above {money(most)}")
     elif say_missing:
         parts.append("no maximum")
     return ", ".join(parts)

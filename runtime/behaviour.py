@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
+from config.money import money
 from reconciliation.diff import effective_desired
 from registry.manifest import duration_seconds
 from registry.waivers import is_waived
@@ -57,10 +58,6 @@ def _escape(token: str) -> str:
     return token.replace("~", "~0").replace("/", "~1")
 
 
-def _amount(value: float) -> str:
-    return f"${value:,.0f}" if float(value).is_integer() else f"${value:,.2f}"
-
-
 def callable_tools(spec: dict[str, Any]) -> set[str]:
     """The agent's own approved tools and those of its approved MCP servers (the governed
     proxy records a call by the MCP tool's name, and refuses one whose fingerprint moved)."""
@@ -105,13 +102,13 @@ def static_violations(spec: dict[str, Any], event: Event, *, signed_off: bool,
         if ceiling is not None and event.amount > ceiling:
             found.append(Violation("action_above_max", f"{pointer}/max", ceiling, event.amount,
                                    "actions", event.id,
-                                   f"{event.action} of {_amount(event.amount)} is above the "
-                                   f"maximum {_amount(ceiling)}"))
+                                   f"{event.action} of {money(event.amount)} is above the "
+                                   f"maximum {money(ceiling)}"))
         elif threshold is not None and event.amount > threshold and not signed_off:
             found.append(Violation(
                 "decision_reused" if reused_decision else "action_without_signoff",
                 f"{pointer}/approval_above", threshold, event.amount, "actions", event.id,
-                f"{event.action} of {_amount(event.amount)} above {_amount(threshold)} "
+                f"{event.action} of {money(event.amount)} above {money(threshold)} "
                 + ("reused an already used sign-off" if reused_decision
                    else "without a human sign-off")))
     return found
@@ -198,10 +195,10 @@ def raise_limit(spec: dict[str, Any], kind: str, pointer: str,
         amount = _number(float(actual))
         if rule[field] >= amount:
             raise ValueError(f"the approved {field} for {action} is already "
-                             f"{_amount(rule[field])}")
+                             f"{money(rule[field])}")
         before, rule[field] = rule[field], amount
-        return spec, (f"raise {field} for {action} from {_amount(before)} to "
-                      f"{_amount(amount)}")
+        return spec, (f"raise {field} for {action} from {money(before)} to "
+                      f"{money(amount)}")
     if kind == "tool_not_approved" and len(tokens) == 2:
         if tokens[1] in spec.get("tools", []):
             raise ValueError(f"the tool {tokens[1]} is already approved")
@@ -307,7 +304,7 @@ def describe(kind: str, pointer: str, expected: Any, spec: dict[str, Any], n: in
 
 
 def _money(value: Any) -> str:
-    return _amount(value) if isinstance(value, int | float) else str(value)
+    return money(value) if isinstance(value, int | float) else str(value)
 
 
 def backtest(active: dict[str, Any] | None, proposed: dict[str, Any], events: list[Event],

@@ -15,6 +15,7 @@ from reconciliation.actions.common import alert, audit_label, enforcement_held, 
 from reconciliation.actions.settle import refresh_status
 from reconciliation.choices import (
     RESOLUTIONS,
+    DecisionStatus,
     EscalationKind,
     EscalationStatus,
     FindingStatus,
@@ -96,10 +97,14 @@ def resolve_escalation(escalation_id: int, *, actor: Any, resolution: str,
         raise Invalid(f"Unknown resolution {resolution!r}.", details=[
             {"pointer": "/resolution", "message": f"one of {', '.join(Resolution.values)}"}])
     resolution = Resolution(resolution)
-    if escalation.status != EscalationStatus.OPEN:
-        raise Conflict(f"Escalation {escalation_id} is already resolved.", code="not_open")
     agent = escalation.agent
     kind = escalation.kind
+    if escalation.status != EscalationStatus.OPEN:
+        if kind == EscalationKind.DECISION and escalation.decision.status == DecisionStatus.EXPIRED:
+            from runtime.actions.decisions import too_late  # runtime imports this app
+
+            raise Conflict(too_late(escalation.decision), code="expired")
+        raise Conflict(f"Escalation {escalation_id} is already resolved.", code="not_open")
     if resolution not in RESOLUTIONS[kind]:  # a limit that cannot be raised says why below
         raise Invalid(WRONG_RESOLUTION[kind], code="wrong_resolution", details=[
             {"pointer": "/resolution",

@@ -240,7 +240,7 @@ def decide_pending(decision_id: str, *, actor: Any, allow: bool, comment: str) -
     if decision.expires_at and decision.expires_at <= timezone.now():
         _close(decision, actor=SYSTEM, status=DecisionStatus.EXPIRED,
                outcome=DecisionOutcome.DENY, comment="nobody answered in time")
-        raise Conflict("The decision expired before it was answered.", code="expired")
+        raise Conflict(too_late(decision), code="expired")
     if allow and decision.required_approvals > 1:
         if actor.username in decision.approvals:
             raise Conflict("You signed this off already; another approver must.",
@@ -258,6 +258,16 @@ def decide_pending(decision_id: str, *, actor: Any, allow: bool, comment: str) -
            status=DecisionStatus.APPROVED if allow else DecisionStatus.REJECTED,
            outcome=DecisionOutcome.ALLOW if allow else DecisionOutcome.DENY, comment=comment)
     return decision
+
+
+def too_late(decision: Decision) -> str:
+    """Why an answer came too late, in the approver's words: the agent is no longer waiting."""
+    waited = decision.request.get("wait_seconds")
+    who = (f"{decision.agent.name} waited {waited:g} s" if waited
+           else f"{decision.agent.name}'s request waited as long as the server allows")
+    return (f"Too late: {who} and stopped waiting at {decision.expires_at:%H:%M:%S} UTC. It has "
+            "moved on and treated the action as refused, so nothing was allowed; if it is "
+            "still needed, the agent asks again.")
 
 
 @transaction.atomic
