@@ -96,6 +96,10 @@ def _alert_sentence(event: str, who: str, drift: str, record: Mapping[str, Any])
         "drift.detected": f"{who} {drift}" + (f": {message}" if message else "") + (
             f" ({record['severity']} severity)" if record.get("severity") else ""),
         "drift.regressed": f"{who} {drift} again within the hold window",
+        "rollout.started": f"Rolling out approved generation {record.get('generation')} to "
+                           f"{who}: {plain_text(record.get('pointer')) or 'its spec'}",
+        "rollout.synced": f"{who} runs approved generation {record.get('generation')}" + (
+            f", applied and verified in {took}" if took else ""),
         "drift.corrected": f"{who} {drift}; corrected" + (
             f" and verified in {took}" if took else "") + (f" ({message})" if message else ""),
         "escalation.opened": f"{who} {drift}; handed to an approver" + (

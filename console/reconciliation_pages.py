@@ -93,6 +93,9 @@ def compliance_timeline(agent, now, span: timedelta) -> list:
         suspended=agent.lifecycle == Lifecycle.SUSPENDED, transitions=steps)
 
 
+MIN_TIMELINE = timedelta(minutes=10)
+
+
 def agent_state_context(agent, timeline_span: str = "24h") -> dict:
     """The reconciler's side of an agent's page: conditions, the latest observation, its
     compliance timeline, and its recent findings, corrections, runs and open escalations (a
@@ -105,15 +108,21 @@ def agent_state_context(agent, timeline_span: str = "24h") -> dict:
         desired = desired_now(agent, now)
         desired.pop("enforcement", None)
     span = timeline_span if timeline_span in TIMELINES else "24h"
-    segments = compliance_timeline(agent, now, TIMELINES[span])
+    # Never before the agent existed: a young agent's chart is its whole life, not a week of
+    # "not known" with its history a sliver at the end.
+    lived = max(now - agent.created_at, MIN_TIMELINE)
+    shown = min(TIMELINES[span], lived)
+    segments = compliance_timeline(agent, now, shown)
     comparison = side_by_side(desired, observation.state) if desired and observation else []
     return {
         "comparison": comparison,
         "differences": [row for row in comparison if row.tag != "equal"],
         "timeline": segments,
         "timeline_chart": timeline_figure(
-            [(agent.name, segments)], now=now, span=TIMELINES[span],
-            title=f"{agent.name}: in or out of policy (last {span})"),
+            [(agent.name, segments)], now=now, span=shown,
+            title=f"{agent.name}: in or out of policy (last {span})" if shown == TIMELINES[span]
+            else f"{agent.name}: in or out of policy (since it was registered, "
+                 f"{agent.created_at:%Y-%m-%d %H:%M} UTC)"),
         "timeline_span": span, "timeline_spans": list(TIMELINES),
         "status": status,
         "observation": observation,

@@ -33,7 +33,7 @@ def send_now(message: dict[str, Any]) -> None:
 # Alerts about findings that one cause produced fold into one line per incident
 # (reconciliation/incidents.py): the findings join the line already there.
 FOLDED_EVENTS = frozenset({"drift.detected", "drift.regressed", "drift.corrected",
-                           "escalation.opened"})
+                           "escalation.opened", "rollout.started", "rollout.synced"})
 
 
 def broadcast(event: str, payload: dict[str, Any]) -> None:

@@ -1,5 +1,8 @@
 """Drift attribution: what caused a finding, when anything knows, in this order:
 
+0. a rollout: the agent still runs, at that point, what the generation it last converged at
+   said; the newly approved generation moved, not the agent (Argo CD's Syncing, not drift:
+   kept out of the time to detect and shown as the rollout it is), whatever change is named;
 1. the change the reporter names: the platform's change log (an http connector's answer, or
    a push report, may carry `change_id` and `changed_by`) or the drift lab's deployment;
    a named change is what the reporter says, never checked: its cause carries
@@ -17,12 +20,33 @@ the findings list filters by it: `?cause=`). Pure functions apart from `pending_
 """
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from reconciliation.diff import Drift, diff
 
 CHANGE_FIELDS = ("change_id", "changed_by")
+ROLLOUT_PREFIX = "rollout:"
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """An agent moving from the generation it last converged at (`spec`) to a newer one."""
+
+    agent: str
+    from_generation: int
+    to_generation: int
+    spec: Mapping[str, Any]
+
+    def cause(self) -> dict[str, Any]:
+        return {"kind": "rollout", "key": f"{ROLLOUT_PREFIX}{self.agent}:{self.to_generation}",
+                "from_generation": self.from_generation, "generation": self.to_generation}
+
+
+def is_rollout(cause_key: str) -> bool:
+    """A finding that is a rollout of an approved generation, not drift."""
+    return cause_key.startswith(ROLLOUT_PREFIX)
 MAX_FIELD = 200
 UNKNOWN: dict[str, Any] = {"kind": "unknown", "key": "unknown"}
 
@@ -79,10 +103,13 @@ def _explained_by(spec: Mapping[str, Any], observed: Mapping[str, Any], drift: D
 
 
 def cause_of(drift: Drift, *, change: Mapping[str, Any] | None, observed: Mapping[str, Any],
-             proposals: Iterable[tuple[int, Mapping[str, Any]]], now: datetime
-             ) -> dict[str, Any]:
-    """The cause of one drift: the named change, else the agent's own pending proposal that
-    explains it (the newest first), else unknown."""
+             proposals: Iterable[tuple[int, Mapping[str, Any]]], now: datetime,
+             rollout: Rollout | None = None) -> dict[str, Any]:
+    """The cause of one drift: the rollout of a newly approved generation, else the named
+    change, else the agent's own pending proposal that explains it (the newest first),
+    else unknown."""
+    if rollout is not None and _explained_by(rollout.spec, observed, drift, now):
+        return rollout.cause()  # a named change did not touch what is as it was approved
     if change:
         return dict(change)
     for proposal_id, spec in proposals:

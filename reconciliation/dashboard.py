@@ -4,13 +4,18 @@ of aggregate queries whatever the number of agents, findings or audit rows."""
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Q
+from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Min, Q
 from django.db.models.functions import TruncHour
 from django.utils import timezone
 
 from reconciliation.charts import bar, count_axis, figure, scatter
 from reconciliation.choices import Health
-from reconciliation.finding_times import DRIFT_STARTED, FIXED_THIS_OCCURRENCE, OBSERVED_IN_ORDER
+from reconciliation.finding_times import (
+    DRIFT_ONLY,
+    DRIFT_STARTED,
+    FIXED_THIS_OCCURRENCE,
+    OBSERVED_IN_ORDER,
+)
 from reconciliation.models import AgentStatus, BreakerTrip, ControlState, Escalation, Finding
 from registry.models import Agent
 
@@ -38,24 +43,41 @@ def _hours(now: datetime) -> list[datetime]:
     return [start + timedelta(hours=i) for i in range(24)]
 
 
+def _began(now: datetime) -> datetime:
+    """The hour the cluster's history begins (its first agent, or an older finding carried
+    over): before it nothing was measured, and a chart shows no value there (a gap), never an
+    invented zero."""
+    firsts = [Agent.objects.aggregate(first=Min("created_at"))["first"],
+              Finding.objects.aggregate(first=Min("detected_at"))["first"]]
+    first = min((t for t in firsts if t is not None), default=now)
+    return first.replace(minute=0, second=0, microsecond=0)
+
+
+def _measured(hours: list[datetime], began: datetime, values: list) -> list:
+    return [value if hour >= began else None for hour, value in zip(hours, values, strict=True)]
+
+
 def drift_over_time(now: datetime) -> dict[str, Any]:
     """Drift found and corrected per hour over the last day, by severity."""
     hours = _hours(now)
     since = hours[0]
     found = {(r["hour"], r["severity"]): r["n"] for r in Finding.objects.filter(
-        detected_at__gte=since).annotate(hour=TruncHour("detected_at")).values(
+        DRIFT_ONLY, detected_at__gte=since).annotate(hour=TruncHour("detected_at")).values(
         "hour", "severity").annotate(n=Count("pk"))}
     fixed = {r["hour"]: r["n"] for r in Finding.objects.filter(
-        FIXED_THIS_OCCURRENCE, corrected_at__gte=since).annotate(
+        DRIFT_ONLY, FIXED_THIS_OCCURRENCE, corrected_at__gte=since).annotate(
         hour=TruncHour("corrected_at")).values("hour").annotate(n=Count("pk"))}
     labels = [h.strftime("%H:00") for h in hours]
-    series = {f"found: {severity}": [found.get((h, severity), 0) for h in hours]
+    began = _began(now)
+    series = {f"found: {severity}": _measured(hours, began, [found.get((h, severity), 0)
+                                                               for h in hours])
               for severity in SEVERITIES}
-    corrected = [fixed.get(h, 0) for h in hours]
-    stacked = [sum(column) for column in zip(*series.values(), strict=True)]
+    corrected = _measured(hours, began, [fixed.get(h, 0) for h in hours])
+    stacked = [sum(v or 0 for v in column) for column in zip(*series.values(), strict=True)]
     return figure(
-        {**LAYOUT, "title": "Findings per hour: found and corrected (last 24 h)",
-         "barmode": "stack", "yaxis": count_axis("findings", stacked + corrected)},
+        {**LAYOUT, "title": "Drift per hour: found and corrected (last 24 h)",
+         "barmode": "stack",
+         "yaxis": count_axis("findings", stacked + [v or 0 for v in corrected])},
         *(bar(name=name, x=labels, y=counts,
               hovertemplate="%{x}: %{y:d} found<extra>%{fullData.name}</extra>")
           for name, counts in series.items()),
@@ -70,11 +92,13 @@ def _seconds(value: timedelta | None) -> float | None:
 
 def response_times(now: datetime) -> dict[str, Any]:
     """Mean time to detect and to a verified correction per hour, both measured from the
-    drifting event (the observation's own time), for findings detected that hour."""
+    drifting event (the observation's own time), for drift detected that hour (rollouts of
+    approved generations are not drift)."""
     hours = _hours(now)
     detect = ExpressionWrapper(F("detected_at") - DRIFT_STARTED, output_field=DurationField())
     verify = ExpressionWrapper(F("corrected_at") - DRIFT_STARTED, output_field=DurationField())
-    rows = {r["hour"]: r for r in Finding.objects.filter(detected_at__gte=hours[0]).annotate(
+    rows = {r["hour"]: r for r in Finding.objects.filter(
+            DRIFT_ONLY, detected_at__gte=hours[0]).annotate(
         hour=TruncHour("detected_at")).values("hour").annotate(
         detect=Avg(detect, filter=OBSERVED_IN_ORDER & Q(observed_at__isnull=False)),
         verify=Avg(verify, filter=OBSERVED_IN_ORDER & FIXED_THIS_OCCURRENCE))}
@@ -105,7 +129,7 @@ def escalations_by_age(now: datetime) -> dict[str, Any]:
     counts = Escalation.objects.filter(status="open").aggregate(**filters)
     ages = [counts[f"bucket_{i}"] for i in range(len(AGE_BUCKETS))]
     return figure(
-        {**LAYOUT, "title": "Open escalations by age",
+        {**LAYOUT, "title": f"Open escalations by age ({sum(ages)} open)",
          "yaxis": count_axis("open escalations", ages)},
         bar(x=[label for label, _ in AGE_BUCKETS], y=ages, name="open escalations",
             hovertemplate="%{x}: %{y:d} open escalations<extra></extra>"))

@@ -4,7 +4,11 @@ detect and time to fix are both measured from the drifting event, not from the p
 from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 
+from reconciliation.attribution import ROLLOUT_PREFIX
 from reconciliation.choices import FindingStatus
+
+# Drift, not the rollout of an approved generation (a sync, measured on its own).
+DRIFT_ONLY = ~Q(cause_key__startswith=ROLLOUT_PREFIX)
 
 # The drifting event's own time (the observation that showed it), else when a pass found it.
 DRIFT_STARTED = Coalesce("observed_at", "detected_at")

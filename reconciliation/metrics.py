@@ -9,7 +9,12 @@ from django.db.models import Count, DurationField, ExpressionWrapper, F, Q, Sum
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from reconciliation.finding_times import DRIFT_STARTED, FIXED_THIS_OCCURRENCE, OBSERVED_IN_ORDER
+from reconciliation.finding_times import (
+    DRIFT_ONLY,
+    DRIFT_STARTED,
+    FIXED_THIS_OCCURRENCE,
+    OBSERVED_IN_ORDER,
+)
 from reconciliation.models import BreakerTrip, ControlState, Correction, Finding, ReconcileRun
 
 VERIFY_BUCKETS = (1, 5, 15, 30, 60, 300, 900)
@@ -64,7 +69,8 @@ class ReconcileCollector(Collector):
                                     output_field=DurationField())
         # the current occurrence's verified correction only (a reopened finding keeps the
         # previous one's corrected_at, which would count as a negative time)
-        verified = Finding.objects.filter(FIXED_THIS_OCCURRENCE & OBSERVED_IN_ORDER).annotate(
+        verified = Finding.objects.filter(
+            DRIFT_ONLY & FIXED_THIS_OCCURRENCE & OBSERVED_IN_ORDER).annotate(
             took=elapsed)
         counts = verified.aggregate(
             total=Count("pk"), seconds=Sum("took"),

@@ -1,6 +1,7 @@
 """Every console page, walked as each demo user on the seeded demo (seed_demo: forty agents,
 history with converged, corrected and escalated ones), reads as text for people: no Python
-`None`, no dict or list repr, no negative duration, no fractional count; and no page shows a
+`None`, no dict or list repr, no negative duration, no fractional count or `.0` amount, no
+time with microseconds; and no page shows a
 user a link that answers them 403."""
 
 import re
@@ -25,6 +26,7 @@ LEAKS = {
     "a dict or list repr": re.compile(r"\{'|\[\{|\['"),
     "a negative duration": re.compile(
         r"[-−]\s?\d+(?:\.\d+)?\s?(?:ms|s|sec|seconds?|min|minutes?|h|hours?|days?)\b"),
+    "a time with microseconds": re.compile(r"\d{2}:\d{2}:\d{2}\.\d{3,}"),
     # "3.0 findings", "2.0 agents"; "3.0 s" is a duration and stays.
     "a fractional count": re.compile(
         r"(?<![\w.-])\d+\.0(?![\d.])(?!\s?(?:ms|s|%|seconds?|min|minutes?|hours?|h)\b)"),
@@ -128,4 +130,6 @@ def test_no_page_shows_a_user_a_link_that_answers_them_403(walked_as):
 def test_the_checks_catch_what_they_look_for():
     assert leaks_in("refund-agent: None") and leaks_in("{'a': 1}")
     assert leaks_in("mean time to fix −73.9 s") and leaks_in("3.0 findings")
+    assert leaks_in("at 2026-12-02 09:14:03.123456+00:00") and leaks_in("refund of 640.0")
+    assert leaks_in("limits {'approval_above': 500}")
     assert not leaks_in("corrected and verified in 3.0 s; 3 findings; version 1.0.2")

@@ -10,6 +10,7 @@ import audit
 from audit.chain import canonical_json
 from audit.choices import AuditAction
 from reconciliation import alerts
+from reconciliation.attribution import is_rollout
 from reconciliation.choices import (
     EscalationStatus,
     FindingStatus,
@@ -45,8 +46,15 @@ def link(agent: Agent) -> str:
     return f"/agents/{agent.name}/"
 
 
+ROLLOUT_EVENTS = {"drift.detected": "rollout.started", "drift.corrected": "rollout.synced"}
+
+
 def alert(event: str, agent: Agent, finding: Finding | None = None, **extra: Any) -> None:
     payload = {"agent": agent.name, "owner_id": agent.owner_id, "link": link(agent), **extra}
+    if finding is not None and is_rollout(finding.cause_key) and event in ROLLOUT_EVENTS:
+        # an approved generation being applied is a rollout, never announced as drift
+        event = ROLLOUT_EVENTS[event]
+        payload["generation"] = (finding.cause or {}).get("generation")
     if finding is not None:
         from reconciliation.incidents import incident_token
 

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from reconciliation.attribution import cause_of, pending_proposals
+from reconciliation.attribution import Rollout, cause_of, pending_proposals
 from reconciliation.diff import Drift
 from registry.models import Agent
 
@@ -30,10 +30,23 @@ class PassContext:
     actual: dict[str, Any] | None = None  # the state this pass judges
     change: dict[str, Any] | None = None  # the change that made it, when the reporter says
     proposals: list[tuple[int, dict[str, Any]]] | None = None  # loaded on the first new drift
+    converged_generation: int | None = None  # the generation it last converged at
+    rollout: Rollout | None | bool = False  # loaded on the first new drift (False: not yet)
 
     def cause(self, drift: Drift) -> dict[str, Any]:
         """What caused a drift found now (reconciliation/attribution.py)."""
         if self.proposals is None and not self.change:
             self.proposals = pending_proposals(self.agent)
+        if self.rollout is False:
+            self.rollout = self._rollout()
         return cause_of(drift, change=self.change, observed=self.actual or {},
-                        proposals=self.proposals or [], now=self.now)
+                        proposals=self.proposals or [], now=self.now, rollout=self.rollout)
+
+    def _rollout(self) -> Rollout | None:
+        """The move from the generation it last converged at, when a newer one is approved."""
+        was = self.converged_generation
+        if not was or was >= self.generation:
+            return None
+        spec = (self.agent.versions.filter(generation=was).values_list("spec", flat=True)
+                .first())
+        return None if spec is None else Rollout(self.agent.name, was, self.generation, spec)

@@ -122,6 +122,7 @@ def reconcile_agent(agent_id: int, *, trigger: str, now: datetime | None = None
         control = ControlState.objects.select_for_update().get(pk=control.pk)
         status = _status(agent)
         was_converged = status.converged and status.converged_generation == agent.generation
+        ctx.converged_generation = status.converged_generation
         record_lapses(agent, now)
         waivers = {w.pointer: w for w in active_waivers(agent, now)}
         decision = decide(

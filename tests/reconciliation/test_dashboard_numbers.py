@@ -71,3 +71,13 @@ def test_escalation_chart_counts_what_the_tile_counts(history):
     bars = data["charts"]["escalations"]["data"][0]
     assert bars["y"] == [2, 1, 1, 0] and sum(bars["y"]) == data["open_escalations"] == 4
     assert data["charts"]["escalations"]["layout"]["yaxis"]["tickformat"] == "d"
+
+
+def test_hours_before_the_cluster_existed_are_gaps_not_zeros(refund_agent):
+    from registry.models import Agent
+
+    Agent.objects.filter(pk=refund_agent.pk).update(created_at=HOUR_11 - timedelta(hours=2))
+    drift = summary(NOW)["charts"]["drift"]
+    found = series(drift, "found: high")
+    assert found[:-4] == [None] * 20  # before the first agent: nothing was measured
+    assert found[-4:] == [0, 0, 0, 0]  # measured, and nothing found

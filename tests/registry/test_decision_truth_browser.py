@@ -2,11 +2,11 @@
 the amount as money), and an answer after the agent stopped waiting is refused as too late,
 shown as an error, never as "resolved: allow". In Chromium against the real ASGI server."""
 
+import pytest
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.contrib.auth.models import User
 from django.utils import timezone
 
-import pytest
 from reconciliation.models import Decision
 from runtime import actions as runtime_actions
 from tests.conftest import PASSWORD, approved_agent, eventually
