@@ -2,7 +2,9 @@
 corrected and verified in 3.2 s"), one function for the alert feed, its toasts and the audit
 explorer. Pure: imports nothing from Django, so the live feed's JSON carries the same words."""
 
+import re
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 GAINED = {"tool_added": "gained tool {0}", "mcp_server_added": "gained MCP server {0}",
@@ -25,7 +27,29 @@ def plain_text(value: Any) -> str:
         return ", ".join(f"{k} {plain_text(v)}".strip() for k, v in value.items())
     if isinstance(value, list | tuple):
         return ", ".join(plain_text(v) for v in value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))  # 640, not 640.0
+    if isinstance(value, datetime):
+        return _timestamp(value.isoformat()) or str(value)
+    if isinstance(value, str) and (moment := _timestamp(value)) is not None:
+        return moment
     return str(value)
+
+
+_TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})?")
+
+
+def _timestamp(text: str) -> str | None:
+    """An ISO timestamp as people read it: to the second, in UTC."""
+    if not _TIMESTAMP.fullmatch(text):
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _segments(pointer: str) -> list[str]:

@@ -14,7 +14,7 @@ def recertified_condition(previous: list[dict[str, Any]], *, due: datetime | Non
     if due is None:
         return None
     before = next((c for c in previous if c["type"] == ConditionType.RECERTIFIED), None)
-    when = due.isoformat().replace("+00:00", "Z")
+    when = f"{due:%Y-%m-%d %H:%M} UTC"
     if overdue:
         return condition(ConditionType.RECERTIFIED, False, "ReviewOverdue",
                          f"review was due by {when}; propose a recertification", generation,
