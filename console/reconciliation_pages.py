@@ -11,7 +11,6 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
-from plotly.offline import get_plotlyjs
 
 from audit.models import AuditChainHead, AuditCheckpoint, AuditEntry
 from config.errors import DomainError
@@ -49,18 +48,6 @@ def overview(request: HttpRequest) -> HttpResponse:
         "summary": summary(), "recent_alerts": recent(request.user, FEED_HISTORY),
         "reviews_due": due_for_owner(request.user)})
 
-
-_PLOTLY_JS: bytes | None = None
-
-
-def plotly_js(request: HttpRequest) -> HttpResponse:
-    """plotly.js from the installed plotly package: the product never loads it from a CDN."""
-    global _PLOTLY_JS
-    if _PLOTLY_JS is None:
-        _PLOTLY_JS = get_plotlyjs().encode()
-    response = HttpResponse(_PLOTLY_JS, content_type="application/javascript")
-    response["Cache-Control"] = "public, max-age=86400"
-    return response
 
 RECENT = 20
 TIMELINES = {"24h": timedelta(hours=24), "7d": timedelta(days=7)}

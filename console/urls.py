@@ -19,6 +19,7 @@ from console import (
     review_pages,
     stepup_pages,
     toxic_pages,
+    vendored,
     verify_pages,
 )
 from console.signin_pages import SignInCallbackView, SignInPageView, SignInRequestView
@@ -35,7 +36,7 @@ urlpatterns = [
     path("group-rules/<slug:name>/", group_rule_pages.group_rule_detail, name="group-rule"),
     path("lab/", reconciliation_pages.lab, name="lab"),
     path("fleet/", fleet_pages.fleet_page, name="fleet"),
-    path("vendor/plotly.min.js", reconciliation_pages.plotly_js, name="plotly-js"),
+    path("vendor/plotly-basic-4.1.1.min.js", vendored.plotly_js, name="plotly-js"),
     path("login/", SignInPageView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     # Single sign-on (404 unless OIDC_CLIENT_ID is set); the names are mozilla-django-oidc's.

@@ -447,7 +447,7 @@ PAGES = [
     # Single sign-on is off here (no OIDC_CLIENT_ID); tests/registry/test_single_sign_on.py.
     Row("GET /sso/start/",              (404, 404, 404, 404, 404, 404, 404, 404, 404)),
     Row("GET /sso/callback/",           (404, 404, 404, 404, 404, 404, 404, 404, 404)),
-    Row("GET /vendor/plotly.min.js",    (200, 200, 200, 200, 200, 200, 200, 200, 200)),
+    Row("GET /vendor/plotly-basic-4.1.1.min.js", (200, 200, 200, 200, 200, 200, 200, 200, 200)),
     # The Django admin (read-only, see tests/registry/test_people.py) and the RQ dashboard.
     Row("GET /admin/",
         (ADMIN_LOGIN,) + (ADMIN_LOGIN,) * 5 + (200, ADMIN_LOGIN, ADMIN_LOGIN)),
