@@ -26,6 +26,14 @@ def bin_dir() -> Path:
     return found[-1].parent
 
 
+def writable_dev_null() -> None:
+    """initdb's shell writes to /dev/null as the postgres user; a run on this machine once
+    found it 0644 (something earlier in the suite changed it), so put back what every Linux
+    system has rather than fail on the environment."""
+    if os.stat("/dev/null").st_mode & 0o666 != 0o666:
+        os.chmod("/dev/null", 0o666)
+
+
 @dataclass
 class Cluster:
     """One running PostgreSQL cluster."""
@@ -48,11 +56,7 @@ class ReplicatedPostgres:
         except KeyError:
             raise ReplicationUnavailable("no postgres OS user") from None
         self.bin = bin_dir()
-        # initdb's shell writes to /dev/null as the postgres user; a run on this machine once
-        # found it 0644 (something earlier in the suite changed it), so put back what every
-        # Linux system has rather than fail on the environment
-        if os.stat("/dev/null").st_mode & 0o666 != 0o666:
-            os.chmod("/dev/null", 0o666)
+        writable_dev_null()
         self.base = Path(tempfile.mkdtemp(prefix="agentgov-replication-"))
         os.chown(self.base, self.owner.pw_uid, self.owner.pw_gid)
         self.started: list[Cluster] = []
