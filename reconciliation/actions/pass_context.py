@@ -7,6 +7,7 @@ from typing import Any
 
 from reconciliation.attribution import cause_of, pending_proposals
 from reconciliation.diff import Drift
+from reconciliation.witnesses import said
 from registry.models import Agent
 
 
@@ -30,10 +31,16 @@ class PassContext:
     actual: dict[str, Any] | None = None  # the state this pass judges
     change: dict[str, Any] | None = None  # the change that made it, when the reporter says
     proposals: list[tuple[int, dict[str, Any]]] | None = None  # loaded on the first new drift
+    # by pointer: what the agent reported and what the source of record saw (witnesses.py)
+    witnesses: dict[str, dict[str, Any]] | None = None
 
     def cause(self, drift: Drift) -> dict[str, Any]:
         """What caused a drift found now (reconciliation/attribution.py)."""
         if self.proposals is None and not self.change:
             self.proposals = pending_proposals(self.agent)
-        return cause_of(drift, change=self.change, observed=self.actual or {},
-                        proposals=self.proposals or [], now=self.now)
+        cause = cause_of(drift, change=self.change, observed=self.actual or {},
+                         proposals=self.proposals or [], now=self.now)
+        seen = (self.witnesses or {}).get(drift.pointer)
+        if seen is not None:
+            cause["witnesses"] = {**seen, "said": said(seen)}
+        return cause

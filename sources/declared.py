@@ -1,0 +1,111 @@
+"""The permission sources an admin declares (`PERMISSION_SOURCES`), checked when settings load.
+
+Pure Python. One JSON object, each source by name:
+
+    {"crm-db": {"type": "postgres", "secret": "CRM_DB_DSN",
+                "resources": {"crm": {"schema": "crm", "tables": ["customers"]}},
+                "agents": {"refund-bot": "refund_bot"}}}
+
+`secret` names a connector secret (`CONNECTOR_SECRETS`) holding the source's credentials; a
+resource maps a spec `data` resource to what grants it there; `agents` binds an agent to the
+database role its grants are made to. Anything else is an error naming where it is.
+"""
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+SOURCE_TYPES = ("postgres",)
+_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
+MAX_IDENTIFIER = 63  # PostgreSQL's NAMEDATALEN - 1
+
+
+class DeclarationError(ValueError):
+    """`PERMISSION_SOURCES` holds something the product cannot use."""
+
+
+@dataclass(frozen=True)
+class Resource:
+    """Where one spec resource is granted: a schema, and optionally only some of its tables."""
+
+    schema: str
+    tables: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Source:
+    """One declared permission source."""
+
+    name: str
+    type: str
+    secret: str
+    resources: dict[str, Resource] = field(default_factory=dict)
+    agents: dict[str, str] = field(default_factory=dict)
+
+    def role_of(self, agent: str) -> str | None:
+        """The role `agent`'s grants are made to here (None: not bound)."""
+        return self.agents.get(agent)
+
+    def sharing(self, role: str) -> list[str]:
+        """Every agent bound to `role` (more than one: a shared role)."""
+        return sorted(name for name, bound in self.agents.items() if bound == role)
+
+
+def _identifier(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value or len(value.encode()) > MAX_IDENTIFIER or (
+            "\x00" in value):
+        raise DeclarationError(f"{where}: expected a name of 1 to {MAX_IDENTIFIER} bytes")
+    return value
+
+
+def _resource(value: Any, where: str) -> Resource:
+    if not isinstance(value, dict) or set(value) - {"schema", "tables"}:
+        raise DeclarationError(f"{where}: expected an object with schema and optional tables")
+    tables = value.get("tables", [])
+    if not isinstance(tables, list):
+        raise DeclarationError(f"{where}/tables: expected a list of table names")
+    return Resource(_identifier(value.get("schema"), f"{where}/schema"),
+                    tuple(_identifier(t, f"{where}/tables/{i}") for i, t in enumerate(tables)))
+
+
+def _source(name: str, value: Any, secrets: list[str]) -> Source:
+    where = f"PERMISSION_SOURCES/{name}"
+    if not _NAME.fullmatch(name):
+        raise DeclarationError(f"{where}: a source name is lower-case letters, digits and -")
+    if not isinstance(value, dict) or set(value) - {"type", "secret", "resources", "agents"}:
+        raise DeclarationError(f"{where}: expected type, secret, resources and agents")
+    if value.get("type") not in SOURCE_TYPES:
+        raise DeclarationError(f"{where}/type: expected one of {', '.join(SOURCE_TYPES)}")
+    if value.get("secret") not in secrets:
+        raise DeclarationError(f"{where}/secret: expected a secret CONNECTOR_SECRETS declares")
+    resources, agents = value.get("resources", {}), value.get("agents", {})
+    if not isinstance(resources, dict) or not isinstance(agents, dict):
+        raise DeclarationError(f"{where}: resources and agents are objects")
+    return Source(
+        name, value["type"], value["secret"],
+        {str(r): _resource(v, f"{where}/resources/{r}") for r, v in resources.items()},
+        {str(a): _identifier(role, f"{where}/agents/{a}") for a, role in agents.items()})
+
+
+def parse_sources(text: str | None, secrets: list[str]) -> dict[str, Source]:
+    """The declared sources by name; raises DeclarationError naming the first problem."""
+    if not text:
+        return {}
+    try:
+        document = json.loads(text)
+    except ValueError as error:
+        raise DeclarationError(f"PERMISSION_SOURCES: not JSON ({error})") from None
+    if not isinstance(document, dict):
+        raise DeclarationError("PERMISSION_SOURCES: expected an object of sources by name")
+    sources = {name: _source(name, value, secrets) for name, value in document.items()}
+    covered: dict[tuple[str, str], str] = {}
+    for source in sources.values():
+        for agent in source.agents:
+            for resource in source.resources:
+                if (agent, resource) in covered:
+                    raise DeclarationError(
+                        f"PERMISSION_SOURCES/{source.name}: {resource} of {agent} is already "
+                        f"the source of record in {covered[agent, resource]}")
+                covered[agent, resource] = source.name
+    return sources
