@@ -17,7 +17,7 @@ from audit.choices import AuditAction
 from reconciliation.connectors.base import ConnectorError, CorrectionRefused
 from registry.connector_secrets import secret_value
 from registry.models import Agent
-from sources import postgres
+from sources import oauth, postgres
 from sources.choices import ReadingStatus
 from sources.declared import Source
 from sources.models import SourceReading
@@ -81,8 +81,11 @@ def read_source(source: Source, agent: Agent) -> SourceReading:
     reading kept, marked unknown) when the source cannot be read."""
     role = source.role_of(agent.name) or ""
     try:
-        with _connection(source) as conn:
-            found = postgres.read(conn, source, role)
+        if source.type == "oauth":
+            found = oauth.read(source, agent.name)
+        else:
+            with _connection(source) as conn:
+                found = postgres.read(conn, source, role)
     except psycopg.Error as error:
         failure = ConnectorError(f"permission source {source.name} could not be read",
                                  detail=str(error))
@@ -90,8 +93,23 @@ def read_source(source: Source, agent: Agent) -> SourceReading:
         raise failure from None
     except ConnectorError as error:
         _unknown(source, agent, role, error)
+        if isinstance(error, oauth.SourceRefused):
+            _escalate_once(agent, f"{error}: an admin gives the connector credentials that may "
+                                  f"read it")
         raise
     return _known(source, agent, found)
+
+
+@transaction.atomic
+def _escalate_once(agent: Agent, reason: str) -> None:
+    """A human is asked once (while open) to fix credentials the source refuses."""
+    from reconciliation.actions.common import open_escalation
+    from reconciliation.choices import EscalationStatus
+    from reconciliation.models import Escalation
+
+    if not Escalation.objects.filter(agent=agent, finding=None, reason=reason,
+                                     status=EscalationStatus.OPEN).exists():
+        open_escalation(agent, None, reason=reason)
 
 
 def correct_at_source(source: Source, agent: Agent, resource: str, wanted: str | None,
@@ -100,9 +118,12 @@ def correct_at_source(source: Source, agent: Agent, resource: str, wanted: str |
     the statements and both readings are audited here, made or refused."""
     role = source.role_of(agent.name) or ""
     try:
-        with _connection(source) as conn:
-            statements, before, after = postgres.correct(conn, source, agent.name, resource,
-                                                         wanted)
+        if source.type == "oauth":
+            statements, before, after = oauth.correct(source, agent.name, resource, wanted)
+        else:
+            with _connection(source) as conn:
+                statements, before, after = postgres.correct(conn, source, agent.name,
+                                                             resource, wanted)
     except CorrectionRefused as refused:
         audit.record(actor=ACTOR, action=AuditAction.SOURCE_CORRECTION_REFUSED,
                      target=f"source:{source.name}", agent=agent.name,

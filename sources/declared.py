@@ -9,6 +9,15 @@ Pure Python. One JSON object, each source by name:
 `secret` names a connector secret (`CONNECTOR_SECRETS`) holding the source's credentials; a
 resource maps a spec `data` resource to what grants it there; `agents` binds an agent to the
 database role its grants are made to. Anything else is an error naming where it is.
+
+An OAuth authorisation server (RFC 7662 introspection, RFC 7009 revocation) instead maps scopes
+to access, and binds each agent to the connector secret holding the token it acts with:
+
+    {"mail-idp": {"type": "oauth", "secret": "MAIL_IDP_CLIENT",   # client_id:client_secret
+                  "introspection_url": "https://idp/introspect",
+                  "revocation_url": "https://idp/revoke",
+                  "scopes": {"mail.read": {"resource": "mail", "access": "read"}},
+                  "agents": {"refund-bot": "REFUND_BOT_MAIL_TOKEN"}}}
 """
 
 import json
@@ -16,7 +25,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-SOURCE_TYPES = ("postgres",)
+SOURCE_TYPES = ("postgres", "oauth")
+ACCESS_LEVELS = ("read", "write", "admin")
+_FIELDS = {"postgres": {"type", "secret", "resources", "agents"},
+           "oauth": {"type", "secret", "introspection_url", "revocation_url", "scopes",
+                     "agents"}}
 _NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 MAX_IDENTIFIER = 63  # PostgreSQL's NAMEDATALEN - 1
 
@@ -42,6 +55,16 @@ class Source:
     secret: str
     resources: dict[str, Resource] = field(default_factory=dict)
     agents: dict[str, str] = field(default_factory=dict)
+    introspection_url: str = ""
+    revocation_url: str = ""
+    scopes: dict[str, tuple[str, str]] = field(default_factory=dict)  # scope -> (resource, access)
+
+    @property
+    def covers(self) -> set[str]:
+        """The spec resources this source is the source of record for."""
+        if self.type == "oauth":
+            return {resource for resource, _ in self.scopes.values()}
+        return set(self.resources)
 
     def role_of(self, agent: str) -> str | None:
         """The role `agent`'s grants are made to here (None: not bound)."""
@@ -69,21 +92,49 @@ def _resource(value: Any, where: str) -> Resource:
                     tuple(_identifier(t, f"{where}/tables/{i}") for i, t in enumerate(tables)))
 
 
+def _scope(value: Any, where: str) -> tuple[str, str]:
+    if not isinstance(value, dict) or set(value) != {"resource", "access"} or (
+            value["access"] not in ACCESS_LEVELS) or not isinstance(value["resource"], str):
+        raise DeclarationError(f"{where}: expected {{resource, access}} with access one of "
+                               f"{', '.join(ACCESS_LEVELS)}")
+    return value["resource"], value["access"]
+
+
+def _url(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value.startswith(("https://", "http://")):
+        raise DeclarationError(f"{where}: expected an http(s) URL")
+    return value
+
+
 def _source(name: str, value: Any, secrets: list[str]) -> Source:
     where = f"PERMISSION_SOURCES/{name}"
     if not _NAME.fullmatch(name):
         raise DeclarationError(f"{where}: a source name is lower-case letters, digits and -")
-    if not isinstance(value, dict) or set(value) - {"type", "secret", "resources", "agents"}:
-        raise DeclarationError(f"{where}: expected type, secret, resources and agents")
-    if value.get("type") not in SOURCE_TYPES:
+    kind = value.get("type") if isinstance(value, dict) else None
+    if kind not in SOURCE_TYPES:
         raise DeclarationError(f"{where}/type: expected one of {', '.join(SOURCE_TYPES)}")
+    if set(value) - _FIELDS[kind]:
+        raise DeclarationError(f"{where}: expected {', '.join(sorted(_FIELDS[kind]))}")
     if value.get("secret") not in secrets:
         raise DeclarationError(f"{where}/secret: expected a secret CONNECTOR_SECRETS declares")
     resources, agents = value.get("resources", {}), value.get("agents", {})
-    if not isinstance(resources, dict) or not isinstance(agents, dict):
-        raise DeclarationError(f"{where}: resources and agents are objects")
+    scopes = value.get("scopes", {})
+    if not all(isinstance(x, dict) for x in (resources, agents, scopes)):
+        raise DeclarationError(f"{where}: resources, scopes and agents are objects")
+    if kind == "oauth":
+        for agent, token in agents.items():
+            if token not in secrets:
+                raise DeclarationError(f"{where}/agents/{agent}: expected the connector "
+                                       f"secret (CONNECTOR_SECRETS) holding its token")
+        return Source(name, kind, value["secret"], agents=dict(agents),
+                      introspection_url=_url(value.get("introspection_url"),
+                                             f"{where}/introspection_url"),
+                      revocation_url=_url(value.get("revocation_url"),
+                                          f"{where}/revocation_url"),
+                      scopes={str(s): _scope(v, f"{where}/scopes/{s}")
+                              for s, v in scopes.items()})
     return Source(
-        name, value["type"], value["secret"],
+        name, kind, value["secret"],
         {str(r): _resource(v, f"{where}/resources/{r}") for r, v in resources.items()},
         {str(a): _identifier(role, f"{where}/agents/{a}") for a, role in agents.items()})
 
@@ -102,7 +153,7 @@ def parse_sources(text: str | None, secrets: list[str]) -> dict[str, Source]:
     covered: dict[tuple[str, str], str] = {}
     for source in sources.values():
         for agent in source.agents:
-            for resource in source.resources:
+            for resource in sorted(source.covers):
                 if (agent, resource) in covered:
                     raise DeclarationError(
                         f"PERMISSION_SOURCES/{source.name}: {resource} of {agent} is already "

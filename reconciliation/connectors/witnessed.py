@@ -40,7 +40,7 @@ class WitnessedConnector:
         return state
 
     def _source_of(self, resource: str) -> Source | None:
-        return next((s for s in self.sources if resource in s.resources), None)
+        return next((s for s in self.sources if resource in s.covers), None)
 
     def apply(self, agent: Agent, operation: dict[str, Any], key: str) -> ApplyOutcome:
         from sources.actions import correct_at_source

@@ -27,7 +27,7 @@ def test_a_declared_source_binds_agents_to_roles_and_knows_a_shared_role():
     ({"resources": {"crm": {"schema": "crm", "grants": "all"}}}, "expected an object with"),
     ({"agents": {"refund-bot": "x" * 64}}, "crm-db/agents/refund-bot: expected a name of 1"),
     ({"agents": {"refund-bot": "a\x00b"}}, "crm-db/agents/refund-bot: expected a name"),
-    ({"dsn": "postgres://"}, "crm-db: expected type, secret, resources and agents"),
+    ({"dsn": "postgres://"}, "crm-db: expected agents, resources, secret, type"),
 ])
 def test_each_mistake_is_named_where_it_is(change, message):
     with pytest.raises(DeclarationError, match=message.replace("(", r"\(")):
