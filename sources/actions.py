@@ -17,7 +17,7 @@ from audit.choices import AuditAction
 from reconciliation.connectors.base import ConnectorError, CorrectionRefused
 from registry.connector_secrets import secret_value
 from registry.models import Agent
-from sources import oauth, postgres
+from sources import aws_iam, oauth, postgres
 from sources.choices import ReadingStatus
 from sources.declared import Source
 from sources.models import SourceReading
@@ -83,6 +83,8 @@ def read_source(source: Source, agent: Agent) -> SourceReading:
     try:
         if source.type == "oauth":
             found = oauth.read(source, agent.name)
+        elif source.type == "aws_iam":
+            found = aws_iam.read(source, agent.name)
         else:
             with _connection(source) as conn:
                 found = postgres.read(conn, source, role)
@@ -93,7 +95,7 @@ def read_source(source: Source, agent: Agent) -> SourceReading:
         raise failure from None
     except ConnectorError as error:
         _unknown(source, agent, role, error)
-        if isinstance(error, oauth.SourceRefused):
+        if isinstance(error, oauth.SourceRefused | CorrectionRefused):
             _escalate_once(agent, f"{error}: an admin gives the connector credentials that may "
                                   f"read it")
         raise
@@ -120,6 +122,8 @@ def correct_at_source(source: Source, agent: Agent, resource: str, wanted: str |
     try:
         if source.type == "oauth":
             statements, before, after = oauth.correct(source, agent.name, resource, wanted)
+        elif source.type == "aws_iam":
+            statements, before, after = aws_iam.correct(source, agent.name, resource, wanted)
         else:
             with _connection(source) as conn:
                 statements, before, after = postgres.correct(conn, source, agent.name,

@@ -25,11 +25,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-SOURCE_TYPES = ("postgres", "oauth")
+SOURCE_TYPES = ("postgres", "oauth", "aws_iam")
 ACCESS_LEVELS = ("read", "write", "admin")
 _FIELDS = {"postgres": {"type", "secret", "resources", "agents"},
            "oauth": {"type", "secret", "introspection_url", "revocation_url", "scopes",
-                     "agents"}}
+                     "agents"},
+           "aws_iam": {"type", "secret", "endpoint_url", "resources", "agents"}}
+_IAM_ROLE = re.compile(r"[\w+=,.@-]{1,64}")
 _NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 MAX_IDENTIFIER = 63  # PostgreSQL's NAMEDATALEN - 1
 
@@ -42,8 +44,10 @@ class DeclarationError(ValueError):
 class Resource:
     """Where one spec resource is granted: a schema, and optionally only some of its tables."""
 
-    schema: str
+    schema: str = ""
     tables: tuple[str, ...] = ()
+    arn: str = ""  # aws_iam: the resource's ARN
+    actions: dict[str, tuple[str, ...]] = field(default_factory=dict)  # aws_iam: level -> actions
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,7 @@ class Source:
     introspection_url: str = ""
     revocation_url: str = ""
     scopes: dict[str, tuple[str, str]] = field(default_factory=dict)  # scope -> (resource, access)
+    endpoint_url: str = ""  # aws_iam: a stand-in for the AWS API (empty: AWS itself)
 
     @property
     def covers(self) -> set[str]:
@@ -100,6 +105,19 @@ def _scope(value: Any, where: str) -> tuple[str, str]:
     return value["resource"], value["access"]
 
 
+def _iam_resource(value: Any, where: str) -> Resource:
+    if not isinstance(value, dict) or set(value) != {"arn", "actions"} or not isinstance(
+            value["arn"], str) or not value["arn"].startswith("arn:"):
+        raise DeclarationError(f"{where}: expected an object with an arn and its actions")
+    actions = value["actions"]
+    if not isinstance(actions, dict) or set(actions) - set(ACCESS_LEVELS) or not all(
+            isinstance(a, list) and all(isinstance(x, str) and ":" in x for x in a)
+            for a in actions.values()):
+        raise DeclarationError(f"{where}/actions: expected read, write and admin lists of "
+                               f"service:Action names")
+    return Resource(arn=value["arn"], actions={k: tuple(v) for k, v in actions.items()})
+
+
 def _url(value: Any, where: str) -> str:
     if not isinstance(value, str) or not value.startswith(("https://", "http://")):
         raise DeclarationError(f"{where}: expected an http(s) URL")
@@ -133,6 +151,15 @@ def _source(name: str, value: Any, secrets: list[str]) -> Source:
                                           f"{where}/revocation_url"),
                       scopes={str(s): _scope(v, f"{where}/scopes/{s}")
                               for s, v in scopes.items()})
+    if kind == "aws_iam":
+        for agent, role in agents.items():
+            if not isinstance(role, str) or not _IAM_ROLE.fullmatch(role):
+                raise DeclarationError(f"{where}/agents/{agent}: expected an IAM role name")
+        endpoint = value.get("endpoint_url")
+        return Source(name, kind, value["secret"],
+                      {str(r): _iam_resource(v, f"{where}/resources/{r}")
+                       for r, v in resources.items()}, dict(agents),
+                      endpoint_url=_url(endpoint, f"{where}/endpoint_url") if endpoint else "")
     return Source(
         name, kind, value["secret"],
         {str(r): _resource(v, f"{where}/resources/{r}") for r, v in resources.items()},
