@@ -18,6 +18,9 @@ to access, and binds each agent to the connector secret holding the token it act
                   "revocation_url": "https://idp/revoke",
                   "scopes": {"mail.read": {"resource": "mail", "access": "read"}},
                   "agents": {"refund-bot": "REFUND_BOT_MAIL_TOKEN"}}}
+
+An AWS account (`aws_iam`) maps a resource to its ARN and the actions of each access level, and
+binds an agent to its IAM role; `endpoint_url` names a stand-in for the AWS API.
 """
 
 import json
