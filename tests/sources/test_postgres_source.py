@@ -126,7 +126,7 @@ def test_a_grant_to_public_is_escalated_not_revoked_from_everyone(
 
 
 def test_a_source_that_is_down_keeps_its_last_known_state_and_corrects_nothing(
-        people, crm_database, settings, monkeypatch):
+        people, crm_database, settings, monkeypatch, api_as):
     declare(settings, monkeypatch, crm_database.dsn, {"refund-agent": AGENT_ROLE})
     agent = reporting_read_only(people)
     crm_database.run(sql.SQL("GRANT INSERT ON crm.customers TO {}").format(
@@ -149,6 +149,11 @@ def test_a_source_that_is_down_keeps_its_last_known_state_and_corrects_nothing(
     assert (reading.status, reading.access) == ("unknown", {"crm": "read"})  # last known
     assert reading.read_at is not None
     assert AuditEntry.objects.filter(action="source.unknown").count() == 2
+    shown = api_as(people.alice).get("/api/v1/agents/refund-agent/permission-sources").json()
+    (crm_db,) = shown["sources"]
+    assert (crm_db["source"], crm_db["type"], crm_db["status"], crm_db["access"]) == (
+        "crm-db", "postgres", "unknown", {"crm": "read"})
+    assert crm_db["error"] == "permission source crm-db unreachable"  # not the network detail
     assert Finding.objects.get().status == "corrected"  # not resolved on a guess
 
 
