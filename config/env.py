@@ -116,6 +116,16 @@ def env_connector_secrets(name: str) -> list[str]:
     return names
 
 
+def env_permission_sources(name: str, secrets: list[str]) -> dict:
+    """The declared permission sources (sources/declared.py), each naming one of `secrets`."""
+    from sources.declared import DeclarationError, parse_sources
+
+    try:
+        return parse_sources(_raw(name), secrets)
+    except DeclarationError as error:
+        raise SettingError(str(error)) from None
+
+
 SECRET_MIN_LENGTH = 32
 SECRET_MIN_DISTINCT = 10
 SECRET_HINT = "python -c 'import secrets; print(secrets.token_urlsafe(48))'"

@@ -18,6 +18,7 @@ from config.env import (
     env_connector_secrets,
     env_int,
     env_list,
+    env_permission_sources,
     env_role_map,
     env_secret,
     env_str,
@@ -171,6 +172,9 @@ CONNECTOR_ALLOWED_HOSTS = env_allow_list("CONNECTOR_ALLOWED_HOSTS")
 # Platform secrets an http connector may sign with: names of environment variables (or of
 # NAME_FILE variables holding a file's path). Admin grants each to owners; manifests name them.
 CONNECTOR_SECRETS = env_connector_secrets("CONNECTOR_SECRETS")
+# Where agents' permissions are granted (a database role per agent, ...), read and corrected
+# there: JSON declared by the admin, credentials in one of CONNECTOR_SECRETS (docs/connectors.md).
+PERMISSION_SOURCES = env_permission_sources("PERMISSION_SOURCES", CONNECTOR_SECRETS)
 # The longest answer a platform or a webhook receiver may give; longer fails the call.
 OUTBOUND_MAX_ANSWER_BYTES = env_int("OUTBOUND_MAX_ANSWER_BYTES", 1_048_576, minimum=1024)
 # When set, webhook calls carry X-AgentGov-Signature (HMAC-SHA256) for the agent to check.
@@ -209,6 +213,7 @@ INSTALLED_APPS = [
     "config",
     "audit",
     "reconciliation",
+    "sources",
     "console",
 ]
 

@@ -31,11 +31,13 @@ READERS = {
     "env_allow_list": "comma-separated `host[:port]` entries (globs, IPs, CIDRs)",
     "env_connector_secrets": "comma-separated variable names",
     "env_role_map": "comma-separated `group=role` pairs",
+    "env_permission_sources": "JSON object of sources by name",
     "env_secret": "secret",
     "_secret": "secret",
     "_networks": "comma-separated IP networks (CIDR)",
 }
-EMPTY_BY_DEFAULT = ("env_allow_list", "env_connector_secrets", "env_role_map", "_networks")
+EMPTY_BY_DEFAULT = ("env_allow_list", "env_connector_secrets", "env_role_map",
+                    "env_permission_sources", "_networks")
 SECRET_DEFAULT = "random, kept under `var/` (DEBUG only); required when DEBUG is off"
 
 # Read outside config/settings.py: (name, kind, default, note).

@@ -7,8 +7,9 @@ from config import observability
 from reconciliation.urls import api_urlpatterns as reconciliation_api
 from reconciliation.urls import otlp_urlpatterns
 from registry.urls import api_urlpatterns as registry_api
+from sources.urls import api_urlpatterns as sources_api
 
-api_v1 = [*registry_api, *reconciliation_api, *audit_api]
+api_v1 = [*registry_api, *reconciliation_api, *audit_api, *sources_api]
 
 urlpatterns = [
     path("", include("console.urls")),

@@ -8,6 +8,7 @@ compares integers and digests; no row reaches Python and nothing is written."""
 
 from datetime import datetime
 
+from django.conf import settings
 from django.db.models import BooleanField, Case, F, OuterRef, Q, QuerySet, Subquery, Value, When
 
 from reconciliation.models import ObservedState
@@ -31,9 +32,12 @@ def _in_sync(now: datetime) -> Q:
     sandboxed = Q(connector__type="sandbox", sandbox__state_sha256=F(
         "status__in_sync_observed_sha256")) & (Q(sandbox__stale_until__isnull=True) | Q(
             sandbox__stale_until__lte=now))
+    # A permission source cannot be read in bulk either: its agents always get a pass.
+    bound = {name for source in settings.PERMISSION_SOURCES.values() for name in source.agents}
     return (
+        ~Q(name__in=bound)
         # an overdue agent restricted to safe tools is rare and judged by a full pass
-        Q(restricted_to__isnull=True, status__converged=True, status__open_findings=0,
+        & Q(restricted_to__isnull=True, status__converged=True, status__open_findings=0,
           status__converged_generation=F("generation"),
           status__in_sync_version=F("active_version_id"))
         & ~Q(status__in_sync_observed_sha256="")
@@ -45,7 +49,8 @@ def _in_sync(now: datetime) -> Q:
 
 def needing_pass(agents: QuerySet[Agent], now: datetime) -> list[int]:
     """Ids (ascending) of the agents in `agents` that need a full pass, in one query. The http
-    connector cannot be read in bulk, so its agents always get a pass."""
+    connector and the permission sources cannot be read in bulk, so their agents always get a
+    pass."""
     verdict = Case(When(_in_sync(now), then=Value(True)), default=Value(False),
                    output_field=BooleanField())
     return list(agents.annotate(in_sync=verdict).filter(in_sync=False).order_by("pk")

@@ -1,7 +1,10 @@
 """A small OpenID Connect provider the single sign-on tests start on 127.0.0.1: discovery,
 JWKS, an authorize endpoint that approves whoever `provider.person` is (with their groups) and
 redirects only to the registered callback, a token endpoint, and userinfo. Tests can make it
-misbehave (sign with another key, issue expired tokens, name another audience)."""
+misbehave (sign with another key, issue expired tokens, name another audience). As an OAuth
+authorisation server it also issues access tokens with scopes (`issue`), answers token
+introspection (RFC 7662) and revokes tokens (RFC 7009) for a client that authenticates; a
+client may be refused revocation (`revoke_allowed`)."""
 
 import json
 import secrets
@@ -48,6 +51,9 @@ class LocalProvider:
         self.nonce: str | None = None  # set: every id token carries this nonce instead
         self.codes: dict[str, dict[str, Any]] = {}
         self.tokens: dict[str, Person] = {}
+        self.scopes: dict[str, str] = {}  # access token -> its space-separated scopes
+        self.revoked: set[str] = set()
+        self.revoke_allowed = True
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.issuer = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -127,6 +133,43 @@ class LocalProvider:
                      "email": person.email, "groups": person.groups}
 
 
+def _client_of(provider: LocalProvider, authorization: str) -> bool:
+    """Whether HTTP Basic credentials are the registered client's."""
+    import base64
+
+    try:
+        given = base64.b64decode(authorization.removeprefix("Basic ")).decode()
+    except ValueError:
+        return False
+    return given == f"{CLIENT_ID}:{CLIENT_SECRET}"
+
+
+def issue(provider: LocalProvider, scope: str) -> str:
+    """An access token holding `scope`, as if a person had consented to it."""
+    token = secrets.token_urlsafe(16) + "&=+/"  # characters a form must encode
+    provider.scopes[token] = scope
+    return token
+
+
+def introspect(provider: LocalProvider, form: dict[str, str], authorization: str
+               ) -> tuple[int, dict[str, Any]]:
+    if not _client_of(provider, authorization):
+        return 401, {"error": "invalid_client"}
+    token = form.get("token", "")
+    if token not in provider.scopes or token in provider.revoked:
+        return 200, {"active": False}
+    return 200, {"active": True, "scope": provider.scopes[token], "client_id": CLIENT_ID,
+                 "token_type": "Bearer"}
+
+
+def revoke(provider: LocalProvider, form: dict[str, str], authorization: str
+           ) -> tuple[int, dict[str, Any]]:
+    if not _client_of(provider, authorization) or not provider.revoke_allowed:
+        return 401, {"error": "invalid_client"}
+    provider.revoked.add(form.get("token", ""))
+    return 200, {}
+
+
 def _handler(provider: LocalProvider) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args: Any) -> None:
@@ -164,8 +207,14 @@ def _handler(provider: LocalProvider) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:  # noqa: N802
             length = int(self.headers.get("Content-Length", "0"))
             form = {k: v[0] for k, v in parse_qs(self.rfile.read(length).decode()).items()}
-            if urlparse(self.path).path == "/token":
+            path = urlparse(self.path).path
+            authorization = self.headers.get("Authorization", "")
+            if path == "/token":
                 self._json(*provider.token(form))
+            elif path == "/introspect":
+                self._json(*introspect(provider, form, authorization))
+            elif path == "/revoke":
+                self._json(*revoke(provider, form, authorization))
             else:
                 self._json(404, {"error": "not_found"})
 

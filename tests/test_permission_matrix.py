@@ -269,6 +269,9 @@ API = [
     # desired and observed state
     Row("GET /api/v1/agents/refund-agent/desired-state",
         (401,     200,    200,    200,    200,    200,    200,    200,    403)),
+    # where its grants are read (permission sources): what was done to it, like its findings
+    Row("GET /api/v1/agents/refund-agent/permission-sources",
+        (401,     200,    403,    200,    200,    200,    200,    403,    403)),
     Row("PUT /api/v1/agents/refund-agent/observed-state",
         (401,     202,    403,    403,    403,    403,    202,    202,    403),
         body={"running": True}),

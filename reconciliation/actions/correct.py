@@ -13,7 +13,7 @@ from django.utils import timezone
 import audit
 from audit.choices import AuditAction
 from reconciliation import alerts
-from reconciliation.actions.common import SYSTEM, suspend_agent
+from reconciliation.actions.common import SYSTEM, open_escalation, suspend_agent
 from reconciliation.actions.pass_context import PassContext
 from reconciliation.choices import TEAM_LABEL, BreakerScope, CorrectionResult, FindingStatus
 from reconciliation.diff import Operation, OperationKind
@@ -166,6 +166,18 @@ def _applied(ctx: PassContext, finding: Finding, step: Any, outcome: str) -> Non
                  after={**step.operation.to_dict(), "idempotency_key": step.key,
                         "outcome": str(outcome)},
                  reason=f"corrects {finding.kind} at {finding.pointer}")
+
+
+@transaction.atomic
+def _refused(ctx: PassContext, finding: Finding, step: Any, reason: str) -> None:
+    """The connector refused this change (a role shared with other agents, credentials
+    without the privilege): nothing was changed, and a human decides instead of a retry."""
+    Correction.objects.filter(idempotency_key=step.key).update(
+        result=CorrectionResult.FAILED, error=reason[:2000])
+    audit.record(actor=SYSTEM, action=AuditAction.CORRECTION_FAILED,
+                 target=f"finding:{finding.pk}", agent=ctx.agent.name,
+                 after=step.operation.to_dict(), reason=f"refused: {reason}")
+    open_escalation(ctx.agent, finding, reason=f"correction refused: {reason}")
 
 
 def _failed(ctx: PassContext, decision: Any, error: str) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 from reconciliation.attribution import Rollout, cause_of, pending_proposals
 from reconciliation.diff import Drift
+from reconciliation.witnesses import said
 from registry.models import Agent
 
 
@@ -32,6 +33,8 @@ class PassContext:
     proposals: list[tuple[int, dict[str, Any]]] | None = None  # loaded on the first new drift
     converged_generation: int | None = None  # the generation it last converged at
     rollout: Rollout | None | bool = False  # loaded on the first new drift (False: not yet)
+    # by pointer: what the agent reported and what the source of record saw (witnesses.py)
+    witnesses: dict[str, dict[str, Any]] | None = None
 
     def cause(self, drift: Drift) -> dict[str, Any]:
         """What caused a drift found now (reconciliation/attribution.py)."""
@@ -39,8 +42,12 @@ class PassContext:
             self.proposals = pending_proposals(self.agent)
         if self.rollout is False:
             self.rollout = self._rollout()
-        return cause_of(drift, change=self.change, observed=self.actual or {},
-                        proposals=self.proposals or [], now=self.now, rollout=self.rollout)
+        cause = cause_of(drift, change=self.change, observed=self.actual or {},
+                         proposals=self.proposals or [], now=self.now, rollout=self.rollout)
+        seen = (self.witnesses or {}).get(drift.pointer)
+        if seen is not None:
+            cause["witnesses"] = {**seen, "said": said(seen)}
+        return cause
 
     def _rollout(self) -> Rollout | None:
         """The move from the generation it last converged at, when a newer one is approved."""

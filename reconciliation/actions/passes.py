@@ -23,6 +23,7 @@ from reconciliation.actions.correct import (
     _failed,
     _log,
     _pending,
+    _refused,
     _shadow,
     _waive,
 )
@@ -33,7 +34,7 @@ from reconciliation.actions.settle import _settle, _status
 from reconciliation.actions.switches import end_expired_shadow
 from reconciliation.actions.verify import _schedule_verify, _suspended, _verify
 from reconciliation.choices import RunResult, Trigger
-from reconciliation.connectors import ConnectorError, connector_for
+from reconciliation.connectors import ConnectorError, CorrectionRefused, connector_for
 from reconciliation.diff import diff
 from reconciliation.models import AgentStatus, ControlState, ObservedState, ReconcileRun
 from reconciliation.plan import decide
@@ -107,6 +108,7 @@ def reconcile_agent(agent_id: int, *, trigger: str, now: datetime | None = None
         with transaction.atomic():
             return _run(ctx, RunResult.SKIPPED, error="no observed state yet")
     ctx.actual = actual
+    ctx.witnesses = getattr(connector, "witnesses", None)
     if connector.name != "push":
         ctx.change = getattr(connector, "last_change", None)
         row, _ = record_observation(agent, actual, actor=f"connector:{connector.name}",
@@ -153,7 +155,11 @@ def reconcile_agent(agent_id: int, *, trigger: str, now: datetime | None = None
     changes: list[dict[str, Any]] = []
     try:
         for step in decision.apply:
-            outcome = connector.apply(agent, step.operation.to_dict(), step.key)
+            try:
+                outcome = connector.apply(agent, step.operation.to_dict(), step.key)
+            except CorrectionRefused as refused:  # not safe to make, or not ours to make
+                _refused(ctx, findings[step.drift.fingerprint], step, str(refused))
+                continue
             _applied(ctx, findings[step.drift.fingerprint], step, outcome)
             changes.append({**step.operation.to_dict(), "key": step.key, "outcome": outcome})
         blocked = [findings[d.fingerprint] for d in decision.block]

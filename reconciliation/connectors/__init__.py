@@ -1,10 +1,26 @@
 """Connectors reach an agent's platform: read its actual state and apply keyed changes."""
 
-from reconciliation.connectors.base import ApplyOutcome, Connector, ConnectorError, SimulatedCrash
+from reconciliation.connectors.base import (
+    ApplyOutcome,
+    Connector,
+    ConnectorError,
+    CorrectionRefused,
+    SimulatedCrash,
+)
 from registry.models import Agent
 
 
 def connector_for(agent: Agent) -> Connector:
+    """The connector the agent's approved spec names, with the permission sources the admin
+    bound the agent to beside it (reconciliation/connectors/witnessed.py)."""
+    from reconciliation.connectors.witnessed import WitnessedConnector, sources_for
+
+    own = _own_connector(agent)
+    sources = sources_for(agent)
+    return WitnessedConnector(own, sources) if sources else own
+
+
+def _own_connector(agent: Agent) -> Connector:
     """The connector the agent's approved spec names."""
     from reconciliation.connectors.http import HttpConnector
     from reconciliation.connectors.push import PushConnector
@@ -18,4 +34,5 @@ def connector_for(agent: Agent) -> Connector:
     return PushConnector()
 
 
-__all__ = ["ApplyOutcome", "Connector", "ConnectorError", "SimulatedCrash", "connector_for"]
+__all__ = ["ApplyOutcome", "Connector", "ConnectorError", "CorrectionRefused", "SimulatedCrash",
+           "connector_for"]

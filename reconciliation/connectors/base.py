@@ -18,6 +18,14 @@ class ConnectorError(RuntimeError):
         self.detail = detail or message
 
 
+class CorrectionRefused(ConnectorError):
+    """The change cannot be made safely, or the connector may not make it: a human decides.
+
+    The pass escalates the finding instead of retrying (a role shared with other agents, a
+    grant to PUBLIC, credentials without the privilege the change needs). `str()` is shown.
+    """
+
+
 class SimulatedCrash(BaseException):  # noqa: N818 (it is not an error a handler should catch)
     """The sandbox's injected crash: like a worker dying, nothing after it runs."""
 

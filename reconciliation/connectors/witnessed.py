@@ -1,0 +1,64 @@
+"""An agent's connector with the permission sources that grant its access beside it.
+
+Observing asks the agent's own connector (push, http, sandbox) and every source bound to the
+agent (sources/declared.py); on the resources a source covers, the source is the witness of
+record (reconciliation/witnesses.py) and `witnesses` keeps both accounts for the findings.
+Correcting a covered resource happens at its source (REVOKE / GRANT there); anything else goes
+to the agent's own connector. A source that cannot be read fails the pass: the last known
+reading stays, marked unknown, and nothing is corrected on a guess."""
+
+from typing import Any
+
+from reconciliation.connectors.base import ApplyOutcome, Connector, ConnectorError
+from reconciliation.diff import OperationKind
+from reconciliation.witnesses import witness
+from registry.models import Agent
+from sources.declared import Source
+
+
+class WitnessedConnector:
+    """The agent's connector, with the sources of record for its grants."""
+
+    def __init__(self, inner: Connector, sources: list[Source]) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.sources = sources
+        self.witnesses: dict[str, dict[str, Any]] = {}
+
+    @property
+    def last_change(self) -> dict[str, Any] | None:
+        return getattr(self.inner, "last_change", None)
+
+    def observe(self, agent: Agent) -> dict[str, Any] | None:
+        from sources.actions import read_source
+
+        reported = self.inner.observe(agent)
+        readings = {source.name: read_source(source, agent).access for source in self.sources}
+        if reported is None:  # the agent has never reported: nothing to judge yet
+            return None
+        state, self.witnesses = witness(reported, readings)
+        return state
+
+    def _source_of(self, resource: str) -> Source | None:
+        return next((s for s in self.sources if resource in s.covers), None)
+
+    def apply(self, agent: Agent, operation: dict[str, Any], key: str) -> ApplyOutcome:
+        from sources.actions import correct_at_source
+
+        kind = operation.get("op")
+        source = self._source_of(str(operation.get("target")))
+        if source is None or kind not in (OperationKind.SET_DATA_ACCESS,
+                                          OperationKind.REMOVE_DATA):
+            return self.inner.apply(agent, operation, key)
+        wanted = operation.get("value") if kind == OperationKind.SET_DATA_ACCESS else None
+        if wanted is not None and not isinstance(wanted, str):
+            raise ConnectorError(f"{source.name}: cannot grant {wanted!r}")
+        outcome = correct_at_source(source, agent, operation["target"], wanted, key=key)
+        return ApplyOutcome.APPLIED if outcome["statements"] else ApplyOutcome.DUPLICATE
+
+
+def sources_for(agent: Agent) -> list[Source]:
+    """The declared permission sources an agent is bound to."""
+    from django.conf import settings
+
+    return [s for s in settings.PERMISSION_SOURCES.values() if s.role_of(agent.name)]

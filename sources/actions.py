@@ -1,0 +1,150 @@
+"""Reading and correcting an agent's grants at a permission source, each change audited.
+
+A source that cannot be read keeps its last known reading, marked unknown, and the pass fails
+(nothing is corrected on a guess); a reading that changed, and every correction made or refused
+at the source, is an audit row naming the source, the role and the grants it saw."""
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from django.db import transaction
+from django.utils import timezone
+
+import audit
+from audit.choices import AuditAction
+from reconciliation.connectors.base import ConnectorError, CorrectionRefused
+from registry.connector_secrets import secret_value
+from registry.models import Agent
+from sources import aws_iam, oauth, postgres
+from sources.choices import ReadingStatus
+from sources.declared import Source
+from sources.models import SourceReading
+
+ACTOR = "system:permission-source"
+
+
+@contextmanager
+def _connection(source: Source) -> Iterator[psycopg.Connection]:
+    dsn = secret_value(source.secret)
+    if not dsn:
+        raise ConnectorError(f"permission source {source.name} has no credentials",
+                             detail=f"connector secret {source.secret} is not set")
+    try:
+        conn = postgres.connect(dsn)
+    except psycopg.Error as error:
+        raise ConnectorError(f"permission source {source.name} unreachable",
+                             detail=str(error)) from None
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+@transaction.atomic
+def _unknown(source: Source, agent: Agent, role: str, error: ConnectorError) -> None:
+    reading, _ = SourceReading.objects.select_for_update().get_or_create(
+        agent=agent, source=source.name, defaults={"role": role})
+    was = reading.status
+    reading.status, reading.checked_at = ReadingStatus.UNKNOWN, timezone.now()
+    reading.error = str(error)
+    reading.save(update_fields=["status", "checked_at", "error"])
+    if was != ReadingStatus.UNKNOWN or reading.read_at is None:
+        audit.record(actor=ACTOR, action=AuditAction.SOURCE_UNKNOWN,
+                     target=f"source:{source.name}", agent=agent.name,
+                     before={"status": was}, after=reading.to_dict(),
+                     reason=f"{error}: the last known grants are kept, nothing is corrected")
+
+
+@transaction.atomic
+def _known(source: Source, agent: Agent, found: postgres.Reading) -> SourceReading:
+    now = timezone.now()
+    reading, created = SourceReading.objects.select_for_update().get_or_create(
+        agent=agent, source=source.name, defaults={"role": found.role})
+    before = None if created else reading.to_dict()
+    changed = created or reading.status != ReadingStatus.KNOWN or (
+        reading.access, reading.grants, reading.role) != (found.access, found.grants, found.role)
+    reading.role, reading.access, reading.grants = found.role, found.access, found.grants
+    reading.status, reading.read_at, reading.checked_at, reading.error = (
+        ReadingStatus.KNOWN, now, now, "")
+    reading.save()
+    if changed:
+        audit.record(actor=ACTOR, action=AuditAction.SOURCE_KNOWN,
+                     target=f"source:{source.name}", agent=agent.name, before=before,
+                     after=reading.to_dict(), reason=f"read role {found.role} at {source.name}")
+    return reading
+
+
+def read_source(source: Source, agent: Agent) -> SourceReading:
+    """What `agent`'s role can do at `source` now, stored; ConnectorError (the last known
+    reading kept, marked unknown) when the source cannot be read."""
+    role = source.role_of(agent.name) or ""
+    try:
+        if source.type == "oauth":
+            found = oauth.read(source, agent.name)
+        elif source.type == "aws_iam":
+            found = aws_iam.read(source, agent.name)
+        else:
+            with _connection(source) as conn:
+                found = postgres.read(conn, source, role)
+    except psycopg.Error as error:
+        failure = ConnectorError(f"permission source {source.name} could not be read",
+                                 detail=str(error))
+        _unknown(source, agent, role, failure)
+        raise failure from None
+    except ConnectorError as error:
+        _unknown(source, agent, role, error)
+        if isinstance(error, oauth.SourceRefused | CorrectionRefused):
+            _escalate_once(agent, f"{error}: an admin gives the connector credentials that may "
+                                  f"read it")
+        raise
+    return _known(source, agent, found)
+
+
+@transaction.atomic
+def _escalate_once(agent: Agent, reason: str) -> None:
+    """A human is asked once (while open) to fix credentials the source refuses."""
+    from reconciliation.actions.common import open_escalation
+    from reconciliation.choices import EscalationStatus
+    from reconciliation.models import Escalation
+
+    if not Escalation.objects.filter(agent=agent, finding=None, reason=reason,
+                                     status=EscalationStatus.OPEN).exists():
+        open_escalation(agent, None, reason=reason)
+
+
+def correct_at_source(source: Source, agent: Agent, resource: str, wanted: str | None,
+                      *, key: str) -> dict[str, Any]:
+    """Bring `agent`'s role to `wanted` on `resource` at the source (one transaction there);
+    the statements and both readings are audited here, made or refused."""
+    role = source.role_of(agent.name) or ""
+    try:
+        if source.type == "oauth":
+            statements, before, after = oauth.correct(source, agent.name, resource, wanted)
+        elif source.type == "aws_iam":
+            statements, before, after = aws_iam.correct(source, agent.name, resource, wanted)
+        else:
+            with _connection(source) as conn:
+                statements, before, after = postgres.correct(conn, source, agent.name,
+                                                             resource, wanted)
+    except CorrectionRefused as refused:
+        audit.record(actor=ACTOR, action=AuditAction.SOURCE_CORRECTION_REFUSED,
+                     target=f"source:{source.name}", agent=agent.name,
+                     after={"role": role, "resource": resource, "wanted": wanted,
+                            "idempotency_key": key}, reason=str(refused))
+        raise
+    except psycopg.Error as error:
+        raise ConnectorError(f"permission source {source.name} could not be corrected",
+                             detail=str(error)) from None
+    outcome = {"source": source.name, "role": role, "resource": resource, "wanted": wanted,
+               "statements": statements, "before": before.access.get(resource),
+               "after": after.access.get(resource), "idempotency_key": key,
+               "revoked": [g for g in before.grants if g["resource"] == resource
+                           and g not in after.grants]}
+    if statements:
+        audit.record(actor=ACTOR, action=AuditAction.SOURCE_CORRECTED,
+                     target=f"source:{source.name}", agent=agent.name, after=outcome,
+                     reason=f"role {role} brought to {wanted or 'no access'} on {resource}")
+        _known(source, agent, after)
+    return outcome

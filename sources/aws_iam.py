@@ -1,0 +1,185 @@
+"""The AWS IAM permission source: what an agent's IAM role is allowed to do on the resources a
+spec names, read from the role's attached and inline policies, and corrected by detaching (or
+deleting) the policy that widens it.
+
+Policy evaluation is a documented subset of AWS's, chosen to err towards "allowed":
+- an `Allow` statement counts when one of its `Action`s (or anything outside its `NotAction`)
+  and one of its `Resource`s (or anything outside its `NotResource`) match, with `*` and `?`
+  wildcards, case-insensitive for actions; a `Condition` is assumed to hold;
+- a `Deny` statement without a `Condition` takes the matching actions away; one with a
+  `Condition` is assumed not to hold;
+- permission boundaries, session policies, service control policies and resource policies are
+  not read (each can only narrow, so the reading may show more than the role can use, never
+  less).
+The operator names, for each resource, its ARN and the actions that make up each access level.
+"""
+
+import fnmatch
+import json
+from typing import Any
+from urllib.parse import unquote
+
+from reconciliation.connectors.base import ConnectorError, CorrectionRefused
+from registry.connector_secrets import secret_value
+from sources.declared import Source
+from sources.postgres import Reading, highest, rank
+
+LEVELS = ("read", "write", "admin")
+
+
+def _list(value: Any) -> list[str]:
+    if value is None:
+        return []
+    return [str(v) for v in (value if isinstance(value, list) else [value])]
+
+
+def _matches(patterns: list[str], value: str, *, fold: bool) -> bool:
+    if fold:
+        value, patterns = value.lower(), [p.lower() for p in patterns]
+    return any(fnmatch.fnmatchcase(value, pattern) for pattern in patterns)
+
+
+def _applies(statement: dict[str, Any], action: str, arn: str) -> bool:
+    if "NotAction" in statement:
+        acts = not _matches(_list(statement["NotAction"]), action, fold=True)
+    else:
+        acts = _matches(_list(statement.get("Action")), action, fold=True)
+    if "NotResource" in statement:
+        on = not _matches(_list(statement["NotResource"]), arn, fold=False)
+    else:
+        on = _matches(_list(statement.get("Resource")), arn, fold=False)
+    return acts and on
+
+
+def allowed(documents: list[tuple[str, dict[str, Any]]], action: str, arn: str) -> list[str]:
+    """The policies (by label) whose statements allow `action` on `arn`; [] when none does or
+    an unconditional Deny takes it away."""
+    allowing, denied = [], False
+    for label, document in documents:
+        for statement in _list_statements(document):
+            if not _applies(statement, action, arn):
+                continue
+            if statement.get("Effect") == "Deny" and "Condition" not in statement:
+                denied = True
+            elif statement.get("Effect") == "Allow" and label not in allowing:
+                allowing.append(label)
+    return [] if denied else allowing
+
+
+def _list_statements(document: dict[str, Any]) -> list[dict[str, Any]]:
+    statements = document.get("Statement", [])
+    statements = statements if isinstance(statements, list) else [statements]
+    return [s for s in statements if isinstance(s, dict)]
+
+
+def evaluate(source: Source, documents: list[tuple[str, dict[str, Any]]], role: str
+             ) -> Reading:
+    """Access per resource from the role's policy documents (pure)."""
+    access: dict[str, str | None] = {}
+    grants: list[dict[str, Any]] = []
+    for resource, where in sorted(source.resources.items()):
+        levels: list[str | None] = []
+        for level in LEVELS:
+            for action in where.actions.get(level, ()):
+                for label in allowed(documents, action, where.arn):
+                    levels.append(level)
+                    grants.append({"resource": resource, "level": level, "via": label,
+                                   "what": f"{action} on {where.arn}", "kind": "policy"})
+        access[resource] = highest(levels)
+    return Reading(role, access, grants)
+
+
+def _client(source: Source) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    keys = secret_value(source.secret) or ""
+    key_id, _, secret = keys.partition(":")
+    if not key_id or not secret:
+        raise ConnectorError(f"permission source {source.name} has no credentials",
+                             detail=f"connector secret {source.secret} is not KEY_ID:SECRET")
+    return boto3.client("iam", aws_access_key_id=key_id, aws_secret_access_key=secret,
+                        region_name="us-east-1", endpoint_url=source.endpoint_url or None,
+                        config=Config(connect_timeout=5, read_timeout=10,
+                                      retries={"max_attempts": 2}))
+
+
+def _document(value: Any) -> dict[str, Any]:
+    if isinstance(value, str):  # the API returns it URL-encoded on the wire
+        value = json.loads(unquote(value))
+    return value if isinstance(value, dict) else {}
+
+
+def _documents(iam: Any, role: str) -> list[tuple[str, dict[str, Any]]]:
+    documents = []
+    for attached in iam.list_attached_role_policies(RoleName=role)["AttachedPolicies"]:
+        arn = attached["PolicyArn"]
+        version = iam.get_policy(PolicyArn=arn)["Policy"]["DefaultVersionId"]
+        body = iam.get_policy_version(PolicyArn=arn, VersionId=version)["PolicyVersion"]
+        documents.append((f"attached policy {arn}", _document(body["Document"])))
+    for name in iam.list_role_policies(RoleName=role)["PolicyNames"]:
+        body = iam.get_role_policy(RoleName=role, PolicyName=name)["PolicyDocument"]
+        documents.append((f"inline policy {name}", _document(body)))
+    return documents
+
+
+def _call(source: Source, what: Any) -> Any:
+    """Run `what`; AWS refusing the credentials is a CorrectionRefused, not reaching it a
+    ConnectorError."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        return what()
+    except ClientError as error:
+        code = error.response.get("Error", {}).get("Code", "")
+        message = error.response.get("Error", {}).get("Message", "")
+        if code in ("AccessDenied", "AccessDeniedException", "UnauthorizedOperation",
+                    "InvalidClientTokenId", "SignatureDoesNotMatch"):
+            raise CorrectionRefused(f"the credentials of {source.name} were refused: {code} "
+                                    f"{message}".strip()) from None
+        raise ConnectorError(f"permission source {source.name} answered {code}",
+                             detail=message) from None
+    except BotoCoreError as error:
+        raise ConnectorError(f"permission source {source.name} unreachable",
+                             detail=str(error)) from None
+
+
+def read(source: Source, agent: str) -> Reading:
+    """What the agent's role is allowed on each of the source's resources."""
+    role = source.role_of(agent) or ""
+    iam = _client(source)
+    return evaluate(source, _call(source, lambda: _documents(iam, role)), role)
+
+
+def correct(source: Source, agent: str, resource: str, wanted: str | None
+            ) -> tuple[list[str], Reading, Reading]:
+    """Detach (or delete, when inline) every policy that gives the role more than `wanted` on
+    `resource`; the role is read again after and must hold no more."""
+    role = source.role_of(agent) or ""
+    sharing = source.sharing(role)
+    before = read(source, agent)
+    if rank(before.access.get(resource)) < rank(wanted):
+        raise CorrectionRefused(f"{source.name}: a policy granting more is attached by a "
+                                f"person, not by a correction")
+    labels = sorted({g["via"] for g in before.grants
+                     if g["resource"] == resource and rank(g["level"]) > rank(wanted)})
+    if labels and len(sharing) > 1:
+        raise CorrectionRefused(f"IAM role {role} is shared by agents {', '.join(sharing)}: "
+                                f"detaching from it would change them all")
+    iam = _client(source)
+    done = []
+    for label in labels:
+        kind, _, name = label.partition(" policy ")
+        if kind == "attached":
+            _call(source, lambda name=name: iam.detach_role_policy(RoleName=role,
+                                                                   PolicyArn=name))
+            done.append(f"detach {name} from role {role}")
+        else:
+            _call(source, lambda name=name: iam.delete_role_policy(RoleName=role,
+                                                                   PolicyName=name))
+            done.append(f"delete inline policy {name} of role {role}")
+    after = read(source, agent)
+    if rank(after.access.get(resource)) > rank(wanted):
+        raise CorrectionRefused(f"role {role} still holds {after.access.get(resource)} on "
+                                f"{resource} after detaching its policies")
+    return done, before, after

@@ -1,0 +1,223 @@
+"""The PostgreSQL permission source against the real PostgreSQL on this machine: a grant made by
+hand at the database (directly, through a role membership, under a hostile name) is found,
+revoked and verified; what cannot be corrected safely is escalated; a source that is down keeps
+its last known state and corrects nothing."""
+
+import json
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from audit.models import AuditEntry
+from reconciliation.actions import reconcile_agent
+from reconciliation.actions.observations import record_observation
+from reconciliation.connectors import ConnectorError
+from reconciliation.models import Correction, Escalation, Finding
+from sources import postgres
+from sources.declared import parse_sources
+from sources.models import SourceReading
+from tests.conftest import approved_agent
+from tests.sources.conftest import (
+    AGENT_ROLE,
+    HOSTILE_ROLE,
+    HOSTILE_TABLE,
+    WEAK,
+    WRITERS,
+    server_url,
+)
+
+SECRET = "CONN35_CRM_DSN"
+CRM_READ = [{"resource": "orders_db", "access": "read"},
+            {"resource": "payments", "access": "write"},
+            {"resource": "crm", "access": "read"}]
+
+
+def declare(settings, monkeypatch, dsn: str, agents: dict[str, str]) -> None:
+    """The admin declares the CRM database as the source of record for `crm`."""
+    monkeypatch.setenv(SECRET, dsn)
+    settings.CONNECTOR_SECRETS = [SECRET]
+    settings.PERMISSION_SOURCES = parse_sources(json.dumps({"crm-db": {
+        "type": "postgres", "secret": SECRET, "resources": {"crm": {"schema": "crm"}},
+        "agents": agents}}), [SECRET])
+
+
+def reporting_read_only(people, name: str = "refund-agent"):
+    """The refund agent on the push connector, approved for crm read, reporting just that."""
+    agent = approved_agent(people, name, connector={"type": "push"}, data=CRM_READ,
+                           enforcement={"default": "correct"})
+    state = {k: v for k, v in agent.enforced_spec.items() if k != "enforcement"}
+    record_observation(agent, {**state, "running": True}, actor=f"agent:{name}", source="push",
+                       trigger_reconcile=False)
+    return agent
+
+
+def test_a_write_grant_made_by_hand_is_found_revoked_and_verified(
+        people, crm_database, settings, monkeypatch):
+    declare(settings, monkeypatch, crm_database.dsn, {"refund-agent": AGENT_ROLE})
+    agent = reporting_read_only(people)
+    assert reconcile_agent(agent.pk, trigger="manual").result == "converged"
+
+    crm_database.run(sql.SQL("GRANT INSERT ON crm.customers TO {}").format(
+        sql.Identifier(AGENT_ROLE)))  # a DBA, by hand
+    run = reconcile_agent(agent.pk, trigger="manual")
+
+    finding = Finding.objects.get(agent=agent)
+    assert (finding.kind, finding.pointer, finding.actual) == ("data_widened", "/data/crm",
+                                                               "write")
+    assert finding.cause["witnesses"] == {
+        "agent": "read", "crm-db": "write", "of_record": "crm-db", "agree": False,
+        "said": "the agent reported read; crm-db (the source of record) says write"}
+    assert run.result == "corrected" and finding.status == "corrected"
+    assert not crm_database.can(AGENT_ROLE, "INSERT")
+    assert crm_database.can(AGENT_ROLE, "SELECT")  # what was approved stays
+    assert Correction.objects.get(finding=finding).result == "verified"
+    corrected = AuditEntry.objects.get(action="source.corrected")
+    assert corrected.after["statements"] == [
+        f'REVOKE INSERT ON TABLE "crm"."customers" FROM "{AGENT_ROLE}"']
+    assert (corrected.after["before"], corrected.after["after"]) == ("write", "read")
+    assert SourceReading.objects.get(agent=agent).access == {"crm": "read"}
+
+
+def test_a_grant_through_a_role_membership_is_revoked_by_ending_the_membership(
+        people, crm_database, settings, monkeypatch):
+    declare(settings, monkeypatch, crm_database.dsn, {"refund-agent": AGENT_ROLE})
+    agent = reporting_read_only(people)
+    crm_database.run(sql.SQL("GRANT {} TO {}").format(sql.Identifier(WRITERS),
+                                                      sql.Identifier(AGENT_ROLE)))
+    reconcile_agent(agent.pk, trigger="manual")
+
+    opened = AuditEntry.objects.filter(action="source.known").order_by("seq").first()
+    assert {g["via"] for g in opened.after["grants"] if g["level"] == "write"} == {
+        f"member of {WRITERS}"}
+    assert Finding.objects.get(agent=agent).status == "corrected"
+    assert not crm_database.can(AGENT_ROLE, "UPDATE")
+    assert crm_database.can(WRITERS, "UPDATE")  # the group keeps its grants for its members
+    assert crm_database.run("SELECT count(*) FROM pg_auth_members WHERE member = "
+                            "(SELECT oid FROM pg_roles WHERE rolname = %s)", AGENT_ROLE) == [(0,)]
+
+
+def test_a_role_shared_with_another_agent_is_not_revoked_from_but_escalated(
+        people, crm_database, settings, monkeypatch):
+    declare(settings, monkeypatch, crm_database.dsn,
+            {"refund-agent": AGENT_ROLE, "billing-agent": AGENT_ROLE})
+    agent = reporting_read_only(people)
+    crm_database.run(sql.SQL("GRANT DELETE ON crm.customers TO {}").format(
+        sql.Identifier(AGENT_ROLE)))
+    reconcile_agent(agent.pk, trigger="manual")
+
+    assert crm_database.can(AGENT_ROLE, "DELETE")  # nothing changed for the other agent
+    finding = Finding.objects.get(agent=agent)
+    assert finding.status == "escalated"
+    escalation = Escalation.objects.get(finding=finding)
+    assert "shared by agents billing-agent, refund-agent" in escalation.reason
+    assert AuditEntry.objects.filter(action="source.correction_refused").exists()
+    assert not AuditEntry.objects.filter(action="source.corrected").exists()
+
+
+def test_a_grant_to_public_is_escalated_not_revoked_from_everyone(
+        people, crm_database, settings, monkeypatch):
+    declare(settings, monkeypatch, crm_database.dsn, {"refund-agent": AGENT_ROLE})
+    agent = reporting_read_only(people)
+    crm_database.run("GRANT TRUNCATE ON crm.customers TO PUBLIC")
+    reconcile_agent(agent.pk, trigger="manual")
+    assert crm_database.can(AGENT_ROLE, "TRUNCATE")
+    assert "granted to PUBLIC" in Escalation.objects.get(agent=agent).reason
+
+
+def test_a_source_that_is_down_keeps_its_last_known_state_and_corrects_nothing(
+        people, crm_database, settings, monkeypatch, api_as):
+    declare(settings, monkeypatch, crm_database.dsn, {"refund-agent": AGENT_ROLE})
+    agent = reporting_read_only(people)
+    crm_database.run(sql.SQL("GRANT INSERT ON crm.customers TO {}").format(
+        sql.Identifier(AGENT_ROLE)))
+    monkeypatch.setenv(SECRET, "postgresql://postgres@127.0.0.1:1/conn35_crm")  # nothing there
+    with pytest.raises(ConnectorError, match="permission source crm-db unreachable"):
+        reconcile_agent(agent.pk, trigger="manual")
+    reading = SourceReading.objects.get(agent=agent)
+    assert (reading.status, reading.read_at) == ("unknown", None)
+    assert not Correction.objects.exists() and not Finding.objects.exists()
+    assert crm_database.can(AGENT_ROLE, "INSERT")  # nothing corrected blindly
+
+    monkeypatch.setenv(SECRET, crm_database.dsn)  # back: found and corrected
+    reconcile_agent(agent.pk, trigger="manual")
+    assert not crm_database.can(AGENT_ROLE, "INSERT")
+    monkeypatch.setenv(SECRET, "postgresql://postgres@127.0.0.1:1/conn35_crm")
+    with pytest.raises(ConnectorError):
+        reconcile_agent(agent.pk, trigger="manual")
+    reading.refresh_from_db()
+    assert (reading.status, reading.access) == ("unknown", {"crm": "read"})  # last known
+    assert reading.read_at is not None
+    assert AuditEntry.objects.filter(action="source.unknown").count() == 2
+    shown = api_as(people.alice).get("/api/v1/agents/refund-agent/permission-sources").json()
+    (crm_db,) = shown["sources"]
+    assert (crm_db["source"], crm_db["type"], crm_db["status"], crm_db["access"]) == (
+        "crm-db", "postgres", "unknown", {"crm": "read"})
+    assert crm_db["error"] == "permission source crm-db unreachable"  # not the network detail
+    assert Finding.objects.get().status == "corrected"  # not resolved on a guess
+
+
+def test_credentials_without_the_privilege_to_revoke_are_a_clear_escalation(
+        people, crm_database, settings, monkeypatch):
+    declare(settings, monkeypatch, server_url("conn35_crm", WEAK),
+            {"refund-agent": AGENT_ROLE})
+    agent = reporting_read_only(people)
+    crm_database.run(sql.SQL("GRANT INSERT ON crm.customers TO {}").format(
+        sql.Identifier(AGENT_ROLE)))
+    reconcile_agent(agent.pk, trigger="manual")
+    assert crm_database.can(AGENT_ROLE, "INSERT")
+    assert Escalation.objects.get(agent=agent).reason == (
+        f"correction refused: the credentials of crm-db may not change role {AGENT_ROLE}: "
+        f"permission denied for schema crm")
+
+
+def test_a_revoke_postgresql_only_warns_about_is_rolled_back_and_escalated(
+        people, crm_database, settings, monkeypatch):
+    """A role that may see the table but did not grant the privilege: PostgreSQL's REVOKE
+    succeeds with a warning and changes nothing; the re-read inside the transaction sees it."""
+    declare(settings, monkeypatch, server_url("conn35_crm", WEAK),
+            {"refund-agent": AGENT_ROLE})
+    crm_database.run(sql.SQL("GRANT USAGE ON SCHEMA crm TO {0}; GRANT SELECT ON crm.customers "
+                             "TO {0}").format(sql.Identifier(WEAK)))
+    agent = reporting_read_only(people)
+    crm_database.run(sql.SQL("GRANT INSERT ON crm.customers TO {}").format(
+        sql.Identifier(AGENT_ROLE)))
+    reconcile_agent(agent.pk, trigger="manual")
+    assert crm_database.can(AGENT_ROLE, "INSERT")
+    reason = Escalation.objects.get(agent=agent).reason
+    assert "the credentials of crm-db could not bring role" in reason
+    assert "WITH GRANT OPTION" in reason
+
+
+def test_hostile_names_in_grants_are_quoted(people, crm_database, settings, monkeypatch):
+    declare(settings, monkeypatch, crm_database.dsn, {"refund-agent": HOSTILE_ROLE})
+    agent = reporting_read_only(people)
+    crm_database.run(sql.SQL("GRANT INSERT ON {} TO {}").format(
+        sql.Identifier("crm", HOSTILE_TABLE), sql.Identifier(HOSTILE_ROLE)))
+    reconcile_agent(agent.pk, trigger="manual")
+    assert Finding.objects.get(agent=agent).status == "corrected"
+    quoted = '"' + HOSTILE_TABLE.replace('"', '""') + '"'
+    assert not crm_database.can(HOSTILE_ROLE, "INSERT", f"crm.{quoted}")
+    assert crm_database.run("SELECT count(*) FROM crm.customers") == [(0,)]  # still there
+
+
+def test_every_way_a_role_holds_access_is_read(crm_database):
+    source = parse_sources(json.dumps({"crm-db": {
+        "type": "postgres", "secret": SECRET, "resources": {"crm": {"schema": "crm"}},
+        "agents": {"refund-agent": AGENT_ROLE}}}), [SECRET])["crm-db"]
+    run = crm_database.run
+    role = sql.Identifier(AGENT_ROLE)
+    run(sql.SQL("GRANT UPDATE (notes) ON crm.customers TO {}").format(role))
+    run(sql.SQL("ALTER DEFAULT PRIVILEGES IN SCHEMA crm GRANT DELETE ON TABLES TO {}")
+        .format(role))
+    run(sql.SQL("GRANT CREATE ON SCHEMA crm TO {}").format(role))
+    run(sql.SQL("ALTER ROLE {} BYPASSRLS").format(role))
+    with psycopg.connect(crm_database.dsn, autocommit=True) as conn:
+        reading = postgres.read(conn, source, AGENT_ROLE)
+    assert reading.access == {"crm": "admin"}
+    held = {(g["what"], g["via"]) for g in reading.grants}
+    assert {("UPDATE on crm.customers (notes)", "direct"),
+            ("DELETE on tables postgres creates in schema crm (default privileges)", "direct"),
+            ("CREATE on schema crm", "direct"),
+            ("BYPASSRLS (row-level security ignored)", "direct"),
+            ("SELECT on crm.customers", "direct")} <= held

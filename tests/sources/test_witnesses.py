@@ -1,0 +1,38 @@
+"""Two witnesses, as a pure function: the source of record wins on what it covers, and both
+accounts are kept for the finding."""
+
+from reconciliation.witnesses import said, witness
+
+REPORTED = {"tools": ["orders.lookup"],
+            "data": [{"resource": "crm", "access": "read"},
+                     {"resource": "orders_db", "access": "read"}],
+            "grants": [{"resource": "crm", "access": "write", "expires_at": "2030-01-01T00:00Z"},
+                       {"resource": "payments", "access": "write",
+                        "expires_at": "2030-01-01T00:00Z"}]}
+
+
+def test_the_source_of_record_replaces_what_the_agent_said_on_what_it_covers():
+    state, witnesses = witness(REPORTED, {"crm-db": {"crm": "write"}})
+    assert state["data"] == [{"resource": "crm", "access": "write"},
+                             {"resource": "orders_db", "access": "read"}]
+    assert state["grants"] == [REPORTED["grants"][1]]  # the agent's crm grant is not evidence
+    assert state["tools"] == ["orders.lookup"]
+    assert witnesses == {"/data/crm": {"agent": ["read", "write"], "crm-db": "write",
+                                       "of_record": "crm-db", "agree": False}}
+
+
+def test_no_access_at_the_source_removes_the_resource_whatever_the_agent_says():
+    state, witnesses = witness({"data": [{"resource": "crm", "access": "read"}]},
+                               {"crm-db": {"crm": None}})
+    assert state == {"data": []}
+    assert said(witnesses["/data/crm"]) == (
+        "the agent reported read; crm-db (the source of record) says no access")
+
+
+def test_witnesses_that_agree_say_so_and_a_silent_agent_is_a_witness_too():
+    _, agreeing = witness({"data": [{"resource": "crm", "access": "read"}]},
+                          {"crm-db": {"crm": "read"}})
+    assert agreeing["/data/crm"]["agree"] is True
+    state, silent = witness({"tools": []}, {"crm-db": {"crm": "read", "a/b": None}})
+    assert state["data"] == [{"resource": "crm", "access": "read"}]
+    assert silent["/data/crm"]["agent"] is None and "/data/a~1b" in silent
