@@ -7,8 +7,9 @@ from config import observability
 from reconciliation.urls import api_urlpatterns as reconciliation_api
 from reconciliation.urls import otlp_urlpatterns
 from registry.urls import api_urlpatterns as registry_api
+from siem.urls import api_urlpatterns as siem_api
 
-api_v1 = [*registry_api, *reconciliation_api, *audit_api]
+api_v1 = [*registry_api, *reconciliation_api, *audit_api, *siem_api]
 
 urlpatterns = [
     path("", include("console.urls")),
