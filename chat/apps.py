@@ -6,3 +6,6 @@ class ChatConfig(AppConfig):
 
     name = "chat"
     verbose_name = "Chat approvals"
+
+    def ready(self) -> None:
+        from chat import receivers  # noqa: F401  (posts escalations as their alerts commit)

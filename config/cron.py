@@ -5,6 +5,7 @@ from django.conf import settings
 from rq import cron
 
 from audit.jobs import checkpoint, sequence
+from chat.jobs import post_pending as post_to_chat
 from reconciliation.jobs import (
     check_reviews,
     enforce_retention,
@@ -28,6 +29,7 @@ cron.register(expire_overdue_decisions, queue_name="default", interval=30)
 cron.register(find_silent_agents, queue_name="default", interval=settings.SILENCE_CHECK_SECONDS)
 cron.register(check_reviews, queue_name="default", interval=settings.RECERT_CHECK_SECONDS)
 cron.register(inbox_sweep, queue_name="default", interval=settings.INBOX_SWEEP_SECONDS)
+cron.register(post_to_chat, queue_name="default", interval=settings.INBOX_SWEEP_SECONDS)
 cron.register(deliver_to_siem, queue_name="default", interval=settings.SIEM_POLL_SECONDS)
 cron.register(enforce_retention, queue_name="default", interval=settings.RETENTION_CHECK_SECONDS)
 

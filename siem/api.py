@@ -59,13 +59,13 @@ def _sink(pk: int) -> Sink:
 class SinksView(APIView):
     permission_classes = [IsPerson]
 
-    @extend_schema(responses=OpenApiTypes.OBJECT)
+    @extend_schema(responses=OpenApiTypes.OBJECT, operation_id="siem_sinks_list")
     def get(self, request: Request) -> Response:
         _reader(request)
         now = stream_heads()
         return Response({"heads": now, "sinks": [s.status(now) for s in Sink.objects.all()]})
 
-    @extend_schema(request=SinkSerializer, responses=OpenApiTypes.OBJECT)
+    @extend_schema(request=SinkSerializer, responses={201: OpenApiTypes.OBJECT})
     def post(self, request: Request) -> Response:
         _admin(request)
         body = SinkSerializer(data=request.data)
@@ -77,7 +77,7 @@ class SinksView(APIView):
 class SinkView(APIView):
     permission_classes = [IsPerson]
 
-    @extend_schema(responses=OpenApiTypes.OBJECT)
+    @extend_schema(responses=OpenApiTypes.OBJECT, operation_id="siem_sink_retrieve")
     def get(self, request: Request, pk: int) -> Response:
         _reader(request)
         return Response(_sink(pk).status(stream_heads()))
