@@ -11,6 +11,7 @@ from django.test import Client
 from audit.models import AuditEntry
 from chat import posting
 from chat.models import ChatAccount
+from reconciliation.models import Decision, Escalation
 from registry import actions
 from registry.choices import Role, VersionSource, VersionState
 from registry.models import Approval, DesiredStateVersion
@@ -170,3 +171,27 @@ def test_a_link_code_works_once_and_links_by_slack_ids(slack, people, api_as):
     assert api_as(people.carol).delete(f"/api/v1/chat/accounts/{account.pk}").status_code == 404
     assert bob.delete(f"/api/v1/chat/accounts/{account.pk}").status_code == 204
     assert not ChatAccount.objects.exists()
+
+
+def test_a_pending_decision_is_posted_and_allowed_from_slack(slack, people, api_as,
+                                                             agent_client):
+    asked = agent_client.post("/api/v1/agents/refund-agent/decisions",
+                              {"action": "payments.refund", "amount": 700}, format="json").json()
+    escalation = Escalation.objects.get(decision_id=asked["id"])
+    assert posting.post_pending() == 1
+    message = slack.webhook_posts[-1]
+    assert "Pending decision: payments.refund of 700" in message["blocks"][0]["text"]["text"]
+    buttons = message["blocks"][1]["elements"]
+    assert [b["action_id"] for b in buttons] == ["allow", "deny", "open"]
+    actions.grant_role(people.alice, Role.APPROVER, actor="system:test")
+    link(slack, api_as, people.alice, ALICE)
+    link(slack, api_as, people.bob, BOB)
+    value = f"escalation:{escalation.pk}"
+    own = send(slack, "/chat/slack/interactions", slack.click_body(ALICE, "allow", value, 1))
+    assert not own["done"] and own["code"] == "four_eyes"  # her own agent's action
+    assert Decision.objects.get(pk=asked["id"]).status == "pending"
+    allowed = send(slack, "/chat/slack/interactions", slack.click_body(BOB, "allow", value, 2))
+    assert allowed["done"], allowed
+    assert Decision.objects.get(pk=asked["id"]).status == "approved"
+    assert AuditEntry.objects.filter(action__in=["escalation.resolved", "decision.decided"],
+                                     actor="bob").exists()
