@@ -67,7 +67,7 @@ def otlp_logs(records: list[dict[str, Any]], hostname: str) -> bytes:
         number, text = OTLP_SEVERITY.get(str(record.get("severity") or ""), (9, "INFO"))
         attributes = {"agentgov.stream": record["stream"], "agentgov.seq": record["seq"],
                       "agentgov.hash": record["hash"], "agentgov.prev_hash": record["prev_hash"],
-                      "event.name": record.get("action") or record.get("event") or ""}
+                      "event.name": record.get("event") or record.get("action") or ""}
         logs.append({
             "timeUnixNano": str(_unix_nanos(record["at"])),
             "severityNumber": number,
