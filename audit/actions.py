@@ -165,6 +165,7 @@ def _place(head: AuditChainHead, contents: list[dict[str, Any]],
     head.seq, head.hash = seq, previous
     if not stored:
         head.save(update_fields=["seq", "hash"])
+    sequencing.placed.send(sender=AuditEntry, last_seq=seq)
     last = AuditEntry(**rows[-1])
     last._state.adding, last._state.db = False, head._state.db  # as the ORM leaves a saved row
     return last

@@ -117,6 +117,12 @@ class AuditAction(models.TextChoices):
     # Retention: a day partition dropped (PostgreSQL) or a batch of expired rows deleted (SQLite).
     RETENTION_PARTITION_DROPPED = "retention.partition_dropped"
     RETENTION_ROWS_DELETED = "retention.rows_deleted"
+    # The SIEM stream's sinks (siem/) and the chat accounts linked to people (chat/).
+    SIEM_SINK_CREATED = "siem.sink_created"
+    SIEM_SINK_CHANGED = "siem.sink_changed"
+    SIEM_SINK_DELETED = "siem.sink_deleted"
+    CHAT_ACCOUNT_LINKED = "chat.account_linked"
+    CHAT_ACCOUNT_UNLINKED = "chat.account_unlinked"
 
 
 class SignatureAlgorithm(models.TextChoices):

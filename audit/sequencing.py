@@ -20,9 +20,13 @@ from functools import cache
 from typing import Any
 
 import django_rq
+from django.dispatch import Signal
 from redis.exceptions import RedisError
 
 log = logging.getLogger(__name__)
+# Sent inside the transaction that gave entries their seqs and hashes (`last_seq`: the newest);
+# a receiver that acts on them does so on commit (the SIEM stream, siem/receivers.py).
+placed = Signal()
 FLAG = "audit:sequencer:due"
 WAKE = "audit:sequencer:wake"
 FLAG_SECONDS = 30  # a job killed before clearing the flag blocks kicks no longer than this

@@ -5,6 +5,7 @@ from django.conf import settings
 from rq import cron
 
 from audit.jobs import checkpoint, sequence
+from chat.jobs import post_pending as post_to_chat
 from reconciliation.jobs import (
     check_reviews,
     enforce_retention,
@@ -15,6 +16,7 @@ from reconciliation.jobs import (
     simulate_drift,
 )
 from registry.jobs import inbox_sweep
+from siem.jobs import deliver_all as deliver_to_siem
 
 cron.register(checkpoint, queue_name="default", interval=settings.AUDIT_CHECKPOINT_MINUTES * 60)
 # Both sequencers leave entries queued at times (a writer that found the head taken, a worker
@@ -27,6 +29,8 @@ cron.register(expire_overdue_decisions, queue_name="default", interval=30)
 cron.register(find_silent_agents, queue_name="default", interval=settings.SILENCE_CHECK_SECONDS)
 cron.register(check_reviews, queue_name="default", interval=settings.RECERT_CHECK_SECONDS)
 cron.register(inbox_sweep, queue_name="default", interval=settings.INBOX_SWEEP_SECONDS)
+cron.register(post_to_chat, queue_name="default", interval=settings.INBOX_SWEEP_SECONDS)
+cron.register(deliver_to_siem, queue_name="default", interval=settings.SIEM_POLL_SECONDS)
 cron.register(enforce_retention, queue_name="default", interval=settings.RETENTION_CHECK_SECONDS)
 
 if settings.DEMO_SIMULATOR_SECONDS:

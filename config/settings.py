@@ -215,6 +215,8 @@ INSTALLED_APPS = [
     "reconciliation",
     "sources",
     "console",
+    "siem",
+    "chat",
 ]
 
 MIDDLEWARE = [
@@ -524,6 +526,25 @@ CONTENT_SECURITY_POLICY = {
         "frame-ancestors": [NONE],
     },
 }
+
+# The SIEM stream (siem/): where sinks may be (same entries as DECISION_WEBHOOK_HOSTS; empty: no
+# sink can be sent to), records per batch, tries within one run, the longest backoff between
+# failed runs, one send's timeout, and how often the cron runs delivery (for kicks lost).
+SIEM_ALLOWED_HOSTS = env_allow_list("SIEM_ALLOWED_HOSTS")
+SIEM_BATCH_SIZE = env_int("SIEM_BATCH_SIZE", 500, minimum=1)
+SIEM_RETRY_ATTEMPTS = env_int("SIEM_RETRY_ATTEMPTS", 3, minimum=1)
+SIEM_RETRY_MAX_SECONDS = env_int("SIEM_RETRY_MAX_SECONDS", 300, minimum=1)
+SIEM_TIMEOUT_SECONDS = env_int("SIEM_TIMEOUT_SECONDS", 10, minimum=1)
+SIEM_POLL_SECONDS = env_int("SIEM_POLL_SECONDS", 30, minimum=1)
+
+# Approvals in Slack (chat/): the app's signing secret (checks every click), the incoming
+# webhook messages are posted to, where Slack's response URLs may be (allow-list), how old a
+# signed request may be, and how long a link code lives.
+SLACK_SIGNING_SECRET = env_secret("SLACK_SIGNING_SECRET", "", min_length=16) or ""
+SLACK_WEBHOOK_URL = env_url("SLACK_WEBHOOK_URL", {"http", "https"}) or ""
+SLACK_ALLOWED_HOSTS = env_allow_list("SLACK_ALLOWED_HOSTS")
+SLACK_REQUEST_MAX_AGE_SECONDS = env_int("SLACK_REQUEST_MAX_AGE_SECONDS", 300, minimum=1)
+CHAT_LINK_CODE_MINUTES = env_int("CHAT_LINK_CODE_MINUTES", 10, minimum=1)
 
 LOGGING = {
     "version": 1,

@@ -3,13 +3,15 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from audit.urls import api_urlpatterns as audit_api
+from chat.urls import api_urlpatterns as chat_api
 from config import observability
 from reconciliation.urls import api_urlpatterns as reconciliation_api
 from reconciliation.urls import otlp_urlpatterns
 from registry.urls import api_urlpatterns as registry_api
+from siem.urls import api_urlpatterns as siem_api
 from sources.urls import api_urlpatterns as sources_api
 
-api_v1 = [*registry_api, *reconciliation_api, *audit_api, *sources_api]
+api_v1 = [*registry_api, *reconciliation_api, *audit_api, *sources_api, *siem_api, *chat_api]
 
 urlpatterns = [
     path("", include("console.urls")),
@@ -22,6 +24,7 @@ urlpatterns = [
     path("healthz", observability.healthz, name="healthz"),
     path("readyz", observability.readyz, name="readyz"),
     path("metrics", observability.metrics, name="metrics"),
+    path("chat/", include("chat.urls")),
     path("django-rq/", include("django_rq.urls")),
     path("admin/", admin.site.urls),
 ]

@@ -13,12 +13,16 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import Q
+from django.dispatch import Signal
 
 from reconciliation import alert_sender
 
 ALERTS_GROUP = "alerts"
 SEVERITY_RANK = {"": 0, "low": 1, "medium": 2, "high": 3}
 log = logging.getLogger(__name__)
+# Sent inside the transaction that recorded an alert (`row`: its AlertEvent), so a receiver's
+# own rows commit or roll back with it (the SIEM stream, siem/receivers.py).
+recorded = Signal()
 
 
 def send_now(message: dict[str, Any]) -> None:
@@ -55,6 +59,7 @@ def broadcast(event: str, payload: dict[str, Any]) -> None:
         payload, severity = _fold(event, agent_name, payload, severity)
     row = AlertEvent.objects.create(event=event, agent_name=agent_name, owner_id=owner_id,
                                     severity=severity, payload=payload)
+    recorded.send(sender=AlertEvent, row=row)
     if "findings" in payload:
         # A later finding of the incident may replace this row in this same transaction:
         # the send reads the row at commit and finds it gone.

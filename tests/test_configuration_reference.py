@@ -6,7 +6,8 @@ from pathlib import Path
 from config import settings_reference as reference
 
 ROOT = Path(__file__).resolve().parent.parent
-PRODUCT_APPS = ("config", "audit", "registry", "reconciliation", "runtime", "sandbox", "console")
+PRODUCT_APPS = ("config", "audit", "registry", "reconciliation", "runtime", "sandbox", "console",
+                "siem", "chat", "sources")
 
 
 def test_every_setting_the_code_reads_has_a_note():

@@ -1,0 +1,145 @@
+"""Delivering the stream: each sink's next batch, in order, one stream at a time.
+
+A run locks the sink's row, reads the batch after its cursor, sends it (retrying a few times,
+tenacity) and moves the cursor in the same transaction. A worker killed after the send but
+before the commit leaves the cursor where it was: the batch is sent again (at least once; the
+receiver drops seqs it has). A batch the sink refuses leaves the cursor too, and the sink is
+tried again after a backoff that doubles up to SIEM_RETRY_MAX_SECONDS."""
+
+import logging
+import os
+import socket
+from collections.abc import Callable
+from datetime import timedelta
+from functools import cache
+from typing import Any
+
+import django_rq
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from redis.exceptions import RedisError
+from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from audit.models import AuditEntry
+from siem import actions, formats, transports
+from siem.choices import SinkKind, Stream
+from siem.models import AlertRecord, Sink
+from siem.transports import DeliveryFailed
+
+log = logging.getLogger(__name__)
+DUE = "siem:deliver:due"
+DUE_SECONDS = 30  # a run killed before it cleared the flag blocks kicks no longer than this
+QUEUE = "default"
+OTLP_LOGS_PATH = "/v1/logs"
+
+
+@cache
+def _queue() -> Any:
+    return django_rq.get_queue(QUEUE, commit_mode="auto")
+
+
+def kick() -> None:
+    """After a commit that added to the stream: queue a delivery run unless one is due."""
+    try:
+        queue = _queue()
+        if queue.connection.set(DUE, "1", nx=True, ex=DUE_SECONDS):
+            queue.enqueue("siem.jobs.deliver_all", job_timeout=600)
+    except RedisError as error:  # the periodic run still delivers them
+        log.warning("could not queue a SIEM delivery: %s", error)
+
+
+def schedule_retry(sink_id: int, seconds: float) -> None:
+    try:
+        _queue().enqueue_in(timedelta(seconds=seconds), "siem.jobs.deliver",
+                            sink_id, job_timeout=600)
+    except RedisError as error:  # the periodic run retries it
+        log.warning("could not schedule the SIEM retry of sink %s: %s", sink_id, error)
+
+
+def deliver_all() -> int:
+    """Place queued alerts, then bring every enabled sink up to date; records delivered."""
+    _queue().connection.delete(DUE)  # what commits from now on queues a run of its own
+    while actions.place_alerts():
+        pass
+    delivered = sum(deliver(pk) for pk in
+                    Sink.objects.filter(enabled=True).values_list("pk", flat=True))
+    actions.prune_alerts()
+    return delivered
+
+
+def deliver(sink_id: int) -> int:
+    """Send one sink everything after its cursors, batch by batch; records delivered."""
+    delivered = 0
+    while (sent := _deliver_batch(sink_id)) > 0:
+        delivered += sent
+    return delivered
+
+
+@transaction.atomic
+def _deliver_batch(sink_id: int) -> int:
+    """One batch: how many records the sink took (0: nothing to send, or it failed)."""
+    sink = Sink.objects.select_for_update().filter(pk=sink_id, enabled=True).first()
+    if sink is None or (sink.retry_at and sink.retry_at > timezone.now()):
+        return 0
+    stream, records = next_batch(sink)
+    if not records:
+        return 0
+    try:
+        _send_with_retries(sink, records)
+    except DeliveryFailed as error:
+        wait = min(settings.SIEM_RETRY_MAX_SECONDS, 2 ** min(sink.failures, 16))
+        actions.failed(sink, str(error), wait)
+        transaction.on_commit(lambda: schedule_retry(sink_id, wait))
+        log.warning("SIEM sink %s refused seqs %s-%s of the %s stream: %s", sink.name,
+                    records[0]["seq"], records[-1]["seq"], stream, error)
+        return 0
+    actions.advance(sink, stream, records[-1]["seq"])
+    return len(records)
+
+
+def next_batch(sink: Sink) -> tuple[str, list[dict[str, Any]]]:
+    """The stream with something after the sink's cursor (audit first), and its next records."""
+    size = settings.SIEM_BATCH_SIZE
+    entries = (AuditEntry.objects.filter(seq__gt=sink.audit_seq).defer("canonical")
+               .order_by("seq")[:size])
+    records = [{"stream": Stream.AUDIT.value, **entry.to_dict()} for entry in entries]
+    if records:
+        return Stream.AUDIT, records
+    alerts = AlertRecord.objects.filter(seq__gt=sink.alert_seq).order_by("seq")[:size]
+    return Stream.ALERT, [alert_record(row) for row in alerts]
+
+
+def alert_record(row: AlertRecord) -> dict[str, Any]:
+    return {**row.body, "stream": Stream.ALERT.value, "seq": row.seq,
+            "prev_hash": row.prev_hash, "hash": row.hash}
+
+
+def _send_with_retries(sink: Sink, records: list[dict[str, Any]]) -> None:
+    send: Callable[[], None] = retry(
+        retry=retry_if_exception_type(DeliveryFailed),
+        stop=stop_after_attempt(settings.SIEM_RETRY_ATTEMPTS),
+        wait=wait_exponential(multiplier=0.2, max=2),
+        reraise=True,
+    )(lambda: send_batch(sink, records))
+    send()
+
+
+def send_batch(sink: Sink, records: list[dict[str, Any]]) -> None:
+    """One attempt to hand a batch to a sink, in the sink's format."""
+    hostname = socket.gethostname()
+    if sink.kind == SinkKind.SYSLOG:
+        transports.send_syslog(sink.url, sink.ca_pem, formats.syslog_batch(records, hostname))
+        return
+    headers = {"Content-Type": "application/json"}
+    if sink.kind == SinkKind.OTLP:
+        url = sink.url.rstrip("/")
+        url = url if url.endswith(OTLP_LOGS_PATH) else url + OTLP_LOGS_PATH
+        transports.send_http(url, formats.otlp_logs(records, hostname), headers)
+        return
+    if sink.token_env:
+        token = os.environ.get(sink.token_env)
+        if not token:
+            raise DeliveryFailed(f"the token variable {sink.token_env} is not set")
+        headers["Authorization"] = f"Splunk {token}"
+    transports.send_http(sink.url, formats.hec_batch(records, hostname), headers)
