@@ -1,6 +1,7 @@
 """The audit API for compliance: list, verify, export, keys, checkpoints and Merkle proofs;
 evidence bundles per agent for its owner too."""
 
+import logging
 from typing import Any
 
 from django.conf import settings
@@ -19,7 +20,7 @@ from audit.actions import PENDING_FIELDS
 from audit.actions import sign_for_export as sign_trail_for_export
 from audit.chain import format_time
 from audit.choices import BreakReason
-from audit.evidence import TooManyEntries, bundle
+from audit.evidence import TooManyEntries, WitnessContradicts, bundle
 from audit.export import FORMATS, export_chunks, export_chunks_async
 from audit.filters import AuditFilterSerializer, filter_entries
 from audit.models import (
@@ -34,6 +35,8 @@ from registry.api import IsPerson
 from registry.choices import Role
 from registry.models import Agent
 from registry.roles import HasRole, has_role
+
+log = logging.getLogger(__name__)
 
 
 class AuditEntrySerializer(serializers.ModelSerializer):
@@ -218,6 +221,9 @@ class AgentEvidenceView(APIView):
             document = bundle(name, start, end, size, settings.AUDIT_EVIDENCE_MAX_ENTRIES)
         except TooManyEntries as error:
             raise ValidationError({"to": str(error)}) from error
+        except WitnessContradicts as error:  # never serve a head a witness contradicts
+            log.critical("evidence for %s refused: %s", name, error)
+            raise SigningRefusedError(str(error)) from error
         response = Response(document)
         response["Content-Disposition"] = f'attachment; filename="evidence-{name}.json"'
         return response

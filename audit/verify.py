@@ -700,6 +700,29 @@ def _memory_problems(result: Walk, checkpoints: dict[int, AuditCheckpoint],
     return []
 
 
+def _deleted_checkpoint_problem(result: Walk, url: str, size: int,
+                                copy: dict[str, Any] | None) -> tuple[int, str, str]:
+    """A witness copy whose checkpoint the database no longer has: held against the entries
+    (its root recomputed from them at its size) and the trusted keys, so a rewrite that also
+    deleted the checkpoints that would object is named as one."""
+    where = f"the checkpoint at entry {size}, held by witness {url}"
+    if not isinstance(copy, dict):
+        return (size, BreakReason.WITNESS_MISMATCH, f"{where}, is unreadable")
+    try:
+        signed_heads.verify_checkpoint(copy, *keys.trusted())
+    except signed_heads.SignatureError as error:
+        return (size, BreakReason.WITNESS_MISMATCH,
+                f"{where}, is missing from the database, and the witness's copy does not hold "
+                f"({error}): another trail's witness, or a forged copy")
+    root = result.roots_at.get(size)
+    if root is not None and root != copy.get("root"):
+        return (size, BreakReason.WITNESS_MISMATCH,
+                f"{where}, is missing from the database, and entries up to {size} do not hash "
+                f"to the root the witness holds: the log was rewritten and the checkpoint "
+                f"deleted")
+    return (size, BreakReason.WITNESS_MISSING, f"{where}, is missing from the database")
+
+
 def _witness_problems(
     result: Walk,
     checkpoints: dict[int, AuditCheckpoint],
@@ -717,9 +740,7 @@ def _witness_problems(
                                  f"witness {url} holds a checkpoint of {size} entries but the "
                                  f"log ends at entry {result.count}: entries were cut off"))
             elif checkpoint is None:
-                problems.append((size, BreakReason.WITNESS_MISSING,
-                                 f"the checkpoint at entry {size}, held by witness {url}, is "
-                                 f"missing from the database"))
+                problems.append(_deleted_checkpoint_problem(result, url, size, copy))
             elif copy != checkpoint.to_dict():
                 problems.append((size, BreakReason.WITNESS_MISMATCH,
                                  f"the checkpoint at entry {size} differs from witness {url}'s "

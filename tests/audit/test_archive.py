@@ -1,7 +1,9 @@
 """`manage.py audit archive`: old entries leave the live table for a file an auditor verifies
 offline, and the live trail goes on verifying from the boundary, tampering in it still caught."""
 
+import csv
 import hashlib
+import io
 import json
 import subprocess
 from pathlib import Path
@@ -417,3 +419,74 @@ def test_a_csv_export_after_an_archive_verifies_joined_to_the_archive(
     assert status == 1
     assert err.startswith(f"FAILED at seq {made.last_seq + 1}: deleted: cut.csv: the file "
                           f"starts at entry {made.last_seq + 2}"), err
+
+
+def test_with_a_witness_bare_entries_after_an_archive_are_proven_or_unsigned(
+        settings, tmp_path, people, refund_agent, api_as, django_capture_on_commit_callbacks,
+        agentctl):
+    """A CSV (or entries-only JSONL) of the live trail handed over after part of it was
+    archived: joined to the archive, the witness's checkpoints prove its rows; rows no
+    witnessed checkpoint reaches, or a rewritten row, are never OK."""
+    from agentgov.entries import entry_hash
+
+    witness = tmp_path / "witness"
+    settings.AUDIT_WITNESSES = [f"file://{witness}"]
+    settings.AUDIT_CHECKPOINT_EVERY = 5
+    dana = api_as(people.dana)
+    with django_capture_on_commit_callbacks(execute=True):
+        for n in range(12):
+            grant(people, n)
+        cut = timezone.now()
+        for n in range(12, 15):
+            grant(people, n, agent="refund-agent")
+        made = archive(cut, tmp_path / "archive")
+        response = dana.get("/api/v1/audit/export?format=csv")
+    assert response.status_code == 200
+    key = dana.get("/api/v1/audit/keys").json()["keys"][0]["public_key"]
+    archived = tmp_path / "archive" / made.file_name
+    body = b"".join(response).decode("utf-8")
+    spreadsheet = tmp_path / "live.csv"
+    spreadsheet.write_text(body, encoding="utf-8", newline="")
+    entries = [{**row, "seq": int(row["seq"]), "before": json.loads(row["before"]),
+                "after": json.loads(row["after"])}
+               for row in csv.DictReader(io.StringIO(body))]
+    lines = tmp_path / "live-entries.jsonl"
+    lines.write_text("".join(json.dumps(e) + "\n" for e in entries), encoding="utf-8")
+    head = AuditEntry.objects.order_by("-seq").first()
+    assert entries[0]["seq"] == made.last_seq + 1 and entries[-1]["seq"] == head.seq
+
+    for given in (spreadsheet, lines):
+        status, out, err = agentctl(archived, given, "--public-key", key, "--witness", witness)
+        assert status == 0, err
+        said = out.splitlines()
+        assert said[0] == f"OK {head.seq} entries, head {head.hash}"
+        assert any(line.startswith(f"{given.name}: entries {made.last_seq + 1}-{head.seq} "
+                                   f"proven by witnessed checkpoint {head.seq} ")
+                   for line in said), out
+        # Alone, the file names what it lacks.
+        status, out, err = agentctl(given, "--public-key", key, "--witness", witness)
+        assert (status, out) == (1, "")
+        assert err.startswith(f"FAILED at seq 1: deleted: the file starts at entry "
+                              f"{made.last_seq + 1}: entries 1-{made.last_seq} are not in it"), err
+
+    # A row rewritten and the chain re-hashed: the witness's roots disagree.
+    forged = [json.loads(json.dumps(e)) for e in entries]
+    forged[0]["actor"] = "mallory"
+    previous = made.last_hash
+    for entry in forged:
+        entry["prev_hash"], entry["hash"] = previous, None
+        entry["hash"] = previous = entry_hash(entry)
+    lines.write_text("".join(json.dumps(e) + "\n" for e in forged), encoding="utf-8")
+    status, out, err = agentctl(archived, lines, "--public-key", key, "--witness", witness)
+    assert (status, out) == (1, "")
+    assert err.startswith(f"FAILED at seq {made.last_seq + 1}: witness-mismatch: "
+                          f"live-entries.jsonl: entries up to "), err
+
+    # A row past the last witnessed checkpoint: unsigned, not OK.
+    extra = {**entries[-1], "seq": head.seq + 1, "prev_hash": head.hash, "target": "token:x"}
+    extra["hash"] = entry_hash(extra)
+    lines.write_text("".join(json.dumps(e) + "\n" for e in [*entries, extra]), encoding="utf-8")
+    status, out, err = agentctl(archived, lines, "--public-key", key, "--witness", witness)
+    assert (status, out) == (1, "")
+    assert err.startswith(f"FAILED at seq {head.seq + 1}: unsigned: live-entries.jsonl: entries "
+                          f"{head.seq + 1}-{head.seq + 1} are not proven"), err

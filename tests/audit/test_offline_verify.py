@@ -14,6 +14,7 @@ from agentgov import checkpoints as signing
 from agentgov.entries import GENESIS_HASH, entry_hash, entry_leaf_hash
 from agentgov.merkle import TreeBuilder
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from django.db import connection
 
 import audit
 from audit import keys
@@ -615,3 +616,140 @@ def test_a_forged_rotation_in_the_file_vouching_for_the_attackers_key_is_not_tru
     assert (status, out) == (1, "")
     assert err.startswith("FAILED at seq 1: unknown-key: checkpoint signed by key "
                           f"'{signing.key_id(mallory.public_key())}'"), err
+
+
+# --- evidence bundles held against every witness checkpoint ------------------------------------
+
+
+@pytest.fixture
+def published_evidence(people, api_as, tmp_path, django_capture_on_commit_callbacks):
+    """Dana fetches the refund agent's evidence; its checkpoint reaches the witness on commit."""
+
+    def fetch() -> tuple[Path, dict]:
+        with django_capture_on_commit_callbacks(execute=True):
+            return evidence(api_as(people.dana), tmp_path)
+
+    return fetch
+
+
+def test_an_evidence_bundle_is_held_against_every_checkpoint_the_witness_holds(
+        witness, public_key, trail, published_evidence, verify):
+    path, document = published_evidence()
+    head = document["checkpoint"]["size"]
+    earlier = [size for size in witnessed(witness) if size < head]
+    assert len(earlier) >= 2
+    assert [item["size"] for item in document["consistency"]] == earlier
+    status, out, err = verify(path, "--public-key", public_key, "--witness", str(witness))
+    assert status == 0, err
+    assert f"{len(earlier)} earlier witness checkpoints proven consistent with it" in out
+    first = earlier[0]
+
+    # A proof node changed: the bundle's head no longer extends the witness's checkpoint 5.
+    document["consistency"][0]["proof"][0] = "ab" * 32
+    status, out, err = verify(write_bundle(path, document), "--public-key", public_key,
+                              "--witness", str(witness))
+    assert (status, out) == (1, "")
+    assert err.startswith(f"FAILED at seq {first}: witness-mismatch: the bundle's checkpoint "
+                          f"{head} does not extend the witness's checkpoint {first} (key "), err
+    assert f"the trail was rewritten at or below entry {first} after the witness saw it" in err
+
+    # The proof left out: nothing shows the bundle's entries extend what the witness saw.
+    document["consistency"] = document["consistency"][1:]
+    status, out, err = verify(write_bundle(path, document), "--public-key", public_key,
+                              "--witness", str(witness))
+    assert (status, out) == (1, "")
+    assert err.startswith(f"FAILED at seq {first}: witness-mismatch: the bundle carries no "
+                          f"consistency proof from the witness's checkpoint {first} "), err
+
+
+def witnessed(folder: Path) -> list[int]:
+    """The sizes of the checkpoints a directory witness holds, oldest first."""
+    return sorted(json.loads(p.read_text())["size"] for p in folder.iterdir())
+
+
+def write_bundle(path: Path, document: dict) -> Path:
+    path.write_text(json.dumps(document), encoding="utf-8")
+    return path
+
+
+def test_a_witness_of_another_trail_is_refused_against_an_evidence_bundle(
+        witness, public_key, trail, published_evidence, verify):
+    path, document = published_evidence()
+    first = witnessed(witness)[0]
+    copy_file = witness / f"checkpoint-{first:012d}.json"
+    copy = json.loads(copy_file.read_text())
+    copy_file.unlink()
+    stranger = signing.sign_checkpoint(Ed25519PrivateKey.generate(), first, "ab" * 32,
+                                       copy["at"])
+    copy_file.write_text(json.dumps(stranger))
+    status, out, err = verify(path, "--public-key", public_key, "--witness", str(witness))
+    assert (status, out) == (1, "")
+    assert err.startswith(f"FAILED at seq {first}: unknown-key: the witness's checkpoint {first} "
+                          f"(key "), err
+    assert "which is not a trusted key (another trail's witness, or a forged copy)" in err
+    # Another installation's witness signed with this very key: its root is not a prefix.
+    copy_file.unlink()
+    copy_file.write_text(json.dumps(signing.sign_checkpoint(keys.signing_key(), first,
+                                                            "ab" * 32, copy["at"])))
+    status, out, err = verify(path, "--public-key", public_key, "--witness", str(witness))
+    assert (status, out) == (1, "")
+    assert err.startswith(f"FAILED at seq {first}: witness-mismatch: the bundle's checkpoint "
+                          f"{document['checkpoint']['size']} does not extend the witness's "
+                          f"checkpoint {first} "), err
+
+
+def test_evidence_the_real_key_signed_after_a_rewrite_contradicts_the_auditors_witness(
+        witness, public_key, trail, settings, published_evidence, verify):
+    """An insider rewrites who did entry 2, remakes the tree, deletes the checkpoints that
+    would object and the signer's memory, and disconnects the witness: the real key signs the
+    forgery into an evidence bundle. The auditor's copy of the witness still refuses it."""
+    from audit import signer
+    from tests.audit.test_tamper import rewrite_from, sql
+    from tests.audit.test_trust_anchors import rebuild_tree
+
+    if connection.vendor == "postgresql":
+        for table in ("auditentry", "auditcheckpoint", "audittreenode"):
+            sql(f"ALTER TABLE audit_{table} DISABLE TRIGGER USER")
+        sql(DROP_BINDING)
+    first = witnessed(witness)[0]
+    rewrite_from(2)
+    rebuild_tree()
+    sql("DELETE FROM audit_auditcheckpoint")
+    signer.memory_file().unlink()
+    settings.AUDIT_WITNESSES = []
+    path, document = published_evidence()
+    assert document["checkpoint"]["key_id"] == signing.key_id(keys.signing_key().public_key())
+    status, out, err = verify(path, "--public-key", public_key)
+    assert status == 0, err  # alone, the forgery holds: only the witness can object
+    status, out, err = verify(path, "--public-key", public_key, "--witness", str(witness))
+    assert (status, out) == (1, "")
+    assert err.startswith(f"FAILED at seq {first}: witness-mismatch: the bundle carries no "
+                          f"consistency proof from the witness's checkpoint {first} "), err
+    # Keeping the deleted checkpoint's size in the bundle does not help: its proof fails.
+    from audit.evidence import consistency_proofs
+
+    document["consistency"] = consistency_proofs(document["checkpoint"]["size"],
+                                                 {"auditor": dict.fromkeys(witnessed(witness))})
+    status, out, err = verify(write_bundle(path, document), "--public-key", public_key,
+                              "--witness", str(witness))
+    assert (status, out) == (1, "")
+    assert "witness-mismatch: the bundle's checkpoint" in err
+    assert f"does not extend the witness's checkpoint {first} " in err, err
+
+
+def test_the_export_keys_edited_in_the_database_are_never_trusted_offline(
+        public_key, trail, exported, verify):
+    """The export's key lines come from the database's key table; an insider who puts their own
+    key there and re-signs with it is still an unknown key to the auditor."""
+    path, records = exported()
+    mallory = Ed25519PrivateKey.generate()
+    next(r for r in records if r["type"] == "entry")["entry"]["actor"] = "mallory"
+    rehash(records, mallory)
+    records = [r for r in records if r["type"] != "key"]
+    records.insert(1, {"type": "key", **signing.published_key(mallory.public_key(),
+                                                              records[-1]["entry"]["at"])})
+    status, out, err = verify(write(path, records), "--public-key", public_key)
+    assert (status, out) == (1, "")
+    assert err.startswith(f"FAILED at seq 1: unknown-key: checkpoint signed by key "
+                          f"'{signing.key_id(mallory.public_key())}', which is not a trusted "
+                          f"key"), err

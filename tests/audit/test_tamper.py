@@ -284,3 +284,60 @@ def test_a_rewritten_log_under_its_old_signed_roots_is_rehashed(witnessed):
     report = verify_trail()
     assert (report.ok, report.first_broken_seq, report.reason) == (False, 5, "rehashed")
     assert "differ from the signed checkpoint at 8" in report.problem
+
+
+# Issue 28's siblings on the server: checkpoints removed under a rewrite, another trail's witness.
+
+
+def test_a_rewrite_with_the_objecting_checkpoints_deleted_is_named_by_the_witness(witnessed):
+    from audit import signer
+    from tests.audit.test_trust_anchors import rebuild_tree
+
+    rewrite_from(2)
+    rebuild_tree()
+    sql("DELETE FROM audit_auditcheckpoint")
+    signer.memory_file().unlink()  # the attacker reached the key's directory too
+    report = verify_trail()
+    assert (report.ok, report.first_broken_seq, report.reason) == (False, 4, "witness-mismatch")
+    assert report.problem == (
+        f"the checkpoint at entry 4, held by witness file://{witnessed}, is missing from the "
+        "database, and entries up to 4 do not hash to the root the witness holds: the log was "
+        "rewritten and the checkpoint deleted")
+
+
+def replace_copy(folder, size: int, checkpoint: dict) -> None:
+    """What a witness of another trail holds at `size` (copies are read-only: replaced)."""
+    path = folder / f"checkpoint-{size:012d}.json"
+    path.unlink(missing_ok=True)
+    path.write_text(json.dumps(checkpoint))
+
+
+def test_a_witness_of_another_trail_is_refused_by_verify_and_evidence(
+        witnessed, people, api_as, refund_agent, key_file, django_capture_on_commit_callbacks):
+    at = "2026-01-01T00:00:00.000000Z"
+    stranger = signed_heads.sign_checkpoint(Ed25519PrivateKey.generate(), 6, "ab" * 32, at)
+    replace_copy(witnessed, 6, stranger)
+    report = api_as(people.dana).get("/api/v1/audit/verify").json()
+    assert (report["ok"], report["first_broken_seq"], report["reason"]) == (
+        False, 6, "witness-mismatch")
+    assert (f"the checkpoint at entry 6, held by witness file://{witnessed}, is missing from "
+            f"the database, and the witness's copy does not hold (checkpoint signed by key "
+            f"'{stranger['key_id']}', which is not a trusted key): another trail's witness, "
+            "or a forged copy") == report["problem"]
+
+    # Another installation's trail signed with this very key: a root these entries do not make.
+    real = signed_heads.load_private_key(key_file.read_bytes())
+    replace_copy(witnessed, 6, signed_heads.sign_checkpoint(real, 6, "ab" * 32, at))
+    report = api_as(people.dana).get("/api/v1/audit/verify").json()
+    assert (report["ok"], report["first_broken_seq"], report["reason"]) == (
+        False, 6, "witness-mismatch")
+    assert "entries up to 6 do not hash to the root the witness holds" in report["problem"]
+
+    # Evidence is never served over a head a witness checkpoint contradicts.
+    with django_capture_on_commit_callbacks(execute=True):
+        response = api_as(people.dana).get("/api/v1/agents/refund-agent/evidence")
+    assert response.status_code == 409, response.content
+    message = response.json()["error"]["message"]
+    assert message.startswith(f"witness file://{witnessed}: witness-mismatch: the bundle's "
+                              "checkpoint "), message
+    assert "does not extend the witness's checkpoint 6 (key " in message

@@ -322,6 +322,11 @@ class ExportWalk:
         seq = self.count + 1
         if not isinstance(entry, dict) or not isinstance(entry.get("seq"), int):
             raise Failure(seq, EDITED, f"entry {seq} is not an entry object")
+        if entry["seq"] > seq and self.entries_only and seq == self.boundary + 1:
+            raise Failure(seq, DELETED,
+                          f"the file starts at entry {entry['seq']}: entries {seq}-"
+                          f"{entry['seq'] - 1} are not in it (archived entries: pass the "
+                          f"archive files before it)")
         if entry["seq"] > seq:
             raise Failure(seq, DELETED, f"entry {seq} is missing (the next is {entry['seq']})")
         if entry["seq"] < seq:
@@ -439,11 +444,20 @@ def verify_joined(paths: list[Path], keys: Mapping[str, Ed25519PublicKey],
     boundary: the same entry, chain hash and Merkle frontier the walk of the earlier file
     reached). Keys a proven rotation vouches for carry over. Only the last file is held against
     the witness's checkpoints past its start (an earlier file ends where the next begins)."""
+    return _walk_joined(paths, keys, witness)[0]
+
+
+def _walk_joined(paths: list[Path], keys: Mapping[str, Ed25519PublicKey],
+                 witness: Mapping[int, Mapping[str, Any]] | None,
+                 continued: bool = False) -> tuple[TrailCheck, ExportWalk | None]:
+    """verify_joined, and the last file's walk; `continued`: bare entries follow the last
+    file, so it too is held against the witness only up to its own size."""
     proven: list[str] = []
     keys, before = KeyRing(keys), None
     for number, path in enumerate(paths):
         ends = [header_of(later).get("boundary") or {} for later in paths[number + 1:]]
-        end = ends[0].get("size") if ends else None
+        end = ends[0].get("size") if ends else (header_of(path).get("size") if continued
+                                                 else None)
         copies = witness
         if witness is not None and isinstance(end, int):
             copies = {size: copy for size, copy in witness.items() if size <= end}
@@ -452,22 +466,45 @@ def verify_joined(paths: list[Path], keys: Mapping[str, Ed25519PublicKey],
             check = walk.run(lines)
         if not check.ok:
             return TrailCheck(False, check.count, check.head, check.broken_seq, check.reason,
-                              f"{path.name}: {check.message}", kind="export")
+                              f"{path.name}: {check.message}", kind="export"), None
         if before is not None:
             failure = _join_failure(before, walk, path.name)
             if failure is not None:
                 return TrailCheck(False, before.count, before.prev, failure.seq, failure.reason,
-                                  failure.message, kind="export")
+                                  failure.message, kind="export"), None
         proven += [f"{path.name}: {line}" for line in check.proven]
         keys, before = walk.keys, walk
     assert before is not None
-    return TrailCheck(True, before.count, before.prev, proven=tuple(proven), kind="export")
+    return TrailCheck(True, before.count, before.prev, proven=tuple(proven),
+                      kind="export"), before
+
+
+def _continued_by_entries(archives: TrailCheck, last: ExportWalk, path: Path,
+                          witness: Mapping[int, Mapping[str, Any]]) -> TrailCheck:
+    """Bare entries (a CSV or entries-only JSONL of the live trail) after the archives, proven
+    by the witness's signed checkpoints past the archives' end: the tree goes on from the
+    frontier the archives' walk reached, each witnessed root is recomputed at its size, and the
+    rows no witnessed checkpoint reaches are `unsigned`."""
+    walk = ExportWalk(last.keys, {size: copy for size, copy in witness.items()
+                                  if size >= last.count})
+    walk.tree._stack, walk.tree.size = list(last.tree._stack), last.tree.size
+    walk.prev, walk.count = last.prev, last.count
+    walk.boundary = walk.proven_to = last.count  # the archives proved their own entries
+    entries = csv_entries(path) if sniff(path) == "csv" else jsonl_entries(path)
+    check = walk.run_entries(entries)
+    if not check.ok:
+        return TrailCheck(False, check.count, check.head, check.broken_seq, check.reason,
+                          f"{path.name}: {check.message}", kind="entries")
+    return TrailCheck(True, check.count, check.head,
+                      proven=(*archives.proven, *(f"{path.name}: {line}"
+                                                  for line in check.proven)), kind="entries")
 
 
 def _continued_by_csv(archives: TrailCheck, path: Path) -> TrailCheck:
-    """A CSV export of the live trail after the archives: its rows must continue their chain.
-    A CSV carries no checkpoints, so its own rows are proven by the chain alone."""
-    check = verify_entries(csv_entries(path), after=archives.count, prev=archives.head)
+    """A CSV (or entries-only JSONL) export of the live trail after the archives, checked with
+    --chain-only: its rows must continue their chain, proven by nothing more."""
+    entries = csv_entries(path) if sniff(path) == "csv" else jsonl_entries(path)
+    check = verify_entries(entries, after=archives.count, prev=archives.head)
     if not check.ok:
         message = check.message or "an entry does not hold (edited, or out of order)"
         return TrailCheck(False, check.count, check.head, check.broken_seq,
@@ -558,7 +595,7 @@ def verify_file(path: str | Path | list[str | Path], fmt: str | None = None, *,
         if len(paths) == 1:
             path = paths[0]
         else:
-            spreadsheet = paths[-1] if sniff(paths[-1]) == "csv" else None
+            spreadsheet = paths[-1] if sniff(paths[-1]) in ("csv", "jsonl") else None
             if spreadsheet is not None:
                 paths = paths[:-1]
             if any(sniff(p) != "export" for p in paths):
@@ -572,13 +609,19 @@ def verify_file(path: str | Path | list[str | Path], fmt: str | None = None, *,
             except Failure as failure:
                 return TrailCheck(False, 0, GENESIS, failure.seq, failure.reason,
                                   failure.message, kind="export")
-            joined = verify_joined(paths, keys, copies)
+            continued = spreadsheet is not None and copies is not None and not chain_only
+            joined, last = _walk_joined(paths, keys, copies, continued=continued)
             if spreadsheet is None or not joined.ok:
                 return joined
+            if continued and last is not None and copies is not None:
+                return _continued_by_entries(joined, last, spreadsheet, copies)
             if not chain_only:
                 return TrailCheck(False, joined.count, joined.head, joined.count + 1, UNSIGNED,
-                                  f"{spreadsheet.name}: a CSV carries no signed checkpoint: its "
+                                  f"{spreadsheet.name}: "
+                                  f"{'a CSV' if sniff(spreadsheet) == 'csv' else 'it'} "
+                                  f"carries no signed checkpoint: its "
                                   f"rows after entry {joined.count} are not proven (pass "
+                                  f"--witness, whose signed checkpoints can prove them, or "
                                   f"--chain-only to check only that they continue the chain)",
                                   kind="export")
             return _continued_by_csv(joined, spreadsheet)

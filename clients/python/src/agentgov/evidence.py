@@ -1,6 +1,9 @@
 """Offline verification of an evidence bundle (docs/audit-format.md): one agent's entries for a
 period, each with an RFC 6962 inclusion proof to one signed checkpoint, checked without the rest
-of the trail and without a server."""
+of the trail and without a server. Given a witness, every checkpoint it holds up to the bundle's
+is proven to be a prefix of the bundle's tree (the bundle carries a consistency proof from each
+checkpoint size the control plane knows): a bundle signed over a rewritten past contradicts the
+witness even when the real key signed it."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from agentgov.audit import (
     EDITED,
     EVIDENCE_FORMAT,
     GENESIS,
+    REHASHED,
     TRUNCATED,
     WITNESS_MISMATCH,
     WITNESS_MISSING,
@@ -25,7 +29,7 @@ from agentgov.audit import (
     signed_part,
 )
 from agentgov.entries import entry_leaf_hash
-from agentgov.merkle import ProofError, verify_inclusion
+from agentgov.merkle import ProofError, verify_consistency, verify_inclusion
 
 
 def _moment(text: Any) -> datetime | None:
@@ -36,12 +40,66 @@ def _moment(text: Any) -> datetime | None:
     return moment.replace(tzinfo=UTC) if moment and moment.tzinfo is None else moment
 
 
+def proofs_by_size(consistency: Any) -> dict[int, list[str]]:
+    """The bundle's consistency proofs, size -> hex proof (an unreadable list is edited)."""
+    if consistency is None:
+        return {}
+    try:
+        return {int(item["size"]): [str(h) for h in item["proof"]] for item in consistency}
+    except (KeyError, TypeError, ValueError) as error:
+        raise Failure(1, EDITED, "the bundle's consistency proofs are unreadable") from error
+
+
+def check_witnessed(head: Mapping[str, Any], proofs: Mapping[int, list[str]],
+                    witness: Mapping[int, Mapping[str, Any]],
+                    keys: Mapping[str, Ed25519PublicKey]) -> list[str]:
+    """Hold every witness checkpoint smaller than `head` against it: signed by a trusted key,
+    and proven a prefix of the head's tree by the consistency proof for its size. Raise Failure
+    with what contradicts; return what was shown (the larger ones are only counted: a bundle
+    made before them cannot speak for them)."""
+    size, root = head["size"], head.get("root")
+    for before, copy in sorted(witness.items()):
+        if not 0 < before < size:
+            continue
+        name = f"the witness's {checkpoint_name(copy)}"
+        try:
+            check_signature(copy, keys, before)
+        except Failure as failure:
+            raise Failure(before, WITNESS_MISMATCH if failure.reason == REHASHED
+                          else failure.reason,
+                          f"{name}: {failure.message} (another trail's witness, or a forged "
+                          f"copy)") from None
+        if before not in proofs:
+            raise Failure(before, WITNESS_MISMATCH,
+                          f"the bundle carries no consistency proof from {name} to its "
+                          f"checkpoint {size}: nothing shows its entries extend what the "
+                          f"witness saw (the control plane adds one for every checkpoint "
+                          f"it holds: checkpoint {before} is missing from its trail)")
+        try:
+            verify_consistency(before, size, bytes.fromhex(str(copy.get("root"))),
+                               bytes.fromhex(str(root)),
+                               [bytes.fromhex(node) for node in proofs[before]])
+        except (ProofError, ValueError) as error:
+            raise Failure(before, WITNESS_MISMATCH,
+                          f"the bundle's checkpoint {size} does not extend {name}: the trail "
+                          f"was rewritten at or below entry {before} after the witness saw "
+                          f"it") from error
+    held = sum(1 for s in witness if 0 < s < size)
+    later = sum(1 for s in witness if s > size)
+    return [f"{held} earlier witness checkpoints proven consistent with it",
+            *([f"{later} witness checkpoints larger than the bundle's are not held against it "
+               f"(made after it)"] if later else [])]
+
+
 def _check_checkpoint(checkpoint: Any, keys: Mapping[str, Ed25519PublicKey],
-                      witness: Mapping[int, Mapping[str, Any]] | None) -> dict[str, Any]:
+                      witness: Mapping[int, Mapping[str, Any]] | None,
+                      bundle_proofs: Any = None) -> tuple[dict[str, Any], list[str]]:
     if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("size"), int):
         raise Failure(1, EDITED, "the bundle has no checkpoint")
     check_signature(checkpoint, keys, 1)
+    shown: list[str] = []
     if witness is not None:
+        shown = check_witnessed(checkpoint, proofs_by_size(bundle_proofs), witness, keys)
         copy = witness.get(checkpoint["size"])
         if copy is None:
             raise Failure(checkpoint["size"], WITNESS_MISSING,
@@ -50,7 +108,7 @@ def _check_checkpoint(checkpoint: Any, keys: Mapping[str, Ed25519PublicKey],
             raise Failure(checkpoint["size"], WITNESS_MISMATCH,
                           f"the bundle's checkpoint {checkpoint['size']} differs from the "
                           f"witness's copy")
-    return checkpoint
+    return checkpoint, shown
 
 
 def _check_item(item: Any, checkpoint: Mapping[str, Any], bundle: Mapping[str, Any],
@@ -86,7 +144,8 @@ def verify_bundle(bundle: Any, keys: Mapping[str, Ed25519PublicKey],
     try:
         if not isinstance(bundle, dict) or bundle.get("format") != EVIDENCE_FORMAT:
             raise Failure(1, EDITED, "the file is not a v1 evidence bundle")
-        checkpoint = _check_checkpoint(bundle.get("checkpoint"), keys, witness)
+        checkpoint, shown = _check_checkpoint(bundle.get("checkpoint"), keys, witness,
+                                       bundle.get("consistency"))
         items = bundle.get("entries")
         if not isinstance(items, list):
             raise Failure(1, EDITED, "the bundle has no entry list")
@@ -99,6 +158,8 @@ def verify_bundle(bundle: Any, keys: Mapping[str, Ed25519PublicKey],
                           kind="evidence")
     seqs = [item["entry"]["seq"] for item in items]
     span = f"seq {seqs[0]}-{seqs[-1]}" if seqs else "no entries"
-    proven = (f"{count} entries of agent {bundle.get('agent')} from {bundle.get('from')} to "
-              f"{bundle.get('to')} ({span}) proven by {checkpoint_name(checkpoint)}",)
+    proven: tuple[str, ...] = (
+        f"{count} entries of agent {bundle.get('agent')} from {bundle.get('from')} to "
+        f"{bundle.get('to')} ({span}) proven by {checkpoint_name(checkpoint)}",)
+    proven += tuple(shown)
     return TrailCheck(True, count, last, proven=proven, kind="evidence")
