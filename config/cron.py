@@ -5,6 +5,7 @@ from django.conf import settings
 from rq import cron
 
 from audit.jobs import checkpoint, sequence
+from gitsource.jobs import poll_sources
 from reconciliation.jobs import (
     check_reviews,
     enforce_retention,
@@ -27,6 +28,7 @@ cron.register(expire_overdue_decisions, queue_name="default", interval=30)
 cron.register(find_silent_agents, queue_name="default", interval=settings.SILENCE_CHECK_SECONDS)
 cron.register(check_reviews, queue_name="default", interval=settings.RECERT_CHECK_SECONDS)
 cron.register(inbox_sweep, queue_name="default", interval=settings.INBOX_SWEEP_SECONDS)
+cron.register(poll_sources, queue_name="default", interval=settings.GIT_POLL_SECONDS)
 cron.register(enforce_retention, queue_name="default", interval=settings.RETENTION_CHECK_SECONDS)
 
 if settings.DEMO_SIMULATOR_SECONDS:
