@@ -4,11 +4,12 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from audit.urls import api_urlpatterns as audit_api
 from config import observability
+from gitsource.urls import api_urlpatterns as gitsource_api
 from reconciliation.urls import api_urlpatterns as reconciliation_api
 from reconciliation.urls import otlp_urlpatterns
 from registry.urls import api_urlpatterns as registry_api
 
-api_v1 = [*registry_api, *reconciliation_api, *audit_api]
+api_v1 = [*registry_api, *reconciliation_api, *audit_api, *gitsource_api]
 
 urlpatterns = [
     path("", include("console.urls")),
