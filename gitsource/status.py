@@ -16,7 +16,9 @@ from django.conf import settings
 from config import outbound
 from gitsource.choices import CommitState
 from gitsource.models import GitChange, GitSource
+from reconciliation.models import AgentStatus
 from registry.choices import VersionState
+from registry.models import DesiredStateVersion
 from registry.connector_secrets import secret_value
 
 
@@ -89,8 +91,15 @@ def verdict(change: GitChange) -> Verdict | None:
         return Verdict(CommitState.PENDING, f"proposal {version.pk} waiting for "
                        f"{version.required_approvals} approval(s){held}")
     if version.generation:  # approved, active or since superseded
+        verified = " and verified" if _verified(version) else ""
         return Verdict(CommitState.SUCCESS, f"approved and applied as generation "
-                       f"{version.generation} (proposal {version.pk})")
+                       f"{version.generation}{verified} (proposal {version.pk})")
     if version.state == VersionState.REJECTED:
         return Verdict(CommitState.FAILURE, f"proposal {version.pk} rejected")
     return Verdict(CommitState.ERROR, f"proposal {version.pk} {version.state}")
+
+
+def _verified(version: DesiredStateVersion) -> bool:
+    """True when the reconciler saw the agent converge on this very generation."""
+    return AgentStatus.objects.filter(agent_id=version.agent_id, converged=True,
+                                      converged_generation=version.generation).exists()

@@ -7,6 +7,7 @@ from audit.models import AuditEntry
 from gitsource import actions as git_actions
 from gitsource.jobs import poll_source
 from gitsource.models import GitChange, ManagedAgent
+from reconciliation.actions import reconcile_agent
 from registry import actions
 from registry.models import Agent, DesiredStateVersion
 from tests.gitsource.repos import manifest
@@ -64,6 +65,10 @@ def test_each_commit_gets_its_verdict_back_over_smart_http(people, repo, git_hos
     assert [s["state"] for s in repo.statuses(sha)] == ["pending", "success"]
     assert repo.statuses(sha)[1]["description"] == (
         f"approved and applied as generation 1 (proposal {proposal.pk})")
+    reconcile_agent(Agent.objects.get().pk, trigger="approved")  # the sandbox converges
+    poll_source(source.pk)
+    assert repo.statuses(sha)[-1]["description"] == (
+        f"approved and applied as generation 1 and verified (proposal {proposal.pk})")
 
     second = repo.commit({"agents/refund.yaml": manifest(MODEL_5)}, "Move to gpt-5")
     repo.push()
@@ -72,6 +77,7 @@ def test_each_commit_gets_its_verdict_back_over_smart_http(people, repo, git_hos
     actions.reject_proposal(rejected.pk, actor=people.carol, comment="not yet")
     poll_source(source.pk)
     assert [s["state"] for s in repo.statuses(second)] == ["pending", "failure"]
+    assert len(repo.statuses(sha)) == 3  # nothing new to say about the first commit
     assert ManagedAgent.objects.get().sync == "refused"
     assert Agent.objects.get().active_version.spec["model"] == "gpt-4.1"
 
