@@ -29,6 +29,7 @@ from console.forms import DecisionForm, GuardrailForm, ManifestForm, selector_to
 from console.lifecycle_pages import retirement_context, waiver_context
 from console.recertification_pages import lifecycle_context
 from console.reconciliation_pages import agent_state_context, inbox_counts
+from gitsource.sync_status import for_agent as git_sync_status
 from reconciliation.choices import Health
 from reconciliation.models import AgentStatus, BehaviourEvent, Escalation
 from reconciliation.sync import Sync, health_and_sync
@@ -155,6 +156,7 @@ def agent_detail(request: HttpRequest, name: str) -> HttpResponse:
         "entries": entries,
         "events": events,
         "can_propose": _may_propose_for(request.user, agent),
+        "git_sync": git_sync_status(agent),
         "can_explore_audit": has_role(request.user, Role.COMPLIANCE),
         "sees_operations": operations,
         **summary_context(agent, operations=operations),

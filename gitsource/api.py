@@ -17,9 +17,9 @@ from rest_framework.views import APIView
 from config.errors import DomainError, NotAllowed, NotFound
 from config.parsers import SafeJSONParser
 from gitsource import actions
-from gitsource.choices import SyncState
 from gitsource.jobs import enqueue_poll
-from gitsource.models import GitSource, ManagedAgent, SigningKey
+from gitsource.models import GitSource, SigningKey
+from gitsource.sync_status import for_agent
 from registry.api import IsPerson
 from registry.choices import Role
 from registry.connector_secrets import secret_value
@@ -174,29 +174,8 @@ class AgentGitStatusView(APIView):
         agent = Agent.objects.select_related("active_version").filter(name=name).first()
         if agent is None:
             raise NotFound(f"No agent named {name!r}.")
-        managed = ManagedAgent.objects.select_related("source").filter(agent=agent).first()
-        if managed is None:
+        found = for_agent(agent)
+        if found is None:
             return Response({"managed": False, "sync": None, "message": (
                 f"{name} is not managed from Git")})
-        return Response(sync_status(agent, managed))
-
-
-def sync_status(agent: Agent, managed: ManagedAgent) -> dict[str, Any]:
-    """The stored status, brought up to date with approvals since the last poll, and what
-    the last fetch said."""
-    active = agent.active_version
-    sync, message = managed.sync, managed.message
-    if (active and managed.branch_spec_sha256 == active.spec_sha256
-            and managed.branch_metadata == active.metadata and sync != SyncState.IN_SYNC):
-        sync = SyncState.IN_SYNC
-        message = (f"in sync with branch {managed.source.branch} at "
-                   f"{managed.branch_commit[:12]}, approved as generation {agent.generation}")
-    source = managed.source
-    fetch = None
-    if source.fetch_failed_at:
-        fetch = (f"fetching {source.url} has failed since {source.fetch_failed_at.isoformat()}: "
-                 f"{source.fetch_error}; generation {agent.generation} stays enforced")
-    return {"managed": True, "source": source.name, "path": managed.path, "sync": sync,
-            "message": message, "branch_commit": managed.branch_commit or None,
-            "generation": agent.generation, "fetch_error": fetch,
-            "checked_at": managed.updated_at.isoformat()}
+        return Response(found)

@@ -18,8 +18,8 @@ from gitsource.choices import CommitState
 from gitsource.models import GitChange, GitSource
 from reconciliation.models import AgentStatus
 from registry.choices import VersionState
-from registry.models import DesiredStateVersion
 from registry.connector_secrets import secret_value
+from registry.models import DesiredStateVersion
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 status goes back to the commit, and each agent says how it stands against the branch."""
 
 import pytest
+from django.test import Client
 
 from audit.models import AuditEntry
 from gitsource import actions as git_actions
@@ -47,6 +48,10 @@ def test_a_pushed_commit_becomes_a_proposal_approved_by_someone_else(people, rep
     managed = ManagedAgent.objects.get(agent=agent)
     assert (managed.sync, managed.message) == (
         "in_sync", f"in sync with commit {sha[:12]}, approved as generation 1")
+    page = Client()
+    page.force_login(people.carol)
+    text = page.get("/agents/refund-agent/").content.decode()
+    assert f"in sync with commit {sha[:12]}, approved as generation 1" in text
 
 
 def test_each_commit_gets_its_verdict_back_over_smart_http(people, repo, git_host):
@@ -120,7 +125,8 @@ def test_a_force_push_that_drops_an_approved_change_is_diverged_not_rolled_back(
     assert ManagedAgent.objects.get().sync == "in_sync"
 
 
-def test_a_fetch_that_fails_keeps_the_approved_state_and_says_so(people, repo, git_host):
+def test_a_fetch_that_fails_keeps_the_approved_state_and_says_so(people, repo, git_host,
+                                                                api_as):
     repo.commit({"agents/refund.yaml": manifest()}, "Add the refund agent")
     repo.push()
     source = source_for(people, f"{git_host.url}/agents.git")
@@ -133,6 +139,9 @@ def test_a_fetch_that_fails_keeps_the_approved_state_and_says_so(people, repo, g
     assert poll_source(source.pk)["polled"] is False
     source.refresh_from_db()
     assert source.fetch_error.startswith("git fetch failed:")
+    status = api_as(people.carol).get("/api/v1/agents/refund-agent/git").json()
+    assert status["fetch_error"].startswith(f"fetching {source.url} has failed since ")
+    assert status["fetch_error"].endswith("generation 1 stays enforced")
     agent = Agent.objects.get()
     assert agent.generation == 1 and ManagedAgent.objects.get().sync == "in_sync"
     failed = AuditEntry.objects.filter(action="git_source.fetch_failed")
@@ -173,3 +182,18 @@ def test_an_agent_managed_from_git_refuses_edits_from_elsewhere(people, repo, ap
                                          format="json")
     assert rollback.status_code == 201  # what the branch holds may be recertified
     assert DesiredStateVersion.objects.filter(spec__model="gpt-5").count() == 0
+
+
+def test_a_manifest_removed_from_the_branch_leaves_the_agent_diverged_not_retired(people, repo):
+    repo.commit({"agents/refund.yaml": manifest()}, "Add the refund agent")
+    repo.push()
+    source = source_for(people, str(repo.bare))
+    poll_source(source.pk)
+    actions.approve_proposal(DesiredStateVersion.objects.get().pk, actor=people.bob)
+    repo.commit({"agents/refund.yaml": None, "agents/other.txt": "x"}, "Remove it")
+    repo.push()
+    poll_source(source.pk)
+    managed = ManagedAgent.objects.get()
+    assert managed.sync == "diverged" and "no longer in branch main" in managed.message
+    agent = Agent.objects.get()
+    assert (agent.lifecycle, agent.generation) == ("active", 1)
