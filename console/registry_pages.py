@@ -99,7 +99,7 @@ def agent_list(request: HttpRequest) -> HttpResponse:
              if request.GET.get(key, "").strip()}
     params = AgentFilterSet(given, queryset=agent_queryset())
     if params.is_valid():
-        agents: QuerySet[Agent] = params.qs.defer(
+        agents: QuerySet[Agent] = params.qs.select_related("git").defer(
             "active_version__spec", "active_version__metadata",
             "active_version__guardrail_results",
             "active_version__permission_changes").order_by("name")

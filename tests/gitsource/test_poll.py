@@ -109,6 +109,10 @@ def test_a_force_push_that_drops_an_approved_change_is_diverged_not_rolled_back(
     assert not DesiredStateVersion.objects.filter(state="pending").exists()
     managed = ManagedAgent.objects.get()
     assert managed.sync == "diverged"
+    page = Client()
+    page.force_login(people.carol)
+    listed = page.get("/agents/").content.decode()
+    assert 'class="git-sync git-diverged"' in listed and "Git: Diverged" in listed
     assert managed.message.startswith(f"approved commit {second[:12]} (generation 2) is no "
                                       "longer in branch main")
     assert AuditEntry.objects.filter(action="git_agent.diverged", agent="refund-agent").count() == 1
