@@ -20,7 +20,7 @@ from config.outbound import listed
 from gitsource import git
 from gitsource.choices import SyncState
 from gitsource.models import GitChange, GitSource, ManagedAgent, SigningKey
-from registry.actions.proposals import apply_manifests
+from registry.actions.proposals import apply_manifests, check_can_propose
 from registry.choices import Role, VersionSource, VersionState
 from registry.connector_secrets import granted
 from registry.intake import read_manifests
@@ -42,7 +42,7 @@ def check_url(url: str) -> None:
     """A local repository under GIT_SOURCE_LOCAL_ROOTS, or http(s)/ssh to a host
     GIT_SOURCE_ALLOWED_HOSTS names; anything else is refused (422)."""
     parts = urlsplit(url)
-    if parts.scheme in ("", "file"):
+    if parts.scheme in ("", "file") and parts.netloc in ("", "localhost"):
         path = Path(parts.path if parts.scheme else url)
         roots = [Path(r).resolve() for r in settings.GIT_SOURCE_LOCAL_ROOTS]
         if path.is_absolute() and any(path.resolve().is_relative_to(r) for r in roots):
@@ -264,9 +264,8 @@ def sync_source(source_id: int, head: str) -> GitSource:
             actor, refused = _proposer(source, commit, signers)
             _propose(source, manifest, path, commit, actor, refused)
     for name, (path, _) in seen.items():
-        agent = Agent.objects.filter(name=name).first()
-        if agent is not None and not ManagedAgent.objects.filter(agent=agent).exclude(
-                source=source).exists():
+        agent = Agent.objects.select_related("owner").filter(name=name).first()
+        if agent is not None and _may_manage(source, agent):
             ManagedAgent.objects.update_or_create(agent=agent, defaults={
                 "source": source, "path": path, "sync": SyncState.AHEAD})
     for managed in (source.agents.select_related("agent__active_version")
@@ -281,6 +280,22 @@ def sync_source(source_id: int, head: str) -> GitSource:
         audit.record(actor=SYSTEM, action=AuditAction.GIT_SOURCE_FETCH_RECOVERED,
                      target=f"git_source:{source.name}", after={"head": head})
     return source
+
+
+def _may_manage(source: GitSource, agent: Agent) -> bool:
+    """A source takes over an agent only when the registry took a proposal for it from this
+    source, or the source's owner may propose for it: naming someone else's agent in a
+    folder never locks its owner out."""
+    if ManagedAgent.objects.filter(agent=agent).exclude(source=source).exists():
+        return False
+    if GitChange.objects.filter(source=source, agent_name=agent.name,
+                                version__isnull=False).exists():
+        return True
+    try:
+        check_can_propose(agent, source.owner)
+    except NotAllowed:
+        return False
+    return True
 
 
 def _metadata(manifest: Manifest) -> dict[str, Any]:

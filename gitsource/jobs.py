@@ -6,6 +6,7 @@ import logging
 import django_rq
 from django.conf import settings
 
+from config import outbound
 from config.errors import DomainError
 from gitsource import actions, git, status
 from gitsource.models import GitChange, GitSource
@@ -45,10 +46,13 @@ def poll_source(source_id: int) -> dict[str, object]:
         return {"polled": False}
     try:
         actions.check_url(source.url)  # the allow-lists may have changed since it was made
+        if source.url.startswith(("http://", "https://")):
+            # every address the name has now must be allowed (a name moved inside is refused)
+            outbound.check(source.url, settings.GIT_SOURCE_ALLOWED_HOSTS)
         head = git.fetch(actions.cache_dir(source), source.url, source.branch,
                          timeout=settings.GIT_FETCH_TIMEOUT_SECONDS,
                          config=_credentials(source))
-    except (git.GitError, DomainError) as error:
+    except (git.GitError, DomainError, outbound.Refused) as error:
         message = getattr(error, "message", None) or str(error)
         actions.record_fetch_failure(source.pk, message)
         return {"polled": False, "error": message}

@@ -201,3 +201,24 @@ def test_a_manifest_removed_from_the_branch_leaves_the_agent_diverged_not_retire
     assert managed.sync == "diverged" and "no longer in branch main" in managed.message
     agent = Agent.objects.get()
     assert (agent.lifecycle, agent.generation) == ("active", 1)
+
+
+def test_a_source_naming_someone_elses_agent_neither_proposes_nor_locks_it(people, repo,
+                                                                           api_as):
+    from registry.choices import Role
+    from tests.conftest import approved_agent, make_person, refund_manifest
+
+    approved_agent(people, "refund-agent")  # alice's, approved by bob
+    oscar = make_person("oscar", Role.OWNER)
+    repo.commit({"agents/refund.yaml": manifest(MODEL_5)}, "Take over refund-agent")
+    repo.push()
+    source = git_actions.create_source(actor=oscar, name="oscars", url=str(repo.bare),
+                                       folder="agents")
+    poll_source(source.pk)
+    assert not DesiredStateVersion.objects.filter(state="pending").exists()
+    assert GitChange.objects.get().refused.startswith("refund-agent is owned by alice")
+    assert not ManagedAgent.objects.exists()
+    answer = api_as(people.alice).post("/api/v1/agents/refund-agent/proposals",
+                                       {"spec": refund_manifest(version="2.4.0").spec},
+                                       format="json")
+    assert answer.status_code == 201
