@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 from config.errors import DomainError, NotAllowed, NotFound
 from config.parsers import SafeJSONParser
 from gitsource import actions
+from gitsource.choices import SyncState
 from gitsource.jobs import enqueue_poll
 from gitsource.models import GitSource, SigningKey
 from gitsource.sync_status import for_agent
@@ -50,10 +51,23 @@ class GitSourceSerializer(serializers.Serializer):
     commit_url = serializers.CharField(max_length=500, default="", allow_blank=True)
 
 
-SOURCE = inline_serializer("GitSource", {"name": serializers.CharField(),
-                                         "url": serializers.CharField(),
-                                         "head": serializers.CharField(allow_null=True),
-                                         "fetch_error": serializers.CharField(allow_null=True)})
+SOURCE_FIELDS = {"name": serializers.CharField(), "url": serializers.CharField(),
+                 "branch": serializers.CharField(), "folder": serializers.CharField(),
+                 "owner": serializers.CharField(), "team": serializers.CharField(),
+                 "require_signed": serializers.BooleanField(),
+                 "enabled": serializers.BooleanField(),
+                 "status_url": serializers.CharField(), "commit_url": serializers.CharField(),
+                 "head": serializers.CharField(allow_null=True),
+                 "fetched_at": serializers.DateTimeField(allow_null=True),
+                 "fetch_error": serializers.CharField(allow_null=True),
+                 "fetch_failed_at": serializers.DateTimeField(allow_null=True)}
+SOURCE = inline_serializer("GitSource", SOURCE_FIELDS)
+SOURCES = inline_serializer("GitSourceList", {"results": serializers.ListField(
+    child=serializers.DictField())})
+KEY = inline_serializer("SigningKey", {"id": serializers.IntegerField(),
+                                       "person": serializers.CharField(),
+                                       "fingerprint": serializers.CharField(),
+                                       "created_at": serializers.DateTimeField()})
 
 
 def _owned_source(name: str, actor: Any) -> GitSource:
@@ -71,7 +85,7 @@ class GitSourcesView(APIView):
     parser_classes = [SafeJSONParser]
     permission_classes = [IsPerson]
 
-    @extend_schema(responses={200: SOURCE})
+    @extend_schema(responses={200: SOURCES})
     def get(self, request: Request) -> Response:
         sources = GitSource.objects.select_related("owner").order_by("name")
         return Response({"results": [s.to_dict() for s in sources]})
@@ -113,7 +127,8 @@ class GitWebhookView(APIView):
     authentication_classes: list = []
     permission_classes = [AllowAny]
 
-    @extend_schema(request=None, responses={202: None})
+    @extend_schema(request=None, responses={202: inline_serializer(
+        "GitWebhookQueued", {"queued": serializers.BooleanField()})})
     def post(self, request: Request, name: str) -> Response:
         body = request.body
         source = GitSource.objects.filter(name=name, enabled=True).first()
@@ -154,7 +169,7 @@ class SigningKeysView(APIView):
             keys = keys.filter(person=request.user)
         return Response({"results": [_key(k) for k in keys]})
 
-    @extend_schema(request=SigningKeySerializer, responses={201: None})
+    @extend_schema(request=SigningKeySerializer, responses={201: KEY})
     def post(self, request: Request) -> Response:
         body = SigningKeySerializer(data=request.data)
         body.is_valid(raise_exception=True)
@@ -169,7 +184,9 @@ class AgentGitStatusView(APIView):
     permission_classes = [IsPerson]
 
     @extend_schema(responses={200: inline_serializer("GitSyncStatus", {
-        "sync": serializers.CharField(), "message": serializers.CharField()})})
+        "managed": serializers.BooleanField(),
+        "sync": serializers.ChoiceField(choices=SyncState.choices, allow_null=True),
+        "message": serializers.CharField()})})
     def get(self, request: Request, name: str) -> Response:
         agent = Agent.objects.select_related("active_version").filter(name=name).first()
         if agent is None:
