@@ -131,7 +131,8 @@ def _may_propose_for(user: Any, agent: Agent) -> bool:
 @login_required
 def agent_detail(request: HttpRequest, name: str) -> HttpResponse:
     """One agent: metadata, the active spec, its version history, proposals and recent audit."""
-    agent = get_object_or_404(Agent.objects.select_related("owner", "active_version"), name=name)
+    agent = get_object_or_404(Agent.objects.select_related("owner", "active_version",
+                                                           "git__source"), name=name)
     versions = list(
         agent.versions.select_related("proposed_by", "decided_by")
         .prefetch_related(_current_approvals()).order_by("-created_at")[: HISTORY_SIZE + 1])

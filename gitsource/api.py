@@ -188,7 +188,8 @@ class AgentGitStatusView(APIView):
         "sync": serializers.ChoiceField(choices=SyncState.choices, allow_null=True),
         "message": serializers.CharField()})})
     def get(self, request: Request, name: str) -> Response:
-        agent = Agent.objects.select_related("active_version").filter(name=name).first()
+        agent = (Agent.objects.select_related("active_version", "git__source")
+                 .filter(name=name).first())
         if agent is None:
             raise NotFound(f"No agent named {name!r}.")
         found = for_agent(agent)

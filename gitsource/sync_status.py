@@ -9,9 +9,13 @@ from registry.models import Agent
 
 
 def for_agent(agent: Agent) -> dict[str, Any] | None:
-    """The agent's sync status, or None when no Git source manages it."""
-    managed = ManagedAgent.objects.select_related("source").filter(agent=agent).first()
-    return None if managed is None else sync_status(agent, managed)
+    """The agent's sync status, or None when no Git source manages it (no query when the
+    agent was read with `select_related("git__source")`)."""
+    try:
+        managed = agent.git
+    except ManagedAgent.DoesNotExist:
+        return None
+    return sync_status(agent, managed)
 
 
 def sync_status(agent: Agent, managed: ManagedAgent) -> dict[str, Any]:
