@@ -78,6 +78,12 @@ class AuditAction(models.TextChoices):
     DECISION_SIGNED = "decision.signed"  # one of several sign-offs a group rule asks for
     OBSERVATION_RECORDED = "observation.recorded"
     RECONCILE_RUN = "reconcile.run"
+    GIT_SOURCE_CREATED = "git_source.created"
+    GIT_SOURCE_FETCH_FAILED = "git_source.fetch_failed"  # the last approved state stays enforced
+    GIT_SOURCE_FETCH_RECOVERED = "git_source.fetch_recovered"
+    GIT_COMMIT_REFUSED = "git_commit.refused"  # unsigned, unknown signer, invalid or denied
+    GIT_AGENT_DIVERGED = "git_agent.diverged"  # the approved state is no longer in the branch
+    GIT_SIGNING_KEY_REGISTERED = "git_signing_key.registered"
     FINDING_OPENED = "finding.opened"
     FINDING_REGRESSED = "finding.regressed"
     FINDING_CORRECTED = "finding.corrected"

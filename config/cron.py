@@ -6,6 +6,7 @@ from rq import cron
 
 from audit.jobs import checkpoint, sequence
 from chat.jobs import post_pending as post_to_chat
+from gitsource.jobs import poll_sources
 from reconciliation.jobs import (
     check_reviews,
     enforce_retention,
@@ -31,6 +32,7 @@ cron.register(check_reviews, queue_name="default", interval=settings.RECERT_CHEC
 cron.register(inbox_sweep, queue_name="default", interval=settings.INBOX_SWEEP_SECONDS)
 cron.register(post_to_chat, queue_name="default", interval=settings.INBOX_SWEEP_SECONDS)
 cron.register(deliver_to_siem, queue_name="default", interval=settings.SIEM_POLL_SECONDS)
+cron.register(poll_sources, queue_name="default", interval=settings.GIT_POLL_SECONDS)
 cron.register(enforce_retention, queue_name="default", interval=settings.RETENTION_CHECK_SECONDS)
 
 if settings.DEMO_SIMULATOR_SECONDS:

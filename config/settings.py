@@ -169,6 +169,15 @@ GUARDRAIL_COST_BUDGET = env_int("GUARDRAIL_COST_BUDGET", 1_000_000, minimum=100)
 # an IP/CIDR entry names them (config/outbound.py). None: no webhooks / http connectors.
 DECISION_WEBHOOK_HOSTS = env_allow_list("DECISION_WEBHOOK_HOSTS")
 CONNECTOR_ALLOWED_HOSTS = env_allow_list("CONNECTOR_ALLOWED_HOSTS")
+# Git sources of desired state (gitsource/): the hosts http(s) and ssh repositories and their
+# commit-status endpoints may be on, the directories local repositories may be read from (none
+# by default: a local path reads this host's files), where fetched branches are cached, how
+# long one git call may take and how often every source is polled.
+GIT_SOURCE_ALLOWED_HOSTS = env_allow_list("GIT_SOURCE_ALLOWED_HOSTS")
+GIT_SOURCE_LOCAL_ROOTS = env_list("GIT_SOURCE_LOCAL_ROOTS", [])
+GIT_CACHE_DIR = env_str("GIT_CACHE_DIR", str(VAR_DIR / "git-cache"))
+GIT_FETCH_TIMEOUT_SECONDS = env_int("GIT_FETCH_TIMEOUT_SECONDS", 60, minimum=1)
+GIT_POLL_SECONDS = env_int("GIT_POLL_SECONDS", 60, minimum=5)
 # Platform secrets an http connector may sign with: names of environment variables (or of
 # NAME_FILE variables holding a file's path). Admin grants each to owners; manifests name them.
 CONNECTOR_SECRETS = env_connector_secrets("CONNECTOR_SECRETS")
@@ -214,6 +223,7 @@ INSTALLED_APPS = [
     "audit",
     "reconciliation",
     "sources",
+    "gitsource",
     "console",
     "siem",
     "chat",

@@ -29,6 +29,7 @@ from console.forms import DecisionForm, GuardrailForm, ManifestForm, selector_to
 from console.lifecycle_pages import retirement_context, waiver_context
 from console.recertification_pages import lifecycle_context
 from console.reconciliation_pages import agent_state_context, inbox_counts
+from gitsource.sync_status import for_agent as git_sync_status
 from reconciliation.choices import Health
 from reconciliation.models import AgentStatus, BehaviourEvent, Escalation
 from reconciliation.sync import Sync, health_and_sync
@@ -98,7 +99,7 @@ def agent_list(request: HttpRequest) -> HttpResponse:
              if request.GET.get(key, "").strip()}
     params = AgentFilterSet(given, queryset=agent_queryset())
     if params.is_valid():
-        agents: QuerySet[Agent] = params.qs.defer(
+        agents: QuerySet[Agent] = params.qs.select_related("git").defer(
             "active_version__spec", "active_version__metadata",
             "active_version__guardrail_results",
             "active_version__permission_changes").order_by("name")
@@ -130,7 +131,8 @@ def _may_propose_for(user: Any, agent: Agent) -> bool:
 @login_required
 def agent_detail(request: HttpRequest, name: str) -> HttpResponse:
     """One agent: metadata, the active spec, its version history, proposals and recent audit."""
-    agent = get_object_or_404(Agent.objects.select_related("owner", "active_version"), name=name)
+    agent = get_object_or_404(Agent.objects.select_related("owner", "active_version",
+                                                           "git__source"), name=name)
     versions = list(
         agent.versions.select_related("proposed_by", "decided_by")
         .prefetch_related(_current_approvals()).order_by("-created_at")[: HISTORY_SIZE + 1])
@@ -155,6 +157,7 @@ def agent_detail(request: HttpRequest, name: str) -> HttpResponse:
         "entries": entries,
         "events": events,
         "can_propose": _may_propose_for(request.user, agent),
+        "git_sync": git_sync_status(agent),
         "can_explore_audit": has_role(request.user, Role.COMPLIANCE),
         "sees_operations": operations,
         **summary_context(agent, operations=operations),

@@ -37,6 +37,7 @@ class VersionSource(models.TextChoices):
     API = "api"
     YAML = "yaml"
     AGENT = "agent"
+    GIT = "git"
 
 
 class GuardrailEffect(models.TextChoices):

@@ -7,7 +7,7 @@ from config import settings_reference as reference
 
 ROOT = Path(__file__).resolve().parent.parent
 PRODUCT_APPS = ("config", "audit", "registry", "reconciliation", "runtime", "sandbox", "console",
-                "siem", "chat", "sources")
+                "siem", "chat", "sources", "gitsource", "compliance")
 
 
 def test_every_setting_the_code_reads_has_a_note():

@@ -240,6 +240,25 @@ API = [
         body={"expression": "true", "effect": "warn", "message": "m"}),
     Row("GET /api/v1/guardrails/g-existing/what-if",
         (401,     403,    403,    403,    403,    200,    200,    403,    403)),
+    # Git sources: people read them; owners add their own (the URL here is outside every
+    # allowed root: 422 once the role passes); its owner (alice) or admin polls; the webhook
+    # answers only a body signed with the source's secret (payments has none)
+    Row("GET /api/v1/git/sources",
+        (401,     200,    200,    200,    200,    200,    200,    403,    403)),
+    Row("POST /api/v1/git/sources",
+        (401,     422,    422,    403,    422,    403,    422,    403,    403),
+        body={"name": "new-source", "url": "/etc/no-repo.git"}),
+    Row("POST /api/v1/git/sources/payments/poll",
+        (401,     202,    403,    403,    403,    403,    202,    403,    403)),
+    Row("POST /api/v1/git/sources/payments/webhook",
+        (401,     401,    401,    401,    401,    401,    401,    401,    401), body={}),
+    Row("GET /api/v1/git/signing-keys",
+        (401,     200,    200,    200,    200,    200,    200,    403,    403)),
+    Row("POST /api/v1/git/signing-keys",
+        (401,     422,    422,    422,    422,    422,    422,    403,    403),
+        body={"public_key": "ssh-ed25519 not-a-key"}),
+    Row("GET /api/v1/agents/refund-agent/git",
+        (401,     200,    200,    200,    200,    200,    200,    403,    403)),
     # group rules: every person reads them; compliance writes; the what-if is compliance's
     Row("GET /api/v1/group-rules",
         (401,     200,    200,    200,    200,    200,    200,    403,    403)),
@@ -687,6 +706,10 @@ def build_scene() -> Scene:
     ControlState.objects.update_or_create(pk=1, defaults={
         "breaker_tripped_at": timezone.now(), "breaker_reason": "tripped for the test"})
 
+    from gitsource.actions import create_source
+
+    with override_settings(GIT_SOURCE_LOCAL_ROOTS=[str(settings.VAR_DIR)]):
+        create_source(actor=alice, name="payments", url=str(settings.VAR_DIR / "no-repo.git"))
     retirement = registry_actions.propose_retirement("other-agent", actor=people["alice"],
                                                      reason="replaced")
     waiver = registry_actions.grant_waiver("refund-agent", actor=bob, pointer="/tools/crm.search",

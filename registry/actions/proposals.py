@@ -30,6 +30,7 @@ from registry.manifest import Manifest, spec_hash
 from registry.models import Agent, Approval, DesiredStateVersion, Guardrail
 from registry.permission_diff import permission_diff, review_change, risk_score
 from registry.principals import AgentPrincipal, acting_agent
+from registry.proposal_gates import check_gates
 from registry.recertification import ReviewOverride, override_seconds, policy_seconds
 from registry.roles import has_role
 from registry.stepup import StepUp, proposal_reasons, required_error
@@ -278,6 +279,7 @@ def propose(agent: Agent, spec: dict, metadata: dict, *, actor: Any, source: str
     if base_generation is not None and base_generation != agent.generation:
         raise Conflict(f"{agent.name} is at generation {agent.generation}, not "
                        f"{base_generation}; reload and propose again", code="stale_generation")
+    check_gates(agent, spec, metadata, source=source)
     owner = agent.owner
     if metadata.get("owner", agent.owner.username) != agent.owner.username:
         owner = _owner_named(agent.name, metadata["owner"])  # a hand-over goes to a real owner

@@ -1,0 +1,1 @@
+"""Desired state from Git: sources, their poller, sync status and commit statuses."""

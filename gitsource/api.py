@@ -1,0 +1,199 @@
+"""The API of Git sources: people list them, owners add their own (admin anyone's), people
+register the SSH keys they sign commits with, anyone signed in reads an agent's sync status,
+and a Git host's webhook (HMAC-signed) asks for a poll."""
+
+import hashlib
+import hmac
+from typing import Any
+
+from django.contrib.auth.models import User
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from config.errors import DomainError, NotAllowed, NotFound
+from config.parsers import SafeJSONParser
+from gitsource import actions
+from gitsource.choices import SyncState
+from gitsource.jobs import enqueue_poll
+from gitsource.models import GitSource, SigningKey
+from gitsource.sync_status import for_agent
+from registry.api import IsPerson
+from registry.choices import Role
+from registry.connector_secrets import secret_value
+from registry.models import Agent
+from registry.roles import has_role
+
+
+class Unauthenticated(DomainError):
+    """The webhook's signature does not match the source's secret."""
+
+    status, code = 401, "bad_signature"
+
+
+class GitSourceSerializer(serializers.Serializer):
+    """`POST /git/sources`: a repository branch and folder of manifests."""
+
+    name = serializers.SlugField(max_length=63)
+    url = serializers.CharField(max_length=500)
+    branch = serializers.CharField(max_length=200, default="main")
+    folder = serializers.CharField(max_length=300, default="", allow_blank=True)
+    owner = serializers.CharField(max_length=150, required=False)
+    team = serializers.CharField(max_length=100, default="", allow_blank=True)
+    require_signed = serializers.BooleanField(default=False)
+    secret_env = serializers.CharField(max_length=100, default="", allow_blank=True)
+    webhook_secret_env = serializers.CharField(max_length=100, default="", allow_blank=True)
+    status_url = serializers.CharField(max_length=500, default="", allow_blank=True)
+    status_secret_env = serializers.CharField(max_length=100, default="", allow_blank=True)
+    commit_url = serializers.CharField(max_length=500, default="", allow_blank=True)
+
+
+SOURCE_FIELDS = {"name": serializers.CharField(), "url": serializers.CharField(),
+                 "branch": serializers.CharField(), "folder": serializers.CharField(),
+                 "owner": serializers.CharField(), "team": serializers.CharField(),
+                 "require_signed": serializers.BooleanField(),
+                 "enabled": serializers.BooleanField(),
+                 "status_url": serializers.CharField(), "commit_url": serializers.CharField(),
+                 "head": serializers.CharField(allow_null=True),
+                 "fetched_at": serializers.DateTimeField(allow_null=True),
+                 "fetch_error": serializers.CharField(allow_null=True),
+                 "fetch_failed_at": serializers.DateTimeField(allow_null=True)}
+SOURCE = inline_serializer("GitSource", SOURCE_FIELDS)
+SOURCES = inline_serializer("GitSourceList", {"results": serializers.ListField(
+    child=serializers.DictField())})
+KEY = inline_serializer("SigningKey", {"id": serializers.IntegerField(),
+                                       "person": serializers.CharField(),
+                                       "fingerprint": serializers.CharField(),
+                                       "created_at": serializers.DateTimeField()})
+
+
+def _owned_source(name: str, actor: Any) -> GitSource:
+    source = GitSource.objects.select_related("owner").filter(name=name).first()
+    if source is None:
+        raise NotFound(f"No Git source named {name!r}.")
+    if source.owner_id != actor.pk and not has_role(actor, Role.ADMIN):
+        raise NotAllowed(f"Git source {name} is {source.owner.username}'s.")
+    return source
+
+
+class GitSourcesView(APIView):
+    """`GET /api/v1/git/sources` (people), `POST` (owners: their own; admin: anyone's)."""
+
+    parser_classes = [SafeJSONParser]
+    permission_classes = [IsPerson]
+
+    @extend_schema(responses={200: SOURCES})
+    def get(self, request: Request) -> Response:
+        sources = GitSource.objects.select_related("owner").order_by("name")
+        return Response({"results": [s.to_dict() for s in sources]})
+
+    @extend_schema(request=GitSourceSerializer, responses={201: SOURCE})
+    def post(self, request: Request) -> Response:
+        if not (has_role(request.user, Role.OWNER) or has_role(request.user, Role.ADMIN)):
+            raise NotAllowed("Only owners and admins add Git sources.")  # before the body
+        body = GitSourceSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        fields = dict(body.validated_data)
+        owner = None
+        if "owner" in fields:
+            username = fields.pop("owner")
+            owner = User.objects.filter(username=username, is_active=True).first()
+            if owner is None:
+                raise NotFound(f"No person named {username!r}.")
+        source = actions.create_source(actor=request.user, owner=owner, **fields)
+        return Response(source.to_dict(), status=status.HTTP_201_CREATED)
+
+
+class GitSourcePollView(APIView):
+    """`POST /api/v1/git/sources/{name}/poll`: its owner (or admin) fetches it now."""
+
+    permission_classes = [IsPerson]
+
+    @extend_schema(request=None, responses={202: SOURCE})
+    def post(self, request: Request, name: str) -> Response:
+        source = _owned_source(name, request.user)
+        enqueue_poll(source.pk)
+        return Response(source.to_dict(), status=status.HTTP_202_ACCEPTED)
+
+
+class GitWebhookView(APIView):
+    """`POST /api/v1/git/sources/{name}/webhook`: a push on the host; the body's HMAC-SHA256
+    under the source's webhook secret in `X-Hub-Signature-256: sha256=<hex>` (as GitHub and
+    Gitea send it). A good signature queues a poll; the body is never trusted for more."""
+
+    authentication_classes: list = []
+    permission_classes = [AllowAny]
+
+    @extend_schema(request=None, responses={202: inline_serializer(
+        "GitWebhookQueued", {"queued": serializers.BooleanField()})})
+    def post(self, request: Request, name: str) -> Response:
+        body = request.body
+        source = GitSource.objects.filter(name=name, enabled=True).first()
+        secret = (secret_value(source.webhook_secret_env)
+                  if source is not None and source.webhook_secret_env else None)
+        given = request.headers.get("X-Hub-Signature-256", "")
+        if secret is None:  # no such source and no webhook secret answer alike
+            raise Unauthenticated("This source takes no webhooks, or there is no such source.")
+        expected = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+        if not hmac.compare_digest(given.encode(), expected.encode()):
+            raise Unauthenticated("The webhook signature does not match.")
+        enqueue_poll(source.pk)
+        return Response({"queued": True}, status=status.HTTP_202_ACCEPTED)
+
+
+class SigningKeySerializer(serializers.Serializer):
+    """`POST /git/signing-keys`: an OpenSSH public key you sign commits with."""
+
+    public_key = serializers.CharField(max_length=2000)
+
+
+def _key(key: SigningKey) -> dict[str, Any]:
+    return {"id": key.pk, "person": key.person.username, "fingerprint": key.fingerprint,
+            "created_at": key.created_at.isoformat()}
+
+
+class SigningKeysView(APIView):
+    """`GET /api/v1/git/signing-keys` (your own; admin: everyone's), `POST` (yours)."""
+
+    parser_classes = [SafeJSONParser]
+    permission_classes = [IsPerson]
+
+    @extend_schema(responses={200: inline_serializer("SigningKeys", {
+        "results": serializers.ListField(child=serializers.DictField())})})
+    def get(self, request: Request) -> Response:
+        keys = SigningKey.objects.select_related("person").order_by("pk")
+        if not has_role(request.user, Role.ADMIN):
+            keys = keys.filter(person=request.user)
+        return Response({"results": [_key(k) for k in keys]})
+
+    @extend_schema(request=SigningKeySerializer, responses={201: KEY})
+    def post(self, request: Request) -> Response:
+        body = SigningKeySerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        key = actions.register_signing_key(actor=request.user,
+                                           public_key=body.validated_data["public_key"])
+        return Response(_key(key), status=status.HTTP_201_CREATED)
+
+
+class AgentGitStatusView(APIView):
+    """`GET /api/v1/agents/{name}/git`: how the agent stands against its Git branch."""
+
+    permission_classes = [IsPerson]
+
+    @extend_schema(responses={200: inline_serializer("GitSyncStatus", {
+        "managed": serializers.BooleanField(),
+        "sync": serializers.ChoiceField(choices=SyncState.choices, allow_null=True),
+        "message": serializers.CharField()})})
+    def get(self, request: Request, name: str) -> Response:
+        agent = (Agent.objects.select_related("active_version", "git__source")
+                 .filter(name=name).first())
+        if agent is None:
+            raise NotFound(f"No agent named {name!r}.")
+        found = for_agent(agent)
+        if found is None:
+            return Response({"managed": False, "sync": None, "message": (
+                f"{name} is not managed from Git")})
+        return Response(found)

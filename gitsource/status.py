@@ -1,0 +1,105 @@
+"""Status back to Git: each commit's verdict (refused, waiting for approval, approved,
+rejected) as a commit status, through a small provider interface.
+
+`CommitStatuses` is the interface; `HttpCommitStatuses` is its one implementation, GitHub's
+commit-status call (`POST {status_url}/statuses/{sha}` with state, description, context and
+target_url), which the local Git server in the tests serves too. docs/git.md maps it to
+GitHub and GitLab.
+"""
+
+import json
+from dataclasses import dataclass
+from typing import Protocol
+
+from django.conf import settings
+
+from config import outbound
+from gitsource.choices import CommitState
+from gitsource.models import GitChange, GitSource
+from reconciliation.models import AgentStatus
+from registry.choices import VersionState
+from registry.connector_secrets import secret_value
+from registry.models import DesiredStateVersion
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a commit status says about one manifest of one commit."""
+
+    state: CommitState
+    description: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.state}:{self.description}"[:300]
+
+
+class StatusRefused(OSError):
+    """The Git host did not take the status (unreachable, refused, or not allowed)."""
+
+
+class CommitStatuses(Protocol):
+    """Where commit statuses go: one call per status."""
+
+    def post(self, sha: str, *, state: CommitState, context: str, description: str,
+             target_url: str) -> None: ...
+
+
+class HttpCommitStatuses:
+    """GitHub's commit-status API shape, through the outbound guard (allowed hosts only,
+    address pinned, no redirects); a token from a connector secret when the source names one."""
+
+    def __init__(self, status_url: str, token: str | None) -> None:
+        self.status_url, self.token = status_url.rstrip("/"), token
+
+    def post(self, sha: str, *, state: CommitState, context: str, description: str,
+             target_url: str) -> None:
+        url = f"{self.status_url}/statuses/{sha}"
+        try:
+            destination = outbound.check(url, settings.GIT_SOURCE_ALLOWED_HOSTS)
+        except outbound.Refused as error:
+            raise StatusRefused(str(error)) from None
+        headers = {"Content-Type": "application/json", "Accept": "application/json",
+                   "Host": destination.host}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        body = json.dumps({"state": state.value, "context": context,
+                           "description": description[:140], "target_url": target_url})
+        answer = outbound.send(destination, "POST", destination.path, headers, body.encode(),
+                               timeout=10)
+        if not 200 <= answer.status < 300:
+            raise StatusRefused(f"{url} answered {answer.status}")
+
+
+def provider_for(source: GitSource) -> CommitStatuses | None:
+    """The source's status provider, or None when it reports no statuses."""
+    if not source.status_url:
+        return None
+    token = secret_value(source.status_secret_env) if source.status_secret_env else None
+    return HttpCommitStatuses(source.status_url, token)
+
+
+def verdict(change: GitChange) -> Verdict | None:
+    """The status a change's commit carries now (None: nothing to say yet)."""
+    if change.refused:
+        return Verdict(CommitState.FAILURE, f"refused: {change.refused}")
+    version = change.version
+    if version is None:
+        return None
+    if version.state == VersionState.PENDING:
+        held = "; held: a guardrail could not be evaluated" if version.held else ""
+        return Verdict(CommitState.PENDING, f"proposal {version.pk} waiting for "
+                       f"{version.required_approvals} approval(s){held}")
+    if version.generation:  # approved, active or since superseded
+        verified = " and verified" if _verified(version) else ""
+        return Verdict(CommitState.SUCCESS, f"approved and applied as generation "
+                       f"{version.generation}{verified} (proposal {version.pk})")
+    if version.state == VersionState.REJECTED:
+        return Verdict(CommitState.FAILURE, f"proposal {version.pk} rejected")
+    return Verdict(CommitState.ERROR, f"proposal {version.pk} {version.state}")
+
+
+def _verified(version: DesiredStateVersion) -> bool:
+    """True when the reconciler saw the agent converge on this very generation."""
+    return AgentStatus.objects.filter(agent_id=version.agent_id, converged=True,
+                                      converged_generation=version.generation).exists()
