@@ -209,6 +209,7 @@ INSTALLED_APPS = [
     "config",
     "audit",
     "reconciliation",
+    "compliance",
     "console",
 ]
 

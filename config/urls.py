@@ -3,12 +3,13 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from audit.urls import api_urlpatterns as audit_api
+from compliance.urls import api_urlpatterns as compliance_api
 from config import observability
 from reconciliation.urls import api_urlpatterns as reconciliation_api
 from reconciliation.urls import otlp_urlpatterns
 from registry.urls import api_urlpatterns as registry_api
 
-api_v1 = [*registry_api, *reconciliation_api, *audit_api]
+api_v1 = [*registry_api, *reconciliation_api, *audit_api, *compliance_api]
 
 urlpatterns = [
     path("", include("console.urls")),
