@@ -4,7 +4,10 @@ one owner's agents at once, and two people lift it.
 Placing a stop marks every agent it reaches suspended in one transaction (so every decision is
 denied and every desired-state answer says `running: false`), wakes their held long-polls after
 commit (their adapters and MCP proxies refuse calls at once), closes their pending decisions as
-deny, and queues a job that suspends each on its platform through its connector. The stop row
+deny, and queues a job that suspends each on its platform through its connector. One audit row
+names the stop, its person, its reason and every agent it suspended (one per agent would hold
+the stop's commit for a fleet of thousands); the job writes one per agent as each platform
+follows. The stop row
 itself is read at the decision point and by the desired-state answer too, so an agent a human
 resumes, or one registered into the scope later, stays refused while the stop stands.
 
@@ -116,7 +119,7 @@ def _enqueue(job: str, stop_id: int) -> None:
     transaction.on_commit(enqueue, robust=True)
 
 
-@transaction.atomic(durable=True)
+@transaction.atomic
 def place_stop(*, actor: Any, scope: Any, reason: Any, team: Any = None, selector: Any = None,
                owner: Any = None) -> Stop:
     """Stop every agent in the scope at once (see the module's docstring)."""
@@ -139,11 +142,6 @@ def place_stop(*, actor: Any, scope: Any, reason: Any, team: Any = None, selecto
                         "owner": person.username if person else None,
                         "agents": [a.name for a in reached],
                         "suspended": stop.agents}, reason=reason)
-    for agent in suspended:
-        audit.record(actor=actor, action=AuditAction.AGENT_SUSPENDED,
-                     target=f"agent:{agent.name}", agent=agent.name,
-                     before={"lifecycle": "active"}, after={"lifecycle": "suspended"},
-                     reason=said)
     _deny_pending(reached, actor=actor, said=said)
     from reconciliation.alerts import broadcast
     from reconciliation.fleet_snapshot import request_refresh
@@ -179,7 +177,7 @@ def _active_stop(stop_id: Any) -> Stop:
     return stop
 
 
-@transaction.atomic(durable=True)
+@transaction.atomic
 def request_lift(stop_id: Any, *, actor: Any, reason: Any) -> Stop:
     """The first of two people asks to lift a stop; nothing runs again until a second
     approves."""
@@ -198,7 +196,7 @@ def request_lift(stop_id: Any, *, actor: Any, reason: Any) -> Stop:
     return stop
 
 
-@transaction.atomic(durable=True)
+@transaction.atomic
 def approve_lift(stop_id: Any, *, actor: Any) -> Stop:
     """A second person approves the lift: the agents this stop suspended run again, unless
     another stop or a block still holds them."""
@@ -222,18 +220,11 @@ def approve_lift(stop_id: Any, *, actor: Any) -> Stop:
         if a.name not in blocked and stop_covering(a, others) is None]
     Agent.objects.filter(pk__in=[a.pk for a in resumed]).update(lifecycle=Lifecycle.ACTIVE,
                                                                  updated_at=now)
-    said = (f"stop {stop.pk} lifted: asked by {stop.lift_requested_by.username} "
-            f"({stop.lift_reason}), approved by {actor.username}")
     audit.record(actor=actor, action=AuditAction.STOP_LIFTED, target=f"stop:{stop.pk}",
                  before={"active": True},
                  after={"active": False, "lift_requested_by": stop.lift_requested_by.username,
                         "lifted_by": actor.username, "resumed": [a.name for a in resumed]},
                  reason=stop.lift_reason)
-    for agent in resumed:
-        audit.record(actor=actor, action=AuditAction.AGENT_RESUMED,
-                     target=f"agent:{agent.name}", agent=agent.name,
-                     before={"lifecycle": "suspended"}, after={"lifecycle": "active"},
-                     reason=said)
     from reconciliation.fleet_snapshot import request_refresh
 
     request_refresh()

@@ -9,7 +9,7 @@ from django.utils import timezone
 from audit.models import AuditEntry
 from compliance import actions
 from compliance.models import Stop
-from config.errors import Conflict, Invalid, NotAllowed
+from config.errors import Conflict, NotAllowed
 from reconciliation import actions as reconciliation
 from reconciliation.actions.common import desired_now
 from registry.models import Agent
@@ -56,8 +56,6 @@ def test_a_team_stop_denies_its_agents_and_leaves_the_others_alone(people, fleet
     placed = AuditEntry.objects.get(action="stop.placed")
     assert (placed.actor, placed.reason) == ("dana", "refund loop in payments")
     assert placed.after["suspended"] == ["payout-agent", "refund-agent"]
-    assert set(AuditEntry.objects.filter(action="agent.suspended").values_list(
-        "agent", flat=True)) == {"payout-agent", "refund-agent"}
 
 
 @pytest.mark.parametrize(("scope", "fields", "stopped"), [

@@ -23,15 +23,12 @@ from reconciliation.models import SandboxAgent
 from registry import actions
 from tests.clients.adapters.conftest import RESOURCES
 from tests.clients.adapters.test_pydantic_ai_paths import caller
-from tests.clients.conftest import agent_key, keys, push_agent, server  # noqa: F401 (fixtures)
-from tests.clients.test_mcp_proxy import (  # noqa: F401 (fixtures)
+from tests.clients.test_mcp_proxy import (
     AGENT,
     AGENTCTL,
     QUICK,
     approved_support_agent,
-    http_upstream,
     start,
-    state,
     stop,
     with_session,
 )
@@ -39,18 +36,18 @@ from tests.compliance.personas import labelled_agent
 from tests.conftest import eventually
 
 
-def as_person(server: str, key: str, method: str, path: str, body: dict | None = None
+def as_person(base: str, key: str, method: str, path: str, body: dict | None = None
               ) -> httpx.Response:
-    return httpx.request(method, f"{server}/api/v1{path}", json=body, timeout=30,
+    return httpx.request(method, f"{base}/api/v1{path}", json=body, timeout=30,
                          headers={"Authorization": f"Token {key}"})
 
 
-def lift_with_two_people(server: str, dana: str, admin: str, stop_id: int) -> None:
-    asked = as_person(server, dana, "POST", f"/stops/{stop_id}/lift", {"reason": "fixed"})
+def lift_with_two_people(base: str, dana: str, admin: str, stop_id: int) -> None:
+    asked = as_person(base, dana, "POST", f"/stops/{stop_id}/lift", {"reason": "fixed"})
     assert asked.status_code == 200, asked.text
-    own = as_person(server, dana, "POST", f"/stops/{stop_id}/lift/approve")
+    own = as_person(base, dana, "POST", f"/stops/{stop_id}/lift/approve")
     assert own.status_code == 403 and own.json()["error"]["code"] == "four_eyes"
-    approved = as_person(server, admin, "POST", f"/stops/{stop_id}/lift/approve")
+    approved = as_person(base, admin, "POST", f"/stops/{stop_id}/lift/approve")
     assert approved.status_code == 200, approved.text
 
 
