@@ -11,3 +11,10 @@ def enforce_stop_job(stop_id: int) -> dict[str, list[str]]:
 def release_stop_job(stop_id: int) -> dict[str, list[str]]:
     """Resume a lifted stop's agents on their platforms (those still active here)."""
     return release_on_platforms(stop_id)
+
+
+def end_window_job(window_id: int) -> bool:
+    """A maintenance window's end: recorded, and a pass for each agent it covered."""
+    from compliance.actions.maintenance import end_window
+
+    return end_window(window_id)

@@ -74,3 +74,48 @@ class Stop(models.Model):
                 "lift_requested_by": name(self.lift_requested_by),
                 "lift_requested_at": self.lift_requested_at, "lift_reason": self.lift_reason,
                 "lifted_by": name(self.lifted_by), "lifted_at": self.lifted_at}
+
+
+class MaintenanceWindow(models.Model):
+    """A scheduled window for the agents a label selector picks ({} picks every agent): drift
+    found in it is recorded, and its corrections wait for the window's end, except the
+    operation kinds listed in `allowed`. It ends on time by itself: a job at `ends_at` asks
+    for a pass of every agent it covered."""
+
+    selector = models.JSONField(default=dict, blank=True)
+    starts_at = models.DateTimeField()
+    ends_at = models.DateTimeField()
+    allowed = models.JSONField(default=list, blank=True)  # operation kinds that still run
+    reason = models.TextField()
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT,
+                                   related_name="+")
+    created_at = models.DateTimeField()
+    cancelled_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT,
+                                     null=True, blank=True, related_name="+")
+    cancelled_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)  # when its end was recorded
+
+    class Meta:
+        indexes = [models.Index(fields=["ends_at"], name="maintenance_ends_at")]
+
+    def __str__(self) -> str:
+        return f"maintenance window {self.pk}"
+
+    def covers(self, agent: Any) -> bool:
+        return selector_matches(self.selector, agent.labels or {})
+
+    def open_at(self, now: Any) -> bool:
+        """In force at `now`: started, not ended, not cancelled."""
+        return self.cancelled_at is None and self.starts_at <= now < self.ends_at
+
+    def describe(self) -> str:
+        return ("every agent" if not self.selector else "agents labelled " + ", ".join(
+            f"{k}={v}" for k, v in sorted(self.selector.items())))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.pk, "selector": self.selector, "reaches": self.describe(),
+                "starts_at": self.starts_at, "ends_at": self.ends_at, "allowed": self.allowed,
+                "reason": self.reason, "created_by": self.created_by.username,
+                "created_at": self.created_at,
+                "cancelled_by": self.cancelled_by.username if self.cancelled_by else None,
+                "cancelled_at": self.cancelled_at, "ended_at": self.ended_at}

@@ -15,6 +15,8 @@ from django.utils import timezone
 
 import audit
 from audit.choices import AuditAction
+from compliance.actions.maintenance import hold_for_window
+from compliance.maintenance import window_for
 from reconciliation.actions.common import SYSTEM, breaker_held, held_still, open_escalation
 from reconciliation.actions.correct import (
     _applied,
@@ -133,6 +135,8 @@ def reconcile_agent(agent_id: int, *, trigger: str, now: datetime | None = None
             max_attempts=settings.RECONCILE_MAX_ATTEMPTS)
         findings = _upsert_findings(ctx, decision.drifts,
                                     {d.fingerprint for d in decision.regressed})
+        if (window := window_for(agent, now)) is not None:  # drift recorded, fixes wait
+            hold_for_window(agent, window, decision, findings)
         if decision.drifts and was_converged and trigger != Trigger.APPROVED:
             ControlState.objects.filter(pk=control.pk).update(
                 post_convergence_drift=control.post_convergence_drift + 1)
