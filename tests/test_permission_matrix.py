@@ -22,7 +22,7 @@ same scene. A route (and, for the API, each of its methods) missing from the tab
 import re
 import uuid
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -305,6 +305,16 @@ API = [
         body={"reason": "drill over"}),
     Row("POST /api/v1/stops/{lifting}/lift/approve",  # dana asked: she may not approve it
         (401,     403,    403,    403,    403,    403,    200,    403,    403)),
+    Row("GET /api/v1/maintenance-windows",
+        (401,     403,    403,    200,    200,    200,    200,    403,    403)),
+    Row("POST /api/v1/maintenance-windows",
+        (401,     403,    403,    403,    403,    201,    201,    403,    403),
+        body=lambda: {"starts_at": timezone.now().isoformat(), "reason": "upgrade",
+                      "ends_at": (timezone.now() + timedelta(hours=1)).isoformat(),
+                      "selector": {"stop-drill": "yes"}}),
+    Row("POST /api/v1/maintenance-windows/{window}/cancel",
+        (401,     403,    403,    403,    403,    200,    200,    403,    403),
+        body={"reason": "done early"}),
     Row("GET /api/v1/dashboard",
         (401,     200,    200,    200,    200,    200,    200,    403,    403)),
     Row("GET /api/v1/inbox",  # an owner's: their own agents to recertify
@@ -692,8 +702,13 @@ def build_scene() -> Scene:
     stop = compliance_actions.place_stop(actor=people["dana"], **drill)
     lifting = compliance_actions.place_stop(actor=people["dana"], **drill)
     compliance_actions.request_lift(lifting.pk, actor=people["dana"], reason="drill over")
+    window = compliance_actions.schedule_window(
+        actor=people["dana"], starts_at=timezone.now().isoformat(), reason="upgrade",
+        ends_at=(timezone.now() + timedelta(hours=1)).isoformat(),
+        selector={"stop-drill": "yes"})
     scene = Scene(ids={
         "pending_waiver": pending_waiver.pk, "stop": stop.pk, "lifting": lifting.pk,
+        "window": window.pk,
         "retirement": retirement.pk, "waiver": waiver.pk, "pending": pending.pk, "erins": erins.pk,
         "escalation": escalation.pk,
         "erins_esc": erins_esc.pk, "decision_esc": Escalation.objects.get(decision=asked).pk,
@@ -907,7 +922,8 @@ def test_every_route_and_api_method_is_in_the_table():
         path = path.split("?")[0].format(pending=1, erins=1, escalation=1, erins_esc=1,
                                          decision_esc=1, finding=1, decision=uuid.uuid4(),
                                          token=1, retirement=1, waiver=1,
-                                         pending_waiver=1, stop=1, lifting=1)
+                                         pending_waiver=1, stop=1, lifting=1,
+                                         window=1)
         covered.add((method, resolve(path).route))
     missing = []
     for route, callback in every_route():
