@@ -129,6 +129,18 @@ class AuditAction(models.TextChoices):
     SIEM_SINK_DELETED = "siem.sink_deleted"
     CHAT_ACCOUNT_LINKED = "chat.account_linked"
     CHAT_ACCOUNT_UNLINKED = "chat.account_unlinked"
+    # The stop button (compliance/): placed, a lift asked for, the lift approved by a second
+    # person, and each agent suspended or resumed on its platform through its connector.
+    STOP_PLACED = "stop.placed"
+    STOP_LIFT_REQUESTED = "stop.lift_requested"
+    STOP_LIFTED = "stop.lifted"
+    STOP_ENFORCED = "stop.enforced"
+    STOP_RELEASED = "stop.released"
+    # Maintenance windows (compliance/): corrections wait while one is open.
+    MAINTENANCE_SCHEDULED = "maintenance.scheduled"
+    MAINTENANCE_CANCELLED = "maintenance.cancelled"
+    MAINTENANCE_HELD = "maintenance.held"
+    MAINTENANCE_ENDED = "maintenance.ended"
 
 
 class SignatureAlgorithm(models.TextChoices):

@@ -224,6 +224,7 @@ INSTALLED_APPS = [
     "reconciliation",
     "sources",
     "gitsource",
+    "compliance",
     "console",
     "siem",
     "chat",

@@ -4,6 +4,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from audit.urls import api_urlpatterns as audit_api
 from chat.urls import api_urlpatterns as chat_api
+from compliance.urls import api_urlpatterns as compliance_api
 from config import observability
 from gitsource.urls import api_urlpatterns as gitsource_api
 from reconciliation.urls import api_urlpatterns as reconciliation_api
@@ -13,7 +14,7 @@ from siem.urls import api_urlpatterns as siem_api
 from sources.urls import api_urlpatterns as sources_api
 
 api_v1 = [*registry_api, *reconciliation_api, *audit_api, *sources_api, *siem_api, *chat_api,
-          *gitsource_api]
+          *gitsource_api, *compliance_api]
 
 urlpatterns = [
     path("", include("console.urls")),

@@ -18,6 +18,7 @@ from console import (
     registry_pages,
     review_pages,
     stepup_pages,
+    stop_pages,
     toxic_pages,
     vendored,
     verify_pages,
@@ -26,6 +27,9 @@ from console.signin_pages import SignInCallbackView, SignInPageView, SignInReque
 
 urlpatterns = [
     path("", reconciliation_pages.overview, name="home"),
+    path("stops/", stop_pages.stop_place, name="stop-place"),
+    path("stops/<int:pk>/lift", stop_pages.stop_lift, name="stop-lift"),
+    path("stops/<int:pk>/lift/approve", stop_pages.stop_lift_approve, name="stop-lift-approve"),
     path("escalations/", escalation_pages.escalations, name="escalations"),
     path("escalations/<int:pk>/triage", escalation_pages.escalation_triage,
          name="escalations-triage"),

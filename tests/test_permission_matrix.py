@@ -22,7 +22,7 @@ same scene. A route (and, for the API, each of its methods) missing from the tab
 import re
 import uuid
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -37,6 +37,7 @@ from rest_framework.test import APIClient
 from rest_framework.views import APIView
 
 from audit.models import AuditEntry
+from compliance import actions as compliance_actions
 from reconciliation import actions
 from reconciliation.models import ControlState, Escalation, Finding
 from registry import actions as registry_actions
@@ -315,6 +316,27 @@ API = [
     Row("POST /api/v1/control/breaker/reset",
         (401,     403,    403,    403,    403,    200,    200,    403,    403),
         body={"reason": "looked at it"}),
+    # The stop button: compliance or admin press it and lift it, a second person approves.
+    Row("GET /api/v1/stops",
+        (401,     403,    403,    200,    200,    200,    200,    403,    403)),
+    Row("POST /api/v1/stops",
+        (401,     403,    403,    403,    403,    201,    201,    403,    403),
+        body={"scope": "selector", "selector": {"stop-drill": "yes"}, "reason": "drill"}),
+    Row("POST /api/v1/stops/{stop}/lift",
+        (401,     403,    403,    403,    403,    200,    200,    403,    403),
+        body={"reason": "drill over"}),
+    Row("POST /api/v1/stops/{lifting}/lift/approve",  # dana asked: she may not approve it
+        (401,     403,    403,    403,    403,    403,    200,    403,    403)),
+    Row("GET /api/v1/maintenance-windows",
+        (401,     403,    403,    200,    200,    200,    200,    403,    403)),
+    Row("POST /api/v1/maintenance-windows",
+        (401,     403,    403,    403,    403,    201,    201,    403,    403),
+        body=lambda: {"starts_at": timezone.now().isoformat(), "reason": "upgrade",
+                      "ends_at": (timezone.now() + timedelta(hours=1)).isoformat(),
+                      "selector": {"stop-drill": "yes"}}),
+    Row("POST /api/v1/maintenance-windows/{window}/cancel",
+        (401,     403,    403,    403,    403,    200,    200,    403,    403),
+        body={"reason": "done early"}),
     Row("GET /api/v1/dashboard",
         (401,     200,    200,    200,    200,    200,    200,    403,    403)),
     Row("GET /api/v1/inbox",  # an owner's: their own agents to recertify
@@ -563,6 +585,14 @@ FORMS = [
         body={**TOXIC, "name": "t-new"}, audited=("toxic_rule.created",)),
     Row("POST /toxic/t-existing/delete", (L, 403, 403, 403, 403, D, D, L, L),
         body={}, audited=("toxic_rule.deleted",)),
+    # The overview's stop panel.
+    Row("POST /stops/",                 (L, R, R, R, R, D, D, L, L),
+        body={"scope": "selector", "target": "stop-drill=yes", "reason": "drill"},
+        audited=("stop.placed",)),
+    Row("POST /stops/{stop}/lift",      (L, R, R, R, R, D, D, L, L),
+        body={"reason": "drill over"}, audited=("stop.lift_requested",)),
+    Row("POST /stops/{lifting}/lift/approve", (L, R, R, R, R, R, D, L, L),
+        body={}, audited=("stop.lifted",)),
     # The cards on /approvals/ and /escalations/ post to one escalation's triage and resolve.
     Row("POST /escalations/{escalation}/resolve", (L, 403, 403, D, D, R, D, L, L),
         body={"resolution": "revert", "comment": "back"}, audited=("escalation.resolved",)),
@@ -720,8 +750,18 @@ def build_scene() -> Scene:
         ticket="CHG-2", duration="1h")
     actions.set_shadow(actor=alice, agent=other, enabled=True, duration="1h",
                        reason="migration")  # alice asks; a second person approves
+    # two stops that reach no agent of the scene: one standing, one dana asked to lift
+    drill = {"scope": "selector", "selector": {"stop-drill": "yes"}, "reason": "drill"}
+    stop = compliance_actions.place_stop(actor=people["dana"], **drill)
+    lifting = compliance_actions.place_stop(actor=people["dana"], **drill)
+    compliance_actions.request_lift(lifting.pk, actor=people["dana"], reason="drill over")
+    window = compliance_actions.schedule_window(
+        actor=people["dana"], starts_at=timezone.now().isoformat(), reason="upgrade",
+        ends_at=(timezone.now() + timedelta(hours=1)).isoformat(),
+        selector={"stop-drill": "yes"})
     scene = Scene(ids={
-        "pending_waiver": pending_waiver.pk,
+        "pending_waiver": pending_waiver.pk, "stop": stop.pk, "lifting": lifting.pk,
+        "window": window.pk,
         "retirement": retirement.pk, "waiver": waiver.pk, "pending": pending.pk, "erins": erins.pk,
         "escalation": escalation.pk,
         "erins_esc": erins_esc.pk, "decision_esc": Escalation.objects.get(decision=asked).pk,
@@ -935,7 +975,8 @@ def test_every_route_and_api_method_is_in_the_table():
         path = path.split("?")[0].format(pending=1, erins=1, escalation=1, erins_esc=1,
                                          decision_esc=1, finding=1, decision=uuid.uuid4(),
                                          token=1, retirement=1, waiver=1,
-                                         pending_waiver=1)
+                                         pending_waiver=1, stop=1, lifting=1,
+                                         window=1)
         covered.add((method, resolve(path).route))
     missing = []
     for route, callback in every_route():

@@ -9,6 +9,7 @@ from django.utils import timezone
 import audit
 from audit.chain import canonical_json
 from audit.choices import AuditAction
+from compliance.stops import stop_covering
 from reconciliation import alerts
 from reconciliation.attribution import is_rollout
 from reconciliation.choices import (
@@ -37,9 +38,15 @@ def state_hash(state: dict[str, Any]) -> str:
 
 def desired_now(agent: Agent, now: datetime) -> dict[str, Any]:
     """The effective desired state at `now`: approved spec (narrowed to the safe tools while
-    an overdue review restricts it), expired grants removed."""
-    return effective_desired(agent.enforced_spec, now,
-                             suspended=agent.lifecycle == Lifecycle.SUSPENDED)
+    an overdue review restricts it), expired grants removed, not running while the agent is
+    suspended or a stop reaches it."""
+    return effective_desired(agent.enforced_spec, now, suspended=held_still(agent))
+
+
+def held_still(agent: Agent) -> bool:
+    """Whether the agent must not run: suspended, or reached by a stop in force (which also
+    holds an agent resumed by hand or registered into the stop's scope after it)."""
+    return agent.lifecycle == Lifecycle.SUSPENDED or stop_covering(agent) is not None
 
 
 def link(agent: Agent) -> str:

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 import audit
 from audit.choices import AuditAction
+from compliance.stops import stop_reason
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from reconciliation.actions.common import alert, audit_label, enforcement_held, suspend_agent
 from reconciliation.actions.settle import refresh_status
@@ -380,6 +381,9 @@ def resume_agent(agent: Agent, *, actor: Any, reason: str) -> None:
     if not reason.strip():
         raise Invalid("Clearing a block needs a reason.",
                       details=[{"pointer": "/reason", "message": "required"}])
+    if (stopped := stop_reason(agent)) is not None:
+        raise Conflict(f"{agent.name} is stopped ({stopped}): it runs again when two people "
+                       "lift the stop.", code="stopped")
     updated = Agent.objects.filter(pk=agent.pk, lifecycle=Lifecycle.SUSPENDED).update(
         lifecycle=Lifecycle.ACTIVE, updated_at=timezone.now())
     if not updated:

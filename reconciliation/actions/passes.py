@@ -15,7 +15,9 @@ from django.utils import timezone
 
 import audit
 from audit.choices import AuditAction
-from reconciliation.actions.common import SYSTEM, breaker_held, open_escalation
+from compliance.actions.maintenance import hold_for_window
+from compliance.maintenance import window_for
+from reconciliation.actions.common import SYSTEM, breaker_held, held_still, open_escalation
 from reconciliation.actions.correct import (
     _applied,
     _block,
@@ -130,12 +132,14 @@ def reconcile_agent(agent_id: int, *, trigger: str, now: datetime | None = None
         decision = decide(
             agent.enforced_spec, actual, now, agent=agent.name, generation=agent.generation,
             waived=tuple(waivers),
-            suspended=agent.lifecycle == Lifecycle.SUSPENDED, findings=_finding_views(agent),
+            suspended=held_still(agent), findings=_finding_views(agent),
             hold_applied=ctx.shadow or bool(breaker_held(agent, control)),
             verify_timeout=timedelta(seconds=settings.RECONCILE_VERIFY_TIMEOUT_SECONDS),
             max_attempts=settings.RECONCILE_MAX_ATTEMPTS)
         findings = _upsert_findings(ctx, decision.drifts,
                                     {d.fingerprint for d in decision.regressed})
+        if (window := window_for(agent, now)) is not None:  # drift recorded, fixes wait
+            hold_for_window(agent, window, decision, findings)
         if decision.drifts and was_converged and trigger != Trigger.APPROVED:
             ControlState.objects.filter(pk=control.pk).update(
                 post_convergence_drift=control.post_convergence_drift + 1)

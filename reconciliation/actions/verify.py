@@ -6,6 +6,7 @@ from django.utils import timezone
 
 import audit
 from audit.choices import AuditAction
+from compliance.stops import stop_covering
 from reconciliation.actions.common import SYSTEM, alert
 from reconciliation.actions.pass_context import PassContext
 from reconciliation.choices import CorrectionResult, FindingStatus
@@ -15,7 +16,8 @@ from registry.models import Agent
 
 
 def _suspended(agent: Agent) -> bool:
-    return Agent.objects.filter(pk=agent.pk, lifecycle=Lifecycle.SUSPENDED).exists()
+    return (Agent.objects.filter(pk=agent.pk, lifecycle=Lifecycle.SUSPENDED).exists()
+            or stop_covering(agent) is not None)
 
 
 def _schedule_verify(agent: Agent) -> None:

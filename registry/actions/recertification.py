@@ -13,6 +13,7 @@ from django.utils import timezone
 import audit
 from audit.actions import actor_label
 from audit.choices import AuditAction
+from compliance.stops import held_by_stop
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from reconciliation.choices import EscalationKind, EscalationStatus
 from reconciliation.fleet_snapshot import request_refresh
@@ -108,6 +109,8 @@ def _resume_if_overdue_suspended(agent: Agent, *, actor: Any, version: DesiredSt
     """A suspension the overdue review caused ends with the recertification; one a human or
     the reconciler chose for another reason stays."""
     if agent.lifecycle != Lifecycle.SUSPENDED or effect != OverdueEffect.SUSPEND:
+        return
+    if held_by_stop(agent):  # a stop holds it until two people lift it
         return
     Agent.objects.filter(pk=agent.pk).update(lifecycle=Lifecycle.ACTIVE,
                                              updated_at=timezone.now())

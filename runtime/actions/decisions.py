@@ -12,6 +12,7 @@ from django.utils import timezone
 
 import audit
 from audit.choices import AuditAction
+from compliance.stops import stop_reason
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from reconciliation.actions.common import SYSTEM, alert, desired_now, state_hash
 from reconciliation.choices import DecisionOutcome, DecisionStatus, EscalationStatus
@@ -122,7 +123,9 @@ def request_decision(agent: Agent, request: DecisionRequest | dict[str, Any], *,
     callback_url = callback_url or asked.callback_url
     request = asked.to_dict()
     now = timezone.now()
-    outcome, rule = evaluate(desired_now(agent, now), asked, agent, now)
+    stopped = stop_reason(agent)
+    outcome, rule = ((DecisionOutcome.DENY, stopped) if stopped is not None
+                     else evaluate(desired_now(agent, now), asked, agent, now))
     approvals = 1
     if outcome != DecisionOutcome.DENY:
         try:
@@ -241,6 +244,9 @@ def decide_pending(decision_id: str, *, actor: Any, allow: bool, comment: str) -
         _close(decision, actor=SYSTEM, status=DecisionStatus.EXPIRED,
                outcome=DecisionOutcome.DENY, comment="nobody answered in time")
         raise Conflict(too_late(decision), code="expired")
+    if allow and (stopped := stop_reason(decision.agent)) is not None:
+        raise Conflict(f"{decision.agent.name} is stopped ({stopped}): nothing it asks is "
+                       "allowed until the stop is lifted.", code="stopped")
     if allow and decision.required_approvals > 1:
         if actor.username in decision.approvals:
             raise Conflict("You signed this off already; another approver must.",

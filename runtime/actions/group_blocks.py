@@ -16,6 +16,7 @@ from django.utils import timezone
 
 import audit
 from audit.choices import AuditAction
+from compliance.stops import held_by_stop
 from reconciliation.actions.common import SYSTEM, cluster_held, suspend_agent
 from reconciliation.actions.settle import refresh_status
 from reconciliation.choices import FindingStatus, Trigger
@@ -114,7 +115,8 @@ def lift_group_block(breach_id: int, now: datetime | None = None) -> bool:
                          before={"status": FindingStatus.BLOCKED},
                          after={"status": FindingStatus.RESOLVED}, reason=reason)
         for agent in {f.agent.pk: f.agent for f in findings}.values():
-            still = Finding.objects.filter(agent=agent, status=FindingStatus.BLOCKED).exists()
+            still = (Finding.objects.filter(agent=agent, status=FindingStatus.BLOCKED).exists()
+                     or held_by_stop(agent))  # a stop holds it until lifted
             if still or not Agent.objects.filter(
                     pk=agent.pk, lifecycle=Lifecycle.SUSPENDED).update(
                     lifecycle=Lifecycle.ACTIVE, updated_at=now):
