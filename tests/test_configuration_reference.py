@@ -54,5 +54,5 @@ def test_variables_read_outside_the_settings_are_documented_too():
             if "migrations" not in path.parts and path.name != "settings.py":
                 read |= _environment_reads(path)
     # Django's own, and the variables a process passes to the ones it starts.
-    read -= {"DJANGO_SETTINGS_MODULE", "PYTHONPATH", "REDIS_URL", "DATABASE_URL"}
+    read -= {"DJANGO_SETTINGS_MODULE", "PYTHONPATH", "PATH", "REDIS_URL", "DATABASE_URL"}
     assert sorted(name for name in read if f"`{name}`" not in page) == []
