@@ -78,7 +78,8 @@ $(TS)/node_modules/.package-lock.json: $(TS)/package-lock.json
 ts-install: $(TS)/node_modules/.package-lock.json
 
 test-ts: install ts-install
-	$(PY) -m pytest tests/clients/test_typescript.py tests/clients/test_typescript_verifier.py
+	$(PY) -m pytest tests/clients/test_typescript.py tests/clients/test_typescript_verifier.py \
+	  tests/clients/test_typescript_mcp.py
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make example FRAMEWORK=vercel-ai|langgraph-js`, with `make demo` running in another shell: pack the
+# `make example FRAMEWORK=vercel-ai|openai-agents-js|langgraph-js`, with `make demo` running in another shell: pack the
 # TypeScript client (clients/typescript), install the tarball with the framework into a fresh
 # folder (var/ts-example/FRAMEWORK), register the framework's refund agent as alice, approve it as
 # bob, and run it there with its own token, governed in its own Node.js process. Ctrl-C stops it.
@@ -8,7 +8,7 @@ FRAMEWORK="${1:?usage: examples/typescript/governed_agent.sh vercel-ai [run opti
 shift
 cd "$(dirname "$0")/../.."
 EXAMPLE="examples/typescript/$FRAMEWORK"
-[ -f "$EXAMPLE/agent.mjs" ] || { echo "no TypeScript example for $FRAMEWORK yet (there are: vercel-ai, langgraph-js)" >&2; exit 2; }
+[ -f "$EXAMPLE/agent.mjs" ] || { echo "no TypeScript example for $FRAMEWORK yet (there are: vercel-ai, openai-agents-js, langgraph-js)" >&2; exit 2; }
 PY=.venv/bin/python
 NAME="refund-$FRAMEWORK"
 export AGENTGOV_URL="${AGENTGOV_URL:-http://127.0.0.1:8000}"
@@ -24,6 +24,7 @@ cp "$EXAMPLE/agent.mjs" "$EXAMPLE/manifest.yaml" "$HERE/"
 # The framework at the version the client is tested with.
 case "$FRAMEWORK" in
   langgraph-js) PACKAGES="@langchain/langgraph @langchain/core zod" ;;
+  openai-agents-js) PACKAGES="@openai/agents zod" ;;
   *) PACKAGES="ai zod" ;;
 esac
 DEPS=$(PACKAGES="$PACKAGES" node -p 'const d = require("./clients/typescript/package.json").devDependencies;

@@ -127,7 +127,7 @@ def test_an_untouched_export_is_proven_by_its_signed_checkpoints(
     assert verify(path, "--public-key", str(pem))[0] == 0
 
     status, _, err = verify(path)  # nothing trusted, nothing proven
-    assert status == 1 and "--public-key" in err
+    assert status == 2 and "--public-key" in err  # a usage mistake
 
 
 @pytest.mark.parametrize("tamper, seq, reason", [
@@ -300,7 +300,7 @@ def test_the_agent_page_offers_the_evidence_download_to_those_who_may_fetch_it(
 def test_the_public_key_given_as_base64_must_be_a_key(trail, exported, verify):
     path, _ = exported()
     status, _, err = verify(path, "--public-key", base64.b64encode(b"short").decode())
-    assert status == 1 and err.startswith("error: ")
+    assert status == 2 and err.startswith("error: ")  # a usage mistake
 
 
 # --- CSV for spreadsheets ---------------------------------------------------------------------

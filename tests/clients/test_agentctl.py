@@ -182,7 +182,8 @@ def test_usage_mistakes_and_an_unreachable_server_are_reported_plainly(keys, cap
     url = f"http://127.0.0.1:{free_port()}"
     assert main(["--url", url, f"--token={keys.alice}", "get", "agents"]) == 1
     assert capsys.readouterr().err.startswith("error: GET ")
-    assert main(["audit", "verify", "--file", "/no/such/export.jsonl"]) == 1
+    assert main(["audit", "verify", "--file", "/no/such/export.jsonl"]) == 2  # usage
+    assert capsys.readouterr().err.startswith("error: /no/such/export.jsonl")
 
 
 def test_the_installed_console_script_works(server, keys):

@@ -65,6 +65,7 @@ def test_the_typescript_suite_passes_against_a_real_control_plane(
 @pytest.mark.parametrize("framework, packages", [
     ("vercel-ai", ("ai", "zod")),
     ("langgraph-js", ("@langchain/langgraph", "@langchain/core", "zod")),
+    ("openai-agents-js", ("@openai/agents", "zod")),
 ])
 def test_the_packed_package_installs_into_a_fresh_folder_and_runs_the_example(
         node_modules, people, live_server_process, keys, tmp_path, framework, packages):

@@ -15,11 +15,14 @@ from agentgov import checkpoints as signing
 from agentgov.entries import entry_hash
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from django.utils import timezone
 
 import audit
 from audit import keys
 from audit.choices import AuditAction
+from audit.models import AuditEntry
 from tests.audit.conftest import key_file  # noqa: F401 (autouse: rotations stay this test's)
+from tests.audit.test_archive import archive, grant, live_export, old_then_new  # noqa: F401
 from tests.audit.test_offline_verify import (  # noqa: F401 (fixtures)
     checkpoints_key_file,
     evidence,
@@ -36,6 +39,7 @@ from tests.clients.test_typescript import TS, node_modules, npm  # noqa: F401 (f
 pytestmark = pytest.mark.django_db
 
 FAILED = re.compile(r"^FAILED at seq (\d+): ([a-z-]+): ")
+BROKEN = re.compile(r"^BROKEN at seq (\d+)$")
 
 
 @pytest.fixture(scope="session")
@@ -47,8 +51,8 @@ def ts_built(node_modules) -> Path:  # noqa: F811
 
 @pytest.fixture
 def ts_verify(ts_built):
-    def run(path: Path, *args: str) -> tuple[int, str, str]:
-        done = subprocess.run(["node", str(ts_built), "verify", str(path), *args],
+    def run(path: Path, *args: str | Path) -> tuple[int, str, str]:
+        done = subprocess.run(["node", str(ts_built), "verify", str(path), *map(str, args)],
                               capture_output=True, text=True, timeout=120)
         return done.returncode, done.stdout, done.stderr
 
@@ -56,20 +60,29 @@ def ts_verify(ts_built):
 
 
 def verdict(status: int, out: str, err: str) -> tuple:
-    """What both verifiers must agree on: OK with the same count and head, or FAILED at the
-    same seq for the same reason."""
-    if status == 0:
-        return ("OK", out.splitlines()[0])
+    """What both verifiers must agree on: the exit status and the first line's words (OK or
+    CHAIN ONLY with the same count and head, FAILED at the same seq for the same reason, BROKEN
+    at the same seq, or a usage mistake)."""
+    if status in (0, 3):
+        first = out.splitlines()[0]
+        assert first.startswith("OK " if status == 0 else "CHAIN ONLY "), (status, out, err)
+        return ("OK" if status == 0 else "CHAIN ONLY", first)
     first = err.splitlines()[0] if err else ""
+    if status == 2:
+        assert first.startswith("error: ") and out == "", (status, out, err)
+        return ("USAGE",)
+    assert status == 1 and out == "", (status, out, err)
+    if match := BROKEN.match(first):
+        return ("BROKEN", int(match.group(1)))
     match = FAILED.match(first)
-    assert status == 1 and match, (status, out, err)
+    assert match, (status, out, err)
     return ("FAILED", int(match.group(1)), match.group(2))
 
 
 @pytest.fixture
 def both(verify, ts_verify):  # noqa: F811
-    def run(path: Path, *args: str) -> tuple:
-        python, typescript = verify(path, *args), ts_verify(path, *args)
+    def run(path: Path, *args: str | Path) -> tuple:
+        python, typescript = verify(path, *map(str, args)), ts_verify(path, *args)
         assert verdict(*python) == verdict(*typescript), (python, typescript)
         return verdict(*typescript)
 
@@ -222,53 +235,143 @@ def test_after_a_rotation_both_prove_the_export_with_the_first_key_alone(
     assert reason == "retired-key" and int(seq) > rotation["seq"], err
 
 
+def test_archives_and_the_live_export_joined_as_one_trail_get_the_same_verdict_from_both(
+        old_then_new, tmp_path, people, api_as, django_capture_on_commit_callbacks,  # noqa: F811
+        public_key, both):  # noqa: F811
+    first = archive(old_then_new, tmp_path / "archive")
+    with django_capture_on_commit_callbacks(execute=True):
+        for n in range(15, 22):
+            grant(people, n)
+    second = archive(timezone.now(), tmp_path / "archive")
+    assert first is not None and second is not None
+    files = [tmp_path / "archive" / first.file_name, tmp_path / "archive" / second.file_name]
+    live = live_export(people, api_as, django_capture_on_commit_callbacks, tmp_path)
+    head = AuditEntry.objects.order_by("-seq").first()
+
+    for path in [*files, live]:  # each file alone proves itself from its boundary
+        assert both(path, "--public-key", public_key)[0] == "OK", path.name
+    assert both(*files, live, "--public-key", public_key) == (
+        "OK", f"OK {head.seq} entries, head {head.hash}")
+    assert both(*files, live) == ("USAGE",)  # nothing trusted to prove them with
+
+    # The middle archive left out: a gap. A boundary that does not continue: edited.
+    assert both(files[0], live, "--public-key", public_key) == (
+        "FAILED", first.last_seq + 1, "deleted")
+    assert both(live, files[0], "--public-key", public_key)[0] == "FAILED"  # out of order
+    records = [json.loads(line) for line in live.read_text().splitlines()]
+    records[0]["boundary"]["hash"] = "0" * 64
+    forged = write(tmp_path / "forged.jsonl", records)
+    assert both(*files, forged, "--public-key", public_key) == (
+        "FAILED", second.last_seq + 1, "edited")
+    # An archive edited after the fact, and a live export whose checkpoints were dropped.
+    lines = [json.loads(line) for line in files[0].read_text().splitlines()]
+    next(r for r in lines if r["type"] == "entry")["entry"]["reason"] = "rewritten"
+    edited = write(tmp_path / "edited.jsonl", lines)
+    assert both(edited, files[1], live, "--public-key", public_key) == ("FAILED", 1, "edited")
+    records[0] = json.loads(live.read_text().splitlines()[0])  # the true boundary again
+    unsigned = write(tmp_path / "unsigned.jsonl",
+                     [r for r in records if r["type"] != "checkpoint"])
+    assert both(*files, unsigned, "--public-key", public_key) == (
+        "FAILED", second.last_seq + 1, "unsigned")
+
+    # A CSV export of the live part after the archives: unsigned, or asked for, chain only.
+    with django_capture_on_commit_callbacks(execute=True):
+        body = b"".join(api_as(people.dana).get("/api/v1/audit/export?format=csv")).decode()
+    spreadsheet = tmp_path / "live.csv"
+    spreadsheet.write_text(body, encoding="utf-8", newline="")
+    csv_head = body.splitlines()[-1].split(",")[-1]
+    csv_count = int(body.splitlines()[-1].split(",")[0])
+    assert both(*files, spreadsheet, "--public-key", public_key) == (
+        "FAILED", second.last_seq + 1, "unsigned")
+    assert both(*files, spreadsheet, "--public-key", public_key, "--chain-only") == (
+        "CHAIN ONLY", f"CHAIN ONLY {csv_count} entries, head {csv_head}: chain only, nothing "
+                      "proven by a signature")
+    assert both(spreadsheet, "--chain-only") == ("FAILED", 1, "deleted")  # archives missing
+    rows = body.splitlines(keepends=True)
+    cut = tmp_path / "cut.csv"
+    cut.write_text(rows[0] + "".join(rows[2:]), encoding="utf-8", newline="")
+    assert both(*files, cut, "--public-key", public_key, "--chain-only") == (
+        "FAILED", second.last_seq + 1, "deleted")
+    changed = tmp_path / "changed.csv"
+    changed.write_text(rows[0] + rows[1].replace("token:", "token:9", 1) + "".join(rows[2:]),
+                       encoding="utf-8", newline="")
+    assert both(*files, changed, "--public-key", public_key, "--chain-only") == (
+        "FAILED", second.last_seq + 1, "edited")
+
+
+def test_with_a_witness_archives_and_the_live_export_join_in_both(
+        settings, tmp_path, people, refund_agent, api_as, django_capture_on_commit_callbacks,
+        both):
+    copies = tmp_path / "witness"
+    settings.AUDIT_WITNESSES = [f"file://{copies}"]
+    settings.AUDIT_CHECKPOINT_EVERY = 5
+    with django_capture_on_commit_callbacks(execute=True):
+        for n in range(12):
+            grant(people, n)
+        cut = timezone.now()
+        for n in range(12, 15):
+            grant(people, n, agent="refund-agent")
+        made = archive(cut, tmp_path / "archive")
+    key = api_as(people.dana).get("/api/v1/audit/keys").json()["keys"][0]["public_key"]
+    live = live_export(people, api_as, django_capture_on_commit_callbacks, tmp_path)
+    archived = tmp_path / "archive" / made.file_name
+    assert both(archived, live, "--public-key", key, "--witness", copies)[0] == "OK"
+    newest = max(int(p.stem.split("-")[1]) for p in copies.glob("checkpoint-*.json"))
+    (copies / f"checkpoint-{newest:012d}.json").unlink()
+    assert both(archived, live, "--public-key", key, "--witness", copies) == (
+        "FAILED", newest, "witness-missing")
+
+
 # --- issue 28's rules, the TypeScript verifier alone ------------------------------------------
 
 
 def test_a_key_or_witness_given_and_nothing_signed_is_unsigned_not_ok(
-        witness, public_key, trail, exported, api_as, people, tmp_path, ts_verify):  # noqa: F811
+        witness, public_key, trail, exported, api_as, people, tmp_path, both):  # noqa: F811
     path, records = exported()
     entries_only = [r for r in records if r["type"] != "checkpoint"]
-    status, out, err = ts_verify(write(path, entries_only), "--public-key", public_key)
-    assert (status, out) == (1, "") and err.startswith("FAILED at seq 1: unsigned: "), err
-    status, _, err = ts_verify(path, "--public-key", public_key, "--witness", str(witness))
-    assert status == 1 and FAILED.match(err).group(2) in ("unsigned", "witness-mismatch"), err
+    assert both(write(path, entries_only), "--public-key", public_key) == ("FAILED", 1, "unsigned")
+    # The witness's signed copies prove what the file's dropped checkpoints no longer do.
+    assert both(path, "--public-key", public_key, "--witness", witness)[0] == "OK"
 
     body = b"".join(api_as(people.dana).get("/api/v1/audit/export?format=csv")).decode("utf-8")
     csv_path = tmp_path / "trail.csv"
     csv_path.write_text(body, encoding="utf-8", newline="")
-    status, _, err = ts_verify(csv_path, "--public-key", public_key)
-    assert status == 1 and err.startswith("FAILED at seq 1: unsigned: "), err
-    status, _, err = ts_verify(csv_path, "--witness", str(witness))
-    assert status == 1 and err.startswith("FAILED at seq 1: unsigned: "), err
+    assert both(csv_path, "--public-key", public_key) == ("FAILED", 1, "unsigned")
+    assert both(csv_path, "--witness", witness) == ("USAGE",)  # nothing trusted to prove it with
+    bare = tmp_path / "entries.jsonl"  # an entries-only JSONL, one entry object a line
+    bare.write_text("".join(json.dumps(r["entry"]) + "\n" for r in records if r["type"] == "entry"))
+    assert both(bare, "--public-key", public_key) == ("FAILED", 1, "unsigned")
+    assert both(bare, "--public-key", public_key, "--witness", witness)[0] == "OK"
+    assert both(bare, "--chain-only")[0] == "CHAIN ONLY"
 
 
 def test_chain_only_must_be_asked_for_and_says_so(public_key, trail, exported, api_as, people,  # noqa: F811
-                                                  tmp_path, ts_verify):
+                                                  tmp_path, both, ts_verify):
     path, records = exported()
-    status, out, err = ts_verify(path)  # nothing trusted, and not asked for a chain-only check
-    assert status == 2 and "--chain-only" in err and out == ""
-    status, out, _ = ts_verify(path, "--chain-only")
-    assert status == 3
-    assert out.splitlines()[0] == (f"OK {records[0]['size']} entries, head "
-                                   f"{records[-1]['entry']['hash']}: chain only, nothing proven "
-                                   "by a signature")
-    status, _, err = ts_verify(path, "--chain-only", "--public-key", public_key)
-    assert status == 2 and "--chain-only" in err
+    assert both(path) == ("USAGE",)  # nothing trusted, and not asked for a chain-only check
+    assert both(tmp_path / "absent.jsonl", "--public-key", public_key) == ("USAGE",)
+    assert both(path, "--public-key", "c2hvcnQ=") == ("USAGE",)  # not a key
+    # A v1 export is proven by its signatures: checking its chain alone is not offered.
+    assert both(path, "--chain-only") == ("USAGE",)
+    assert both(path, "--chain-only", "--public-key", public_key) == ("USAGE",)
 
     body = b"".join(api_as(people.dana).get("/api/v1/audit/export?format=csv")).decode("utf-8")
     csv_path = tmp_path / "trail.csv"
     csv_path.write_text(body, encoding="utf-8", newline="")
-    status, out, _ = ts_verify(csv_path, "--chain-only")
-    assert status == 3 and "chain only" in out.splitlines()[0]
+    assert both(csv_path) == ("USAGE",)
+    head = body.splitlines()[-1].split(",")[-1]
+    count = len(body.splitlines()) - 1
+    assert both(csv_path, "--chain-only") == (
+        "CHAIN ONLY", f"CHAIN ONLY {count} entries, head {head}: chain only, nothing proven by a "
+                      "signature")
     edited = re.sub(r"token:3,", "token:4,", body, count=1)
     assert edited != body
     csv_path.write_text(edited, encoding="utf-8", newline="")
-    status, _, err = ts_verify(csv_path, "--chain-only")
-    assert status == 1 and FAILED.match(err).group(2) == "edited", err
+    seq = next(int(line.split(",")[0]) for line in edited.splitlines()[1:] if "token:4," in line)
+    assert both(csv_path, "--chain-only") == ("BROKEN", seq)
     help_text = subprocess.run(["node", str(TS / "dist" / "audit" / "cli.js"), "--help"],
                                capture_output=True, text=True, check=True).stdout
-    assert "chain only" in help_text and "unsigned" in help_text
+    assert "CHAIN ONLY" in help_text and "unsigned" in help_text and "FILE..." in help_text
 
 
 def test_a_key_range_from_configuration_bounds_what_the_key_proves(

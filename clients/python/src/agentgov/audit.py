@@ -570,12 +570,20 @@ def trusted_keys(given: Iterable[str]) -> KeyRing:
             keys.update(listed)
             keys.ranges.update(ranges)
             continue
-        key = signing.load_public_key(text)
+        try:
+            key = signing.load_public_key(text)
+        except ValueError as error:
+            raise UsageMistake(f"--public-key: {error}") from error
         keys[signing.key_id(key)] = key
     return keys
 
 
-class NothingToProve(ValueError):
+class UsageMistake(ValueError):
+    """A request the verifier cannot answer as asked (exit 2, "error: ..."): a key that is not
+    one, a file that is not there, files that cannot be joined, nothing to prove a file with."""
+
+
+class NothingToProve(UsageMistake):
     """Asked to verify a file that carries no signatures without a key or witness to prove it
     with, and without --chain-only: the verifier will not say OK for a chain alone."""
 
@@ -590,6 +598,9 @@ def verify_file(path: str | Path | list[str | Path], fmt: str | None = None, *,
     only by the witness's signed checkpoints, and what they do not reach fails as `unsigned`;
     `chain_only` checks its chain alone, and the result says so (kind "chain")."""
     public_keys = list(public_keys)
+    for given in path if isinstance(path, list) else [path]:
+        if not Path(given).is_file():
+            raise UsageMistake(f"{given}: no such file")
     if isinstance(path, list):
         paths = [Path(p) for p in path]
         if len(paths) == 1:
@@ -599,11 +610,11 @@ def verify_file(path: str | Path | list[str | Path], fmt: str | None = None, *,
             if spreadsheet is not None:
                 paths = paths[:-1]
             if any(sniff(p) != "export" for p in paths):
-                raise ValueError("only v1 exports (archives, then the live export or a CSV "
+                raise UsageMistake("only v1 exports (archives, then the live export or a CSV "
                                  "export) are joined")
             keys = trusted_keys(public_keys)
             if not keys:
-                raise ValueError("an export is proven by signed checkpoints: pass --public-key")
+                raise NothingToProve("an export is proven by signed checkpoints: pass --public-key")
             try:
                 copies = read_witness(witness) if witness is not None else None
             except Failure as failure:
@@ -628,7 +639,7 @@ def verify_file(path: str | Path | list[str | Path], fmt: str | None = None, *,
     path = Path(path)
     fmt = fmt or sniff(path)
     if fmt not in ("jsonl", "csv", "export", "evidence"):
-        raise ValueError(f"unknown format {fmt!r}; expected jsonl or csv")
+        raise UsageMistake(f"unknown format {fmt!r}; expected jsonl or csv")
     if fmt == "jsonl" and sniff(path) in ("export", "evidence"):
         fmt = sniff(path)
     if fmt in ("csv", "jsonl"):
@@ -651,7 +662,7 @@ def verify_file(path: str | Path | list[str | Path], fmt: str | None = None, *,
                              f"an {fmt}, proven by its signed checkpoints")
     keys = trusted_keys(public_keys)
     if not keys:
-        raise ValueError(f"an {fmt} is proven by signed checkpoints: pass --public-key")
+        raise NothingToProve(f"an {fmt} is proven by signed checkpoints: pass --public-key")
     try:
         copies = read_witness(witness) if witness is not None else None
     except Failure as failure:

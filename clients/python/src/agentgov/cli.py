@@ -15,7 +15,7 @@ from agentgov import monitor
 from agentgov.audit import (
     EXIT_FAILED,
     EXIT_USAGE,
-    NothingToProve,
+    UsageMistake,
     trusted_keys,
     verify_file,
 )
@@ -235,7 +235,7 @@ def cmd_audit_verify(client: Client | None, args: argparse.Namespace, out: TextI
         try:
             check = verify_file(path, args.format, public_keys=args.public_key or (),
                                 witness=args.witness, chain_only=args.chain_only)
-        except NothingToProve as error:
+        except UsageMistake as error:
             sys.stderr.write(f"error: {error}\n")
             return EXIT_USAGE
         if not check.ok:

@@ -8,7 +8,7 @@
  * file. */
 
 import { readFileSync, readdirSync } from "node:fs";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 
 import { JsonNumber, JsonValue, canonical, integer, isObject, parseJson } from "./json.js";
 import { TrustedKey, keyFromRaw, verifySignature } from "./keys.js";
@@ -25,10 +25,17 @@ export const ENTRY_FIELDS = [...HASHED_FIELDS, "hash"];
 export type Reason = "edited" | "deleted" | "truncated" | "rehashed" | "witness-mismatch"
   | "witness-missing" | "unknown-key" | "retired-key" | "unsigned";
 
-/** The first thing wrong with a file: the seq where it shows and one plain reason. */
+/** The first thing wrong with a file: the seq where it shows and one plain reason (none for a
+ * chain checked alone that breaks: `BROKEN at seq S`, as `agentctl audit verify` says it). */
 export class Failure extends Error {
-  constructor(readonly seq: number, readonly reason: Reason, readonly detail: string) {
-    super(`FAILED at seq ${seq}: ${reason}: ${detail}`);
+  constructor(readonly seq: number, readonly reason: Reason | null, readonly detail: string) {
+    super(reason === null ? `BROKEN at seq ${seq}` : `FAILED at seq ${seq}: ${reason}: ${detail}`);
+  }
+
+  /** The same failure, said of one of several files joined as one trail. */
+  in(file: string): Failure {
+    return new Failure(this.seq, this.reason ?? "edited", `${file}: ${this.detail
+      || "an entry does not hold (edited, or out of order)"}`);
   }
 }
 
@@ -55,8 +62,9 @@ export interface Verdict {
 
 export function firstLine(verdict: Verdict): string {
   if (verdict.failure) return verdict.failure.message;
-  const ok = `OK ${verdict.count} entries, head ${verdict.head}`;
-  return verdict.outcome === "chain-only" ? `${ok}: chain only, nothing proven by a signature` : ok;
+  return verdict.outcome === "chain-only"
+    ? `CHAIN ONLY ${verdict.count} entries, head ${verdict.head}: chain only, nothing proven by a signature`
+    : `OK ${verdict.count} entries, head ${verdict.head}`;
 }
 
 type Entry = Record<string, JsonValue>;
@@ -111,7 +119,8 @@ class KeyRing {
   constructor(keys: TrustedKey[]) { for (const key of keys) this.keys.set(key.keyId, { ...key }); }
 
   /** Whether a checkpoint's signature proves it: unknown-key, retired-key, rehashed, or fine. */
-  check(checkpoint: Checkpoint, size: number, root: string, failAt: number): void {
+  check(checkpoint: Checkpoint, size: number, root: string, failAt: number,
+        otherRoot: Reason = "rehashed"): void {
     const keyId = str(checkpoint.key_id) ?? "";
     const key = this.keys.get(keyId);
     if (!key) {
@@ -127,7 +136,7 @@ class KeyRing {
         + "not hold");
     }
     if (str(checkpoint.root) !== root) {
-      throw new Failure(failAt, "rehashed", `entries up to ${size} do not hash to the root `
+      throw new Failure(failAt, otherRoot, `entries up to ${size} do not hash to the root `
         + `${checkpointName(checkpoint)} signed`);
     }
   }
@@ -162,93 +171,109 @@ function readWitness(folder: string): Map<number, { checkpoint: Checkpoint; file
 
 export class UsageError extends Error {}
 
-/** The walk over an export's entries, shared by JSONL and CSV. */
-function walkExport(header: Record<string, JsonValue>, checkpoints: Checkpoint[],
-                    entries: { entry: JsonValue; line: number }[], options: VerifyOptions,
-                    signed: boolean): Verdict {
+type Witness = Map<number, { checkpoint: Checkpoint; file: string }>;
+
+/** Where the walk over one file ended, and where it started: what a file joined after it must
+ * continue, and what it must have continued. */
+interface Walk {
+  header: Record<string, JsonValue>;
+  start: number;
+  startHash: string;
+  startNodes: [number, string][];
+  count: number;
+  head: string;
+  tree: Frontier;
+  ring: KeyRing;
+  proven: string[];
+  skipped: string[];
+}
+
+/** The signed fields of a checkpoint, the algorithm and the signature: what a witness's copy
+ * must repeat exactly. */
+function signedPart(checkpoint: Checkpoint): string {
+  return canonical({ size: checkpoint.size ?? null, root: checkpoint.root ?? null,
+    at: checkpoint.at ?? null, key_id: checkpoint.key_id ?? null,
+    algorithm: checkpoint.algorithm ?? null, signature: checkpoint.signature ?? null });
+}
+
+/** The archive boundary a file starts after: entry `size`'s hash and the tree at `size` as its
+ * complete subtrees, largest first. */
+function readBoundary(boundary: JsonValue | undefined): { size: number; hash: string; tree: Frontier } | null {
+  if (boundary === undefined || boundary === null) return null;
+  const unreadable = new Failure(1, "edited", "the header's archive boundary is unreadable");
+  if (!isObject(boundary) || typeof boundary.hash !== "string" || !Array.isArray(boundary.frontier)) {
+    throw unreadable;
+  }
+  const size = integer(boundary.size);
+  if (size === undefined) throw unreadable;
+  let tree: Frontier;
+  try {
+    tree = new Frontier(boundary.frontier.map((node) => {
+      if (!Array.isArray(node) || node.length !== 2 || integer(node[0]) === undefined
+          || typeof node[1] !== "string" || !/^[0-9a-fA-F]{64}$/.test(node[1])) throw new Error("bad node");
+      return [integer(node[0])!, node[1].toLowerCase()] as [number, string];
+    }));
+  } catch {
+    throw new Failure(1, "edited", "the header's archive boundary is not a tree of its size");
+  }
+  if (size < 1 || tree.size !== size) {
+    throw new Failure(1, "edited", "the header's archive boundary is not a tree of its size");
+  }
+  return { size, hash: boundary.hash, tree };
+}
+
+/** One pass over a v1 export's entries (or, `entries`, a CSV's or an entries-only JSONL's, which
+ * only a witness's signed checkpoints can prove): the chain, the tree, and each checkpoint as the
+ * walk reaches its size. Everything must end proven by a key in `ring`. */
+function walkExport(header: Record<string, JsonValue>, checkpoints: Checkpoint[], entries: JsonValue[],
+                    ring: KeyRing, witness: Witness | null, kind: "export" | "entries"): Walk {
   const proven: string[] = [];
   const skipped: string[] = [];
-  const ring = new KeyRing(options.keys ?? []);
-  const witness = options.witness ? readWitness(options.witness) : null;
-  const checking = !options.chainOnly;
+  const boundary = readBoundary(header.boundary);
+  const start = boundary?.size ?? 0;
+  let prev = boundary?.hash ?? GENESIS;
+  const tree = boundary?.tree ?? new Frontier();
+  const startNodes = tree.nodes.map(([level, hash]) => [level, hash] as [number, string]);
 
-  // An archive's continuation starts from the boundary: chain hash and the tree's frontier.
-  let start = 0;
-  let prev = GENESIS;
-  let tree = new Frontier();
-  const boundary = header.boundary;
-  if (boundary !== undefined && boundary !== null) {
-    const size = isObject(boundary) ? integer(boundary.size) : undefined;
-    const frontier = isObject(boundary) && Array.isArray(boundary.frontier) ? boundary.frontier : null;
-    if (size === undefined || size < 0 || !isObject(boundary) || typeof boundary.hash !== "string"
-        || !frontier) {
-      throw new Failure(1, "edited", "the header's boundary is not {size, hash, frontier}");
-    }
-    try {
-      tree = new Frontier(frontier.map((node) => {
-        if (!Array.isArray(node) || node.length !== 2 || integer(node[0]) === undefined
-            || typeof node[1] !== "string") throw new Error("bad node");
-        return [integer(node[0])!, node[1]] as [number, string];
-      }));
-    } catch {
-      throw new Failure(size + 1, "edited", "the header's boundary frontier is malformed");
-    }
-    if (tree.size !== size) {
-      throw new Failure(size + 1, "edited", `the boundary frontier makes a tree of ${tree.size}, `
-        + `not ${size}`);
-    }
-    start = size;
-    prev = boundary.hash;
-  }
-
-  // Checkpoints by size, legacy ones listed and skipped.
-  const bySize = new Map<number, Checkpoint>();
+  // The checkpoints still to prove, by size: the file's own, then the witness's copies it lacks
+  // (which must hold for the file all the same). Those before the boundary proved an archive.
+  const pending = new Map<number, { checkpoint: Checkpoint; witnessed: boolean }>();
   for (const checkpoint of checkpoints) {
-    const size = integer(checkpoint.size);
-    if (size === undefined || size < 0) {
-      throw new Failure(start + 1, "edited", "a checkpoint without a whole-number size");
-    }
-    if (checkpoint.algorithm === "hmac-sha256") {
-      skipped.push(`${checkpointName(checkpoint)}: hmac-sha256, not verifiable offline`);
+    if (checkpoint.algorithm !== "ed25519") {
+      skipped.push(`${checkpointName(checkpoint)}: ${String(checkpoint.algorithm)}, not verifiable offline`);
       continue;
     }
-    if (bySize.has(size) && canonical(bySize.get(size)) !== canonical(checkpoint)) {
+    const size = integer(checkpoint.size);
+    if (size === undefined || size < 0) throw new Failure(1, "edited", "a checkpoint has no valid size");
+    if (size < start) continue;
+    const same = pending.get(size);
+    if (same && canonical(same.checkpoint) !== canonical(checkpoint)) {
       throw new Failure(size, "edited", `two different checkpoints of size ${size}`);
     }
-    bySize.set(size, checkpoint);
+    pending.set(size, { checkpoint, witnessed: false });
+  }
+  if (witness) {
+    for (const [size, { checkpoint: copy }] of [...witness].sort((a, b) => a[0] - b[0])) {
+      if (size < start) continue;
+      const mine = pending.get(size);
+      if (!mine) pending.set(size, { checkpoint: copy, witnessed: true });
+      else if (signedPart(mine.checkpoint) !== signedPart(copy)) {
+        throw new Failure(size, "witness-mismatch", `the file's checkpoint ${size} differs from the `
+          + "witness's copy");
+      }
+    }
+    for (const [size, { witnessed }] of [...pending].sort((a, b) => a[0] - b[0])) {
+      if (!witnessed && !witness.has(size)) {
+        throw new Failure(size, "witness-missing", `the witness holds no copy of checkpoint ${size}`);
+      }
+    }
   }
 
   let provenTo = start;
   let count = start;
   const rotations: Entry[] = [];
-  const witnessRoots = new Map<number, string>();
 
-  const atSize = (size: number) => {
-    const root = tree.root();
-    if (witness?.has(size)) witnessRoots.set(size, root);
-    const checkpoint = bySize.get(size);
-    if (!checkpoint || !checking) return;
-    ring.check(checkpoint, size, root, provenTo + 1);
-    if (witness) {
-      const copy = witness.get(size);
-      if (!copy) {
-        throw new Failure(size, "witness-missing", `the witness holds no copy of ${checkpointName(checkpoint)}`);
-      }
-      if (canonical(copy.checkpoint) !== canonical(checkpoint)) {
-        throw new Failure(size, "witness-mismatch", `the file's checkpoint ${size} differs from the `
-          + "witness's copy");
-      }
-    }
-    proven.push(size === start && start > 0
-      ? `entries 1-${start} archived (chain head ${prev}), their tree proven by ${checkpointName(checkpoint)}`
-      : `entries ${provenTo + 1}-${size} proven by ${checkpointName(checkpoint)}`);
-    const signer = ring.keys.get(str(checkpoint.key_id)!)!;
-    provenTo = size;
-    // Rotations this checkpoint covers, signed off by a key it trusts.
-    for (const rotation of rotations.splice(0)) trustRotation(rotation, checkpoint, signer, size);
-  };
-
-  const trustRotation = (rotation: Entry, covering: Checkpoint, signer: TrustedKey, size: number) => {
+  const trustRotation = (rotation: Entry, signer: TrustedKey, size: number) => {
     const after = rotation.after;
     if (!isObject(after)) return;
     const previous = ring.keys.get(str(after.previous_key_id) ?? "");
@@ -258,10 +283,9 @@ function walkExport(header: Record<string, JsonValue>, checkpoints: Checkpoint[]
     if (after.algorithm !== "ed25519" || !verifySignature(previous, endorsed, after.signature_by_previous)) return;
     // The rotation must be proven by the old key's own checkpoint, after which it signs nothing larger.
     if (signer.keyId !== previous.keyId) return;
-    let raw: Buffer;
     try {
-      raw = Buffer.from(after.public_key, "base64");
-      const key = keyFromRaw(raw, `the rotation at seq ${integer(rotation.seq)}`, integer(rotation.seq));
+      const raw = Buffer.from(after.public_key, "base64");
+      const key = keyFromRaw(raw, `the rotation at seq ${integer(rotation.seq)}`, size);
       if (key.keyId !== after.key_id) return;
       previous.maxSize = Math.min(previous.maxSize, size);
       if (!ring.keys.has(key.keyId)) ring.keys.set(key.keyId, key);
@@ -272,14 +296,27 @@ function walkExport(header: Record<string, JsonValue>, checkpoints: Checkpoint[]
     }
   };
 
-  if (start > 0) atSize(start);
-  else if (checking && bySize.has(0)) atSize(0);
-  if (start > 0 && checking && provenTo < start && signed) {
+  const atSize = (size: number) => {
+    const due = pending.get(size);
+    if (!due) return;
+    pending.delete(size);
+    const { checkpoint, witnessed } = due;
+    ring.check(checkpoint, size, tree.root(), provenTo + 1, witnessed ? "witness-mismatch" : "rehashed");
+    const by = `${witnessed ? "witnessed " : ""}${checkpointName(checkpoint)}`;
+    proven.push(size === start && start > 0
+      ? `entries 1-${start} archived (chain head ${prev}), their tree proven by ${by}`
+      : `entries ${provenTo + 1}-${size} proven by ${by}`);
+    provenTo = Math.max(provenTo, size);
+    const signer = ring.keys.get(str(checkpoint.key_id)!)!;
+    for (const rotation of rotations.splice(0)) trustRotation(rotation, signer, size);
+  };
+
+  atSize(start);
+  if (provenTo < start) {
     throw new Failure(start + 1, "unsigned", "no checkpoint a trusted key signed proves the archive "
       + `boundary at entry ${start}`);
   }
-
-  for (const { entry: raw } of entries) {
+  for (const raw of entries) {
     const seq = count + 1;
     const entry = checkEntry(raw, seq);
     const claimed = integer(entry.seq)!;
@@ -298,87 +335,107 @@ function walkExport(header: Record<string, JsonValue>, checkpoints: Checkpoint[]
   }
 
   // What the file or the witness claims beyond the entries present.
-  const larger = [...bySize.keys()].filter((size) => size > count).sort((a, b) => a - b);
+  const larger = [...pending.keys()].sort((a, b) => a - b);
   if (larger.length) {
-    throw new Failure(count + 1, "truncated", `${checkpointName(bySize.get(larger[0])!)} covers `
-      + `entries the file lacks (it ends at ${count})`);
+    throw new Failure(count + 1, "truncated", `${checkpointName(pending.get(larger[0])!.checkpoint)} `
+      + `covers entries the file lacks (it ends at ${count})`);
   }
   const headerSize = integer(header.size);
-  // (More entries than the header says are caught as unsigned: no checkpoint covers them.)
   if (headerSize !== undefined && headerSize > count) {
-    throw new Failure(count + 1, "truncated", `the header says ${headerSize} `
-      + `entries, the file ends at ${count}`);
+    throw new Failure(count + 1, "truncated", `the header says ${headerSize} entries, the file ends `
+      + `at ${count}`);
   }
-  if (witness && checking) {
-    for (const [size, { checkpoint, file }] of [...witness].sort((a, b) => a[0] - b[0])) {
-      if (size <= start && size !== start) continue; // before this file: an earlier file's
-      if (size > count) {
-        throw new Failure(count + 1, "truncated", `the witness holds ${checkpointName(checkpoint)} `
-          + `(${file}), past the file's end at ${count}`);
-      }
-      if (bySize.has(size)) continue; // held against the file's own copy above
-      // A copy the file lacks: the file's tree at that size must have its root, and a key the
-      // auditor trusts must have signed it when it names one (a witness copy proves nothing
-      // here by itself: it can only contradict).
-      if (str(checkpoint.root) !== witnessRoots.get(size)) {
-        throw new Failure(size, "witness-mismatch", `the witness's ${checkpointName(checkpoint)} `
-          + `(${file}) has another root than the file's entries up to ${size}`);
-      }
-      const signer = ring.keys.get(str(checkpoint.key_id) ?? "");
-      if (signer && !verifySignature(signer, signedMessage(checkpoint), checkpoint.signature)) {
-        throw new Failure(size, "witness-mismatch", `the signature of the witness's `
-          + `${checkpointName(checkpoint)} (${file}) does not hold`);
-      }
-    }
+  if (provenTo < count) {
+    throw new Failure(provenTo + 1, "unsigned", `entries ${provenTo + 1}-${count} are not proven: `
+      + (kind === "entries" ? "the file carries no signed checkpoint and the witness none that covers them"
+        : "no checkpoint a trusted key signed covers them"));
   }
-  if (checking && provenTo < count) {
-    throw new Failure(provenTo + 1, "unsigned", signed
-      ? `entries ${provenTo + 1}-${count} are covered by no checkpoint a trusted key signed`
-      : `a CSV export carries no checkpoints: nothing in it is signed (entries ${provenTo + 1}-`
-        + `${count}); verify the JSONL export, or ask for --chain-only`);
-  }
-  return { outcome: checking ? "proven" : "chain-only", count, head: prev, proven, skipped };
+  return { header, start, startHash: boundary?.hash ?? GENESIS, startNodes, count, head: prev, tree,
+    ring, proven, skipped };
 }
 
-function parseJsonl(text: string, options: VerifyOptions): Verdict {
+/** The chain alone (`--chain-only`): each entry holds and follows the one before, from entry
+ * `after` (whose hash is `prev`). A break is `BROKEN at seq S`; a file that starts past `after + 1`
+ * is `deleted` (archived entries belong before it). */
+function walkChain(entries: JsonValue[], after = 0, prev = GENESIS): { count: number; head: string } {
+  let expected = after + 1;
+  for (const entry of entries) {
+    let holds = false;
+    if (isObject(entry) && integer(entry.seq) === expected && entry.prev_hash === prev
+        && typeof entry.hash === "string" && HASHED_FIELDS.every((name) => Object.hasOwn(entry, name))) {
+      try {
+        holds = entryHash(entry) === entry.hash;
+      } catch {
+        holds = false;
+      }
+    }
+    if (!holds) {
+      const first = isObject(entry) ? integer(entry.seq) : undefined;
+      if (expected === after + 1 && first !== undefined && first > expected) {
+        throw new Failure(expected, "deleted", `the file starts at entry ${first}: entries ${expected}-`
+          + `${first - 1} are not in it (archived entries: pass the archive files before it)`);
+      }
+      throw new Failure(expected, null, "");
+    }
+    prev = (entry as Entry).hash as string;
+    expected += 1;
+  }
+  return { count: expected - 1, head: prev };
+}
+
+/** A v1 export's records: its header, its checkpoints and its entries, in file order. */
+function parseExport(text: string): { header: Record<string, JsonValue>; checkpoints: Checkpoint[];
+  entries: JsonValue[] } {
   const lines = text.split("\n");
-  if (lines.length && lines[lines.length - 1] === "") lines.pop();
   let header: Record<string, JsonValue> | null = null;
+  let offset = 0;
   const checkpoints: Checkpoint[] = [];
-  const entries: { entry: JsonValue; line: number }[] = [];
+  const entries: JsonValue[] = [];
   lines.forEach((line, index) => {
+    if (!line.trim()) return;
     const number = index + 1;
+    const seq = offset + entries.length + 1;
     let record: JsonValue;
     try {
       record = parseJson(line);
     } catch {
-      throw new Failure(entries.length + 1, "edited", `line ${number} is not JSON`);
+      record = null;
     }
-    if (!isObject(record)) throw new Failure(entries.length + 1, "edited", `line ${number} is not a JSON object`);
-    if (index === 0) {
-      if (record.type !== "header") throw new Failure(1, "edited", "the file does not start with its header");
+    if (!isObject(record)) throw new Failure(seq, "edited", `line ${number} is not a JSON object`);
+    if (record.type === "header") {
+      if (header !== null || number !== 1) throw new Failure(seq, "edited", `line ${number} is a second header`);
       if (record.format !== EXPORT_FORMAT) {
         throw new Failure(1, "edited", `unknown export format ${canonical(record.format ?? null)}`);
       }
       header = record;
+      const boundary = isObject(record.boundary) ? integer(record.boundary.size) : undefined;
+      offset = boundary ?? 0;
       return;
     }
-    if (record.type === "header") throw new Failure(entries.length + 1, "edited", `line ${number} is a second header`);
+    if (header === null) throw new Failure(1, "edited", "the file has no v1 export header");
     if (record.type === "checkpoint") {
+      if (entries.length) throw new Failure(seq, "edited", "a checkpoint follows the entries");
       const { type: _type, ...checkpoint } = record;
       checkpoints.push(checkpoint);
     } else if (record.type === "entry") {
-      entries.push({ entry: record.entry, line: number });
-    } else if (record.type !== "key") {
-      throw new Failure(entries.length + 1, "edited", `line ${number} has an unknown type`);
+      entries.push(record.entry ?? null);
     }
   });
-  if (!header) throw new Failure(1, "edited", "the file is empty");
-  const base = header as Record<string, JsonValue>;
-  const start = isObject(base.boundary) ? integer(base.boundary.size) ?? 0 : 0;
-  // Entries carry their own seq; the walk checks them against the count from the boundary.
-  void start;
-  return walkExport(base, checkpoints, entries, options, true);
+  if (!header) throw new Failure(1, "edited", "the file has no v1 export header");
+  return { header, checkpoints, entries };
+}
+
+/** An entries-only JSONL: one entry object per line (a line that is not JSON: null). */
+function jsonlEntries(text: string): JsonValue[] {
+  const lines = text.split("\n");
+  if (lines.length && lines[lines.length - 1] === "") lines.pop();
+  return lines.map((line) => {
+    try {
+      return parseJson(line);
+    } catch {
+      return null;
+    }
+  });
 }
 
 /** RFC 4180 CSV (the export's quoting), rows of cells. */
@@ -405,41 +462,31 @@ function parseCsv(text: string): string[][] {
   return rows;
 }
 
-function parseCsvExport(text: string, options: VerifyOptions): Verdict {
-  const rows = parseCsv(text);
-  const [head, ...body] = rows;
-  if (!head || head.join(",") !== ENTRY_FIELDS.join(",")) {
-    throw new Failure(1, "edited", `the CSV's columns are not ${ENTRY_FIELDS.join(",")}`);
-  }
-  const entries = body.map((cells, index) => {
-    const seq = index + 1;
-    if (cells.length !== ENTRY_FIELDS.length) {
-      throw new Failure(seq, "edited", `row ${seq + 1} has ${cells.length} cells`);
-    }
-    // One leading quote was added against formula injection: drop it to get the hashed value.
-    const values = cells.map((cell) => (cell.startsWith("'") ? cell.slice(1) : cell));
+/** A CSV export's rows back to entries: one added leading quote dropped from each cell, seq a
+ * number, before and after parsed (a row that cannot be read: null). */
+function csvEntries(text: string): JsonValue[] {
+  const [head, ...body] = parseCsv(text);
+  const columns = head ?? [];
+  return body.map((cells) => {
+    if (cells.length !== columns.length || !ENTRY_FIELDS.every((name) => columns.includes(name))) return null;
     const entry: Record<string, JsonValue> = {};
-    ENTRY_FIELDS.forEach((name, i) => {
-      const value = values[i];
-      if (name === "seq") {
-        entry.seq = /^[0-9]+$/.test(value) ? new JsonNumber(value) : value;
-      } else if (name === "before" || name === "after") {
-        try {
+    try {
+      columns.forEach((name, i) => {
+        const value = cells[i].startsWith("'") ? cells[i].slice(1) : cells[i];
+        if (name === "seq") {
+          if (!/^-?[0-9]+$/.test(value.trim())) throw new Error("seq");
+          entry.seq = new JsonNumber(String(Number(value.trim())));
+        } else if (name === "before" || name === "after") {
           entry[name] = parseJson(value);
-        } catch {
-          throw new Failure(seq, "edited", `row ${seq + 1}: ${name} is not JSON`);
+        } else {
+          entry[name] = value;
         }
-      } else {
-        entry[name] = value;
-      }
-    });
-    return { entry: entry as JsonValue, line: seq + 1 };
+      });
+    } catch {
+      return null;
+    }
+    return entry as JsonValue;
   });
-  const signedAsked = (options.keys?.length ?? 0) > 0 || Boolean(options.witness);
-  if (!options.chainOnly && !signedAsked) {
-    throw new UsageError("a CSV export proves order, not completeness: ask for --chain-only");
-  }
-  return walkExport({}, [], entries, options, false);
 }
 
 function verifyEvidence(document: Record<string, JsonValue>, options: VerifyOptions): Verdict {
@@ -494,48 +541,180 @@ function verifyEvidence(document: Record<string, JsonValue>, options: VerifyOpti
   return { outcome: checking ? "proven" : "chain-only", count: seqs.length, head, proven, skipped: [] };
 }
 
-/** Verify one file. Never throws a Failure: it is the verdict's. UsageError for a request that
- * cannot be answered as asked. */
-export function verifyText(text: string, options: VerifyOptions = {}): Verdict {
-  const signedAsked = (options.keys?.length ?? 0) > 0 || Boolean(options.witness);
-  if (options.chainOnly && signedAsked) {
-    throw new UsageError("--chain-only proves nothing by a signature: give it without --public-key "
-      + "and --witness");
-  }
+export type Kind = "export" | "evidence" | "jsonl" | "csv";
+
+/** What a file is: an evidence bundle, a v1 export, an entries-only JSONL, or a CSV export. */
+export function sniff(text: string, path = ""): Kind {
+  if (path.toLowerCase().endsWith(".csv")) return "csv";
+  const line = text.split("\n", 1)[0];
+  let first: JsonValue = null;
   try {
-    let format = options.format;
-    if (!format) {
-      let first: JsonValue = null;
-      try {
-        first = parseJson(text.split("\n", 1)[0]);
-      } catch {
-        first = null;
+    first = parseJson(line);
+  } catch {
+    try { // a pretty-printed evidence bundle spans lines
+      first = line.trimStart().startsWith("{") ? parseJson(text) : null;
+    } catch {
+      first = null;
+    }
+  }
+  if (isObject(first) && first.format === EVIDENCE_FORMAT) return "evidence";
+  if (isObject(first) && first.type === "header") return "export";
+  return isObject(first) || line.trimStart().startsWith("{") ? "jsonl" : "csv";
+}
+
+function failed(error: unknown): Verdict {
+  if (error instanceof Failure) {
+    return { outcome: "failed", count: 0, head: "", failure: error, proven: [], skipped: [] };
+  }
+  throw error;
+}
+
+/** Verify one file (`name` is how messages call it). Never throws a Failure: it is the
+ * verdict's. UsageError for a request that cannot be answered as asked: nothing to prove the file
+ * with (no `--public-key`, and no `--chain-only` where the chain alone can be checked), or
+ * `--chain-only` for a file its signatures prove. */
+export function verifyText(text: string, options: VerifyOptions = {}, name = "the file"): Verdict {
+  const keys = options.keys ?? [];
+  const sniffed = sniff(text, name);
+  let kind: Kind = options.format === "evidence" ? "evidence" : options.format ?? sniffed;
+  if (kind === "jsonl" && (sniffed === "export" || sniffed === "evidence")) kind = sniffed;
+  try {
+    if (kind === "csv" || kind === "jsonl") {
+      const entries = kind === "csv" ? csvEntries(text) : jsonlEntries(text);
+      if (options.chainOnly) {
+        const { count, head } = walkChain(entries);
+        return { outcome: "chain-only", count, head, proven: [], skipped: [] };
       }
-      if (isObject(first)) format = first.type === "header" ? "jsonl" : "evidence";
-      else format = text.trimStart().startsWith("{") ? "evidence" : "csv";
+      if (!keys.length) {
+        throw new UsageError(`${name} carries no signed checkpoint: pass --public-key (and --witness, `
+          + "whose signed checkpoints can prove it), or --chain-only to check its chain alone");
+      }
+      const witness = options.witness ? readWitness(options.witness) : null;
+      const walk = walkExport({}, [], entries, new KeyRing(keys), witness, "entries");
+      return { outcome: "proven", count: walk.count, head: walk.head, proven: walk.proven, skipped: [] };
     }
-    if (!options.chainOnly && !signedAsked && format !== "csv") {
-      throw new UsageError("nothing to prove it with: give --public-key KEY (and --witness DIR), or "
-        + "ask for --chain-only");
+    if (options.chainOnly) {
+      throw new UsageError(`--chain-only is for a CSV or entries-only JSONL; ${name} is an ${kind}, `
+        + "proven by its signed checkpoints");
     }
-    if (format === "evidence") {
-      const document = parseJson(text);
+    if (!keys.length) throw new UsageError(`an ${kind} is proven by signed checkpoints: pass --public-key`);
+    if (kind === "evidence") {
+      let document: JsonValue;
+      try {
+        document = parseJson(text);
+      } catch {
+        throw new Failure(1, "edited", "the bundle is not JSON");
+      }
       if (!isObject(document) || document.format !== EVIDENCE_FORMAT) {
         throw new Failure(1, "edited", "not an evidence bundle (format agentgov-evidence/v1)");
       }
       return verifyEvidence(document, options);
     }
-    return format === "jsonl" ? parseJsonl(text, options) : parseCsvExport(text, options);
+    const witness = options.witness ? readWitness(options.witness) : null;
+    const { header, checkpoints, entries } = parseExport(text);
+    const walk = walkExport(header, checkpoints, entries, new KeyRing(keys), witness, "export");
+    return { outcome: "proven", count: walk.count, head: walk.head, proven: walk.proven,
+      skipped: walk.skipped };
   } catch (error) {
-    if (error instanceof Failure) {
-      return { outcome: "failed", count: 0, head: "", failure: error, proven: [], skipped: [] };
-    }
-    throw error;
+    return failed(error);
   }
 }
 
 export function verifyFile(path: string, options: VerifyOptions = {}): Verdict {
-  return verifyText(readFileSync(path, "utf8"), options);
+  return verifyText(readFileSync(path, "utf8"), options, basename(path));
+}
+
+/** Why `after` does not continue `before` exactly, if it does not: it must start at the entry,
+ * chain hash and tree frontier the walk of `before` ended with. */
+function joinFailure(before: Walk, after: Walk, name: string): Failure | null {
+  if (after.start > before.count) {
+    return new Failure(before.count + 1, "deleted", `${name} starts after entry ${after.start}, but `
+      + `the file before it ends at entry ${before.count}: entries are in neither`);
+  }
+  if (after.start < before.count) {
+    return new Failure(after.start + 1, "edited", `${name} starts after entry ${after.start}, inside `
+      + `the file before it (which ends at entry ${before.count})`);
+  }
+  if (after.startHash !== before.head || canonical(after.startNodes) !== canonical(before.tree.nodes)) {
+    return new Failure(before.count + 1, "edited", `${name} does not continue the chain and tree the `
+      + `file before it ends with at entry ${before.count}`);
+  }
+  return null;
+}
+
+/** The boundary size a file's header says it starts after (none when it cannot be read). */
+function startsAfter(text: string): number | undefined {
+  try {
+    const header = parseJson(text.split("\n", 1)[0]);
+    return isObject(header) && isObject(header.boundary) ? integer(header.boundary.size) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Verify several files as one trail (docs/audit-format.md, "Archives and the boundary"):
+ * archive files oldest first, then the live export (or a CSV export of it). Each v1 export proves
+ * itself, each next one must start exactly where the one before ends, and keys a proven rotation
+ * vouches for carry over. The witness is held against the last file, and against an earlier one
+ * up to where the next begins. A CSV last is proven by no signature: `unsigned`, or with
+ * `chainOnly` its rows must continue the chain (and the verdict says chain only). */
+export function verifyFiles(paths: string[], options: VerifyOptions = {}): Verdict {
+  if (paths.length === 1) return verifyFile(paths[0], options);
+  if (!paths.length) throw new UsageError("give a FILE");
+  const texts = paths.map((path) => readFileSync(path, "utf8"));
+  const names = paths.map((path) => basename(path));
+  const spreadsheet = sniff(texts[texts.length - 1], paths[paths.length - 1]) === "csv";
+  const exports = spreadsheet ? paths.length - 1 : paths.length;
+  if (texts.slice(0, exports).some((text, i) => sniff(text, paths[i]) !== "export")) {
+    throw new UsageError("only v1 exports (archives, then the live export or a CSV export) are joined");
+  }
+  const keys = options.keys ?? [];
+  if (!keys.length) throw new UsageError("an export is proven by signed checkpoints: pass --public-key");
+  try {
+    const witness = options.witness ? readWitness(options.witness) : null;
+    const ring = new KeyRing(keys);
+    const proven: string[] = [];
+    let before: Walk | null = null;
+    for (let i = 0; i < exports; i += 1) {
+      const end = i + 1 < exports ? startsAfter(texts[i + 1]) : undefined;
+      const copies = witness && end !== undefined
+        ? new Map([...witness].filter(([size]) => size <= end)) : witness;
+      let walk: Walk;
+      try {
+        const { header, checkpoints, entries } = parseExport(texts[i]);
+        walk = walkExport(header, checkpoints, entries, ring, copies, "export");
+      } catch (error) {
+        throw error instanceof Failure ? error.in(names[i]) : error;
+      }
+      if (before) {
+        const failure = joinFailure(before, walk, names[i]);
+        if (failure) throw failure;
+      }
+      proven.push(...[...walk.proven, ...walk.skipped].map((line) => `${names[i]}: ${line}`));
+      before = walk;
+    }
+    const last = before!;
+    if (!spreadsheet) return { outcome: "proven", count: last.count, head: last.head, proven, skipped: [] };
+    const name = names[names.length - 1];
+    if (!options.chainOnly) {
+      throw new Failure(last.count + 1, "unsigned", `${name}: a CSV carries no signed checkpoint: its `
+        + `rows after entry ${last.count} are not proven (pass --chain-only to check only that they `
+        + "continue the chain)");
+    }
+    let chain: { count: number; head: string };
+    try {
+      chain = walkChain(csvEntries(texts[texts.length - 1]), last.count, last.head);
+    } catch (error) {
+      throw error instanceof Failure ? error.in(name) : error;
+    }
+    proven.push(chain.count > last.count
+      ? `${name}: entries ${last.count + 1}-${chain.count} continue the chain (a CSV carries no `
+        + "checkpoints: its rows are not signed)"
+      : `${name}: no entries past the archives`);
+    return { outcome: "chain-only", count: chain.count, head: chain.head, proven, skipped: [] };
+  } catch (error) {
+    return failed(error);
+  }
 }
 
 /** Builds a TrustedKey from a raw key for callers that hold one. */
