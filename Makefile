@@ -4,6 +4,14 @@ VENV := .venv
 PY := $(VENV)/bin/python
 # The client's framework extras, so `make test` runs the adapter tests.
 ADAPTER_EXTRAS := langgraph,openai-agents,pydantic-ai
+# The venv gets its pip from the system's pip (`--python`, pip 22.3 and later), not ensurepip,
+# which spends longer installing and byte-compiling its bundled pip and setuptools than the
+# product's packages take to download; ensurepip when there is no such pip. Packages are not
+# byte-compiled at install (--no-compile): Python compiles the modules the product imports
+# on first use, and most installed files (plotly's thousands of validators) are never imported.
+PIP_BOOTSTRAP = { python3.11 -m pip --python $(PY) install --quiet --disable-pip-version-check \
+  --no-compile pip 2>/dev/null || python3 -m pip --python $(PY) install --quiet \
+  --disable-pip-version-check --no-compile pip 2>/dev/null || $(PY) -m ensurepip --quiet; }
 PORT_OPEN = $(PY) -c "import socket,sys; s=socket.socket(); s.settimeout(0.5); sys.exit(s.connect_ex(('127.0.0.1', $(1))))"
 
 .PHONY: demo test lint install chromium deploy-tools bench clean example example-bad-deploy ts-install test-ts
@@ -14,8 +22,9 @@ PORT_OPEN = $(PY) -c "import socket,sys; s=socket.socket(); s.settimeout(0.5); s
 # installed editable, so the `agentgov` command and the checkout run the same code.
 $(VENV)/.installed-product: pyproject.toml clients/python/pyproject.toml
 	@echo "==> Installing the product's packages into $(VENV) (first run, or after a pyproject change)..."
-	@test -x $(PY) || python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
-	@$(PY) -m pip install --quiet --disable-pip-version-check -e . -e ./clients/python
+	@test -x $(PY) || python3.11 -m venv --without-pip $(VENV) || python3 -m venv --without-pip $(VENV)
+	@$(PY) -m pip --version >/dev/null 2>&1 || $(PIP_BOOTSTRAP)
+	@$(PY) -m pip install --quiet --disable-pip-version-check --no-compile -e . -e ./clients/python
 	@touch $@
 
 $(VENV)/.installed-agents: $(VENV)/.installed-product clients/python/pyproject.toml

@@ -180,6 +180,18 @@ def _start_all(rpc: Any, supervisor: subprocess.Popen, var: Path) -> None:
             time.sleep(0.2)
 
 
+def _start_web_early(rpc: Any, supervisor: subprocess.Popen, var: Path) -> None:
+    """Start the web process alone, once supervisord listens."""
+    while True:
+        try:
+            rpc.supervisor.startProcess("web", False)  # no waiting for it to be up
+            return
+        except OSError:
+            if supervisor.poll() is not None:
+                raise StepFailed(f"supervisord exited; see {var / 'supervisord.log'}") from None
+            time.sleep(0.2)
+
+
 def _step(text: str, command: list[str], env: dict[str, str]) -> str:
     """Run one set-up step, saying what and how long; its output is shown only on failure
     (the step's stdout is returned)."""
@@ -240,13 +252,17 @@ def main() -> int:
     signal.signal(signal.SIGTERM, stop)
     status = 0
     try:
+        rpc = supervisor_rpc(config_path)
+        # The web process loads (a long import on a busy machine) while the database is
+        # migrated and seeded: it reads nothing until a request comes. The worker and the
+        # scheduler wait for the seed (they would race it for the database).
+        _start_web_early(rpc, supervisor, var)
         if redis_port is not None:
             _wait_for_port(redis_port, supervisor, "the embedded Redis")
         _step("Migrating the database (the first run creates it)",
               _manage("migrate", "--noinput", "-v", "0"), env)
         logins = _step("Seeding the demo people and agents", _manage("seed_demo"), env)
-        say("==> Starting the web process, a worker and the scheduler...")
-        rpc = supervisor_rpc(config_path)
+        say("==> Starting a worker and the scheduler (the web process is already loading)...")
         _start_all(rpc, supervisor, var)
         if not wait_for_web(port, supervisor, rpc, logs, lambda: stopping):
             return 0 if stopping else 1
