@@ -5,10 +5,10 @@ PY := $(VENV)/bin/python
 # The client's framework extras, so `make test` runs the adapter tests.
 ADAPTER_EXTRAS := langgraph,openai-agents,pydantic-ai
 # The venv gets its pip from the system's pip (`--python`, pip 22.3 and later), not ensurepip,
-# which spends longer installing and byte-compiling its bundled pip and setuptools than the
-# product's packages take to download; ensurepip when there is no such pip. Packages are not
-# byte-compiled at install (--no-compile): Python compiles the modules the product imports
-# on first use, and most installed files (plotly's thousands of validators) are never imported.
+# which installs and byte-compiles a bundled pip and setuptools first; ensurepip when there is
+# no such pip. The product's packages are byte-compiled at install: left to first use, the
+# migrate and the web process starting beside it compiled the same modules twice, and the
+# migrate took three times as long (bench/RESULTS.md).
 PIP_BOOTSTRAP = { python3.11 -m pip --python $(PY) install --quiet --disable-pip-version-check \
   --no-compile pip 2>/dev/null || python3 -m pip --python $(PY) install --quiet \
   --disable-pip-version-check --no-compile pip 2>/dev/null || $(PY) -m ensurepip --quiet; }
@@ -24,7 +24,7 @@ $(VENV)/.installed-product: pyproject.toml clients/python/pyproject.toml
 	@echo "==> Installing the product's packages into $(VENV) (first run, or after a pyproject change)..."
 	@test -x $(PY) || python3.11 -m venv --without-pip $(VENV) || python3 -m venv --without-pip $(VENV)
 	@$(PY) -m pip --version >/dev/null 2>&1 || $(PIP_BOOTSTRAP)
-	@$(PY) -m pip install --quiet --disable-pip-version-check --no-compile -e . -e ./clients/python
+	@$(PY) -m pip install --quiet --disable-pip-version-check -e . -e ./clients/python
 	@touch $@
 
 $(VENV)/.installed-agents: $(VENV)/.installed-product clients/python/pyproject.toml
