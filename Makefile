@@ -4,6 +4,14 @@ VENV := .venv
 PY := $(VENV)/bin/python
 # The client's framework extras, so `make test` runs the adapter tests.
 ADAPTER_EXTRAS := langgraph,openai-agents,pydantic-ai
+# The venv gets its pip from the system's pip (`--python`, pip 22.3 and later), not ensurepip,
+# which installs and byte-compiles a bundled pip and setuptools first; ensurepip when there is
+# no such pip. The product's packages are byte-compiled at install: left to first use, the
+# migrate and the web process starting beside it compiled the same modules twice, and the
+# migrate took three times as long (bench/RESULTS.md).
+PIP_BOOTSTRAP = { python3.11 -m pip --python $(PY) install --quiet --disable-pip-version-check \
+  --no-compile pip 2>/dev/null || python3 -m pip --python $(PY) install --quiet \
+  --disable-pip-version-check --no-compile pip 2>/dev/null || $(PY) -m ensurepip --quiet; }
 PORT_OPEN = $(PY) -c "import socket,sys; s=socket.socket(); s.settimeout(0.5); sys.exit(s.connect_ex(('127.0.0.1', $(1))))"
 
 .PHONY: demo test lint install chromium deploy-tools bench clean example example-bad-deploy ts-install test-ts
@@ -14,7 +22,8 @@ PORT_OPEN = $(PY) -c "import socket,sys; s=socket.socket(); s.settimeout(0.5); s
 # installed editable, so the `agentgov` command and the checkout run the same code.
 $(VENV)/.installed-product: pyproject.toml clients/python/pyproject.toml
 	@echo "==> Installing the product's packages into $(VENV) (first run, or after a pyproject change)..."
-	@test -x $(PY) || python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
+	@test -x $(PY) || python3.11 -m venv --without-pip $(VENV) || python3 -m venv --without-pip $(VENV)
+	@$(PY) -m pip --version >/dev/null 2>&1 || $(PIP_BOOTSTRAP)
 	@$(PY) -m pip install --quiet --disable-pip-version-check -e . -e ./clients/python
 	@touch $@
 

@@ -9,6 +9,7 @@ runs, var/demo.json says where (`make example` reads it).
 Ctrl-C stops everything this launcher started (and only that).
 """
 
+import http.client
 import json
 import os
 import secrets
@@ -167,14 +168,16 @@ def wait_for_web(port: int, supervisor: subprocess.Popen, rpc: Any, logs: Path,
     return True
 
 
-def _start_all(rpc: Any, supervisor: subprocess.Popen, var: Path) -> None:
-    """Start the programs, once supervisord listens (it may still be starting, and a socket
-    file left by an earlier run answers nothing)."""
+def _listening_rpc(config: Path, supervisor: subprocess.Popen, var: Path) -> Any:
+    """supervisord's interface once it listens (it may still be starting, and a socket file
+    left by an earlier run answers nothing); a new connection for each try, since one whose
+    request failed cannot send another."""
     while True:
+        rpc = supervisor_rpc(config)
         try:
-            rpc.supervisor.startAllProcesses(False)  # no waiting in turn
-            return
-        except OSError:
+            rpc.supervisor.getState()
+            return rpc
+        except (OSError, http.client.HTTPException):
             if supervisor.poll() is not None:
                 raise StepFailed(f"supervisord exited; see {var / 'supervisord.log'}") from None
             time.sleep(0.2)
@@ -240,14 +243,19 @@ def main() -> int:
     signal.signal(signal.SIGTERM, stop)
     status = 0
     try:
+        rpc = _listening_rpc(config_path, supervisor, var)
+        # The web process loads (a long import on a busy machine) while the database is
+        # migrated and seeded: it reads nothing until a request comes. The worker and the
+        # scheduler wait for the seed (they would race it for the database).
+        rpc.supervisor.startProcess("web", False)  # no waiting for it to be up
         if redis_port is not None:
             _wait_for_port(redis_port, supervisor, "the embedded Redis")
         _step("Migrating the database (the first run creates it)",
               _manage("migrate", "--noinput", "-v", "0"), env)
         logins = _step("Seeding the demo people and agents", _manage("seed_demo"), env)
-        say("==> Starting the web process, a worker and the scheduler...")
-        rpc = supervisor_rpc(config_path)
-        _start_all(rpc, supervisor, var)
+        say("==> Starting a worker and the scheduler (the web process is already loading)...")
+        rpc = _listening_rpc(config_path, supervisor, var)  # a fresh connection after the wait
+        rpc.supervisor.startAllProcesses(False)  # the others; no waiting in turn
         if not wait_for_web(port, supervisor, rpc, logs, lambda: stopping):
             return 0 if stopping else 1
         write_private(demo_file(var), json.dumps({"url": url, "pid": os.getpid(),

@@ -149,19 +149,19 @@ HISTORY_PROPOSAL = ("refund-agent", "orders.cancel")
 
 
 def seed_history() -> bool:
-    """Real passes, once, on a freshly seeded cluster: every agent converges, a bad deployment
-    on three agents is corrected and verified, one drift waits in the approvers' inbox, and an
-    owner's proposal waits for approval. Nothing is backdated: the audit trail is the truth.
-    False when the cluster already has history."""
+    """Real passes, once, on a freshly seeded cluster: a bad deployment on three agents is
+    corrected and verified, one drift waits in the approvers' inbox, and an owner's proposal
+    waits for approval. Nothing is backdated: the audit trail is the truth. The other agents
+    converge in the worker, by the pass each approval queued (a pass here would be done
+    twice, and the URL would wait for it). False when the cluster already has history."""
     if ReconcileRun.objects.exists():
         return False
     agents = {agent.name: agent for agent in Agent.objects.filter(
         active_version__isnull=False).select_related("active_version", "owner").order_by("name")}
-    for agent in agents.values():
-        actions.reconcile_agent(agent.pk, trigger=Trigger.APPROVED)
     actor = "system:demo-history"
     for name in [*HISTORY_CORRECTED, HISTORY_ESCALATED]:
         if name in agents:
+            actions.reconcile_agent(agents[name].pk, trigger=Trigger.APPROVED)
             inject(agents[name], "drift", actor=actor)
             actions.reconcile_agent(agents[name].pk, trigger=Trigger.OBSERVATION)
     name, tool = HISTORY_PROPOSAL

@@ -251,6 +251,33 @@ def test_a_checkpoint_that_never_reached_the_witness_is_reported(witnessed, monk
     assert "never reached witness" in report.problem
 
 
+def test_publish_hands_a_witness_the_checkpoints_it_never_received(witnessed, monkeypatch):
+    """As after an upgrade from a release without witnesses: verify names the checkpoint the
+    witness lacks, `audit publish` hands it over, and verify passes."""
+    held = (witnessed / "checkpoint-000000000004.json").read_bytes()
+    (witnessed / "checkpoint-000000000008.json").unlink()
+    monkeypatch.setattr("audit.verify.PUBLISH_GRACE", timedelta(0))
+    assert verify_trail().reason == "witness-missing"
+    out = io.StringIO()
+    call_command("audit", "publish", stdout=out)
+    assert json.loads(out.getvalue())["ok"] is True
+    assert (witnessed / "checkpoint-000000000008.json").exists()
+    assert (witnessed / "checkpoint-000000000004.json").read_bytes() == held  # never rewritten
+    assert verify_trail().ok
+
+
+def test_publish_refuses_a_trail_broken_otherwise_and_publishes_nothing(witnessed,
+                                                                         monkeypatch):
+    """A witness handed a broken trail's checkpoints would vouch for the break."""
+    (witnessed / "checkpoint-000000000008.json").unlink()
+    monkeypatch.setattr("audit.verify.PUBLISH_GRACE", timedelta(0))
+    unbind_columns()
+    sql("UPDATE audit_auditentry SET actor = 'mallory' WHERE seq = 6")
+    with pytest.raises(CommandError, match="nothing published"):
+        call_command("audit", "publish", stdout=io.StringIO())
+    assert not (witnessed / "checkpoint-000000000008.json").exists()
+
+
 def test_a_log_rewritten_and_re_signed_with_the_stolen_key_differs_from_the_witness(
         witnessed, key_file):
     rows = rewrite_from(2)

@@ -37,7 +37,8 @@ def test_seed_demo_registers_forty_approved_agents_and_the_three_guardrails(db, 
 
 def assert_history() -> None:
     """What a new user finds: real passes, three corrections verified, one drift escalated,
-    one proposal pending; every other agent in policy."""
+    one proposal pending; every other agent converges in the worker (the pass its approval
+    queued: test_a_mass_bad_deployment_trips_the_breaker_on_real_workers waits for it)."""
     corrected = set(Finding.objects.filter(status="corrected")
                     .values_list("agent__name", flat=True))
     assert corrected == {"support-triage", "payments-agent-00", "support-agent-02"}
@@ -45,8 +46,9 @@ def assert_history() -> None:
     escalated = Escalation.objects.filter(status="open")
     assert {(e.agent.name, e.finding.kind) for e in escalated} == {
         ("finance-agent-01", "tool_added"), ("finance-agent-01", "data_added")}
-    assert set(Agent.objects.filter(status__converged=False)
-               .values_list("name", flat=True)) == {"finance-agent-01"}
+    waiting = set(Agent.objects.filter(status__converged=False).values_list("name", flat=True))
+    assert "finance-agent-01" in waiting  # its drift waits for an approver
+    assert not waiting & corrected  # the corrected three converged again at seeding
     (proposal,) = DesiredStateVersion.objects.filter(state="pending")
     assert proposal.agent.name == "refund-agent" and "orders.cancel" in proposal.spec["tools"]
     assert not ControlState.load().breaker_tripped_at

@@ -1,5 +1,5 @@
-"""`manage.py audit verify|export|archive|checkpoint|public-key|trusted-keys|rotate-key`: the
-operator's view of the trail and its signing key."""
+"""`manage.py audit verify|export|archive|checkpoint|publish|public-key|trusted-keys|rotate-key`:
+the operator's view of the trail and its signing key."""
 
 import getpass
 import json
@@ -14,9 +14,11 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils.dateparse import parse_date, parse_datetime
 from django.utils.timezone import make_aware
 
-from audit import keys, signer
+from audit import keys, signer, witnesses
 from audit.actions import archive_before, checkpoint_head, rotate_key, sign_for_export
+from audit.choices import SignatureAlgorithm
 from audit.export import FORMATS, export_chunks
+from audit.models import AuditCheckpoint
 from audit.verify import verify_trail
 
 
@@ -48,6 +50,9 @@ class Command(BaseCommand):
                              help="YYYY-MM-DD (UTC midnight) or an ISO 8601 time")
         archive.add_argument("--to", required=True, metavar="DIR", dest="directory")
         sub.add_parser("checkpoint", help="sign the current head now")
+        sub.add_parser("publish", help="hand the checkpoints signed before a witness was "
+                                       "added (or before an upgrade that brought witnesses) "
+                                       "to every witness; refused while the trail is broken")
         public = sub.add_parser("public-key", help="print the current signing key's public half")
         public.add_argument("--format", choices=["pem", "base64", "json"], default="pem")
         sub.add_parser("trusted-keys", help="print the trusted key list verify uses (from "
@@ -89,12 +94,33 @@ class Command(BaseCommand):
         elif verb == "checkpoint":
             made = checkpoint_head()
             self.stdout.write(f"signed entry {made.seq}" if made else "head already signed")
+        elif verb == "publish":
+            self._publish()
         elif verb == "public-key":
             self.stdout.write(self._public_key(options["format"]))
         elif verb == "trusted-keys":
             self.stdout.write(json.dumps(checkpoints.key_list(*keys.trusted()), indent=2))
         elif verb == "rotate-key":
             self._rotate(options["output"])
+
+    def _publish(self) -> None:
+        """Witnesses take a copy of each checkpoint they lack (a copy they hold is never
+        rewritten), but only of a trail that verifies whole without them: a witness added to
+        a broken trail would vouch for the break."""
+        unwitnessed = verify_trail(witnessed=False)
+        if not unwitnessed.ok:
+            self.stdout.write(json.dumps(unwitnessed.to_dict()))
+            raise CommandError(f"nothing published: the audit trail is broken at seq "
+                               f"{unwitnessed.first_broken_seq}")
+        published = 0
+        for checkpoint in AuditCheckpoint.objects.filter(
+                algorithm=SignatureAlgorithm.ED25519).order_by("seq"):
+            witnesses.publish(checkpoint.to_dict())
+            published += 1
+        report = verify_trail()
+        self.stdout.write(json.dumps({**report.to_dict(), "published": published}))
+        if not report.ok:
+            raise CommandError(f"audit trail broken at seq {report.first_broken_seq}")
 
     def _archive(self, text: str, directory: Path) -> None:
         when = parse_datetime(text)
