@@ -51,6 +51,7 @@ from registry.review_thread import may_read, thread
 from registry.roles import has_role, sees_operations
 from registry.stepup import confirmed_device, proposal_reasons
 from runtime.behaviour_api import run_backtest
+from sources.readings import readings_for
 
 PAGE_SIZE = 50
 HISTORY_SIZE = 100
@@ -158,6 +159,7 @@ def agent_detail(request: HttpRequest, name: str) -> HttpResponse:
         "events": events,
         "can_propose": _may_propose_for(request.user, agent),
         "git_sync": git_sync_status(agent),
+        "permission_sources": readings_for(agent) if operations else [],
         "can_explore_audit": has_role(request.user, Role.COMPLIANCE),
         "sees_operations": operations,
         **summary_context(agent, operations=operations),

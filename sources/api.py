@@ -9,11 +9,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from reconciliation.api import agent_for
-from reconciliation.connectors.witnessed import sources_for
 from registry.api import IsPerson
 from registry.choices import Role
 from sources.choices import ReadingStatus
-from sources.models import SourceReading
+from sources.readings import readings_for
 
 Reading = inline_serializer("PermissionSourceReading", {
     "source": serializers.CharField(), "type": serializers.CharField(),
@@ -34,11 +33,5 @@ class PermissionSourcesView(APIView):
         "agent": serializers.CharField(), "sources": serializers.ListField(child=Reading)})})
     def get(self, request: Request, name: str) -> Response:
         agent = agent_for(request, name, people=(Role.APPROVER, Role.COMPLIANCE, Role.ADMIN))
-        readings = {r.source: r for r in SourceReading.objects.filter(agent=agent)}
-        sources = []
-        for source in sources_for(agent):
-            reading = readings.get(source.name) or SourceReading(
-                agent=agent, source=source.name, role=source.role_of(agent.name) or "",
-                access=dict.fromkeys(sorted(source.covers)), error="not read yet")
-            sources.append({**reading.to_dict(), "type": source.type})
+        sources = readings_for(agent)
         return Response({"agent": agent.name, "sources": sources})

@@ -4,9 +4,11 @@ revoked and verified; what cannot be corrected safely is escalated; a source tha
 its last known state and corrects nothing."""
 
 import json
+import re
 
 import psycopg
 import pytest
+from django.test import Client
 from psycopg import sql
 
 from audit.models import AuditEntry
@@ -155,6 +157,13 @@ def test_a_source_that_is_down_keeps_its_last_known_state_and_corrects_nothing(
         "crm-db", "postgres", "unknown", {"crm": "read"})
     assert crm_db["error"] == "permission source crm-db unreachable"  # not the network detail
     assert Finding.objects.get().status == "corrected"  # not resolved on a guess
+    client = Client()
+    client.force_login(people.alice)
+    page = " ".join(re.sub(r"<[^>]+>", " ", client.get("/agents/refund-agent/")
+                           .content.decode()).split())
+    assert "crm-db (postgres, role conn35_refund_bot ): ⚠ unknown now" in page
+    assert "permission source crm-db unreachable" in page and "last known state" in page
+    assert "crm read" in page
 
 
 def test_credentials_without_the_privilege_to_revoke_are_a_clear_escalation(
