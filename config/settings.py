@@ -229,6 +229,8 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     # Turns a sign-in refused by the limit into its 429, on every sign-in path.
     "axes.middleware.AxesMiddleware",
+    # Under DEBUG (the demo), the product's 404 page instead of Django's list of every URL.
+    "config.debug_not_found.ProductNotFoundMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
