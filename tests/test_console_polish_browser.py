@@ -10,7 +10,8 @@ import pytest
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.contrib.auth.models import User
 
-from tests.conftest import PASSWORD
+from tests.conftest import PASSWORD, approved_agent
+from tests.registry.test_stepup import totp
 from tests.test_dashboard_browser import Browser
 
 pytestmark = pytest.mark.browser
@@ -102,3 +103,67 @@ def test_two_factor_enrolment_shows_a_qr_code_the_app_reads_and_the_key_as_text(
     secret = bob.locator("#totp-secret").inner_text().strip()
     assert f"secret={secret}" in found.text and len(b32decode(secret)) >= 20
     assert signed_in.problems == []
+
+# Luminance and WCAG contrast of computed colours, as the browser resolves them.
+COLOURS = """(selectors) => {
+  const rgb = (text) => text.match(/[\\d.]+/g).slice(0, 3).map(Number);
+  const lum = ([r, g, b]) => [r, g, b].map((c) => {
+    c /= 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
+  }).reduce((sum, c, i) => sum + c * [0.2126, 0.7152, 0.0722][i], 0);
+  const contrast = (a, b) => (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+  const out = {};
+  for (const [name, [textSel, backSel]] of Object.entries(selectors)) {
+    if (!document.querySelector(textSel)) throw new Error(`nothing reads ${textSel}`);
+    const text = lum(rgb(getComputedStyle(document.querySelector(textSel)).color));
+    const back = lum(rgb(getComputedStyle(document.querySelector(backSel)).backgroundColor));
+    out[name] = {background: back, contrast: contrast(text, back)};
+  }
+  return out;
+}"""
+MESSAGES = {"page": ["body", "body"], "error mark": [".message-error strong", ".message-error"],
+            "error": [".message-error", ".message-error"]}
+AGENTS = {"link": ["main td a", "main table"], "health": ["main td .health", "main table"],
+          "sync": ["main td .sync", "main table"]}
+DONE = {"success mark": [".message-success strong", ".message-success"],
+        "success": [".message-success", ".message-success"]}
+
+
+def sign_in(context, base: str, username: str):
+    page = context.new_page()
+    page.goto(f"{base}/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/")
+    return page
+
+
+def test_a_person_whose_system_is_dark_gets_a_dark_console_that_stays_readable(people, signed_in):
+    from playwright.sync_api import expect
+
+    approved_agent(people, "refund-agent")
+    base, readings = signed_in.base, {}
+    for scheme in ("dark", "light"):
+        User.objects.filter(username="bob").first().totpdevice_set.all().delete()
+        bob = sign_in(signed_in.browser.new_context(color_scheme=scheme), base, "bob")
+        bob.goto(f"{base}/account/two-factor/")
+        bob.get_by_role("button", name="Enrol an authenticator").click()
+        bob.fill("#enrol-code", "000000")
+        bob.click("#confirm-enrolment")
+        expect(bob.get_by_role("alert")).to_contain_text("Not done")
+        reading = bob.evaluate(COLOURS, MESSAGES)
+        secret = b32decode(bob.locator("#totp-secret").inner_text().strip())
+        bob.fill("#enrol-code", totp(secret))
+        bob.click("#confirm-enrolment")
+        expect(bob.get_by_role("status")).to_contain_text("Done")
+        reading.update(bob.evaluate(COLOURS, DONE))
+        bob.goto(f"{base}/agents/")
+        expect(bob.get_by_role("link", name="refund-agent")).to_be_visible()
+        reading.update(bob.evaluate(COLOURS, AGENTS))
+        readings[scheme] = reading
+    dark, light = readings["dark"], readings["light"]
+    assert dark["page"]["background"] < 0.02, dark  # near black, as the person's system asks
+    assert light["page"]["background"] > 0.9, light  # the light console is unchanged
+    for scheme, reading in readings.items():
+        for name, colours in reading.items():
+            assert colours["contrast"] >= 4.5, (scheme, name, colours)
