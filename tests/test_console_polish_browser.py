@@ -1,7 +1,9 @@
 """The console's own pages in Chromium, as the demo serves them (DEBUG on): a mistyped address
 gets the product's "Page not found" with a way back, never Django's list of every URL; two-factor
-enrolment shows a QR code an authenticator app's camera reads."""
+enrolment shows a QR code an authenticator app's camera reads; a dark system gets a dark, readable
+console; on a phone the inbox keeps each item's time left in sight."""
 
+import re
 import struct
 import zlib
 from base64 import b32decode
@@ -167,3 +169,26 @@ def test_a_person_whose_system_is_dark_gets_a_dark_console_that_stays_readable(p
     for scheme, reading in readings.items():
         for name, colours in reading.items():
             assert colours["contrast"] >= 4.5, (scheme, name, colours)
+
+
+def test_on_a_phone_the_inbox_shows_each_items_time_left_beside_its_agent(people, signed_in):
+    from playwright.sync_api import expect
+
+    from runtime import actions as runtime_actions
+
+    agent = approved_agent(people, "refund-agent")
+    runtime_actions.request_decision(agent, {
+        "tool": "payments.refund", "wait_seconds": 600,
+        "arguments": {"amount": "640", "order_id": "A-1001", "reason": "parcel lost"}},
+        actor=people.alice)
+    bob = signed_in.page("bob", width=390)
+    bob.goto(f"{signed_in.base}/inbox/")
+    row = bob.locator("tr.inbox-item[data-kind=decision]")
+    row.get_by_role("link", name="refund-agent").scroll_into_view_if_needed()
+    left = row.locator(".left")
+    expect(left).to_have_text(re.compile(r"^\d+ min left$"))
+    expect(left).to_be_in_viewport(ratio=1)  # read without scrolling the table sideways
+    expect(row.get_by_text("asks to run payments.refund")).to_be_in_viewport()
+    # Sorting by urgency stays one tap away.
+    expect(bob.get_by_role("link", name="Urgency")).to_be_in_viewport()
+    assert bob.evaluate("document.documentElement.scrollWidth") <= 390
