@@ -192,3 +192,30 @@ def test_on_a_phone_the_inbox_shows_each_items_time_left_beside_its_agent(people
     # Sorting by urgency stays one tap away.
     expect(bob.get_by_role("link", name="Urgency")).to_be_in_viewport()
     assert bob.evaluate("document.documentElement.scrollWidth") <= 390
+
+
+def test_a_confirmation_that_could_not_be_sent_shows_on_the_persons_notifications_page(
+        people, transactional_db, monkeypatch):
+    from playwright.sync_api import expect, sync_playwright
+
+    from config import embedded_redis
+    from tests.conftest import start_daphne, stop_daphne
+
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    hasher = PBKDF2PasswordHasher()
+    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+    # A mail server that is not there, as in a demo without SMTP.
+    server = start_daphne(EMAIL_HOST="127.0.0.1", EMAIL_PORT=str(embedded_redis.free_port()),
+                          EMAIL_TIMEOUT="2")
+    try:
+        with sync_playwright() as playwright:
+            alice = Browser(playwright, server.url).page("alice")
+            alice.goto(f"{server.url}/account/notifications/")
+            expect(alice.locator("#failed-deliveries")).to_have_count(0)
+            alice.fill("#target", "alice@example.org")
+            alice.get_by_role("button", name="Add").click()
+            failed = alice.get_by_role("alert").filter(has_text="Not delivered")
+            expect(failed).to_contain_text(
+                "the confirmation link to alice@example.org failed (ConnectionRefusedError")
+    finally:
+        stop_daphne(server)
