@@ -213,6 +213,8 @@ def main() -> int:
     os.umask(0o077)  # var/ holds secrets and the database: owner-only
     env = dict(os.environ)
     env.setdefault("DEMO_SIMULATOR_SECONDS", "90")  # a living cluster: now and then a drift
+    # No SMTP server on a laptop: the demo's mail goes to files under var/mail, read on /mail/.
+    env.setdefault("EMAIL_BACKEND", "django.core.mail.backends.filebased.EmailBackend")
     env["PYTHONUNBUFFERED"] = "1"
     var = private_dir(var_dir())
     logs = log_dir(var)

@@ -219,3 +219,44 @@ def test_a_confirmation_that_could_not_be_sent_shows_on_the_persons_notification
                 "the confirmation link to alice@example.org failed (ConnectionRefusedError")
     finally:
         stop_daphne(server)
+
+
+def test_the_demos_mail_sink_shows_compliance_what_was_sent(people, transactional_db, tmp_path,
+                                                            monkeypatch):
+    from playwright.sync_api import expect, sync_playwright
+
+    from tests.conftest import start_daphne, stop_daphne
+
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    hasher = PBKDF2PasswordHasher()
+    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+    server = start_daphne(EMAIL_BACKEND="django.core.mail.backends.filebased.EmailBackend",
+                          EMAIL_FILE_PATH=str(tmp_path / "mail"))
+    try:
+        with sync_playwright() as playwright:
+            browser = Browser(playwright, server.url)
+            alice = browser.page("alice")
+            alice.goto(f"{server.url}/account/notifications/")
+            alice.fill("#target", "alice@example.org")
+            alice.get_by_role("button", name="Add").click()
+            expect(alice.get_by_role("status")).to_contain_text("Saved")
+            expect(alice.locator("#failed-deliveries")).to_have_count(0)
+            assert alice.goto(f"{server.url}/mail/").status == 403  # not for owners
+
+            dana = browser.page("dana")
+            dana.goto(f"{server.url}/mail/")
+            sent = dana.locator("article.mail")
+            expect(sent).to_have_count(1)
+            expect(sent.get_by_role("heading")).to_have_text(
+                "[agent-governance] confirm this notification address")
+            assert "To\talice@example.org" in sent.inner_text().replace("\n", "\t")
+            expect(sent).to_contain_text("If that was you, confirm it: ")
+            expect(sent).to_contain_text("/account/notifications/")
+    finally:
+        stop_daphne(server)
+
+
+def test_without_the_file_backend_there_is_no_mail_page(people, client, settings):
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    client.force_login(people.dana)
+    assert client.get("/mail/").status_code == 404
