@@ -34,7 +34,7 @@ def notification_preferences(request: HttpRequest) -> HttpResponse:
     """List your preferences; the form adds one (email or webhook, immediate or digest)."""
     if request.method == "POST":
         try:
-            notifications.set_preference(
+            preference = notifications.set_preference(
                 actor=request.user, channel=request.POST.get("channel", ""),
                 target=request.POST.get("target", "").strip()[:600],
                 mode=request.POST.get("mode", NotifyMode.IMMEDIATE),
@@ -42,8 +42,13 @@ def notification_preferences(request: HttpRequest) -> HttpResponse:
         except DomainError as error:
             messages.error(request, error.message)
         else:
-            messages.success(request, "Saved. A confirmation was sent to that address: follow "
-                                      "its link; nothing else is sent there until then.")
+            if failed_deliveries([preference], limit=1):  # sent on commit, before this line
+                messages.warning(request, "Saved, but the confirmation could not be sent to that "
+                                          "address: see Not delivered below.")
+            else:
+                messages.success(request, "Saved. A confirmation was sent to that address: "
+                                          "follow its link; nothing else is sent there until "
+                                          "then.")
         return redirect("notification-preferences")
     preferences = visible(request.user)
     return render(request, "registry/notifications.html", {
