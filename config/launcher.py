@@ -42,6 +42,9 @@ START_SECONDS = 5
 START_RETRIES = 1000
 
 
+FILE_EMAIL_BACKEND = "django.core.mail.backends.filebased.EmailBackend"
+
+
 def _manage(*args: str) -> list[str]:
     return [PYTHON, str(BASE_DIR / "manage.py"), *args]
 
@@ -199,13 +202,17 @@ class StepFailed(RuntimeError):
     """A set-up step (migrate, seed) exited non-zero; its message holds its output."""
 
 
-def ready_text(url: str, logins: str, config_path: Path, logs: Path) -> str:
-    """What the launcher prints once the site answers: how to follow and stop it, then the URL
-    and the logins last, where they stay on screen."""
+def ready_text(url: str, logins: str, config_path: Path, logs: Path,
+               mail_sink: bool = False) -> str:
+    """What the launcher prints once the site answers: how to follow and stop it (and where the
+    mail it sends is read), then the URL and the logins last, where they stay on screen."""
     names = ", ".join(f"{name}.log" for name in PROGRAMS)
+    mail = (f"Email it sends (no mail server here) is read at {url}mail/ by compliance and "
+            "admin logins.\n" if mail_sink else "")
     return (f"\nLogs ({names}) are in {logs}/; follow them with:\n"
             f"    tail -f {logs}/*.log\n"
             f"Processes: {PYTHON} -m supervisor.supervisorctl -c {config_path} status\n"
+            f"{mail}"
             "Press Ctrl-C to stop.\n\n"
             f"Agent governance is running at {url}\n\n"
             "Demo logins (user, password, role):\n"
@@ -216,6 +223,8 @@ def main() -> int:
     os.umask(0o077)  # var/ holds secrets and the database: owner-only
     env = dict(os.environ)
     env.setdefault("DEMO_SIMULATOR_SECONDS", "90")  # a living cluster: now and then a drift
+    # No SMTP server on a laptop: the demo's mail goes to files under var/mail, read on /mail/.
+    env.setdefault("EMAIL_BACKEND", FILE_EMAIL_BACKEND)
     env["PYTHONUNBUFFERED"] = "1"
     var = private_dir(var_dir())
     logs = log_dir(var)
@@ -260,7 +269,8 @@ def main() -> int:
             return 0 if stopping else 1
         write_private(demo_file(var), json.dumps({"url": url, "pid": os.getpid(),
                                                   "logs": str(logs)}))
-        print(ready_text(url, logins, config_path, logs), flush=True)
+        print(ready_text(url, logins, config_path, logs,
+                         mail_sink=env["EMAIL_BACKEND"] == FILE_EMAIL_BACKEND), flush=True)
         while not stopping and supervisor.poll() is None:
             time.sleep(0.5)
     except StepFailed as error:

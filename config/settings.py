@@ -149,6 +149,9 @@ EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
 EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10, minimum=1)
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "agent-governance@localhost")
+# With Django's file backend (the demo's mail sink), where each sent message is written; admins
+# and compliance read them on /mail/.
+EMAIL_FILE_PATH = env_str("EMAIL_FILE_PATH", str(VAR_DIR / "mail"))
 # A proposal's backtest replays at most this many of the agent's latest events (and says so).
 BACKTEST_MAX_EVENTS = env_int("BACKTEST_MAX_EVENTS", 10000, minimum=1)
 WHATIF_MAX_EVENTS = env_int("WHATIF_MAX_EVENTS", 200000, minimum=1)
@@ -247,6 +250,8 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     # Turns a sign-in refused by the limit into its 429, on every sign-in path.
     "axes.middleware.AxesMiddleware",
+    # Under DEBUG (the demo), the product's 404 page instead of Django's list of every URL.
+    "config.debug_not_found.ProductNotFoundMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"

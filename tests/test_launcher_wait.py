@@ -97,3 +97,13 @@ def test_the_url_and_the_logins_come_last():
                           "  bob  pw2  approver"]
     assert lines[-5] == "Agent governance is running at http://127.0.0.1:8123/"
     assert f"    tail -f {launcher.BASE_DIR / 'var' / 'logs'}/*.log" in lines
+    assert "mail/" not in text
+
+
+def test_the_demo_says_where_its_mail_is_read():
+    text = launcher.ready_text("http://127.0.0.1:8123/", "  dana  pw  compliance",
+                               launcher.BASE_DIR / "var" / "supervisord.conf",
+                               launcher.BASE_DIR / "var" / "logs", mail_sink=True)
+    assert ("Email it sends (no mail server here) is read at http://127.0.0.1:8123/mail/ by "
+            "compliance and admin logins.") in text.splitlines()
+    assert text.rstrip().splitlines()[-1] == "  dana  pw  compliance"

@@ -509,6 +509,9 @@ PAGES = [
     Row("GET /group-rules/gr-existing/", (L, 200, 200, 200, 200, 200, 200, L, L)),
     Row("GET /audit/",                  (L, 403, 403, 403, 403, 200, 200, L, L)),
     Row("GET /audit/verify/",           (L, 403, 403, 403, 403, 200, 200, L, L)),
+    # the demo's mail sink: only with the file email backend (tests use locmem), then
+    # compliance and admins (tests/test_console_polish_browser.py)
+    Row("GET /mail/",                   (L, 404, 404, 404, 404, 404, 404, L, L)),
     Row("GET /toxic/",                  (L, 200, 200, 200, 200, 200, 200, L, L)),
     Row("GET /fleet/",                  (L, 403, 403, 200, 200, 200, 200, L, L)),
     Row("GET /tokens/",                 (L, 200, 200, 200, 200, 200, 200, L, L)),

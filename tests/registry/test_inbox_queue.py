@@ -166,7 +166,7 @@ def test_bulk_assign_and_acknowledge_from_the_page_and_the_api_all_or_none(
     assert set(Escalation.objects.values_list("assignee__username", flat=True)) == {"bob"}
     assert AuditEntry.objects.filter(action="escalation.triaged").count() == 6
     body = client.get("/inbox/").content.decode()
-    assert body.count("<td>bob") == 2
+    assert body.count('<td class="assignee">bob') == 2
 
     carol = api_as(people.carol)
     done = carol.post("/api/v1/inbox/triage", {"escalations": [heads[0].pk],
