@@ -8,6 +8,7 @@ import base64
 import json
 import re
 import subprocess
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -184,7 +185,7 @@ def test_witness_verdicts_agree(witness, public_key, trail, exported, both):  # 
 
 @pytest.mark.parametrize("tamper, reason", [
     (None, None), ("edit", "edited"), ("proof", "edited"), ("other-key", "unknown-key"),
-    ("checkpoint", "rehashed"),
+    ("checkpoint", "rehashed"), ("agent", "edited"), ("period", "edited"), ("order", "edited"),
 ])
 def test_evidence_bundle_verdicts_agree(public_key, trail, people, api_as, tmp_path, both,  # noqa: F811
                                         tamper, reason):
@@ -204,6 +205,17 @@ def test_evidence_bundle_verdicts_agree(public_key, trail, people, api_as, tmp_p
     elif tamper == "checkpoint":
         document["checkpoint"]["size"] += 1
         seq = 1
+    elif tamper == "agent":  # every entry proven, but the bundle claims they are another's
+        document["agent"] = "support-agent"
+        seq = document["entries"][0]["entry"]["seq"]
+    elif tamper == "period":  # the first entry falls a microsecond before the period
+        first = document["entries"][0]["entry"]["at"]
+        moment = datetime.fromisoformat(first) + timedelta(microseconds=1)
+        document["from"] = moment.isoformat().replace("+00:00", "Z")
+        seq = document["entries"][0]["entry"]["seq"]
+    elif tamper == "order":  # the entries shuffled: reported just past the one before
+        document["entries"][0], document["entries"][1] = item, document["entries"][0]
+        seq = item["entry"]["seq"] + 1
     path.write_text(json.dumps(document), encoding="utf-8")
     outcome = both(path, "--public-key", public_key)
     assert outcome[0] == "OK" if tamper is None else outcome == ("FAILED", seq, reason)
@@ -424,8 +436,8 @@ def test_an_export_against_a_witness_directory_that_is_not_there_fails_in_both(
         "FAILED", first, "witness-missing")
 
 
-def test_a_checkpoint_size_given_twice_is_proven_twice_by_both(public_key, trail, exported,
-                                                               both):  # noqa: F811
+def test_a_checkpoint_size_given_twice_is_proven_twice_by_both(
+        public_key, trail, exported, both):  # noqa: F811
     """Each copy must hold on its own: a second signature by the trusted key over the same root
     proves the same entries again; one over another root fails as a re-hash past the first."""
     path, records = exported()

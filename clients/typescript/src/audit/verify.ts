@@ -489,6 +489,19 @@ function csvEntries(text: string): JsonValue[] {
   });
 }
 
+/** An ISO 8601 time as microseconds since the epoch (UTC when it names no offset), exact to the
+ * microsecond as the format writes it; undefined when it is not one. */
+function moment(text: JsonValue | undefined): number | undefined {
+  if (typeof text !== "string") return undefined;
+  const match = /^(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2}(?::\d{2})?)(?:\.(\d{1,6}))?)?(Z|[+-]\d{2}:\d{2})?$/
+    .exec(text);
+  if (!match) return undefined;
+  const [, day, time, fraction, zone] = match;
+  const millis = Date.parse(`${day}T${time ?? "00:00"}${time && time.length === 5 ? ":00" : ""}${zone ?? "Z"}`);
+  if (Number.isNaN(millis)) return undefined;
+  return millis * 1000 + Number((fraction ?? "").padEnd(6, "0"));
+}
+
 /** An evidence bundle's consistency proofs, by the smaller size each starts from (an absent list
  * holds none; one that cannot be read is `edited`). */
 function consistencyProofs(consistency: JsonValue | undefined): Map<number, string[]> {
@@ -575,14 +588,21 @@ function verifyEvidence(document: Record<string, JsonValue>, options: VerifyOpti
   let last = 0;
   let head = "";
   const seqs: number[] = [];
+  const start = moment(document.from);
+  const end = moment(document.to);
   items.forEach((item, index) => {
     const seqHint = isObject(item) && isObject(item.entry) ? integer(item.entry.seq) ?? index + 1 : index + 1;
     if (!isObject(item)) throw new Failure(seqHint, "edited", `item ${index} is not an object`);
     const entry = checkEntry(item.entry, seqHint);
     const seq = integer(entry.seq)!;
-    if (seq <= last) throw new Failure(seq, "edited", `entry ${seq} is out of order`);
+    if (seq <= last) throw new Failure(last + 1, "edited", `the entry after seq ${last} is out of order`);
     if (seq > size) throw new Failure(seq, "truncated", `entry ${seq} is past the checkpoint's size ${size}`);
     if (entryHash(entry) !== entry.hash) throw new Failure(seq, "edited", `entry ${seq} does not match its hash`);
+    if (entry.agent !== document.agent) throw new Failure(seq, "edited", `entry ${seq} is about another agent`);
+    const at = moment(entry.at);
+    if (at === undefined || (start !== undefined && at < start) || (end !== undefined && at > end)) {
+      throw new Failure(seq, "edited", `entry ${seq} lies outside the bundle's period`);
+    }
     const proof = Array.isArray(item.proof) && item.proof.every((p) => typeof p === "string")
       ? item.proof as string[] : null;
     if (integer(item.leaf_index) !== seq - 1 || !proof
