@@ -8,6 +8,7 @@ import base64
 import json
 import re
 import subprocess
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from agentgov import checkpoints as signing
 from agentgov.entries import entry_hash
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from django.db import connection
 from django.utils import timezone
 
 import audit
@@ -28,11 +30,14 @@ from tests.audit.test_offline_verify import (  # noqa: F401 (fixtures)
     evidence,
     exported,
     public_key,
+    published_evidence,
     rehash,
     trail,
     verify,
     witness,
+    witnessed,
     write,
+    write_bundle,
 )
 from tests.clients.test_typescript import TS, node_modules, npm  # noqa: F401 (fixture)
 
@@ -180,7 +185,7 @@ def test_witness_verdicts_agree(witness, public_key, trail, exported, both):  # 
 
 @pytest.mark.parametrize("tamper, reason", [
     (None, None), ("edit", "edited"), ("proof", "edited"), ("other-key", "unknown-key"),
-    ("checkpoint", "rehashed"),
+    ("checkpoint", "rehashed"), ("agent", "edited"), ("period", "edited"), ("order", "edited"),
 ])
 def test_evidence_bundle_verdicts_agree(public_key, trail, people, api_as, tmp_path, both,  # noqa: F811
                                         tamper, reason):
@@ -200,6 +205,17 @@ def test_evidence_bundle_verdicts_agree(public_key, trail, people, api_as, tmp_p
     elif tamper == "checkpoint":
         document["checkpoint"]["size"] += 1
         seq = 1
+    elif tamper == "agent":  # every entry proven, but the bundle claims they are another's
+        document["agent"] = "support-agent"
+        seq = document["entries"][0]["entry"]["seq"]
+    elif tamper == "period":  # the first entry falls a microsecond before the period
+        first = document["entries"][0]["entry"]["at"]
+        moment = datetime.fromisoformat(first) + timedelta(microseconds=1)
+        document["from"] = moment.isoformat().replace("+00:00", "Z")
+        seq = document["entries"][0]["entry"]["seq"]
+    elif tamper == "order":  # the entries shuffled: reported just past the one before
+        document["entries"][0], document["entries"][1] = item, document["entries"][0]
+        seq = item["entry"]["seq"] + 1
     path.write_text(json.dumps(document), encoding="utf-8")
     outcome = both(path, "--public-key", public_key)
     assert outcome[0] == "OK" if tamper is None else outcome == ("FAILED", seq, reason)
@@ -320,6 +336,123 @@ def test_with_a_witness_archives_and_the_live_export_join_in_both(
     (copies / f"checkpoint-{newest:012d}.json").unlink()
     assert both(archived, live, "--public-key", key, "--witness", copies) == (
         "FAILED", newest, "witness-missing")
+
+
+def test_an_evidence_bundle_held_against_the_witness_gets_the_same_verdict_from_both(
+        witness, public_key, trail, published_evidence, tmp_path, both):  # noqa: F811
+    path, document = published_evidence()
+    head = document["checkpoint"]["size"]
+    earlier = [size for size in witnessed(witness) if size < head]
+    assert len(earlier) >= 2 and [item["size"] for item in document["consistency"]] == earlier
+    assert both(path, "--public-key", public_key, "--witness", witness)[0] == "OK"
+    original = json.dumps(document)
+
+    def changed(change) -> Path:
+        bundle = json.loads(original)
+        change(bundle)
+        return write_bundle(path, bundle)
+
+    def node_changed(bundle):  # the head no longer extends the witness's first checkpoint
+        bundle["consistency"][0]["proof"][0] = "ab" * 32
+
+    def proof_left_out(bundle):  # nothing shows the entries extend what the witness saw
+        bundle["consistency"] = bundle["consistency"][1:]
+
+    def unreadable(bundle):
+        bundle["consistency"] = "proven, trust me"
+
+    for change, outcome in {node_changed: ("FAILED", earlier[0], "witness-mismatch"),
+                            proof_left_out: ("FAILED", earlier[0], "witness-mismatch"),
+                            unreadable: ("FAILED", 1, "edited")}.items():
+        assert both(changed(change), "--public-key", public_key, "--witness", witness) == \
+            outcome, change.__name__
+    # Without a witness the proofs are not needed, and the bundle still proves its entries.
+    assert both(changed(proof_left_out), "--public-key", public_key)[0] == "OK"
+    # A witness directory that is not there holds nothing: the bundle's checkpoint is missing
+    # from it (docs/audit-format.md does not make it a usage mistake; agentctl reads it so).
+    assert both(write_bundle(path, json.loads(original)), "--public-key", public_key,
+                "--witness", tmp_path / "no-such-witness") == ("FAILED", head, "witness-missing")
+
+
+def test_a_witness_of_another_trail_is_refused_by_both_against_an_evidence_bundle(
+        witness, public_key, trail, published_evidence, both):  # noqa: F811
+    path, document = published_evidence()
+    first = witnessed(witness)[0]
+    copy_file = witness / f"checkpoint-{first:012d}.json"
+    copy = json.loads(copy_file.read_text())
+    copy_file.unlink()
+    copy_file.write_text(json.dumps(signing.sign_checkpoint(Ed25519PrivateKey.generate(), first,
+                                                            "ab" * 32, copy["at"])))
+    assert both(path, "--public-key", public_key, "--witness", witness) == (
+        "FAILED", first, "unknown-key")
+    # Another installation's witness signed with this very key: its root is not a prefix.
+    copy_file.unlink()
+    copy_file.write_text(json.dumps(signing.sign_checkpoint(keys.signing_key(), first, "ab" * 32,
+                                                            copy["at"])))
+    assert both(path, "--public-key", public_key, "--witness", witness) == (
+        "FAILED", first, "witness-mismatch")
+
+
+def test_evidence_the_real_key_signed_after_a_rewrite_is_refused_by_both_given_the_witness(
+        witness, public_key, trail, settings, published_evidence, both):  # noqa: F811
+    """The insider rewrites entry 2, remakes the tree, deletes the checkpoints and the signer's
+    memory and disconnects the witness; the real key signs the forgery into a bundle."""
+    from audit import signer
+    from audit.evidence import consistency_proofs
+    from tests.audit.attacker import DROP_BINDING
+    from tests.audit.test_tamper import rewrite_from, sql
+    from tests.audit.test_trust_anchors import rebuild_tree
+
+    if connection.vendor == "postgresql":
+        for table in ("auditentry", "auditcheckpoint", "audittreenode"):
+            sql(f"ALTER TABLE audit_{table} DISABLE TRIGGER USER")
+        sql(DROP_BINDING)
+    first = witnessed(witness)[0]
+    rewrite_from(2)
+    rebuild_tree()
+    sql("DELETE FROM audit_auditcheckpoint")
+    signer.memory_file().unlink()
+    settings.AUDIT_WITNESSES = []
+    path, document = published_evidence()
+    assert document["checkpoint"]["key_id"] == signing.key_id(keys.signing_key().public_key())
+    assert both(path, "--public-key", public_key)[0] == "OK"  # alone, the forgery holds
+    assert both(path, "--public-key", public_key, "--witness", witness) == (
+        "FAILED", first, "witness-mismatch")
+    # Proofs from the witness's sizes do not help: the rewritten head does not extend them.
+    document["consistency"] = consistency_proofs(document["checkpoint"]["size"],
+                                                 {"auditor": dict.fromkeys(witnessed(witness))})
+    assert both(write_bundle(path, document), "--public-key", public_key, "--witness",
+                witness) == ("FAILED", first, "witness-mismatch")
+
+
+def test_an_export_against_a_witness_directory_that_is_not_there_fails_in_both(
+        public_key, trail, exported, tmp_path, both):  # noqa: F811
+    """docs/audit-format.md names no usage mistake for it: like agentctl, the TypeScript
+    verifier reads it as a witness holding nothing, so every checkpoint of the file is missing
+    from it."""
+    path, records = exported()
+    first = next(r["size"] for r in records if r["type"] == "checkpoint")
+    assert both(path, "--public-key", public_key, "--witness", tmp_path / "absent") == (
+        "FAILED", first, "witness-missing")
+
+
+def test_a_checkpoint_size_given_twice_is_proven_twice_by_both(
+        public_key, trail, exported, both):  # noqa: F811
+    """Each copy must hold on its own: a second signature by the trusted key over the same root
+    proves the same entries again; one over another root fails as a re-hash past the first."""
+    path, records = exported()
+    at = next(i for i, r in enumerate(records) if r["type"] == "checkpoint")
+    checkpoint = records[at]
+    size = checkpoint["size"]
+    again = {"type": "checkpoint", **signing.sign_checkpoint(
+        keys.signing_key(), size, checkpoint["root"], "2026-12-01T00:00:00.000000Z")}
+    assert again != checkpoint
+    assert both(write(path, [*records[:at + 1], again, *records[at + 1:]]),
+                "--public-key", public_key)[0] == "OK"
+    other = {"type": "checkpoint", **signing.sign_checkpoint(
+        keys.signing_key(), size, "ab" * 32, checkpoint["at"])}
+    assert both(write(path, [*records[:at + 1], other, *records[at + 1:]]),
+                "--public-key", public_key) == ("FAILED", size + 1, "rehashed")
 
 
 # --- issue 28's rules, the TypeScript verifier alone ------------------------------------------

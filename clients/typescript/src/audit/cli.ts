@@ -22,7 +22,9 @@ files (oldest first) and then the live export (or a CSV export of it), verified 
                     sign); repeat for several. Keys in the file itself are never trusted.
   --witness DIR     a directory witness (checkpoint-<size>.json): every copy in it is held
                     against the file, and every checkpoint of the file must be in it; with
-                    --public-key its signed copies also prove a CSV or entries-only JSONL.
+                    --public-key its signed copies also prove a CSV or entries-only JSONL, and
+                    an evidence bundle must prove each smaller copy a prefix of its tree (its
+                    consistency proofs). A directory that is not there holds no copies.
   --chain-only      check only the hash chain of a CSV or entries-only JSONL (or of a CSV after
                     archives): nothing is proven by a signature.
   --head HASH       also require the trail to end at this hash.

@@ -12,7 +12,7 @@ import { basename, join } from "node:path";
 
 import { JsonNumber, JsonValue, canonical, integer, isObject, parseJson } from "./json.js";
 import { TrustedKey, keyFromRaw, verifySignature } from "./keys.js";
-import { Frontier, leafHash, sha256Hex, verifyInclusion } from "./merkle.js";
+import { Frontier, leafHash, sha256Hex, verifyConsistency, verifyInclusion } from "./merkle.js";
 
 export const EXPORT_FORMAT = "agentgov-audit-export/v1";
 export const EVIDENCE_FORMAT = "agentgov-evidence/v1";
@@ -142,14 +142,16 @@ class KeyRing {
   }
 }
 
-/** Reads the witness directory's checkpoints, by size. */
+/** Reads the witness directory's checkpoints, by size. A directory that is not there (or cannot
+ * be listed) holds none, as for `agentctl audit verify`: the file's checkpoints are then
+ * `witness-missing`, and nothing is proven by it. */
 function readWitness(folder: string): Map<number, { checkpoint: Checkpoint; file: string }> {
   const copies = new Map<number, { checkpoint: Checkpoint; file: string }>();
   let names: string[];
   try {
     names = readdirSync(folder);
-  } catch (error) {
-    throw new UsageError(`--witness ${folder}: ${(error as Error).message}`);
+  } catch {
+    return copies;
   }
   for (const file of names) {
     const match = /^checkpoint-([0-9]{12})\.json$/.exec(file);
@@ -235,9 +237,10 @@ function walkExport(header: Record<string, JsonValue>, checkpoints: Checkpoint[]
   const tree = boundary?.tree ?? new Frontier();
   const startNodes = tree.nodes.map(([level, hash]) => [level, hash] as [number, string]);
 
-  // The checkpoints still to prove, by size: the file's own, then the witness's copies it lacks
-  // (which must hold for the file all the same). Those before the boundary proved an archive.
-  const pending = new Map<number, { checkpoint: Checkpoint; witnessed: boolean }>();
+  // The checkpoints still to prove, by size: the file's own (a size given twice is proven twice:
+  // each copy must hold on its own), then the witness's copies it lacks (which must hold for the
+  // file all the same). Those before the boundary proved an archive.
+  const pending = new Map<number, { checkpoint: Checkpoint; witnessed: boolean }[]>();
   for (const checkpoint of checkpoints) {
     if (checkpoint.algorithm !== "ed25519") {
       skipped.push(`${checkpointName(checkpoint)}: ${String(checkpoint.algorithm)}, not verifiable offline`);
@@ -246,24 +249,20 @@ function walkExport(header: Record<string, JsonValue>, checkpoints: Checkpoint[]
     const size = integer(checkpoint.size);
     if (size === undefined || size < 0) throw new Failure(1, "edited", "a checkpoint has no valid size");
     if (size < start) continue;
-    const same = pending.get(size);
-    if (same && canonical(same.checkpoint) !== canonical(checkpoint)) {
-      throw new Failure(size, "edited", `two different checkpoints of size ${size}`);
-    }
-    pending.set(size, { checkpoint, witnessed: false });
+    pending.set(size, [...pending.get(size) ?? [], { checkpoint, witnessed: false }]);
   }
   if (witness) {
     for (const [size, { checkpoint: copy }] of [...witness].sort((a, b) => a[0] - b[0])) {
       if (size < start) continue;
       const mine = pending.get(size);
-      if (!mine) pending.set(size, { checkpoint: copy, witnessed: true });
-      else if (signedPart(mine.checkpoint) !== signedPart(copy)) {
+      if (!mine) pending.set(size, [{ checkpoint: copy, witnessed: true }]);
+      else if (signedPart(mine[mine.length - 1].checkpoint) !== signedPart(copy)) {
         throw new Failure(size, "witness-mismatch", `the file's checkpoint ${size} differs from the `
           + "witness's copy");
       }
     }
-    for (const [size, { witnessed }] of [...pending].sort((a, b) => a[0] - b[0])) {
-      if (!witnessed && !witness.has(size)) {
+    for (const [size, due] of [...pending].sort((a, b) => a[0] - b[0])) {
+      if (!due[0].witnessed && !witness.has(size)) {
         throw new Failure(size, "witness-missing", `the witness holds no copy of checkpoint ${size}`);
       }
     }
@@ -297,10 +296,11 @@ function walkExport(header: Record<string, JsonValue>, checkpoints: Checkpoint[]
   };
 
   const atSize = (size: number) => {
-    const due = pending.get(size);
-    if (!due) return;
+    for (const due of pending.get(size) ?? []) prove(size, due);
     pending.delete(size);
-    const { checkpoint, witnessed } = due;
+  };
+
+  const prove = (size: number, { checkpoint, witnessed }: { checkpoint: Checkpoint; witnessed: boolean }) => {
     ring.check(checkpoint, size, tree.root(), provenTo + 1, witnessed ? "witness-mismatch" : "rehashed");
     const by = `${witnessed ? "witnessed " : ""}${checkpointName(checkpoint)}`;
     proven.push(size === start && start > 0
@@ -337,7 +337,7 @@ function walkExport(header: Record<string, JsonValue>, checkpoints: Checkpoint[]
   // What the file or the witness claims beyond the entries present.
   const larger = [...pending.keys()].sort((a, b) => a - b);
   if (larger.length) {
-    throw new Failure(count + 1, "truncated", `${checkpointName(pending.get(larger[0])!.checkpoint)} `
+    throw new Failure(count + 1, "truncated", `${checkpointName(pending.get(larger[0])![0].checkpoint)} `
       + `covers entries the file lacks (it ends at ${count})`);
   }
   const headerSize = integer(header.size);
@@ -489,6 +489,75 @@ function csvEntries(text: string): JsonValue[] {
   });
 }
 
+/** An ISO 8601 time as microseconds since the epoch (UTC when it names no offset), exact to the
+ * microsecond as the format writes it; undefined when it is not one. */
+function moment(text: JsonValue | undefined): number | undefined {
+  if (typeof text !== "string") return undefined;
+  const match = /^(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2}(?::\d{2})?)(?:\.(\d{1,6}))?)?(Z|[+-]\d{2}:\d{2})?$/
+    .exec(text);
+  if (!match) return undefined;
+  const [, day, time, fraction, zone] = match;
+  const millis = Date.parse(`${day}T${time ?? "00:00"}${time && time.length === 5 ? ":00" : ""}${zone ?? "Z"}`);
+  if (Number.isNaN(millis)) return undefined;
+  return millis * 1000 + Number((fraction ?? "").padEnd(6, "0"));
+}
+
+/** An evidence bundle's consistency proofs, by the smaller size each starts from (an absent list
+ * holds none; one that cannot be read is `edited`). */
+function consistencyProofs(consistency: JsonValue | undefined): Map<number, string[]> {
+  const proofs = new Map<number, string[]>();
+  if (consistency === undefined || consistency === null) return proofs;
+  const unreadable = new Failure(1, "edited", "the bundle's consistency proofs are unreadable");
+  if (!Array.isArray(consistency)) throw unreadable;
+  for (const item of consistency) {
+    const size = isObject(item) ? integer(item.size) : undefined;
+    const proof = isObject(item) ? item.proof : undefined;
+    if (size === undefined || !Array.isArray(proof) || !proof.every((node) => typeof node === "string")) {
+      throw unreadable;
+    }
+    proofs.set(size, proof as string[]);
+  }
+  return proofs;
+}
+
+/** Holds every witness checkpoint smaller than the bundle's (`size`, `root`) against it: signed
+ * by a trusted key (for its size), and proven a prefix of the bundle's tree by the consistency
+ * proof the bundle carries for its size. A copy that is not is `witness-mismatch` at its size
+ * (`unknown-key` or `retired-key` when its key is the reason): a bundle signed over a rewritten
+ * past, even by the real key. Larger copies (made after the bundle) are only counted. Returns
+ * what was shown, one line each. */
+function checkWitnessed(size: number, root: string, proofs: Map<number, string[]>, witness: Witness,
+                        ring: KeyRing): string[] {
+  const earlier = [...witness].filter(([before]) => before > 0 && before < size)
+    .sort((a, b) => a[0] - b[0]);
+  for (const [before, { checkpoint: copy }] of earlier) {
+    const name = `the witness's ${checkpointName(copy)}`;
+    const copyRoot = str(copy.root) ?? "";
+    try {
+      ring.check(copy, before, copyRoot, before);
+    } catch (error) {
+      if (!(error instanceof Failure)) throw error;
+      throw new Failure(before, error.reason === "rehashed" ? "witness-mismatch" : error.reason,
+        `${name}: ${error.detail} (another trail's witness, or a forged copy)`);
+    }
+    const proof = proofs.get(before);
+    if (!proof) {
+      throw new Failure(before, "witness-mismatch", `the bundle carries no consistency proof from `
+        + `${name} to its checkpoint ${size}: nothing shows its entries extend what the witness saw `
+        + `(the control plane adds one for every checkpoint it holds: checkpoint ${before} is `
+        + "missing from its trail)");
+    }
+    if (!verifyConsistency(before, size, proof.map((node) => node.toLowerCase()), copyRoot, root)) {
+      throw new Failure(before, "witness-mismatch", `the bundle's checkpoint ${size} does not extend `
+        + `${name}: the trail was rewritten at or below entry ${before} after the witness saw it`);
+    }
+  }
+  const later = [...witness.keys()].filter((s) => s > size).length;
+  return [`${earlier.length} earlier witness checkpoints proven consistent with it`,
+    ...(later ? [`${later} witness checkpoints larger than the bundle's are not held against it `
+      + "(made after it)"] : [])];
+}
+
 function verifyEvidence(document: Record<string, JsonValue>, options: VerifyOptions): Verdict {
   const checkpoint = document.checkpoint;
   const items = document.entries;
@@ -501,14 +570,17 @@ function verifyEvidence(document: Record<string, JsonValue>, options: VerifyOpti
     throw new Failure(1, "edited", "the bundle's checkpoint has no size or root");
   }
   const proven: string[] = [];
+  const shown: string[] = [];
   const checking = !options.chainOnly;
   if (checking) {
     const ring = new KeyRing(options.keys ?? []);
     ring.check(checkpoint, size, root, 1);
     if (options.witness) {
-      const copy = readWitness(options.witness).get(size);
+      const witness = readWitness(options.witness);
+      shown.push(...checkWitnessed(size, root, consistencyProofs(document.consistency), witness, ring));
+      const copy = witness.get(size);
       if (!copy) throw new Failure(size, "witness-missing", `the witness holds no copy of ${checkpointName(checkpoint)}`);
-      if (canonical(copy.checkpoint) !== canonical(checkpoint)) {
+      if (signedPart(copy.checkpoint) !== signedPart(checkpoint)) {
         throw new Failure(size, "witness-mismatch", `the bundle's checkpoint ${size} differs from the witness's copy`);
       }
     }
@@ -516,14 +588,21 @@ function verifyEvidence(document: Record<string, JsonValue>, options: VerifyOpti
   let last = 0;
   let head = "";
   const seqs: number[] = [];
+  const start = moment(document.from);
+  const end = moment(document.to);
   items.forEach((item, index) => {
     const seqHint = isObject(item) && isObject(item.entry) ? integer(item.entry.seq) ?? index + 1 : index + 1;
     if (!isObject(item)) throw new Failure(seqHint, "edited", `item ${index} is not an object`);
     const entry = checkEntry(item.entry, seqHint);
     const seq = integer(entry.seq)!;
-    if (seq <= last) throw new Failure(seq, "edited", `entry ${seq} is out of order`);
+    if (seq <= last) throw new Failure(last + 1, "edited", `the entry after seq ${last} is out of order`);
     if (seq > size) throw new Failure(seq, "truncated", `entry ${seq} is past the checkpoint's size ${size}`);
     if (entryHash(entry) !== entry.hash) throw new Failure(seq, "edited", `entry ${seq} does not match its hash`);
+    if (entry.agent !== document.agent) throw new Failure(seq, "edited", `entry ${seq} is about another agent`);
+    const at = moment(entry.at);
+    if (at === undefined || (start !== undefined && at < start) || (end !== undefined && at > end)) {
+      throw new Failure(seq, "edited", `entry ${seq} lies outside the bundle's period`);
+    }
     const proof = Array.isArray(item.proof) && item.proof.every((p) => typeof p === "string")
       ? item.proof as string[] : null;
     if (integer(item.leaf_index) !== seq - 1 || !proof
@@ -536,7 +615,7 @@ function verifyEvidence(document: Record<string, JsonValue>, options: VerifyOpti
   });
   if (checking) {
     proven.push(`${seqs.length} entries (seq ${seqs[0] ?? "-"}-${seqs[seqs.length - 1] ?? "-"}) proven by `
-      + checkpointName(checkpoint));
+      + checkpointName(checkpoint), ...shown);
   }
   return { outcome: checking ? "proven" : "chain-only", count: seqs.length, head, proven, skipped: [] };
 }
