@@ -349,3 +349,59 @@ def test_default_privileges_set_by_hand_are_found_and_revoked_for_tables_made_la
     assert crm_database.run("SELECT count(*) FROM pg_default_acl d, aclexplode(d.defaclacl) a "
                             "WHERE a.grantee = %s::regrole", AGENT_ROLE) == [(0,)]
     assert SourceReading.objects.get(agent=agent).access == {"crm": "read"}
+
+
+def declare_reports_beside_crm(settings, monkeypatch, dsn: str) -> None:
+    """Two resources of one database, both held through the same role."""
+    monkeypatch.setenv(SECRET, dsn)
+    settings.CONNECTOR_SECRETS = [SECRET]
+    settings.PERMISSION_SOURCES = parse_sources(json.dumps({"crm-db": {
+        "type": "postgres", "secret": SECRET,
+        "resources": {"crm": {"schema": "crm", "tables": ["customers"]},
+                      "crm_reports": {"schema": "crm", "tables": [HOSTILE_TABLE]}},
+        "agents": {"refund-agent": AGENT_ROLE}}}), [SECRET])
+
+
+def reporting(people, data: list[dict[str, str]]):
+    agent = approved_agent(people, "refund-agent", connector={"type": "push"}, data=data,
+                           enforcement={"default": "correct"})
+    state = {k: v for k, v in agent.enforced_spec.items() if k != "enforcement"}
+    record_observation(agent, {**state, "running": True}, actor="agent:refund-agent",
+                       source="push", trigger_reconcile=False)
+    return agent
+
+
+def test_bypassrls_approved_for_another_resource_is_escalated_not_taken_away(
+        people, crm_database, settings, monkeypatch):
+    """BYPASSRLS is role-wide: turning it off for crm would take the admin access a person
+    approved on crm_reports, so nothing changes and an approver is asked."""
+    declare_reports_beside_crm(settings, monkeypatch, crm_database.dsn)
+    crm_database.run(sql.SQL("ALTER ROLE {} BYPASSRLS").format(sql.Identifier(AGENT_ROLE)))
+    agent = reporting(people, [*CRM_READ, {"resource": "crm_reports", "access": "admin"}])
+    reconcile_agent(agent.pk, trigger="manual")
+
+    assert crm_database.run("SELECT rolbypassrls FROM pg_roles WHERE rolname = %s",
+                            AGENT_ROLE) == [(True,)]  # rolled back
+    finding = Finding.objects.get(agent=agent)
+    assert (finding.pointer, finding.status) == ("/data/crm", "escalated")
+    assert Escalation.objects.get(finding=finding).reason == (
+        f"correction refused: correcting crm for role {AGENT_ROLE} would also take approved "
+        f"access on crm_reports (admin to read): the grant is shared by these resources, a "
+        f"person decides")
+    assert not AuditEntry.objects.filter(action="source.corrected").exists()
+
+
+def test_bypassrls_approved_nowhere_is_turned_off_for_every_resource(
+        people, crm_database, settings, monkeypatch):
+    declare_reports_beside_crm(settings, monkeypatch, crm_database.dsn)
+    crm_database.run(sql.SQL("ALTER ROLE {} BYPASSRLS").format(sql.Identifier(AGENT_ROLE)))
+    agent = reporting(people, [*CRM_READ, {"resource": "crm_reports", "access": "read"}])
+    reconcile_agent(agent.pk, trigger="manual")
+
+    assert crm_database.run("SELECT rolbypassrls FROM pg_roles WHERE rolname = %s",
+                            AGENT_ROLE) == [(False,)]
+    assert {f.pointer: f.status for f in Finding.objects.filter(agent=agent)} == {
+        "/data/crm": "corrected", "/data/crm_reports": "corrected"}
+    assert corrected_statements() == [f'ALTER ROLE "{AGENT_ROLE}" NOBYPASSRLS']  # once
+    assert SourceReading.objects.get(agent=agent).access == {"crm": "read",
+                                                             "crm_reports": "read"}
