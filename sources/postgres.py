@@ -310,8 +310,10 @@ def correct(conn: psycopg.Connection, source: Source, agent: str, resource: str,
                     f"decides")
             return [s.as_string(conn) for s in statements], before, after
     except psycopg.errors.InsufficientPrivilege as error:
+        detail = error.diag.message_detail  # PostgreSQL 16 says why here, e.g. BYPASSRLS
         raise CorrectionRefused(f"the credentials of {source.name} may not change role "
-                                f"{role}: {error.diag.message_primary}") from None
+                                f"{role}: {error.diag.message_primary}"
+                                + (f" ({detail})" if detail else "")) from None
     except psycopg.OperationalError as error:
         raise ConnectorError(f"permission source {source.name} unreachable",
                              detail=str(error)) from None

@@ -405,3 +405,26 @@ def test_bypassrls_approved_nowhere_is_turned_off_for_every_resource(
     assert corrected_statements() == [f'ALTER ROLE "{AGENT_ROLE}" NOBYPASSRLS']  # once
     assert SourceReading.objects.get(agent=agent).access == {"crm": "read",
                                                              "crm_reports": "read"}
+
+
+def test_credentials_that_may_not_turn_bypassrls_off_are_a_clear_escalation(
+        people, crm_database, settings, monkeypatch):
+    """CREATEROLE is not enough: PostgreSQL keeps BYPASSRLS for superusers (or, from 16, for
+    roles holding it), and the escalation says so in PostgreSQL's words."""
+    crm_database.run(sql.SQL("ALTER ROLE {} CREATEROLE").format(sql.Identifier(WEAK)))
+    declare(settings, monkeypatch, server_url(DATABASE, WEAK), {"refund-agent": AGENT_ROLE})
+    agent = reporting_read_only(people)
+    crm_database.run(sql.SQL("ALTER ROLE {} BYPASSRLS").format(sql.Identifier(AGENT_ROLE)))
+    reconcile_agent(agent.pk, trigger="manual")
+
+    assert crm_database.run("SELECT rolbypassrls FROM pg_roles WHERE rolname = %s",
+                            AGENT_ROLE) == [(True,)]
+    finding = Finding.objects.get(agent=agent)
+    assert finding.status == "escalated"
+    reason = Escalation.objects.get(finding=finding).reason
+    assert reason.startswith(f"correction refused: the credentials of crm-db may not change "
+                             f"role {AGENT_ROLE}: ")
+    assert "bypassrls" in reason.lower()
+    refused = AuditEntry.objects.get(action="source.correction_refused")
+    assert refused.reason == reason.removeprefix("correction refused: ")
+    assert not AuditEntry.objects.filter(action="source.corrected").exists()
