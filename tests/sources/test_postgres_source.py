@@ -428,3 +428,23 @@ def test_credentials_that_may_not_turn_bypassrls_off_are_a_clear_escalation(
     refused = AuditEntry.objects.get(action="source.correction_refused")
     assert refused.reason == reason.removeprefix("correction refused: ")
     assert not AuditEntry.objects.filter(action="source.corrected").exists()
+
+
+def test_bypassrls_reached_through_a_group_is_corrected_by_ending_the_membership(
+        people, crm_database, settings, monkeypatch):
+    """The role may SET ROLE to a group with BYPASSRLS: the group keeps it, the agent's role
+    stops being its member."""
+    declare(settings, monkeypatch, crm_database.dsn, {"refund-agent": AGENT_ROLE})
+    agent = reporting_read_only(people)
+    crm_database.run(sql.SQL("ALTER ROLE {} BYPASSRLS").format(sql.Identifier(WRITERS)))
+    crm_database.run(sql.SQL("GRANT {} TO {}").format(sql.Identifier(WRITERS),
+                                                      sql.Identifier(AGENT_ROLE)))
+    reconcile_agent(agent.pk, trigger="manual")
+
+    assert Finding.objects.get(agent=agent).status == "corrected"
+    assert corrected_statements() == [f'REVOKE "{WRITERS}" FROM "{AGENT_ROLE}"']
+    assert crm_database.run("SELECT rolname, rolbypassrls FROM pg_roles WHERE rolname IN "
+                            "(%s, %s) ORDER BY 1", AGENT_ROLE, WRITERS) == sorted(
+        [(AGENT_ROLE, False), (WRITERS, True)])
+    assert crm_database.run("SELECT pg_has_role(%s, %s, 'MEMBER')", AGENT_ROLE,
+                            WRITERS) == [(False,)]
