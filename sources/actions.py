@@ -114,6 +114,15 @@ def _escalate_once(agent: Agent, reason: str) -> None:
         open_escalation(agent, None, reason=reason)
 
 
+def _approved(agent: Agent, source: Source) -> dict[str, str | None]:
+    """The access `agent` may have now on each resource `source` covers (None: none)."""
+    from reconciliation.actions.common import desired_now
+
+    data = {entry.get("resource"): entry.get("access")
+            for entry in desired_now(agent, timezone.now()).get("data", [])}
+    return {resource: data.get(resource) for resource in source.covers}
+
+
 def correct_at_source(source: Source, agent: Agent, resource: str, wanted: str | None,
                       *, key: str) -> dict[str, Any]:
     """Bring `agent`'s role to `wanted` on `resource` at the source (one transaction there);
@@ -126,8 +135,8 @@ def correct_at_source(source: Source, agent: Agent, resource: str, wanted: str |
             statements, before, after = aws_iam.correct(source, agent.name, resource, wanted)
         else:
             with _connection(source) as conn:
-                statements, before, after = postgres.correct(conn, source, agent.name,
-                                                             resource, wanted)
+                statements, before, after = postgres.correct(
+                    conn, source, agent.name, resource, wanted, _approved(agent, source))
     except CorrectionRefused as refused:
         audit.record(actor=ACTOR, action=AuditAction.SOURCE_CORRECTION_REFUSED,
                      target=f"source:{source.name}", agent=agent.name,

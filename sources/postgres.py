@@ -252,11 +252,29 @@ def _granting(role: str, where: Resource, level: str, sharing: list[str]
     return statements
 
 
+def _taken_elsewhere(source: Source, resource: str, before: Reading, after: Reading,
+                    approved: dict[str, str | None] | None) -> list[str]:
+    """The source's other resources whose approved access a correction of `resource` took
+    away: BYPASSRLS is role-wide, and CREATE on a schema or its default privileges count for
+    every resource in that schema. Without `approved`, any access lowered counts."""
+    taken = []
+    for other in sorted(source.resources):
+        if other == resource:
+            continue
+        held, left = before.access.get(other), after.access.get(other)
+        kept = before.access.get(other) if approved is None else approved.get(other)
+        if rank(left) < min(rank(held), rank(kept)):
+            taken.append(f"{other} ({held} to {left or 'no access'})")
+    return taken
+
+
 def correct(conn: psycopg.Connection, source: Source, agent: str, resource: str,
-            wanted: str | None) -> tuple[list[str], Reading, Reading]:
+            wanted: str | None, approved: dict[str, str | None] | None = None
+            ) -> tuple[list[str], Reading, Reading]:
     """Bring `agent`'s role to exactly `wanted` on `resource` in one transaction: the
     statements run and the readings before and after. Raises CorrectionRefused (nothing
-    changed) when that cannot be done safely or the credentials may not do it."""
+    changed) when that cannot be done safely, would take from the source's other resources
+    access `approved` for them, or the credentials may not do it."""
     role = source.role_of(agent)
     if role is None or resource not in source.resources:
         raise CorrectionRefused(f"{source.name} has no role for {agent} on {resource}")
@@ -284,10 +302,18 @@ def correct(conn: psycopg.Connection, source: Source, agent: str, resource: str,
                     f"{after.access.get(resource) or 'no access'}): they need to own the "
                     f"objects, hold the privileges WITH GRANT OPTION, or hold ADMIN OPTION on "
                     f"the roles it is a member of")
+            taken = _taken_elsewhere(source, resource, before, after, approved)
+            if taken:
+                raise CorrectionRefused(
+                    f"correcting {resource} for role {role} would also take approved access "
+                    f"on {', '.join(taken)}: the grant is shared by these resources, a person "
+                    f"decides")
             return [s.as_string(conn) for s in statements], before, after
     except psycopg.errors.InsufficientPrivilege as error:
+        detail = error.diag.message_detail  # PostgreSQL 16 says why here, e.g. BYPASSRLS
         raise CorrectionRefused(f"the credentials of {source.name} may not change role "
-                                f"{role}: {error.diag.message_primary}") from None
+                                f"{role}: {error.diag.message_primary}"
+                                + (f" ({detail})" if detail else "")) from None
     except psycopg.OperationalError as error:
         raise ConnectorError(f"permission source {source.name} unreachable",
                              detail=str(error)) from None

@@ -1,5 +1,6 @@
 """A real CRM database on this machine's PostgreSQL, for the permission-source tests: its own
-database and roles (prefixed conn35_), made and dropped by the fixture."""
+database and roles (prefixed conn35_, or $PERMISSION_SOURCE_TEST_PREFIX so that two runs on one
+server do not drop each other's), made and dropped by the fixture."""
 
 import os
 from collections.abc import Iterator
@@ -10,11 +11,12 @@ import psycopg
 import pytest
 from psycopg import sql
 
-DATABASE = "conn35_crm"
-AGENT_ROLE = "conn35_refund_bot"
-WRITERS = "conn35_crm_writers"
-WEAK = "conn35_weak_connector"
-HOSTILE_ROLE = 'conn35 bot"; DROP TABLE crm.customers; --'
+PREFIX = os.environ.get("PERMISSION_SOURCE_TEST_PREFIX", "conn35")
+DATABASE = f"{PREFIX}_crm"
+AGENT_ROLE = f"{PREFIX}_refund_bot"
+WRITERS = f"{PREFIX}_crm_writers"
+WEAK = f"{PREFIX}_weak_connector"
+HOSTILE_ROLE = f'{PREFIX} bot"; DROP TABLE crm.customers; --'
 HOSTILE_TABLE = 'or"ders; x'
 ROLES = (AGENT_ROLE, WRITERS, WEAK, HOSTILE_ROLE)
 

@@ -22,6 +22,7 @@ from sources.models import SourceReading
 from tests.conftest import approved_agent
 from tests.sources.conftest import (
     AGENT_ROLE,
+    DATABASE,
     HOSTILE_ROLE,
     HOSTILE_TABLE,
     WEAK,
@@ -133,7 +134,7 @@ def test_a_source_that_is_down_keeps_its_last_known_state_and_corrects_nothing(
     agent = reporting_read_only(people)
     crm_database.run(sql.SQL("GRANT INSERT ON crm.customers TO {}").format(
         sql.Identifier(AGENT_ROLE)))
-    monkeypatch.setenv(SECRET, "postgresql://postgres@127.0.0.1:1/conn35_crm")  # nothing there
+    monkeypatch.setenv(SECRET, f"postgresql://postgres@127.0.0.1:1/{DATABASE}")  # nothing there
     with pytest.raises(ConnectorError, match="permission source crm-db unreachable"):
         reconcile_agent(agent.pk, trigger="manual")
     reading = SourceReading.objects.get(agent=agent)
@@ -144,7 +145,7 @@ def test_a_source_that_is_down_keeps_its_last_known_state_and_corrects_nothing(
     monkeypatch.setenv(SECRET, crm_database.dsn)  # back: found and corrected
     reconcile_agent(agent.pk, trigger="manual")
     assert not crm_database.can(AGENT_ROLE, "INSERT")
-    monkeypatch.setenv(SECRET, "postgresql://postgres@127.0.0.1:1/conn35_crm")
+    monkeypatch.setenv(SECRET, f"postgresql://postgres@127.0.0.1:1/{DATABASE}")
     with pytest.raises(ConnectorError):
         reconcile_agent(agent.pk, trigger="manual")
     reading.refresh_from_db()
@@ -161,14 +162,14 @@ def test_a_source_that_is_down_keeps_its_last_known_state_and_corrects_nothing(
     client.force_login(people.alice)
     page = " ".join(re.sub(r"<[^>]+>", " ", client.get("/agents/refund-agent/")
                            .content.decode()).split())
-    assert "crm-db (postgres, role conn35_refund_bot ): ⚠ unknown now" in page
+    assert f"crm-db (postgres, role {AGENT_ROLE} ): ⚠ unknown now" in page
     assert "permission source crm-db unreachable" in page and "last known state" in page
     assert "crm read" in page
 
 
 def test_credentials_without_the_privilege_to_revoke_are_a_clear_escalation(
         people, crm_database, settings, monkeypatch):
-    declare(settings, monkeypatch, server_url("conn35_crm", WEAK),
+    declare(settings, monkeypatch, server_url(DATABASE, WEAK),
             {"refund-agent": AGENT_ROLE})
     agent = reporting_read_only(people)
     crm_database.run(sql.SQL("GRANT INSERT ON crm.customers TO {}").format(
@@ -184,7 +185,7 @@ def test_a_revoke_postgresql_only_warns_about_is_rolled_back_and_escalated(
         people, crm_database, settings, monkeypatch):
     """A role that may see the table but did not grant the privilege: PostgreSQL's REVOKE
     succeeds with a warning and changes nothing; the re-read inside the transaction sees it."""
-    declare(settings, monkeypatch, server_url("conn35_crm", WEAK),
+    declare(settings, monkeypatch, server_url(DATABASE, WEAK),
             {"refund-agent": AGENT_ROLE})
     crm_database.run(sql.SQL("GRANT USAGE ON SCHEMA crm TO {0}; GRANT SELECT ON crm.customers "
                              "TO {0}").format(sql.Identifier(WEAK)))
@@ -230,3 +231,220 @@ def test_every_way_a_role_holds_access_is_read(crm_database):
             ("CREATE on schema crm", "direct"),
             ("BYPASSRLS (row-level security ignored)", "direct"),
             ("SELECT on crm.customers", "direct")} <= held
+
+
+def corrected_statements() -> list[str]:
+    """The statements the one `source.corrected` audit entry says were run."""
+    return AuditEntry.objects.get(action="source.corrected").after["statements"]
+
+
+def as_agent_role(crm_database, statement: str) -> None:
+    """Run `statement` as the agent's role would (SET ROLE from the DBA's connection)."""
+    with psycopg.connect(crm_database.dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(AGENT_ROLE)))
+        conn.execute(statement)
+
+
+def rows_seen_by_agent_role(crm_database) -> int:
+    with psycopg.connect(crm_database.dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(AGENT_ROLE)))
+        return conn.execute("SELECT count(*) FROM crm.customers").fetchone()[0]
+
+
+def test_a_column_grant_made_by_hand_is_found_revoked_and_verified(
+        people, crm_database, settings, monkeypatch):
+    declare(settings, monkeypatch, crm_database.dsn, {"refund-agent": AGENT_ROLE})
+    agent = reporting_read_only(people)
+    crm_database.run("INSERT INTO crm.customers VALUES (1, 'a@example.com', '')")
+    crm_database.run(sql.SQL("GRANT UPDATE (email), INSERT (email) ON crm.customers TO {}")
+                     .format(sql.Identifier(AGENT_ROLE)))  # a DBA, by hand, on one column
+    as_agent_role(crm_database, "UPDATE crm.customers SET email = 'b@example.com'")  # it can
+    run = reconcile_agent(agent.pk, trigger="manual")
+
+    finding = Finding.objects.get(agent=agent)
+    assert (finding.kind, finding.actual, finding.status) == ("data_widened", "write",
+                                                              "corrected")
+    assert run.result == "corrected"
+    assert Correction.objects.get(finding=finding).result == "verified"
+    assert corrected_statements() == [
+        f'REVOKE INSERT ("email") ON TABLE "crm"."customers" FROM "{AGENT_ROLE}"',
+        f'REVOKE UPDATE ("email") ON TABLE "crm"."customers" FROM "{AGENT_ROLE}"']
+    assert {g["what"] for g in AuditEntry.objects.get(action="source.corrected")
+            .after["revoked"]} == {"INSERT on crm.customers (email)",
+                                   "UPDATE on crm.customers (email)"}
+    for privilege in ("UPDATE", "INSERT"):
+        assert crm_database.run("SELECT has_column_privilege(%s, 'crm.customers', 'email', %s)",
+                                AGENT_ROLE, privilege) == [(False,)]
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        as_agent_role(crm_database, "UPDATE crm.customers SET email = 'c@example.com'")
+    assert crm_database.run("SELECT email FROM crm.customers") == [("b@example.com",)]
+    assert crm_database.can(AGENT_ROLE, "SELECT")  # what was approved stays
+    assert SourceReading.objects.get(agent=agent).access == {"crm": "read"}
+
+
+def test_bypassrls_set_by_hand_is_found_and_turned_off(
+        people, crm_database, settings, monkeypatch):
+    """BYPASSRLS lets the role read every row whatever the row-level policies say: admin."""
+    declare(settings, monkeypatch, crm_database.dsn, {"refund-agent": AGENT_ROLE})
+    agent = reporting_read_only(people)
+    crm_database.run("INSERT INTO crm.customers VALUES (1, 'a@example.com', 'private')")
+    crm_database.run("ALTER TABLE crm.customers ENABLE ROW LEVEL SECURITY")  # no policy: no row
+    crm_database.run(sql.SQL("ALTER ROLE {} BYPASSRLS").format(sql.Identifier(AGENT_ROLE)))
+    assert rows_seen_by_agent_role(crm_database) == 1  # the policy is ignored
+    run = reconcile_agent(agent.pk, trigger="manual")
+
+    finding = Finding.objects.get(agent=agent)
+    assert (finding.kind, finding.actual, finding.status) == ("data_widened", "admin",
+                                                              "corrected")
+    assert run.result == "corrected"
+    assert Correction.objects.get(finding=finding).result == "verified"
+    assert corrected_statements() == [f'ALTER ROLE "{AGENT_ROLE}" NOBYPASSRLS']
+    assert crm_database.run("SELECT rolbypassrls FROM pg_roles WHERE rolname = %s",
+                            AGENT_ROLE) == [(False,)]
+    assert rows_seen_by_agent_role(crm_database) == 0  # row-level security applies again
+    assert SourceReading.objects.get(agent=agent).access == {"crm": "read"}
+
+
+def test_create_on_the_schema_granted_by_hand_is_found_and_revoked(
+        people, crm_database, settings, monkeypatch):
+    declare(settings, monkeypatch, crm_database.dsn, {"refund-agent": AGENT_ROLE})
+    agent = reporting_read_only(people)
+    crm_database.run(sql.SQL("GRANT CREATE ON SCHEMA crm TO {}").format(
+        sql.Identifier(AGENT_ROLE)))
+    run = reconcile_agent(agent.pk, trigger="manual")
+
+    finding = Finding.objects.get(agent=agent)
+    assert (finding.kind, finding.actual, finding.status) == ("data_widened", "admin",
+                                                              "corrected")
+    assert run.result == "corrected"
+    assert corrected_statements() == [f'REVOKE CREATE ON SCHEMA "crm" FROM "{AGENT_ROLE}"']
+    assert crm_database.run("SELECT has_schema_privilege(%s, 'crm', 'CREATE')",
+                            AGENT_ROLE) == [(False,)]
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        as_agent_role(crm_database, "CREATE TABLE crm.its_own (id int)")
+    assert crm_database.run("SELECT has_schema_privilege(%s, 'crm', 'USAGE')",
+                            AGENT_ROLE) == [(True,)]  # it may still read there
+    assert SourceReading.objects.get(agent=agent).access == {"crm": "read"}
+
+
+@pytest.mark.parametrize("scope", ["IN SCHEMA crm ", ""], ids=["in-schema", "everywhere"])
+def test_default_privileges_set_by_hand_are_found_and_revoked_for_tables_made_later(
+        people, crm_database, settings, monkeypatch, scope):
+    declare(settings, monkeypatch, crm_database.dsn, {"refund-agent": AGENT_ROLE})
+    agent = reporting_read_only(people)
+    crm_database.run(sql.SQL(f"ALTER DEFAULT PRIVILEGES {scope}GRANT INSERT ON TABLES TO {{}}")
+                     .format(sql.Identifier(AGENT_ROLE)))
+    assert not crm_database.can(AGENT_ROLE, "INSERT")  # no table has it yet
+    run = reconcile_agent(agent.pk, trigger="manual")
+
+    finding = Finding.objects.get(agent=agent)
+    assert (finding.kind, finding.actual, finding.status) == ("data_widened", "write",
+                                                              "corrected")
+    assert run.result == "corrected"
+    quoted = 'IN SCHEMA "crm" ' if scope else ""
+    assert corrected_statements() == [f'ALTER DEFAULT PRIVILEGES FOR ROLE "postgres" {quoted}'
+                                      f'REVOKE INSERT ON TABLES FROM "{AGENT_ROLE}"']
+    crm_database.run("CREATE TABLE crm.made_later (id int)")  # by the DBA, after
+    assert not crm_database.can(AGENT_ROLE, "INSERT", "crm.made_later")
+    assert crm_database.run("SELECT count(*) FROM pg_default_acl d, aclexplode(d.defaclacl) a "
+                            "WHERE a.grantee = %s::regrole", AGENT_ROLE) == [(0,)]
+    assert SourceReading.objects.get(agent=agent).access == {"crm": "read"}
+
+
+def declare_reports_beside_crm(settings, monkeypatch, dsn: str) -> None:
+    """Two resources of one database, both held through the same role."""
+    monkeypatch.setenv(SECRET, dsn)
+    settings.CONNECTOR_SECRETS = [SECRET]
+    settings.PERMISSION_SOURCES = parse_sources(json.dumps({"crm-db": {
+        "type": "postgres", "secret": SECRET,
+        "resources": {"crm": {"schema": "crm", "tables": ["customers"]},
+                      "crm_reports": {"schema": "crm", "tables": [HOSTILE_TABLE]}},
+        "agents": {"refund-agent": AGENT_ROLE}}}), [SECRET])
+
+
+def reporting(people, data: list[dict[str, str]]):
+    agent = approved_agent(people, "refund-agent", connector={"type": "push"}, data=data,
+                           enforcement={"default": "correct"})
+    state = {k: v for k, v in agent.enforced_spec.items() if k != "enforcement"}
+    record_observation(agent, {**state, "running": True}, actor="agent:refund-agent",
+                       source="push", trigger_reconcile=False)
+    return agent
+
+
+def test_bypassrls_approved_for_another_resource_is_escalated_not_taken_away(
+        people, crm_database, settings, monkeypatch):
+    """BYPASSRLS is role-wide: turning it off for crm would take the admin access a person
+    approved on crm_reports, so nothing changes and an approver is asked."""
+    declare_reports_beside_crm(settings, monkeypatch, crm_database.dsn)
+    crm_database.run(sql.SQL("ALTER ROLE {} BYPASSRLS").format(sql.Identifier(AGENT_ROLE)))
+    agent = reporting(people, [*CRM_READ, {"resource": "crm_reports", "access": "admin"}])
+    reconcile_agent(agent.pk, trigger="manual")
+
+    assert crm_database.run("SELECT rolbypassrls FROM pg_roles WHERE rolname = %s",
+                            AGENT_ROLE) == [(True,)]  # rolled back
+    finding = Finding.objects.get(agent=agent)
+    assert (finding.pointer, finding.status) == ("/data/crm", "escalated")
+    assert Escalation.objects.get(finding=finding).reason == (
+        f"correction refused: correcting crm for role {AGENT_ROLE} would also take approved "
+        f"access on crm_reports (admin to read): the grant is shared by these resources, a "
+        f"person decides")
+    assert not AuditEntry.objects.filter(action="source.corrected").exists()
+
+
+def test_bypassrls_approved_nowhere_is_turned_off_for_every_resource(
+        people, crm_database, settings, monkeypatch):
+    declare_reports_beside_crm(settings, monkeypatch, crm_database.dsn)
+    crm_database.run(sql.SQL("ALTER ROLE {} BYPASSRLS").format(sql.Identifier(AGENT_ROLE)))
+    agent = reporting(people, [*CRM_READ, {"resource": "crm_reports", "access": "read"}])
+    reconcile_agent(agent.pk, trigger="manual")
+
+    assert crm_database.run("SELECT rolbypassrls FROM pg_roles WHERE rolname = %s",
+                            AGENT_ROLE) == [(False,)]
+    assert {f.pointer: f.status for f in Finding.objects.filter(agent=agent)} == {
+        "/data/crm": "corrected", "/data/crm_reports": "corrected"}
+    assert corrected_statements() == [f'ALTER ROLE "{AGENT_ROLE}" NOBYPASSRLS']  # once
+    assert SourceReading.objects.get(agent=agent).access == {"crm": "read",
+                                                             "crm_reports": "read"}
+
+
+def test_credentials_that_may_not_turn_bypassrls_off_are_a_clear_escalation(
+        people, crm_database, settings, monkeypatch):
+    """CREATEROLE is not enough: PostgreSQL keeps BYPASSRLS for superusers (or, from 16, for
+    roles holding it), and the escalation says so in PostgreSQL's words."""
+    crm_database.run(sql.SQL("ALTER ROLE {} CREATEROLE").format(sql.Identifier(WEAK)))
+    declare(settings, monkeypatch, server_url(DATABASE, WEAK), {"refund-agent": AGENT_ROLE})
+    agent = reporting_read_only(people)
+    crm_database.run(sql.SQL("ALTER ROLE {} BYPASSRLS").format(sql.Identifier(AGENT_ROLE)))
+    reconcile_agent(agent.pk, trigger="manual")
+
+    assert crm_database.run("SELECT rolbypassrls FROM pg_roles WHERE rolname = %s",
+                            AGENT_ROLE) == [(True,)]
+    finding = Finding.objects.get(agent=agent)
+    assert finding.status == "escalated"
+    reason = Escalation.objects.get(finding=finding).reason
+    assert reason.startswith(f"correction refused: the credentials of crm-db may not change "
+                             f"role {AGENT_ROLE}: ")
+    assert "bypassrls" in reason.lower()
+    refused = AuditEntry.objects.get(action="source.correction_refused")
+    assert refused.reason == reason.removeprefix("correction refused: ")
+    assert not AuditEntry.objects.filter(action="source.corrected").exists()
+
+
+def test_bypassrls_reached_through_a_group_is_corrected_by_ending_the_membership(
+        people, crm_database, settings, monkeypatch):
+    """The role may SET ROLE to a group with BYPASSRLS: the group keeps it, the agent's role
+    stops being its member."""
+    declare(settings, monkeypatch, crm_database.dsn, {"refund-agent": AGENT_ROLE})
+    agent = reporting_read_only(people)
+    crm_database.run(sql.SQL("ALTER ROLE {} BYPASSRLS").format(sql.Identifier(WRITERS)))
+    crm_database.run(sql.SQL("GRANT {} TO {}").format(sql.Identifier(WRITERS),
+                                                      sql.Identifier(AGENT_ROLE)))
+    reconcile_agent(agent.pk, trigger="manual")
+
+    assert Finding.objects.get(agent=agent).status == "corrected"
+    assert corrected_statements() == [f'REVOKE "{WRITERS}" FROM "{AGENT_ROLE}"']
+    assert crm_database.run("SELECT rolname, rolbypassrls FROM pg_roles WHERE rolname IN "
+                            "(%s, %s) ORDER BY 1", AGENT_ROLE, WRITERS) == sorted(
+        [(AGENT_ROLE, False), (WRITERS, True)])
+    assert crm_database.run("SELECT pg_has_role(%s, %s, 'MEMBER')", AGENT_ROLE,
+                            WRITERS) == [(False,)]
