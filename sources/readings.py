@@ -10,9 +10,12 @@ from sources.models import SourceReading
 
 def readings_for(agent: Agent) -> list[dict[str, Any]]:
     """One entry per source the agent is bound to, read or not yet."""
+    sources = sources_for(agent)
+    if not sources:
+        return []  # bound to no source: nothing to read
     readings = {r.source: r for r in SourceReading.objects.filter(agent=agent)}
     shown = []
-    for source in sources_for(agent):
+    for source in sources:
         reading = readings.get(source.name) or SourceReading(
             agent=agent, source=source.name, role=source.role_of(agent.name) or "",
             access=dict.fromkeys(sorted(source.covers)), error="not read yet")

@@ -9,6 +9,7 @@ import pytest
 
 from reconciliation import actions
 from reconciliation.fleet import fleet_view
+from registry.models import Agent
 from sandbox import actions as sandbox_actions
 from tests.conftest import BAD_DEPLOYMENT, approved_agent, shadow_on
 
@@ -38,11 +39,21 @@ def hours_shown(chart: dict) -> float:
 
 
 def test_the_time_axis_spans_what_was_asked(people, client):
-    drifted_agent(people, "chart-agent")
+    agent = drifted_agent(people, "chart-agent")
+    Agent.objects.filter(pk=agent.pk).update(created_at=agent.created_at - timedelta(days=30))
     client.force_login(people.dana)
     day, week = chart_on_page(client), chart_on_page(client, "?timeline=7d")
     assert day["layout"]["xaxis"]["type"] == "date"
     assert hours_shown(day) == 24 and hours_shown(week) == 24 * 7
+
+
+def test_a_young_agents_chart_is_its_life_not_a_week_of_not_known(people, client):
+    agent = drifted_agent(people, "chart-agent")
+    Agent.objects.filter(pk=agent.pk).update(created_at=agent.created_at - timedelta(hours=2))
+    client.force_login(people.dana)
+    week = chart_on_page(client, "?timeline=7d")
+    assert 2 <= hours_shown(week) < 2.2
+    assert "since it was registered" in week["layout"]["title"]["text"]
 
 
 def test_each_interval_hovers_with_its_reason(people, client):
