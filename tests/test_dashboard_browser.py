@@ -66,7 +66,7 @@ def test_drift_arrives_live_is_corrected_and_bob_resolves_an_escalation(
                    enforcement={"default": "correct", "actions": "escalate"})
     worker = start_worker("reconcile", "ingest", "default")
     eventually(lambda: Agent.objects.filter(status__health="in_policy").count() == 2,
-               timeout=60, message=f"never converged; worker said:\n{worker.output()}")
+               timeout=60, message=lambda: f"never converged; worker said:\n{worker.output()}")
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as playwright:
         browser = Browser(playwright, live_server_process.url)
@@ -104,7 +104,7 @@ def test_drift_arrives_live_is_corrected_and_bob_resolves_an_escalation(
         lab.click("button[value=drift]")
         escalation = eventually(lambda: Escalation.objects.filter(
             agent__name="payouts-agent", status="open").first(), timeout=30,
-            message=f"no escalation; worker said:\n{worker.output()}")
+            message=lambda: f"no escalation; worker said:\n{worker.output()}")
         expect(feed.locator("li[data-event='escalation.opened']").first).to_contain_text(
             "payouts-agent", timeout=15_000)
         expect(bob.locator("#inbox-count")).to_have_text("1", timeout=15_000)
@@ -127,7 +127,7 @@ def test_drift_arrives_live_is_corrected_and_bob_resolves_an_escalation(
         assert Escalation.objects.get(pk=escalation.pk).assignee.username == "bob"
         eventually(lambda: Agent.objects.get(name="payouts-agent").sandbox.state["actions"][
             "payments.refund"].get("approval_above") == 500, timeout=30,
-            message=f"revert not applied; worker said:\n{worker.output()}")
+            message=lambda: f"revert not applied; worker said:\n{worker.output()}")
 
         for path, name in (("/agents/refund-agent/", "agent"), ("/findings/", "findings"),
                            ("/approvals/", "approvals"), ("/escalations/", "escalations"),

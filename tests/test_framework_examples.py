@@ -39,7 +39,8 @@ def test_the_framework_example_runs_governed(framework, people, live_server_proc
     try:
         eventually(lambda: Agent.objects.filter(pk=agent.pk,
                                                 status__health="in_policy").exists(),
-                   timeout=90, message=f"agent said:\n{said()}\nworker said:\n{worker.output()}")
+                   timeout=90,
+                   message=lambda: f"agent said:\n{said()}\nworker said:\n{worker.output()}")
         observed = agent.observations.order_by("-observed_at").first().state
         assert observed["framework"] == framework and observed["model"] == "gpt-4.1"
         assert observed["tools"] == ["orders.lookup", "payments.refund"]

@@ -56,6 +56,22 @@ def wheels(tmp_path_factory) -> list[Path]:
     return found
 
 
+def test_every_app_of_the_project_is_packaged_in_the_wheel():
+    """A new app left out of pyproject's package list installs a wheel that cannot start (the
+    settings name an app the wheel lacks); caught here in a second, before any wheel is built."""
+    import tomllib
+
+    from django.apps import apps
+    from setuptools import find_packages
+
+    found = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    packaged = set(find_packages(str(ROOT), include=found["packages"]["find"]["include"]))
+    ours = {config.name for config in apps.get_app_configs()
+            if Path(config.path).resolve().is_relative_to(ROOT.resolve())}
+    assert {"registry", "gitsource", "siem"} <= ours  # the project's own apps are seen
+    assert ours - packaged == set()
+
+
 def install(wheels: list[Path], python: str, where: Path) -> Path:
     """A fresh venv with only the two wheels (and what they depend on); returns its bin/."""
     run([python, "-m", "venv", str(where)])

@@ -61,7 +61,7 @@ def test_a_job_that_ignores_its_timeout_has_its_worker_killed(start_worker):
     queue = django_rq.get_queue("default", commit_mode="auto")
     queue.enqueue("tests.worker_jobs.hang", 120, job_timeout=1)
     eventually(lambda: worker.process.poll() is not None, timeout=60,
-               message=f"the hung worker is still alive:\n{worker.output()}")
+               message=lambda: f"the hung worker is still alive:\n{worker.output()}")
     assert worker.process.returncode == -signal.SIGKILL
     assert "outlived its timeout" in worker.output()
     with pytest.raises(ProcessLookupError):  # its scheduler went with it

@@ -52,7 +52,7 @@ def test_nine_reads_of_one_record_are_one_finding_and_the_configured_enforcement
     finding = eventually(lambda: Finding.objects.filter(agent=agent, behaviour=True).first(),
                          message="no behaviour finding")
     eventually(lambda: Finding.objects.get(pk=finding.pk).status == status,
-               message=f"not {status}; worker said:\n{worker.output()}")
+               message=lambda: f"not {status}; worker said:\n{worker.output()}")
     assert Finding.objects.filter(agent=agent, behaviour=True).count() == 1
     assert (finding.kind, finding.pointer) == ("same_record_exceeded",
                                                "/limits/customers_db/max_same_record")

@@ -78,10 +78,10 @@ def test_a_mass_bad_deployment_trips_the_breaker_on_real_workers(start_worker, s
     worker = start_worker()
     # All but finance-agent-01, whose seeded drift waits for an approver.
     eventually(lambda: Agent.objects.filter(status__converged=True).count() == 39, timeout=90,
-               message=f"the demo never converged; worker said:\n{worker.output()}")
+               message=lambda: f"the demo never converged; worker said:\n{worker.output()}")
     call_command("lab", "mass", "12")
     eventually(lambda: ControlState.load().breaker_tripped_at is not None, timeout=60,
-               message=f"the breaker did not trip; worker said:\n{worker.output()}")
+               message=lambda: f"the breaker did not trip; worker said:\n{worker.output()}")
     control = ControlState.load()
     assert "automatic correction paused" in control.breaker_reason
     # Some drift is left in place for a human instead of a mass revocation storm.

@@ -52,7 +52,7 @@ def test_the_scheduled_check_finds_a_silent_agent_and_a_report_clears_it(
     worker = start_worker("default", "reconcile", **env)
     start_cron(**env)
     eventually(lambda: Silence.objects.filter(agent=agent, ended_at__isnull=True).exists(),
-               message=f"never found silent; worker said:\n{worker.output()}")
+               message=lambda: f"never found silent; worker said:\n{worker.output()}")
     eventually(lambda: (ready(agent) or {}).get("reason") == "Silent")
     assert ready(agent)["status"] == "Unknown"
     assert client.put("/api/v1/agents/reporter/observed-state",
@@ -87,7 +87,7 @@ def test_a_reported_state_that_opens_a_toxic_path_is_a_finding_from_the_worker(
         {"data": [{"resource": "customers_db", "access": "read"}], "delegates_to": ["mailer"]},
         format="json").status_code == 202
     eventually(lambda: Finding.objects.filter(kind="toxic_path", status="open").count() == 2,
-               message=f"no toxic-path findings; worker said:\n{worker.output()}")
+               message=lambda: f"no toxic-path findings; worker said:\n{worker.output()}")
     assert token_client(people, support).put(
         "/api/v1/agents/support/observed-state",
         {"data": [{"resource": "customers_db", "access": "read"}]},
@@ -110,7 +110,7 @@ def test_a_declared_toxic_pair_reaches_the_fleet_view_through_the_worker(
                                      left="data:customers_db:read",
                                      right="tool:email.send_external")
     eventually(lambda: FleetSnapshot.objects.get().toxic_paths["approved_count"] == 1,
-               message=f"the fleet view was not refreshed; worker said:\n{worker.output()}")
+               message=lambda: f"the fleet view was not refreshed; worker said:\n{worker.output()}")
     after = dana.get("/api/v1/fleet").json()
     assert after["as_of"] > before["as_of"]
     (row,) = after["rules"]

@@ -36,11 +36,11 @@ def test_the_refund_agent_story_on_a_real_worker(people, start_worker):
     worker = start_worker()
     agent = register_and_approve(people)
     eventually(lambda: ReconcileRun.objects.filter(agent=agent, result="converged").exists(),
-               message=f"no converged pass; worker said:\n{worker.output()}")
+               message=lambda: f"no converged pass; worker said:\n{worker.output()}")
     actions.sandbox_deploy(agent, actor="system:deploy-bot", changes=BAD_DEPLOYMENT,
                            reason="a deployment quietly widened access")
     eventually(lambda: all_corrected(agent) and Finding.objects.filter(agent=agent).count() == 3,
-               message=f"drift not corrected; worker said:\n{worker.output()}")
+               message=lambda: f"drift not corrected; worker said:\n{worker.output()}")
     state = sandbox_state(agent)
     assert "crm.search" not in state["tools"]
     assert all(d["resource"] != "crm" for d in state["data"])
@@ -137,7 +137,7 @@ def test_a_failing_platform_is_retried_with_backoff_until_it_converges(people, s
     actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
     worker = start_worker()
     eventually(lambda: all_corrected(agent), timeout=40,
-               message=f"not corrected after retries; worker said:\n{worker.output()}")
+               message=lambda: f"not corrected after retries; worker said:\n{worker.output()}")
     results = list(ReconcileRun.objects.filter(agent=agent).order_by("pk")
                    .values_list("result", "trigger"))
     assert ("failed", "observation") in results or ("failed", "approved") in results
@@ -156,7 +156,7 @@ def test_a_worker_killed_mid_correction_leaves_a_lock_that_expires_and_the_work_
     worker = start_worker(SANDBOX_CRASH_KILLS_PROCESS="true", RECONCILE_LOCK_SECONDS="5")
     eventually(lambda: SandboxAgent.objects.get(agent=agent).apply_count == after_changes and
                not SandboxAgent.objects.get(agent=agent).fault, timeout=40,
-               message=f"the crash never happened; worker said:\n{worker.output()}")
+               message=lambda: f"the crash never happened; worker said:\n{worker.output()}")
     # Jobs run in the worker's own process: the crash killed the worker, as supervisord sees
     # it, and a new one is started. The dead one never released its lock (it may have lapsed
     # already on a busy machine): a new trigger waits for it to expire, then finishes the work.
@@ -164,7 +164,8 @@ def test_a_worker_killed_mid_correction_leaves_a_lock_that_expires_and_the_work_
     worker = start_worker(RECONCILE_LOCK_SECONDS="5")
     enqueue_reconcile(agent.pk, "manual")
     eventually(lambda: all_corrected(agent), timeout=40,
-               message=f"not finished after the lock expired; worker said:\n{worker.output()}")
+               message=lambda: f"not finished after the lock expired; worker said:\n"
+                               f"{worker.output()}")
     assert SandboxAgent.objects.get(agent=agent).apply_count == 3  # nothing applied twice
     assert_trail_whole()  # the killed work-horse's open transaction left no broken seq
 
@@ -232,7 +233,7 @@ def test_a_grant_is_revoked_by_a_worker_at_its_expiry_without_a_new_proposal(peo
     assert {"resource": "crm", "access": "read"} in sandbox_state(agent)["data"]
     run = eventually(
         lambda: ReconcileRun.objects.filter(agent=agent, trigger="grant_expired").first(),
-        timeout=30, message=f"no pass at the expiry; worker said:\n{worker.output()}")
+        timeout=30, message=lambda: f"no pass at the expiry; worker said:\n{worker.output()}")
     assert all(d["resource"] != "crm" for d in sandbox_state(agent)["data"])
     assert [c["op"] for c in run.changes] == ["remove_data"]
     assert agent.versions.count() == 1  # no new proposal was needed

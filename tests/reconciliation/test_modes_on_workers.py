@@ -48,7 +48,7 @@ def test_escalate_mode_hands_the_limit_to_a_human_and_corrects_the_rest(people, 
     sandbox_actions.sandbox_deploy(agent, actor="system:deploy-bot", changes=BAD_DEPLOYMENT,
                            reason="a deployment quietly widened access")
     eventually(lambda: statuses(agent) == {"corrected", "escalated"}, timeout=30,
-               message=f"findings {statuses(agent)}; worker said:\n{worker.output()}")
+               message=lambda: f"findings {statuses(agent)}; worker said:\n{worker.output()}")
     (escalation,) = Escalation.objects.filter(agent=agent, status="open")
     assert escalation.finding.kind == "action_limit_missing"
     assert sandbox(agent).state["actions"]["payments.refund"] == {"max": 5000}  # left alone
@@ -71,7 +71,8 @@ def test_block_mode_suspends_the_agent_through_the_platform(people, start_worker
                         and Agent.objects.get(pk=agent.pk).lifecycle == "suspended"
                         and statuses(agent) == {"blocked"}
                         and conditions(people)["Suspended"]["status"] == "True"),
-               timeout=60, message=f"findings {statuses(agent)}; worker said:\n{worker.output()}")
+               timeout=60,
+               message=lambda: f"findings {statuses(agent)}; worker said:\n{worker.output()}")
     assert "crm.search" in sandbox(agent).state["tools"]  # suspended, not corrected
 
 
@@ -107,7 +108,7 @@ def test_a_lagging_platform_is_waited_for_not_corrected_twice(people, start_work
                         and conditions(people)["Reconciling"]["reason"] == "Verifying"),
                timeout=30, message=worker.output())
     eventually(lambda: statuses(agent) == {"corrected"}, timeout=30,
-               message=f"findings {statuses(agent)}; worker said:\n{worker.output()}")
+               message=lambda: f"findings {statuses(agent)}; worker said:\n{worker.output()}")
     assert sandbox(agent).apply_count == 3  # stale reads never made it apply again
     now = conditions(people)
     assert (now["Ready"]["status"], now["Ready"]["reason"]) == ("True", "Converged")

@@ -154,7 +154,7 @@ def test_a_worker_killed_after_k_of_n_changes_leaves_the_pass_to_the_next(
     worker = start_worker(**WORKER_ENV)
     if planned:
         eventually(lambda: worker.process.poll() is not None, timeout=120,
-                   message=f"the worker was not killed:\n{worker.output()}")
+                   message=lambda: f"the worker was not killed:\n{worker.output()}")
         assert worker.process.returncode == -9
         assert SandboxAgent.objects.get(agent=agent).apply_count == row.apply_count + k
         worker = start_worker(**WORKER_ENV)  # what supervisord does

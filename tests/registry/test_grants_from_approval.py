@@ -122,7 +122,7 @@ def test_a_worker_revokes_a_grant_counted_from_approval_when_its_duration_ends(
     assert crm_held()
     run = eventually(
         lambda: ReconcileRun.objects.filter(agent=agent, trigger="grant_expired").first(),
-        timeout=60, message=f"no pass at the grant's end; worker said:\n{worker.output()}")
+        timeout=60, message=lambda: f"no pass at the grant's end; worker said:\n{worker.output()}")
     assert not crm_held()
     assert [c["op"] for c in run.changes] == ["remove_data"]
     version = DesiredStateVersion.objects.get(pk=result["proposal"])

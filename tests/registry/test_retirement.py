@@ -54,7 +54,10 @@ def test_a_retired_agent_is_stopped_revoked_unreconciled_and_its_traffic_flagged
     # Its platform is asked to stop it, through the connector, by a worker.
     eventually(lambda: SandboxAgent.objects.get(agent=agent).state.get("running") is False,
                timeout=60, message=worker.output())
-    stopped = AuditEntry.objects.get(action="agent.stopped")
+    # The platform answers before the job records it (and a queued entry is placed by the
+    # sequencer): the entry is waited for, never assumed written with the platform's state.
+    stopped = eventually(lambda: AuditEntry.objects.filter(action="agent.stopped").first(),
+                         timeout=60, message=worker.output)
     assert stopped.actor == "system:reconciler" and stopped.agent == "refund-agent"
     # The resync leaves it alone.
     runs = ReconcileRun.objects.filter(agent=agent).count()
