@@ -10,7 +10,7 @@ import logging
 import os
 import socket
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime
 from functools import cache
 from typing import Any
 
@@ -49,12 +49,28 @@ def kick() -> None:
         log.warning("could not queue a SIEM delivery: %s", error)
 
 
-def schedule_retry(sink_id: int, seconds: float) -> None:
+def schedule_retry(sink_id: int, when: datetime) -> None:
+    """The sink's next try at `when` (its retry_at), rounded up to the second: RQ's scheduler
+    keeps whole seconds, truncating, and a try before the backoff ends would do nothing."""
+    from reconciliation.jobs import not_before  # the one rounding rule; reconciliation is below
+
     try:
-        _queue().enqueue_in(timedelta(seconds=seconds), "siem.jobs.deliver",
-                            sink_id, job_timeout=600)
+        _queue().enqueue_at(not_before(when), "siem.jobs.retry", sink_id, job_timeout=600)
     except RedisError as error:  # the periodic run retries it
         log.warning("could not schedule the SIEM retry of sink %s: %s", sink_id, error)
+
+
+def retry_after_backoff(sink_id: int) -> int:
+    """A scheduled try after a failure. One that still runs before the backoff ends (a worker
+    whose clock is behind the one that failed) is put off to the end, never dropped: a dropped
+    try would leave the sink behind until the next periodic run."""
+    sink = Sink.objects.filter(pk=sink_id, enabled=True).only("retry_at").first()
+    if sink is None:
+        return 0
+    if sink.retry_at and sink.retry_at > timezone.now():
+        schedule_retry(sink_id, sink.retry_at)
+        return 0
+    return deliver(sink_id)
 
 
 def deliver_all() -> int:
@@ -90,7 +106,8 @@ def _deliver_batch(sink_id: int) -> int:
     except DeliveryFailed as error:
         wait = min(settings.SIEM_RETRY_MAX_SECONDS, 2 ** min(sink.failures, 16))
         actions.failed(sink, str(error), wait)
-        transaction.on_commit(lambda: schedule_retry(sink_id, wait))
+        retry_at = sink.retry_at
+        transaction.on_commit(lambda: schedule_retry(sink_id, retry_at))
         log.warning("SIEM sink %s refused seqs %s-%s of the %s stream: %s", sink.name,
                     records[0]["seq"], records[-1]["seq"], stream, error)
         return 0

@@ -9,5 +9,10 @@ def deliver_all() -> int:
 
 
 def deliver(sink_id: int) -> int:
-    """Retry one sink after its backoff."""
+    """Bring one sink up to date now."""
     return delivery.deliver(sink_id)
+
+
+def retry(sink_id: int) -> int:
+    """Try one sink again after its backoff (scheduled when it failed)."""
+    return delivery.retry_after_backoff(sink_id)

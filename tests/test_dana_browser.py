@@ -5,10 +5,12 @@ artifacts/."""
 
 import json
 import re
+from datetime import timedelta
 
 import pytest
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.contrib.auth.models import User
+from django.utils import timezone
 
 from registry.models import Agent
 from tests.conftest import PASSWORD, approved_agent, eventually
@@ -62,7 +64,10 @@ def test_dana_watches_a_correction_reads_the_timeline_and_verifies_the_trail(
             assert dana.evaluate("window.stillTheSamePage") is True  # never reloaded
             dana.screenshot(path=str(ARTIFACTS / "agent-corrected-live.png"), full_page=True)
 
-            # The timeline: a drawn chart on a time axis; 7 d is a different span from 24 h.
+            # The timeline: a drawn chart on a time axis; for an agent older than a week, 7 d
+            # is a different span from 24 h (a younger one's chart is its life, either way).
+            Agent.objects.filter(name="refund-agent").update(
+                created_at=timezone.now() - timedelta(days=30))
             dana.goto(f"{base}/agents/refund-agent/#timeline")
             chart = dana.locator("#timeline-chart")
             expect(chart).to_have_attribute("data-drawn", "true")

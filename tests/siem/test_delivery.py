@@ -5,6 +5,7 @@ record carries its seq and hash chained to the one before."""
 
 import ipaddress
 import re
+from datetime import timedelta
 
 import pytest
 from cryptography import x509
@@ -79,7 +80,14 @@ def add_sink(client, name: str, kind: str, url: str, **extra) -> dict:
     return response.json()
 
 
-def outage(receiver, port: int, since: dict[str, int], sink_name: str) -> None:
+def sink_state(name: str) -> dict:
+    sink = Sink.objects.get(name=name)
+    return {"audit_seq": sink.audit_seq, "alert_seq": sink.alert_seq, "failures": sink.failures,
+            "retry_at": str(sink.retry_at), "last_error": sink.last_error,
+            "heads": (audit_head(), alert_head())}
+
+
+def outage(receiver, port: int, since: dict[str, int], sink_name: str, worker) -> None:
     """Stop the receiver, write history it misses, see the sink fail, bring it back, and see
     it catch up with everything once."""
     receiver.stop()
@@ -91,7 +99,8 @@ def outage(receiver, port: int, since: dict[str, int], sink_name: str) -> None:
     receiver.start()
     eventually(lambda: has_everything(receiver, since), timeout=120,
                message=lambda: f"{sink_name} did not catch up: "
-                               f"{sorted(receiver.unique('audit'))[-3:]}")
+                               f"{sorted(receiver.unique('audit'))[-3:]} {sink_state(sink_name)}"
+                               f"\nworker said:\n{worker.output()[-6000:]}")
     eventually(lambda: Sink.objects.get(name=sink_name).failures == 0)
     assert_whole(receiver, since)
 
@@ -112,7 +121,7 @@ def test_each_receiver_survives_an_outage_with_nothing_lost_or_twice(
     since = [{stream: sink["streams"][stream]["delivered_seq"] for stream in ("audit", "alert")}
              for sink in made]
     receivers = list(zip((syslog, otlp, hec), since, strict=True))
-    start_worker("default", **WORKER_ENV)
+    worker = start_worker("default", **WORKER_ENV)
 
     write_history("before")
     for receiver, start in receivers:
@@ -120,7 +129,7 @@ def test_each_receiver_survives_an_outage_with_nothing_lost_or_twice(
         assert_whole(receiver, start)
 
     for (receiver, start), sink in zip(receivers, made, strict=True):
-        outage(receiver, receiver.port, start, sink["name"])
+        outage(receiver, receiver.port, start, sink["name"], worker)
     for receiver, start in receivers:
         eventually(lambda r=receiver, s=start: has_everything(r, s), timeout=120)
         assert_whole(receiver, start)
@@ -179,3 +188,28 @@ def test_a_sink_is_configured_by_admins_only_and_checked(people, api_as):
     assert AuditEntry.objects.filter(action="siem.sink_changed").exists()
     assert admin.delete(f"/api/v1/siem/sinks/{made['id']}").status_code == 204
     assert admin.get(f"/api/v1/siem/sinks/{made['id']}").status_code == 404
+
+
+def test_a_retry_that_runs_before_the_backoff_ends_is_put_off_never_dropped(
+        people, api_as, redis_client):
+    """RQ's scheduler keeps whole seconds and another worker's clock may be behind: a retry
+    that runs early must leave a retry scheduled no earlier than the sink's retry_at (a
+    dropped one left a sink behind until the periodic run, found by the outage test)."""
+    import django_rq
+    from django.utils import timezone
+    from rq.registry import ScheduledJobRegistry
+
+    from siem import delivery
+
+    made = add_sink(api_as(people.admin), "soc", "http", "http://127.0.0.1:9/")
+    retry_at = timezone.now() + timedelta(seconds=30, microseconds=400_000)
+    Sink.objects.filter(pk=made["id"]).update(failures=1, retry_at=retry_at)
+
+    assert delivery.retry_after_backoff(made["id"]) == 0  # early: nothing sent
+    queue = django_rq.get_queue("default")
+    scheduled = ScheduledJobRegistry(queue=queue)
+    (job_id,) = scheduled.get_job_ids()
+    assert queue.fetch_job(job_id).func_name == "siem.jobs.retry"
+    runs_at = scheduled.get_scheduled_time(job_id)
+    assert runs_at >= retry_at and runs_at - retry_at < timedelta(seconds=1)
+    assert Sink.objects.get(pk=made["id"]).failures == 1  # the failure is not forgotten
