@@ -76,6 +76,11 @@ def reconcile_agent(agent_id: int, trigger: str, attempt: int = 0, queued: str =
                     break
                 run = actions.reconcile_agent(agent_id, trigger=waiting)
         return run.result if run else "skipped"
+    except work_queue.LockLost as lost:
+        # Another worker holds the agent now; its pass decides afresh and finishes the work
+        # (each change is idempotent by its key). Nothing to retry here.
+        log.error("reconcile of agent %s stopped before its next change: %s", agent_id, lost)
+        return "lock lost"
     except ConnectorError as error:
         if attempt >= settings.RECONCILE_MAX_RETRIES:
             log.error("reconcile of agent %s gave up after %s attempts: %s", agent_id,

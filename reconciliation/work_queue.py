@@ -17,6 +17,7 @@ one protocol in one place.
 
 import logging
 import threading
+from contextvars import ContextVar
 
 import django_rq
 from rq import Queue
@@ -28,6 +29,13 @@ LOCK_KEY = "reconcile:lock:{agent_id}"
 VERIFY_KEY = "reconcile:verify:{agent_id}"
 TAKEN_KEY = "reconcile:taken:{token}"
 log = logging.getLogger(__name__)
+# The lock the running pass holds (set by `held_lock`), for `ensure_still_held`.
+_HELD: ContextVar["LockRenewal | None"] = ContextVar("reconcile_lock_held", default=None)
+
+
+class LockLost(Exception):
+    """The pass's lock expired or another worker took it: the pass must make no more changes
+    (the holder's pass decides afresh and finishes the work)."""
 
 # Deletes the key only if it still holds our token (it may have expired and moved on).
 _RELEASE = """
@@ -113,6 +121,15 @@ def clear_verify(connection, agent_id: int) -> None:
     connection.delete(VERIFY_KEY.format(agent_id=agent_id))
 
 
+def ensure_still_held() -> None:
+    """Before a pass changes anything on a platform: raise LockLost unless its lock still
+    holds its token. Asked of Redis each time (the renewal thread notices a loss only a third
+    of the lock's lifetime later); a pass run outside a job (tests, commands) holds no lock."""
+    renewal = _HELD.get()
+    if renewal is not None:
+        renewal.check()
+
+
 class LockRenewal:
     """Keeps a held lock alive while a pass runs (a slow platform can take longer than the
     lock's expiry): a daemon thread extends it every third of its lifetime, only while it
@@ -138,10 +155,19 @@ class LockRenewal:
                 log.error("lost %s while a pass was running", self.key)
                 return
 
+    def check(self) -> None:
+        """Raise LockLost unless the lock still holds our token."""
+        held = self.connection.get(self.key)
+        if self.lost or held is None or held.decode() != self.token:
+            self.lost = True
+            raise LockLost(f"{self.key} is no longer held by this pass")
+
     def __enter__(self) -> "LockRenewal":
         self._thread.start()
+        self._reset = _HELD.set(self)
         return self
 
     def __exit__(self, *exc: object) -> None:
+        _HELD.reset(self._reset)
         self._stop.set()
         self._thread.join()

@@ -41,6 +41,7 @@ from reconciliation.diff import diff
 from reconciliation.models import AgentStatus, ControlState, ObservedState, ReconcileRun
 from reconciliation.plan import decide
 from reconciliation.resync_query import needing_pass, reconcilable
+from reconciliation.work_queue import ensure_still_held
 from registry.actions.waivers import active_waivers, record_lapses
 from registry.choices import Lifecycle
 from registry.models import Agent
@@ -159,6 +160,7 @@ def reconcile_agent(agent_id: int, *, trigger: str, now: datetime | None = None
     changes: list[dict[str, Any]] = []
     try:
         for step in decision.apply:
+            ensure_still_held()  # a pass that lost its lock stops before its next change
             try:
                 outcome = connector.apply(agent, step.operation.to_dict(), step.key)
             except CorrectionRefused as refused:  # not safe to make, or not ours to make
@@ -168,6 +170,7 @@ def reconcile_agent(agent_id: int, *, trigger: str, now: datetime | None = None
             changes.append({**step.operation.to_dict(), "key": step.key, "outcome": outcome})
         blocked = [findings[d.fingerprint] for d in decision.block]
         if blocked:
+            ensure_still_held()
             changes.extend(_block(ctx, connector, blocked))
     except ConnectorError as error:
         with transaction.atomic():
