@@ -112,6 +112,7 @@ def agent_state_context(agent, timeline_span: str = "24h") -> dict:
                  f"{agent.created_at:%Y-%m-%d %H:%M} UTC)"),
         "timeline_span": span, "timeline_spans": list(TIMELINES),
         "status": status,
+        "conditions": status.conditions_for(agent) if status else [],
         "observation": observation,
         "observed_yaml": yaml.safe_dump(observation.state, sort_keys=True)
         if observation else "",

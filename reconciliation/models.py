@@ -125,6 +125,21 @@ class AgentStatus(models.Model):
         """One condition by type."""
         return next((c for c in self.conditions if c["type"] == kind), None)
 
+    def conditions_for(self, agent: Agent) -> list[dict[str, Any]]:
+        """The conditions as a reader should take them: while a newer generation is approved
+        than the last pass reconciled (a rollout), Ready is False, reason Progressing, not
+        the last pass's "matches generation N"; every condition keeps the generation the
+        controller observed, as Kubernetes' observedGeneration does."""
+        observed = self.observed_generation
+        if not observed or agent.generation <= observed:
+            return self.conditions
+        ready = {"type": "Ready", "status": "False", "reason": "Progressing",
+                 "message": f"generation {agent.generation} is approved and not reconciled "
+                            f"yet; the last pass saw generation {observed}",
+                 "lastTransitionTime": agent.updated_at.isoformat().replace("+00:00", "Z"),
+                 "observedGeneration": observed}
+        return [ready if c["type"] == "Ready" else c for c in self.conditions]
+
 
 class ReconcileRun(models.Model):
     """One reconcile pass over one agent."""

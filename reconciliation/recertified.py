@@ -25,10 +25,14 @@ def recertified_condition(previous: list[dict[str, Any]], *, due: datetime | Non
 
 def with_recertified(conditions: list[dict[str, Any]], agent: Any,
                      now: datetime) -> list[dict[str, Any]]:
-    """`conditions` with the agent's Recertified condition replaced (or added)."""
+    """`conditions` with the agent's Recertified condition replaced (or added), at the
+    generation the others were computed for (one status, one observedGeneration: written at
+    an approval, before the pass for the new generation ran)."""
+    observed = next((c["observedGeneration"] for c in conditions
+                     if c["type"] != ConditionType.RECERTIFIED), agent.generation)
     return merge(conditions, recertified_condition(
         conditions, due=agent.review_due_at, overdue=agent.overdue_at is not None,
-        generation=agent.generation, now=now))
+        generation=observed, now=now))
 
 
 def merge(conditions: list[dict[str, Any]], row: dict[str, Any] | None) -> list[dict[str, Any]]:

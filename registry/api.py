@@ -82,7 +82,7 @@ class AgentSerializer(serializers.ModelSerializer):
 
     def get_conditions(self, agent: Agent) -> list[dict[str, Any]]:
         status = self._status(agent)
-        return status.conditions if status else []
+        return status.conditions_for(agent) if status else []
 
     def get_shadow(self, agent: Agent) -> bool:
         status = self._status(agent)
