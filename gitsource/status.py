@@ -14,8 +14,8 @@ from typing import Protocol
 from django.conf import settings
 
 from config import outbound
-from gitsource.choices import CommitState
-from gitsource.models import GitChange, GitSource
+from gitsource.choices import CommitState, PolicyState
+from gitsource.models import GitChange, GitSource, PolicyChange
 from reconciliation.models import AgentStatus
 from registry.choices import VersionState
 from registry.connector_secrets import secret_value
@@ -103,3 +103,30 @@ def _verified(version: DesiredStateVersion) -> bool:
     """True when the reconciler saw the agent converge on this very generation."""
     return AgentStatus.objects.filter(agent_id=version.agent_id, converged=True,
                                       converged_generation=version.generation).exists()
+
+
+POLICY_CONTEXT = "agent-governance/policies"
+
+
+def policy_verdict(change: PolicyChange) -> Verdict:
+    """The status a policy commit carries now: waiting for compliance, refused (naming the
+    failing test cases), rejected, superseded, or approved, applied and verified."""
+    from gitsource.actions import policy_in_force
+
+    if change.state == PolicyState.REFUSED:
+        return Verdict(CommitState.FAILURE, f"refused: {change.refused}")
+    if change.state == PolicyState.PENDING:
+        who = change.proposed_by.username if change.proposed_by else "the committer"
+        return Verdict(CommitState.PENDING, f"policy change {change.pk} waiting for approval "
+                       f"by a compliance person other than {who}")
+    if change.state == PolicyState.REJECTED:
+        return Verdict(CommitState.FAILURE, f"policy change {change.pk} rejected by "
+                       f"{change.decided_by.username}: {change.decision_comment}")
+    if change.state == PolicyState.SUPERSEDED:
+        return Verdict(CommitState.ERROR, f"policy change {change.pk} superseded before a "
+                       "decision")
+    approved = (f"approved by {change.decided_by.username}, applied"
+                if change.decided_by else "nothing to change")
+    verified = ("; verified: the rules in force are this commit's" if policy_in_force(change)
+                else "; the rules in force have changed since")
+    return Verdict(CommitState.SUCCESS, f"{approved} ({len(change.plan)} change(s)){verified}")
