@@ -29,7 +29,7 @@ spec:
 
 
 def policy_folder(tmp_path, expect_for_gpt5: str):
-    (tmp_path / "examples").mkdir()
+    (tmp_path / "examples").mkdir(parents=True)
     (tmp_path / "examples" / "gpt-4.1.yaml").write_text(manifest())
     (tmp_path / "examples" / "gpt-5.yaml").write_text(
         manifest(("model: gpt-4.1", "model: gpt-5")))
