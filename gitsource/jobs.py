@@ -15,6 +15,7 @@ from gitsource import actions, git, status
 from gitsource.models import GitChange, GitSource, PolicyChange
 from registry.choices import VersionSource
 from registry.connector_secrets import secret_value
+from registry.models import DesiredStateVersion
 
 log = logging.getLogger(__name__)
 
@@ -34,12 +35,18 @@ def enqueue_report(source_id: int) -> None:
 
 def report_after_decision(sender: type, instance: Any, created: bool = False,
                           update_fields: Any = None, **kwargs: Any) -> None:
-    """A proposal made from a commit was approved, rejected or withdrawn: its commit's status
-    goes back once the decision commits, not at the next poll (connected in apps.py)."""
-    if created or instance.source != VersionSource.GIT or (
-            update_fields is not None and "state" not in update_fields):
+    """A proposal made from a commit was approved (by one of its approvers, or enough to
+    apply it), rejected or withdrawn: its commit's status goes back once the decision
+    commits, not at the next poll (connected in apps.py)."""
+    if isinstance(instance, DesiredStateVersion):
+        if created or (update_fields is not None and "state" not in update_fields):
+            return
+        version = instance
+    else:  # an Approval
+        version = instance.version
+    if version.source != VersionSource.GIT:
         return
-    for source_id in set(GitChange.objects.filter(version_id=instance.pk)
+    for source_id in set(GitChange.objects.filter(version_id=version.pk)
                          .values_list("source_id", flat=True)):
         transaction.on_commit(partial(enqueue_report, source_id), robust=True)
 

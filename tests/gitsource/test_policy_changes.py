@@ -154,21 +154,44 @@ def test_a_policy_commit_is_applied_only_after_another_compliance_person_approve
     assert Guardrail.objects.filter(name="no-gpt-5").exists()
 
 
-def test_an_agent_commit_hears_its_approval_at_once(people, repo, git_host, start_worker,
-                                                   git_settings):
+def test_an_agent_commit_hears_each_approval_at_once(people, repo, git_host, start_worker,
+                                                    git_settings):
     worker_for(start_worker, repo, git_settings)
+    actions.create_guardrail(actor=people.dana, name="two-for-refunds", message="two people",
+                             expression='!("payments.refund" in spec.tools)',
+                             effect="require_approvals", required_approvals=2)
     sha = repo.commit({"agents/refund.yaml": manifest()}, "Add the refund agent")
     repo.push()
-    source = git_actions.create_source(actor=people.alice, name="payments",
-                                       url=f"{git_host.url}/agents.git", folder="agents",
-                                       status_url=f"{git_host.url}/status/agents.git")
-    eventually(lambda: [s["state"] for s in repo.statuses(sha)] == ["pending"], timeout=120)
+    git_actions.create_source(actor=people.alice, name="payments",
+                              url=f"{git_host.url}/agents.git", folder="agents",
+                              status_url=f"{git_host.url}/status/agents.git")
+    eventually(lambda: len(repo.statuses(sha)) == 1, timeout=120)
     proposal = DesiredStateVersion.objects.get()
-    actions.approve_proposal(proposal.pk, actor=people.bob)
+    assert repo.statuses(sha)[0]["description"] == (
+        f"proposal {proposal.pk} waiting for approval: 0 of 2")
+
+    actions.approve_proposal(proposal.pk, actor=people.bob)  # no poll from here on
     eventually(lambda: len(repo.statuses(sha)) == 2, timeout=120)
-    assert repo.statuses(sha)[1]["state"] == "success"
-    assert repo.statuses(sha)[1]["description"].startswith("approved and applied as generation 1")
-    assert source.pk
+    assert repo.statuses(sha)[1] == {**repo.statuses(sha)[0], "description": (
+        f"proposal {proposal.pk} waiting for approval: 1 of 2")}
+    actions.approve_proposal(proposal.pk, actor=people.carol)
+    eventually(lambda: len(repo.statuses(sha)) == 3, timeout=120)
+    assert (repo.statuses(sha)[2]["state"], repo.statuses(sha)[2]["description"]) == (
+        "success", f"approved and applied as generation 1 (proposal {proposal.pk})")
+
+
+def test_gitlab_hears_its_own_state_names(people, repo, git_host, erin, signed_by):
+    signed_by(people.dana)
+    sha = repo.commit(policy_files(expect_for_gpt5="warned"), "Warn on gpt-5")
+    repo.push()
+    source = policy_source(people, f"{git_host.url}/agents.git",
+                           status_url=f"{git_host.url}/api/v4/projects/agents.git")
+    poll_source(source.pk)
+    (status,) = repo.statuses(sha)
+    assert (status["state"], status["name"]) == ("failed", "agent-governance/policies")
+    assert "context" not in status
+    assert status["target_url"].endswith(
+        f"/git/policy-changes/{PolicyChange.objects.get().pk}/")
 
 
 def test_a_policy_commit_whose_cases_fail_is_refused_with_the_cases_named(
