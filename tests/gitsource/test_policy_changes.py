@@ -258,6 +258,10 @@ def test_a_policy_proposal_shows_what_it_would_have_flagged_last_week(people, re
     poll_source(policy_source(people, f"file://{repo.bare}").pk)
     change = PolicyChange.objects.get()
 
+    # judging the commit tried its plan and rolled it back: nothing of it stayed
+    assert DesiredStateVersion.objects.get().state == "pending"
+    assert not AuditEntry.objects.filter(action="guardrail.created").exists()
+
     body = api_as(erin).get(f"/api/v1/git/policy-changes/{change.pk}").json()
     (step,) = body["what_if"]["steps"]
     assert step["step"] == "create guardrail no-gpt-5"
@@ -272,6 +276,7 @@ def test_a_policy_proposal_shows_what_it_would_have_flagged_last_week(people, re
     answer = page.post(f"/git/policy-changes/{change.pk}/approve", {"comment": "ok"})
     assert answer.status_code == 302
     assert Guardrail.objects.filter(name="no-gpt-5").exists()
+    assert DesiredStateVersion.objects.get().state == "rejected"  # judged by it now
     assert api_as(erin).get(f"/api/v1/git/policy-changes/{change.pk}").json()[
         "what_if"] is None  # decided: nothing left to weigh
 
