@@ -41,8 +41,9 @@ def _group_rule(step: dict[str, Any], fields: dict[str, Any]) -> tuple[str, dict
                          required_approvals=fields["required_approvals"],
                          across_owners=fields["across_owners"])
     result = what_if(spec)
-    return (f"{result['breaches']} breaches, {result['findings']} findings over "
-            f"{result['events']} events of {len(result['agents_covered'])} agents"), result
+    return (f"breaches {result['breaches']}, findings {result['findings']} (events "
+            f"replayed {result['events']}, agents covered {len(result['agents_covered'])})"
+            ), result
 
 
 REPLAYS = {"guardrail": _guardrail, "group_rule": _group_rule}

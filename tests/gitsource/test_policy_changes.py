@@ -298,3 +298,35 @@ def test_policy_tests_over_the_api_judge_and_change_nothing(people, api_as):
     assert (bad.status_code, bad.json()["error"]["code"]) == (422, "invalid_policy")
     assert "/spec/effect" in bad.json()["error"]["message"]
     assert not Guardrail.objects.exists() and not PolicyChange.objects.exists()
+
+
+def test_a_group_rule_from_git_is_replayed_over_last_weeks_events(people, repo, erin,
+                                                                   signed_by, api_as):
+    import uuid
+    from datetime import UTC, datetime
+
+    from runtime import actions as runtime_actions
+    from tests.conftest import approved_agent
+
+    approved_agent(people, "refund-agent")
+    now = datetime.now(UTC)
+    refunds = [{"id": uuid.uuid4().hex, "agent": "refund-agent", "kind": "action",
+                "action": "payments.refund", "amount": 4000,
+                "ts": (now - timedelta(days=2, minutes=index)).isoformat()}
+               for index in range(3)]  # 12,000 within a day: over the 10,000 limit
+    assert runtime_actions.ingest_events(refunds, actor=people.admin, now=now).to_dict()[
+        "accepted"] == 3
+    signed_by(people.dana)
+    repo.commit(policy_files(**{"refunds.yaml": GROUP_RULE}), "Refunds per day")
+    repo.push()
+    poll_source(policy_source(people, f"file://{repo.bare}").pk)
+    change = PolicyChange.objects.get()
+
+    steps = api_as(erin).get(f"/api/v1/git/policy-changes/{change.pk}").json()[
+        "what_if"]["steps"]
+    rule = next(s for s in steps if s["kind"] == "group_rule")
+    assert rule["summary"] == ("would have flagged: breaches 1, findings 1 (events replayed "
+                               "3, agents covered 1)")
+    assert rule["result"]["agents"] == [{"agent": "refund-agent", "findings": 1}]
+    owner_view = api_as(people.alice).get(f"/api/v1/git/policy-changes/{change.pk}").json()
+    assert owner_view["what_if"] is None  # it names agents across owners
