@@ -84,6 +84,11 @@ class AuditAction(models.TextChoices):
     GIT_COMMIT_REFUSED = "git_commit.refused"  # unsigned, unknown signer, invalid or denied
     GIT_AGENT_DIVERGED = "git_agent.diverged"  # the approved state is no longer in the branch
     GIT_SIGNING_KEY_REGISTERED = "git_signing_key.registered"
+    GIT_POLICY_PROPOSED = "git_policy.proposed"  # a policy commit waits for compliance
+    GIT_POLICY_REFUSED = "git_policy.refused"  # unreadable, a failing test case, a proposer
+    GIT_POLICY_APPLIED = "git_policy.applied"  # approved by compliance (four eyes) and applied
+    GIT_POLICY_REJECTED = "git_policy.rejected"
+    GIT_POLICY_SUPERSEDED = "git_policy.superseded"
     FINDING_OPENED = "finding.opened"
     FINDING_REGRESSED = "finding.regressed"
     FINDING_CORRECTED = "finding.corrected"

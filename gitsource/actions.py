@@ -15,11 +15,13 @@ from django.utils import timezone
 
 import audit
 from audit.choices import AuditAction
-from config.errors import DomainError, Invalid, NotAllowed
+from config.errors import Conflict, DomainError, Invalid, NotAllowed, NotFound
 from config.outbound import listed
 from gitsource import git
-from gitsource.choices import SyncState
-from gitsource.models import GitChange, GitSource, ManagedAgent, SigningKey
+from gitsource.choices import PolicyState, SyncState
+from gitsource.models import GitChange, GitSource, ManagedAgent, PolicyChange, SigningKey
+from gitsource.policies import REVIEW_INTERVAL, PolicySet, describe, plan, read_policies
+from gitsource.policy_tests import MAX_FILES, PolicyError, run_cases
 from registry.actions.proposals import apply_manifests, check_can_propose
 from registry.choices import Role, VersionSource, VersionState
 from registry.connector_secrets import granted
@@ -73,7 +75,8 @@ def _check_secret(owner: User, field: str, name: str) -> None:
 
 @transaction.atomic
 def create_source(*, actor: Any, name: str, url: str, branch: str = "main", folder: str = "",
-                  owner: User | None = None, team: str = "", require_signed: bool = False,
+                  policy_folder: str = "", owner: User | None = None, team: str = "",
+                  require_signed: bool = False,
                   secret_env: str = "", webhook_secret_env: str = "", status_url: str = "",
                   status_secret_env: str = "", commit_url: str = "") -> GitSource:
     """An owner's (or, made by admin, anyone's) Git source; its first poll is queued."""
@@ -97,14 +100,17 @@ def create_source(*, actor: Any, name: str, url: str, branch: str = "main", fold
     if not git.BRANCH.match(branch) or ".." in branch:
         raise Invalid(f"{branch!r} is not a branch name", code="invalid_source",
                       details=[{"pointer": "/branch", "message": "expected a branch name"}])
-    if ".." in folder.split("/") or folder.startswith("/"):
-        raise Invalid(f"{folder!r} is not a folder in the repository", code="invalid_source",
-                      details=[{"pointer": "/folder", "message": "expected a relative folder"}])
+    for field, value in (("folder", folder), ("policy_folder", policy_folder)):
+        if ".." in value.split("/") or value.startswith("/"):
+            raise Invalid(f"{value!r} is not a folder in the repository", code="invalid_source",
+                          details=[{"pointer": f"/{field}",
+                                    "message": "expected a relative folder"}])
     for field, secret in (("secret_env", secret_env), ("webhook_secret_env", webhook_secret_env),
                           ("status_secret_env", status_secret_env)):
         _check_secret(owner, field, secret)
     source = GitSource.objects.create(
-        name=name, url=url, branch=branch, folder=folder.strip("/"), owner=owner, team=team,
+        name=name, url=url, branch=branch, folder=folder.strip("/"),
+        policy_folder=policy_folder.strip("/"), owner=owner, team=team,
         require_signed=require_signed, secret_env=secret_env,
         webhook_secret_env=webhook_secret_env, status_url=status_url,
         status_secret_env=status_secret_env, commit_url=commit_url)
@@ -247,7 +253,10 @@ def sync_source(source_id: int, head: str) -> GitSource:
     cache = cache_dir(source)
     signers = _allowed_signers(source) if source.require_signed else None
     seen: dict[str, tuple[str, Manifest]] = {}
+    policy_folder = source.policy_folder + "/" if source.policy_folder else None
     for path in git.manifest_paths(cache, head, source.folder):
+        if policy_folder and path.startswith(policy_folder):
+            continue  # compliance's policies and their examples, not agents
         commit = git.last_commit(cache, head, path)
         try:
             manifests = read_manifests(git.read_file(cache, head, path))
@@ -272,6 +281,8 @@ def sync_source(source_id: int, head: str) -> GitSource:
                     .select_for_update(of=("self",))):
         path, manifest = seen.get(managed.agent.name, (managed.path, None))
         _settle(source, managed, head, path, manifest)
+    if source.policy_folder:
+        _sync_policies(source, head, signers)
     was_failing = bool(source.fetch_failed_at)
     source.head, source.fetched_at = head, timezone.now()
     source.fetch_error, source.fetch_failed_at = "", None
@@ -360,3 +371,228 @@ def sync_state(source: GitSource, managed: ManagedAgent, head: str,
 def mark_reported(change_id: int, reported: str) -> None:
     """The status last sent to the Git host for this change (so it is sent once)."""
     GitChange.objects.filter(pk=change_id).update(reported=reported[:300])
+
+
+# --- policy as code ----------------------------------------------------------------------------
+
+
+class _DryRun(Exception):
+    """Rolls back a plan applied only to see whether the actions take it."""
+
+
+def _policy_files(source: GitSource, head: str) -> dict[str, str]:
+    """The policy folder at `head`: path relative to the folder -> text (YAML, JSON)."""
+    cache, prefix = cache_dir(source), source.policy_folder + "/"
+    paths = git.manifest_paths(cache, head, source.policy_folder)
+    if len(paths) > MAX_FILES:
+        raise PolicyError(f"{source.policy_folder}: more than {MAX_FILES} files")
+    return {path.removeprefix(prefix): git.read_file(cache, head, path) for path in paths}
+
+
+def managed_rules(source: GitSource) -> dict[str, list[str]]:
+    """The rules this source manages: those its last applied policy change stated."""
+    last = source.policy_changes.filter(state=PolicyState.APPLIED).order_by("-pk").first()
+    return {kind: sorted(names) for kind, names in (last.rules if last else {}).items()}
+
+
+def _apply_plan(steps: list[dict[str, Any]], actor: Any) -> None:
+    """Each step through the rule's own action (its checks, audit row and re-evaluation of
+    pending proposals), in this transaction."""
+    from reconciliation.models import GroupRule
+    from registry.actions import guardrails, toxic
+    from registry.actions.recertification import set_review_interval
+    from registry.models import Guardrail, ToxicCombination
+    from runtime.actions import group_rules
+
+    kinds = {"guardrail": (Guardrail, guardrails.create_guardrail, guardrails.update_guardrail,
+                           guardrails.delete_guardrail),
+             "group_rule": (GroupRule, group_rules.create_group_rule,
+                            group_rules.update_group_rule, group_rules.delete_group_rule),
+             "toxic_combination": (ToxicCombination, toxic.create_toxic_combination,
+                                   toxic.update_toxic_combination,
+                                   toxic.delete_toxic_combination)}
+    intervals = [s for s in steps if s["kind"] == REVIEW_INTERVAL]
+    # a level's lowest risk may only move where it stays between its neighbours: raise the
+    # higher level first, lower the lower level first
+    raising = any(s["name"] == "high" and s["after"]["risk_from"] >= (
+        s["before"] or {}).get("risk_from", 0) for s in intervals)
+    intervals.sort(key=lambda s: (s["name"] != "high") if raising else (s["name"] == "high"))
+    for step in [s for s in steps if s["kind"] != REVIEW_INTERVAL] + intervals:
+        if step["kind"] == REVIEW_INTERVAL:
+            set_review_interval(step["name"], seconds=step["after"]["seconds"],
+                                risk_from=step["after"]["risk_from"], actor=actor)
+            continue
+        model, create, update, delete = kinds[step["kind"]]
+        if step["op"] == "create":
+            create(actor=actor, name=step["name"], **step["after"])
+            continue
+        rule = model.objects.filter(name=step["name"]).first()
+        if rule is None:
+            raise Conflict(f"{describe(step)}: it was deleted meanwhile", code="stale_policy")
+        if step["op"] == "update":
+            update(rule, actor=actor, **step["after"])
+        else:
+            delete(rule, actor=actor)
+
+
+def _dry_run(steps: list[dict[str, Any]], actor: Any) -> None:
+    """Apply the plan and roll it back: the rules' own actions judge it (their side effects
+    after commit are dropped with the savepoint)."""
+    try:
+        with transaction.atomic():
+            _apply_plan(steps, actor)
+            raise _DryRun
+    except _DryRun:
+        pass
+
+
+def _refusal(results: list[Any]) -> str:
+    failing = [r for r in results if not r.ok]
+    if not failing:
+        return ""
+    named = "; ".join(f"{r.test}: {r.case} (expected {r.expected}, got {r.got})"
+                      for r in failing)
+    return f"{len(failing)} of {len(results)} policy test case(s) failed: {named}"
+
+
+def _sync_policies(source: GitSource, head: str, signers: Path | None) -> PolicyChange | None:
+    """The policy folder at `head` becomes a policy proposal once per commit (or a refusal
+    naming why: who may not, what cannot be read, which test cases fail); nothing applied."""
+    cache = cache_dir(source)
+    try:
+        commit = git.last_commit(cache, head, source.policy_folder)
+    except git.GitError:
+        return None  # no policy folder in the branch (yet)
+    if source.policy_changes.filter(commit=commit.sha).exists():
+        return None
+    actor, refused = _proposer(source, commit, signers)
+    change = PolicyChange(source=source, commit=commit.sha, state=PolicyState.PENDING,
+                          author=f"{commit.author} <{commit.email}>"[:300],
+                          subject=commit.subject[:300], proposed_by=actor,
+                          signer=actor.username if actor and signers else "")
+    if not refused and not has_role(actor, Role.COMPLIANCE):
+        refused = (f"policies are compliance's: {actor.username}, who proposes commit "
+                   f"{commit.sha[:12]}, is not compliance staff")
+    if not refused:
+        try:
+            files = _policy_files(source, head)
+            change.rules = read_policies(files).rules
+            change.plan = plan(PolicySet(rules=change.rules), managed_rules(source))
+            _dry_run(change.plan, actor)  # what the rules' own actions refuse (bad CEL, ...)
+            results = run_cases(files, timezone.now())
+        except (PolicyError, git.GitError) as error:
+            refused = str(error)
+        except DomainError as error:
+            refused = error.message
+        else:
+            change.tests = [r.to_dict() for r in results]
+            refused = _refusal(results)
+    return _record_policy_change(source, change, refused)
+
+
+def _record_policy_change(source: GitSource, change: PolicyChange,
+                          refused: str) -> PolicyChange:
+    target = f"git_source:{source.name}"
+    if refused:
+        change.state, change.refused = PolicyState.REFUSED, refused
+        change.save()
+        audit.record(actor=SYSTEM, action=AuditAction.GIT_POLICY_REFUSED, target=target,
+                     after={"commit": change.commit, "policy_change": change.pk,
+                            "failing_cases": change.failing_cases}, reason=refused)
+        return change
+    if not change.plan:  # the rules in force already are the folder's
+        change.state, change.decision_comment = PolicyState.APPLIED, "nothing to change"
+        change.decided_at = timezone.now()
+        change.save()
+        return change
+    change.save()
+    for older in source.policy_changes.select_for_update().filter(
+            state=PolicyState.PENDING).exclude(pk=change.pk):
+        older.state, older.decided_at = PolicyState.SUPERSEDED, timezone.now()
+        older.save(update_fields=["state", "decided_at"])
+        audit.record(actor=SYSTEM, action=AuditAction.GIT_POLICY_SUPERSEDED, target=target,
+                     after={"policy_change": older.pk, "commit": older.commit},
+                     reason=f"superseded by commit {change.commit[:12]}")
+    audit.record(actor=change.proposed_by, action=AuditAction.GIT_POLICY_PROPOSED,
+                 target=target, after={"policy_change": change.pk, "commit": change.commit,
+                                       "plan": [describe(s) for s in change.plan]},
+                 reason=f"Git commit {change.commit[:12]}: {change.subject}")
+    return change
+
+
+def _decidable(change_id: int, actor: Any) -> PolicyChange:
+    """The pending change, locked, when `actor` is compliance staff and did not propose it."""
+    change = (PolicyChange.objects.select_for_update(of=("self",))
+              .select_related("source", "proposed_by").filter(pk=change_id).first())
+    if change is None:
+        raise NotFound(f"No policy change {change_id}.")
+    if not has_role(actor, Role.COMPLIANCE):
+        raise NotAllowed("Only compliance staff decide on policy changes.")
+    if getattr(actor, "pk", None) == change.proposed_by_id or (
+            change.signer and change.signer == getattr(actor, "username", None)):
+        raise NotAllowed("Four eyes: another compliance person decides on a policy change "
+                         "you committed.")
+    if change.state != PolicyState.PENDING:
+        raise Conflict(f"Policy change {change.pk} is {change.state}, not pending.",
+                       code="not_pending")
+    return change
+
+
+def _report_on_commit(source_id: int) -> None:
+    from gitsource.jobs import enqueue_report
+
+    transaction.on_commit(lambda: enqueue_report(source_id), robust=True)
+
+
+@transaction.atomic
+def approve_policy_change(change_id: int, *, actor: Any, comment: str = "") -> PolicyChange:
+    """Compliance's second pair of eyes: the folder's rules are applied through each rule's
+    own action (audited each), as the folder states them now against the rules in force now."""
+    change = _decidable(change_id, actor)
+    steps = plan(PolicySet(rules=change.rules), managed_rules(change.source))
+    _apply_plan(steps, actor)
+    now = timezone.now()
+    change.plan = steps or change.plan
+    change.state, change.decided_by, change.decided_at = PolicyState.APPLIED, actor, now
+    change.decision_comment = comment
+    change.save()
+    audit.record(actor=actor, action=AuditAction.GIT_POLICY_APPLIED,
+                 target=f"git_source:{change.source.name}", reason=comment,
+                 after={"policy_change": change.pk, "commit": change.commit,
+                        "proposed_by": change.proposed_by.username if change.proposed_by
+                        else None, "applied": [describe(s) for s in steps]})
+    _report_on_commit(change.source_id)
+    return change
+
+
+@transaction.atomic
+def reject_policy_change(change_id: int, *, actor: Any, comment: str) -> PolicyChange:
+    """Compliance says no, with the reason the committer reads in the commit status."""
+    change = _decidable(change_id, actor)
+    if not comment.strip():
+        raise Invalid("A rejection needs a comment.", details=[
+            {"pointer": "/comment", "message": "required"}])
+    change.state, change.decided_by, change.decided_at = (
+        PolicyState.REJECTED, actor, timezone.now())
+    change.decision_comment = comment
+    change.save()
+    audit.record(actor=actor, action=AuditAction.GIT_POLICY_REJECTED,
+                 target=f"git_source:{change.source.name}", reason=comment,
+                 after={"policy_change": change.pk, "commit": change.commit})
+    _report_on_commit(change.source_id)
+    return change
+
+
+def policy_in_force(change: PolicyChange) -> bool:
+    """True when the rules in force are what the change's folder states (its deletions
+    gone too): the applied change verified."""
+    deleted: dict[str, list[str]] = {}
+    for step in change.plan:
+        if step["op"] == "delete":
+            deleted.setdefault(step["kind"], []).append(step["name"])
+    return not plan(PolicySet(rules=change.rules), deleted)
+
+
+def mark_policy_reported(change_id: int, reported: str) -> None:
+    """The status last sent to the Git host for this policy change."""
+    PolicyChange.objects.filter(pk=change_id).update(reported=reported[:300])

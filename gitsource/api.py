@@ -7,6 +7,7 @@ import hmac
 from typing import Any
 
 from django.contrib.auth.models import User
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.permissions import AllowAny
@@ -14,18 +15,20 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config.errors import DomainError, NotAllowed, NotFound
+from config.errors import DomainError, Invalid, NotAllowed, NotFound
 from config.parsers import SafeJSONParser
 from gitsource import actions
-from gitsource.choices import SyncState
+from gitsource.choices import PolicyState, SyncState
 from gitsource.jobs import enqueue_poll
-from gitsource.models import GitSource, SigningKey
+from gitsource.models import GitSource, PolicyChange, SigningKey
+from gitsource.policy_tests import MAX_BYTES, MAX_FILES, PolicyError, run_cases
+from gitsource.policy_whatif import policy_what_if
 from gitsource.sync_status import for_agent
 from registry.api import IsPerson
 from registry.choices import Role
 from registry.connector_secrets import secret_value
 from registry.models import Agent
-from registry.roles import has_role
+from registry.roles import has_role, sees_everything
 
 
 class Unauthenticated(DomainError):
@@ -41,6 +44,7 @@ class GitSourceSerializer(serializers.Serializer):
     url = serializers.CharField(max_length=500)
     branch = serializers.CharField(max_length=200, default="main")
     folder = serializers.CharField(max_length=300, default="", allow_blank=True)
+    policy_folder = serializers.CharField(max_length=300, default="", allow_blank=True)
     owner = serializers.CharField(max_length=150, required=False)
     team = serializers.CharField(max_length=100, default="", allow_blank=True)
     require_signed = serializers.BooleanField(default=False)
@@ -53,6 +57,7 @@ class GitSourceSerializer(serializers.Serializer):
 
 SOURCE_FIELDS = {"name": serializers.CharField(), "url": serializers.CharField(),
                  "branch": serializers.CharField(), "folder": serializers.CharField(),
+                 "policy_folder": serializers.CharField(),
                  "owner": serializers.CharField(), "team": serializers.CharField(),
                  "require_signed": serializers.BooleanField(),
                  "enabled": serializers.BooleanField(),
@@ -197,3 +202,125 @@ class AgentGitStatusView(APIView):
             return Response({"managed": False, "sync": None, "message": (
                 f"{name} is not managed from Git")})
         return Response(found)
+
+
+POLICY_CHANGE = inline_serializer("PolicyChange", {
+    "id": serializers.IntegerField(), "source": serializers.CharField(),
+    "commit": serializers.CharField(), "state": serializers.ChoiceField(
+        choices=PolicyState.choices), "proposed_by": serializers.CharField(allow_null=True),
+    "refused": serializers.CharField(allow_null=True),
+    "failing_cases": serializers.ListField(child=serializers.DictField()),
+    "plan": serializers.ListField(child=serializers.DictField()),
+    "what_if": serializers.DictField(allow_null=True)})
+
+
+def _policy_change(pk: int) -> PolicyChange:
+    change = (PolicyChange.objects.select_related("source", "proposed_by", "decided_by")
+              .filter(pk=pk).first())
+    if change is None:
+        raise NotFound(f"No policy change {pk}.")
+    return change
+
+
+def policy_change_body(change: PolicyChange, user: Any) -> dict[str, Any]:
+    """A policy change as served, with its what-if while it waits for a decision (to those
+    who review every agent: it names agents across owners)."""
+    shown = change.state == PolicyState.PENDING and sees_everything(user)
+    return {**change.to_dict(), "what_if": policy_what_if(change) if shown else None}
+
+
+class PolicyChangesView(APIView):
+    """`GET /api/v1/git/policy-changes`: policy commits, newest first (`?state=pending`)."""
+
+    permission_classes = [IsPerson]
+
+    @extend_schema(operation_id="git_policy_changes_list", responses={
+        200: inline_serializer("PolicyChanges", {
+            "results": serializers.ListField(child=serializers.DictField())})})
+    def get(self, request: Request) -> Response:
+        changes = PolicyChange.objects.select_related("source", "proposed_by", "decided_by")
+        state = request.query_params.get("state")
+        if state:
+            if state not in PolicyState.values:
+                raise Invalid(f"state: expected one of {', '.join(PolicyState.values)}",
+                              details=[{"pointer": "/state", "message": "unknown state"}])
+            changes = changes.filter(state=state)
+        return Response({"results": [c.to_dict() for c in changes.order_by("-pk")[:200]]})
+
+
+class PolicyChangeView(APIView):
+    """`GET /api/v1/git/policy-changes/{id}`: one policy commit, its plan, test cases and (while
+    pending) what it would have flagged over the last week."""
+
+    permission_classes = [IsPerson]
+
+    @extend_schema(responses={200: POLICY_CHANGE})
+    def get(self, request: Request, pk: int) -> Response:
+        return Response(policy_change_body(_policy_change(pk), request.user))
+
+
+class PolicyDecisionSerializer(serializers.Serializer):
+    """`POST /git/policy-changes/{id}/approve|reject`: the decision's comment."""
+
+    comment = serializers.CharField(max_length=2000, default="", allow_blank=True)
+
+
+class PolicyChangeDecisionView(APIView):
+    """`POST /api/v1/git/policy-changes/{id}/approve` and `/reject`: a compliance person other
+    than its committer decides; approval applies it."""
+
+    parser_classes = [SafeJSONParser]
+    permission_classes = [IsPerson]
+    decision = "approve"
+
+    @extend_schema(request=PolicyDecisionSerializer, responses={200: POLICY_CHANGE})
+    def post(self, request: Request, pk: int) -> Response:
+        if not has_role(request.user, Role.COMPLIANCE):
+            raise NotAllowed("Only compliance staff decide on policy changes.")
+        body = PolicyDecisionSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        decide = (actions.approve_policy_change if self.decision == "approve"
+                  else actions.reject_policy_change)
+        change = decide(pk, actor=request.user, comment=body.validated_data["comment"])
+        return Response(policy_change_body(change, request.user))
+
+
+class PolicyTestsSerializer(serializers.Serializer):
+    """`POST /policy-tests`: a policy folder's files, path (relative) -> text."""
+
+    files = serializers.DictField(child=serializers.CharField(
+        max_length=MAX_BYTES, allow_blank=True, trim_whitespace=False),
+        allow_empty=False)
+
+    def validate_files(self, value: dict[str, str]) -> dict[str, str]:
+        if len(value) > MAX_FILES:
+            raise serializers.ValidationError(f"at most {MAX_FILES} files")
+        return value
+
+
+class PolicyTestsView(APIView):
+    """`POST /api/v1/policy-tests`: run a folder's PolicyTest cases with the evaluator a
+    policy commit meets (what `manage.py policy_test` runs); nothing is stored or changed."""
+
+    parser_classes = [SafeJSONParser]
+    permission_classes = [IsPerson]
+
+    @extend_schema(request=PolicyTestsSerializer, responses={200: inline_serializer(
+        "PolicyTestResults", {"results": serializers.ListField(child=serializers.DictField()),
+                              "passed": serializers.IntegerField(),
+                              "failed": serializers.IntegerField()})})
+    def post(self, request: Request) -> Response:
+        body = PolicyTestsSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        files = {str(k): v for k, v in body.validated_data["files"].items()}
+        try:
+            results = run_cases(files, timezone.now())
+        except PolicyError as error:
+            raise Invalid(str(error), code="invalid_policy", details=[
+                {"pointer": "/files", "message": str(error)}]) from None
+        if not results:
+            raise Invalid("no PolicyTest cases among the files", code="invalid_policy",
+                          details=[{"pointer": "/files", "message": "no test cases"}])
+        failed = sum(1 for r in results if not r.ok)
+        return Response({"results": [{**r.to_dict(), "line": r.line} for r in results],
+                         "passed": len(results) - failed, "failed": failed})

@@ -19,3 +19,13 @@ class CommitState(models.TextChoices):
     SUCCESS = "success"
     FAILURE = "failure"
     ERROR = "error"
+
+
+class PolicyState(models.TextChoices):
+    """Where a policy commit stands: compliance's four eyes, then applied (or why not)."""
+
+    PENDING = "pending"        # waiting for a compliance person other than its proposer
+    APPLIED = "applied"        # approved and applied to the rules in force
+    REJECTED = "rejected"      # a compliance person said no
+    REFUSED = "refused"        # unreadable, a failing test case, or a proposer who may not
+    SUPERSEDED = "superseded"  # a newer policy commit came before a decision

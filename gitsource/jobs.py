@@ -2,15 +2,20 @@
 
 import base64
 import logging
+from functools import partial
+from typing import Any
 
 import django_rq
 from django.conf import settings
+from django.db import transaction
 
 from config import outbound
 from config.errors import DomainError
 from gitsource import actions, git, status
-from gitsource.models import GitChange, GitSource
+from gitsource.models import GitChange, GitSource, PolicyChange
+from registry.choices import VersionSource
 from registry.connector_secrets import secret_value
+from registry.models import DesiredStateVersion
 
 log = logging.getLogger(__name__)
 
@@ -19,6 +24,31 @@ def enqueue_poll(source_id: int) -> None:
     """Queue one poll of the source (collapsed with one already queued)."""
     django_rq.get_queue("default", commit_mode="auto").enqueue(
         poll_source, source_id, job_id=f"git-poll-{source_id}")
+
+
+def enqueue_report(source_id: int) -> None:
+    """Queue a report of the source's commit statuses (after an approval or rejection, so the
+    commit says so before the next poll)."""
+    django_rq.get_queue("default", commit_mode="auto").enqueue(
+        report_statuses, source_id, job_id=f"git-report-{source_id}")
+
+
+def report_after_decision(sender: type, instance: Any, created: bool = False,
+                          update_fields: Any = None, **kwargs: Any) -> None:
+    """A proposal made from a commit was approved (by one of its approvers, or enough to
+    apply it), rejected or withdrawn: its commit's status goes back once the decision
+    commits, not at the next poll (connected in apps.py)."""
+    if isinstance(instance, DesiredStateVersion):
+        if created or (update_fields is not None and "state" not in update_fields):
+            return
+        version = instance
+    else:  # an Approval
+        version = instance.version
+    if version.source != VersionSource.GIT:
+        return
+    for source_id in set(GitChange.objects.filter(version_id=version.pk)
+                         .values_list("source_id", flat=True)):
+        transaction.on_commit(partial(enqueue_report, source_id), robust=True)
 
 
 def poll_sources() -> int:
@@ -63,8 +93,8 @@ def poll_source(source_id: int) -> dict[str, object]:
 def report_statuses(source_id: int) -> int:
     """Send every change's status that differs from the one last sent; a host that cannot be
     reached is tried again on the next poll."""
-    source = GitSource.objects.get(pk=source_id)
-    provider = status.provider_for(source)
+    source = GitSource.objects.filter(pk=source_id).first()
+    provider = status.provider_for(source) if source is not None else None
     if provider is None:
         return 0
     sent = 0
@@ -72,17 +102,34 @@ def report_statuses(source_id: int) -> int:
         found = status.verdict(change)
         if found is None or found.key == change.reported:
             continue
-        try:
-            provider.post(change.commit, state=found.state, description=found.description,
-                          context=f"agent-governance/{change.agent_name or change.path}",
-                          target_url=_target(change))
-        except OSError as error:
-            log.warning("git source %s: status for %s not sent: %s", source.name,
-                        change.commit[:12], error)
-            break
+        if not _send(provider, source, change.commit, found, _target(change),
+                     f"agent-governance/{change.agent_name or change.path}"):
+            return sent
         actions.mark_reported(change.pk, found.key)
         sent += 1
+    for policy in PolicyChange.objects.filter(source=source).select_related(
+            "proposed_by", "decided_by", "source"):
+        found = status.policy_verdict(policy)
+        if found.key == policy.reported:
+            continue
+        target = f"{settings.SITE_URL}/git/policy-changes/{policy.pk}/"
+        if not _send(provider, source, policy.commit, found, target, status.POLICY_CONTEXT):
+            return sent
+        actions.mark_policy_reported(policy.pk, found.key)
+        sent += 1
     return sent
+
+
+def _send(provider: status.CommitStatuses, source: GitSource, sha: str,
+          found: status.Verdict, target: str, context: str) -> bool:
+    """One status; False (and a warning) when the host cannot take it now."""
+    try:
+        provider.post(sha, state=found.state, description=found.description, context=context,
+                      target_url=target)
+    except OSError as error:
+        log.warning("git source %s: status for %s not sent: %s", source.name, sha[:12], error)
+        return False
+    return True
 
 
 def _target(change: GitChange) -> str:

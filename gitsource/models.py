@@ -4,7 +4,7 @@ manifests became."""
 from django.contrib.auth.models import User
 from django.db import models
 
-from gitsource.choices import SyncState
+from gitsource.choices import PolicyState, SyncState
 from registry.models import Agent, DesiredStateVersion
 
 
@@ -16,6 +16,8 @@ class GitSource(models.Model):
     url = models.CharField(max_length=500)
     branch = models.CharField(max_length=200, default="main")
     folder = models.CharField(max_length=300, blank=True, default="")
+    # Compliance's rules (guardrails, group rules, ...) as YAML; "" : this source has none.
+    policy_folder = models.CharField(max_length=300, blank=True, default="")
     # Accountable for the source; proposals from commits nobody signed are made in their name.
     owner = models.ForeignKey(User, on_delete=models.PROTECT, related_name="git_sources")
     team = models.CharField(max_length=100, blank=True, default="")
@@ -44,7 +46,8 @@ class GitSource(models.Model):
 
     def to_dict(self) -> dict:
         return {"name": self.name, "url": self.url, "branch": self.branch,
-                "folder": self.folder, "owner": self.owner.username, "team": self.team,
+                "folder": self.folder, "policy_folder": self.policy_folder,
+                "owner": self.owner.username, "team": self.team,
                 "require_signed": self.require_signed, "enabled": self.enabled,
                 "status_url": self.status_url, "commit_url": self.commit_url,
                 "head": self.head or None,
@@ -106,3 +109,52 @@ class ManagedAgent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.agent.name} from {self.source.name}"
+
+
+class PolicyChange(models.Model):
+    """One commit of a source's policy folder: the rules it states, the plan from the rules in
+    force to them, its test cases' results, and compliance's decision."""
+
+    source = models.ForeignKey(GitSource, on_delete=models.CASCADE,
+                               related_name="policy_changes")
+    commit = models.CharField(max_length=40)
+    author = models.CharField(max_length=300)
+    signer = models.CharField(max_length=150, blank=True, default="")
+    subject = models.CharField(max_length=300, blank=True, default="")
+    proposed_by = models.ForeignKey(User, null=True, blank=True, on_delete=models.PROTECT,
+                                    related_name="+")
+    state = models.CharField(max_length=10, choices=PolicyState.choices)
+    refused = models.TextField(blank=True, default="")
+    rules = models.JSONField(default=dict)  # kind -> name -> fields, as the folder states them
+    plan = models.JSONField(default=list)   # [{kind, name, op, before, after}]
+    tests = models.JSONField(default=list)  # [{test, case, expected, got, message, ok}]
+    decided_by = models.ForeignKey(User, null=True, blank=True, on_delete=models.PROTECT,
+                                   related_name="+")
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_comment = models.TextField(blank=True, default="")
+    reported = models.CharField(max_length=300, blank=True, default="")  # last status sent
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["source", "commit"],
+                                               name="one_policy_change_per_commit")]
+
+    def __str__(self) -> str:
+        return f"policy change {self.pk} ({self.source.name} {self.commit[:12]})"
+
+    @property
+    def failing_cases(self) -> list[dict]:
+        return [case for case in self.tests if not case.get("ok")]
+
+    def to_dict(self) -> dict:
+        """The served and audited form."""
+        return {"id": self.pk, "source": self.source.name, "commit": self.commit,
+                "link": self.source.link(self.commit), "author": self.author,
+                "signer": self.signer or None, "subject": self.subject,
+                "proposed_by": self.proposed_by.username if self.proposed_by_id else None,
+                "state": self.state, "refused": self.refused or None,
+                "failing_cases": self.failing_cases, "tests": self.tests, "plan": self.plan,
+                "decided_by": self.decided_by.username if self.decided_by_id else None,
+                "decided_at": self.decided_at.isoformat() if self.decided_at else None,
+                "decision_comment": self.decision_comment,
+                "created_at": self.created_at.isoformat() if self.created_at else None}

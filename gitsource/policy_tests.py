@@ -10,6 +10,7 @@ test documents that name example manifests and the verdict each guardrail must g
 by the registry's own evaluator, exactly as a proposal is.
 """
 
+import posixpath
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -25,7 +26,10 @@ from registry.guardrails import evaluate, selector_matches
 from registry.intake import read_manifests
 
 SUFFIXES = (".yaml", ".yml")
-GUARDRAIL_KEYS = {"expression", "effect", "message", "selector", "required_approvals"}
+GUARDRAIL_KEYS = {"expression", "effect", "message", "selector", "required_approvals",
+                  "description", "enabled", "overdue_effect", "safe_tools"}
+MAX_FILES = 500
+MAX_BYTES = 1_048_576
 CASE_KEYS = {"name", "manifest", "expect"}
 
 
@@ -47,11 +51,38 @@ class CaseResult:
     def ok(self) -> bool:
         return self.expected == self.got
 
+    def to_dict(self) -> dict[str, Any]:
+        return {"test": self.test, "case": self.case, "expected": self.expected,
+                "got": self.got, "message": self.message, "ok": self.ok}
 
-def _documents(path: Path) -> list[dict]:
+    @property
+    def line(self) -> str:
+        """The line `policy_test` prints for it."""
+        mark = "ok  " if self.ok else "FAIL"
+        said = f" ({self.message})" if self.message and not self.ok else ""
+        return f"{mark} {self.test}: {self.case}: expected {self.expected}, got {self.got}{said}"
+
+
+def read_folder(folder: Path) -> dict[str, str]:
+    """Every file under `folder` (path relative to it -> text), as a commit's folder is read."""
+    files = {}
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        if len(files) >= MAX_FILES:
+            raise PolicyError(f"{folder}: more than {MAX_FILES} files")
+        if path.stat().st_size > MAX_BYTES:
+            continue
+        try:
+            files[path.relative_to(folder).as_posix()] = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+    return files
+
+
+def documents_of(path: str, text: str) -> list[dict]:
+    """The YAML documents of one file, each with kind, metadata.name and spec."""
     try:
-        documents = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d]
-    except (yaml.YAMLError, UnicodeDecodeError) as error:
+        documents = [d for d in yaml.safe_load_all(text) if d]
+    except yaml.YAMLError as error:
         raise PolicyError(f"{path}: not YAML: {error}") from None
     for index, document in enumerate(documents):
         if not isinstance(document, dict) or not isinstance(document.get("spec"), dict) or (
@@ -61,7 +92,7 @@ def _documents(path: Path) -> list[dict]:
     return documents
 
 
-def _guardrail(path: Path, document: dict) -> SimpleNamespace:
+def _guardrail(path: str, document: dict) -> SimpleNamespace:
     spec, name = document["spec"], document["metadata"]["name"]
     unknown = set(spec) - GUARDRAIL_KEYS
     if unknown:
@@ -71,18 +102,30 @@ def _guardrail(path: Path, document: dict) -> SimpleNamespace:
                           f"{', '.join(GuardrailEffect.values)}")
     if not isinstance(spec.get("expression"), str):
         raise PolicyError(f"{path}: guardrail {name}: /spec/expression: expected CEL text")
+    approvals = spec.get("required_approvals", 2)
+    if not isinstance(approvals, int) or isinstance(approvals, bool):
+        raise PolicyError(f"{path}: guardrail {name}: /spec/required_approvals: expected a "
+                          "whole number")
+    if not isinstance(spec.get("selector") or {}, dict):
+        raise PolicyError(f"{path}: guardrail {name}: /spec/selector: expected label: value")
     return SimpleNamespace(name=name, expression=spec["expression"], effect=spec["effect"],
                            message=str(spec.get("message", "")),
                            selector=spec.get("selector") or {},
-                           required_approvals=int(spec.get("required_approvals", 2)))
+                           required_approvals=approvals)
 
 
 def run_policy_tests(folder: Path, now: datetime) -> list[CaseResult]:
     """Every case of every test document under `folder`, judged by its guardrail."""
+    return run_cases(read_folder(folder), now)
+
+
+def run_cases(files: dict[str, str], now: datetime) -> list[CaseResult]:
+    """Every case of every test document among `files` (relative path -> text), judged by its
+    guardrail among the same files. Reads nothing else and changes nothing."""
     guardrails: dict[str, SimpleNamespace] = {}
-    tests: list[tuple[Path, dict]] = []
-    for path in sorted(p for p in folder.rglob("*") if p.suffix in SUFFIXES and p.is_file()):
-        for document in _documents(path):
+    tests: list[tuple[str, dict]] = []
+    for path in sorted(p for p in files if p.endswith(SUFFIXES)):
+        for document in documents_of(path, files[path]):
             if document.get("kind") == "Guardrail":
                 guardrails[document["metadata"]["name"]] = _guardrail(path, document)
             elif document.get("kind") == "PolicyTest":
@@ -94,24 +137,24 @@ def run_policy_tests(folder: Path, now: datetime) -> list[CaseResult]:
         if guardrail is None:
             raise PolicyError(f"{path}: test {name}: /spec/guardrail names no guardrail here")
         for index, case in enumerate(spec.get("cases") or []):
-            results.append(_run_case(path, name, index, case, guardrail, now))
+            results.append(_run_case(files, path, name, index, case, guardrail, now))
     return results
 
 
-def _run_case(path: Path, test: str, index: int, case: Any, guardrail: SimpleNamespace,
-              now: datetime) -> CaseResult:
+def _run_case(files: dict[str, str], path: str, test: str, index: int, case: Any,
+              guardrail: SimpleNamespace, now: datetime) -> CaseResult:
     where = f"{path}: test {test}: /spec/cases/{index}"
     if not isinstance(case, dict) or set(case) != CASE_KEYS:
         raise PolicyError(f"{where}: expected exactly name, manifest and expect")
     if case["expect"] not in GuardrailOutcome.values:
         raise PolicyError(f"{where}/expect: expected one of {', '.join(GuardrailOutcome.values)}")
-    example = (path.parent / str(case["manifest"])).resolve()
+    example = posixpath.normpath(posixpath.join(posixpath.dirname(path), str(case["manifest"])))
+    if example not in files:
+        raise PolicyError(f"{where}/manifest: no file {example} next to the policies")
     try:
-        manifests = read_manifests(example.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise PolicyError(f"{where}/manifest: {error}") from None
+        manifests = read_manifests(files[example])
     except DomainError as error:
-        raise PolicyError(f"{where}/manifest: {example.name}: {error.message}") from None
+        raise PolicyError(f"{where}/manifest: {example}: {error.message}") from None
     worst = CaseResult(test, str(case["name"]), case["expect"], GuardrailOutcome.PASSED, "")
     for manifest in manifests:
         context = {"owner": manifest.owner, "labels": manifest.labels,

@@ -260,6 +260,20 @@ API = [
         body={"public_key": "ssh-ed25519 not-a-key"}),
     Row("GET /api/v1/agents/refund-agent/git",
         (401,     200,    200,    200,    200,    200,    200,    403,    403)),
+    # policy changes from Git: people read them; a compliance person other than the one who
+    # committed it (dana here) decides; policy tests judge files and store nothing
+    Row("GET /api/v1/git/policy-changes",
+        (401,     200,    200,    200,    200,    200,    200,    403,    403)),
+    Row("GET /api/v1/git/policy-changes/{policy}",
+        (401,     200,    200,    200,    200,    200,    200,    403,    403)),
+    Row("POST /api/v1/git/policy-changes/{policy}/approve",
+        (401,     403,    403,    403,    403,    403,    200,    403,    403), body={}),
+    Row("POST /api/v1/git/policy-changes/{policy}/reject",
+        (401,     403,    403,    403,    403,    403,    200,    403,    403),
+        body={"comment": "no"}),
+    Row("POST /api/v1/policy-tests",
+        (401,     422,    422,    422,    422,    422,    422,    403,    403),
+        body={"files": {"a.yaml": "kind: Agent\nmetadata: {name: x}\nspec: {}\n"}}),
     # group rules: every person reads them; compliance writes; the what-if is compliance's
     Row("GET /api/v1/group-rules",
         (401,     200,    200,    200,    200,    200,    200,    403,    403)),
@@ -492,6 +506,7 @@ PAGES = [
     Row("GET /agents/",                 (L, 200, 200, 200, 200, 200, 200, L, L)),
     Row("GET /agents/refund-agent/",    (L, 200, 200, 200, 200, 200, 200, L, L)),
     Row("GET /agents/refund-agent/status", (L, 200, 200, 200, 200, 200, 200, L, L)),
+    Row("GET /git/policy-changes/{policy}/", (L, 200, 200, 200, 200, 200, 200, L, L)),
     Row("GET /manifests/new",           (L, 200, 200, 403, 200, 403, 200, L, L)),
     Row("GET /approvals/",              (L, 403, 403, 200, 200, 403, 200, L, L)),
     Row("GET /inbox/",                  (L, 200, 200, 200, 200, 403, 200, L, L)),
@@ -532,6 +547,10 @@ PAGES = [
 D, R = DONE, REFUSED
 #     anonymous  alice   oscar   bob     erin    dana    admin   own_agent other_agent
 FORMS = [
+    Row("POST /git/policy-changes/{policy}/approve", (L, 403, 403, 403, 403, R, D, L, L),
+        body={}, audited=("git_policy.applied",)),
+    Row("POST /git/policy-changes/{policy}/reject", (L, 403, 403, 403, 403, R, D, L, L),
+        body={"comment": "no"}, audited=("git_policy.rejected",)),
     Row("POST /logout/",                (L, D, D, D, D, D, D, L, L), body={},
         audited=("user.signed_out",)),
     Row("POST /manifests/new",          (L, D, R, 403, R, 403, D, L, L),
@@ -742,7 +761,13 @@ def build_scene() -> Scene:
     from gitsource.actions import create_source
 
     with override_settings(GIT_SOURCE_LOCAL_ROOTS=[str(settings.VAR_DIR)]):
-        create_source(actor=alice, name="payments", url=str(settings.VAR_DIR / "no-repo.git"))
+        source = create_source(actor=alice, name="payments",
+                               url=str(settings.VAR_DIR / "no-repo.git"))
+    from gitsource.models import PolicyChange
+
+    policy = PolicyChange.objects.create(  # a policy commit dana made, as a poll records it
+        source=source, commit="a" * 40, author="Dana <dana@example.com>",
+        proposed_by=people["dana"], signer="dana", state="pending")
     retirement = registry_actions.propose_retirement("other-agent", actor=people["alice"],
                                                      reason="replaced")
     waiver = registry_actions.grant_waiver("refund-agent", actor=bob, pointer="/tools/crm.search",
@@ -764,7 +789,7 @@ def build_scene() -> Scene:
         selector={"stop-drill": "yes"})
     scene = Scene(ids={
         "pending_waiver": pending_waiver.pk, "stop": stop.pk, "lifting": lifting.pk,
-        "window": window.pk,
+        "window": window.pk, "policy": policy.pk,
         "retirement": retirement.pk, "waiver": waiver.pk, "pending": pending.pk, "erins": erins.pk,
         "escalation": escalation.pk,
         "erins_esc": erins_esc.pk, "decision_esc": Escalation.objects.get(decision=asked).pk,
@@ -979,7 +1004,7 @@ def test_every_route_and_api_method_is_in_the_table():
                                          decision_esc=1, finding=1, decision=uuid.uuid4(),
                                          token=1, retirement=1, waiver=1,
                                          pending_waiver=1, stop=1, lifting=1,
-                                         window=1)
+                                         window=1, policy=1)
         covered.add((method, resolve(path).route))
     missing = []
     for route, callback in every_route():

@@ -94,7 +94,8 @@ def manifest(*changes: tuple[str, str]) -> str:
 
 class GitHost(ThreadingHTTPServer):
     """Smart HTTP for every bare repository under `root`, and `POST /status/<repo>/statuses/
-    <sha>` storing each status (GitHub's body) as a line of a git note on the commit."""
+    <sha>` (GitHub's shape) or `/api/v4/projects/<repo>/statuses/<sha>` (GitLab's) storing
+    each status body as a line of a git note on the commit."""
 
     daemon_threads = True
 
@@ -124,7 +125,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._backend()
 
     def do_POST(self) -> None:
-        status = re.fullmatch(r"/status/([\w.-]+\.git)/statuses/([0-9a-f]{40})", self.path)
+        status = re.fullmatch(r"/(?:status|api/v4/projects)/([\w.-]+\.git)/statuses/"
+                              r"([0-9a-f]{40})", self.path)
         if status:
             self._status(status.group(1), status.group(2))
         else:

@@ -29,7 +29,7 @@ spec:
 
 
 def policy_folder(tmp_path, expect_for_gpt5: str):
-    (tmp_path / "examples").mkdir()
+    (tmp_path / "examples").mkdir(parents=True)
     (tmp_path / "examples" / "gpt-4.1.yaml").write_text(manifest())
     (tmp_path / "examples" / "gpt-5.yaml").write_text(
         manifest(("model: gpt-4.1", "model: gpt-5")))
@@ -47,8 +47,9 @@ def test_cases_that_hold_pass(tmp_path, capsys):
 
 
 def test_a_failing_case_is_named_and_fails_the_run(tmp_path, capsys):
-    with pytest.raises(CommandError, match=r"^1 of 2 case\(s\) failed$"):
+    with pytest.raises(CommandError, match=r"^1 of 2 case\(s\) failed$") as failed:
         call_command("policy_test", str(policy_folder(tmp_path, "warned")))
+    assert failed.value.returncode == 1
     assert ("FAIL no-gpt-5-cases: gpt-5 is denied: expected warned, got denied (gpt-5 is not "
             "approved for payments)") in capsys.readouterr().out
 
@@ -56,8 +57,10 @@ def test_a_failing_case_is_named_and_fails_the_run(tmp_path, capsys):
 def test_unreadable_policies_are_refused_with_the_field(tmp_path):
     folder = policy_folder(tmp_path, "denied")
     (folder / "no-gpt-5.yaml").write_text(GUARDRAIL.replace("effect: deny", "effect: maybe"))
-    with pytest.raises(CommandError, match="guardrail no-gpt-5: /spec/effect: expected one of"):
+    with pytest.raises(CommandError,
+                       match="guardrail no-gpt-5: /spec/effect: expected one of") as unreadable:
         call_command("policy_test", str(folder))
+    assert unreadable.value.returncode == 2
     (folder / "no-gpt-5.yaml").write_text(GUARDRAIL.replace("  effect: deny\n",
                                                             "  effect: deny\n  typo: 1\n"))
     with pytest.raises(CommandError, match="unknown field /spec/typo"):

@@ -291,6 +291,46 @@ def cmd_audit_export(client: Client, args: argparse.Namespace, out: TextIO) -> i
     return 0
 
 
+POLICY_SUFFIXES = (".yaml", ".yml", ".json")
+MAX_POLICY_FILES = 500
+
+
+def policy_files(folder: str) -> dict[str, str]:
+    """The YAML and JSON files under a policy folder, path relative to it -> text."""
+    root = Path(folder)
+    if not root.is_dir():
+        raise UsageError(f"{folder}: not a directory")
+    files = {}
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        if path.suffix in POLICY_SUFFIXES:
+            files[path.relative_to(root).as_posix()] = path.read_text(encoding="utf-8")
+    if not files:
+        raise UsageError(f"{folder}: no YAML or JSON files")
+    if len(files) > MAX_POLICY_FILES:
+        raise UsageError(f"{folder}: more than {MAX_POLICY_FILES} files")
+    return files
+
+
+def cmd_policy_test(client: Client, args: argparse.Namespace, out: TextIO) -> int:
+    """The folder's PolicyTest cases, judged by the server's evaluator: 0 when every case
+    holds, 1 when one fails, 2 when a document cannot be read (or the server asked)."""
+    try:
+        answer = client.policy_tests(policy_files(args.folder))
+    except ApiError as error:
+        if error.code != "invalid_policy":
+            raise
+        sys.stderr.write(f"error: {error.message}\n")
+        return 2
+    for result in answer["results"]:
+        out.write(result["line"] + "\n")
+    total = answer["passed"] + answer["failed"]
+    if answer["failed"]:
+        out.write(f"{answer['failed']} of {total} case(s) failed\n")
+        return 1
+    out.write(f"{total} case(s) passed\n")
+    return 0
+
+
 # --- wiring ------------------------------------------------------------------------------------
 
 
@@ -424,6 +464,19 @@ def parser() -> argparse.ArgumentParser:
     export.add_argument("--format", choices=["jsonl", "csv"], default="jsonl")
     export.add_argument("-o", "--output", default="-", help="file path, or - for stdout")
     export.set_defaults(run=cmd_audit_export)
+    policy = verbs.add_parser("policy", help="policies kept as code")
+    policy_verbs = policy.add_subparsers(dest="policy_verb", required=True, metavar="COMMAND")
+    policy_test = policy_verbs.add_parser(
+        "test", help="run a policy folder's PolicyTest cases on the server's evaluator",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Send the folder's YAML and JSON files to POST /api/v1/policy-tests, which "
+                    "judges each case with\nthe evaluator a policy commit meets and changes "
+                    "nothing; print one line per case.",
+        epilog="exit status:\n  0  every case holds\n  1  a case failed (FAIL lines name it)"
+               "\n  2  a document cannot be read, the server could not be asked, or a usage "
+               "mistake")
+    policy_test.add_argument("folder", help="the policy folder (guardrails, tests, examples)")
+    policy_test.set_defaults(run=cmd_policy_test)
     add_mcp_commands(verbs)
     return top
 
@@ -438,7 +491,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         sys.stderr.write("agentctl: no token: pass --token or set AGENTGOV_TOKEN\n")
         return 2
     client = None if offline else Client(args.url, args.token)
-    failed = 2 if args.run is cmd_diff else 1
+    failed = 2 if args.run in (cmd_diff, cmd_policy_test) else 1
     try:
         return args.run(client, args, out)
     except ApiError as error:

@@ -351,6 +351,13 @@ class Client:
         return self.request("POST", f"/api/v1/proposals/{int(proposal_id)}/approve",
                             json=body).json()
 
+    def policy_tests(self, files: dict[str, str]) -> dict[str, Any]:
+        """Run a policy folder's PolicyTest cases on the server's evaluator (what a policy
+        commit meets); `files` maps paths relative to the folder to their text. Changes
+        nothing on the server."""
+        return self.request("POST", "/api/v1/policy-tests", idempotent=True,
+                            json={"files": files}).json()
+
     def tokens(self) -> Iterator[dict[str, Any]]:
         """Your tokens and your agents' tokens (every token for an admin), newest first."""
         return self._pages("/api/v1/tokens", {})
