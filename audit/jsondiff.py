@@ -10,6 +10,8 @@ same thing the same way. A list whose items have no unique identity stays positi
 from dataclasses import dataclass
 from typing import Any
 
+from config import pointers
+
 
 @dataclass(frozen=True)
 class Change:
@@ -23,7 +25,7 @@ class Change:
 
 def escape(token: str) -> str:
     """RFC 6901 escaping of one pointer token."""
-    return token.replace("~", "~0").replace("/", "~1")
+    return pointers.escape(token)
 
 
 # Fields that name a list item (first present wins) and, for a rate limit, which metric it caps.

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from config import pointers
+
 GAINED = {"tool_added": "gained tool {0}", "mcp_server_added": "gained MCP server {0}",
           "tool_removed": "lost tool {0}", "mcp_server_removed": "lost MCP server {0}",
           "data_removed": "lost access to {0}", "running_while_suspended": "is running while "
@@ -53,7 +55,7 @@ def _timestamp(text: str) -> str | None:
 
 
 def _segments(pointer: str) -> list[str]:
-    return [p.replace("~1", "/").replace("~0", "~") for p in (pointer or "").split("/")[1:]]
+    return pointers.tokens(pointer)
 
 
 def _versus(actual: Any, expected: Any) -> str:

@@ -39,6 +39,7 @@ from typing import Any
 from agentgov.mcp_identity import same_server
 
 from audit.chain import canonical_json as chain_canonical_json
+from config import pointers
 
 ACCESS_LEVELS = ("read", "write", "admin")
 ACTION_LIMIT_FIELDS = ("approval_above", "max")
@@ -216,7 +217,7 @@ def _normalise(value: Any) -> Any:
 
 def json_pointer(*parts: str) -> str:
     """RFC 6901 pointer: '~' becomes '~0' and '/' becomes '~1' inside each part."""
-    return "".join("/" + part.replace("~", "~0").replace("/", "~1") for part in parts)
+    return pointers.pointer(*parts)
 
 
 @dataclass(frozen=True)

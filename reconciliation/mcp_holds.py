@@ -7,6 +7,7 @@ proxy must not serve it. The desired-state response lists these holds; the proxy
 
 from typing import Any
 
+from config import pointers
 from reconciliation.choices import OPEN_STATUSES
 from reconciliation.diff import MCP_CHANGED_KINDS, MCP_PRIMITIVES
 from reconciliation.models import Finding
@@ -14,7 +15,7 @@ from registry.models import Agent
 
 
 def _segments(pointer: str) -> list[str]:
-    return [part.replace("~1", "/").replace("~0", "~") for part in pointer.split("/")[1:]]
+    return pointers.tokens(pointer)
 
 
 def held_mcp(agent: Agent) -> list[dict[str, Any]]:

@@ -9,6 +9,8 @@ from typing import Any
 
 from agentgov.mcp_identity import command_identity, url_identity
 
+from config import pointers
+
 MAX_ITEMS = 1000
 NUMBER_LIMIT = 1e12
 MAX_DESCRIPTION = 8000
@@ -182,7 +184,7 @@ def validate_observed(report: Any) -> dict[str, Any]:
                 errors.append((pointer, "expected an object of action name to limits"))
                 continue
             for name, limits in value.items():
-                where = f"{pointer}/{name.replace('~', '~0').replace('/', '~1')}"
+                where = pointers.join(pointer, name)
                 if not isinstance(limits, dict) or set(limits) - {"approval_above", "max"}:
                     errors.append((where, "expected an object with approval_above and/or max"))
                     continue

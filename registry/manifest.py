@@ -19,6 +19,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.resolver import Resolver
 
 from audit.chain import canonical_json as chain_canonical_json
+from config import pointers
 
 try:  # libyaml parses a 1 MB body in about a third of the time pure Python takes (~4 s at worst)
     from yaml._yaml import CParser as _Parser
@@ -202,7 +203,7 @@ class ParsedDocument:
 
 def join_pointer(base: str, token: Any) -> str:
     """Append one reference token to a JSON pointer, escaped as RFC 6901 says."""
-    return f"{base}/{str(token).replace('~', '~0').replace('/', '~1')}"
+    return pointers.join(base, token)
 
 
 def _got(value: Any) -> str:

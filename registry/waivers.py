@@ -8,6 +8,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from config import pointers
+
 # "/tools/crm.search", "/actions/payments.refund/approval_above", "/data/crm"
 POINTER = re.compile(r"^(/[^/\s]{1,200}){1,4}$")
 POINTER_EXPECTED = ("a JSON pointer into the spec of one to four parts, like /tools/crm.search "
@@ -31,7 +33,7 @@ def is_waived(waived: Iterable[str], pointer: str) -> bool:
 
 def tokens(pointer: str) -> list[str]:
     """The unescaped reference tokens of a pointer (RFC 6901)."""
-    return [part.replace("~1", "/").replace("~0", "~") for part in pointer.split("/")[1:]]
+    return pointers.tokens(pointer)
 
 
 def specific_problem(pointer: str) -> str | None:

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
+from config import pointers
 from config.money import money
 from reconciliation.diff import effective_desired
 from registry.manifest import duration_seconds
@@ -55,7 +56,7 @@ class WindowCheck:
 
 
 def _escape(token: str) -> str:
-    return token.replace("~", "~0").replace("/", "~1")
+    return pointers.escape(token)
 
 
 def callable_tools(spec: dict[str, Any]) -> set[str]:
@@ -162,7 +163,7 @@ def window_violation(check: WindowCheck, seen: int, event_id: str) -> Violation 
 
 
 def _tokens(pointer: str) -> list[str]:
-    return [t.replace("~1", "/").replace("~0", "~") for t in pointer.split("/")[1:]]
+    return pointers.tokens(pointer)
 
 
 def _number(value: float) -> int | float:

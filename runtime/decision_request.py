@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from config import pointers
+
 MAX_AMOUNT = 1e12  # the same ceiling behaviour events have
 MAX_WAIT_SECONDS = 86400
 MAX_ARGUMENTS_BYTES = 16384
@@ -32,7 +34,7 @@ class RequestError(ValueError):
 
 
 def _pointer(*tokens: str) -> str:
-    return "".join("/" + token.replace("~", "~0").replace("/", "~1") for token in tokens)
+    return pointers.pointer(*tokens)
 
 
 def read_amount(value: Any) -> float | str:

@@ -11,6 +11,7 @@ from django.utils import timezone
 import audit
 from audit.choices import AuditAction
 from compliance.stops import stop_reason
+from config import pointers
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from reconciliation.actions.common import alert, audit_label, enforcement_held, suspend_agent
 from reconciliation.actions.settle import refresh_status
@@ -183,7 +184,7 @@ def _resolve_drift(escalation: Escalation, finding: Finding | None, resolution: 
 
 
 def _tokens(pointer: str) -> list[str]:
-    return [t.replace("~1", "/").replace("~0", "~") for t in pointer.split("/")[1:]]
+    return pointers.tokens(pointer)
 
 
 def _keyed(entries: list, key: str, name: str) -> dict | None:
