@@ -31,7 +31,8 @@ def sync_status(agent: Agent, managed: ManagedAgent) -> dict[str, Any]:
     source = managed.source
     fetch = None
     if source.fetch_failed_at:
-        fetch = (f"fetching {source.url} has failed since {source.fetch_failed_at.isoformat()}: "
+        fetch = (f"fetching {source.url} has failed since "
+                 f"{source.fetch_failed_at:%Y-%m-%d %H:%M:%S} UTC: "
                  f"{source.fetch_error}; generation {agent.generation} stays enforced")
     return {"managed": True, "source": source.name, "path": managed.path, "sync": sync,
             "message": message, "branch_commit": managed.branch_commit or None,
