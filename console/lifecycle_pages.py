@@ -9,10 +9,12 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from config.errors import DomainError
 from console.forms import RetireForm, RollbackForm, StepUpCodeForm, WaiverForm
+from reconciliation.actions import approve_shadow
 from registry import actions
 from registry.actions.waivers import check_may_waive, may_waive
 from registry.choices import Lifecycle, Role, VersionSource, VersionState, WaiverState
@@ -20,6 +22,15 @@ from registry.lifecycle_api import agent_for_proposer
 from registry.models import Agent, Retirement, Waiver
 from registry.roles import has_role, sees_operations
 from registry.stepup import confirmed_device, retirement_reasons
+
+
+def back(request: HttpRequest, name: str) -> HttpResponse:
+    """Back to the inbox when the form was decided there, else to the agent's page."""
+    target = request.POST.get("next", "")
+    if target.startswith("/inbox/") and url_has_allowed_host_and_scheme(
+            target, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
+        return redirect(target)
+    return redirect("registry-agent", name=name)
 
 
 def refused(request: HttpRequest, name: str, check: Callable[[], Any]) -> HttpResponse | None:
@@ -100,7 +111,21 @@ def waiver_approve(request: HttpRequest, pk: int) -> HttpResponse:
         messages.error(request, error.message)
     else:
         messages.success(request, f"Waiver on {waiver.pointer} is in force.")
-    return redirect("registry-agent", name=waiver.agent.name)
+    return back(request, waiver.agent.name)
+
+
+@login_required
+@require_POST
+def shadow_approve(request: HttpRequest, name: str) -> HttpResponse:
+    """A second person puts the owner's requested shadow mode in force."""
+    agent = get_object_or_404(Agent, name=name)
+    try:
+        approve_shadow(agent, actor=request.user)
+    except DomainError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, f"Shadow mode for {name} is in force.")
+    return back(request, name)
 
 
 def waiver_context(agent: Agent, user: Any) -> dict[str, Any]:
@@ -146,7 +171,7 @@ def retirement_approve(request: HttpRequest, pk: int) -> HttpResponse:
         messages.error(request, error.message)
     else:
         messages.success(request, f"Retired {retirement.agent.name}.")
-    return redirect("registry-agent", name=retirement.agent.name)
+    return back(request, retirement.agent.name)
 
 
 def retirement_context(agent: Agent, user: Any) -> dict[str, Any]:

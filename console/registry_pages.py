@@ -343,6 +343,16 @@ def _proposals() -> QuerySet[DesiredStateVersion]:
     ).prefetch_related(_current_approvals())
 
 
+def proposal_cards(versions: list[DesiredStateVersion], user: Any) -> dict[int, ProposalCard]:
+    """The cards of these proposals (the inbox's page of them, read without their specs), by
+    id, with their diffs: one query for all, and the viewer's authenticator read once."""
+    if not versions:
+        return {}
+    enrolled = confirmed_device(user) is not None
+    return {v.pk: _card(v, user, enrolled)
+            for v in _proposals().filter(pk__in=[v.pk for v in versions])}
+
+
 @dataclass
 class InboxItem:
     """One place in the approvals queue: a proposal card or an escalation card (for an

@@ -59,6 +59,8 @@ urlpatterns = [
          name="registry-agent-rollback"),
     path("agents/<slug:name>/waivers", lifecycle_pages.agent_waive,
          name="registry-agent-waive"),
+    path("agents/<slug:name>/shadow/approve", lifecycle_pages.shadow_approve,
+         name="registry-agent-shadow-approve"),
     path("agents/<slug:name>/retirement", lifecycle_pages.agent_retire,
          name="registry-agent-retire"),
     path("retirements/<int:pk>/approve", lifecycle_pages.retirement_approve,

@@ -1,6 +1,7 @@
 """The approvers' inbox (and an owner's reminders to recertify) as one queue: pending
-proposals, open escalations and pending runtime decisions, longest waiting first (snoozed
-escalations leave it until their time comes).
+proposals, open escalations, pending runtime decisions and the lighter paths that wait for a
+second person (proposed retirements, waivers pending a second approver, owners' shadow
+requests), most urgent first (snoozed escalations leave it until their time comes).
 
 The queue is built in two steps so that a long one costs what one page of it costs: the
 entries (a few columns of every waiting row, folded into incidents, counted and sorted: what
@@ -10,6 +11,7 @@ An incident is one entry, so its escalations are never split across two pages.""
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import SimpleNamespace
+from typing import Any
 
 from django.db.models import QuerySet
 
@@ -26,7 +28,10 @@ PROPOSAL, ESCALATION = "proposal", "escalation"
 
 DECISION, INCIDENT = "decision", "incident"
 RECERTIFICATION = "recertification"  # an owner's: recertify their agent by its review date
-KINDS = (DECISION, INCIDENT, ESCALATION, PROPOSAL, RECERTIFICATION)
+# Lighter paths to a spec change's outcome, each waiting for a second person (four eyes).
+RETIREMENT, WAIVER, SHADOW = "retirement", "waiver", "shadow"
+REQUESTS = (RETIREMENT, WAIVER, SHADOW)
+KINDS = (DECISION, INCIDENT, ESCALATION, PROPOSAL, *REQUESTS, RECERTIFICATION)
 _FINDING_KEY_FIELDS = ("agent_id", "behaviour", "observed_at", "detected_at")  # incident_key's
 
 
@@ -48,6 +53,7 @@ class Item:
     # the escalations inside (for an incident or an escalation; none for a proposal)
     escalations: list[Escalation] = field(default_factory=list)
     version: DesiredStateVersion | None = None
+    subject: Any = None  # a request's row: the Retirement, the Waiver, the agent's AgentStatus
 
     def seconds_left(self, now: datetime) -> int:
         """Time to the SLA or deadline; negative once it has passed."""
@@ -107,17 +113,19 @@ def sla(kind: str) -> timedelta:
 
     seconds = {DECISION: settings.INBOX_SLA_DECISION_SECONDS,
                PROPOSAL: settings.INBOX_SLA_PROPOSAL_SECONDS}.get(
-        kind, settings.INBOX_SLA_ESCALATION_SECONDS)
+        PROPOSAL if kind in REQUESTS else kind, settings.INBOX_SLA_ESCALATION_SECONDS)
     return timedelta(seconds=seconds)
 
 
 def proposals_for(user) -> QuerySet:
     """Pending proposals `user` may decide: not their own, not made with a token they hold,
     not for an agent they own or that would go to them (four eyes), not already approved by
-    them in this revision."""
+    them in this revision, and not one whose current revision an approver sent back with
+    "request changes" (the author's turn until they revise it)."""
     from django.db.models import Exists, OuterRef, Q
 
-    pending = DesiredStateVersion.objects.filter(state=VersionState.PENDING)
+    pending = DesiredStateVersion.objects.filter(state=VersionState.PENDING).exclude(
+        Exists(changes_requested()))  # the author's turn, not an approver's
     if user is None:  # everything waiting, whoever decides it (SLA sweeps, team channels)
         return pending
     approved = Approval.objects.filter(version=OuterRef("pk"), approver=user,
@@ -126,6 +134,37 @@ def proposals_for(user) -> QuerySet:
             .exclude(Q(proposed_by=user) | Q(token_holder=user) | Q(agent__in=_owned_by(user))
                      | Q(metadata__owner=user.username))
             .exclude(Exists(approved)))
+
+
+MINE_SHOWN = 50
+
+
+def proposals_by(user) -> list[DesiredStateVersion]:
+    """The person's own proposals, newest first (the latest MINE_SHOWN), each with `your_turn`
+    set when an approver requested changes to its current revision and it is still pending:
+    the owner's side of the queue."""
+    from django.db.models import Exists
+
+    mine = (DesiredStateVersion.objects.filter(proposed_by=user)
+            .annotate(changes_asked=Exists(changes_requested()))
+            .select_related("agent", "decided_by")
+            .defer("spec", "metadata", "guardrail_results", "permission_changes")
+            .order_by("-created_at", "-pk")[:MINE_SHOWN])
+    for version in mine:
+        version.your_turn = version.state == VersionState.PENDING and version.changes_asked
+    return list(mine)
+
+
+def changes_requested() -> QuerySet:
+    """"Request changes" on a proposal's current revision, as a subquery of the proposal
+    (OuterRef pk): its author's turn until a new revision."""
+    from django.db.models import OuterRef
+
+    from registry.choices import ReviewVerdict
+    from registry.models import ReviewComment
+
+    return ReviewComment.objects.filter(version=OuterRef("pk"), revision=OuterRef("revision"),
+                                        verdict=ReviewVerdict.REQUEST_CHANGES)
 
 
 def _owned_by(user) -> QuerySet:
@@ -160,7 +199,10 @@ def queue_for(user, now: datetime | None = None, kind: str = "") -> list[Entry]:
                 Entry(PROPOSAL, f"proposal-{pk}", agent, created, created + wait, (pk,))
                 for pk, created, agent in proposals_for(user).order_by("created_at", "pk")
                 .values_list("pk", "created_at", "agent__name")]
-        if kind != PROPOSAL:
+        if kind in ("", *REQUESTS):
+            entries += [_reminder_entry(item) for item in requests_for(user, now)
+                        if not kind or item.kind == kind]
+        if kind not in (PROPOSAL, *REQUESTS):
             entries += [e for e in _escalation_entries(user, now) if not kind or e.kind == kind]
     return sorted(entries, key=by_urgency)
 
@@ -193,11 +235,15 @@ def items_for(user, now: datetime | None = None, kind: str = "") -> list[Item]:
     return items(queue_for(user, now, kind))
 
 
+COUNTS = ("proposals", "escalations", "decisions", "requests", "recertifications")
+
+
 def tally(entries: list[Entry]) -> dict[str, int]:
     """The counts the badge and the queue's summary show (an incident counts once)."""
-    counts = dict.fromkeys(("proposals", "escalations", "decisions", "recertifications"), 0)
+    counts = dict.fromkeys(COUNTS, 0)
     column = {PROPOSAL: "proposals", DECISION: "decisions", INCIDENT: "escalations",
-              ESCALATION: "escalations", RECERTIFICATION: "recertifications"}
+              ESCALATION: "escalations", RECERTIFICATION: "recertifications",
+              **dict.fromkeys(REQUESTS, "requests")}
     for entry in entries:
         counts[column[entry.kind]] += 1
     counts["total"] = sum(counts.values())
@@ -213,11 +259,12 @@ def counts_for(user, now: datetime | None = None) -> dict[str, int]:
     from django.utils import timezone
 
     now = now or timezone.now()
-    counts = dict.fromkeys(("proposals", "escalations", "decisions", "recertifications"), 0)
+    counts = dict.fromkeys(COUNTS, 0)
     if user is not None:
         counts["recertifications"] = len(reminders_for(user, now))
     if user is None or has_role(user, Role.APPROVER):
         counts["proposals"] = proposals_for(user).count()
+        counts["requests"] = len(requests_for(user, now))
         alone = Q(decision__isnull=True)
         # a pass's incident is its (agent, observation, detection), incident_key's fields
         found_in_pass = Concat("finding__agent_id", Value("|"), "finding__observed_at",
@@ -266,6 +313,61 @@ def _escalation_entries(user, now: datetime) -> list[Entry]:
                                  f"escalation-{pk}", agent, opened,
                                  opened + escalation_wait, ids))
     return entries
+
+
+def requests_for(user, now: datetime) -> list[Item]:
+    """The lighter paths waiting for `user` as the second person, as whole items (there are
+    few): retirements an owner proposed, waivers pending a second approver, owners' shadow
+    requests. Four eyes as their actions judge it: never an agent `user` owns, never one
+    they asked for themselves."""
+    from reconciliation.models import AgentStatus
+    from registry.choices import WaiverState
+    from registry.models import Retirement, Waiver
+
+    retirements = Retirement.objects.filter(state=VersionState.PENDING).select_related(
+        "agent", "proposed_by")
+    waivers = Waiver.objects.filter(state=WaiverState.PENDING, withdrawn_at__isnull=True,
+                                    expires_at__gt=now).select_related("agent", "granted_by")
+    shadows = AgentStatus.objects.exclude(shadow_request={}).select_related("agent")
+    if user is not None:
+        retirements = retirements.exclude(proposed_by=user).exclude(agent__in=_owned_by(user))
+        waivers = waivers.exclude(granted_by=user).exclude(agent__in=_owned_by(user))
+        shadows = shadows.exclude(agent__in=_owned_by(user))
+    made = [_retirement_item(r) for r in retirements.order_by("created_at", "pk")]
+    made += [_waiver_item(w) for w in waivers.order_by("created_at", "pk")]
+    made += [_shadow_item(s) for s in shadows.order_by("agent__name")
+             if user is None or s.shadow_request.get("by_id") != user.pk]
+    return made
+
+
+def _retirement_item(retirement) -> Item:
+    name = retirement.agent.name
+    return Item(RETIREMENT, f"retirement-{retirement.pk}", name,
+                f"retire {name} (proposed by {retirement.proposed_by.username}): "
+                f"{retirement.reason.strip()[:120]}", "high", retirement.created_at,
+                retirement.created_at + sla(RETIREMENT), f"/agents/{name}/#retirement",
+                subject=retirement)
+
+
+def _waiver_item(waiver) -> Item:
+    name = waiver.agent.name
+    return Item(WAIVER, f"waiver-{waiver.pk}", name,
+                f"waive {waiver.pointer} until {waiver.expires_at:%Y-%m-%d %H:%M} UTC "
+                f"(by {waiver.granted_by.username}, {waiver.ticket}): "
+                f"{waiver.reason.strip()[:120]}", "medium", waiver.created_at,
+                min(waiver.created_at + sla(WAIVER), waiver.expires_at),
+                f"/agents/{name}/#waivers", subject=waiver)
+
+
+def _shadow_item(status) -> Item:
+    from django.utils.dateparse import parse_datetime
+
+    name, request = status.agent.name, status.shadow_request
+    asked = parse_datetime(request.get("at", "")) or status.agent.created_at
+    return Item(SHADOW, f"shadow-{status.agent_id}-{int(asked.timestamp())}", name,
+                f"shadow mode for {request.get('duration', '?')} (asked by "
+                f"{request.get('by', '?')}): {request.get('reason', '')[:120]}", "medium",
+                asked, asked + sla(SHADOW), f"/agents/{name}/", subject=status)
 
 
 def _reminder_entry(item: Item) -> Entry:

@@ -571,6 +571,9 @@ FORMS = [
         body={"reason": "done early"}, audited=("waiver.withdrawn",)),
     Row("POST /waivers/{pending_waiver}/approve", (L, R, R, R, D, D, D, L, L),
         body={}, audited=("waiver.confirmed",)),
+    # the inbox's form for the owner's shadow request on other-agent
+    Row("POST /agents/other-agent/shadow/approve", (L, R, R, D, D, D, D, L, L),
+        body={}, audited=("shadow.changed",)),
     Row("POST /retirements/{retirement}/reject", (L, R, R, D, D, R, D, L, L),
         body={"comment": "not yet"}, audited=("retirement.rejected",)),
     Row("POST /agents/refund-agent/recertify", (L, D, R, R, R, R, D, L, L),
