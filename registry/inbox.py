@@ -1,7 +1,8 @@
 """The approvers' inbox (and an owner's reminders to recertify) as one queue: pending
 proposals, open escalations, pending runtime decisions and the lighter paths that wait for a
 second person (proposed retirements, waivers pending a second approver, owners' shadow
-requests), most urgent first (snoozed escalations leave it until their time comes).
+requests, owners' waiver requests), most urgent first (snoozed escalations leave it until
+their time comes).
 
 The queue is built in two steps so that a long one costs what one page of it costs: the
 entries (a few columns of every waiting row, folded into incidents, counted and sorted: what
@@ -32,7 +33,8 @@ RECERTIFICATION = "recertification"  # an owner's: recertify their agent by its 
 RETIREMENT, WAIVER, SHADOW = "retirement", "waiver", "shadow"
 REQUESTS = (RETIREMENT, WAIVER, SHADOW)
 KINDS = (DECISION, INCIDENT, ESCALATION, PROPOSAL, *REQUESTS, RECERTIFICATION)
-_FINDING_KEY_FIELDS = ("agent_id", "behaviour", "observed_at", "detected_at")  # incident_key's
+_FINDING_KEY_FIELDS = ("agent_id", "behaviour", "observed_at", "detected_at",
+                       "cause_key")  # incident_key's
 
 
 @dataclass
@@ -254,9 +256,11 @@ def counts_for(user, now: datetime | None = None) -> dict[str, int]:
     """What waits for `user` to decide, as the queue shows it (tally of queue_for: an incident
     counts once). Every page's nav badge asks this, so it is counted in the database (an
     incident is a distinct incident_key) and no row of the queue is read."""
-    from django.db.models import CharField, Count, Q, Value
+    from django.db.models import Case, CharField, Count, Q, Value, When
     from django.db.models.functions import Concat
     from django.utils import timezone
+
+    from reconciliation.incidents import NAMED_CHANGES
 
     now = now or timezone.now()
     counts = dict.fromkeys(COUNTS, 0)
@@ -264,11 +268,17 @@ def counts_for(user, now: datetime | None = None) -> dict[str, int]:
         counts["recertifications"] = len(reminders_for(user, now))
     if user is None or has_role(user, Role.APPROVER):
         counts["proposals"] = proposals_for(user).count()
-        counts["requests"] = len(requests_for(user, now))
+        counts["requests"] = count_requests(user, now)
         alone = Q(decision__isnull=True)
-        # a pass's incident is its (agent, observation, detection), incident_key's fields
-        found_in_pass = Concat("finding__agent_id", Value("|"), "finding__observed_at",
-                               Value("|"), "finding__detected_at", output_field=CharField())
+        # incident_key's: a named change's incident is its cause key, on any agent; any
+        # other pass's is its (agent, observation, detection)
+        named = Q(*[Q(finding__cause_key__startswith=p) for p in NAMED_CHANGES],
+                  _connector=Q.OR)
+        found_in_pass = Case(
+            When(named, then=Concat(Value("cause|"), "finding__cause_key")),
+            default=Concat("finding__agent_id", Value("|"), "finding__observed_at",
+                           Value("|"), "finding__detected_at", output_field=CharField()),
+            output_field=CharField())
         tallied = escalations_for_user(user, now).order_by().aggregate(
             decisions=Count("pk", filter=Q(decision__isnull=False)),
             unfound=Count("pk", filter=alone & Q(finding__isnull=True)),
@@ -315,29 +325,46 @@ def _escalation_entries(user, now: datetime) -> list[Entry]:
     return entries
 
 
-def requests_for(user, now: datetime) -> list[Item]:
-    """The lighter paths waiting for `user` as the second person, as whole items (there are
-    few): retirements an owner proposed, waivers pending a second approver, owners' shadow
-    requests. Four eyes as their actions judge it: never an agent `user` owns, never one
-    they asked for themselves."""
+def _requests(user, now: datetime) -> tuple[QuerySet, QuerySet, QuerySet, QuerySet]:
+    """The rows of the lighter paths waiting for `user` as the second person: retirements an
+    owner proposed, waivers pending a second approver, owners' waiver requests, owners'
+    shadow requests. Four eyes as their actions judge it: never an agent `user` owns, never
+    one they asked for themselves."""
     from reconciliation.models import AgentStatus
     from registry.choices import WaiverState
-    from registry.models import Retirement, Waiver
+    from registry.models import Retirement, Waiver, WaiverRequest
 
-    retirements = Retirement.objects.filter(state=VersionState.PENDING).select_related(
-        "agent", "proposed_by")
+    retirements = Retirement.objects.filter(state=VersionState.PENDING)
     waivers = Waiver.objects.filter(state=WaiverState.PENDING, withdrawn_at__isnull=True,
-                                    expires_at__gt=now).select_related("agent", "granted_by")
-    shadows = AgentStatus.objects.exclude(shadow_request={}).select_related("agent")
+                                    expires_at__gt=now)
+    asked = WaiverRequest.objects.filter(state=VersionState.PENDING)
+    shadows = AgentStatus.objects.exclude(shadow_request={})
     if user is not None:
         retirements = retirements.exclude(proposed_by=user).exclude(agent__in=_owned_by(user))
         waivers = waivers.exclude(granted_by=user).exclude(agent__in=_owned_by(user))
-        shadows = shadows.exclude(agent__in=_owned_by(user))
-    made = [_retirement_item(r) for r in retirements.order_by("created_at", "pk")]
-    made += [_waiver_item(w) for w in waivers.order_by("created_at", "pk")]
-    made += [_shadow_item(s) for s in shadows.order_by("agent__name")
-             if user is None or s.shadow_request.get("by_id") != user.pk]
+        asked = asked.exclude(requested_by=user).exclude(agent__in=_owned_by(user))
+        shadows = (shadows.exclude(agent__in=_owned_by(user))
+                   .exclude(shadow_request__by_id=user.pk))
+    return retirements, waivers, asked, shadows
+
+
+def requests_for(user, now: datetime) -> list[Item]:
+    """The lighter paths waiting for `user` (see _requests) as whole items (there are few)."""
+    retirements, waivers, asked, shadows = _requests(user, now)
+    made = [_retirement_item(r) for r in retirements.select_related("agent", "proposed_by")
+            .order_by("created_at", "pk")]
+    made += [_waiver_item(w) for w in waivers.select_related("agent", "granted_by")
+             .order_by("created_at", "pk")]
+    made += [_waiver_request_item(w) for w in asked.select_related("agent", "requested_by")
+             .order_by("created_at", "pk")]
+    made += [_shadow_item(s) for s in shadows.select_related("agent").order_by("agent__name")]
     return made
+
+
+def count_requests(user, now: datetime) -> int:
+    """How many requests_for(user, now) holds, in one query (every page's badge asks)."""
+    first, *rest = (rows.order_by().values_list("pk") for rows in _requests(user, now))
+    return first.union(*rest, all=True).count()
 
 
 def _retirement_item(retirement) -> Item:
@@ -357,6 +384,15 @@ def _waiver_item(waiver) -> Item:
                 f"{waiver.reason.strip()[:120]}", "medium", waiver.created_at,
                 min(waiver.created_at + sla(WAIVER), waiver.expires_at),
                 f"/agents/{name}/#waivers", subject=waiver)
+
+
+def _waiver_request_item(request) -> Item:
+    name = request.agent.name
+    return Item(WAIVER, f"waiver-request-{request.pk}", name,
+                f"{request.requested_by.username} asks to waive {request.pointer} for "
+                f"{request.duration} ({request.ticket}): {request.reason.strip()[:120]}",
+                "medium", request.created_at, request.created_at + sla(WAIVER),
+                f"/agents/{name}/#waivers", subject=request)
 
 
 def _shadow_item(status) -> Item:
@@ -462,8 +498,10 @@ def _escalation_items(rows: list[Escalation]) -> list[Item]:
         severity = max((f.severity for f in findings), key=lambda s: _SEVERITY_RANK.get(s, 0),
                        default="medium")
         kind = INCIDENT if len(members) > 1 else ESCALATION
-        what = (f"{len(members)} drifts from one change: "
-                + ", ".join(f"{f.kind} {f.pointer}" for f in findings)
+        agents = sorted({e.agent.name for e in members})
+        what = (f"{len(members)} drifts from one change"
+                + (f" on {len(agents)} agents ({', '.join(agents)})" if len(agents) > 1 else "")
+                + ": " + ", ".join(f"{f.kind} {f.pointer}" for f in findings)
                 if kind == INCIDENT else first.reason)
         items.append(Item(kind, f"escalation-{first.pk}", first.agent.name, what, severity,
                           first.opened_at, first.opened_at + sla(ESCALATION),

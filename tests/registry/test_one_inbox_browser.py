@@ -102,10 +102,11 @@ def test_bob_decides_proposals_incidents_retirements_and_shadow_requests_from_on
 
         # Approving in place: what the proposal changes is in view above the button.
         proposal = bob.locator(f"#item-proposal-{raised.pk}")
-        proposal.locator("summary").first.click()
+        proposal.locator("summary").click()
         changes = proposal.locator("ul.changes li")
         expect(changes.first).to_be_visible()
         expect(proposal.locator("ul.changes")).to_contain_text("payments.refund")
+        expect(proposal.locator("ul.diff")).to_contain_text("/actions/payments.refund")
         expect(proposal).to_contain_text("Step-up")
         approve = proposal.get_by_role("button", name=f"Approve #{raised.pk}")
         assert changes.first.bounding_box()["y"] < approve.bounding_box()["y"]
@@ -113,7 +114,7 @@ def test_bob_decides_proposals_incidents_retirements_and_shadow_requests_from_on
         expect(bob.locator(".messages")).to_contain_text("step-up")
         assert DesiredStateVersion.objects.get(pk=raised.pk).state == VersionState.PENDING
         proposal = bob.locator(f"#item-proposal-{raised.pk}")
-        proposal.locator("summary").first.click()
+        proposal.locator("summary").click()
         proposal.locator(f"#approve-otp-{raised.pk}").fill(totp(secret))
         proposal.get_by_role("button", name=f"Approve #{raised.pk}").click()
         expect(bob.locator(".messages")).to_contain_text(f"Approved proposal #{raised.pk}")
