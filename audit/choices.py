@@ -50,6 +50,8 @@ class AuditAction(models.TextChoices):
     WAIVER_CONFIRMED = "waiver.confirmed"
     WAIVER_LAPSED = "waiver.lapsed"
     WAIVER_WITHDRAWN = "waiver.withdrawn"
+    WAIVER_REQUESTED = "waiver.requested"  # the owner asks; an approver grants or declines
+    WAIVER_REQUEST_DECLINED = "waiver.request_declined"
     RECERTIFICATION_PROPOSED = "recertification.proposed"
     RECERTIFICATION_DUE = "recertification.due"
     RECERTIFICATION_OVERDUE = "recertification.overdue"

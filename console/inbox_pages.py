@@ -1,7 +1,9 @@
-"""The inbox page (/inbox/): bob's queue, one line per item (kind, agent, what, urgency, age,
-assignee), most urgent first, each expanded on demand to decide it in place; bulk assign and
-acknowledge; an incident (the escalations one cause produced) decided with one decision.
-The actions decide; a refusal comes back as a message on the page."""
+"""The inbox page (/inbox/): bob's one queue, one line per item (kind, agent, what, urgency,
+age, assignee), most urgent first, filtered by kind, agent and team, each expanded on demand to
+decide it in place (a proposal with its permission changes and diff above the approve button,
+as on its own page); bulk assign and acknowledge; an incident (the escalations one cause
+produced) decided with one decision. The nav's Approvals and Escalations are this page
+filtered. The actions decide; a refusal comes back as a message on the page."""
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -13,11 +15,14 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from config.errors import DomainError
+from console.registry_pages import proposal_cards
 from reconciliation import actions
 from reconciliation.choices import Resolution
 from registry import inbox
 from registry.choices import Role
+from registry.models import Agent
 from registry.roles import has_role
+from registry.stepup import confirmed_device, retirement_reasons
 
 SORTS = {
     "urgency": inbox.by_urgency,
@@ -28,7 +33,35 @@ SORTS = {
 PAGE_SIZE = 50  # as every list page; an incident is one line, never split across two pages
 TABS = (("", "All"), (inbox.DECISION, "Decisions"), (inbox.INCIDENT, "Incidents"),
         (inbox.ESCALATION, "Escalations"), (inbox.PROPOSAL, "Proposals"),
-        (inbox.RECERTIFICATION, "Recertifications"))
+        (inbox.RETIREMENT, "Retirements"), (inbox.WAIVER, "Waivers"),
+        (inbox.SHADOW, "Shadow requests"), (inbox.RECERTIFICATION, "Recertifications"))
+
+
+def _matches(entry: inbox.Entry, kind: str, agents: set[str] | None) -> bool:
+    """The filters: the kind (Escalations holds the incidents too: an incident is escalations
+    one cause produced) and the agents of the chosen name or team."""
+    return ((not kind or entry.kind == kind
+             or (kind == inbox.ESCALATION and entry.kind == inbox.INCIDENT))
+            and (agents is None or entry.agent in agents))
+
+
+def _agents_filter(queue: list[inbox.Entry], agent: str, team: str) -> set[str] | None:
+    """The agent names the agent and team filters leave (None: no such filter)."""
+    if not agent and not team:
+        return None
+    names = {e.agent for e in queue}
+    if agent:
+        names &= {agent}
+    if team:
+        names &= set(Agent.objects.filter(name__in=names, labels__team=team)
+                     .values_list("name", flat=True))
+    return names
+
+
+def _teams() -> list[str]:
+    """Every team an agent is labelled with, for the team filter."""
+    return sorted({t for t in Agent.objects.exclude(labels__team=None)
+                   .values_list("labels__team", flat=True).distinct() if isinstance(t, str)})
 
 
 def _forbidden(request: HttpRequest) -> HttpResponse:
@@ -46,25 +79,37 @@ def inbox_page(request: HttpRequest) -> HttpResponse:
     kind = kind if kind in inbox.KINDS else ""
     sort = request.GET.get("sort", "urgency")
     sort = sort if sort in SORTS else "urgency"
+    agent, team = request.GET.get("agent", "").strip(), request.GET.get("team", "").strip()
     now = timezone.now()
     queue = inbox.queue_for(request.user, now)  # the counts are the whole queue's, every tab
     counts = inbox.tally(queue)
-    page = Paginator(sorted((e for e in queue if not kind or e.kind == kind), key=SORTS[sort]),
+    agents = _agents_filter(queue, agent, team)
+    page = Paginator(sorted((e for e in queue if _matches(e, kind, agents)), key=SORTS[sort]),
                      PAGE_SIZE).get_page(request.GET.get("page"))
     items = inbox.items(page.object_list)
+    cards = proposal_cards([i.version for i in items if i.version is not None], request.user)
+    enrolled = confirmed_device(request.user) is not None
     for item in items:
         item.left = item.seconds_left(now)
         item.left_text = inbox.time_left(item.left)
         item.resolutions = (item.escalations[0].resolutions()
                             if item.escalations else [])
+        item.card = cards.get(item.version.pk) if item.version is not None else None
     query = request.GET.copy()
     query.pop("page", None)
+    filters = request.GET.copy()
+    for key in ("page", "kind"):
+        filters.pop(key, None)
     return render(request, "registry/inbox.html", {
         "items": items, "page": page, "base_query": query.urlencode(),
-        "counts": counts, "kind": kind, "sort": sort,
+        "filter_query": filters.urlencode(),
+        "counts": counts, "kind": kind, "sort": sort, "agent": agent, "team": team,
+        "queue_agents": sorted({e.agent for e in queue}), "teams": _teams(),
         "tabs": TABS if has_role(request.user, Role.APPROVER) else TABS[:1] + TABS[-1:],
         "approver": has_role(request.user, Role.APPROVER), "sorts": list(SORTS),
-        "here": request.get_full_path(),
+        "here": request.get_full_path(), "enrolled": enrolled,
+        "retirement_step_up": retirement_reasons(),
+        "mine": inbox.proposals_by(request.user) if has_role(request.user, Role.OWNER) else [],
         "nav_pending_count": counts["total"]})
 
 

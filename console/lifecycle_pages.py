@@ -9,17 +9,28 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from config.errors import DomainError
 from console.forms import RetireForm, RollbackForm, StepUpCodeForm, WaiverForm
+from reconciliation.actions import approve_shadow
 from registry import actions
 from registry.actions.waivers import check_may_waive, may_waive
 from registry.choices import Lifecycle, Role, VersionSource, VersionState, WaiverState
 from registry.lifecycle_api import agent_for_proposer
-from registry.models import Agent, Retirement, Waiver
+from registry.models import Agent, Retirement, Waiver, WaiverRequest
 from registry.roles import has_role, sees_operations
 from registry.stepup import confirmed_device, retirement_reasons
+
+
+def back(request: HttpRequest, name: str) -> HttpResponse:
+    """Back to the inbox when the form was decided there, else to the agent's page."""
+    target = request.POST.get("next", "")
+    if target.startswith("/inbox/") and url_has_allowed_host_and_scheme(
+            target, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
+        return redirect(target)
+    return redirect("registry-agent", name=name)
 
 
 def refused(request: HttpRequest, name: str, check: Callable[[], Any]) -> HttpResponse | None:
@@ -87,6 +98,55 @@ def agent_waive(request: HttpRequest, name: str) -> HttpResponse:
 
 @login_required
 @require_POST
+def agent_waiver_request(request: HttpRequest, name: str) -> HttpResponse:
+    """The owner asks for a waiver on a finding of their agent; an approver decides."""
+    form = WaiverForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "The waiver was not requested: pointer, reason, ticket and "
+                                "duration are all needed.")
+        return redirect("registry-agent", name=name)
+    fields = {k: v for k, v in form.cleaned_data.items() if k != "otp"}
+    try:
+        asked = actions.request_waiver(name, actor=request.user, **fields)
+    except DomainError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, f"Asked for a waiver on {asked.pointer} for {asked.duration}; "
+                                  "an approver grants or declines it from their inbox.")
+    return redirect("registry-agent", name=name)
+
+
+@login_required
+@require_POST
+def waiver_request_decide(request: HttpRequest, pk: int) -> HttpResponse:
+    """An approver grants (as a waiver, judged as any) or declines an owner's request."""
+    asked = WaiverRequest.objects.select_related("agent").filter(pk=pk).first()
+    if asked is None:
+        raise Http404("No such waiver request.")
+    try:
+        if request.POST.get("decision") == "grant":
+            form = StepUpCodeForm(request.POST)
+            otp = form.cleaned_data.get("otp", "") if form.is_valid() else ""
+            waiver = actions.grant_waiver_request(pk, actor=request.user, otp=otp,
+                                                  session=request.session)
+            done = (f"Waiver on {waiver.pointer} granted; it needs "
+                    f"{waiver.required_approvals} approvers in all." if
+                    waiver.state == WaiverState.PENDING else
+                    f"Waived {waiver.pointer} on {asked.agent.name} until "
+                    f"{waiver.expires_at:%Y-%m-%d %H:%M} UTC.")
+        else:
+            actions.decline_waiver_request(pk, actor=request.user,
+                                           comment=request.POST.get("comment", "")[:2000])
+            done = f"Declined the waiver on {asked.pointer}."
+    except DomainError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, done)
+    return back(request, asked.agent.name)
+
+
+@login_required
+@require_POST
 def waiver_approve(request: HttpRequest, pk: int) -> HttpResponse:
     """A second approver puts a pending waiver in force."""
     form = StepUpCodeForm(request.POST)
@@ -100,7 +160,21 @@ def waiver_approve(request: HttpRequest, pk: int) -> HttpResponse:
         messages.error(request, error.message)
     else:
         messages.success(request, f"Waiver on {waiver.pointer} is in force.")
-    return redirect("registry-agent", name=waiver.agent.name)
+    return back(request, waiver.agent.name)
+
+
+@login_required
+@require_POST
+def shadow_approve(request: HttpRequest, name: str) -> HttpResponse:
+    """A second person puts the owner's requested shadow mode in force."""
+    agent = get_object_or_404(Agent, name=name)
+    try:
+        approve_shadow(agent, actor=request.user)
+    except DomainError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, f"Shadow mode for {name} is in force.")
+    return back(request, name)
 
 
 def waiver_context(agent: Agent, user: Any) -> dict[str, Any]:
@@ -109,7 +183,10 @@ def waiver_context(agent: Agent, user: Any) -> dict[str, Any]:
     if not sees_operations(user, agent):  # another owner: no more than its findings
         return {"waivers": [], "can_waive": False}
     return {"waivers": agent.waivers.filter(expires_at__gt=now).select_related("granted_by"),
-            "can_waive": may_waive(agent, user)}
+            "can_waive": may_waive(agent, user),
+            "can_request_waiver": has_role(user, Role.OWNER) and agent.owner_id == user.pk,
+            "waiver_requests": agent.waiver_requests.select_related(
+                "decided_by", "requested_by")[:20]}
 
 
 @login_required
@@ -146,7 +223,7 @@ def retirement_approve(request: HttpRequest, pk: int) -> HttpResponse:
         messages.error(request, error.message)
     else:
         messages.success(request, f"Retired {retirement.agent.name}.")
-    return redirect("registry-agent", name=retirement.agent.name)
+    return back(request, retirement.agent.name)
 
 
 def retirement_context(agent: Agent, user: Any) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from django.views.decorators.http import require_POST
 from audit.choices import AuditAction
 from audit.models import AuditEntry
 from config.errors import DomainError
-from console.lifecycle_pages import refused
+from console.lifecycle_pages import back, refused
 from registry import actions
 from registry.actions.waivers import may_withdraw
 from registry.choices import Lifecycle, RiskLevel, Role, VersionSource
@@ -142,7 +142,7 @@ def retirement_reject(request: HttpRequest, pk: int) -> HttpResponse:
         messages.error(request, error.message)
     else:
         messages.success(request, f"Rejected retiring {retirement.agent.name}.")
-    return redirect("registry-agent", name=retirement.agent.name)
+    return back(request, retirement.agent.name)
 
 
 @login_required

@@ -8,6 +8,7 @@ import yaml
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
+from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
@@ -117,6 +118,7 @@ def agent_state_context(agent, timeline_span: str = "24h") -> dict:
         "observed_yaml": yaml.safe_dump(observation.state, sort_keys=True)
         if observation else "",
         "findings": list(Finding.objects.filter(agent=agent).order_by("-last_seen")[:RECENT]),
+        "open_statuses": [str(s) for s in OPEN_STATUSES],
         "corrections": list(Correction.objects.filter(agent=agent).select_related("finding")
                             .order_by("-created_at")[:RECENT]),
         "runs": list(ReconcileRun.objects.filter(agent=agent).order_by("-started_at")[:RECENT]),
@@ -131,9 +133,12 @@ def _forbidden(request: HttpRequest, message: str) -> HttpResponse:
 
 @login_required
 def findings(request: HttpRequest) -> HttpResponse:
-    """Findings for compliance: filter, acknowledge with a reason, follow to the audit trail."""
-    if not has_role(request.user, Role.COMPLIANCE, Role.APPROVER):
-        return _forbidden(request, "Findings are for compliance staff and approvers.")
+    """Findings for compliance: filter, acknowledge with a reason, follow to the audit trail.
+    Approvers read them all; an owner reads their own agents' (what caused their drift). With
+    a cause, the page first says what that change touched: every agent, with its count."""
+    reviewer = has_role(request.user, Role.COMPLIANCE, Role.APPROVER)
+    if not (reviewer or has_role(request.user, Role.OWNER)):
+        return _forbidden(request, "Findings are for compliance staff, approvers and owners.")
     if request.method == "POST":
         try:
             actions.acknowledge_finding(int(request.POST.get("finding") or 0),
@@ -145,15 +150,21 @@ def findings(request: HttpRequest) -> HttpResponse:
             messages.success(request, "Finding acknowledged.")
         return redirect(request.get_full_path())
     filters = {key: request.GET.get(key, "").strip() for key in FindingFilterSet.base_filters}
+    visible = Finding.objects.all() if reviewer else Finding.objects.filter(
+        agent__owner=request.user)
     found = FindingFilterSet({k: v for k, v in filters.items() if v},
-                             queryset=Finding.objects.select_related("agent", "acknowledged_by")
+                             queryset=visible.select_related("agent", "acknowledged_by")
                              .order_by("-last_seen", "-pk"))
     rows = found.qs if found.is_valid() else Finding.objects.none()
     page = Paginator(rows, 50).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
     compliance = has_role(request.user, Role.COMPLIANCE)
+    touched = (list(Finding.objects.filter(cause_key=filters["cause"]).values("agent__name")
+                    .annotate(count=Count("pk")).order_by("agent__name"))
+               if filters["cause"] and found.is_valid() else [])
     return render(request, "reconciliation/findings.html", {
+        "touched": touched, "reviewer": reviewer,
         "page": page, "filters": filters, "statuses": FindingStatus.values,
         "query": query.urlencode(), "can_acknowledge": compliance,
         "can_explore_audit": compliance, "errors": found.errors})

@@ -343,6 +343,16 @@ def _proposals() -> QuerySet[DesiredStateVersion]:
     ).prefetch_related(_current_approvals())
 
 
+def proposal_cards(versions: list[DesiredStateVersion], user: Any) -> dict[int, ProposalCard]:
+    """The cards of these proposals (the inbox's page of them, read without their specs), by
+    id, with their diffs: one query for all, and the viewer's authenticator read once."""
+    if not versions:
+        return {}
+    enrolled = confirmed_device(user) is not None
+    return {v.pk: _card(v, user, enrolled)
+            for v in _proposals().filter(pk__in=[v.pk for v in versions])}
+
+
 @dataclass
 class InboxItem:
     """One place in the approvals queue: a proposal card or an escalation card (for an
@@ -567,12 +577,39 @@ def guardrail_delete(request: HttpRequest, name: str) -> HttpResponse:
 # --- tokens ------------------------------------------------------------------------------------
 
 
+def _issuable(user: Any) -> list[str]:
+    """The agents `user` may issue a token for: their own, not retired."""
+    return list(Agent.objects.filter(owner=user).exclude(lifecycle=Lifecycle.RETIRED)
+                .order_by("name").values_list("name", flat=True)[:500])
+
+
 @login_required
-def token_list(request: HttpRequest) -> HttpResponse:
-    """Your tokens and your agents' tokens (every token for admin), to revoke or keep."""
+def token_list(request: HttpRequest, issued: dict | None = None) -> HttpResponse:
+    """Your tokens and your agents' tokens (every token for admin), to revoke or keep; an
+    owner issues a token for one of their agents here (its key shown once)."""
     tokens = actions.visible_tokens(request.user)
     return _page(request, "registry/token_list.html", {
-        "tokens": tokens[:500], "me": request.user})
+        "tokens": tokens[:500], "me": request.user, "issuable": _issuable(request.user),
+        "issued": issued})
+
+
+@login_required
+@require_POST
+def token_issue(request: HttpRequest) -> HttpResponse:
+    """Issue a token for one of your agents; the key is in this response only (never stored,
+    never in a redirect's session message)."""
+    name = request.POST.get("agent", "")
+    agent = Agent.objects.filter(name=name).first()
+    label = request.POST.get("name", "").strip()[:100]
+    try:
+        if agent is None:
+            raise NotFound(f"No agent named {name[:63]!r}.")
+        token, key = actions.issue_agent_token(agent, actor=request.user, name=label)
+    except DomainError as error:
+        messages.error(request, error.message)
+        return redirect("registry-tokens")
+    return token_list(request, issued={"agent": agent.name, "key": key,
+                                       "prefix": token.key_prefix})
 
 
 def _token_change(request: HttpRequest, change: Any, done: str) -> HttpResponse:

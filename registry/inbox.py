@@ -1,6 +1,8 @@
 """The approvers' inbox (and an owner's reminders to recertify) as one queue: pending
-proposals, open escalations and pending runtime decisions, longest waiting first (snoozed
-escalations leave it until their time comes).
+proposals, open escalations, pending runtime decisions and the lighter paths that wait for a
+second person (proposed retirements, waivers pending a second approver, owners' shadow
+requests, owners' waiver requests), most urgent first (snoozed escalations leave it until
+their time comes).
 
 The queue is built in two steps so that a long one costs what one page of it costs: the
 entries (a few columns of every waiting row, folded into incidents, counted and sorted: what
@@ -10,6 +12,7 @@ An incident is one entry, so its escalations are never split across two pages.""
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import SimpleNamespace
+from typing import Any
 
 from django.db.models import QuerySet
 
@@ -26,8 +29,12 @@ PROPOSAL, ESCALATION = "proposal", "escalation"
 
 DECISION, INCIDENT = "decision", "incident"
 RECERTIFICATION = "recertification"  # an owner's: recertify their agent by its review date
-KINDS = (DECISION, INCIDENT, ESCALATION, PROPOSAL, RECERTIFICATION)
-_FINDING_KEY_FIELDS = ("agent_id", "behaviour", "observed_at", "detected_at")  # incident_key's
+# Lighter paths to a spec change's outcome, each waiting for a second person (four eyes).
+RETIREMENT, WAIVER, SHADOW = "retirement", "waiver", "shadow"
+REQUESTS = (RETIREMENT, WAIVER, SHADOW)
+KINDS = (DECISION, INCIDENT, ESCALATION, PROPOSAL, *REQUESTS, RECERTIFICATION)
+_FINDING_KEY_FIELDS = ("agent_id", "behaviour", "observed_at", "detected_at",
+                       "cause_key")  # incident_key's
 
 
 @dataclass
@@ -48,6 +55,7 @@ class Item:
     # the escalations inside (for an incident or an escalation; none for a proposal)
     escalations: list[Escalation] = field(default_factory=list)
     version: DesiredStateVersion | None = None
+    subject: Any = None  # a request's row: the Retirement, the Waiver, the agent's AgentStatus
 
     def seconds_left(self, now: datetime) -> int:
         """Time to the SLA or deadline; negative once it has passed."""
@@ -107,17 +115,19 @@ def sla(kind: str) -> timedelta:
 
     seconds = {DECISION: settings.INBOX_SLA_DECISION_SECONDS,
                PROPOSAL: settings.INBOX_SLA_PROPOSAL_SECONDS}.get(
-        kind, settings.INBOX_SLA_ESCALATION_SECONDS)
+        PROPOSAL if kind in REQUESTS else kind, settings.INBOX_SLA_ESCALATION_SECONDS)
     return timedelta(seconds=seconds)
 
 
 def proposals_for(user) -> QuerySet:
     """Pending proposals `user` may decide: not their own, not made with a token they hold,
     not for an agent they own or that would go to them (four eyes), not already approved by
-    them in this revision."""
+    them in this revision, and not one whose current revision an approver sent back with
+    "request changes" (the author's turn until they revise it)."""
     from django.db.models import Exists, OuterRef, Q
 
-    pending = DesiredStateVersion.objects.filter(state=VersionState.PENDING)
+    pending = DesiredStateVersion.objects.filter(state=VersionState.PENDING).exclude(
+        Exists(changes_requested()))  # the author's turn, not an approver's
     if user is None:  # everything waiting, whoever decides it (SLA sweeps, team channels)
         return pending
     approved = Approval.objects.filter(version=OuterRef("pk"), approver=user,
@@ -126,6 +136,37 @@ def proposals_for(user) -> QuerySet:
             .exclude(Q(proposed_by=user) | Q(token_holder=user) | Q(agent__in=_owned_by(user))
                      | Q(metadata__owner=user.username))
             .exclude(Exists(approved)))
+
+
+MINE_SHOWN = 50
+
+
+def proposals_by(user) -> list[DesiredStateVersion]:
+    """The person's own proposals, newest first (the latest MINE_SHOWN), each with `your_turn`
+    set when an approver requested changes to its current revision and it is still pending:
+    the owner's side of the queue."""
+    from django.db.models import Exists
+
+    mine = (DesiredStateVersion.objects.filter(proposed_by=user)
+            .annotate(changes_asked=Exists(changes_requested()))
+            .select_related("agent", "decided_by")
+            .defer("spec", "metadata", "guardrail_results", "permission_changes")
+            .order_by("-created_at", "-pk")[:MINE_SHOWN])
+    for version in mine:
+        version.your_turn = version.state == VersionState.PENDING and version.changes_asked
+    return list(mine)
+
+
+def changes_requested() -> QuerySet:
+    """"Request changes" on a proposal's current revision, as a subquery of the proposal
+    (OuterRef pk): its author's turn until a new revision."""
+    from django.db.models import OuterRef
+
+    from registry.choices import ReviewVerdict
+    from registry.models import ReviewComment
+
+    return ReviewComment.objects.filter(version=OuterRef("pk"), revision=OuterRef("revision"),
+                                        verdict=ReviewVerdict.REQUEST_CHANGES)
 
 
 def _owned_by(user) -> QuerySet:
@@ -160,7 +201,10 @@ def queue_for(user, now: datetime | None = None, kind: str = "") -> list[Entry]:
                 Entry(PROPOSAL, f"proposal-{pk}", agent, created, created + wait, (pk,))
                 for pk, created, agent in proposals_for(user).order_by("created_at", "pk")
                 .values_list("pk", "created_at", "agent__name")]
-        if kind != PROPOSAL:
+        if kind in ("", *REQUESTS):
+            entries += [_reminder_entry(item) for item in requests_for(user, now)
+                        if not kind or item.kind == kind]
+        if kind not in (PROPOSAL, *REQUESTS):
             entries += [e for e in _escalation_entries(user, now) if not kind or e.kind == kind]
     return sorted(entries, key=by_urgency)
 
@@ -193,11 +237,15 @@ def items_for(user, now: datetime | None = None, kind: str = "") -> list[Item]:
     return items(queue_for(user, now, kind))
 
 
+COUNTS = ("proposals", "escalations", "decisions", "requests", "recertifications")
+
+
 def tally(entries: list[Entry]) -> dict[str, int]:
     """The counts the badge and the queue's summary show (an incident counts once)."""
-    counts = dict.fromkeys(("proposals", "escalations", "decisions", "recertifications"), 0)
+    counts = dict.fromkeys(COUNTS, 0)
     column = {PROPOSAL: "proposals", DECISION: "decisions", INCIDENT: "escalations",
-              ESCALATION: "escalations", RECERTIFICATION: "recertifications"}
+              ESCALATION: "escalations", RECERTIFICATION: "recertifications",
+              **dict.fromkeys(REQUESTS, "requests")}
     for entry in entries:
         counts[column[entry.kind]] += 1
     counts["total"] = sum(counts.values())
@@ -208,20 +256,29 @@ def counts_for(user, now: datetime | None = None) -> dict[str, int]:
     """What waits for `user` to decide, as the queue shows it (tally of queue_for: an incident
     counts once). Every page's nav badge asks this, so it is counted in the database (an
     incident is a distinct incident_key) and no row of the queue is read."""
-    from django.db.models import CharField, Count, Q, Value
+    from django.db.models import Case, CharField, Count, Q, Value, When
     from django.db.models.functions import Concat
     from django.utils import timezone
 
+    from reconciliation.incidents import NAMED_CHANGES
+
     now = now or timezone.now()
-    counts = dict.fromkeys(("proposals", "escalations", "decisions", "recertifications"), 0)
+    counts = dict.fromkeys(COUNTS, 0)
     if user is not None:
         counts["recertifications"] = len(reminders_for(user, now))
     if user is None or has_role(user, Role.APPROVER):
         counts["proposals"] = proposals_for(user).count()
+        counts["requests"] = count_requests(user, now)
         alone = Q(decision__isnull=True)
-        # a pass's incident is its (agent, observation, detection), incident_key's fields
-        found_in_pass = Concat("finding__agent_id", Value("|"), "finding__observed_at",
-                               Value("|"), "finding__detected_at", output_field=CharField())
+        # incident_key's: a named change's incident is its cause key, on any agent; any
+        # other pass's is its (agent, observation, detection)
+        named = Q(*[Q(finding__cause_key__startswith=p) for p in NAMED_CHANGES],
+                  _connector=Q.OR)
+        found_in_pass = Case(
+            When(named, then=Concat(Value("cause|"), "finding__cause_key")),
+            default=Concat("finding__agent_id", Value("|"), "finding__observed_at",
+                           Value("|"), "finding__detected_at", output_field=CharField()),
+            output_field=CharField())
         tallied = escalations_for_user(user, now).order_by().aggregate(
             decisions=Count("pk", filter=Q(decision__isnull=False)),
             unfound=Count("pk", filter=alone & Q(finding__isnull=True)),
@@ -266,6 +323,87 @@ def _escalation_entries(user, now: datetime) -> list[Entry]:
                                  f"escalation-{pk}", agent, opened,
                                  opened + escalation_wait, ids))
     return entries
+
+
+def _requests(user, now: datetime) -> tuple[QuerySet, QuerySet, QuerySet, QuerySet]:
+    """The rows of the lighter paths waiting for `user` as the second person: retirements an
+    owner proposed, waivers pending a second approver, owners' waiver requests, owners'
+    shadow requests. Four eyes as their actions judge it: never an agent `user` owns, never
+    one they asked for themselves."""
+    from reconciliation.models import AgentStatus
+    from registry.choices import WaiverState
+    from registry.models import Retirement, Waiver, WaiverRequest
+
+    retirements = Retirement.objects.filter(state=VersionState.PENDING)
+    waivers = Waiver.objects.filter(state=WaiverState.PENDING, withdrawn_at__isnull=True,
+                                    expires_at__gt=now)
+    asked = WaiverRequest.objects.filter(state=VersionState.PENDING)
+    shadows = AgentStatus.objects.exclude(shadow_request={})
+    if user is not None:
+        retirements = retirements.exclude(proposed_by=user).exclude(agent__in=_owned_by(user))
+        waivers = waivers.exclude(granted_by=user).exclude(agent__in=_owned_by(user))
+        asked = asked.exclude(requested_by=user).exclude(agent__in=_owned_by(user))
+        shadows = (shadows.exclude(agent__in=_owned_by(user))
+                   .exclude(shadow_request__by_id=user.pk))
+    return retirements, waivers, asked, shadows
+
+
+def requests_for(user, now: datetime) -> list[Item]:
+    """The lighter paths waiting for `user` (see _requests) as whole items (there are few)."""
+    retirements, waivers, asked, shadows = _requests(user, now)
+    made = [_retirement_item(r) for r in retirements.select_related("agent", "proposed_by")
+            .order_by("created_at", "pk")]
+    made += [_waiver_item(w) for w in waivers.select_related("agent", "granted_by")
+             .order_by("created_at", "pk")]
+    made += [_waiver_request_item(w) for w in asked.select_related("agent", "requested_by")
+             .order_by("created_at", "pk")]
+    made += [_shadow_item(s) for s in shadows.select_related("agent").order_by("agent__name")]
+    return made
+
+
+def count_requests(user, now: datetime) -> int:
+    """How many requests_for(user, now) holds, in one query (every page's badge asks)."""
+    first, *rest = (rows.order_by().values_list("pk") for rows in _requests(user, now))
+    return first.union(*rest, all=True).count()
+
+
+def _retirement_item(retirement) -> Item:
+    name = retirement.agent.name
+    return Item(RETIREMENT, f"retirement-{retirement.pk}", name,
+                f"retire {name} (proposed by {retirement.proposed_by.username}): "
+                f"{retirement.reason.strip()[:120]}", "high", retirement.created_at,
+                retirement.created_at + sla(RETIREMENT), f"/agents/{name}/#retirement",
+                subject=retirement)
+
+
+def _waiver_item(waiver) -> Item:
+    name = waiver.agent.name
+    return Item(WAIVER, f"waiver-{waiver.pk}", name,
+                f"waive {waiver.pointer} until {waiver.expires_at:%Y-%m-%d %H:%M} UTC "
+                f"(by {waiver.granted_by.username}, {waiver.ticket}): "
+                f"{waiver.reason.strip()[:120]}", "medium", waiver.created_at,
+                min(waiver.created_at + sla(WAIVER), waiver.expires_at),
+                f"/agents/{name}/#waivers", subject=waiver)
+
+
+def _waiver_request_item(request) -> Item:
+    name = request.agent.name
+    return Item(WAIVER, f"waiver-request-{request.pk}", name,
+                f"{request.requested_by.username} asks to waive {request.pointer} for "
+                f"{request.duration} ({request.ticket}): {request.reason.strip()[:120]}",
+                "medium", request.created_at, request.created_at + sla(WAIVER),
+                f"/agents/{name}/#waivers", subject=request)
+
+
+def _shadow_item(status) -> Item:
+    from django.utils.dateparse import parse_datetime
+
+    name, request = status.agent.name, status.shadow_request
+    asked = parse_datetime(request.get("at", "")) or status.agent.created_at
+    return Item(SHADOW, f"shadow-{status.agent_id}-{int(asked.timestamp())}", name,
+                f"shadow mode for {request.get('duration', '?')} (asked by "
+                f"{request.get('by', '?')}): {request.get('reason', '')[:120]}", "medium",
+                asked, asked + sla(SHADOW), f"/agents/{name}/", subject=status)
 
 
 def _reminder_entry(item: Item) -> Entry:
@@ -360,8 +498,10 @@ def _escalation_items(rows: list[Escalation]) -> list[Item]:
         severity = max((f.severity for f in findings), key=lambda s: _SEVERITY_RANK.get(s, 0),
                        default="medium")
         kind = INCIDENT if len(members) > 1 else ESCALATION
-        what = (f"{len(members)} drifts from one change: "
-                + ", ".join(f"{f.kind} {f.pointer}" for f in findings)
+        agents = sorted({e.agent.name for e in members})
+        what = (f"{len(members)} drifts from one change"
+                + (f" on {len(agents)} agents ({', '.join(agents)})" if len(agents) > 1 else "")
+                + ": " + ", ".join(f"{f.kind} {f.pointer}" for f in findings)
                 if kind == INCIDENT else first.reason)
         items.append(Item(kind, f"escalation-{first.pk}", first.agent.name, what, severity,
                           first.opened_at, first.opened_at + sla(ESCALATION),

@@ -329,6 +329,42 @@ class Waiver(models.Model):
                 "step_up": bool(self.judgement.get("step_up_reasons"))}
 
 
+class WaiverRequest(models.Model):
+    """An owner's request for a waiver on their own agent (an owner never grants one): an
+    approver or compliance grants it, as a waiver judged like any other, or declines it."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="waiver_requests")
+    pointer = models.CharField(max_length=1000)
+    reason = models.TextField()
+    ticket = models.CharField(max_length=100)
+    duration = models.CharField(max_length=16)
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT,
+                                     related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    state = models.CharField(max_length=16, choices=VersionState.choices,
+                             default=VersionState.PENDING)  # pending, approved or rejected
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                   on_delete=models.PROTECT, related_name="+")
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_comment = models.TextField(blank=True, default="")
+    waiver = models.ForeignKey(Waiver, null=True, blank=True, on_delete=models.SET_NULL,
+                               related_name="+")
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"waiver request #{self.pk} on {self.agent_id} {self.pointer} ({self.state})"
+
+    def to_dict(self) -> dict:
+        """The audited form of a request."""
+        return {"id": self.pk, "agent": self.agent.name, "pointer": self.pointer,
+                "reason": self.reason, "ticket": self.ticket, "duration": self.duration,
+                "requested_by": self.requested_by.username, "state": self.state,
+                "decided_by": self.decided_by.username if self.decided_by_id else None,
+                "waiver": self.waiver_id, "decision_comment": self.decision_comment}
+
+
 class ReviewInterval(models.Model):
     """Compliance's review interval for approved states of one risk level (the settings give
     the default while there is no row)."""

@@ -33,13 +33,17 @@ def ensure_sandbox(agent: Agent) -> SandboxAgent:
 
 
 @transaction.atomic
-def sandbox_deploy(agent: Agent, *, actor: Any, changes: dict[str, Any], reason: str) -> None:
-    """External drift: a "deployment" on the simulated platform changes the agent's state."""
+def sandbox_deploy(agent: Agent, *, actor: Any, changes: dict[str, Any], reason: str,
+                   deployment_id: str = "") -> None:
+    """External drift: a "deployment" on the simulated platform changes the agent's state.
+    One deployment across several agents passes the same `deployment_id` to each (its
+    findings are then one incident)."""
     ensure_sandbox(agent)
     row = SandboxAgent.objects.select_for_update().get(agent=agent)
     before = row.state
     row.state = {**row.state, **changes}
-    row.last_deployment = deployment(uuid.uuid4().hex[:12], audit_label(actor), reason)
+    row.last_deployment = deployment(deployment_id or uuid.uuid4().hex[:12],
+                                     audit_label(actor), reason)
     row.save(update_fields=["state", "last_deployment"])
     audit.record(actor=actor, action=AuditAction.SANDBOX_CHANGED, target=f"agent:{agent.name}",
                  agent=agent.name, before=before, after=row.state,

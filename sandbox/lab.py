@@ -25,13 +25,14 @@ def widened(agent: Agent) -> dict[str, Any]:
 
 
 def inject(agent: Agent, what: str, *, actor: Any, after_changes: int = 1,
-           lag_seconds: int = 20) -> str:
+           lag_seconds: int = 20, deployment_id: str = "") -> str:
     """Inject one kind of trouble into a sandbox agent; returns what was done."""
     if (agent.connector or {}).get("type") != "sandbox" or agent.active_version is None:
         raise Invalid(f"{agent.name} is not an approved sandbox agent.")
     if what == "drift":
         actions.sandbox_deploy(agent, actor=actor, changes=widened(agent),
-                               reason="drift lab: a bad deployment widened access")
+                               reason="drift lab: a bad deployment widened access",
+                               deployment_id=deployment_id)
         return f"{agent.name}: bad deployment (crm write, crm.search, refund threshold dropped)"
     if what in ("crash", "fail"):
         actions.sandbox_faults(agent, actor=actor, fault=what, after_changes=after_changes)
@@ -48,11 +49,15 @@ def inject(agent: Agent, what: str, *, actor: Any, after_changes: int = 1,
 
 
 def mass_drift(count: int, *, actor: Any) -> list[str]:
-    """A bad deployment across many agents at once: the breaker should trip."""
+    """A bad deployment across many agents at once, one deployment id for all (one incident):
+    the breaker should trip."""
+    import uuid
+
     agents = (Agent.objects.filter(connector__type="sandbox", lifecycle="active",
                                    active_version__isnull=False)
               .select_related("active_version").order_by("name")[:count])
-    return [inject(agent, "drift", actor=actor) for agent in agents]
+    one = uuid.uuid4().hex[:12]
+    return [inject(agent, "drift", actor=actor, deployment_id=one) for agent in agents]
 
 
 def simulate(*, actor: Any = "system:demo-simulator", rng: Any = None) -> str:

@@ -514,7 +514,8 @@ PAGES = [
     Row("GET /account/notifications/999999/verify", (L, 404, 404, 404, 404, 404, 404, L, L)),
     Row("GET /proposals/{pending}/",    (L, 200, 200, 200, 200, 200, 200, L, L)),
     Row("GET /escalations/",            (L, 403, 403, 200, 200, 200, 200, L, L)),
-    Row("GET /findings/",               (L, 403, 403, 200, 200, 200, 200, L, L)),
+    # owners read their own agents' findings (oscar: none)
+    Row("GET /findings/",               (L, 200, 200, 200, 200, 200, 200, L, L)),
     Row("GET /lab/",                    (L, 403, 403, 403, 403, 200, 200, L, L)),
     Row("GET /guardrails/",             (L, 200, 200, 200, 200, 200, 200, L, L)),
     Row("GET /guardrails/new",          (L, 403, 403, 403, 403, 200, 200, L, L)),
@@ -590,6 +591,19 @@ FORMS = [
         body={"reason": "done early"}, audited=("waiver.withdrawn",)),
     Row("POST /waivers/{pending_waiver}/approve", (L, R, R, R, D, D, D, L, L),
         body={}, audited=("waiver.confirmed",)),
+    # an owner issues her own agent's token (admin any agent's)
+    Row("POST /tokens/issue",           (L, D, R, R, R, R, D, L, L),
+        body={"agent": "refund-agent"}, audited=("agent.token_issued",)),
+    # only the owner asks for a waiver on her agent; a second person decides it
+    Row("POST /agents/refund-agent/waiver-requests", (L, D, R, R, R, R, R, L, L),
+        body={"pointer": "/tools/crm.search", "reason": "pilot", "ticket": "CHG-4",
+              "duration": "1h"}, audited=("waiver.requested",)),
+    Row("POST /waiver-requests/{waiver_request}/decide", (L, R, R, D, D, D, D, L, L),
+        body={"decision": "decline", "comment": "not now"},
+        audited=("waiver.request_declined",)),
+    # the inbox's form for the owner's shadow request on other-agent
+    Row("POST /agents/other-agent/shadow/approve", (L, R, R, D, D, D, D, L, L),
+        body={}, audited=("shadow.changed",)),
     Row("POST /retirements/{retirement}/reject", (L, R, R, D, D, R, D, L, L),
         body={"comment": "not yet"}, audited=("retirement.rejected",)),
     Row("POST /agents/refund-agent/recertify", (L, D, R, R, R, R, D, L, L),
@@ -658,7 +672,7 @@ FORMS = [
     Row("POST /escalations/",           (L, 403, 403, D, D, R, D, L, L),
         body={"escalation": "{escalation}", "triage": "snooze_1h"},
         audited=("escalation.triaged",)),
-    Row("POST /findings/",              (L, 403, 403, R, R, D, D, L, L),
+    Row("POST /findings/",              (L, R, R, R, R, D, D, L, L),
         body={"finding": "{finding}", "reason": "known"}, audited=("finding.acknowledged",)),
     Row("POST /lab/",                   (L, 403, 403, 403, 403, D, D, L, L),
         body={"agent": "refund-agent", "what": "drift"}, audited=("sandbox.changed",)),
@@ -778,6 +792,9 @@ def build_scene() -> Scene:
         ticket="CHG-2", duration="1h")
     actions.set_shadow(actor=alice, agent=other, enabled=True, duration="1h",
                        reason="migration")  # alice asks; a second person approves
+    waiver_request = registry_actions.request_waiver(  # alice asks; a second person decides
+        "other-agent", actor=alice, pointer="/tools/crm.search", reason="pilot",
+        ticket="CHG-3", duration="1h")
     # two stops that reach no agent of the scene: one standing, one dana asked to lift
     drill = {"scope": "selector", "selector": {"stop-drill": "yes"}, "reason": "drill"}
     stop = compliance_actions.place_stop(actor=people["dana"], **drill)
@@ -789,6 +806,7 @@ def build_scene() -> Scene:
         selector={"stop-drill": "yes"})
     scene = Scene(ids={
         "pending_waiver": pending_waiver.pk, "stop": stop.pk, "lifting": lifting.pk,
+        "waiver_request": waiver_request.pk,
         "window": window.pk, "policy": policy.pk,
         "retirement": retirement.pk, "waiver": waiver.pk, "pending": pending.pk, "erins": erins.pk,
         "escalation": escalation.pk,
@@ -1004,7 +1022,7 @@ def test_every_route_and_api_method_is_in_the_table():
                                          decision_esc=1, finding=1, decision=uuid.uuid4(),
                                          token=1, retirement=1, waiver=1,
                                          pending_waiver=1, stop=1, lifting=1,
-                                         window=1, policy=1)
+                                         window=1, policy=1, waiver_request=1)
         covered.add((method, resolve(path).route))
     missing = []
     for route, callback in every_route():

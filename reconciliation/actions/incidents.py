@@ -15,7 +15,7 @@ from reconciliation.actions.escalations import (
     triage_escalation,
 )
 from reconciliation.choices import EscalationStatus, FindingStatus, Resolution
-from reconciliation.incidents import escalation_key
+from reconciliation.incidents import escalation_key, named_change
 from reconciliation.models import Escalation, Finding
 
 MAX_BULK = 200
@@ -26,8 +26,10 @@ def incident_members(escalation: Escalation) -> list[Escalation]:
     if escalation.finding_id is None:
         return [escalation]
     key = escalation_key(escalation)
-    siblings = (Escalation.objects.filter(agent_id=escalation.agent_id,
-                                          status=EscalationStatus.OPEN)
+    where = ({"finding__cause_key": escalation.finding.cause_key}  # one change, any agent
+             if named_change(escalation.finding.cause_key) else
+             {"agent_id": escalation.agent_id})
+    siblings = (Escalation.objects.filter(status=EscalationStatus.OPEN, **where)
                 .exclude(pk=escalation.pk).select_related("finding").order_by("pk"))
     return [escalation, *(e for e in siblings if escalation_key(e) == key)]
 
@@ -40,6 +42,11 @@ def resolve_incident(escalation_id: int, *, actor: Any, resolution: str,
     holds all their findings, not one per finding."""
     first = authorise_escalation(escalation_id, actor=actor, lock=True)
     members = incident_members(first)
+    if resolution == Resolution.ACCEPT and len({m.agent_id for m in members}) > 1:
+        raise Invalid("This change touched several agents: accept it into each agent's "
+                      "desired state from that agent's escalations, or revert or suspend "
+                      "all of them here.", details=[
+                          {"pointer": "/resolution", "message": "revert or suspend"}])
     # Accepting the incident proposes its findings' changes together, and nothing else.
     siblings = [m.finding for m in members[1:] if m.finding is not None]
     resolved = [resolve_escalation(first.pk, actor=actor, resolution=resolution,

@@ -42,13 +42,19 @@ from registry.actions.toxic import (
     delete_toxic_combination,
     update_toxic_combination,
 )
+from registry.actions.waiver_requests import (
+    decline_waiver_request,
+    grant_waiver_request,
+    request_waiver,
+)
 from registry.actions.waivers import confirm_waiver, grant_waiver, withdraw_waiver
 
 __all__ = [
     "ProposalOutcome", "apply_manifests", "approve_proposal", "approve_retirement",
     "check_can_apply", "check_can_decide", "check_can_propose", "create_guardrail",
     "create_person", "delete_guardrail", "grant_connector_secret", "grant_role", "grant_waiver",
-    "confirm_waiver", "verify_preference",
+    "confirm_waiver", "verify_preference", "request_waiver", "grant_waiver_request",
+    "decline_waiver_request",
     "issue_agent_token", "issue_api_token", "keep_agent_token", "propose", "propose_retirement",
     "propose_rollback", "record_account_created", "record_password_change", "record_sign_in",
     "record_sign_in_failure", "record_sign_out", "reject_proposal", "revoke_api_token",

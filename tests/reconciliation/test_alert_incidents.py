@@ -101,7 +101,8 @@ def test_a_websocket_client_gets_one_alert_per_incident_and_updates_to_it(people
             agent=agent, fingerprint="late", kind="tool_added", pointer="/tools/late.tool",
             severity="medium", area="tools", generation=first.generation,
             observed_at=first.observed_at, detected_at=first.detected_at,
-            first_seen=first.first_seen, last_seen=first.last_seen)
+            first_seen=first.first_seen, last_seen=first.last_seen,
+            cause_key=first.cause_key, cause=first.cause)  # the same deployment's
         try:
             with transaction.atomic():
                 alert("drift.detected", agent, late)

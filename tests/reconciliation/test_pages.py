@@ -53,8 +53,10 @@ def test_findings_filter_and_acknowledge_with_a_reason(people, client):
     client.post("/findings/", {"finding": open_one.pk, "reason": "deployment rolled back"})
     open_one.refresh_from_db()
     assert open_one.acknowledged_by == people.dana
-    client.force_login(people.alice)
-    assert client.get("/findings/").status_code == 403
+    client.force_login(people.alice)  # the owner reads her agents' findings, acknowledges none
+    owners = client.get("/findings/")
+    assert owners.status_code == 200 and "payouts-agent" in owners.content.decode()
+    assert "Acknowledge</button>" not in owners.content.decode()
 
 
 def test_the_lab_injects_a_bad_deployment_for_compliance_only(people, client):
@@ -186,7 +188,7 @@ def test_the_inbox_is_one_queue_and_its_count_is_served_for_live_updates(people,
     escalation = actions.open_escalation(agent, None, reason="drift for a human")
     counts = api_as(people.bob).get("/api/v1/inbox").json()
     assert len(counts.pop("items")) == 2
-    assert counts == {"proposals": 1, "escalations": 1, "decisions": 0,
+    assert counts == {"proposals": 1, "escalations": 1, "decisions": 0, "requests": 0,
                       "recertifications": 0, "total": 2,
                       "count": 2, "next": None, "previous": None}  # one page
     client.force_login(people.bob)
