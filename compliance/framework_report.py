@@ -17,7 +17,7 @@ from audit.choices import AuditAction
 from audit.evidence import TooManyEntries, proven_entries, signed_head
 from audit.models import AuditCheckpoint, AuditEntry
 from audit.verify import ENTRY_FIELDS
-from compliance.evidence_queries import QUERIES, Period
+from compliance.evidence_queries import QUERIES, Item, Period
 from compliance.frameworks import Framework, colour, library, query_status, with_custom
 from compliance.models import FrameworkControl
 from config.errors import NotFound
@@ -52,7 +52,8 @@ def report(framework_id: str, agent: str, start: datetime, end: datetime) -> dic
     canonical JSON)."""
     chosen = framework(framework_id)
     period = Period(agent, start, end)
-    found = {name: [item.to_dict() for item in QUERIES[name](period)]
+    found = {name: [item.to_dict() for item in QUERIES[name](period)] if name in QUERIES
+             else [Item(False, f"unknown evidence query {name!r}: nothing can show it").to_dict()]
              for name in {q for c in chosen.controls for q in c.queries}}
     controls = []
     for control in chosen.controls:

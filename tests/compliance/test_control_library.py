@@ -56,3 +56,23 @@ def test_custom_versions_add_replace_and_retire_controls():
     assert merged["eu-ai-act"].controls[0].queries == ("drift_corrected",)
     assert [c.id for c in merged["house"].controls] == ["h-1"]
     assert library()["eu-ai-act"].controls[0].origin == "library"  # the files are untouched
+
+
+@pytest.mark.django_db
+def test_a_stored_mapping_to_a_query_the_product_no_longer_has_is_red_not_an_error(people):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from compliance.framework_report import report
+    from compliance.models import FrameworkControl
+
+    FrameworkControl.objects.create(  # as a version saved before the query was removed
+        framework="house", control_id="h-1", version=1, title="Old rule",
+        queries=["retired_query"], reason="years ago", changed_by=people.dana,
+        changed_at=timezone.now())
+    now = timezone.now()
+    (control,) = report("house", "", now - timedelta(days=1), now)["controls"]
+    assert control["colour"] == "red"
+    assert "unknown evidence query 'retired_query'" in control["queries"][0]["items"][0][
+        "summary"]
