@@ -5,7 +5,7 @@ can be proven offline by the entries a report bundle carries."""
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from agentgov import checkpoints as signing
@@ -13,7 +13,6 @@ from agentgov.audit import KeyRing
 from django.conf import settings
 
 from audit import keys
-from audit.chain import format_time
 from audit.choices import AuditAction
 from audit.models import AuditCheckpoint, AuditEntry
 from compliance.choices import EvidenceQuery
@@ -73,6 +72,11 @@ def _later(targets: set[str], *actions: str) -> dict[str, list[dict[str, Any]]]:
     for row in _bounded(AuditEntry.objects.filter(action__in=actions, target__in=targets)):
         found.setdefault(row["target"], []).append(row)
     return found
+
+
+def format_time(moment: datetime) -> str:
+    """A time as a person reads it in an item (the entries carry the exact one)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _is_person(actor: str) -> bool:
