@@ -71,7 +71,6 @@ def frameworks_page(request: HttpRequest) -> HttpResponse:
     query = urlencode({"agent": agent, "from": start.isoformat(), "to": end.isoformat()})
     return render(request, "compliance/frameworks.html", {
         "frameworks": known.values(), "chosen": chosen, "agent": agent,
-        "agents": Agent.objects.order_by("name").values_list("name", flat=True),
         "start": start_day.isoformat(), "end": end_day.isoformat(), "report": report,
         "problem": problem, "queries": EvidenceQuery.choices,
         "bundle_url": reverse("framework-evidence", args=[chosen]) + "?" + query

@@ -218,3 +218,20 @@ def test_the_report_bundle_verifies_offline_and_a_tampered_one_does_not(
                            if i["entry"]["action"] != "decision.decided"]
     status, err = tampered(dropped)
     assert status == 1 and "deleted: entry" in err and "cites as evidence" in err
+
+
+def test_the_page_shows_the_report_and_says_what_is_wrong_with_a_request(history, people,
+                                                                          client):
+    client.force_login(people.dana)
+    page = client.get("/frameworks/", {"framework": "iso-42001", "agent": "review-agent"})
+    assert page.status_code == 200
+    body = page.content.decode()
+    assert 'data-control="A.6.2.6" data-colour="red"' in body
+    assert "passed without recertification" in body and 'id="report-bundle"' in body
+    unknown = client.get("/frameworks/", {"framework": "iso-42001", "agent": "nobody"})
+    assert "No agent named &#x27;nobody&#x27;." in unknown.content.decode()
+    assert 'id="report-bundle"' not in unknown.content.decode()
+    backwards = client.get("/frameworks/", {"start": "2026-12-02", "end": "2026-11-01"})
+    assert "The period starts after it ends." in backwards.content.decode()
+    client.force_login(people.bob)
+    assert client.get("/frameworks/").status_code == 403

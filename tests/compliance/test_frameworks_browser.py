@@ -36,7 +36,7 @@ def test_dana_reads_a_framework_report_downloads_its_bundle_and_adds_a_control(
             dana = browser.page("dana")
             dana.click("nav >> text=Frameworks")
             dana.select_option("#fw-framework", "eu-ai-act")
-            dana.select_option("#fw-agent", "refund-agent")
+            dana.fill("#fw-agent", "refund-agent")
             dana.click("#report-form button[type=submit]")
             counts = dana.locator("#report-counts")
             expect(counts).to_contain_text("4 green, 2 amber, 0 red")
