@@ -148,6 +148,9 @@ class AuditAction(models.TextChoices):
     MAINTENANCE_CANCELLED = "maintenance.cancelled"
     MAINTENANCE_HELD = "maintenance.held"
     MAINTENANCE_ENDED = "maintenance.ended"
+    # Framework evidence (compliance/): a control added or re-mapped, or retired, by compliance.
+    CONTROL_SAVED = "control.saved"
+    CONTROL_RETIRED = "control.retired"
 
 
 class SignatureAlgorithm(models.TextChoices):

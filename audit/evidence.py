@@ -64,19 +64,9 @@ def check_witnesses(checkpoint: dict[str, Any], proofs: list[dict[str, Any]],
                 from None
 
 
-def bundle(agent: str, start: datetime | None, end: datetime | None, size: int,
-           limit: int) -> dict[str, Any]:
-    """The bundle of `agent`'s entries in [start, end], proven against the checkpoint of `size`
-    (which the caller has just signed)."""
-    checkpoint = AuditCheckpoint.objects.get(seq=size)
-    entries = AuditEntry.objects.filter(agent=agent, seq__lte=size)
-    if start is not None:
-        entries = entries.filter(at__gte=start)
-    if end is not None:
-        entries = entries.filter(at__lte=end)
-    rows = list(entries.order_by("seq").values(*ENTRY_FIELDS)[:limit + 1])
-    if len(rows) > limit:
-        raise TooManyEntries(f"more than {limit} entries in the period; ask for a shorter one")
+def proven_entries(rows: list[dict[str, Any]], size: int) -> list[dict[str, Any]]:
+    """Each entry row (ENTRY_FIELDS, seq <= size) with its inclusion proof to the tree of
+    `size`, the nodes of a batch of entries read in one query."""
     items = []
     for first in range(0, len(rows), PROOF_BATCH):
         batch = rows[first:first + PROOF_BATCH]
@@ -89,10 +79,33 @@ def bundle(agent: str, start: datetime | None, end: datetime | None, size: int,
             row["at"] = format_time(row["at"])
             items.append({"entry": row, "leaf_index": row["seq"] - 1,
                           "proof": [h.hex() for h in proof]})
+    return items
+
+
+def signed_head(size: int) -> dict[str, Any]:
+    """The checkpoint of `size` and a consistency proof to it from every smaller checkpoint,
+    held against the directory witnesses (WitnessContradicts when one objects)."""
     held = {url: witnesses.copies(url) for url in witnesses.readable_witnesses()}
-    head, proofs = checkpoint.to_dict(), consistency_proofs(size, held)
+    head = AuditCheckpoint.objects.get(seq=size).to_dict()
+    proofs = consistency_proofs(size, held)
     check_witnesses(head, proofs, held)
+    return {"checkpoint": head, "consistency": proofs}
+
+
+def bundle(agent: str, start: datetime | None, end: datetime | None, size: int,
+           limit: int) -> dict[str, Any]:
+    """The bundle of `agent`'s entries in [start, end], proven against the checkpoint of `size`
+    (which the caller has just signed)."""
+    entries = AuditEntry.objects.filter(agent=agent, seq__lte=size)
+    if start is not None:
+        entries = entries.filter(at__gte=start)
+    if end is not None:
+        entries = entries.filter(at__lte=end)
+    rows = list(entries.order_by("seq").values(*ENTRY_FIELDS)[:limit + 1])
+    if len(rows) > limit:
+        raise TooManyEntries(f"more than {limit} entries in the period; ask for a shorter one")
+    items = proven_entries(rows, size)
     return {"format": EVIDENCE_FORMAT, "agent": agent,
             "from": format_time(start) if start else None,
             "to": format_time(end) if end else None,
-            "checkpoint": head, "consistency": proofs, "entries": items}
+            **signed_head(size), "entries": items}

@@ -1,19 +1,31 @@
 """The stop button's API: `GET/POST /api/v1/stops`, `POST /api/v1/stops/{id}/lift` (the first
-person asks) and `POST /api/v1/stops/{id}/lift/approve` (a second person approves)."""
+person asks) and `POST /api/v1/stops/{id}/lift/approve` (a second person approves); the
+maintenance windows; the framework reports and compliance's own controls."""
+
+from datetime import timedelta
 
 from django.utils import timezone
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from compliance import actions
-from compliance.choices import StopScope
+from audit.api import SigningRefusedError, sign_for_export
+from audit.evidence import TooManyEntries, WitnessContradicts
+from compliance import actions, framework_report
+from compliance.choices import EvidenceQuery, StopScope
+from compliance.evidence_queries import TooMuchEvidence
 from compliance.models import MaintenanceWindow, Stop
 from registry.api import IsPerson
 from registry.choices import Role
+from registry.models import Agent
 from registry.roles import HasRole
+
+DEFAULT_PERIOD_DAYS = 30
 
 STOP_FIELDS = {
     "id": serializers.IntegerField(), "scope": serializers.CharField(),
@@ -163,3 +175,133 @@ class MaintenanceWindowCancelView(APIView):
         body.is_valid(raise_exception=True)
         return Response(actions.cancel_window(pk, actor=request.user,
                                               **body.validated_data).to_dict())
+
+
+class ReportPeriodSerializer(serializers.Serializer):
+    """`agent` (empty: the fleet), `from` and `to` (ISO 8601; by default the last 30 days)."""
+
+    agent = serializers.CharField(required=False, allow_blank=True, max_length=63)
+
+    def validate(self, attrs: dict) -> dict:
+        end = attrs.get("to") or timezone.now()
+        start = attrs.get("from") or end - timedelta(days=DEFAULT_PERIOD_DAYS)
+        if start > end:
+            raise serializers.ValidationError({"from": "must not be after 'to'."})
+        agent = attrs.get("agent") or ""
+        if agent and not Agent.objects.filter(name=agent).exists():
+            raise NotFound(f"No agent named {agent!r}.")
+        return {"agent": agent, "from": start, "to": end}
+
+
+# `from` is a Python keyword: the fields are added rather than declared.
+ReportPeriodSerializer._declared_fields.update({
+    "from": serializers.DateTimeField(required=False, allow_null=True),
+    "to": serializers.DateTimeField(required=False, allow_null=True)})
+
+PERIOD_PARAMETERS = [OpenApiParameter("agent", OpenApiTypes.STR),
+                     OpenApiParameter("from", OpenApiTypes.DATETIME),
+                     OpenApiParameter("to", OpenApiTypes.DATETIME)]
+
+
+def report_period(request: Request) -> dict:
+    """The validated period of a report request (a page's empty field means no bound)."""
+    period = ReportPeriodSerializer(data={k: v for k, v in request.query_params.items() if v})
+    period.is_valid(raise_exception=True)
+    return period.validated_data
+
+
+class ComplianceOnly(APIView):
+    permission_classes = [IsPerson, HasRole]
+    required_roles = (Role.COMPLIANCE,)
+
+
+class FrameworksView(ComplianceOnly):
+    """`GET /api/v1/frameworks`: every framework with its controls and the evidence queries
+    mapped to each (the shipped library with compliance's own controls over it)."""
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    def get(self, request: Request) -> Response:
+        return Response({"queries": dict(EvidenceQuery.choices), "frameworks": [
+            {"id": f.id, "title": f.title, "controls": [
+                {"id": c.id, "title": c.title, "queries": list(c.queries), "origin": c.origin}
+                for c in f.controls]} for f in framework_report.frameworks().values()]})
+
+
+class FrameworkReportView(ComplianceOnly):
+    """`GET /api/v1/frameworks/{id}/report?agent=&from=&to=`: each control green, amber or
+    red for one agent or the fleet, with the audit entries that show it."""
+
+    @extend_schema(parameters=PERIOD_PARAMETERS, responses={200: OpenApiTypes.OBJECT})
+    def get(self, request: Request, framework: str) -> Response:
+        framework_report.framework(framework)
+        period = report_period(request)
+        try:
+            body = framework_report.report(framework, period["agent"], period["from"],
+                                           period["to"])
+        except TooMuchEvidence as error:
+            raise ValidationError({"from": str(error)}) from error
+        return Response(body)
+
+
+class FrameworkEvidenceView(ComplianceOnly):
+    """`GET /api/v1/frameworks/{id}/evidence?agent=&from=&to=`: the report as a signed bundle
+    (its digest in the fetch's audit entry, every cited entry with its inclusion proof) for
+    `agentctl audit verify` offline."""
+
+    renderer_classes = [JSONRenderer]  # a file to keep, from a browser too: never the HTML view
+
+    @extend_schema(parameters=PERIOD_PARAMETERS, responses={200: OpenApiTypes.OBJECT})
+    def get(self, request: Request, framework: str) -> Response:
+        framework_report.framework(framework)
+        period = report_period(request)
+        agent = period["agent"]
+        try:
+            body = framework_report.report(framework, agent, period["from"], period["to"])
+            sha256 = framework_report.digest(body)
+            size = sign_for_export(
+                actor=request.user, target=f"framework:{framework}", agent=agent,
+                after={"format": "framework-report", "framework": framework,
+                       "scope": body["scope"], "from": body["from"], "to": body["to"],
+                       "digest": sha256})
+            document = framework_report.bundle(body, size, sha256)
+        except (TooMuchEvidence, TooManyEntries) as error:
+            raise ValidationError({"from": str(error)}) from error
+        except WitnessContradicts as error:  # never serve a head a witness contradicts
+            raise SigningRefusedError(str(error)) from error
+        response = Response(document)
+        response["Content-Disposition"] = (
+            f'attachment; filename="{framework}-{body["scope"]}-report.json"')
+        return response
+
+
+class ControlSerializer(serializers.Serializer):
+    control_id = serializers.JSONField(help_text="the control's id, e.g. A.6.2.6 or ours-1")
+    title = serializers.JSONField(help_text="a short title in your own words")
+    queries = serializers.JSONField(help_text="the evidence queries that show it")
+    reason = serializers.JSONField(help_text="why (audited)")
+
+
+class FrameworkControlsView(ComplianceOnly):
+    """`POST /api/v1/frameworks/{id}/controls`: add a control or change a control's title and
+    evidence queries (a new version, audited); a new framework id starts your own framework."""
+
+    @extend_schema(request=ControlSerializer, responses={201: OpenApiTypes.OBJECT})
+    def post(self, request: Request, framework: str) -> Response:
+        body = ControlSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        row = actions.save_control(actor=request.user, framework=framework,
+                                   **body.validated_data)
+        return Response(row.to_dict(), status=status.HTTP_201_CREATED)
+
+
+class FrameworkControlRetireView(ComplianceOnly):
+    """`POST /api/v1/frameworks/{id}/controls/{control}/retire`: drop a control from the
+    framework's reports (a new version, audited)."""
+
+    @extend_schema(request=LiftSerializer, responses={201: OpenApiTypes.OBJECT})
+    def post(self, request: Request, framework: str, control: str) -> Response:
+        body = LiftSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        row = actions.retire_control(actor=request.user, framework=framework,
+                                     control_id=control, reason=body.validated_data["reason"])
+        return Response(row.to_dict(), status=status.HTTP_201_CREATED)

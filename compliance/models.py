@@ -119,3 +119,35 @@ class MaintenanceWindow(models.Model):
                 "created_at": self.created_at,
                 "cancelled_by": self.cancelled_by.username if self.cancelled_by else None,
                 "cancelled_at": self.cancelled_at, "ended_at": self.ended_at}
+
+
+class FrameworkControl(models.Model):
+    """One version of a control compliance staff added or re-mapped: its title and the
+    evidence queries that show it. Versions are never changed; the newest of a (framework,
+    control) wins over the shipped library (compliance/controls/*.yaml), a retired one removes
+    the control."""
+
+    framework = models.CharField(max_length=63)
+    control_id = models.CharField(max_length=40)
+    version = models.PositiveIntegerField()
+    title = models.CharField(max_length=200, blank=True, default="")
+    queries = models.JSONField(default=list, blank=True)
+    retired = models.BooleanField(default=False)
+    reason = models.TextField()
+    changed_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT,
+                                   related_name="+")
+    changed_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["framework", "control_id", "version"],
+                                               name="framework_control_version")]
+        ordering = ["framework", "control_id", "version"]
+
+    def __str__(self) -> str:
+        return f"{self.framework} {self.control_id} v{self.version}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"framework": self.framework, "control_id": self.control_id,
+                "version": self.version, "title": self.title, "queries": self.queries,
+                "retired": self.retired, "reason": self.reason,
+                "changed_by": self.changed_by.username, "changed_at": self.changed_at}

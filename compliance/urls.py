@@ -12,3 +12,14 @@ api_urlpatterns = [
     path("maintenance-windows/<int:pk>/cancel", api.MaintenanceWindowCancelView.as_view(),
          name="maintenance-window-cancel"),
 ]
+api_urlpatterns += [
+    path("frameworks", api.FrameworksView.as_view(), name="frameworks"),
+    path("frameworks/<slug:framework>/report", api.FrameworkReportView.as_view(),
+         name="framework-report"),
+    path("frameworks/<slug:framework>/evidence", api.FrameworkEvidenceView.as_view(),
+         name="framework-evidence"),
+    path("frameworks/<slug:framework>/controls", api.FrameworkControlsView.as_view(),
+         name="framework-controls"),
+    path("frameworks/<slug:framework>/controls/<str:control>/retire",
+         api.FrameworkControlRetireView.as_view(), name="framework-control-retire"),
+]

@@ -351,6 +351,20 @@ API = [
     Row("POST /api/v1/maintenance-windows/{window}/cancel",
         (401,     403,    403,    403,    403,    200,    200,    403,    403),
         body={"reason": "done early"}),
+    # Framework evidence: compliance (and admins) read reports and keep their own controls.
+    Row("GET /api/v1/frameworks",
+        (401,     403,    403,    403,    403,    200,    200,    403,    403)),
+    Row("GET /api/v1/frameworks/eu-ai-act/report",
+        (401,     403,    403,    403,    403,    200,    200,    403,    403)),
+    Row("GET /api/v1/frameworks/eu-ai-act/evidence",
+        (401,     403,    403,    403,    403,    200,    200,    403,    403)),
+    Row("POST /api/v1/frameworks/eu-ai-act/controls",
+        (401,     403,    403,    403,    403,    201,    201,    403,    403),
+        body={"control_id": "ours-1", "title": "Reviewed on time",
+              "queries": ["recertifications_on_time"], "reason": "board asked"}),
+    Row("POST /api/v1/frameworks/eu-ai-act/controls/art-12/retire",
+        (401,     403,    403,    403,    403,    201,    201,    403,    403),
+        body={"reason": "covered elsewhere"}),
     Row("GET /api/v1/dashboard",
         (401,     200,    200,    200,    200,    200,    200,    403,    403)),
     Row("GET /api/v1/inbox",  # an owner's: their own agents to recertify
@@ -525,6 +539,7 @@ PAGES = [
     Row("GET /group-rules/gr-existing/", (L, 200, 200, 200, 200, 200, 200, L, L)),
     Row("GET /audit/",                  (L, 403, 403, 403, 403, 200, 200, L, L)),
     Row("GET /audit/verify/",           (L, 403, 403, 403, 403, 200, 200, L, L)),
+    Row("GET /frameworks/",             (L, 403, 403, 403, 403, 200, 200, L, L)),
     # the demo's mail sink: only with the file email backend (tests use locmem), then
     # compliance and admins (tests/test_console_polish_browser.py)
     Row("GET /mail/",                   (L, 404, 404, 404, 404, 404, 404, L, L)),
@@ -621,6 +636,10 @@ FORMS = [
         body={**TOXIC, "name": "t-new"}, audited=("toxic_rule.created",)),
     Row("POST /toxic/t-existing/delete", (L, 403, 403, 403, 403, D, D, L, L),
         body={}, audited=("toxic_rule.deleted",)),
+    Row("POST /frameworks/controls",    (L, R, R, R, R, D, D, L, L),
+        body={"framework": "eu-ai-act", "control_id": "ours-1", "title": "Reviewed on time",
+              "queries": "recertifications_on_time", "reason": "board asked"},
+        audited=("control.saved",)),
     # The overview's stop panel.
     Row("POST /stops/",                 (L, R, R, R, R, D, D, L, L),
         body={"scope": "selector", "target": "stop-drill=yes", "reason": "drill"},

@@ -40,6 +40,7 @@ from tests.audit.test_offline_verify import (  # noqa: F401 (fixtures)
     write_bundle,
 )
 from tests.clients.test_typescript import TS, node_modules, npm  # noqa: F401 (fixture)
+from tests.compliance.test_framework_evidence import history  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.django_db
 
@@ -517,3 +518,45 @@ def test_a_key_range_from_configuration_bounds_what_the_key_proves(
     assert status == 1 and FAILED.match(err).groups() == (str(first + 1), "retired-key"), err
     configured.write_text(json.dumps([{"public_key": public_key, "min_size": 0}]))
     assert ts_verify(path, "--public-key", str(configured))[0] == 0
+
+
+def test_a_framework_report_bundle_and_each_tampered_one_get_the_same_verdict_from_both(
+        history, people, api_as, tmp_path, both):  # noqa: F811
+    dana = api_as(people.dana)
+    (key,) = [k["public_key"] for k in dana.get("/api/v1/audit/keys").json()["keys"]
+              if k["retired_at"] is None]
+    response = dana.get("/api/v1/frameworks/nist-ai-rmf/evidence", {"agent": "refund-agent"})
+    assert response.status_code == 200, response.content
+    document = response.json()
+    path = tmp_path / "report.json"
+
+    def write_report(bundle: dict) -> Path:
+        path.write_text(json.dumps(bundle), encoding="utf-8")
+        return path
+
+    assert both(write_report(document), "--public-key", key)[0] == "OK"
+
+    def tampered(change) -> tuple:
+        copy = json.loads(json.dumps(document))
+        change(copy)
+        return both(write_report(copy), "--public-key", key)
+
+    def greener(copy):
+        copy["report"]["controls"][0]["colour"] = "red"
+
+    def cover_up(copy):
+        next(i for i in copy["entries"] if i["entry"]["action"] == "decision.expired")[
+            "entry"]["actor"] = "carol"
+
+    def dropped(copy):
+        copy["entries"] = [i for i in copy["entries"]
+                           if i["entry"]["action"] != "decision.decided"]
+
+    def unsigned_head(copy):
+        copy["heads"] = []
+
+    size = document["checkpoint"]["size"]
+    assert tampered(greener) == ("FAILED", size, "edited")
+    assert tampered(cover_up)[0::2] == ("FAILED", "edited")
+    assert tampered(dropped)[0::2] == ("FAILED", "deleted")
+    assert tampered(unsigned_head)[0::2] == ("FAILED", "deleted")

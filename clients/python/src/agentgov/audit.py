@@ -24,6 +24,7 @@ from agentgov.merkle import TreeBuilder
 GENESIS = GENESIS_HASH
 EXPORT_FORMAT = "agentgov-audit-export/v1"
 EVIDENCE_FORMAT = "agentgov-evidence/v1"
+REPORT_FORMAT = "agentgov-framework-report/v1"  # a framework report bundle (docs/frameworks.md)
 # The plain reasons the contract names, and one for entries no checkpoint covers.
 EDITED, DELETED, TRUNCATED, REHASHED = "edited", "deleted", "truncated", "rehashed"
 WITNESS_MISMATCH, WITNESS_MISSING = "witness-mismatch", "witness-missing"
@@ -537,7 +538,8 @@ def _join_failure(before: ExportWalk, after: ExportWalk, name: str) -> Failure |
 
 
 def sniff(path: Path) -> str:
-    """What a file is: "evidence", "export" (v1 JSONL), "jsonl" (entries only) or "csv"."""
+    """What a file is: "evidence", "report" (a framework report bundle), "export" (v1 JSONL),
+    "jsonl" (entries only) or "csv"."""
     if path.suffix.lower() == ".csv":
         return "csv"
     with open(path, encoding="utf-8") as file:
@@ -553,6 +555,8 @@ def sniff(path: Path) -> str:
             record = None
     if isinstance(record, dict) and record.get("format") == EVIDENCE_FORMAT:
         return "evidence"
+    if isinstance(record, dict) and record.get("format") == REPORT_FORMAT:
+        return "report"
     if isinstance(record, dict) and record.get("type") == "header":
         return "export"
     return "jsonl"
@@ -638,9 +642,9 @@ def verify_file(path: str | Path | list[str | Path], fmt: str | None = None, *,
             return _continued_by_csv(joined, spreadsheet)
     path = Path(path)
     fmt = fmt or sniff(path)
-    if fmt not in ("jsonl", "csv", "export", "evidence"):
+    if fmt not in ("jsonl", "csv", "export", "evidence", "report"):
         raise UsageMistake(f"unknown format {fmt!r}; expected jsonl or csv")
-    if fmt == "jsonl" and sniff(path) in ("export", "evidence"):
+    if fmt == "jsonl" and sniff(path) in ("export", "evidence", "report"):
         fmt = sniff(path)
     if fmt in ("csv", "jsonl"):
         entries = csv_entries(path) if fmt == "csv" else jsonl_entries(path)
@@ -672,5 +676,9 @@ def verify_file(path: str | Path | list[str | Path], fmt: str | None = None, *,
         from agentgov.evidence import verify_bundle
 
         return verify_bundle(json.loads(path.read_text(encoding="utf-8")), keys, copies)
+    if fmt == "report":
+        from agentgov.evidence import verify_report
+
+        return verify_report(json.loads(path.read_text(encoding="utf-8")), keys, copies)
     with open(path, encoding="utf-8") as lines:
         return verify_export_lines(lines, keys, copies)

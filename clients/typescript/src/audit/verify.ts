@@ -16,6 +16,7 @@ import { Frontier, leafHash, sha256Hex, verifyConsistency, verifyInclusion } fro
 
 export const EXPORT_FORMAT = "agentgov-audit-export/v1";
 export const EVIDENCE_FORMAT = "agentgov-evidence/v1";
+export const REPORT_FORMAT = "agentgov-framework-report/v1";
 export const LOG_NAME = "agentgov-audit/v1";
 export const GENESIS = "0".repeat(64);
 export const HASHED_FIELDS = ["seq", "at", "actor", "action", "target", "agent", "before", "after",
@@ -558,10 +559,13 @@ function checkWitnessed(size: number, root: string, proofs: Map<number, string[]
       + "(made after it)"] : [])];
 }
 
-function verifyEvidence(document: Record<string, JsonValue>, options: VerifyOptions): Verdict {
+/** A bundle's checkpoint: signed by a trusted key and, with a witness, every smaller witness
+ * checkpoint proven a prefix of it and its own copy at the witness. Returns (size, root, what the
+ * witness showed). */
+function checkBundleHead(document: Record<string, JsonValue>, options: VerifyOptions,
+                         ring: KeyRing): { size: number; root: string; shown: string[] } {
   const checkpoint = document.checkpoint;
-  const items = document.entries;
-  if (!isObject(checkpoint) || !Array.isArray(items)) {
+  if (!isObject(checkpoint) || !Array.isArray(document.entries)) {
     throw new Failure(1, "edited", "the bundle has no checkpoint or no entries");
   }
   const size = integer(checkpoint.size);
@@ -569,11 +573,8 @@ function verifyEvidence(document: Record<string, JsonValue>, options: VerifyOpti
   if (size === undefined || root === undefined) {
     throw new Failure(1, "edited", "the bundle's checkpoint has no size or root");
   }
-  const proven: string[] = [];
   const shown: string[] = [];
-  const checking = !options.chainOnly;
-  if (checking) {
-    const ring = new KeyRing(options.keys ?? []);
+  if (!options.chainOnly) {
     ring.check(checkpoint, size, root, 1);
     if (options.witness) {
       const witness = readWitness(options.witness);
@@ -585,33 +586,51 @@ function verifyEvidence(document: Record<string, JsonValue>, options: VerifyOpti
       }
     }
   }
+  return { size, root, shown };
+}
+
+/** One bundle item's entry, after its order, its place under the checkpoint and its hash;
+ * `scope` then checks whose entry it is and when; then its inclusion proof. */
+function checkBundleItem(item: JsonValue, index: number, last: number, size: number, root: string,
+                         checking: boolean, scope: (entry: Entry, seq: number) => void): Entry {
+  const seqHint = isObject(item) && isObject(item.entry) ? integer(item.entry.seq) ?? index + 1 : index + 1;
+  if (!isObject(item)) throw new Failure(seqHint, "edited", `item ${index} is not an object`);
+  const entry = checkEntry(item.entry, seqHint);
+  const seq = integer(entry.seq)!;
+  if (seq <= last) throw new Failure(last + 1, "edited", `the entry after seq ${last} is out of order`);
+  if (seq > size) throw new Failure(seq, "truncated", `entry ${seq} is past the checkpoint's size ${size}`);
+  if (entryHash(entry) !== entry.hash) throw new Failure(seq, "edited", `entry ${seq} does not match its hash`);
+  scope(entry, seq);
+  const proof = Array.isArray(item.proof) && item.proof.every((p) => typeof p === "string")
+    ? item.proof as string[] : null;
+  if (integer(item.leaf_index) !== seq - 1 || !proof
+      || (checking && !verifyInclusion(entryLeaf(entry), seq - 1, size, proof, root))) {
+    throw new Failure(seq, "edited", `entry ${seq} is not in the tree the checkpoint signed`);
+  }
+  return entry;
+}
+
+function verifyEvidence(document: Record<string, JsonValue>, options: VerifyOptions): Verdict {
+  const checkpoint = document.checkpoint as Checkpoint;
+  const checking = !options.chainOnly;
+  const { size, root, shown } = checkBundleHead(document, options, new KeyRing(options.keys ?? []));
+  const proven: string[] = [];
   let last = 0;
   let head = "";
   const seqs: number[] = [];
   const start = moment(document.from);
   const end = moment(document.to);
-  items.forEach((item, index) => {
-    const seqHint = isObject(item) && isObject(item.entry) ? integer(item.entry.seq) ?? index + 1 : index + 1;
-    if (!isObject(item)) throw new Failure(seqHint, "edited", `item ${index} is not an object`);
-    const entry = checkEntry(item.entry, seqHint);
-    const seq = integer(entry.seq)!;
-    if (seq <= last) throw new Failure(last + 1, "edited", `the entry after seq ${last} is out of order`);
-    if (seq > size) throw new Failure(seq, "truncated", `entry ${seq} is past the checkpoint's size ${size}`);
-    if (entryHash(entry) !== entry.hash) throw new Failure(seq, "edited", `entry ${seq} does not match its hash`);
-    if (entry.agent !== document.agent) throw new Failure(seq, "edited", `entry ${seq} is about another agent`);
-    const at = moment(entry.at);
-    if (at === undefined || (start !== undefined && at < start) || (end !== undefined && at > end)) {
-      throw new Failure(seq, "edited", `entry ${seq} lies outside the bundle's period`);
-    }
-    const proof = Array.isArray(item.proof) && item.proof.every((p) => typeof p === "string")
-      ? item.proof as string[] : null;
-    if (integer(item.leaf_index) !== seq - 1 || !proof
-        || (checking && !verifyInclusion(entryLeaf(entry), seq - 1, size, proof, root))) {
-      throw new Failure(seq, "edited", `entry ${seq} is not in the tree the checkpoint signed`);
-    }
-    last = seq;
+  (document.entries as JsonValue[]).forEach((item, index) => {
+    const entry = checkBundleItem(item, index, last, size, root, checking, (entry, seq) => {
+      if (entry.agent !== document.agent) throw new Failure(seq, "edited", `entry ${seq} is about another agent`);
+      const at = moment(entry.at);
+      if (at === undefined || (start !== undefined && at < start) || (end !== undefined && at > end)) {
+        throw new Failure(seq, "edited", `entry ${seq} lies outside the bundle's period`);
+      }
+    });
+    last = integer(entry.seq)!;
     head = entry.hash as string;
-    seqs.push(seq);
+    seqs.push(last);
   });
   if (checking) {
     proven.push(`${seqs.length} entries (seq ${seqs[0] ?? "-"}-${seqs[seqs.length - 1] ?? "-"}) proven by `
@@ -620,7 +639,87 @@ function verifyEvidence(document: Record<string, JsonValue>, options: VerifyOpti
   return { outcome: checking ? "proven" : "chain-only", count: seqs.length, head, proven, skipped: [] };
 }
 
-export type Kind = "export" | "evidence" | "jsonl" | "csv";
+/** The entry seqs and tree head sizes a framework report's items cite. */
+function reportCites(report: JsonValue): { seqs: Set<number>; heads: Set<number> } {
+  const seqs = new Set<number>();
+  const heads = new Set<number>();
+  const unreadable = () => new Failure(1, "edited", "the report's controls are unreadable");
+  if (!isObject(report) || !Array.isArray(report.controls)) throw unreadable();
+  for (const control of report.controls) {
+    if (!isObject(control) || !Array.isArray(control.queries)) throw unreadable();
+    for (const query of control.queries) {
+      if (!isObject(query) || !Array.isArray(query.items)) throw unreadable();
+      for (const item of query.items) {
+        if (!isObject(item) || !Array.isArray(item.entries) || !Array.isArray(item.heads)) throw unreadable();
+        for (const seq of item.entries) seqs.add(integer(seq) ?? NaN);
+        for (const size of item.heads) heads.add(integer(size) ?? NaN);
+      }
+    }
+  }
+  if ([...seqs, ...heads].some(Number.isNaN)) throw unreadable();
+  return { seqs, heads };
+}
+
+/** A framework report bundle (docs/frameworks.md): its checkpoint as an evidence bundle's; the
+ * SHA-256 of the report's canonical JSON recorded by an `audit.exported` entry proven under it;
+ * every entry the report cites carried and proven; every tree head it cites signed by a trusted
+ * key. A colour changed after signing has no entry recording its digest: edited. */
+function verifyReport(document: Record<string, JsonValue>, options: VerifyOptions): Verdict {
+  const report = document.report;
+  if (!isObject(report)) throw new Failure(1, "edited", "the file is not a v1 framework report bundle");
+  const ring = new KeyRing(options.keys ?? []);
+  const checkpoint = document.checkpoint as Checkpoint;
+  const { size, root, shown } = checkBundleHead(document, options, ring);
+  const digest = sha256Hex(canonical(report));
+  let last = 0;
+  let head = "";
+  let fetched = 0;
+  const carried = new Set<number>();
+  (document.entries as JsonValue[]).forEach((item, index) => {
+    const entry = checkBundleItem(item, index, last, size, root, true, (entry, seq) => {
+      if (typeof report.agent === "string" && report.agent && entry.agent !== report.agent) {
+        throw new Failure(seq, "edited", `entry ${seq} is about another agent`);
+      }
+    });
+    last = integer(entry.seq)!;
+    head = entry.hash as string;
+    carried.add(last);
+    const after = isObject(entry.after) ? entry.after : {};
+    if (entry.action === "audit.exported" && after.digest === digest && after.framework === report.framework) {
+      fetched = last;
+    }
+  });
+  if (!fetched) {
+    throw new Failure(size, "edited", "no entry of the signed trail records this report's digest: the "
+      + "report was changed after it was signed, or is not the one fetched");
+  }
+  const { seqs, heads } = reportCites(report);
+  const missing = [...seqs].filter((seq) => !carried.has(seq)).sort((a, b) => a - b);
+  if (missing.length) {
+    throw new Failure(missing[0], "deleted", `entry ${missing[0]}, which the report cites as evidence, `
+      + "is not in the bundle");
+  }
+  const signedHeads = new Map<number, Checkpoint>();
+  for (const copy of Array.isArray(document.heads) ? document.heads : []) {
+    const at = isObject(copy) ? integer(copy.size) : undefined;
+    if (at !== undefined) signedHeads.set(at, copy as Checkpoint);
+  }
+  for (const at of [...heads].sort((a, b) => a - b)) {
+    const copy = signedHeads.get(at);
+    if (!copy) throw new Failure(at, "deleted", `tree head ${at}, which the report cites, is not in the bundle`);
+    ring.check(copy, at, str(copy.root) ?? "", at);
+  }
+  const counts = isObject(report.counts) ? report.counts : {};
+  const count = (colour: string) => integer(counts[colour]) ?? 0;
+  return { outcome: "proven", count: carried.size, head, skipped: [], proven: [
+    `report ${str(report.framework)} for ${str(report.scope)} from ${str(report.from)} to `
+      + `${str(report.to)} (${count("green")} green, ${count("amber")} amber, ${count("red")} red) `
+      + `recorded by entry ${fetched}, proven by ${checkpointName(checkpoint)}`,
+    `${carried.size} entries it cites proven, ${heads.size} tree heads it cites signed by a trusted key`,
+    ...shown] };
+}
+
+export type Kind = "export" | "evidence" | "report" | "jsonl" | "csv";
 
 /** What a file is: an evidence bundle, a v1 export, an entries-only JSONL, or a CSV export. */
 export function sniff(text: string, path = ""): Kind {
@@ -637,6 +736,7 @@ export function sniff(text: string, path = ""): Kind {
     }
   }
   if (isObject(first) && first.format === EVIDENCE_FORMAT) return "evidence";
+  if (isObject(first) && first.format === REPORT_FORMAT) return "report";
   if (isObject(first) && first.type === "header") return "export";
   return isObject(first) || line.trimStart().startsWith("{") ? "jsonl" : "csv";
 }
@@ -656,7 +756,9 @@ export function verifyText(text: string, options: VerifyOptions = {}, name = "th
   const keys = options.keys ?? [];
   const sniffed = sniff(text, name);
   let kind: Kind = options.format === "evidence" ? "evidence" : options.format ?? sniffed;
-  if (kind === "jsonl" && (sniffed === "export" || sniffed === "evidence")) kind = sniffed;
+  if (kind === "jsonl" && (sniffed === "export" || sniffed === "evidence" || sniffed === "report")) {
+    kind = sniffed;
+  }
   try {
     if (kind === "csv" || kind === "jsonl") {
       const entries = kind === "csv" ? csvEntries(text) : jsonlEntries(text);
@@ -688,6 +790,18 @@ export function verifyText(text: string, options: VerifyOptions = {}, name = "th
         throw new Failure(1, "edited", "not an evidence bundle (format agentgov-evidence/v1)");
       }
       return verifyEvidence(document, options);
+    }
+    if (kind === "report") {
+      let document: JsonValue;
+      try {
+        document = parseJson(text);
+      } catch {
+        throw new Failure(1, "edited", "the bundle is not JSON");
+      }
+      if (!isObject(document) || document.format !== REPORT_FORMAT) {
+        throw new Failure(1, "edited", "not a framework report bundle (format agentgov-framework-report/v1)");
+      }
+      return verifyReport(document, options);
     }
     const witness = options.witness ? readWitness(options.witness) : null;
     const { header, checkpoints, entries } = parseExport(text);
