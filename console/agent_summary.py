@@ -4,9 +4,12 @@ when an alert about the agent arrives."""
 
 from typing import Any
 
+from django.utils import timezone
+
 from audit.sentences import drift_phrase
 from reconciliation.choices import OPEN_STATUSES
 from reconciliation.models import AgentStatus, Finding
+from reconciliation.silence import heard
 from reconciliation.sync import status_words
 
 OPEN_SHOWN = 20
@@ -29,4 +32,5 @@ def summary_context(agent: Any, *, operations: bool) -> dict[str, Any]:
         "converged_generation": status.converged_generation if status else None,
         "last_verified": status.last_reconciled_at if status else None,
         "open_count": status.open_findings if status else 0,
-        "open_findings": open_findings, "operations": operations}}
+        "open_findings": open_findings, "operations": operations,
+        "heard": heard(agent).line(timezone.now()) if agent.active_version_id else ""}}

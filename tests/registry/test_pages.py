@@ -549,11 +549,11 @@ def test_agent_detail_queries_do_not_grow_with_the_versions(client, people, refu
     # 21 + waivers in force + retirement + the lifecycle history + who may withdraw a waiver
     # + one more since the inbox counts and the agent header were rebuilt, + the agent's recent
     # behaviour events (constant: see below), + its Git sync status, a stop covering it and its
-    # maintenance windows
-    with django_assert_max_num_queries(30) as few:
+    # maintenance windows, + when it was last heard (report, event, decision: one query)
+    with django_assert_max_num_queries(31) as few:
         assert client.get("/agents/refund-agent/").status_code == 200
     add_versions(25)
-    with django_assert_max_num_queries(30) as many:
+    with django_assert_max_num_queries(31) as many:
         body = page(client.get("/agents/refund-agent/"))
     assert "3.29.0" in body and body.count("<td>bob</td>") >= 30
     assert len(many.captured_queries) == len(few.captured_queries)
