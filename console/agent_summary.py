@@ -10,7 +10,7 @@ from audit.sentences import drift_phrase
 from reconciliation.choices import OPEN_STATUSES
 from reconciliation.models import AgentStatus, Finding
 from reconciliation.silence import heard
-from reconciliation.sync import status_words
+from reconciliation.sync import health_beside, status_words
 
 OPEN_SHOWN = 20
 
@@ -19,6 +19,9 @@ def summary_context(agent: Any, *, operations: bool) -> dict[str, Any]:
     """What the header shows; open findings only for those who see the agent's operations."""
     status = AgentStatus.objects.filter(agent=agent).first()
     health, sync = status_words(status, agent.generation)
+    health = health_beside(health, set(
+        Finding.objects.filter(agent=agent, status__in=OPEN_STATUSES)
+        .values_list("status", flat=True).distinct()))
     open_findings = []
     if operations:
         open_findings = [
