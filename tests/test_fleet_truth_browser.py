@@ -75,3 +75,56 @@ def test_dana_reads_counts_requirements_group_rules_and_budgets_on_the_fleet_pag
             "data:<resource>:<read|write|admin>")
         browser.browser.close()
     assert browser.problems == []
+
+
+def test_dana_declares_a_group_budget_in_the_console_and_the_fleet_page_lists_it(
+        people, live_server_process, start_worker, monkeypatch):
+    from playwright.sync_api import expect, sync_playwright
+
+    from reconciliation.models import GroupRule
+
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    hasher = PBKDF2PasswordHasher()
+    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+    approved_agent(people, "payments-0")  # both of team payments
+    approved_agent(people, "payments-1")
+    start_worker("default")  # it refreshes the fleet snapshot the fleet page reads
+    url = live_server_process.url
+    with sync_playwright() as playwright:
+        browser = Browser(playwright, url)
+        bob = browser.page("bob")  # an approver reads the rules, without the form
+        bob.goto(f"{url}/group-rules/")
+        expect(bob.locator("form.group-rule-form")).to_have_count(0)
+        dana = browser.page("dana")
+        dana.goto(f"{url}/fleet/")  # the snapshot exists before the rule does
+        dana.goto(f"{url}/group-rules/")
+        dana.fill("#id_name", "payments-daily-tokens")
+        dana.fill("#id_team", "payments")
+        dana.select_option("#id_measure", "tokens")
+        dana.fill("#id_limit", "500000")
+        dana.fill("#id_per", "1d")
+        dana.select_option("#id_effect", "block")
+        dana.click("form.group-rule-form button[type=submit]")
+        expect(dana.locator(".messages")).to_contain_text(
+            "Group rule payments-daily-tokens saved")
+        expect(dana.locator("table.group-rules")).to_contain_text("payments-daily-tokens")
+        rule = GroupRule.objects.get(name="payments-daily-tokens")
+        assert (rule.selector, rule.measure, rule.effect) == ({"team": "payments"}, "tokens",
+                                                              "block")
+        dana.fill("#id_name", "bad-window")
+        dana.select_option("#id_measure", "events")
+        dana.fill("#id_limit", "10")
+        dana.fill("#id_per", "forever")
+        dana.click("form.group-rule-form button[type=submit]")
+        expect(dana.locator("form.group-rule-form .errorlist")).to_be_visible()
+        assert not GroupRule.objects.filter(name="bad-window").exists()
+
+        dana.goto(f"{url}/fleet/")  # it reloads itself once the workers have refreshed it
+        row = dana.locator('tr[data-rule="payments-daily-tokens"]')
+        expect(row).to_contain_text("group budget", timeout=60_000)
+        expect(row.locator(".effect")).to_have_text("block")
+        expect(row.locator(".covers summary")).to_have_text("2 agents")
+        browser.browser.close()
+    # the refused form answered 400 (the response and Chromium's note of it): nothing else
+    assert [p for p in browser.problems
+            if not p.startswith("400 ") and "status of 400" not in p] == []
