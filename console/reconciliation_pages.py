@@ -78,7 +78,8 @@ def compliance_timeline(agent, now, span: timedelta) -> list:
         now=now, span=span, judged_since=min(known) if known else None,
         open_findings=set(Finding.objects.filter(agent=agent, status__in=OPEN_STATUSES)
                           .values_list("pk", flat=True)),
-        suspended=agent.lifecycle == Lifecycle.SUSPENDED, transitions=steps)
+        suspended=agent.lifecycle == Lifecycle.SUSPENDED, transitions=steps,
+        retired=agent.lifecycle == Lifecycle.RETIRED)
 
 
 MIN_TIMELINE = timedelta(minutes=10)

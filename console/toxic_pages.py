@@ -7,6 +7,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
+from django.utils.html import escape
 from django.views.decorators.http import require_POST
 
 from config.errors import DomainError
@@ -23,8 +24,9 @@ class ToxicCombinationForm(forms.Form):
     """Declare two capabilities that must not meet."""
 
     name = forms.SlugField(max_length=63)
-    left = forms.CharField(max_length=300, help_text=CAPABILITY_EXPECTED)
-    right = forms.CharField(max_length=300, help_text=CAPABILITY_EXPECTED)
+    # Django renders help text as HTML: escaped, "<resource>" reads as written, not as a tag
+    left = forms.CharField(max_length=300, help_text=escape(CAPABILITY_EXPECTED))
+    right = forms.CharField(max_length=300, help_text=escape(CAPABILITY_EXPECTED))
     effect = forms.ChoiceField(choices=ToxicEffect.choices)
     required_approvals = forms.IntegerField(min_value=2, max_value=5, initial=2)
     description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))

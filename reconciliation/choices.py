@@ -188,6 +188,7 @@ class Health(models.TextChoices):
     SUSPENDED = "suspended"
     FAILED = "failed"
     UNKNOWN = "unknown"
+    RETIRED = "retired"  # no longer governed: never "in policy", whatever its findings
 
 
 class BreakerScope(models.TextChoices):

@@ -83,29 +83,32 @@ OUT_OF_POLICY = frozenset(str(status) for status in OPEN_STATUSES)
 _COUNTED_BEFORE = {"finding.opened": False, "finding.regressed": False,
                    "finding.reopened": True, "finding.corrected": True,
                    "finding.resolved": True, "finding.logged": True}
-TRANSITIONS = (*_COUNTED_BEFORE, "agent.suspended", "agent.resumed")
+TRANSITIONS = (*_COUNTED_BEFORE, "agent.suspended", "agent.resumed", "agent.retired")
 
 
 def timeline(*, now: datetime, span: timedelta, judged_since: datetime | None,
              open_findings: set[int], suspended: bool,
-             transitions: list[Transition]) -> list[Segment]:
+             transitions: list[Transition], retired: bool = False) -> list[Segment]:
     """Segments over (now - span, now], oldest first, worked backwards from the state now
     (the findings that count and whether the agent is suspended) through the transitions in
     the window: nothing changed means one solid span. Before `judged_since` (the first pass
-    or transition) nothing is known."""
+    or transition) nothing is known; after its retirement an agent is no longer judged (never
+    "in policy")."""
     start = now - span
     if judged_since is None:
         return [Segment(start, now, None, "not reconciled yet", 1.0)]
-    counting, held = set(open_findings), suspended
+    counting, held, gone = set(open_findings), suspended, retired
     stretches: list[tuple[datetime, datetime, bool | None, str]] = []
     end = now
     for step in sorted(transitions, key=lambda t: t.at, reverse=True):
         if step.at <= start:
             break
-        stretches.append((step.at, end, *_verdict(counting, held)))
+        stretches.append((step.at, end, *_verdict(counting, held, gone)))
         end = step.at
         kind, _, key = step.target.partition(":")
-        if step.action == "agent.suspended":
+        if step.action == "agent.retired":
+            gone = False
+        elif step.action == "agent.suspended":
             held = False
         elif step.action == "agent.resumed":
             held = True
@@ -114,7 +117,7 @@ def timeline(*, now: datetime, span: timedelta, judged_since: datetime | None,
                       else _COUNTED_BEFORE.get(step.action, False))
             (counting.add if before else counting.discard)(int(key))
     known_from = max(start, min(judged_since, end))
-    stretches.append((known_from, end, *_verdict(counting, held)))
+    stretches.append((known_from, end, *_verdict(counting, held, gone)))
     if known_from > start:
         stretches.append((start, known_from, None, "not reconciled yet"))
     segments: list[Segment] = []
@@ -127,7 +130,10 @@ def timeline(*, now: datetime, span: timedelta, judged_since: datetime | None,
     return segments
 
 
-def _verdict(counting: set[int], suspended: bool) -> tuple[bool, str]:
+def _verdict(counting: set[int], suspended: bool, retired: bool = False
+             ) -> tuple[bool | None, str]:
+    if retired:
+        return None, "retired"
     if suspended:
         return False, "suspended"
     if counting:

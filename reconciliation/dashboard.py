@@ -17,6 +17,7 @@ from reconciliation.finding_times import (
     OBSERVED_IN_ORDER,
 )
 from reconciliation.models import AgentStatus, BreakerTrip, ControlState, Escalation, Finding
+from registry.choices import Lifecycle
 from registry.models import Agent
 
 SEVERITIES = ("high", "medium", "low")
@@ -33,8 +34,11 @@ def health_counts() -> dict[str, int]:
     # COUNT(*), not COUNT(id): read from the health index alone, not from every status row
     for row in AgentStatus.objects.values("health").annotate(n=Count("*")):
         counts[row["health"]] = row["n"]
-    approved = Agent.objects.filter(active_version__isnull=False).count()
-    counts[Health.UNKNOWN] += max(0, approved - sum(counts.values()))
+    # a retired agent counts as retired (never in policy), not among the live ones
+    live = Agent.objects.filter(active_version__isnull=False).exclude(
+        lifecycle=Lifecycle.RETIRED).count()
+    counted = sum(n for health, n in counts.items() if health != Health.RETIRED)
+    counts[Health.UNKNOWN] += max(0, live - counted)
     return counts
 
 

@@ -2,8 +2,10 @@
 violations and a 7-day trend, the agents no rule covers at all, and silence over time.
 
 Each rule kind is a row source: a function from the loaded fleet to rows, registered in
-ROW_SOURCES (guardrails and toxic combinations today; a group-rule source is one more
-function). Every source reads the fleet from `Fleet` (loaded once) and makes a fixed number of
+ROW_SOURCES (guardrails, toxic combinations, group rules and group budgets, and the agents'
+own token and cost budgets). A rule that asks for more sign-off (step-up, two approvers) is a
+requirement met by approval, not a breach: the agents it applied to are listed apart from
+its violations. Every source reads the fleet from `Fleet` (loaded once) and makes a fixed number of
 queries of its own, so the view costs the same number of queries for ten agents or ten thousand.
 It still reads and judges every agent: the workers compute it and pages read the stored result
 (reconciliation/fleet_snapshot.py).
@@ -17,22 +19,29 @@ from functools import cached_property
 from typing import Any
 
 import cel
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from reconciliation.charts import bar, count_axis, figure, scatter
 from reconciliation.choices import OPEN_STATUSES
-from reconciliation.models import Finding, Silence
+from reconciliation.models import Finding, GroupRule, Silence
 from reconciliation.timeline_chart import fleet_timelines, timeline_figure
 from reconciliation.toxic_paths import KIND as TOXIC_KIND
 from reconciliation.toxic_paths import observed_states
-from registry.choices import GuardrailOutcome, Lifecycle
+from registry.choices import GuardrailEffect, GuardrailOutcome, Lifecycle, ToxicEffect
 from registry.guardrails import selector_matches
 from registry.models import Agent, DesiredStateVersion, Guardrail, ToxicCombination
 from registry.toxic import Capability, ToxicPath, toxic_paths
+from runtime.group_rules import BUDGET_MEASURES, AgentFacts, selects
 
 TREND_DAYS = 7
 MAX_NAMES = 50  # agents named per cell; the counts are always whole
+# Effects that ask for more sign-off, not a refusal: an approved spec that fails such a rule
+# was approved with that sign-off, which is the rule met, not broken.
+REQUIREMENTS = {GuardrailEffect.STEP_UP, GuardrailEffect.REQUIRE_APPROVALS,
+                ToxicEffect.REQUIRE_APPROVALS}
+GROUP_BREACH_KIND = "group_limit_exceeded"
+BUDGET_KIND = "budget_exceeded"
 
 
 @dataclass
@@ -90,13 +99,17 @@ class FleetRow:
     trend: list[int]  # violations found per day, oldest first
     link: str = ""
     detail: dict[str, Any] = field(default_factory=dict)
+    # agents a requirement (step-up, more approvers) applied to: met by approval, not broken
+    met_by_approval: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "name": self.name, "effect": self.effect,
                 "description": self.description, "covers_count": len(self.covers),
                 "covers": self.covers[:MAX_NAMES], "violations_count": len(self.violations),
                 "violations": self.violations[:MAX_NAMES], "trend": self.trend,
-                "link": self.link, **self.detail}
+                "link": self.link, "requirement": self.effect in REQUIREMENTS,
+                "met_by_approval_count": len(self.met_by_approval),
+                "met_by_approval": self.met_by_approval[:MAX_NAMES], **self.detail}
 
 
 def _failing(guardrail: Guardrail, program: Any, agent: dict[str, Any], name: str,
@@ -132,10 +145,13 @@ def guardrail_rows(fleet: Fleet) -> list[FleetRow]:
                        if _failing(guardrail, program, fleet.agents[name], name, fleet.now)]
         except Exception:  # noqa: BLE001 - an expression that no longer compiles
             failing = covers
+        requirement = guardrail.effect in REQUIREMENTS
         rows.append(FleetRow("guardrail", guardrail.name, guardrail.effect,
-                             guardrail.description or guardrail.message, covers, failing,
-                             flagged[guardrail.name], "/guardrails/",
-                             {"selector": guardrail.selector}))
+                             guardrail.description or guardrail.message, covers,
+                             [] if requirement else failing,
+                             [0] * TREND_DAYS if requirement else flagged[guardrail.name],
+                             "/guardrails/", {"selector": guardrail.selector},
+                             failing if requirement else []))
     return rows
 
 
@@ -144,8 +160,11 @@ def toxic_rows(fleet: Fleet) -> list[FleetRow]:
     now (approved or observed) and the observed paths found per day (three queries)."""
     if not fleet.rules:
         return []
-    on_path: dict[str, set[str]] = defaultdict(set)
-    for path in [*fleet.approved_paths, *fleet.observed_paths]:
+    on_path: dict[str, set[str]] = defaultdict(set)  # a violation: observed, or refused
+    approved_on_path: dict[str, set[str]] = defaultdict(set)
+    for path in fleet.approved_paths:
+        approved_on_path[path.rule].update(path.agents)
+    for path in fleet.observed_paths:
         on_path[path.rule].update(path.agents)
     found: dict[str, list[int]] = defaultdict(lambda: [0] * TREND_DAYS)
     for pointer, detected in Finding.objects.filter(
@@ -159,14 +178,79 @@ def toxic_rows(fleet: Fleet) -> list[FleetRow]:
         sides = (Capability.parse(rule.left), Capability.parse(rule.right))
         covers = sorted(name for name, agent in fleet.agents.items()
                         if any(side.held_by(agent["spec"]) for side in sides))
+        # an approved path under require_approvals was approved with those approvals
+        met = (approved_on_path[rule.name] - on_path[rule.name]
+               if rule.effect in REQUIREMENTS else set())
+        broken = on_path[rule.name] | (approved_on_path[rule.name] - met)
         rows.append(FleetRow("toxic_combination", rule.name, rule.effect, rule.description,
-                             covers, sorted(on_path[rule.name]), found[rule.name], "/toxic/",
-                             {"left": rule.left, "right": rule.right}))
+                             covers, sorted(broken), found[rule.name], "/toxic/",
+                             {"left": rule.left, "right": rule.right}, sorted(met)))
     return rows
 
 
-# The rule kinds the view shows, in order. A new kind (group rules) adds its source here.
-ROW_SOURCES: list[Callable[[Fleet], list[FleetRow]]] = [guardrail_rows, toxic_rows]
+def _open_and_found(fleet: Fleet, kind: str) -> tuple[dict[str, set[str]],
+                                                      dict[str, list[int]]]:
+    """Per pointer: the agents with an open finding of `kind` there, and the findings found
+    there per day (one query)."""
+    open_: dict[str, set[str]] = defaultdict(set)
+    found: dict[str, list[int]] = defaultdict(lambda: [0] * TREND_DAYS)
+    for pointer, name, status, detected in Finding.objects.filter(kind=kind).filter(
+            Q(status__in=OPEN_STATUSES) | Q(detected_at__gte=fleet.days[0])).values_list(
+            "pointer", "agent__name", "status", "detected_at"):
+        if status in OPEN_STATUSES and name in fleet.agents:
+            open_[pointer].add(name)
+        if (index := fleet.day_index(detected)) is not None:
+            found[pointer][index] += 1
+    return open_, found
+
+
+def _facts(name: str, agent: dict[str, Any]) -> AgentFacts:
+    return AgentFacts(0, name, agent["owner"], agent["labels"],
+                      (agent["spec"] or {}).get("framework", ""))
+
+
+def group_rule_rows(fleet: Fleet) -> list[FleetRow]:
+    """Each enabled group rule (a group budget when it sums tokens or cost): the agents it
+    selects, the agents with an open finding of a window over its limit, and those found per
+    day (two queries)."""
+    rules = list(GroupRule.objects.filter(enabled=True).order_by("name"))
+    if not rules:
+        return []
+    open_, found = _open_and_found(fleet, GROUP_BREACH_KIND)
+    facts = [_facts(name, agent) for name, agent in fleet.agents.items()]
+    rows = []
+    for rule in rules:
+        spec, pointer = rule.to_spec(), f"/group-rules/{rule.name}"
+        covers = sorted(agent.name for agent in facts if selects(spec, agent))
+        what = (f"{rule.measure} at most {rule.limit:g} per {rule.per} across the group"
+                + (", per record" if rule.per_record else ""))
+        effect = rule.effect + (f"; decisions need {rule.required_approvals} sign-offs"
+                                if rule.required_approvals > 1 else "")
+        rows.append(FleetRow(
+            "group_budget" if rule.measure in BUDGET_MEASURES else "group_rule", rule.name,
+            effect, "; ".join(filter(None, [rule.description, what])), covers,
+            sorted(open_[pointer]), found[pointer], f"/group-rules/{rule.name}/",
+            {"selector": rule.selector}))
+    return rows
+
+
+def budget_rows(fleet: Fleet) -> list[FleetRow]:
+    """The agents' own token and cost budgets (their specs' `budgets`), as one row: the
+    agents that have one and those over one now (one query)."""
+    covers = sorted(name for name, agent in fleet.agents.items()
+                    if (agent["spec"] or {}).get("budgets"))
+    if not covers:
+        return []
+    open_, found = _open_and_found(fleet, BUDGET_KIND)
+    trend = [sum(day) for day in zip(*found.values(), strict=True)] or [0] * TREND_DAYS
+    return [FleetRow("budget", "agent budgets", "warn at 80%, then the spec's behaviour "
+                     "enforcement", "each agent's own tokens or cost per window (spec.budgets)",
+                     covers, sorted(set().union(*open_.values())), trend, "/agents/")]
+
+
+# The rule kinds the view shows, in order. A new kind adds its source here.
+ROW_SOURCES: list[Callable[[Fleet], list[FleetRow]]] = [guardrail_rows, toxic_rows,
+                                                        group_rule_rows, budget_rows]
 
 
 def silence_now_and_over_time(fleet: Fleet) -> tuple[list[dict[str, Any]], int,
@@ -219,7 +303,7 @@ def view_of(fleet: Fleet) -> dict[str, Any]:
                               "categoryarray": days, "range": [-0.5, len(days) - 0.5]},
                     "yaxis": count_axis("violations", [n for row in rows for n in row.trend]),
                     "annotations": [] if rows else [{
-                        "text": "No guardrail or toxic-combination rule yet",
+                        "text": "No rule yet",
                         "showarrow": False, "xref": "paper", "yref": "paper",
                         "x": 0.5, "y": 0.5}]},
                    *(scatter(name=f"{row.kind}: {row.name}", mode="lines+markers",

@@ -27,12 +27,16 @@ FLEET_SCHEMA = inline_serializer("Fleet", {
     "at": serializers.DateTimeField(),
     "agents": serializers.IntegerField(help_text="approved agents, not retired"),
     "rules": serializers.ListField(child=inline_serializer("FleetRule", {
-        "kind": serializers.ChoiceField(choices=["guardrail", "toxic_combination"]),
+        "kind": serializers.ChoiceField(choices=["guardrail", "toxic_combination", "group_rule",
+                                                 "group_budget", "budget"]),
         "name": serializers.CharField(), "effect": serializers.CharField(),
         "description": serializers.CharField(), "covers_count": serializers.IntegerField(),
         "covers": _names(), "violations_count": serializers.IntegerField(),
         "violations": _names(), "trend": serializers.ListField(child=serializers.IntegerField()),
-        "link": serializers.CharField()})),
+        "requirement": serializers.BooleanField(
+            help_text="step-up or more approvers: met by approval, never a violation"),
+        "met_by_approval_count": serializers.IntegerField(),
+        "met_by_approval": _names(), "link": serializers.CharField()})),
     "uncovered": _names(), "uncovered_count": serializers.IntegerField(),
     "open_findings": serializers.DictField(child=serializers.IntegerField()),
     "open_findings_agents": serializers.IntegerField(),

@@ -1,8 +1,9 @@
 """Silence: an agent not heard from for longer than its expected heartbeat turns
-`Ready=Unknown` (reason `Silent`) and raises one alert; it clears, audited, when the agent
-reports again. Heard means a reported or read observed state (a heartbeat moves its
-last_seen_at); events alone are traffic, not a heartbeat, so an agent seen in traffic that
-never reports its state goes silent once its first event is older than its heartbeat.
+`Ready=Unknown` (reason `Silent`) and raises one alert; it clears, audited, when the agent is
+heard again. Heard means any sign of life: a reported or read observed state (a heartbeat
+moves its last_seen_at), a behaviour event received, or a runtime decision asked. An agent
+busy sending events is alive even when it has not reported its state for a while; the agent
+page says which it last heard and when (`heard_line`).
 
 The expected heartbeat is the spec's `heartbeat`, or the default of its connector kind
 (HEARTBEAT_PUSH_SECONDS, HEARTBEAT_HTTP_SECONDS, HEARTBEAT_SANDBOX_SECONDS; 0 never). The
@@ -21,7 +22,13 @@ import audit
 from audit.choices import AuditAction
 from reconciliation import alerts
 from reconciliation.choices import ConditionType
-from reconciliation.models import BehaviourEvent, ObservedState, Silence, UnregisteredAgent
+from reconciliation.models import (
+    BehaviourEvent,
+    Decision,
+    ObservedState,
+    Silence,
+    UnregisteredAgent,
+)
 from registry.choices import Lifecycle
 from registry.manifest import duration_seconds
 from registry.models import Agent
@@ -39,46 +46,104 @@ def heartbeat_seconds(spec: dict[str, Any] | None, connector: dict[str, Any] | N
                                                                settings.HEARTBEAT_PUSH_SECONDS)
 
 
-def is_silent(now: datetime, expected: int, heard: datetime | None,
-              first_traffic: datetime | None) -> bool:
-    """Unheard for longer than `expected` since the last heartbeat, or (never heartbeated)
-    since it was first seen in traffic. Never seen at all is not silence: not started yet."""
-    since = heard or first_traffic
-    return bool(expected) and since is not None and now - since > timedelta(seconds=expected)
+def is_silent(now: datetime, expected: int, heard: datetime | None) -> bool:
+    """Unheard (no report, event or decision) for longer than `expected`. Never heard at all
+    is not silence: not started yet."""
+    return bool(expected) and heard is not None and now - heard > timedelta(seconds=expected)
 
 
 @dataclass(frozen=True)
 class Candidate:
-    """One agent the job judges."""
+    """One agent the job judges, with the last time it was heard each way."""
 
     name: str
     agent_id: int | None
     expected: int
-    heard: datetime | None
-    first_traffic: datetime | None
+    reported: datetime | None  # its last observed-state report (a heartbeat)
+    event: datetime | None = None  # the last behaviour event received from it
+    decision: datetime | None = None  # the last runtime decision it asked
+
+    @property
+    def heard(self) -> datetime | None:
+        """Its last sign of life, of any kind."""
+        return max((t for t in (self.reported, self.event, self.decision) if t), default=None)
+
+
+def _signs_of_life() -> dict[str, Subquery]:
+    """Per agent: its last report, the receipt of its latest event and its last decision."""
+    return {
+        "reported": Subquery(ObservedState.objects.filter(agent=OuterRef("pk"))
+                             .order_by("-observed_at").values("last_seen_at")[:1]),
+        # the latest event by its own time (the (agent, ts) index), as received here
+        "event": Subquery(BehaviourEvent.objects.filter(agent=OuterRef("pk"), foreign=False)
+                          .order_by("-ts").values("received_at")[:1]),
+        "decision": Subquery(Decision.objects.filter(agent=OuterRef("pk"))
+                             .order_by("-created_at").values("created_at")[:1]),
+    }
 
 
 def _candidates() -> list[Candidate]:
     """Every live registered agent and every unregistered one seen in traffic, with when it
-    was last heard and first seen in traffic (two queries)."""
-    heard = (ObservedState.objects.filter(agent=OuterRef("pk")).order_by("-observed_at")
-             .values("last_seen_at")[:1])
-    first_event = (BehaviourEvent.objects.filter(agent=OuterRef("pk"), foreign=False)
-                   .order_by("ts").values("received_at")[:1])
+    was last heard each way (two queries)."""
     rows = (Agent.objects.filter(active_version__isnull=False, lifecycle=Lifecycle.ACTIVE)
-            .annotate(heard=Subquery(heard), first_event=Subquery(first_event))
-            .values_list("pk", "name", "connector", "active_version__spec", "heard",
-                         "first_event"))
-    found = [Candidate(name, pk, heartbeat_seconds(spec, connector), last, first)
-             for pk, name, connector, spec, last, first in rows]
+            .annotate(**_signs_of_life())
+            .values_list("pk", "name", "connector", "active_version__spec", "reported",
+                         "event", "decision"))
+    found = [Candidate(name, pk, heartbeat_seconds(spec, connector), reported, event, decision)
+             for pk, name, connector, spec, reported, event, decision in rows]
     shadow_heard = (ObservedState.objects.filter(unregistered=OuterRef("pk"))
                     .order_by("-observed_at").values("last_seen_at")[:1])
     shadows = (UnregisteredAgent.objects.filter(registered=False, events__gt=0)
                .annotate(heard=Subquery(shadow_heard))
-               .values_list("name", "heard", "first_seen"))
-    found += [Candidate(name, None, settings.HEARTBEAT_PUSH_SECONDS, last, first)
-              for name, last, first in shadows]
+               .values_list("name", "heard", "last_seen"))
+    # an unregistered agent's last_seen moves with each batch of its events
+    found += [Candidate(name, None, settings.HEARTBEAT_PUSH_SECONDS, reported, last)
+              for name, reported, last in shadows]
     return found
+
+
+@dataclass(frozen=True)
+class Heard:
+    """What an agent's page says of when it was last heard, each way."""
+
+    expected: int
+    reported: datetime | None
+    event: datetime | None
+    decision: datetime | None
+
+    def line(self, now: datetime) -> str:
+        """"last event 3 s ago; no observed-state report for 40 min": the signs of life
+        freshest first, then the report when it is the one missing."""
+        if not (self.reported or self.event or self.decision):
+            return "nothing heard yet"
+        late = bool(self.reported and self.expected
+                    and now - self.reported > timedelta(seconds=self.expected))
+        fresh = [(at, f"{what} {roughly(now - at)} ago") for at, what in (
+            (self.event, "last event"), (self.decision, "last decision asked"),
+            (None if late else self.reported, "last observed-state report")) if at]
+        said = [text for _, text in sorted(fresh, key=lambda pair: pair[0], reverse=True)]
+        if late:
+            said.append(f"no observed-state report for {roughly(now - self.reported)}")
+        elif not self.reported:
+            said.append("no observed-state report yet")
+        return "; ".join(said)
+
+
+def heard(agent: Agent) -> Heard:
+    """When `agent` was last heard each way (one query)."""
+    row = (Agent.objects.filter(pk=agent.pk).annotate(**_signs_of_life())
+           .values("connector", "active_version__spec", "reported", "event", "decision").get())
+    return Heard(heartbeat_seconds(row["active_version__spec"], row["connector"]),
+                 row["reported"], row["event"], row["decision"])
+
+
+def roughly(span: timedelta) -> str:
+    """A span in its largest whole unit: "3 s", "40 min", "2 h", "5 d"."""
+    seconds = max(int(span.total_seconds()), 0)
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "min")):
+        if seconds >= size:
+            return f"{seconds // size} {unit}"
+    return f"{seconds} s"
 
 
 def overlay(conditions: list[dict[str, Any]], silence: Silence | None) -> list[dict[str, Any]]:
@@ -86,8 +151,9 @@ def overlay(conditions: list[dict[str, Any]], silence: Silence | None) -> list[d
     known, whatever the last pass concluded."""
     if silence is None:
         return conditions
-    message = (f"not heard from since {silence.to_dict()['last_heard_at']}"
-               if silence.last_heard_at else "seen in traffic, never reported its state")
+    message = (f"nothing heard (no report, event or decision) since "
+               f"{silence.to_dict()['last_heard_at']}" if silence.last_heard_at
+               else "seen in traffic, never reported its state")
     message += f" (expected every {silence.expected_seconds} s)"
     since = silence.started_at.isoformat().replace("+00:00", "Z")
     return [{**c, "status": "Unknown", "reason": SILENT_REASON, "message": message,
@@ -114,8 +180,8 @@ def _start(candidate: Candidate, now: datetime) -> Silence:
     silence = Silence.objects.create(agent_id=candidate.agent_id, agent_name=candidate.name,
                                      expected_seconds=candidate.expected,
                                      last_heard_at=candidate.heard, started_at=now)
-    reason = (f"not heard from for more than {candidate.expected} s" if candidate.heard
-              else f"seen in traffic for more than {candidate.expected} s without reporting")
+    reason = (f"nothing heard (no report, event or decision) for more than "
+              f"{candidate.expected} s")
     audit.record(actor=_system(), action=AuditAction.AGENT_SILENT,
                  target=f"agent:{candidate.name}", agent=candidate.name,
                  after=silence.to_dict(), reason=reason)
@@ -157,7 +223,7 @@ def find_silent_agents(now: datetime | None = None) -> dict[str, int]:
              .filter(ended_at__isnull=True)}
     started = ended = 0
     for name, candidate in sorted(candidates.items()):
-        silent = is_silent(now, candidate.expected, candidate.heard, candidate.first_traffic)
+        silent = is_silent(now, candidate.expected, candidate.heard)
         if silent and name not in open_:
             _start(candidate, now)
             started += 1
@@ -166,8 +232,18 @@ def find_silent_agents(now: datetime | None = None) -> dict[str, int]:
         heard_again = candidate is not None and candidate.heard is not None and (
             silence.last_heard_at is None or candidate.heard > silence.last_heard_at)
         if candidate is None or heard_again or not is_silent(
-                now, candidate.expected, candidate.heard, candidate.first_traffic):
-            end_silence(silence, now, reason="reported its state again" if heard_again
+                now, candidate.expected, candidate.heard):
+            end_silence(silence, now, reason=_heard_again(candidate, silence) if heard_again
                         else "no longer watched (retired, suspended or heartbeat off)")
             ended += 1
     return {"started": started, "ended": ended, "silent": len(open_) + started - ended}
+
+
+def _heard_again(candidate: Candidate, silence: Silence) -> str:
+    """What ended the silence: the freshest sign of life since it began."""
+    since = silence.last_heard_at
+    if candidate.reported and (since is None or candidate.reported > since):
+        return "reported its state again"
+    if candidate.event and (since is None or candidate.event > since):
+        return "sent events again"
+    return "asked for a decision again"

@@ -7,7 +7,7 @@ from typing import Any
 from django.db import models
 from django.db.models import F, Q
 
-from reconciliation.choices import Health
+from reconciliation.choices import FindingStatus, Health
 
 
 class Sync(models.TextChoices):
@@ -52,3 +52,16 @@ def status_words(status: Any, generation: int) -> tuple[str, str]:
         return status.health, Sync.UNKNOWN
     synced = status.converged and status.converged_generation == generation
     return status.health, Sync.SYNCED if synced else Sync.OUT_OF_SYNC
+
+
+def health_beside(health: str, open_statuses: set[str]) -> str:
+    """The health word to show beside these open findings: a stored "in policy" while a
+    finding is open (read between a pass's detection and its settling) says what the
+    findings say instead, so the word never contradicts the list next to it."""
+    if health != Health.IN_POLICY or not open_statuses:
+        return health
+    if FindingStatus.ESCALATED in open_statuses:
+        return Health.ESCALATED
+    if FindingStatus.CORRECTING in open_statuses:
+        return Health.CORRECTING
+    return Health.DRIFTED

@@ -56,7 +56,9 @@ def fleet_timelines(now: datetime, span: timedelta) -> tuple[list[tuple[str, lis
     from registry.choices import Lifecycle
     from registry.models import Agent
 
-    approved = Agent.objects.filter(active_version__isnull=False)
+    # a retired agent is no longer judged: not a row, not counted (never "in policy")
+    approved = Agent.objects.filter(active_version__isnull=False).exclude(
+        lifecycle=Lifecycle.RETIRED)
     steps: dict[str, list[Transition]] = {}
     for at, action, target, before, agent in AuditEntry.objects.filter(
             at__gt=now - span, action__in=TRANSITIONS).order_by("-seq").values_list(

@@ -32,7 +32,7 @@ from reconciliation.actions.correct import (
 from reconciliation.actions.observations import record_observation
 from reconciliation.actions.observe import _finding_views, _release_accepted, _upsert_findings
 from reconciliation.actions.pass_context import InSync, PassContext
-from reconciliation.actions.settle import _settle, _status
+from reconciliation.actions.settle import _settle, _status, refresh_status
 from reconciliation.actions.switches import end_expired_shadow
 from reconciliation.actions.verify import _schedule_verify, _suspended, _verify
 from reconciliation.choices import RunResult, Trigger
@@ -156,6 +156,8 @@ def reconcile_agent(agent_id: int, *, trigger: str, now: datetime | None = None
             _waive(ctx, findings[drift.fingerprint], waivers)
         for drift, reason in decision.escalate:
             open_escalation(agent, findings[drift.fingerprint], reason=reason)
+        if decision.drifts:  # the agent's health says so before the connector is called
+            refresh_status(agent, now=now)
 
     changes: list[dict[str, Any]] = []
     try:

@@ -33,6 +33,7 @@ def _apply_counts(agent: Agent, status: AgentStatus, *, generation: int, now: da
     row = Agent.objects.filter(pk=agent.pk).values(
         "lifecycle", "review_due_at", "overdue_at").get()
     suspended = row["lifecycle"] == Lifecycle.SUSPENDED
+    retired = row["lifecycle"] == Lifecycle.RETIRED
     previous = status.conditions
     status.conditions = silence_overlay(merge(compute_conditions(
         previous, generation=generation, now=now, suspended=suspended,
@@ -42,7 +43,7 @@ def _apply_counts(agent: Agent, status: AgentStatus, *, generation: int, now: da
         Silence.objects.filter(agent=agent, ended_at__isnull=True).first())
     status.open_findings = counts["drifted"]
     status.health = (
-        Health.SUSPENDED if suspended else Health.FAILED if failed
+        Health.RETIRED if retired else Health.SUSPENDED if suspended else Health.FAILED if failed
         else Health.ESCALATED if counts["escalated"] else Health.CORRECTING
         if counts["correcting"] else Health.DRIFTED if counts["drifted"] else Health.IN_POLICY)
     return counts

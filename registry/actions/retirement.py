@@ -12,9 +12,11 @@ from django.utils import timezone
 import audit
 from audit.choices import AuditAction
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
+from reconciliation.choices import Health
 from reconciliation.connectors import connector_for
 from reconciliation.diff import Operation, OperationKind
 from reconciliation.fleet_snapshot import request_refresh
+from reconciliation.models import AgentStatus
 from registry.actions.proposals import check_can_propose
 from registry.actions.stepup import verify_step_up
 from registry.choices import Lifecycle, Role, VersionState
@@ -104,6 +106,8 @@ def _retire(retirement_id: int, *, actor: Any, comment: str, step_up: StepUp | N
     agent.lifecycle, agent.updated_at = Lifecycle.RETIRED, now
     request_refresh()  # a retired agent leaves the fleet view
     agent.save(update_fields=["lifecycle", "updated_at"])
+    # no longer governed, so never "in policy" again (on its page, lists and the counts)
+    AgentStatus.objects.update_or_create(agent=agent, defaults={"health": Health.RETIRED})
     announce_desired_change(agent.name)  # its held long-poll answers 401 at once
     tokens = list(ApiToken.objects.filter(agent=agent, revoked_at__isnull=True)
                   .values_list("key_prefix", flat=True))

@@ -18,6 +18,7 @@ from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from reconciliation.actions.common import SYSTEM, alert, open_escalation
 from reconciliation.actions.settle import refresh_status
 from reconciliation.choices import FindingStatus
+from reconciliation.fleet_snapshot import request_refresh
 from reconciliation.models import BehaviourEvent, Finding, GroupBreach, GroupRule
 from registry.choices import Role
 from registry.models import Agent
@@ -93,6 +94,7 @@ def create_group_rule(*, actor: Any, name: str, measure: str, limit: float, per:
             rule = GroupRule.objects.create(name=name, created_by=actor, **fields)
     except IntegrityError:
         raise Conflict(f"A group rule named {name!r} exists.", code="exists") from None
+    request_refresh()  # the fleet view lists group rules
     audit.record(actor=actor, action=AuditAction.GROUP_RULE_CREATED,
                  target=f"group_rule:{name}", after=rule.to_dict())
     return rule
@@ -114,6 +116,7 @@ def update_group_rule(rule: GroupRule, *, actor: Any, **changes: Any) -> GroupRu
         setattr(rule, name, value)
     rule.updated_at = timezone.now()
     rule.save()
+    request_refresh()  # the fleet view lists group rules
     audit.record(actor=actor, action=AuditAction.GROUP_RULE_UPDATED,
                  target=f"group_rule:{rule.name}", before=before, after=rule.to_dict())
     return rule
@@ -125,6 +128,7 @@ def delete_group_rule(rule: GroupRule, *, actor: Any) -> None:
     _check_role(actor)
     before, name = rule.to_dict(), rule.name
     rule.delete()
+    request_refresh()  # the fleet view lists group rules
     audit.record(actor=actor, action=AuditAction.GROUP_RULE_DELETED,
                  target=f"group_rule:{name}", before=before)
 

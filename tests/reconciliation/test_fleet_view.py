@@ -111,7 +111,8 @@ def test_page_and_api_are_for_compliance_approvers_and_admins(people, client, ap
 
 
 def test_a_rule_kind_is_one_row_source():
-    assert [source.__name__ for source in ROW_SOURCES] == ["guardrail_rows", "toxic_rows"]
+    assert [source.__name__ for source in ROW_SOURCES] == [
+        "guardrail_rows", "toxic_rows", "group_rule_rows", "budget_rows"]
 
 
 def test_with_no_rule_yet_the_trend_still_shows_the_days_and_says_why_it_is_empty(people):
@@ -121,7 +122,7 @@ def test_with_no_rule_yet_the_trend_still_shows_the_days_and_says_why_it_is_empt
     assert len(days) == len(set(days)) == 7 and days[-1] == timezone.now().strftime("%m-%d")
     assert trend["data"] == []
     assert trend["layout"]["yaxis"]["dtick"] == 1  # whole numbers, never 0.2 steps
-    assert "No guardrail or toxic-combination rule yet" in \
+    assert "No rule yet" in \
         trend["layout"]["annotations"][0]["text"]
     make_rules(people)
     trend = fleet_view()["charts"]["trend"]

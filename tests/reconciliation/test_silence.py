@@ -9,8 +9,9 @@ from django.utils import timezone
 
 from audit.models import AuditEntry
 from reconciliation.actions import record_observation
-from reconciliation.models import AgentStatus, AlertEvent, Silence
-from reconciliation.silence import find_silent_agents, heartbeat_seconds, is_silent
+from reconciliation.models import AgentStatus, AlertEvent, BehaviourEvent, Decision, Silence
+from reconciliation.silence import find_silent_agents, heard, heartbeat_seconds, is_silent
+from runtime.actions import request_decision
 from runtime.actions.behaviour import ingest_events
 from tests.conftest import approved_agent
 
@@ -29,11 +30,10 @@ def event(agent, **fields):
 
 
 def test_is_silent_and_heartbeats_by_spec_then_connector(settings):
-    assert not is_silent(T0, 60, T0 - timedelta(seconds=60), None)
-    assert is_silent(T0, 60, T0 - timedelta(seconds=61), None)
-    assert is_silent(T0, 60, None, T0 - timedelta(seconds=61))  # traffic, never a heartbeat
-    assert not is_silent(T0, 60, None, None)  # never seen: not started, not silent
-    assert not is_silent(T0, 0, T0 - timedelta(days=9), None)  # heartbeat off
+    assert not is_silent(T0, 60, T0 - timedelta(seconds=60))
+    assert is_silent(T0, 60, T0 - timedelta(seconds=61))
+    assert not is_silent(T0, 60, None)  # never seen: not started, not silent
+    assert not is_silent(T0, 0, T0 - timedelta(days=9))  # heartbeat off
     settings.HEARTBEAT_PUSH_SECONDS, settings.HEARTBEAT_HTTP_SECONDS = 300, 120
     settings.HEARTBEAT_SANDBOX_SECONDS = 0
     assert heartbeat_seconds({}, {"type": "push"}) == 300
@@ -75,22 +75,42 @@ def test_a_spec_heartbeat_overrides_and_sandbox_agents_are_not_watched_by_defaul
     assert list(Silence.objects.values_list("agent_name", "expected_seconds")) == [("quick", 30)]
 
 
-def test_agents_seen_in_traffic_but_never_heartbeating_count_too(people, settings):
-    agent = approved_agent(people, "chatty", connector={"type": "push"})
-    ingest_events([event("chatty")], actor=people.alice)
-    ingest_events([event("ghost-agent")], actor=people.alice)  # nobody registered it
-    later = timezone.now() + timedelta(seconds=settings.HEARTBEAT_PUSH_SECONDS + 1)
-    assert find_silent_agents(later)["started"] == 2
-    silences = {s.agent_name: s for s in Silence.objects.all()}
-    assert silences["chatty"].agent == agent and silences["chatty"].last_heard_at is None
-    assert silences["ghost-agent"].agent is None
-    assert ready(agent) == {"status": "Unknown", "reason": "Silent"}
-    # events do not end it: only a reported state does
-    ingest_events([event("chatty")], actor=people.alice)
-    assert find_silent_agents(later + timedelta(seconds=1))["ended"] == 0
-    record_observation(agent, {"tools": []}, actor="agent:chatty", source="push",
+def test_events_and_decisions_are_signs_of_life_and_real_silence_is_still_found(
+        people, settings):
+    chatty = approved_agent(people, "chatty", connector={"type": "push"})
+    asker = approved_agent(people, "asker", connector={"type": "push"})
+    record_observation(chatty, {"tools": []}, actor="agent:chatty", source="push",
                        trigger_reconcile=False)
-    assert Silence.objects.get(agent_name="chatty").ended_at is not None
+    ingest_events([event("ghost-agent")], actor=people.alice)  # nobody registered it
+    expected = timedelta(seconds=settings.HEARTBEAT_PUSH_SECONDS)
+    later = timezone.now() + expected * 2
+    # chatty's report is old but it keeps sending events; asker asks for decisions
+    ingest_events([event("chatty")], actor=people.alice)
+    request_decision(asker, {"action": "orders.lookup"}, actor=people.alice)
+    # as if both came in 3 s before the check
+    BehaviourEvent.objects.filter(agent=chatty).update(received_at=later - timedelta(seconds=3))
+    Decision.objects.filter(agent=asker).update(created_at=later - timedelta(seconds=3))
+    assert find_silent_agents(later) == {"started": 1, "ended": 0, "silent": 1}
+    (silence,) = Silence.objects.all()
+    assert silence.agent_name == "ghost-agent" and silence.agent is None
+    assert not Silence.objects.filter(agent_name__in=["chatty", "asker"]).exists()
+    assert heard(chatty).line(later) == (
+        f"last event 3 s ago; no observed-state report for {expected.seconds * 2 // 60} min")
+    assert heard(asker).line(later) == "last decision asked 3 s ago; no observed-state report yet"
+    # nothing at all from either for longer than the heartbeat: both are silent
+    quiet = later + expected + timedelta(seconds=1)
+    assert find_silent_agents(quiet)["started"] == 2
+    assert ready(chatty) == {"status": "Unknown", "reason": "Silent"}
+    assert Silence.objects.get(agent=chatty, ended_at__isnull=True).last_heard_at == (
+        later - timedelta(seconds=3))
+    # an event ends chatty's silence at the next check, audited with what was heard
+    ingest_events([event("chatty")], actor=people.alice)
+    BehaviourEvent.objects.filter(agent=chatty, received_at__lt=later - timedelta(seconds=3)
+                                  ).update(received_at=quiet + timedelta(seconds=1))
+    assert find_silent_agents(quiet + timedelta(seconds=2))["ended"] == 1
+    assert Silence.objects.get(agent=chatty).ended_at is not None
+    assert AuditEntry.objects.get(action="agent.heard_again", agent="chatty").reason == (
+        "sent events again")
 
 
 def test_a_retired_or_suspended_agent_is_no_longer_watched(people):

@@ -550,11 +550,12 @@ def test_agent_detail_queries_do_not_grow_with_the_versions(client, people, refu
     # + one more since the inbox counts and the agent header were rebuilt, + the agent's recent
     # behaviour events (constant: see below), + its Git sync status, a stop covering it and its
     # maintenance windows, + the waiver requests its owner made and the inbox count's
-    # retirements, waivers and shadow requests (one query)
-    with django_assert_max_num_queries(32) as few:
+    # retirements, waivers and shadow requests (one query), + when it was last heard (report,
+    # event, decision: one query)
+    with django_assert_max_num_queries(33) as few:
         assert client.get("/agents/refund-agent/").status_code == 200
     add_versions(25)
-    with django_assert_max_num_queries(32) as many:
+    with django_assert_max_num_queries(33) as many:
         body = page(client.get("/agents/refund-agent/"))
     assert "3.29.0" in body and body.count("<td>bob</td>") >= 30
     assert len(many.captured_queries) == len(few.captured_queries)

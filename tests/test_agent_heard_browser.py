@@ -1,0 +1,104 @@
+"""An agent busy working is not silent: on real workers and the real cron (short heartbeats),
+an agent that reported its state once and then sends a behaviour event every second is
+alive, while one that reported once and then said nothing goes silent at the same check;
+alice reads on each agent's page what was last heard and when."""
+
+import re
+import threading
+import uuid
+from datetime import UTC, datetime
+
+import httpx
+import pytest
+from django.contrib.auth.hashers import PBKDF2PasswordHasher
+from django.contrib.auth.models import User
+
+from reconciliation.models import Silence
+from registry import actions
+from tests.conftest import PASSWORD, approved_agent, eventually, start_daphne, stop_daphne
+from tests.reconciliation.test_fleet_on_workers import start_cron  # noqa: F401 - a fixture
+from tests.test_dashboard_browser import Browser
+
+pytestmark = pytest.mark.browser
+SHORT = {"HEARTBEAT_PUSH_SECONDS": "3", "SILENCE_CHECK_SECONDS": "1",
+         "RECONCILE_RESYNC_SECONDS": "3600"}
+
+
+class BusyAgent(threading.Thread):
+    """The agent's own loop: one behaviour event a second through the API, until stopped."""
+
+    def __init__(self, url: str, key: str, name: str) -> None:
+        super().__init__(daemon=True)
+        self.url, self.key, self.name = url, key, name
+        self.done, self.sent, self.failures = threading.Event(), 0, []
+
+    def run(self) -> None:
+        with httpx.Client(base_url=self.url, timeout=30,
+                          headers={"Authorization": f"Token {self.key}"}) as client:
+            while not self.done.is_set():
+                response = client.post("/api/v1/events", json=[{
+                    "id": uuid.uuid4().hex, "agent": self.name, "kind": "tool_call",
+                    "tool": "orders.lookup", "ts": datetime.now(UTC).isoformat()}])
+                if response.status_code >= 300:
+                    self.failures.append(f"{response.status_code} {response.text}")
+                self.sent += 1
+                self.done.wait(1)
+
+
+def report(url: str, key: str, name: str) -> None:
+    response = httpx.put(f"{url}/api/v1/agents/{name}/observed-state", timeout=30,
+                         json={"tools": ["orders.lookup", "payments.refund"]},
+                         headers={"Authorization": f"Token {key}"})
+    assert response.status_code == 202, response.text
+
+
+def test_an_agent_sending_events_is_alive_and_its_page_says_what_was_last_heard(
+        people, start_worker, start_cron, monkeypatch):  # noqa: F811 - the imported fixture
+    from playwright.sync_api import expect, sync_playwright
+
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    hasher = PBKDF2PasswordHasher()
+    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+    busy = approved_agent(people, "busy-agent", connector={"type": "push"})
+    quiet = approved_agent(people, "quiet-agent", connector={"type": "push"})
+    server = start_daphne(**SHORT)  # the page judges "no report for long" by the same heartbeat
+    try:
+        keys = {agent.name: actions.issue_agent_token(agent, actor=people.alice)[1]
+                for agent in (busy, quiet)}
+        worker = start_worker("default", "reconcile", "ingest", **SHORT)
+        for name, key in keys.items():
+            report(server.url, key, name)
+        loop = BusyAgent(server.url, keys["busy-agent"], "busy-agent")
+        loop.start()
+        start_cron(**SHORT)
+        # the same checks that find the quiet agent silent find the busy one alive
+        eventually(lambda: Silence.objects.filter(agent=quiet, ended_at__isnull=True).exists(),
+                   message=lambda: f"the quiet agent was never found silent:\n"
+                                   f"{worker.output()}")
+        eventually(lambda: loop.sent >= 6)  # two heartbeats past its only report
+        assert not Silence.objects.filter(agent=busy).exists(), (
+            "the agent sending events was reported silent")
+        assert loop.failures == []
+        with sync_playwright() as playwright:
+            browser = Browser(playwright, server.url)
+            alice = browser.page("alice")
+            alice.goto(f"{server.url}/agents/busy-agent/")
+            heard = alice.locator("#agent-heard")
+            expect(heard).to_have_text(re.compile(
+                r"^last event \d+ s ago; no observed-state report for \d+ (s|min)$"))
+            ready = alice.locator("table.conditions tr", has_text="Ready")
+            expect(ready).not_to_contain_text("Silent")
+            alice.goto(f"{server.url}/agents/quiet-agent/")
+            expect(alice.locator("#agent-heard")).to_have_text(
+                re.compile(r"^no observed-state report for \d+ (s|min)$"))
+            expect(alice.locator("table.conditions tr", has_text="Ready")).to_contain_text(
+                "Silent")
+            browser.browser.close()
+        loop.done.set()
+        loop.join(timeout=30)
+        assert browser.problems == []
+    finally:
+        loop_stop = locals().get("loop")
+        if loop_stop is not None:
+            loop_stop.done.set()
+        stop_daphne(server)
