@@ -6,6 +6,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from gitsource.sync_status import fleet_summary as git_fleet_summary
 from reconciliation import fleet_snapshot
 from reconciliation.fleet import MAX_NAMES
 from reconciliation.fleet_api import READERS
@@ -22,4 +23,4 @@ def fleet_page(request: HttpRequest) -> HttpResponse:
     snapshot = fleet_snapshot.current()
     return render(request, "reconciliation/fleet.html", {
         "fleet": snapshot.fleet, "freshness": fleet_snapshot.freshness(snapshot),
-        "max_names": MAX_NAMES})
+        "max_names": MAX_NAMES, "git": git_fleet_summary()})

@@ -4,7 +4,7 @@ stored, brought up to date with approvals since, and what the last fetch said.""
 from typing import Any
 
 from gitsource.choices import SyncState
-from gitsource.models import ManagedAgent
+from gitsource.models import GitSource, ManagedAgent
 from registry.models import Agent
 
 
@@ -38,3 +38,30 @@ def sync_status(agent: Agent, managed: ManagedAgent) -> dict[str, Any]:
             "message": message, "branch_commit": managed.branch_commit or None,
             "generation": agent.generation, "fetch_error": fetch,
             "checked_at": managed.updated_at.isoformat()}
+
+
+FLEET_LISTED = 20
+
+
+def fleet_summary() -> dict[str, Any] | None:
+    """The Git-managed agents for the fleet page: how many stand in each sync state (each
+    brought up to date as on its own page) and the first not in sync by name; the sources
+    whose fetch is failing. None when no source manages an agent. A fixed number of queries:
+    the stored state is read for all, and only agents stored as not in sync are looked at."""
+    managed = ManagedAgent.objects.select_related("agent__active_version", "source")
+    total = managed.count()
+    if not total:
+        return None
+    stored_off = managed.exclude(sync=SyncState.IN_SYNC).order_by("agent__name")
+    off = [(row.agent.name, status) for row in stored_off[:FLEET_LISTED * 10]
+           if (status := sync_status(row.agent, row))["sync"] != SyncState.IN_SYNC]
+    counts = {state.value: 0 for state in SyncState}
+    for _, status in off:
+        counts[status["sync"]] += 1
+    # Those beyond the rows read count as stored (a fleet with hundreds out of sync).
+    unread = stored_off.count() - min(stored_off.count(), FLEET_LISTED * 10)
+    counts[SyncState.IN_SYNC] = total - len(off) - unread
+    failing = list(GitSource.objects.filter(fetch_failed_at__isnull=False)
+                   .order_by("name").values_list("name", flat=True))
+    return {"total": total, "counts": counts, "agents": off[:FLEET_LISTED],
+            "failing_sources": failing}

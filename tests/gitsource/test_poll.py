@@ -1,6 +1,8 @@
 """The poller: a pushed commit becomes a proposal (never applied without approval), its
 status goes back to the commit, and each agent says how it stands against the branch."""
 
+import re
+
 import pytest
 from django.test import Client
 
@@ -16,6 +18,11 @@ from tests.gitsource.repos import manifest
 pytestmark = pytest.mark.django_db
 
 MODEL_5 = ("model: gpt-4.1", "model: gpt-5")
+
+
+def visible(html: str) -> str:
+    """The page's text as read: tags dropped, white space folded."""
+    return " ".join(re.sub(r"<[^>]+>", " ", html).split())
 
 
 def source_for(people, url: str, **extra):
@@ -116,6 +123,12 @@ def test_a_force_push_that_drops_an_approved_change_is_diverged_not_rolled_back(
     assert managed.message.startswith(f"approved commit {second[:12]} (generation 2) is no "
                                       "longer in branch main")
     assert AuditEntry.objects.filter(action="git_agent.diverged", agent="refund-agent").count() == 1
+    fleet = Client()
+    fleet.force_login(people.dana)
+    summary = visible(fleet.get("/fleet/").content.decode())
+    assert ("0 of 1 agent managed from Git is in sync with its branch; 0 ahead (a commit waits "
+            "for approval), 1 diverged") in summary
+    assert re.search(rf"refund-agent ?: diverged approved commit {second[:12]}", summary)
 
     # a new commit on the rewritten branch is proposed, and still says diverged until approved
     repo.commit({"agents/refund.yaml": manifest(("version: \"2.3.0\"", "version: \"2.4.0\""))},
@@ -127,6 +140,8 @@ def test_a_force_push_that_drops_an_approved_change_is_diverged_not_rolled_back(
     actions.approve_proposal(pending.pk, actor=people.bob)
     poll_source(source.pk)
     assert ManagedAgent.objects.get().sync == "in_sync"
+    assert "1 of 1 agent managed from Git is in sync" in visible(
+        fleet.get("/fleet/").content.decode())
 
 
 def test_a_fetch_that_fails_keeps_the_approved_state_and_says_so(people, repo, git_host,
