@@ -1,8 +1,9 @@
 """Every console page, walked as each demo user on the seeded demo (seed_demo: forty agents,
 history with converged, corrected and escalated ones), reads as text for people: no Python
 `None`, no dict or list repr, no negative duration, no fractional count or `.0` amount, no
-time with microseconds; and no page shows a
-user a link that answers them 403."""
+time with microseconds; no count shown in two places on a page (each marked
+`data-count-of="<what>"`) that disagrees with itself; and no page shows a user a link that
+answers them 403."""
 
 import re
 from collections import deque
@@ -31,6 +32,9 @@ LEAKS = {
     "a fractional count": re.compile(
         r"(?<![\w.-])\d+\.0(?![\d.])(?!\s?(?:ms|s|%|seconds?|min|minutes?|hours?|h)\b)"),
 }
+# An element showing a count names what it counts; its number is its `data-count` or its text.
+COUNT_OF = re.compile(r'<[^>]*\bdata-count-of="([^"]+)"[^>]*>([^<]*)')
+COUNT_VALUE = re.compile(r'\bdata-count="(\d+)"')
 PER_SHAPE = 2  # pages of one shape (/agents/<name>/, /proposals/<id>/) walked per user
 
 
@@ -51,6 +55,7 @@ class Walk:
 
     def __init__(self, client: Client) -> None:
         self.texts: dict[str, str] = {}  # path -> visible text of every page that answered
+        self.counts: dict[str, list[str]] = {}  # path -> counts that disagree on it
         self.forbidden: dict[str, str] = {}  # link that answered 403 -> the page showing it
         linked_from: dict[str, str] = {}
         shapes: dict[str, int] = {}
@@ -64,6 +69,8 @@ class Walk:
                 continue
             html = response.content.decode()
             self.texts[path] = visible_text(html)
+            if disagreeing := counts_that_disagree(html):
+                self.counts[path] = disagreeing
             for link in HREF.findall(html):
                 link = link.replace("&amp;", "&")
                 if link in linked_from or SKIP.search(link):
@@ -72,6 +79,16 @@ class Walk:
                 if shapes.setdefault(shape(link), 0) < PER_SHAPE:
                     shapes[shape(link)] += 1
                     todo.append(link)
+
+
+def counts_that_disagree(html: str) -> list[str]:
+    """What a page counts in more than one place, with the different numbers it shows."""
+    seen: dict[str, set[str]] = {}
+    for match in COUNT_OF.finditer(html):
+        value = COUNT_VALUE.search(match.group(0))
+        number = value.group(1) if value else match.group(2).strip()
+        seen.setdefault(match.group(1), set()).add(number)
+    return [f"{what}: {sorted(numbers)}" for what, numbers in seen.items() if len(numbers) > 1]
 
 
 def leaks_in(text: str) -> list[str]:
@@ -120,6 +137,16 @@ def test_no_console_page_shows_python_values_negative_durations_or_fractional_co
     assert problems == {}, "\n".join(f"{where}: {found}" for where, found in problems.items())
 
 
+def test_no_page_counts_one_thing_twice_with_two_answers(walked_as):
+    shown = [f"{username} {path}: {found}" for username, walk in walked_as.items()
+             for path, found in walk.counts.items()]
+    assert shown == [], "\n".join(shown)
+    # The check has something to hold: the inbox counts its queue in the nav and its summary.
+    inbox = next(text for path, text in walked_as["bob"].texts.items()
+                 if path.startswith("/inbox/"))
+    assert "Waiting for you:" in inbox
+
+
 def test_no_page_shows_a_user_a_link_that_answers_them_403(walked_as):
     shown = [f"{username} sees {link} on {page}"
              for username, walk in walked_as.items()
@@ -133,3 +160,7 @@ def test_the_checks_catch_what_they_look_for():
     assert leaks_in("at 2026-12-02 09:14:03.123456+00:00") and leaks_in("refund of 640.0")
     assert leaks_in("limits {'approval_above': 500}")
     assert not leaks_in("corrected and verified in 3.0 s; 3 findings; version 1.0.2")
+    assert counts_that_disagree('<span data-count-of="inbox">4</span> … '
+                                '<strong data-count-of="inbox">2</strong>') == ["inbox: ['2', '4']"]
+    assert counts_that_disagree('<ul data-count-of="open" data-count="3"><li>…</ul> '
+                                '<b data-count-of="open">3</b>') == []
