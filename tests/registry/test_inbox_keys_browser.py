@@ -58,7 +58,7 @@ def test_bob_moves_opens_and_approves_from_the_keyboard_without_bypassing_step_u
         # a: the proposal opens at its approve button; nothing is sent yet
         bob.keyboard.press("a")
         expect(rows.nth(1).locator("details")).to_have_attribute("open", "")
-        assert bob.evaluate(FOCUSED) == f"Approve #{proposal.pk}"
+        expect(bob.get_by_role("button", name=f"Approve #{proposal.pk}")).to_be_focused()
         assert not Approval.objects.filter(version=proposal).exists()
         # its button, as a click would: step-up is still asked for
         bob.keyboard.press("Enter")

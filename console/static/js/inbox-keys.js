@@ -35,7 +35,8 @@
   function approve() {
     const row = opened();
     if (!row) return;
-    const form = row.querySelector("form.resolve");
+    // The item's first decision form: a resolve form, or a proposal card's approve form.
+    const form = row.querySelector("form.resolve, .decide form");
     if (!form) {  // a reminder (recertify): its link is the way in
       const link = row.querySelector(".what details a");
       if (link) link.focus();
@@ -46,7 +47,8 @@
       comment.focus();  // the comment comes first, then the buttons (Tab)
       return;
     }
-    const button = form.querySelector("button[type=submit]:not(.danger)");
+    const button = form.querySelector("button[type=submit]:not(.danger)") ||
+      form.querySelector("button[type=submit]");  // a retirement's approval is its red button
     if (button) button.focus();
   }
 
