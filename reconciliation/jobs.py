@@ -17,6 +17,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from audit.context import request_id_scope
+from config.scheduled_time import not_before
 from reconciliation import actions, work_queue
 from reconciliation.choices import Trigger
 from reconciliation.connectors import ConnectorError
@@ -29,13 +30,6 @@ log = logging.getLogger(__name__)
 
 def _queue():
     return work_queue.queue()
-
-
-def not_before(when: datetime) -> datetime:
-    """`when` rounded up to a whole second: RQ's scheduler stores whole seconds (truncating),
-    so a job scheduled at 12:00:05.4 would otherwise run at 12:00:05, before it is due."""
-    return when if not when.microsecond else (
-        when.replace(microsecond=0) + timedelta(seconds=1))
 
 
 def backoff_seconds(attempt: int) -> float:

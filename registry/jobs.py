@@ -5,11 +5,12 @@ from datetime import timedelta
 import django_rq
 from django.utils import timezone
 
+from config.scheduled_time import not_before
+
 
 def inbox_sweep() -> dict[str, int]:
     """Cron (INBOX_SWEEP_SECONDS), and again at the earliest coming deadline so a breach is
     noticed when it happens: notice new items and breaches, send what is due."""
-    from reconciliation.jobs import not_before
     from registry import inbox
     from registry.actions.notifications import sweep
 

@@ -22,6 +22,7 @@ from redis.exceptions import RedisError
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from audit.models import AuditEntry
+from config.scheduled_time import not_before
 from siem import actions, formats, transports
 from siem.choices import SinkKind, Stream
 from siem.models import AlertRecord, Sink
@@ -52,8 +53,6 @@ def kick() -> None:
 def schedule_retry(sink_id: int, when: datetime) -> None:
     """The sink's next try at `when` (its retry_at), rounded up to the second: RQ's scheduler
     keeps whole seconds, truncating, and a try before the backoff ends would do nothing."""
-    from reconciliation.jobs import not_before  # the one rounding rule; reconciliation is below
-
     try:
         _queue().enqueue_at(not_before(when), "siem.jobs.retry", sink_id, job_timeout=600)
     except RedisError as error:  # the periodic run retries it

@@ -15,6 +15,7 @@ from audit.choices import AuditAction
 from compliance.actions.stops import MAX_SELECTOR_LABELS, _label_value, _reason, _stopper
 from compliance.models import MaintenanceWindow
 from config.errors import Conflict, Invalid, NotFound
+from config.scheduled_time import not_before
 from reconciliation.diff import OperationKind
 from registry.choices import Lifecycle
 from registry.models import Agent
@@ -63,8 +64,6 @@ def covered_agents(window: MaintenanceWindow) -> list[Agent]:
 def _schedule_end(window: MaintenanceWindow) -> None:
     def enqueue() -> None:
         import django_rq
-
-        from reconciliation.jobs import not_before
 
         django_rq.get_queue("default", commit_mode="auto").enqueue_at(
             not_before(window.ends_at), "compliance.jobs.end_window_job", window.pk)

@@ -13,6 +13,7 @@ from audit.choices import AuditAction
 from compliance.stops import stop_reason
 from config import pointers
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
+from config.scheduled_time import not_before
 from reconciliation.actions.common import alert, audit_label, enforcement_held, suspend_agent
 from reconciliation.actions.settle import refresh_status
 from reconciliation.choices import (
@@ -497,7 +498,7 @@ def _triage_state(escalation: Escalation) -> dict[str, Any]:
 def _schedule_wake(escalation_id: int, until: datetime) -> None:
     import django_rq
 
-    from reconciliation.jobs import not_before, wake_escalation_job
+    from reconciliation.jobs import wake_escalation_job
 
     django_rq.get_queue("default", commit_mode="auto").enqueue_at(
         not_before(until), wake_escalation_job, escalation_id)

@@ -14,6 +14,7 @@ import audit
 from audit.choices import AuditAction
 from compliance.stops import stop_reason
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
+from config.scheduled_time import not_before
 from reconciliation.actions.common import SYSTEM, alert, desired_now, state_hash
 from reconciliation.choices import DecisionOutcome, DecisionStatus, EscalationStatus
 from reconciliation.models import Decision, Escalation
@@ -185,7 +186,7 @@ def _schedule_expiry(decision: Decision) -> None:
     def schedule() -> None:
         import django_rq
 
-        from reconciliation.jobs import expire_decision_job, not_before
+        from reconciliation.jobs import expire_decision_job
 
         django_rq.get_queue("default", commit_mode="auto").enqueue_at(
             not_before(decision.expires_at), expire_decision_job, str(decision.pk))

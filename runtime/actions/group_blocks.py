@@ -17,6 +17,7 @@ from django.utils import timezone
 import audit
 from audit.choices import AuditAction
 from compliance.stops import held_by_stop
+from config.scheduled_time import not_before
 from reconciliation.actions.common import SYSTEM, cluster_held, suspend_agent
 from reconciliation.actions.settle import refresh_status
 from reconciliation.choices import FindingStatus, Trigger
@@ -76,7 +77,7 @@ def schedule_lift(breach_id: int, when: datetime) -> None:
     """Look at the breach's window at `when` (the earliest it can have fallen back)."""
     import django_rq
 
-    from reconciliation.jobs import lift_group_block_job, not_before
+    from reconciliation.jobs import lift_group_block_job
 
     django_rq.get_queue("default", commit_mode="auto").enqueue_at(
         not_before(when), lift_group_block_job, breach_id)
