@@ -16,6 +16,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from audit.sentences import drift_phrase
 from config.money import money
 from reconciliation.incidents import group
 from reconciliation.models import Escalation
@@ -501,7 +502,11 @@ def _escalation_items(rows: list[Escalation]) -> list[Item]:
         agents = sorted({e.agent.name for e in members})
         what = (f"{len(members)} drifts from one change"
                 + (f" on {len(agents)} agents ({', '.join(agents)})" if len(agents) > 1 else "")
-                + ": " + ", ".join(f"{f.kind} {f.pointer}" for f in findings)
+                + ": " + "; ".join(
+                    (f"{e.agent.name} " if len(agents) > 1 else "")
+                    + drift_phrase(e.finding.kind, e.finding.pointer, e.finding.expected,
+                                   e.finding.actual)
+                    for e in members if e.finding is not None)
                 if kind == INCIDENT else first.reason)
         items.append(Item(kind, f"escalation-{first.pk}", first.agent.name, what, severity,
                           first.opened_at, first.opened_at + sla(ESCALATION),
