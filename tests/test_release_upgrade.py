@@ -30,6 +30,7 @@ import tarfile
 import time
 import urllib.error
 import urllib.request
+from datetime import UTC, datetime, timedelta
 from io import BytesIO
 from pathlib import Path
 
@@ -38,6 +39,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from audit.verify import PUBLISH_GRACE
 from config import embedded_redis
 from tests.conftest import BAD_DEPLOYMENT, REFUND_AGENT_YAML, ROOT, eventually
 
@@ -327,6 +329,12 @@ def test_upgrading_with_workers_running_loses_and_doubles_no_correction(
     # until the operator hands the witnesses what was signed before them. What verify must say
     # is read from the witness itself (the new release's default directory under VAR_DIR), so
     # the check holds whatever reached it, and a failure shows what the witness held.
+    # Verify allows a checkpoint PUBLISH_GRACE to reach the witnesses: on a fast machine the
+    # whole upgrade takes less than that, so wait until the old one is past it.
+    signed_at = next(datetime.fromisoformat(at) for seq, at, _ in
+                     checkpoint_rows(upgrade_database) if seq == signed_before)
+    eventually(lambda: datetime.now(UTC) > signed_at + PUBLISH_GRACE + timedelta(seconds=1),
+               timeout=PUBLISH_GRACE.total_seconds() + 30, interval=1)
     witness = tmp_path / "var" / "audit-witness"
     held = sorted(path.name for path in witness.glob("checkpoint-*.json"))
     status, report = audit("verify")
