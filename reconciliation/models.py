@@ -29,6 +29,7 @@ from reconciliation.choices import (
     RunResult,
     Trigger,
 )
+from registry.choices import Lifecycle
 from registry.models import Agent
 
 
@@ -131,6 +132,12 @@ class AgentStatus(models.Model):
         the last pass's "matches generation N"; every condition keeps the generation the
         controller observed, as Kubernetes' observedGeneration does."""
         observed = self.observed_generation
+        if agent.lifecycle == Lifecycle.RETIRED:  # no longer judged: never "Ready"
+            ready = {"type": "Ready", "status": "False", "reason": "Retired",
+                     "message": "retired: no longer reconciled or judged",
+                     "lastTransitionTime": agent.updated_at.isoformat().replace("+00:00", "Z"),
+                     "observedGeneration": observed}
+            return [ready if c["type"] == "Ready" else c for c in self.conditions]
         if not observed or agent.generation <= observed:
             return self.conditions
         ready = {"type": "Ready", "status": "False", "reason": "Progressing",

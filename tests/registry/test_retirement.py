@@ -71,6 +71,8 @@ def test_a_retired_agent_is_stopped_revoked_unreconciled_and_its_traffic_flagged
     # Its history stays readable, with who did what and why.
     detail = bob.get("/api/v1/agents/refund-agent")
     assert detail.status_code == 200 and detail.json()["lifecycle"] == "retired"
+    ready = next(c for c in detail.json()["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "Retired")  # never "Converged"
     retired = AuditEntry.objects.get(action="agent.retired")
     assert (retired.actor, retired.reason) == ("bob", "v2 is live")
     assert retired.after["proposals_withdrawn"] == [pending.version.pk]
