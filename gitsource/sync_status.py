@@ -41,6 +41,7 @@ def sync_status(agent: Agent, managed: ManagedAgent) -> dict[str, Any]:
 
 
 FLEET_LISTED = 20
+FLEET_READ = 200
 
 
 def fleet_summary() -> dict[str, Any] | None:
@@ -52,14 +53,15 @@ def fleet_summary() -> dict[str, Any] | None:
     total = managed.count()
     if not total:
         return None
+    # Those stored as not in sync, each brought up to date (an approval since the last poll
+    # may have brought it in sync); past the first FLEET_READ they count as stored.
     stored_off = managed.exclude(sync=SyncState.IN_SYNC).order_by("agent__name")
-    off = [(row.agent.name, status) for row in stored_off[:FLEET_LISTED * 10]
-           if (status := sync_status(row.agent, row))["sync"] != SyncState.IN_SYNC]
+    statuses = [(row.agent.name, sync_status(row.agent, row)) for row in stored_off[:FLEET_READ]]
+    off = [(name, status) for name, status in statuses if status["sync"] != SyncState.IN_SYNC]
     counts = {state.value: 0 for state in SyncState}
     for _, status in off:
         counts[status["sync"]] += 1
-    # Those beyond the rows read count as stored (a fleet with hundreds out of sync).
-    unread = stored_off.count() - min(stored_off.count(), FLEET_LISTED * 10)
+    unread = stored_off.count() - len(statuses) if len(statuses) == FLEET_READ else 0
     counts[SyncState.IN_SYNC] = total - len(off) - unread
     failing = list(GitSource.objects.filter(fetch_failed_at__isnull=False)
                    .order_by("name").values_list("name", flat=True))

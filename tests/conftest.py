@@ -137,6 +137,13 @@ def stop_daphne(server: LiveServer) -> None:
 
 
 @pytest.fixture
+def browser_ready(monkeypatch):
+    """Playwright's sync API runs an event loop in this thread; Django's ORM calls the test
+    makes beside it are safe here (one thread, no concurrent use)."""
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+
+@pytest.fixture
 def live_server_process(transactional_db):
     server = start_daphne()
     yield server

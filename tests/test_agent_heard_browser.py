@@ -10,14 +10,12 @@ from datetime import UTC, datetime
 
 import httpx
 import pytest
-from django.contrib.auth.hashers import PBKDF2PasswordHasher
-from django.contrib.auth.models import User
 
 from reconciliation.models import Silence
 from registry import actions
-from tests.conftest import PASSWORD, approved_agent, eventually, start_daphne, stop_daphne
+from tests.conftest import approved_agent, eventually, start_daphne, stop_daphne
 from tests.reconciliation.test_fleet_on_workers import start_cron  # noqa: F401 - a fixture
-from tests.test_dashboard_browser import Browser
+from tests.test_dashboard_browser import Browser, browser_passwords
 
 pytestmark = pytest.mark.browser
 SHORT = {"HEARTBEAT_PUSH_SECONDS": "3", "SILENCE_CHECK_SECONDS": "1",
@@ -57,8 +55,7 @@ def test_an_agent_sending_events_is_alive_and_its_page_says_what_was_last_heard(
     from playwright.sync_api import expect, sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    hasher = PBKDF2PasswordHasher()
-    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+    browser_passwords()
     busy = approved_agent(people, "busy-agent", connector={"type": "push"})
     quiet = approved_agent(people, "quiet-agent", connector={"type": "push"})
     server = start_daphne(**SHORT)  # the page judges "no report for long" by the same heartbeat

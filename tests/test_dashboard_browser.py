@@ -24,6 +24,13 @@ pytestmark = pytest.mark.browser
 
 
 
+def browser_passwords() -> None:
+    """Give every person the test PASSWORD, hashed as the live server checks it (the suite's
+    fast hasher is this process's only): call it once everyone the test signs in exists."""
+    hasher = PBKDF2PasswordHasher()
+    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+
+
 class Browser:
     """Signed-in pages that record console errors, failed and off-machine requests."""
 
@@ -59,8 +66,7 @@ def test_drift_arrives_live_is_corrected_and_bob_resolves_an_escalation(
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
     # The server process checks passwords with the production hashers.
-    hasher = PBKDF2PasswordHasher()
-    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+    browser_passwords()
     refund = approved_agent(people, "refund-agent", enforcement={"default": "correct"})
     approved_agent(people, "payouts-agent",
                    enforcement={"default": "correct", "actions": "escalate"})
@@ -206,8 +212,7 @@ def test_a_fresh_tab_shows_recent_alerts_and_a_reconnect_repeats_none(
     from reconciliation.models import AlertEvent
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    hasher = PBKDF2PasswordHasher()
-    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+    browser_passwords()
     publish("history-1", "history-2", "history-3")
     again = None
     with sync_playwright() as playwright:

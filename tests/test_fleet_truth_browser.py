@@ -5,13 +5,11 @@ rules and group budgets are listed with their effect; the toxic pair form's help
 placeholders."""
 
 import pytest
-from django.contrib.auth.hashers import PBKDF2PasswordHasher
-from django.contrib.auth.models import User
 
 from registry import actions
 from runtime.actions.group_rules import create_group_rule
-from tests.conftest import PASSWORD, approved_agent
-from tests.test_dashboard_browser import Browser
+from tests.conftest import approved_agent
+from tests.test_dashboard_browser import Browser, browser_passwords
 
 pytestmark = pytest.mark.browser
 AGENTS = 6
@@ -22,8 +20,7 @@ def test_dana_reads_counts_requirements_group_rules_and_budgets_on_the_fleet_pag
     from playwright.sync_api import expect, sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    hasher = PBKDF2PasswordHasher()
-    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+    browser_passwords()
     for i in range(AGENTS):
         approved_agent(people, f"payments-{i}")
     # every approved refund limit is above 100: each was approved with what these ask for
@@ -84,8 +81,7 @@ def test_dana_declares_a_group_budget_in_the_console_and_the_fleet_page_lists_it
     from reconciliation.models import GroupRule
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    hasher = PBKDF2PasswordHasher()
-    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+    browser_passwords()
     approved_agent(people, "payments-0")  # both of team payments
     approved_agent(people, "payments-1")
     start_worker("default")  # it refreshes the fleet snapshot the fleet page reads

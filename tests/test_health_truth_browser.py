@@ -8,8 +8,6 @@ import re
 import threading
 
 import pytest
-from django.contrib.auth.hashers import PBKDF2PasswordHasher
-from django.contrib.auth.models import User
 from django.db import connection
 
 from reconciliation import actions as reconciliation
@@ -19,8 +17,8 @@ from reconciliation.models import Finding
 from registry import actions
 from registry.models import Agent
 from sandbox import actions as sandbox_actions
-from tests.conftest import PASSWORD, approved_agent, eventually
-from tests.test_dashboard_browser import Browser
+from tests.conftest import approved_agent, eventually
+from tests.test_dashboard_browser import Browser, browser_passwords
 
 pytestmark = pytest.mark.browser
 HEALTH_OF = {"open": "drifted", "regressed": "drifted", "accepted": "drifted",
@@ -39,8 +37,7 @@ def test_a_retired_agent_never_reads_in_policy(people, live_server_process, star
     from playwright.sync_api import expect, sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    hasher = PBKDF2PasswordHasher()
-    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+    browser_passwords()
     refund = approved_agent(people, "refund-agent")
     payouts = approved_agent(people, "payouts-agent")
     in_policy(refund, payouts)
@@ -75,8 +72,7 @@ def test_the_health_word_agrees_with_the_open_findings_beside_it(people, live_se
     from playwright.sync_api import expect, sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    hasher = PBKDF2PasswordHasher()
-    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+    browser_passwords()
     agent = approved_agent(people, "refund-agent", enforcement={"default": "correct"})
     in_policy(agent)
     # The platform takes its time to apply the corrections: the pass has found the drift and

@@ -12,8 +12,7 @@ from django.utils import timezone
 import audit
 from audit.choices import AuditAction
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
-from registry.actions.stepup import verify_step_up
-from registry.actions.waivers import _check_body, _grant, _refuse, check_may_waive, judge_waiver
+from registry.actions.waivers import _check_body, _grant, check_may_waive, judged_step_up
 from registry.choices import Role, VersionState
 from registry.models import Agent, Waiver, WaiverRequest
 from registry.principals import AgentPrincipal
@@ -67,10 +66,8 @@ def grant_waiver_request(request_id: int, *, actor: Any, otp: str = "",
     second factor is checked in its own transaction first, as grant_waiver checks it, so a
     wrong code stays counted."""
     request = _pending(request_id, actor)
-    judgement = judge_waiver(request.agent, request.pointer, timezone.now())
-    _refuse(request.agent, judgement)
-    step_up = (verify_step_up(actor=actor, code=otp, reasons=judgement.step_up_reasons,
-                              session=session) if judgement.step_up_reasons else None)
+    step_up = judged_step_up(request.agent, request.pointer, actor=actor, otp=otp,
+                             session=session)
     return _grant_request(request_id, actor=actor, step_up=step_up)
 
 

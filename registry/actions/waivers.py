@@ -138,12 +138,20 @@ def grant_waiver(agent_name: str, *, pointer: str, reason: str, ticket: str, dur
         raise NotFound(f"No agent named {agent_name!r}.")
     check_may_waive(agent, actor)
     _check_body(agent, pointer, reason, ticket, duration)
-    judgement = judge_waiver(agent, pointer, timezone.now())
-    _refuse(agent, judgement)
-    step_up = (verify_step_up(actor=actor, code=otp, reasons=judgement.step_up_reasons,
-                              session=session) if judgement.step_up_reasons else None)
+    step_up = judged_step_up(agent, pointer, actor=actor, otp=otp, session=session)
     return _grant(agent.pk, pointer=pointer, reason=reason, ticket=ticket, duration=duration,
                   actor=actor, step_up=step_up)
+
+
+def judged_step_up(agent: Agent, pointer: str, *, actor: Any, otp: str,
+                   session: MutableMapping | None) -> StepUp | None:
+    """A waiver at `pointer` judged as the change it stands for: refused where that change
+    would be; else the second factor it needs, checked in its own transaction (a wrong code
+    stays counted), or None when it needs none."""
+    judgement = judge_waiver(agent, pointer, timezone.now())
+    _refuse(agent, judgement)
+    return (verify_step_up(actor=actor, code=otp, reasons=judgement.step_up_reasons,
+                           session=session) if judgement.step_up_reasons else None)
 
 
 @transaction.atomic

@@ -7,14 +7,11 @@ import json
 
 import pytest
 from agentgov.evidence import verify_report
-from django.contrib.auth.hashers import PBKDF2PasswordHasher
-from django.contrib.auth.models import User
 
 from audit import keys
 from tests.audit.conftest import key_file  # noqa: F401 (the server signs with the test's key)
 from tests.compliance.test_framework_evidence import history  # noqa: F401
-from tests.conftest import PASSWORD
-from tests.test_dashboard_browser import Browser
+from tests.test_dashboard_browser import Browser, browser_passwords
 from tests.test_demo import ARTIFACTS
 
 pytestmark = pytest.mark.browser
@@ -26,8 +23,7 @@ def test_dana_reads_a_framework_report_downloads_its_bundle_and_adds_a_control(
     from playwright.sync_api import expect, sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    hasher = PBKDF2PasswordHasher()
-    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+    browser_passwords()
     ARTIFACTS.mkdir(exist_ok=True)
     base = live_server_process.url
     with sync_playwright() as playwright:

@@ -3,23 +3,17 @@ drift and, in one click, every agent and finding that change touched; bob decide
 incident, not three. In Chromium against the real server."""
 
 import pytest
-from django.contrib.auth.hashers import PBKDF2PasswordHasher
-from django.contrib.auth.models import User
 
 from reconciliation import actions
 from reconciliation.models import Escalation, Finding
 from registry.models import Agent
 from sandbox.lab import mass_drift
-from tests.conftest import PASSWORD, approved_agent
-from tests.test_dashboard_browser import Browser
+from tests.conftest import approved_agent
+from tests.test_dashboard_browser import Browser, browser_passwords
 
 pytestmark = pytest.mark.browser
 NAMES = ("payouts-agent", "refund-agent", "support-agent")
 
-
-@pytest.fixture
-def browser_ready(monkeypatch):
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 
 def test_one_deployment_across_three_agents_is_one_incident_its_owner_can_trace(
@@ -35,8 +29,7 @@ def test_one_deployment_across_three_agents_is_one_incident_its_owner_can_trace(
     (cause,) = set(Finding.objects.values_list("cause_key", flat=True))
     assert cause.startswith("deployment:")
     deployment_id = cause.removeprefix("deployment:")
-    hasher = PBKDF2PasswordHasher()
-    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+    browser_passwords()
     base = live_server_process.url
     with sync_playwright() as playwright:
         browser = Browser(playwright, base)

@@ -6,8 +6,6 @@ import re
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth.hashers import PBKDF2PasswordHasher
-from django.contrib.auth.models import User
 from django.utils import timezone
 
 from reconciliation import actions
@@ -15,19 +13,19 @@ from reconciliation.models import Escalation
 from registry.models import DesiredStateVersion
 from runtime import actions as runtime_actions
 from sandbox import actions as sandbox_actions
-from tests.conftest import BAD_DEPLOYMENT, PASSWORD, REFUND_AGENT_YAML, approved_agent
+from tests.conftest import BAD_DEPLOYMENT, REFUND_AGENT_YAML, approved_agent
 from tests.registry.test_inbox_queue import bad_deployment, proposal_by_alice
-from tests.test_dashboard_browser import Browser
+from tests.test_dashboard_browser import Browser, browser_passwords
 from tests.test_demo import ARTIFACTS
 
 pytestmark = pytest.mark.browser
 
 
 @pytest.fixture
-def browser_ready(monkeypatch):
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    hasher = PBKDF2PasswordHasher()
-    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+def browser_ready(browser_ready):
+    """The conftest's, with everyone's password set at once (these tests sign in people the
+    fixtures made)."""
+    browser_passwords()
 
 
 def test_bob_clears_a_mixed_inbox_in_urgency_order_and_an_incident_with_one_decision(
@@ -42,8 +40,7 @@ def test_bob_clears_a_mixed_inbox_in_urgency_order_and_an_incident_with_one_deci
     runtime_actions.request_decision(agent, {"action": "payments.refund", "amount": 800},
                              actor=people.alice)
     drifted = bad_deployment(people)
-    User.objects.update(password=PBKDF2PasswordHasher().encode(
-        PASSWORD, PBKDF2PasswordHasher().salt()))  # the people made since
+    browser_passwords()  # the people made since
     base = live_server_process.url
     with sync_playwright() as playwright:
         browser = Browser(playwright, base)

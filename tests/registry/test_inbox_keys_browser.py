@@ -4,15 +4,13 @@ anything, and the button then does what a click does: a proposal that needs step
 refused without a code, and a decision is answered with its required comment."""
 
 import pytest
-from django.contrib.auth.hashers import PBKDF2PasswordHasher
-from django.contrib.auth.models import User
 
 from registry import actions
 from registry.models import Approval
 from runtime import actions as runtime_actions
-from tests.conftest import PASSWORD, approved_agent
+from tests.conftest import approved_agent
 from tests.registry.test_inbox_queue import proposal_by_alice
-from tests.test_dashboard_browser import Browser
+from tests.test_dashboard_browser import Browser, browser_passwords
 
 pytestmark = pytest.mark.browser
 
@@ -24,8 +22,7 @@ def test_bob_moves_opens_and_approves_from_the_keyboard_without_bypassing_step_u
     from playwright.sync_api import expect, sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    hasher = PBKDF2PasswordHasher()
-    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+    browser_passwords()
     agent = approved_agent(people, "refund-agent")
     actions.create_guardrail(actor=people.dana, name="model-changes",
                              expression='spec.model == "gpt-4.1"', effect="step_up",

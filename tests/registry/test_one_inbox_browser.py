@@ -4,7 +4,6 @@ filtered; a proposal approved in place shows what it changes above the approve b
 four eyes and step-up are as strict there as anywhere. In Chromium against the real server."""
 
 import pytest
-from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.contrib.auth.models import User
 
 from reconciliation import actions as reconciliation_actions
@@ -12,10 +11,10 @@ from reconciliation.models import AgentStatus
 from registry import actions
 from registry.choices import Lifecycle, Role, VersionSource, VersionState
 from registry.models import Agent, DesiredStateVersion
-from tests.conftest import PASSWORD, approved_agent, refund_manifest, start_daphne, stop_daphne
+from tests.conftest import approved_agent, refund_manifest, start_daphne, stop_daphne
 from tests.registry.test_inbox_queue import bad_deployment
 from tests.registry.test_stepup import enrol, raise_limit, totp
-from tests.test_dashboard_browser import Browser
+from tests.test_dashboard_browser import Browser, browser_passwords
 
 pytestmark = pytest.mark.browser
 
@@ -57,8 +56,7 @@ def test_bob_decides_proposals_incidents_retirements_and_shadow_requests_from_on
     actions.grant_role(people.bob, Role.OWNER, actor="system:test")
     bobs = agent_of(people, "bobs-agent", team="support", owner="bob", approve=False)
     secret = enrol(people.bob)
-    hasher = PBKDF2PasswordHasher()
-    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+    browser_passwords()
     base = server.url
     with sync_playwright() as playwright:
         browser = Browser(playwright, base)

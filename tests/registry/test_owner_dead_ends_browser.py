@@ -5,23 +5,17 @@ requested" is her turn, not the approvers', until she revises it. In Chromium ag
 real server."""
 
 import pytest
-from django.contrib.auth.hashers import PBKDF2PasswordHasher
-from django.contrib.auth.models import User
 
 from audit.models import AuditEntry
 from registry import actions
 from registry.choices import VersionState, WaiverState
 from registry.models import ApiToken, DesiredStateVersion, Waiver, WaiverRequest
-from tests.conftest import PASSWORD, REFUND_AGENT_YAML, approved_agent
+from tests.conftest import REFUND_AGENT_YAML, approved_agent
 from tests.registry.test_inbox_queue import bad_deployment, proposal_by_alice
-from tests.test_dashboard_browser import Browser
+from tests.test_dashboard_browser import Browser, browser_passwords
 
 pytestmark = pytest.mark.browser
 
-
-@pytest.fixture
-def browser_ready(monkeypatch):
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 
 def test_alice_asks_for_a_waiver_issues_a_token_rolls_back_with_a_reason_and_sees_her_turn(
@@ -31,8 +25,7 @@ def test_alice_asks_for_a_waiver_issues_a_token_rolls_back_with_a_reason_and_see
     refund = approved_agent(people, "refund-agent")
     actions.approve_proposal(proposal_by_alice(refund, model="gpt-5").pk, actor=people.bob)
     drifted = bad_deployment(people)  # payouts-agent: open findings, one at /tools/crm.search
-    hasher = PBKDF2PasswordHasher()
-    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+    browser_passwords()
     base = live_server_process.url
     with sync_playwright() as playwright:
         browser = Browser(playwright, base)
