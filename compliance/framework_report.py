@@ -69,7 +69,8 @@ def report(framework_id: str, agent: str, start: datetime, end: datetime) -> dic
     counts = {c: sum(1 for x in controls if x["colour"] == c) for c in ("green", "amber", "red")}
     return {"framework": chosen.id, "title": chosen.title, "agent": agent or None,
             "scope": agent or "fleet", "from": format_time(start), "to": format_time(end),
-            "made_at": format_time(timezone.now()), "counts": counts, "controls": controls}
+            "made_at": format_time(timezone.now()), "counts": counts, "controls": controls,
+            "retired_from_library": list(chosen.retired)}
 
 
 def digest(body: dict[str, Any]) -> str:

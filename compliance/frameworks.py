@@ -44,6 +44,9 @@ class Framework:
     id: str
     title: str
     controls: tuple[Control, ...] = field(default=())
+    # Controls of the shipped library that compliance retired ("<id> (custom v<N>)"): a report
+    # says so beside its colours, so dropping a red control never passes for a green report.
+    retired: tuple[str, ...] = field(default=())
 
 
 def _control(framework: str, raw: Any, where: str) -> Control:
@@ -85,6 +88,8 @@ def with_custom(shipped: dict[str, Framework], custom: list[dict[str, Any]]
     framework the library does not know is a compliance team's own."""
     frameworks = {k: list(v.controls) for k, v in shipped.items()}
     titles = {k: v.title for k, v in shipped.items()}
+    shipped_ids = {(k, c.id) for k, v in shipped.items() for c in v.controls}
+    retired: dict[str, list[str]] = {}
     for row in custom:
         controls = frameworks.setdefault(row["framework"], [])
         titles.setdefault(row["framework"], f"{row['framework']} (our own controls)")
@@ -92,6 +97,9 @@ def with_custom(shipped: dict[str, Framework], custom: list[dict[str, Any]]
         if row["retired"]:
             if at is not None:
                 del controls[at]
+            if (row["framework"], row["control_id"]) in shipped_ids:
+                retired.setdefault(row["framework"], []).append(
+                    f"{row['control_id']} (custom v{row['version']})")
             continue
         control = Control(row["framework"], row["control_id"], row["title"],
                           tuple(row["queries"]), origin=f"custom v{row['version']}")
@@ -99,7 +107,8 @@ def with_custom(shipped: dict[str, Framework], custom: list[dict[str, Any]]
             controls.append(control)
         else:
             controls[at] = control
-    return {k: Framework(k, titles[k], tuple(v)) for k, v in frameworks.items() if v}
+    return {k: Framework(k, titles[k], tuple(v), tuple(retired.get(k, ())))
+            for k, v in frameworks.items() if v}
 
 
 def query_status(oks: list[bool]) -> str:

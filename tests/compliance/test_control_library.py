@@ -53,6 +53,9 @@ def test_custom_versions_add_replace_and_retire_controls():
     merged = with_custom(library(), rows)
     eu = [(c.id, c.origin) for c in merged["eu-ai-act"].controls]
     assert eu[0] == ("art-12", "custom v2") and "art-14" not in dict(eu)
+    # a shipped control retired is named, never silently gone (a custom one just goes)
+    assert merged["eu-ai-act"].retired == ("art-14 (custom v1)",)
+    assert merged["house"].retired == ()
     assert merged["eu-ai-act"].controls[0].queries == ("drift_corrected",)
     assert [c.id for c in merged["house"].controls] == ["h-1"]
     assert library()["eu-ai-act"].controls[0].origin == "library"  # the files are untouched

@@ -139,12 +139,21 @@ def test_compliance_adds_and_remaps_controls_as_audited_versions(history, people
     retired = dana.post("/api/v1/frameworks/eu-ai-act/controls/ours-1/retire",
                         {"reason": "merged into art-12"}, format="json")
     assert retired.status_code == 201 and retired.json()["version"] == 2
-    assert "ours-1" not in colours(report("eu-ai-act", "", start, timezone.now()))
+    after = report("eu-ai-act", "", start, timezone.now())
+    assert "ours-1" not in colours(after)
+    assert after["retired_from_library"] == []  # ours-1 was compliance's own, not shipped
+    # A shipped control retired is named in the report (and so in its signed bundle).
+    assert dana.post("/api/v1/frameworks/eu-ai-act/controls/art-26.2/retire",
+                     {"reason": "covered by our own review"}, format="json").status_code == 201
+    after = report("eu-ai-act", "", start, timezone.now())
+    assert "art-26.2" not in colours(after)
+    assert after["retired_from_library"] == ["art-26.2 (custom v1)"]
     trail = list(AuditEntry.objects.filter(target__startswith="control:").order_by("seq")
                  .values_list("action", "target", "actor"))
     assert trail == [("control.saved", "control:eu-ai-act/ours-1", "dana"),
                      ("control.saved", "control:eu-ai-act/art-12", "dana"),
-                     ("control.retired", "control:eu-ai-act/ours-1", "dana")]
+                     ("control.retired", "control:eu-ai-act/ours-1", "dana"),
+                     ("control.retired", "control:eu-ai-act/art-26.2", "dana")]
 
     # Refused without a trace: an owner, an unknown query, a missing reason.
     assert api_as(people.alice).post("/api/v1/frameworks/eu-ai-act/controls", {
@@ -156,7 +165,7 @@ def test_compliance_adds_and_remaps_controls_as_audited_versions(history, people
     with pytest.raises(Exception, match="Say why"):
         actions.save_control(actor=people.dana, framework="eu-ai-act", control_id="x",
                              title="x", queries=["audit_signed_heads"], reason=" ")
-    assert FrameworkControl.objects.count() == 3
+    assert FrameworkControl.objects.count() == 4
     assert dana.get("/api/v1/frameworks/nope/report").status_code == 404
     assert dana.get("/api/v1/frameworks/eu-ai-act/report?agent=nobody").status_code == 404
     assert dana.get("/api/v1/frameworks/eu-ai-act/report?from=yesterday").status_code == 400
