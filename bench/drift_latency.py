@@ -5,8 +5,11 @@ this site's Origin) times the `drift.detected` alert; then the agent does what i
 does (pulls the desired state until it lists the corrections, applies it, reports it) and the
 client times the `drift.corrected` alerts. Real RQ workers run the passes. Each sample drifts
 another agent. Prints one JSON line with p50/p95 of both, beside the floor measured in the
-same run: the same agent's PUT (a heartbeat of its unchanged state) plus one channel-layer
-send from this process to the same websocket client.
+same run, which holds none of the product's own work: the same body PUT with the agent's token
+to an API view that only authenticates and answers 405 (its desired state, which takes no PUT:
+the same server, middleware and token check) plus one
+channel-layer send from this process to the same websocket client. The heartbeat (the agent's
+unchanged state PUT to its observed-state endpoint) is printed beside it, not used as the floor.
 
 Usage: python bench/drift_latency.py [SAMPLES]   (scratch stores: see bench/scratch.py)
 """
@@ -20,6 +23,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -90,9 +94,10 @@ def drifted(state: dict) -> dict:
 
 
 def floor_sample(base: str, key: str, name: str, approved: dict,
-                 received: "queue.Queue[tuple[float, dict]]") -> float:
-    """Milliseconds of the physical floor: the agent's PUT round trip (its unchanged state: no
-    drift, no pass) plus one channel-layer send to the websocket client and its arrival."""
+                 received: "queue.Queue[tuple[float, dict]]") -> tuple[float, float]:
+    """Milliseconds of the physical floor (the agent's body PUT to a view that only answers 405,
+    plus one channel-layer send to the websocket client and its arrival), and of a heartbeat
+    (the agent's unchanged state PUT to its observed-state endpoint)."""
     from reconciliation.alert_sender import group_send
     from reconciliation.alerts import ALERTS_GROUP
 
@@ -100,14 +105,23 @@ def floor_sample(base: str, key: str, name: str, approved: dict,
     while not received.empty():
         received.get()
     started = time.perf_counter()
-    call(base, key, "PUT", f"/api/v1/agents/{name}/observed-state", approved)
+    try:
+        call(base, key, "PUT", f"/api/v1/agents/{name}/desired-state", approved)
+    except urllib.error.HTTPError as refused:
+        if refused.code != 405:
+            raise
+    else:
+        raise SystemExit("the desired state took a PUT: the floor would hold the product's work")
     put = time.perf_counter() - started
     probe = ""  # a cluster-wide alert: every signed-in reviewer is sent it
     sent = time.perf_counter()
     group_send(ALERTS_GROUP, {"type": "alert.message", "message": {
         "id": 0, "event": "bench.probe", "agent": probe, "severity": "", "owner_id": None}})
     arrived, _ = wait_for(received, "bench.probe", probe)
-    return (put + (arrived - sent)) * 1000
+    started = time.perf_counter()
+    call(base, key, "PUT", f"/api/v1/agents/{name}/observed-state", approved)
+    heartbeat = time.perf_counter() - started
+    return (put + (arrived - sent)) * 1000, heartbeat * 1000
 
 
 def main(samples: int) -> None:
@@ -144,7 +158,7 @@ def main(samples: int) -> None:
     workers = Workers(WORKERS, queues=("reconcile", "ingest", "default"))
     received: queue.Queue[tuple[float, dict]] = queue.Queue()
     ready, stop = threading.Event(), threading.Event()
-    detected_ms, corrected_ms, floor_ms = [], [], []
+    detected_ms, corrected_ms, floor_ms, heartbeat_ms = [], [], [], []
     try:
         while not port_answers("127.0.0.1", port):
             if server.poll() is not None:
@@ -181,7 +195,9 @@ def main(samples: int) -> None:
             call(base, key, "PUT", f"/api/v1/agents/{name}/observed-state", approved)
             fixed_at, _ = wait_for(received, "drift.corrected", name, count=len(findings))
             corrected_ms.append((fixed_at - sent) * 1000)
-            floor_ms.append(floor_sample(base, key, name, approved, received))
+            floor, heartbeat = floor_sample(base, key, name, approved, received)
+            floor_ms.append(floor)
+            heartbeat_ms.append(heartbeat)
     finally:
         stop.set()
         workers.stop()
@@ -194,6 +210,8 @@ def main(samples: int) -> None:
         "workers": WORKERS,
         "floor_ms_p50": round(percentile(floor_ms, 0.5), 1),
         "floor_ms_p95": round(percentile(floor_ms, 0.95), 1),
+        "heartbeat_put_ms_p50": round(percentile(heartbeat_ms, 0.5), 1),
+        "heartbeat_put_ms_p95": round(percentile(heartbeat_ms, 0.95), 1),
         "put_to_detected_alert_ms_p50": round(percentile(detected_ms, 0.5), 1),
         "put_to_detected_alert_ms_p95": round(percentile(detected_ms, 0.95), 1),
         "put_to_detected_alert_ms_mean": round(statistics.mean(detected_ms), 1),
