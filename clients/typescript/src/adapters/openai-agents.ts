@@ -120,6 +120,8 @@ export class GovernedOpenAIAgent {
   readonly withheld = new Map<string, Set<string>>();
   /** The tool names each MCP server offered at its last listing. */
   private readonly listed = new WeakMap<SdkMcpServer, string[]>();
+  /** Servers whose listings this governed agent records (one server may serve two agents). */
+  private readonly watched = new WeakSet<SdkMcpServer>();
 
   constructor(options: OpenAIAgentsOptions) {
     if (!isAgent(options.agent)) throw new AgentGovError("agent: an @openai/agents Agent is needed");
@@ -156,10 +158,10 @@ export class GovernedOpenAIAgent {
 
   /** Record each listing of the server's tools (the runner's included) as it happens. */
   private watch(server: SdkMcpServer): void {
-    if ((server as any)[MARK] || typeof server.listTools !== "function") return;
+    if (this.watched.has(server) || typeof server.listTools !== "function") return;
     const listTools = server.listTools;
     const listed = this.listed;
-    Object.defineProperty(server, MARK, { value: true });
+    this.watched.add(server);
     server.listTools = async function governedListing(this: SdkMcpServer) {
       const tools = await listTools.call(server);
       listed.set(server, tools.map((tool) => String(tool.name)));
