@@ -1,6 +1,11 @@
 """The TypeScript client's own suite (`node --test` in clients/typescript) against a real
 control plane: daphne and a worker on the test database, agents registered and approved by the
-personas, their tokens handed to the suite in AGENTGOV_TEST. The suite fails, this fails."""
+personas, their tokens handed to the suite in AGENTGOV_TEST. The suite fails, this fails.
+
+The MCP stories run the frameworks' own MCP clients against a real MCP server over streamable
+HTTP (`mcp_upstream.py`, the proxy tests' FastMCP server, offering lookup_order, refund_order and
+delete_customer): their agents approve the first two as the server offers them now, and the
+suite reads the server's own record of the calls it ran."""
 
 import json
 import shutil
@@ -11,12 +16,16 @@ import pytest
 
 from registry import actions
 from registry.models import Agent
+from tests.clients.test_mcp_proxy import http_upstream, observe, rug_pull, state  # noqa: F401
 from tests.conftest import ROOT, approved_agent, child_env
 
 TS = ROOT / "clients" / "typescript"
 # One agent per story that changes an agent for good (suspended, token revoked, corrected).
-STORIES = ("main", "drift", "suspend", "revoke", "mcp", "lg-main", "lg-drift", "lg-suspend",
-           "lg-revoke", "oa-main", "oa-drift", "oa-suspend", "oa-revoke")
+STORIES = ("main", "drift", "suspend", "revoke", "mcp", "mcp-fix", "lg-main", "lg-drift",
+           "lg-suspend", "lg-revoke", "oa-main", "oa-drift", "oa-suspend", "oa-revoke", "oa-mcp")
+# The MCP stories whose drift (the server's unapproved tool) waits for a human, so the suite can
+# call that tool and see it refused before any correction takes it away.
+ESCALATED = ("mcp", "oa-mcp")
 
 
 def npm(*args: str, env: dict[str, str] | None = None, timeout: float = 900
@@ -36,20 +45,27 @@ def node_modules() -> None:
 
 @pytest.mark.timeout(1200)  # four suites on a loaded 2-core machine
 def test_the_typescript_suite_passes_against_a_real_control_plane(
-        node_modules, people, live_server_process, start_worker, keys):
+        node_modules, people, live_server_process, start_worker, keys, state,  # noqa: F811
+        http_upstream):  # noqa: F811
     # Each story drifts one of alice's agents on purpose, several within minutes: the fleet's
     # circuit breaker (which pauses corrections when many agents drift at once) would hold the
     # later stories' corrections, so it is set out of their reach here.
     start_worker("reconcile", "default", BREAKER_MIN_AGENTS="1000",
                  BREAKER_SCOPE_MIN_DRIFTING="1000")
+    rug_pull(state)  # the server offers delete_customer too: a tool nobody approves
+    (orders,) = observe(live_server_process.url, keys.alice, http_upstream)
+    orders["tools"] = [t for t in orders["tools"] if t["name"] in ("lookup_order", "refund_order")]
     agents = {}
     for story in STORIES:
-        agent = approved_agent(people, f"ts-{story}", connector={"type": "push"},
-                               enforcement={"default": "correct"})
+        mcp = {"mcp_servers": [orders]} if story.endswith(("mcp", "mcp-fix")) else {}
+        agent = approved_agent(people, f"ts-{story}", connector={"type": "push"}, **mcp,
+                               enforcement={"default": "escalate" if story in ESCALATED
+                                            else "correct"})
         token, key = actions.issue_agent_token(agent, actor=people.alice)
         agents[story] = {"name": agent.name, "token": key, "token_id": token.pk}
     suite = {"url": live_server_process.url, "agents": agents, "owner": keys.alice,
              "approver": keys.bob, "root": str(ROOT),
+             "mcp": {"url": http_upstream, "calls": f"{state}.calls"},
              "control": [sys.executable, str(ROOT / "tests" / "clients" / "typescript_control.py")]}
     result = npm("test", env=child_env(AGENTGOV_TEST=json.dumps(suite)), timeout=1100)
     output = result.stdout + result.stderr

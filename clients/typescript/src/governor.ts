@@ -36,11 +36,21 @@ export interface Binding {
   setModel(model: unknown): void;
   /** Take these tools (framework names) away from the model and the executor. */
   removeTools(names: Set<string>): void;
-  /** The MCP servers the agent uses, with the tools each offers now. */
-  mcpServers(): (McpServerInfo & { tools: string[] })[];
+  /** The MCP servers the agent uses, with the tools each offers now (`tools` undefined when
+   * the adapter has not seen the server list them: the control plane keeps the last listing). */
+  mcpServers(): McpServerState[];
   /** Take these MCP servers away (by name). */
   removeMcpServers(names: Set<string>): void;
+  /** Take these tools of one MCP server away from the model and the executor (the server may
+   * still offer them; the agent no longer can call them). */
+  removeMcpTools?(server: string, names: Set<string>): void;
+  /** Read again what observation needs and cannot read synchronously (an MCP server's tool
+   * listing); called before each observation of the loop. A failure keeps the last reading. */
+  refresh?(): Promise<void>;
 }
+
+/** An MCP server as a binding sees it: where it is, and the tools it offers when known. */
+export type McpServerState = McpServerInfo & { tools?: string[] };
 
 /** What the gate enforces: copied from the desired state applied last. */
 export interface Rules {
@@ -193,8 +203,10 @@ export class Governor {
     if (model) state.model = model;
     const servers = this.binding.mcpServers();
     if (servers.length && this.reportMcpServers) {
-      state.mcp_servers = servers.map(({ name, url, command }) => (url
-        ? { name, transport: "http", url } : { name, transport: "stdio", command: command ?? "" }));
+      state.mcp_servers = servers.map(({ name, url, command, tools }) => ({
+        ...(url ? { name, transport: "http", url } : { name, transport: "stdio", command: command ?? "" }),
+        ...(tools ? { tools: [...new Set(tools)].sort() } : {}),
+      }));
     }
     const rules = this.rules;
     if (rules) {
@@ -226,6 +238,15 @@ export class Governor {
     this.lastReport = Date.now();
   }
 
+  /** Let the binding read what it reads asynchronously (an MCP server's listing). */
+  private async refresh(): Promise<void> {
+    try {
+      await this.binding.refresh?.();
+    } catch (error) {
+      this.log("warn", `${this.agent}: ${(error as Error).message}`);
+    }
+  }
+
   // --- apply (corrections arrive here) ---------------------------------------------------------
 
   /** Make the live object match the desired state, in place. */
@@ -242,6 +263,15 @@ export class Governor {
     if (servers.size) {
       this.log("warn", `${this.agent}: removing unapproved MCP server(s) ${[...servers].join(", ")}`);
       this.binding.removeMcpServers(servers);
+    }
+    for (const { name, tools } of this.binding.mcpServers()) {
+      const approved = rules.mcpTools.get(name);
+      const extra = new Set((tools ?? []).filter((tool) => approved && !approved.has(tool)));
+      if (extra.size && this.binding.removeMcpTools) {
+        this.log("warn", `${this.agent}: removing unapproved tool(s) ${[...extra].join(", ")} `
+          + `of MCP server ${name}`);
+        this.binding.removeMcpTools(name, extra);
+      }
     }
     const wanted = desired.spec?.model || undefined;
     const current = modelName(this.binding.model());
@@ -307,6 +337,7 @@ export class Governor {
     // and corrected by the control plane (with a finding), never removed silently here.
     this.rules = rulesFrom(desired);
     this.applied = desired;
+    await this.refresh();
     await this.report();
     this.abort = new AbortController();
     this.loop = this.watch(this.abort.signal);
@@ -324,6 +355,7 @@ export class Governor {
   /** One round of the loop: pull (long-poll), apply what changed, report drift or a heartbeat. */
   async tick(wait = 0): Promise<void> {
     const desired = await this.contact(() => this.client.desiredState({ agent: this.agent, wait }));
+    await this.refresh();
     if (!this.applied || desired.sha256 !== this.applied.sha256) {
       this.log("info", `${this.agent}: applying generation ${desired.generation}`);
       this.apply(desired);

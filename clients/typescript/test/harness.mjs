@@ -129,3 +129,14 @@ export async function scriptedRelay(...faults) {
   return { url: `http://127.0.0.1:${server.address().port}`, seen,
     close: () => new Promise((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }) };
 }
+
+/** What the MCP server the harness started really ran: one {tool, arguments} per call, from the
+ * server's own record (tests/clients/mcp_upstream.py appends a line for each tool that runs). */
+export async function mcpServerRan() {
+  const { readFile } = await import("node:fs/promises");
+  const text = await readFile(env.mcp.calls, "utf8").catch((error) => {
+    if (error.code === "ENOENT") return "";
+    throw error;
+  });
+  return text.split("\n").filter(Boolean).map((line) => JSON.parse(line));
+}

@@ -1,17 +1,19 @@
 // The OpenAI Agents SDK adapter against a real control plane: a real `Agent` run by the real
 // `Runner` on a scripted model (offline, no key), its tools and its handoff's tools governed
-// where the runner invokes them.
+// where the runner invokes them, an MCP server's too: the SDK's `MCPServerStreamableHttp` talks
+// to a real MCP server.
 
 import assert from "node:assert/strict";
 import { after, describe, test } from "node:test";
 
-import { Agent, Runner, Usage, setTracingDisabled, tool } from "@openai/agents";
+import { Agent, MCPServerStreamableHttp, Runner, Usage, setTracingDisabled, tool } from "@openai/agents";
 import { z } from "zod";
 
 import { Client } from "agentgov";
 import { governOpenAIAgent } from "agentgov/openai-agents";
 
-import { FAST, api, bobAnswers, control, env, eventually, findings, relay, noDecisionLeftOpen } from "./harness.mjs";
+import { FAST, api, bobAnswers, control, env, eventually, findings, mcpServerRan, relay,
+  noDecisionLeftOpen } from "./harness.mjs";
 
 setTracingDisabled(true); // the SDK's trace exporter would call the network
 
@@ -55,7 +57,7 @@ async function start(which, options = {}) {
   const ran = [];
   const model = new ScriptedModel();
   const agent = new Agent({ name: "refunds", instructions: "refund damaged orders", model,
-    tools: refundTools(ran) });
+    tools: refundTools(ran), mcpServers: options.mcpServers ?? [] });
   const governed = governOpenAIAgent({ client, name, agent, toolNames: TOOL_NAMES,
     models: { "gpt-4.1": model }, ...FAST, ...options.governor });
   await governed.start();
@@ -63,12 +65,13 @@ async function start(which, options = {}) {
   return { governed, agent, model, ran, client, name };
 }
 
-/** One run asking for `calls`: the tool outputs the model read. */
+/** One run asking for `calls`: the tool outputs the model read (an MCP tool's content part as
+ * its JSON). */
 async function run({ agent, model }, calls) {
   model.next = calls;
   const result = await new Runner({ tracingDisabled: true }).run(agent, "go", { maxTurns: 4 });
   return result.newItems.filter((item) => item.type === "tool_call_output_item")
-    .map((item) => String(item.output));
+    .map((item) => (typeof item.output === "string" ? item.output : JSON.stringify(item.output)));
 }
 
 describe("OpenAI Agents SDK adapter", () => {
@@ -155,5 +158,33 @@ describe("OpenAI Agents SDK adapter", () => {
     await eventually(() => away.governed.governor.unreachableSince !== null);
     assert.match((await run(away, [["orders_lookup", { order: "U-1" }]]))[0], /unreachable/);
     assert.deepEqual([...suspended.ran, ...revoked.ran, ...away.ran], []);
+  });
+
+  test("a real MCP server: its tools reported as it lists them, an approved one runs at it, an unapproved one never reaches it", async () => {
+    const server = new MCPServerStreamableHttp({ name: "orders", url: env.mcp.url });
+    await server.connect();
+    try {
+      const agent = await start("oa-mcp", { mcpServers: [server] });
+      // listed from the connected server at start, and reported under it
+      assert.deepEqual(agent.governed.governor.observe().mcp_servers, [{ name: "orders",
+        transport: "http", url: env.mcp.url, tools: ["delete_customer", "lookup_order", "refund_order"] }]);
+
+      const outputs = await run(agent, [["lookup_order", { order_id: "O-42" }],
+        ["delete_customer", { customer_id: "O-c1" }]]);
+      assert.equal(outputs.length, 2);
+      assert.match(outputs[0], /order O-42: 2 mugs, delivered broken/);
+      assert.match(outputs[1], /refused by governance: tool delete_customer of MCP server orders is not approved/);
+      const ran = await mcpServerRan();
+      assert.ok(ran.some((c) => c.tool === "lookup_order" && c.arguments.order_id === "O-42"), JSON.stringify(ran));
+      assert.ok(!ran.some((c) => c.tool === "delete_customer"), JSON.stringify(ran));
+
+      const drift = await eventually(async () => {
+        const mcp = (await findings(agent.name)).filter((f) => f.pointer.startsWith("/mcp_servers"));
+        return mcp.length ? mcp : null;
+      }, { timeout: 120, message: "the control plane never saw the server's unapproved tool" });
+      assert.deepEqual(drift.map((f) => f.pointer), ["/mcp_servers/orders/tools/delete_customer"]);
+    } finally {
+      await server.close();
+    }
   });
 });

@@ -1,9 +1,11 @@
 // The Vercel AI SDK adapter against a real control plane: real `generateText` runs on the SDK's
-// own mock language model (offline), with the agent's tools governed where the SDK executes them.
+// own mock language model (offline), with the agent's tools governed where the SDK executes them,
+// MCP tools included: the SDK's MCP client (`@ai-sdk/mcp`) talks to a real MCP server.
 
 import assert from "node:assert/strict";
 import { after, describe, test } from "node:test";
 
+import { experimental_createMCPClient as createMCPClient } from "@ai-sdk/mcp";
 import { generateText, stepCountIs, tool } from "ai";
 import { MockLanguageModelV2 } from "ai/test";
 import { z } from "zod";
@@ -11,7 +13,8 @@ import { z } from "zod";
 import { Client } from "agentgov";
 import { governVercelAI } from "agentgov/vercel-ai";
 
-import { FAST, api, bobAnswers, control, env, eventually, findings, relay, toolCall, noDecisionLeftOpen } from "./harness.mjs";
+import { FAST, api, bobAnswers, control, env, eventually, findings, mcpServerRan, relay, toolCall,
+  noDecisionLeftOpen } from "./harness.mjs";
 
 /** A model that answers with each step's script in turn (tool calls, then text). */
 function scripted(...steps) {
@@ -204,20 +207,54 @@ describe("Vercel AI SDK adapter", () => {
     assert.match(outcome.errors[0], /no decision could be had/);
   });
 
-  test("MCP tools are gated against their server's approved tools and reported under it", async () => {
-    const { agent, name } = await start("mcp");
-    const used = [];
-    agent.addMcpServer({ name: "weather", url: "http://127.0.0.1:9/mcp" }, {
-      get_weather: { type: "dynamic", description: "weather", inputSchema: z.object({}),
-        execute: async () => { used.push("get_weather"); return "sunny"; } },
-    });
-    const outcome = await run(agent, [toolCall("get_weather", {})]);
-    assert.match(outcome.errors[0], /tool get_weather of MCP server weather is not approved/);
-    assert.deepEqual(used, []);
-    const state = agent.governor.observe();
-    assert.deepEqual(state.mcp_servers, [{ name: "weather", transport: "http",
-      url: "http://127.0.0.1:9/mcp" }]);
-    agent.mcp.delete("weather");
-    assert.ok(name);
+  test("a real MCP client's tools: an approved one runs at the server, an unapproved one never reaches it and is drift", async () => {
+    const mcpClient = await createMCPClient({ transport: { type: "http", url: env.mcp.url } });
+    try {
+      const server = { name: "orders", url: env.mcp.url };
+      const { agent, name } = await start("mcp",
+        { governor: { mcpServers: [{ server, tools: await mcpClient.tools() }] } });
+      const outcome = await run(agent, [toolCall("lookup_order", { order_id: "V-42" }),
+        toolCall("delete_customer", { customer_id: "V-c1" })]);
+      // the approved tool ran at the server, and the server's answer is the tool's result
+      assert.equal(outcome.results.length, 1);
+      assert.deepEqual(outcome.results[0].output.content,
+        [{ type: "text", text: "order V-42: 2 mugs, delivered broken" }]);
+      assert.equal(outcome.errors.length, 1);
+      assert.match(outcome.errors[0],
+        /refused by governance: tool delete_customer of MCP server orders is not approved/);
+      const ran = await mcpServerRan();
+      assert.ok(ran.some((c) => c.tool === "lookup_order" && c.arguments.order_id === "V-42"), JSON.stringify(ran));
+      assert.ok(!ran.some((c) => c.tool === "delete_customer"), JSON.stringify(ran));
+
+      // reported under the server as its MCP client listed them: the unapproved one is drift
+      assert.deepEqual(agent.governor.observe().mcp_servers, [{ name: "orders", transport: "http",
+        url: env.mcp.url, tools: ["delete_customer", "lookup_order", "refund_order"] }]);
+      const drift = await eventually(async () => {
+        const mcp = (await findings(name)).filter((f) => f.pointer.startsWith("/mcp_servers"));
+        return mcp.length ? mcp : null;
+      }, { timeout: 120, message: "the control plane never saw the server's unapproved tool" });
+      assert.deepEqual(drift.map((f) => f.pointer), ["/mcp_servers/orders/tools/delete_customer"]);
+    } finally {
+      await mcpClient.close();
+    }
+  });
+
+  test("a correction takes an MCP server's unapproved tool out of the set in place", async () => {
+    const mcpClient = await createMCPClient({ transport: { type: "http", url: env.mcp.url } });
+    try {
+      const { agent, name } = await start("mcp-fix", { governor: { mcpServers: [
+        { server: { name: "orders", url: env.mcp.url }, tools: await mcpClient.tools() }] } });
+      assert.ok("delete_customer" in agent.tools);
+      await eventually(async () => (await findings(name)).some(
+        (f) => f.pointer === "/mcp_servers/orders/tools/delete_customer"),
+      { timeout: 120, message: "the control plane never saw the server's unapproved tool" });
+      await eventually(() => !("delete_customer" in agent.tools),
+        { timeout: 240, message: "the correction never took the tool away" });
+      assert.deepEqual(Object.keys(agent.tools).sort(),
+        ["lookup_order", "orders.lookup", "payments.refund", "refund_order"]);
+      assert.deepEqual(agent.governor.observe().mcp_servers[0].tools, ["lookup_order", "refund_order"]);
+    } finally {
+      await mcpClient.close();
+    }
   });
 });

@@ -7,6 +7,12 @@
  * the tool's output the model reads. Tools the adapter cannot gate (hosted, computer, shell,
  * apply-patch) are refused at `start()` and never offered to the model.
  *
+ * An MCP server's tools (`mcpServers`: `MCPServerStreamableHttp`, `MCPServerStdio`, ...) are
+ * reported under the server as it lists them (`server.listTools()`, read again at each
+ * observation and each time the runner lists them) and gated against that server's approved
+ * tools: a call the spec does not approve never reaches the server. Connect the servers before
+ * `start()`.
+ *
  *   const governed = governOpenAIAgent({ client, name: "refund-agent", agent });
  *   await governed.start();
  *   await run(agent, "refund order-0003 120");
@@ -15,15 +21,24 @@
 
 import type { Client } from "../client.js";
 import { AgentGovError } from "../errors.js";
-import { Binding, Governor, GovernorOptions, McpServerInfo, ToolRefused } from "../governor.js";
+import { Binding, Governor, GovernorOptions, McpServerInfo, McpServerState, ToolRefused } from "../governor.js";
 
 interface SdkTool { type: string; name: string; invoke?: (context: any, input: string, details?: any) => Promise<unknown> }
+/** The shape of an SDK MCP server this adapter relies on (`MCPServerStreamableHttp` keeps its
+ * options in `underlying.params`). */
+interface SdkMcpServer {
+  name?: string;
+  listTools?: () => Promise<{ name: string }[]>;
+  params?: Record<string, unknown>;
+  underlying?: { params?: Record<string, unknown> };
+  [key: string]: unknown;
+}
 interface SdkAgent {
   name: string;
   model: unknown;
   tools: SdkTool[];
   handoffs?: unknown[];
-  mcpServers?: { name?: string; [key: string]: unknown }[];
+  mcpServers?: SdkMcpServer[];
   getAllTools: (runContext?: any) => Promise<SdkTool[]>;
   clone: (config: any) => SdkAgent;
 }
@@ -35,6 +50,12 @@ export interface OpenAIAgentsOptions extends GovernorOptions {
 }
 
 const MARK = Symbol.for("agentgov.governed");
+const UNLISTED = "(one the adapter has not seen list its tools)";
+
+/** The name the SDK gives an MCP server (the manifest's `mcp_servers` name when set so). */
+function serverName(server: SdkMcpServer): string {
+  return String(server.name ?? "mcp");
+}
 
 function isAgent(value: unknown): value is SdkAgent {
   const agent = value as SdkAgent;
@@ -71,9 +92,16 @@ class OpenAIAgentsBinding implements Binding {
       }
     }
   }
-  mcpServers(): (McpServerInfo & { tools: string[] })[] {
-    return reachable(this.owner.agent).flatMap((agent) => agent.mcpServers ?? [])
-      .map((server) => ({ name: String(server.name ?? "mcp"), tools: [] }));
+  mcpServers(): McpServerState[] {
+    return this.owner.servers().map((server) => this.owner.describeServer(server));
+  }
+  removeMcpTools(server: string, names: Set<string>): void {
+    const withheld = this.owner.withheld.get(server) ?? new Set<string>();
+    for (const name of names) withheld.add(name);
+    this.owner.withheld.set(server, withheld);
+  }
+  async refresh(): Promise<void> {
+    await this.owner.listServers();
   }
   removeMcpServers(names: Set<string>): void {
     for (const agent of reachable(this.owner.agent)) {
@@ -88,6 +116,12 @@ class OpenAIAgentsBinding implements Binding {
 export class GovernedOpenAIAgent {
   readonly agent: SdkAgent;
   readonly governor: Governor;
+  /** MCP server name -> its tools a correction took away (never offered to the model again). */
+  readonly withheld = new Map<string, Set<string>>();
+  /** The tool names each MCP server offered at its last listing. */
+  private readonly listed = new WeakMap<SdkMcpServer, string[]>();
+  /** Servers whose listings this governed agent records (one server may serve two agents). */
+  private readonly watched = new WeakSet<SdkMcpServer>();
 
   constructor(options: OpenAIAgentsOptions) {
     if (!isAgent(options.agent)) throw new AgentGovError("agent: an @openai/agents Agent is needed");
@@ -99,6 +133,56 @@ export class GovernedOpenAIAgent {
   /** Govern every agent reachable by handoff (run again at each observation, for new ones). */
   installAll(): void {
     for (const agent of reachable(this.agent)) this.install(agent);
+  }
+
+  /** The MCP servers of every agent reachable by handoff, each once. */
+  servers(): SdkMcpServer[] {
+    return [...new Set(reachable(this.agent).flatMap((agent) => agent.mcpServers ?? []))];
+  }
+
+  /** A server as the observed state reports it: name, where, and the tools it offered at its
+   * last listing less those a correction took away (unknown before it was listed). */
+  describeServer(server: SdkMcpServer): McpServerState {
+    const name = serverName(server);
+    const params = server.underlying?.params ?? server.params ?? {};
+    const where: McpServerInfo = { name };
+    if (typeof params.url === "string") where.url = params.url;
+    else if (typeof params.fullCommand === "string") where.command = params.fullCommand;
+    else if (typeof params.command === "string") {
+      where.command = [params.command, ...(Array.isArray(params.args) ? params.args : [])].join(" ");
+    }
+    const tools = this.listed.get(server);
+    const withheld = this.withheld.get(name);
+    return { ...where, tools: tools?.filter((tool) => !withheld?.has(tool)) };
+  }
+
+  /** Record each listing of the server's tools (the runner's included) as it happens. */
+  private watch(server: SdkMcpServer): void {
+    if (this.watched.has(server) || typeof server.listTools !== "function") return;
+    const listTools = server.listTools;
+    const listed = this.listed;
+    this.watched.add(server);
+    server.listTools = async function governedListing(this: SdkMcpServer) {
+      const tools = await listTools.call(server);
+      listed.set(server, tools.map((tool) => String(tool.name)));
+      return tools;
+    };
+  }
+
+  /** List every MCP server's tools now (a server that cannot answer keeps its last listing). */
+  async listServers(): Promise<void> {
+    const servers = this.servers();
+    for (const server of servers) this.watch(server);
+    const failed = (await Promise.allSettled(servers.map((server) => server.listTools?.())))
+      .flatMap((outcome, i) => (outcome.status === "rejected"
+        ? [`${serverName(servers[i])}: ${(outcome.reason as Error)?.message ?? outcome.reason}`] : []));
+    if (failed.length) throw new AgentGovError(`MCP server(s) not listed: ${failed.join("; ")}`);
+  }
+
+  /** The MCP server of `agent` whose last listing offers a tool of this name. */
+  private serverOf(agent: SdkAgent, name: string): string | undefined {
+    const server = (agent.mcpServers ?? []).find((s) => this.listed.get(s)?.includes(name));
+    return server ? serverName(server) : undefined;
   }
 
   private ungatable(agent: SdkAgent): SdkTool[] {
@@ -113,6 +197,7 @@ export class GovernedOpenAIAgent {
     Object.defineProperty(agent, MARK, { value: true });
     agent.getAllTools = async function governedTools(this: SdkAgent, runContext?: any) {
       governed.installAll(); // handoffs added since
+      for (const server of agent.mcpServers ?? []) governed.watch(server); // servers added since
       const own = new Set(agent.tools);
       const tools = await getAllTools.call(agent, runContext);
       return tools.flatMap((tool) => {
@@ -120,7 +205,12 @@ export class GovernedOpenAIAgent {
           governed.governor.refused.push({ tool: tool.name, reason: `a ${tool.type} tool cannot be gated` });
           return []; // never offered: it would run ungoverned
         }
-        return [governed.gate(tool, own.has(tool) ? undefined : governed.mcpServerOf(tool.name))];
+        if (own.has(tool)) return [governed.gate(tool)];
+        // An MCP server's tool, gated against the server that listed it (one the adapter has
+        // not seen list it, e.g. from the SDK's cache before it was governed, approves nothing).
+        const server = governed.serverOf(agent, tool.name) ?? UNLISTED;
+        if (governed.withheld.get(server)?.has(tool.name)) return []; // taken away by a correction
+        return [governed.gate(tool, server)];
       });
     };
     agent.clone = function governedClone(this: SdkAgent, config: any) {
@@ -128,12 +218,6 @@ export class GovernedOpenAIAgent {
       governed.install(copy);
       return copy;
     };
-  }
-
-  /** The approved MCP server that offers a tool of this name ("unapproved" when none does). */
-  mcpServerOf(name: string): string {
-    for (const [server, tools] of this.governor.rules?.mcpTools ?? []) if (tools.has(name)) return server;
-    return "(an MCP server the spec does not approve)";
   }
 
   private gate(tool: SdkTool, server?: string): SdkTool {

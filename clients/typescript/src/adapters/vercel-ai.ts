@@ -12,7 +12,7 @@
  * This module imports nothing from `ai`: it works on the SDK's plain tool objects. */
 
 import type { Client } from "../client.js";
-import { Binding, Governor, GovernorOptions, McpServerInfo, ToolRefused } from "../governor.js";
+import { Binding, Governor, GovernorOptions, McpServerInfo, McpServerState, ToolRefused } from "../governor.js";
 
 /** The shape of an AI SDK tool that this adapter relies on. */
 export interface SdkTool {
@@ -42,12 +42,16 @@ class VercelAIBinding implements Binding {
   removeTools(names: Set<string>): void {
     for (const name of names) delete this.owner.rawTools[name];
   }
-  mcpServers(): (McpServerInfo & { tools: string[] })[] {
+  mcpServers(): McpServerState[] {
     return [...this.owner.mcp.values()].map(({ info, tools }) => ({
       ...info, tools: Object.keys(tools) }));
   }
   removeMcpServers(names: Set<string>): void {
     for (const name of names) this.owner.mcp.delete(name);
+  }
+  removeMcpTools(server: string, names: Set<string>): void {
+    const entry = this.owner.mcp.get(server);
+    for (const name of names) if (entry) delete entry.tools[name];
   }
 }
 
