@@ -116,6 +116,20 @@ describe("OpenAI Agents SDK adapter", () => {
     assert.deepEqual(agent.ran, []);
   });
 
+  test("an Agent governed already, itself or as another's handoff, is refused a second governor", async () => {
+    const first = await start("oa-main");
+    const { token } = env.agents["oa-main"];
+    const client = new Client(env.url, token, { agent: "another-agent" });
+    // A second governor would leave the calls to the first, under the first's approvals.
+    assert.throws(() => governOpenAIAgent({ client, name: "another-agent", agent: first.agent }),
+      /governed already, as .*; govern each Agent object once/);
+    const specialist = new Agent({ name: "specialist", instructions: "x", tools: [] });
+    const triage = new Agent({ name: "triage", instructions: "x", handoffs: [specialist] });
+    governOpenAIAgent({ client: first.client, name: first.name, agent: triage });
+    assert.throws(() => governOpenAIAgent({ client, name: "another-agent", agent: specialist }),
+      /governed already/);
+  });
+
   test("an $800 refund waits for a human: runs on allow, refused on deny and on timeout", async () => {
     const agent = await start("oa-main", { governor: { decisionWait: 60 } });
     const [allowed] = await Promise.all([

@@ -125,6 +125,13 @@ export class GovernedOpenAIAgent {
 
   constructor(options: OpenAIAgentsOptions) {
     if (!isAgent(options.agent)) throw new AgentGovError("agent: an @openai/agents Agent is needed");
+    const owner = (options.agent as any)[MARK] as GovernedOpenAIAgent | undefined;
+    if (owner) {
+      // Governed already (by itself or as another agent's handoff): its calls are gated by that
+      // governor, under that agent's name and approvals; a second one would gate nothing.
+      throw new AgentGovError(`agent: this Agent is governed already, as ${owner.governor.agent}; `
+        + "govern each Agent object once (make a new Agent for another governed agent)");
+    }
     this.agent = options.agent;
     this.governor = new Governor(new OpenAIAgentsBinding(this), options.client, options);
     this.installAll();
@@ -190,11 +197,11 @@ export class GovernedOpenAIAgent {
   }
 
   private install(agent: SdkAgent): void {
-    if ((agent as any)[MARK]) return;
+    if ((agent as any)[MARK]) return; // gated already: by this governor, or its own
     const governed = this;
     const getAllTools = agent.getAllTools;
     const clone = agent.clone;
-    Object.defineProperty(agent, MARK, { value: true });
+    Object.defineProperty(agent, MARK, { value: this });
     agent.getAllTools = async function governedTools(this: SdkAgent, runContext?: any) {
       governed.installAll(); // handoffs added since
       for (const server of agent.mcpServers ?? []) governed.watch(server); // servers added since
