@@ -22,7 +22,7 @@ from urllib.parse import unquote
 from reconciliation.connectors.base import ConnectorError, CorrectionRefused
 from registry.connector_secrets import secret_value
 from sources.declared import Source
-from sources.postgres import Reading, highest, rank
+from sources.postgres import Reading, SourceRefused, highest, rank
 
 LEVELS = ("read", "write", "admin")
 
@@ -96,8 +96,8 @@ def _client(source: Source) -> Any:
     keys = secret_value(source.secret) or ""
     key_id, _, secret = keys.partition(":")
     if not key_id or not secret:
-        raise ConnectorError(f"permission source {source.name} has no credentials",
-                             detail=f"connector secret {source.secret} is not KEY_ID:SECRET")
+        raise SourceRefused(f"permission source {source.name} has no credentials",
+                            detail=f"connector secret {source.secret} is not KEY_ID:SECRET")
     return boto3.client("iam", aws_access_key_id=key_id, aws_secret_access_key=secret,
                         region_name="us-east-1", endpoint_url=source.endpoint_url or None,
                         config=Config(connect_timeout=5, read_timeout=10,

@@ -19,13 +19,9 @@ from config import outbound
 from reconciliation.connectors.base import ConnectorError, CorrectionRefused
 from registry.connector_secrets import secret_value
 from sources.declared import Source
-from sources.postgres import Reading, highest, rank
+from sources.postgres import Reading, SourceRefused, highest, rank
 
 TIMEOUT_SECONDS = 5
-
-
-class SourceRefused(ConnectorError):
-    """The source answered, but refused the control plane's credentials."""
 
 
 def _post(source: Source, url: str, form: dict[str, str]) -> tuple[int, dict[str, Any]]:

@@ -87,6 +87,17 @@ MEMBERSHIPS_TO = """
     ORDER BY 1"""
 
 
+# What PostgreSQL says when it answers and refuses the connector's login: an admin must act,
+# unlike a server that is down, restarting or full (retried, the last reading kept).
+REFUSED_AT_LOGIN = ("password authentication failed", "is not permitted to log in",
+                    "permission denied for database", "no pg_hba.conf entry",
+                    "authentication failed", "does not exist")
+
+
+class SourceRefused(ConnectorError):
+    """The source answered, but refused the control plane's credentials."""
+
+
 def rank(level: str | None) -> int:
     return 0 if level is None else LEVELS.index(level) + 1
 
@@ -180,10 +191,19 @@ def read(conn: psycopg.Connection, source: Source, role: str) -> Reading:
         return Reading(role, access, grants)
 
 
-def connect(dsn: str) -> psycopg.Connection:
-    """A connection to the source, short timeouts, no statement left running."""
-    return psycopg.connect(dsn, connect_timeout=CONNECT_TIMEOUT, autocommit=True,
-                           options=f"-c statement_timeout={STATEMENT_TIMEOUT_MS}")
+def connect(dsn: str, name: str) -> psycopg.Connection:
+    """A connection to source `name`, short timeouts, no statement left running; SourceRefused
+    when the server refuses the credentials, ConnectorError when it cannot be reached."""
+    try:
+        return psycopg.connect(dsn, connect_timeout=CONNECT_TIMEOUT, autocommit=True,
+                               options=f"-c statement_timeout={STATEMENT_TIMEOUT_MS}")
+    except psycopg.Error as error:
+        said = str(error)
+        refused = said.partition("FATAL:")[2].strip()
+        if refused and any(marker in refused for marker in REFUSED_AT_LOGIN):
+            raise SourceRefused(f"permission source {name} refused the control plane's "
+                                f"credentials: {refused.splitlines()[0]}") from None
+        raise ConnectorError(f"permission source {name} unreachable", detail=said) from None
 
 
 def _revocation(cur: psycopg.Cursor, role: str, grant: dict[str, Any],

@@ -181,6 +181,42 @@ def test_credentials_without_the_privilege_to_revoke_are_a_clear_escalation(
         f"permission denied for schema crm")
 
 
+@pytest.mark.parametrize(("refusal", "said"), [
+    ("ALTER ROLE {weak} NOLOGIN", 'role "{weak}" is not permitted to log in'),
+    ("REVOKE CONNECT ON DATABASE {database} FROM PUBLIC",
+     'permission denied for database "{database}"'),
+    ("REVOKE SELECT ON pg_catalog.pg_default_acl FROM PUBLIC",  # a hardened catalog
+     "permission denied for table pg_default_acl"),
+], ids=["no-login", "no-connect", "catalog-closed"])
+def test_credentials_that_may_not_read_the_role_are_a_clear_escalation(
+        people, crm_database, settings, monkeypatch, api_as, refusal, said):
+    """Not "nothing found", not an error page: the reading is unknown, nothing is corrected,
+    and an approver is asked once to fix the connector's credentials, in PostgreSQL's words."""
+    names = {"weak": WEAK, "database": DATABASE}
+    crm_database.run(refusal.format(**{k: sql.Identifier(v).as_string(None)
+                                        for k, v in names.items()}))
+    declare(settings, monkeypatch, server_url(DATABASE, WEAK), {"refund-agent": AGENT_ROLE})
+    agent = reporting_read_only(people)
+    crm_database.run(sql.SQL("GRANT INSERT ON crm.customers TO {}").format(
+        sql.Identifier(AGENT_ROLE)))
+    refused = (f"permission source crm-db refused the control plane's credentials: "
+               f"{said.format(**names)}")
+    for _ in range(2):
+        with pytest.raises(ConnectorError) as raised:
+            reconcile_agent(agent.pk, trigger="manual")
+        assert str(raised.value) == refused
+
+    (escalation,) = Escalation.objects.filter(agent=agent)
+    assert (escalation.finding, escalation.status) == (None, "open")
+    assert escalation.reason == (
+        f"{refused}: an admin gives the connector credentials that may read it")
+    assert not Finding.objects.exists() and not Correction.objects.exists()
+    assert crm_database.can(AGENT_ROLE, "INSERT")  # nothing done on a guess
+    (shown,) = api_as(people.alice).get(
+        "/api/v1/agents/refund-agent/permission-sources").json()["sources"]
+    assert (shown["status"], shown["error"], shown["read_at"]) == ("unknown", refused, None)
+
+
 def test_a_revoke_postgresql_only_warns_about_is_rolled_back_and_escalated(
         people, crm_database, settings, monkeypatch):
     """A role that may see the table but did not grant the privilege: PostgreSQL's REVOKE
