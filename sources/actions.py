@@ -136,7 +136,8 @@ def correct_at_source(source: Source, agent: Agent, resource: str, wanted: str |
         if source.type == "oauth":
             statements, before, after = oauth.correct(source, agent.name, resource, wanted)
         elif source.type == "aws_iam":
-            statements, before, after = aws_iam.correct(source, agent.name, resource, wanted)
+            statements, before, after = aws_iam.correct(source, agent.name, resource, wanted,
+                                                        _approved(agent, source))
         else:
             with _connection(source) as conn:
                 statements, before, after = postgres.correct(

@@ -272,7 +272,7 @@ def _granting(role: str, where: Resource, level: str, sharing: list[str]
     return statements
 
 
-def _taken_elsewhere(source: Source, resource: str, before: Reading, after: Reading,
+def taken_elsewhere(source: Source, resource: str, before: Reading, after: Reading,
                     approved: dict[str, str | None] | None) -> list[str]:
     """The source's other resources whose approved access a correction of `resource` took
     away: BYPASSRLS is role-wide, and CREATE on a schema or its default privileges count for
@@ -322,7 +322,7 @@ def correct(conn: psycopg.Connection, source: Source, agent: str, resource: str,
                     f"{after.access.get(resource) or 'no access'}): they need to own the "
                     f"objects, hold the privileges WITH GRANT OPTION, or hold ADMIN OPTION on "
                     f"the roles it is a member of")
-            taken = _taken_elsewhere(source, resource, before, after, approved)
+            taken = taken_elsewhere(source, resource, before, after, approved)
             if taken:
                 raise CorrectionRefused(
                     f"correcting {resource} for role {role} would also take approved access "
