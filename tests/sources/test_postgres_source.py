@@ -23,7 +23,10 @@ from tests.conftest import approved_agent
 from tests.sources.conftest import (
     AGENT_ROLE,
     DATABASE,
+    HOSTILE_COLUMN,
+    HOSTILE_GROUP,
     HOSTILE_ROLE,
+    HOSTILE_SCHEMA,
     HOSTILE_TABLE,
     WEAK,
     WRITERS,
@@ -245,6 +248,120 @@ def test_hostile_names_in_grants_are_quoted(people, crm_database, settings, monk
     quoted = '"' + HOSTILE_TABLE.replace('"', '""') + '"'
     assert not crm_database.can(HOSTILE_ROLE, "INSERT", f"crm.{quoted}")
     assert crm_database.run("SELECT count(*) FROM crm.customers") == [(0,)]  # still there
+
+
+def test_hostile_schema_table_column_and_role_names_are_found_and_revoked_exactly(
+        people, crm_database, settings, monkeypatch):
+    """Every name the statements compose holds quotes, semicolons, SQL and unicode: each way
+    the role was given more (a column, CREATE on the schema, default privileges, a nested
+    membership) is revoked by its exact name, and nothing else is touched."""
+    monkeypatch.setenv(SECRET, crm_database.dsn)
+    settings.CONNECTOR_SECRETS = [SECRET]
+    settings.PERMISSION_SOURCES = parse_sources(json.dumps({"crm-db": {
+        "type": "postgres", "secret": SECRET, "resources": {"crm": {"schema": HOSTILE_SCHEMA}},
+        "agents": {"refund-agent": HOSTILE_ROLE}}}), [SECRET])
+    schema, table = sql.Identifier(HOSTILE_SCHEMA), sql.Identifier(HOSTILE_SCHEMA, HOSTILE_TABLE)
+    role, group = sql.Identifier(HOSTILE_ROLE), sql.Identifier(HOSTILE_GROUP)
+    run = crm_database.run
+    run(sql.SQL("CREATE SCHEMA {}").format(schema))
+    run(sql.SQL("CREATE TABLE {} (id int, {} text)").format(table,
+                                                            sql.Identifier(HOSTILE_COLUMN)))
+    run(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(schema, role))
+    run(sql.SQL("GRANT SELECT ON {} TO {}").format(table, role))  # approved: read
+    agent = reporting_read_only(people)
+    assert reconcile_agent(agent.pk, trigger="manual").result == "converged"
+
+    run(sql.SQL("GRANT UPDATE ({}) ON {} TO {}").format(sql.Identifier(HOSTILE_COLUMN), table,
+                                                        role))
+    run(sql.SQL("GRANT CREATE ON SCHEMA {} TO {}").format(schema, role))
+    run(sql.SQL("ALTER DEFAULT PRIVILEGES IN SCHEMA {} GRANT INSERT ON TABLES TO {}")
+        .format(schema, role))
+    run(sql.SQL("GRANT {} TO {}").format(sql.Identifier(WRITERS), group))
+    run(sql.SQL("GRANT {} TO {}").format(group, role))  # through a group, through a group
+    run(sql.SQL("GRANT DELETE ON {} TO {}").format(table, sql.Identifier(WRITERS)))
+    assert reconcile_agent(agent.pk, trigger="manual").result == "corrected"
+
+    def quoted(name: str) -> str:
+        return '"' + name.replace('"', '""') + '"'
+
+    assert sorted(corrected_statements()) == sorted([
+        f"ALTER DEFAULT PRIVILEGES FOR ROLE \"postgres\" IN SCHEMA {quoted(HOSTILE_SCHEMA)} "
+        f"REVOKE INSERT ON TABLES FROM {quoted(HOSTILE_ROLE)}",
+        f"REVOKE {quoted(HOSTILE_GROUP)} FROM {quoted(HOSTILE_ROLE)}",
+        f"REVOKE CREATE ON SCHEMA {quoted(HOSTILE_SCHEMA)} FROM {quoted(HOSTILE_ROLE)}",
+        f"REVOKE UPDATE ({quoted(HOSTILE_COLUMN)}) ON TABLE {quoted(HOSTILE_SCHEMA)}."
+        f"{quoted(HOSTILE_TABLE)} FROM {quoted(HOSTILE_ROLE)}"])
+    target = f"{quoted(HOSTILE_SCHEMA)}.{quoted(HOSTILE_TABLE)}"
+    assert run("SELECT has_column_privilege(%s, %s, %s, 'UPDATE'), "
+               "has_schema_privilege(%s, %s, 'CREATE'), pg_has_role(%s, %s, 'MEMBER'), "
+               "has_table_privilege(%s, %s, 'DELETE'), has_table_privilege(%s, %s, 'SELECT')",
+               HOSTILE_ROLE, target, HOSTILE_COLUMN, HOSTILE_ROLE, HOSTILE_SCHEMA,
+               HOSTILE_ROLE, WRITERS, HOSTILE_ROLE, target, HOSTILE_ROLE, target) == [
+        (False, False, False, False, True)]
+    assert run("SELECT count(*) FROM pg_default_acl d, aclexplode(d.defaclacl) a "
+               "WHERE a.grantee = %s::regrole", quoted(HOSTILE_ROLE)) == [(0,)]
+    assert run(sql.SQL("SELECT pg_has_role({}, {}, 'MEMBER')").format(
+        sql.Literal(HOSTILE_GROUP), sql.Literal(WRITERS))) == [(True,)]  # the groups stay
+    assert run("SELECT count(*) FROM crm.customers") == [(0,)]  # no injected DROP ran
+    assert SourceReading.objects.get(agent=agent).access == {"crm": "read"}
+    assert Finding.objects.get(agent=agent).status == "corrected"
+
+
+def test_a_table_the_role_owns_is_read_as_admin_and_escalated(
+        people, crm_database, settings, monkeypatch):
+    declare(settings, monkeypatch, crm_database.dsn, {"refund-agent": AGENT_ROLE})
+    agent = reporting_read_only(people)
+    crm_database.run(sql.SQL("ALTER TABLE crm.customers OWNER TO {}").format(
+        sql.Identifier(AGENT_ROLE)))
+    reconcile_agent(agent.pk, trigger="manual")
+
+    known = AuditEntry.objects.filter(action="source.known").order_by("seq").first()
+    assert ("admin", "owns crm.customers", "direct") in {
+        (g["level"], g["what"], g["via"]) for g in known.after["grants"]}
+    finding = Finding.objects.get(agent=agent)
+    assert (finding.actual, finding.status) == ("admin", "escalated")
+    assert Escalation.objects.get(finding=finding).reason == (
+        f"correction refused: role {AGENT_ROLE} holds owns crm.customers (direct): a person "
+        f"changes ownership and superuser")
+    assert crm_database.run("SELECT tableowner FROM pg_tables WHERE schemaname = 'crm' AND "
+                            "tablename = 'customers'") == [(AGENT_ROLE,)]
+
+
+@pytest.mark.parametrize(("mode", "status"), [("escalate", "escalated"), ("log", "logged")])
+def test_a_grant_is_revoked_only_where_enforcement_says_correct(
+        people, crm_database, settings, monkeypatch, mode, status):
+    declare(settings, monkeypatch, crm_database.dsn, {"refund-agent": AGENT_ROLE})
+    agent = approved_agent(people, "refund-agent", connector={"type": "push"}, data=CRM_READ,
+                           enforcement={"default": mode})
+    state = {k: v for k, v in agent.enforced_spec.items() if k != "enforcement"}
+    record_observation(agent, {**state, "running": True}, actor="agent:refund-agent",
+                       source="push", trigger_reconcile=False)
+    crm_database.run(sql.SQL("GRANT INSERT ON crm.customers TO {}").format(
+        sql.Identifier(AGENT_ROLE)))
+    reconcile_agent(agent.pk, trigger="manual")
+
+    assert crm_database.can(AGENT_ROLE, "INSERT")  # left at the database
+    finding = Finding.objects.get(agent=agent)
+    assert (finding.status, finding.actual) == (status, "write")
+    assert finding.cause["witnesses"]["said"] == (
+        "the agent reported read; crm-db (the source of record) says write")
+    assert not AuditEntry.objects.filter(action__startswith="source.correct").exists()
+
+
+def test_less_than_approved_is_granted_at_the_database(
+        people, crm_database, settings, monkeypatch):
+    declare(settings, monkeypatch, crm_database.dsn, {"refund-agent": AGENT_ROLE})
+    agent = reporting(people, [*CRM_READ[:2], {"resource": "crm", "access": "write"}])
+    run = reconcile_agent(agent.pk, trigger="manual")  # the role holds read only
+
+    assert run.result == "corrected"
+    assert Finding.objects.get(agent=agent).status == "corrected"
+    assert corrected_statements() == [
+        f'GRANT USAGE ON SCHEMA "crm" TO "{AGENT_ROLE}"',
+        f'GRANT SELECT, INSERT, UPDATE, DELETE, TRUNCATE ON ALL TABLES IN SCHEMA "crm" TO '
+        f'"{AGENT_ROLE}"']
+    assert crm_database.can(AGENT_ROLE, "INSERT")
+    assert SourceReading.objects.get(agent=agent).access == {"crm": "write"}
 
 
 def test_every_way_a_role_holds_access_is_read(crm_database):
