@@ -218,6 +218,9 @@ def _revocation(cur: psycopg.Cursor, role: str, grant: dict[str, Any],
     if kind in ("owner", "superuser"):
         raise CorrectionRefused(f"role {role} holds {grant['what']} ({via}): a person changes "
                                 f"ownership and superuser")
+    if len(sharing) > 1:  # a membership ended or a privilege revoked: all of them lose it
+        raise CorrectionRefused(f"role {role} is shared by agents {', '.join(sharing)}: "
+                                f"revoking from it would change them all")
     if via != "direct":  # held through a membership: end the membership, not the group's grant
         groups = [name for (name,) in cur.execute(
             MEMBERSHIPS_TO, {"role": role, "group": grant["grantee"]}).fetchall()]
@@ -226,9 +229,6 @@ def _revocation(cur: psycopg.Cursor, role: str, grant: dict[str, Any],
                                     f"membership it holds directly")
         return [sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(g), sql.Identifier(role))
                 for g in groups]
-    if len(sharing) > 1:
-        raise CorrectionRefused(f"role {role} is shared by agents {', '.join(sharing)}: "
-                                f"revoking from it would change them all")
     name = sql.Identifier(role)
     if kind == "table":
         return [sql.SQL("REVOKE {} ON TABLE {} FROM {}").format(

@@ -121,6 +121,27 @@ def test_a_role_shared_with_another_agent_is_not_revoked_from_but_escalated(
     assert not AuditEntry.objects.filter(action="source.corrected").exists()
 
 
+def test_a_shared_role_keeps_a_membership_too_and_is_escalated(
+        people, crm_database, settings, monkeypatch):
+    """Ending the shared role's membership would take the group's grants from every agent
+    bound to it, just as a REVOKE would."""
+    declare(settings, monkeypatch, crm_database.dsn,
+            {"refund-agent": AGENT_ROLE, "billing-agent": AGENT_ROLE})
+    agent = reporting_read_only(people)
+    crm_database.run(sql.SQL("GRANT {} TO {}").format(sql.Identifier(WRITERS),
+                                                      sql.Identifier(AGENT_ROLE)))
+    reconcile_agent(agent.pk, trigger="manual")
+
+    assert crm_database.run("SELECT pg_has_role(%s, %s, 'MEMBER')", AGENT_ROLE,
+                            WRITERS) == [(True,)]
+    finding = Finding.objects.get(agent=agent)
+    assert finding.status == "escalated"
+    assert Escalation.objects.get(finding=finding).reason == (
+        f"correction refused: role {AGENT_ROLE} is shared by agents billing-agent, "
+        f"refund-agent: revoking from it would change them all")
+    assert not AuditEntry.objects.filter(action="source.corrected").exists()
+
+
 def test_a_grant_to_public_is_escalated_not_revoked_from_everyone(
         people, crm_database, settings, monkeypatch):
     declare(settings, monkeypatch, crm_database.dsn, {"refund-agent": AGENT_ROLE})
