@@ -71,6 +71,11 @@ def test_write_access_granted_by_hand_is_found_at_the_database_and_revoked(
     page = " ".join(re.sub(r"<[^>]+>", " ", browser.get("/agents/refund-agent/")
                            .content.decode()).split())
     assert said in page
+    browser.force_login(people.dana)  # compliance reads the trail
+    trail = " ".join(re.sub(r"<[^>]+>", " ", browser.get(
+        "/audit/?agent=refund-agent&action=finding.opened").content.decode()).split())
+    assert re.search(r"refund-agent [^;]*crm[^;]*; finding opened[^()]*\(" + re.escape(said)
+                     + r"\)", trail), trail[trail.rfind("finding.opened") - 200:][:900]
 
     response = api_as(people.alice).get("/api/v1/agents/refund-agent/evidence")
     assert response.status_code == 200
