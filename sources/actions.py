@@ -21,7 +21,7 @@ from sources import aws_iam, oauth, postgres
 from sources.choices import ReadingStatus
 from sources.declared import Source
 from sources.models import SourceReading
-from sources.postgres import SourceRefused
+from sources.postgres import CREDENTIALS_REMEDY, SourceRefused
 
 ACTOR = "system:permission-source"
 
@@ -89,8 +89,7 @@ def read_source(source: Source, agent: Agent) -> SourceReading:
         failure = SourceRefused(f"permission source {source.name} refused the control "
                                 f"plane's credentials: {error.diag.message_primary}")
         _unknown(source, agent, role, failure)
-        _escalate_once(agent, f"{failure}: an admin gives the connector credentials that may "
-                              f"read it")
+        _escalate_once(agent, f"{failure}: {failure.remedy}")
         raise failure from None
     except psycopg.Error as error:
         failure = ConnectorError(f"permission source {source.name} could not be read",
@@ -100,8 +99,8 @@ def read_source(source: Source, agent: Agent) -> SourceReading:
     except ConnectorError as error:
         _unknown(source, agent, role, error)
         if isinstance(error, SourceRefused | CorrectionRefused):
-            _escalate_once(agent, f"{error}: an admin gives the connector credentials that may "
-                                  f"read it")
+            remedy = getattr(error, "remedy", CREDENTIALS_REMEDY)
+            _escalate_once(agent, f"{error}: {remedy}")
         raise
     return _known(source, agent, found)
 

@@ -148,9 +148,9 @@ def _documents(iam: Any, role: str) -> list[tuple[str, dict[str, Any]]]:
     return documents
 
 
-def _call(source: Source, what: Any) -> Any:
-    """Run `what`; AWS refusing the credentials is a CorrectionRefused, not reaching it a
-    ConnectorError."""
+def _call(source: Source, what: Any, role: str | None = None) -> Any:
+    """Run `what`; AWS refusing the credentials is a CorrectionRefused, not knowing `role` a
+    SourceRefused, not reaching it a ConnectorError."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
@@ -158,6 +158,11 @@ def _call(source: Source, what: Any) -> Any:
     except ClientError as error:
         code = error.response.get("Error", {}).get("Code", "")
         message = error.response.get("Error", {}).get("Message", "")
+        if code == "NoSuchEntity" and role is not None:
+            raise SourceRefused(f"permission source {source.name} has no IAM role {role}",
+                                detail=message, remedy="an admin binds the agent to the "
+                                                       "IAM role its grants are made to"
+                                ) from None
         if code in ("AccessDenied", "AccessDeniedException", "UnauthorizedOperation",
                     "InvalidClientTokenId", "SignatureDoesNotMatch"):
             raise CorrectionRefused(f"the credentials of {source.name} were refused: {code} "
@@ -173,7 +178,7 @@ def read(source: Source, agent: str) -> Reading:
     """What the agent's role is allowed on each of the source's resources."""
     role = source.role_of(agent) or ""
     iam = _client(source)
-    return evaluate(source, _call(source, lambda: _documents(iam, role)), role)
+    return evaluate(source, _call(source, lambda: _documents(iam, role), role), role)
 
 
 def correct(source: Source, agent: str, resource: str, wanted: str | None,
@@ -186,7 +191,7 @@ def correct(source: Source, agent: str, resource: str, wanted: str | None,
     role = source.role_of(agent) or ""
     sharing = source.sharing(role)
     iam = _client(source)
-    documents = _call(source, lambda: _documents(iam, role))
+    documents = _call(source, lambda: _documents(iam, role), role)
     before = evaluate(source, documents, role)
     if rank(before.access.get(resource)) < rank(wanted):
         raise CorrectionRefused(f"{source.name}: a policy granting more is attached by a "

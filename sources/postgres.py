@@ -94,8 +94,17 @@ REFUSED_AT_LOGIN = ("password authentication failed", "is not permitted to log i
                     "authentication failed", "does not exist")
 
 
+CREDENTIALS_REMEDY = "an admin gives the connector credentials that may read it"
+
+
 class SourceRefused(ConnectorError):
-    """The source answered, but refused the control plane's credentials."""
+    """The source answered, but refused the control plane's credentials or does not know the
+    agent's role: a person must act (`remedy` says who and what)."""
+
+    def __init__(self, message: str, *, detail: str = "",
+                 remedy: str = CREDENTIALS_REMEDY) -> None:
+        super().__init__(message, detail=detail)
+        self.remedy = remedy
 
 
 def rank(level: str | None) -> int:
@@ -168,8 +177,10 @@ def read(conn: psycopg.Connection, source: Source, role: str) -> Reading:
     """What `role` can do on each of the source's resources, from the catalog."""
     with conn.cursor() as cur:
         row = cur.execute(ROLE, {"role": role}).fetchone()
-        if row is None:  # no such role: it can do nothing here
-            return Reading(role, dict.fromkeys(source.resources), [])
+        if row is None:  # never "no access": a misspelt binding would hide the real role
+            raise SourceRefused(f"permission source {source.name} has no role {role}",
+                                remedy="an admin binds the agent to the role its grants are "
+                                       "made to")
         superuser, bypass = row
         if superuser:
             return Reading(role, dict.fromkeys(source.resources, "admin"), [

@@ -196,6 +196,21 @@ def test_credentials_aws_refuses_to_read_with_are_a_clear_escalation(
     assert shown["error"].startswith("the credentials of aws were refused")
 
 
+def test_a_role_aws_does_not_have_is_escalated_not_read_as_no_access(
+        people, aws, settings, monkeypatch):
+    _, endpoint, _ = aws
+    declare(settings, monkeypatch, endpoint)
+    settings.PERMISSION_SOURCES["aws"].agents["refund-agent"] = f"{ROLE}-typo"
+    agent = reporting(people)
+    with pytest.raises(ConnectorError, match=f"permission source aws has no IAM role {ROLE}-typo"):
+        reconcile_agent(agent.pk, trigger="manual")
+    (escalation,) = Escalation.objects.filter(agent=agent)
+    assert escalation.reason == (f"permission source aws has no IAM role {ROLE}-typo: an admin "
+                                 f"binds the agent to the IAM role its grants are made to")
+    assert SourceReading.objects.get(agent=agent).status == "unknown"
+    assert not Finding.objects.exists()
+
+
 def test_hostile_names_and_documents_are_read_and_corrected_exactly(
         people, aws, settings, monkeypatch):
     """Names with every character IAM allows (and a path), a document with NotAction, a

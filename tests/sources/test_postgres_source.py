@@ -241,6 +241,22 @@ def test_credentials_that_may_not_read_the_role_are_a_clear_escalation(
     assert (shown["status"], shown["error"], shown["read_at"]) == ("unknown", refused, None)
 
 
+def test_a_role_the_database_does_not_have_is_escalated_not_read_as_no_access(
+        people, crm_database, settings, monkeypatch):
+    """A binding to a misspelt role would otherwise read "no access" while the real role
+    holds write."""
+    typo = f"{AGENT_ROLE}_typo"
+    declare(settings, monkeypatch, crm_database.dsn, {"refund-agent": typo})
+    agent = reporting_read_only(people)
+    with pytest.raises(ConnectorError, match=f"permission source crm-db has no role {typo}"):
+        reconcile_agent(agent.pk, trigger="manual")
+    (escalation,) = Escalation.objects.filter(agent=agent)
+    assert escalation.reason == (f"permission source crm-db has no role {typo}: an admin binds "
+                                 f"the agent to the role its grants are made to")
+    assert SourceReading.objects.get(agent=agent).status == "unknown"
+    assert not Finding.objects.exists()
+
+
 def test_a_revoke_postgresql_only_warns_about_is_rolled_back_and_escalated(
         people, crm_database, settings, monkeypatch):
     """A role that may see the table but did not grant the privilege: PostgreSQL's REVOKE
