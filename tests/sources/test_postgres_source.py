@@ -83,6 +83,10 @@ def test_a_write_grant_made_by_hand_is_found_revoked_and_verified(
         f'REVOKE INSERT ON TABLE "crm"."customers" FROM "{AGENT_ROLE}"']
     assert (corrected.after["before"], corrected.after["after"]) == ("write", "read")
     assert SourceReading.objects.get(agent=agent).access == {"crm": "read"}
+    client = Client()
+    client.force_login(people.bob)  # an approver reviewing drift
+    listed = " ".join(re.sub(r"<[^>]+>", " ", client.get("/findings/").content.decode()).split())
+    assert "the agent reported read; crm-db (the source of record) says write" in listed
 
 
 def test_a_grant_through_a_role_membership_is_revoked_by_ending_the_membership(
