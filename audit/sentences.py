@@ -203,10 +203,16 @@ def sentence(record: Mapping[str, Any]) -> str:
 
 def entry_sentence(entry: Any) -> str:
     """An AuditEntry (or anything with its fields) as a sentence; a finding's row reads from
-    its recorded kind, pointer, expected and actual."""
+    its recorded kind, pointer, expected and actual, and says what each witness saw when the
+    agent and the source of record disagreed."""
     recorded = entry.after if isinstance(entry.after, Mapping) else (
         entry.before if isinstance(entry.before, Mapping) else {})
     finding = {key: recorded.get(key) for key in ("kind", "pointer", "expected", "actual")
                if key in recorded} if str(entry.target).startswith("finding:") else {}
-    return sentence({**finding, "action": entry.action, "agent": entry.agent,
+    said = sentence({**finding, "action": entry.action, "agent": entry.agent,
                      "actor": entry.actor, "target": entry.target, "reason": entry.reason})
+    cause = recorded.get("cause") if finding else None
+    witnesses = cause.get("witnesses") if isinstance(cause, Mapping) else None
+    if isinstance(witnesses, Mapping) and witnesses.get("said"):  # two witnesses disagreed
+        said += f" ({plain_text(witnesses['said'])})"
+    return said

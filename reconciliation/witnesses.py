@@ -50,5 +50,7 @@ def said(entry: Mapping[str, Any]) -> str:
     """One line for people: who saw what, and which witness the loop believed."""
     source = entry["of_record"]
     agent = entry[AGENT_WITNESS]
+    if isinstance(agent, list):  # it reported the resource twice (data and a grant)
+        agent = " and ".join(agent)
     return (f"the agent reported {agent or 'no access'}; {source} (the source of record) "
             f"says {entry[source] or 'no access'}")

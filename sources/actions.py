@@ -21,6 +21,7 @@ from sources import aws_iam, oauth, postgres
 from sources.choices import ReadingStatus
 from sources.declared import Source
 from sources.models import SourceReading
+from sources.postgres import CREDENTIALS_REMEDY, SourceRefused
 
 ACTOR = "system:permission-source"
 
@@ -29,13 +30,9 @@ ACTOR = "system:permission-source"
 def _connection(source: Source) -> Iterator[psycopg.Connection]:
     dsn = secret_value(source.secret)
     if not dsn:
-        raise ConnectorError(f"permission source {source.name} has no credentials",
-                             detail=f"connector secret {source.secret} is not set")
-    try:
-        conn = postgres.connect(dsn)
-    except psycopg.Error as error:
-        raise ConnectorError(f"permission source {source.name} unreachable",
-                             detail=str(error)) from None
+        raise SourceRefused(f"permission source {source.name} has no credentials",
+                            detail=f"connector secret {source.secret} is not set")
+    conn = postgres.connect(dsn, source.name)
     try:
         yield conn
     finally:
@@ -88,6 +85,12 @@ def read_source(source: Source, agent: Agent) -> SourceReading:
         else:
             with _connection(source) as conn:
                 found = postgres.read(conn, source, role)
+    except psycopg.errors.InsufficientPrivilege as error:  # e.g. a catalog closed to it
+        failure = SourceRefused(f"permission source {source.name} refused the control "
+                                f"plane's credentials: {error.diag.message_primary}")
+        _unknown(source, agent, role, failure)
+        _escalate_once(agent, f"{failure}: {failure.remedy}")
+        raise failure from None
     except psycopg.Error as error:
         failure = ConnectorError(f"permission source {source.name} could not be read",
                                  detail=str(error))
@@ -95,9 +98,9 @@ def read_source(source: Source, agent: Agent) -> SourceReading:
         raise failure from None
     except ConnectorError as error:
         _unknown(source, agent, role, error)
-        if isinstance(error, oauth.SourceRefused | CorrectionRefused):
-            _escalate_once(agent, f"{error}: an admin gives the connector credentials that may "
-                                  f"read it")
+        if isinstance(error, SourceRefused | CorrectionRefused):
+            remedy = getattr(error, "remedy", CREDENTIALS_REMEDY)
+            _escalate_once(agent, f"{error}: {remedy}")
         raise
     return _known(source, agent, found)
 
@@ -132,7 +135,8 @@ def correct_at_source(source: Source, agent: Agent, resource: str, wanted: str |
         if source.type == "oauth":
             statements, before, after = oauth.correct(source, agent.name, resource, wanted)
         elif source.type == "aws_iam":
-            statements, before, after = aws_iam.correct(source, agent.name, resource, wanted)
+            statements, before, after = aws_iam.correct(source, agent.name, resource, wanted,
+                                                        _approved(agent, source))
         else:
             with _connection(source) as conn:
                 statements, before, after = postgres.correct(

@@ -5,7 +5,9 @@ deleting) the policy that widens it.
 Policy evaluation is a documented subset of AWS's, chosen to err towards "allowed":
 - an `Allow` statement counts when one of its `Action`s (or anything outside its `NotAction`)
   and one of its `Resource`s (or anything outside its `NotResource`) match, with `*` and `?`
-  wildcards, case-insensitive for actions; a `Condition` is assumed to hold;
+  the only wildcards (`[`, `]` and every other character are themselves), case-insensitive
+  for actions; a policy variable (`${aws:username}`) matches anything, `${*}`, `${?}` and
+  `${$}` are the characters themselves; a `Condition` is assumed to hold;
 - a `Deny` statement without a `Condition` takes the matching actions away; one with a
   `Condition` is assumed not to hold;
 - permission boundaries, session policies, service control policies and resource policies are
@@ -14,15 +16,16 @@ Policy evaluation is a documented subset of AWS's, chosen to err towards "allowe
 The operator names, for each resource, its ARN and the actions that make up each access level.
 """
 
-import fnmatch
 import json
+import re
+from functools import lru_cache
 from typing import Any
 from urllib.parse import unquote
 
 from reconciliation.connectors.base import ConnectorError, CorrectionRefused
 from registry.connector_secrets import secret_value
 from sources.declared import Source
-from sources.postgres import Reading, highest, rank
+from sources.postgres import Reading, SourceRefused, highest, rank, taken_elsewhere
 
 LEVELS = ("read", "write", "admin")
 
@@ -33,10 +36,32 @@ def _list(value: Any) -> list[str]:
     return [str(v) for v in (value if isinstance(value, list) else [value])]
 
 
+_PATTERN_PART = re.compile(r"\$\{([^}]*)\}|\*|\?|[^$*?]+|\$")
+_ESCAPED_VARIABLE = {"*": "*", "?": "?", "$": "$"}
+
+
+@lru_cache(maxsize=1024)
+def _pattern(text: str) -> re.Pattern[str]:
+    """IAM's wildcard matching as a regular expression: `*`, `?` and policy variables only."""
+    parts = []
+    for match in _PATTERN_PART.finditer(text):
+        part, variable = match.group(0), match.group(1)
+        if variable is not None:
+            literal = _ESCAPED_VARIABLE.get(variable)
+            parts.append(re.escape(literal) if literal else ".*")  # unknown value: any
+        elif part == "*":
+            parts.append(".*")
+        elif part == "?":
+            parts.append(".")
+        else:
+            parts.append(re.escape(part))
+    return re.compile("".join(parts), re.DOTALL)
+
+
 def _matches(patterns: list[str], value: str, *, fold: bool) -> bool:
     if fold:
         value, patterns = value.lower(), [p.lower() for p in patterns]
-    return any(fnmatch.fnmatchcase(value, pattern) for pattern in patterns)
+    return any(_pattern(pattern).fullmatch(value) for pattern in patterns)
 
 
 def _applies(statement: dict[str, Any], action: str, arn: str) -> bool:
@@ -96,8 +121,8 @@ def _client(source: Source) -> Any:
     keys = secret_value(source.secret) or ""
     key_id, _, secret = keys.partition(":")
     if not key_id or not secret:
-        raise ConnectorError(f"permission source {source.name} has no credentials",
-                             detail=f"connector secret {source.secret} is not KEY_ID:SECRET")
+        raise SourceRefused(f"permission source {source.name} has no credentials",
+                            detail=f"connector secret {source.secret} is not KEY_ID:SECRET")
     return boto3.client("iam", aws_access_key_id=key_id, aws_secret_access_key=secret,
                         region_name="us-east-1", endpoint_url=source.endpoint_url or None,
                         config=Config(connect_timeout=5, read_timeout=10,
@@ -123,9 +148,9 @@ def _documents(iam: Any, role: str) -> list[tuple[str, dict[str, Any]]]:
     return documents
 
 
-def _call(source: Source, what: Any) -> Any:
-    """Run `what`; AWS refusing the credentials is a CorrectionRefused, not reaching it a
-    ConnectorError."""
+def _call(source: Source, what: Any, role: str | None = None) -> Any:
+    """Run `what`; AWS refusing the credentials is a CorrectionRefused, not knowing `role` a
+    SourceRefused, not reaching it a ConnectorError."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
@@ -133,6 +158,11 @@ def _call(source: Source, what: Any) -> Any:
     except ClientError as error:
         code = error.response.get("Error", {}).get("Code", "")
         message = error.response.get("Error", {}).get("Message", "")
+        if code == "NoSuchEntity" and role is not None:
+            raise SourceRefused(f"permission source {source.name} has no IAM role {role}",
+                                detail=message, remedy="an admin binds the agent to the "
+                                                       "IAM role its grants are made to"
+                                ) from None
         if code in ("AccessDenied", "AccessDeniedException", "UnauthorizedOperation",
                     "InvalidClientTokenId", "SignatureDoesNotMatch"):
             raise CorrectionRefused(f"the credentials of {source.name} were refused: {code} "
@@ -148,16 +178,21 @@ def read(source: Source, agent: str) -> Reading:
     """What the agent's role is allowed on each of the source's resources."""
     role = source.role_of(agent) or ""
     iam = _client(source)
-    return evaluate(source, _call(source, lambda: _documents(iam, role)), role)
+    return evaluate(source, _call(source, lambda: _documents(iam, role), role), role)
 
 
-def correct(source: Source, agent: str, resource: str, wanted: str | None
+def correct(source: Source, agent: str, resource: str, wanted: str | None,
+            approved: dict[str, str | None] | None = None
             ) -> tuple[list[str], Reading, Reading]:
     """Detach (or delete, when inline) every policy that gives the role more than `wanted` on
-    `resource`; the role is read again after and must hold no more."""
+    `resource`; the role is read again after and must hold no more. Refused before anything is
+    detached when that would leave less than `wanted`, or take access `approved` on another
+    resource (the policy carries approved access too: a person replaces it)."""
     role = source.role_of(agent) or ""
     sharing = source.sharing(role)
-    before = read(source, agent)
+    iam = _client(source)
+    documents = _call(source, lambda: _documents(iam, role), role)
+    before = evaluate(source, documents, role)
     if rank(before.access.get(resource)) < rank(wanted):
         raise CorrectionRefused(f"{source.name}: a policy granting more is attached by a "
                                 f"person, not by a correction")
@@ -166,7 +201,15 @@ def correct(source: Source, agent: str, resource: str, wanted: str | None
     if labels and len(sharing) > 1:
         raise CorrectionRefused(f"IAM role {role} is shared by agents {', '.join(sharing)}: "
                                 f"detaching from it would change them all")
-    iam = _client(source)
+    left = evaluate(source, [d for d in documents if d[0] not in labels], role)
+    lost = ([f"{resource} ({wanted} to {left.access.get(resource) or 'no access'})"]
+            if rank(left.access.get(resource)) < rank(wanted) else [])
+    lost += taken_elsewhere(source, resource, before, left, approved)
+    if labels and lost:
+        raise CorrectionRefused(
+            f"detaching {'; '.join(labels)} from IAM role {role} would also take approved "
+            f"access on {', '.join(lost)}: a person replaces the policy with one that allows "
+            f"only what is approved")
     done = []
     for label in labels:
         kind, _, name = label.partition(" policy ")

@@ -100,7 +100,10 @@ def _resource(value: Any, where: str) -> Resource:
                     tuple(_identifier(t, f"{where}/tables/{i}") for i, t in enumerate(tables)))
 
 
-def _scope(value: Any, where: str) -> tuple[str, str]:
+def _scope(scope: str, value: Any, where: str) -> tuple[str, str]:
+    if not scope or any(blank in scope for blank in " \t\r\n"):
+        raise DeclarationError(f"{where}: a scope is one word: no spaces, tabs or line breaks "
+                               f"(RFC 6749 separates scopes by spaces)")
     if not isinstance(value, dict) or set(value) != {"resource", "access"} or (
             value["access"] not in ACCESS_LEVELS) or not isinstance(value["resource"], str):
         raise DeclarationError(f"{where}: expected {{resource, access}} with access one of "
@@ -152,7 +155,7 @@ def _source(name: str, value: Any, secrets: list[str]) -> Source:
                                              f"{where}/introspection_url"),
                       revocation_url=_url(value.get("revocation_url"),
                                           f"{where}/revocation_url"),
-                      scopes={str(s): _scope(v, f"{where}/scopes/{s}")
+                      scopes={str(s): _scope(str(s), v, f"{where}/scopes/{s}")
                               for s, v in scopes.items()})
     if kind == "aws_iam":
         for agent, role in agents.items():

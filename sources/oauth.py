@@ -10,6 +10,7 @@ token bound to more than one agent is never revoked by a correction."""
 
 import base64
 import json
+import re
 from typing import Any
 from urllib.parse import urlencode
 
@@ -19,13 +20,12 @@ from config import outbound
 from reconciliation.connectors.base import ConnectorError, CorrectionRefused
 from registry.connector_secrets import secret_value
 from sources.declared import Source
-from sources.postgres import Reading, highest, rank
+from sources.postgres import Reading, SourceRefused, highest, rank
 
 TIMEOUT_SECONDS = 5
-
-
-class SourceRefused(ConnectorError):
-    """The source answered, but refused the control plane's credentials."""
+# RFC 6749 3.3 separates scopes by spaces; ASCII blanks are never part of one, but every other
+# character is (a scope holding a no-break space is one scope, compared exactly).
+SCOPE_SEPARATOR = re.compile(r"[ \t\r\n]+")
 
 
 def _post(source: Source, url: str, form: dict[str, str]) -> tuple[int, dict[str, Any]]:
@@ -76,7 +76,9 @@ def read(source: Source, agent: str) -> Reading:
     """The access the agent's token holds now (an inactive token: none)."""
     _, reply = _post(source, source.introspection_url,
                      {"token": _token(source, agent), "token_type_hint": "access_token"})
-    scopes = str(reply.get("scope") or "").split() if reply.get("active") is True else []
+    scopes = (SCOPE_SEPARATOR.split(str(reply.get("scope") or "").strip(" \t\r\n"))
+              if reply.get("active") is True else [])
+    scopes = [scope for scope in scopes if scope]
     grants = []
     for scope in sorted(set(scopes)):
         if scope in source.scopes:

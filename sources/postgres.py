@@ -87,6 +87,26 @@ MEMBERSHIPS_TO = """
     ORDER BY 1"""
 
 
+# What PostgreSQL says when it answers and refuses the connector's login: an admin must act,
+# unlike a server that is down, restarting or full (retried, the last reading kept).
+REFUSED_AT_LOGIN = ("password authentication failed", "is not permitted to log in",
+                    "permission denied for database", "no pg_hba.conf entry",
+                    "authentication failed", "does not exist")
+
+
+CREDENTIALS_REMEDY = "an admin gives the connector credentials that may read it"
+
+
+class SourceRefused(ConnectorError):
+    """The source answered, but refused the control plane's credentials or does not know the
+    agent's role: a person must act (`remedy` says who and what)."""
+
+    def __init__(self, message: str, *, detail: str = "",
+                 remedy: str = CREDENTIALS_REMEDY) -> None:
+        super().__init__(message, detail=detail)
+        self.remedy = remedy
+
+
 def rank(level: str | None) -> int:
     return 0 if level is None else LEVELS.index(level) + 1
 
@@ -157,8 +177,10 @@ def read(conn: psycopg.Connection, source: Source, role: str) -> Reading:
     """What `role` can do on each of the source's resources, from the catalog."""
     with conn.cursor() as cur:
         row = cur.execute(ROLE, {"role": role}).fetchone()
-        if row is None:  # no such role: it can do nothing here
-            return Reading(role, dict.fromkeys(source.resources), [])
+        if row is None:  # never "no access": a misspelt binding would hide the real role
+            raise SourceRefused(f"permission source {source.name} has no role {role}",
+                                remedy="an admin binds the agent to the role its grants are "
+                                       "made to")
         superuser, bypass = row
         if superuser:
             return Reading(role, dict.fromkeys(source.resources, "admin"), [
@@ -180,10 +202,19 @@ def read(conn: psycopg.Connection, source: Source, role: str) -> Reading:
         return Reading(role, access, grants)
 
 
-def connect(dsn: str) -> psycopg.Connection:
-    """A connection to the source, short timeouts, no statement left running."""
-    return psycopg.connect(dsn, connect_timeout=CONNECT_TIMEOUT, autocommit=True,
-                           options=f"-c statement_timeout={STATEMENT_TIMEOUT_MS}")
+def connect(dsn: str, name: str) -> psycopg.Connection:
+    """A connection to source `name`, short timeouts, no statement left running; SourceRefused
+    when the server refuses the credentials, ConnectorError when it cannot be reached."""
+    try:
+        return psycopg.connect(dsn, connect_timeout=CONNECT_TIMEOUT, autocommit=True,
+                               options=f"-c statement_timeout={STATEMENT_TIMEOUT_MS}")
+    except psycopg.Error as error:
+        said = str(error)
+        refused = said.partition("FATAL:")[2].strip()
+        if refused and any(marker in refused for marker in REFUSED_AT_LOGIN):
+            raise SourceRefused(f"permission source {name} refused the control plane's "
+                                f"credentials: {refused.splitlines()[0]}") from None
+        raise ConnectorError(f"permission source {name} unreachable", detail=said) from None
 
 
 def _revocation(cur: psycopg.Cursor, role: str, grant: dict[str, Any],
@@ -198,6 +229,9 @@ def _revocation(cur: psycopg.Cursor, role: str, grant: dict[str, Any],
     if kind in ("owner", "superuser"):
         raise CorrectionRefused(f"role {role} holds {grant['what']} ({via}): a person changes "
                                 f"ownership and superuser")
+    if len(sharing) > 1:  # a membership ended or a privilege revoked: all of them lose it
+        raise CorrectionRefused(f"role {role} is shared by agents {', '.join(sharing)}: "
+                                f"revoking from it would change them all")
     if via != "direct":  # held through a membership: end the membership, not the group's grant
         groups = [name for (name,) in cur.execute(
             MEMBERSHIPS_TO, {"role": role, "group": grant["grantee"]}).fetchall()]
@@ -206,9 +240,6 @@ def _revocation(cur: psycopg.Cursor, role: str, grant: dict[str, Any],
                                     f"membership it holds directly")
         return [sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(g), sql.Identifier(role))
                 for g in groups]
-    if len(sharing) > 1:
-        raise CorrectionRefused(f"role {role} is shared by agents {', '.join(sharing)}: "
-                                f"revoking from it would change them all")
     name = sql.Identifier(role)
     if kind == "table":
         return [sql.SQL("REVOKE {} ON TABLE {} FROM {}").format(
@@ -252,7 +283,7 @@ def _granting(role: str, where: Resource, level: str, sharing: list[str]
     return statements
 
 
-def _taken_elsewhere(source: Source, resource: str, before: Reading, after: Reading,
+def taken_elsewhere(source: Source, resource: str, before: Reading, after: Reading,
                     approved: dict[str, str | None] | None) -> list[str]:
     """The source's other resources whose approved access a correction of `resource` took
     away: BYPASSRLS is role-wide, and CREATE on a schema or its default privileges count for
@@ -302,7 +333,7 @@ def correct(conn: psycopg.Connection, source: Source, agent: str, resource: str,
                     f"{after.access.get(resource) or 'no access'}): they need to own the "
                     f"objects, hold the privileges WITH GRANT OPTION, or hold ADMIN OPTION on "
                     f"the roles it is a member of")
-            taken = _taken_elsewhere(source, resource, before, after, approved)
+            taken = taken_elsewhere(source, resource, before, after, approved)
             if taken:
                 raise CorrectionRefused(
                     f"correcting {resource} for role {role} would also take approved access "

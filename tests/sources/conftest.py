@@ -18,7 +18,10 @@ WRITERS = f"{PREFIX}_crm_writers"
 WEAK = f"{PREFIX}_weak_connector"
 HOSTILE_ROLE = f'{PREFIX} bot"; DROP TABLE crm.customers; --'
 HOSTILE_TABLE = 'or"ders; x'
-ROLES = (AGENT_ROLE, WRITERS, WEAK, HOSTILE_ROLE)
+HOSTILE_GROUP = f'{PREFIX} "wrïters" <b>; --'
+HOSTILE_SCHEMA = 'Crm "sales"; DROP SCHEMA crm; --'
+HOSTILE_COLUMN = 'e"mail ü; --'
+ROLES = (AGENT_ROLE, WRITERS, WEAK, HOSTILE_ROLE, HOSTILE_GROUP)
 
 
 def server_url(database: str = "postgres", user: str = "postgres") -> str:
@@ -61,7 +64,7 @@ def crm_database(transactional_db) -> Iterator[CrmDatabase]:
     with psycopg.connect(server_url(), autocommit=True) as admin:
         _drop(admin)
         admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DATABASE)))
-        for role in (AGENT_ROLE, WRITERS, HOSTILE_ROLE):
+        for role in (AGENT_ROLE, WRITERS, HOSTILE_ROLE, HOSTILE_GROUP):
             admin.execute(sql.SQL("CREATE ROLE {}").format(sql.Identifier(role)))
         admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(WEAK)))
     crm = CrmDatabase(server_url(DATABASE))

@@ -4,10 +4,12 @@ found, detached and verified; an unreachable API and credentials AWS refuses are
 blindly; the policy evaluation subset is pinned by pure cases."""
 
 import json
+import re
 import socket
 
 import boto3
 import pytest
+from django.test import Client
 from moto.server import ThreadedMotoServer
 
 from audit.models import AuditEntry
@@ -114,17 +116,164 @@ def test_policies_that_widen_the_role_are_detached_and_verified(
         f"detach {wide} from role {ROLE}", f"delete inline policy quick-fix of role {ROLE}"]
 
 
+def attached(iam) -> list[str]:
+    return sorted(p["PolicyName"] for p in
+                  iam.list_attached_role_policies(RoleName=ROLE)["AttachedPolicies"])
+
+
+def page_of(people) -> str:
+    """The refund agent's page as alice (its owner) reads it, tags removed."""
+    client = Client()
+    client.force_login(people.alice)
+    return " ".join(re.sub(r"<[^>]+>", " ", client.get("/agents/refund-agent/")
+                           .content.decode()).split())
+
+
 def test_an_api_that_cannot_be_reached_keeps_the_last_state_and_detaches_nothing(
-        people, aws, settings, monkeypatch):
-    server, endpoint, iam = aws
+        people, aws, settings, monkeypatch, api_as):
+    _, endpoint, iam = aws
     declare(settings, monkeypatch, endpoint)
     agent = reporting(people)
-    reconcile_agent(agent.pk, trigger="manual")
-    server.stop()
+    assert reconcile_agent(agent.pk, trigger="manual").result == "converged"
+    wide = iam.create_policy(PolicyName="crm-write", PolicyDocument=_policy(
+        "dynamodb:PutItem"))["Policy"]["Arn"]
+    iam.attach_role_policy(RoleName=ROLE, PolicyArn=wide)  # by hand, then the API is lost
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        gone = f"http://127.0.0.1:{probe.getsockname()[1]}"  # nothing listens there
+    declare(settings, monkeypatch, gone)
+
     with pytest.raises(ConnectorError, match="permission source aws unreachable"):
         reconcile_agent(agent.pk, trigger="manual")
     reading = SourceReading.objects.get(agent=agent)
-    assert (reading.status, reading.access) == ("unknown", {"crm": "read"})
+    assert (reading.status, reading.access) == ("unknown", {"crm": "read"})  # last known
+    assert reading.read_at is not None
+    assert attached(iam) == ["crm-read", "crm-write"]  # nothing detached blindly
+    assert not Finding.objects.exists() and not Escalation.objects.exists()
+    (shown,) = api_as(people.alice).get(
+        "/api/v1/agents/refund-agent/permission-sources").json()["sources"]
+    assert (shown["source"], shown["type"], shown["status"], shown["access"], shown["error"]) \
+        == ("aws", "aws_iam", "unknown", {"crm": "read"}, "permission source aws unreachable")
+    page = page_of(people)
+    assert f"aws (aws_iam, role {ROLE} ): ⚠ unknown now (permission source aws " \
+           f"unreachable); last known state, read" in page
+    assert "crm read" in page
+
+    declare(settings, monkeypatch, endpoint)  # back: found and detached
+    assert reconcile_agent(agent.pk, trigger="manual").result == "corrected"
+    assert attached(iam) == ["crm-read"]
+
+
+def test_credentials_aws_refuses_to_read_with_are_a_clear_escalation(
+        people, aws, settings, monkeypatch, api_as):
+    from moto import settings as moto_settings
+
+    _, endpoint, iam = aws
+    iam.create_user(UserName="conn35-nobody")  # no policy: it may read nothing
+    key = iam.create_access_key(UserName="conn35-nobody")["AccessKey"]
+    wide = iam.create_policy(PolicyName="crm-write", PolicyDocument=_policy(
+        "dynamodb:PutItem"))["Policy"]["Arn"]
+    iam.attach_role_policy(RoleName=ROLE, PolicyArn=wide)
+    declare(settings, monkeypatch, endpoint, f"{key['AccessKeyId']}:{key['SecretAccessKey']}")
+    agent = reporting(people)
+    monkeypatch.setattr(moto_settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0)  # AWS checks now
+
+    for _ in range(2):
+        with pytest.raises(ConnectorError, match="the credentials of aws were refused: "
+                                                 "AccessDenied"):
+            reconcile_agent(agent.pk, trigger="manual")
+    monkeypatch.setattr(moto_settings, "INITIAL_NO_AUTH_ACTION_COUNT", float("inf"))
+    (escalation,) = Escalation.objects.filter(agent=agent)  # once, not per pass
+    assert escalation.finding is None
+    assert escalation.reason.startswith("the credentials of aws were refused: AccessDenied")
+    assert escalation.reason.endswith("an admin gives the connector credentials that may "
+                                      "read it")
+    assert not Finding.objects.exists()  # not "nothing found"
+    assert attached(iam) == ["crm-read", "crm-write"]
+    (shown,) = api_as(people.alice).get(
+        "/api/v1/agents/refund-agent/permission-sources").json()["sources"]
+    assert (shown["status"], shown["read_at"]) == ("unknown", None)
+    assert shown["error"].startswith("the credentials of aws were refused")
+
+
+def test_a_role_aws_does_not_have_is_escalated_not_read_as_no_access(
+        people, aws, settings, monkeypatch):
+    _, endpoint, _ = aws
+    declare(settings, monkeypatch, endpoint)
+    settings.PERMISSION_SOURCES["aws"].agents["refund-agent"] = f"{ROLE}-typo"
+    agent = reporting(people)
+    with pytest.raises(ConnectorError, match=f"permission source aws has no IAM role {ROLE}-typo"):
+        reconcile_agent(agent.pk, trigger="manual")
+    (escalation,) = Escalation.objects.filter(agent=agent)
+    assert escalation.reason == (f"permission source aws has no IAM role {ROLE}-typo: an admin "
+                                 f"binds the agent to the IAM role its grants are made to")
+    assert SourceReading.objects.get(agent=agent).status == "unknown"
+    assert not Finding.objects.exists()
+
+
+def test_hostile_names_and_documents_are_read_and_corrected_exactly(
+        people, aws, settings, monkeypatch):
+    """Names with every character IAM allows (and a path), a document with NotAction, a
+    condition holding quotes and unicode, and a wildcard resource: read, then detached and
+    deleted by their exact names."""
+    _, endpoint, iam = aws
+    declare(settings, monkeypatch, endpoint)
+    agent = reporting(people)
+    hostile = iam.create_policy(
+        PolicyName=WIDE, Path="/team+a=b,c@d.e-f/", PolicyDocument=json.dumps({
+            "Version": "2012-10-17", "Statement": [{
+                "Sid": "Wide", "Effect": "Allow", "NotAction": ["iam:*", "sts:*"],
+                "Resource": "arn:aws:dynamodb:us-east-1:123456789012:table/cr?",
+                "Condition": {"StringEquals": {"aws:PrincipalTag/team": 'pay"ments ü; --'}}},
+            ]}))["Policy"]["Arn"]
+    iam.attach_role_policy(RoleName=ROLE, PolicyArn=hostile)
+    inline = "in+line=1,2@x.y-z_"  # IAM allows [\w+=,.@-] in a name
+    iam.put_role_policy(RoleName=ROLE, PolicyName=inline, PolicyDocument=json.dumps({
+        "Version": "2012-10-17", "Statement": [{
+            "Effect": "Allow", "Action": "dynamodb:Put${*}", "Resource": TABLE}]}))
+    iam.put_role_policy(RoleName=ROLE, PolicyName="brackets", PolicyDocument=_policy(
+        "dynamodb:DeleteItem", resource="arn:aws:dynamodb:*:*:table/[a-z]rm"))  # literal [
+    reconcile_agent(agent.pk, trigger="manual")
+
+    finding = Finding.objects.get(agent=agent)
+    assert (finding.actual, finding.status) == ("admin", "corrected")
+    known = AuditEntry.objects.filter(action="source.known").order_by("seq").first()
+    assert {(g["level"], g["via"]) for g in known.after["grants"]} == {
+        ("read", "attached policy arn:aws:iam::123456789012:policy/crm-read"),
+        ("read", f"attached policy {hostile}"), ("write", f"attached policy {hostile}"),
+        ("admin", f"attached policy {hostile}")}  # `Put${*}` is no wildcard, `[` no class
+    assert AuditEntry.objects.get(action="source.corrected").after["statements"] == [
+        f"detach {hostile} from role {ROLE}"]
+    assert hostile.endswith(f":policy/team+a=b,c@d.e-f/{WIDE}")
+    assert attached(iam) == ["crm-read"]
+    assert sorted(iam.list_role_policies(RoleName=ROLE)["PolicyNames"]) == sorted(
+        ["brackets", inline])  # they allow nothing on the table: left alone
+
+
+def test_a_policy_that_also_carries_approved_access_is_escalated_not_detached(
+        people, aws, settings, monkeypatch):
+    """A person swapped the approved read policy for one that reads and writes: detaching it
+    would leave the agent without the read it was approved, so nothing is detached."""
+    _, endpoint, iam = aws
+    declare(settings, monkeypatch, endpoint)
+    agent = reporting(people)
+    (read_arn,) = [p["PolicyArn"] for p in
+                   iam.list_attached_role_policies(RoleName=ROLE)["AttachedPolicies"]]
+    iam.detach_role_policy(RoleName=ROLE, PolicyArn=read_arn)
+    both = iam.create_policy(PolicyName="crm-read-write", PolicyDocument=_policy(
+        "dynamodb:GetItem", "dynamodb:PutItem"))["Policy"]["Arn"]
+    iam.attach_role_policy(RoleName=ROLE, PolicyArn=both)
+    reconcile_agent(agent.pk, trigger="manual")
+
+    assert attached(iam) == ["crm-read-write"]
+    finding = Finding.objects.get(agent=agent)
+    assert finding.status == "escalated"
+    assert Escalation.objects.get(finding=finding).reason == (
+        f"correction refused: detaching attached policy {both} from IAM role {ROLE} would "
+        f"also take approved access on crm (read to no access): a person replaces the policy "
+        f"with one that allows only what is approved")
+    assert AuditEntry.objects.filter(action="source.correction_refused").exists()
+    assert not AuditEntry.objects.filter(action="source.corrected").exists()
 
 
 def test_credentials_aws_refuses_to_detach_with_are_a_clear_escalation(
@@ -163,6 +312,15 @@ def test_credentials_aws_refuses_to_detach_with_are_a_clear_escalation(
     ([{"Effect": "Allow", "Action": "dynamodb:GetItem", "Resource": TABLE,
        "Condition": {"IpAddress": {"aws:SourceIp": "10.0.0.0/8"}}}], ["p"]),
     ([{"Effect": "Allow", "Action": "dynamodb:GetItem", "Resource": f"{TABLE}-other"}], []),
+    ([{"Effect": "Allow", "Action": "dynamodb:GetItem", "Resource": TABLE.replace(
+        "table/crm", "table/[a-z]rm")}], []),  # IAM has no character classes
+    ([{"Effect": "Allow", "Action": "dynamodb:GetItem", "Resource": TABLE.replace(
+        "table/crm", "table/${aws:username}")}], ["p"]),  # a policy variable may be anything
+    ([{"Effect": "Allow", "Action": "dynamodb:GetItem", "Resource": TABLE.replace(
+        "table/crm", "table/cr${?}")}], []),  # `${?}` is a question mark, not a wildcard
+    ([{"Effect": "Allow", "NotAction": "dynamodb:GetItem", "Resource": "*"}], []),
+    ([{"Effect": "Allow", "Action": "dynamodb:GetItem", "NotResource": f"{TABLE}/index/*"}],
+     ["p"]),
 ])
 def test_the_evaluation_subset_errs_towards_allowed(statements, expected):
     assert allowed([("p", {"Statement": statements})], "dynamodb:GetItem", TABLE) == expected

@@ -47,3 +47,17 @@ def test_what_is_not_json_or_not_an_object_is_refused():
         parse_sources("[]", SECRETS)
     with pytest.raises(DeclarationError, match="lower-case letters"):
         parse_sources(json.dumps({"CRM DB": GOOD["crm-db"]}), SECRETS)
+
+
+@pytest.mark.parametrize("scope", ["mail send", "mail\tsend", "", "mail.send\n"])
+def test_an_oauth_scope_that_could_never_be_granted_as_one_is_refused(scope):
+    idp = {"mail-idp": {"type": "oauth", "secret": "CRM_DB_DSN",
+                        "introspection_url": "https://idp/introspect",
+                        "revocation_url": "https://idp/revoke",
+                        "scopes": {scope: {"resource": "mail", "access": "read"}},
+                        "agents": {"refund-bot": "CRM_DB_DSN"}}}
+    with pytest.raises(DeclarationError, match="a scope is one word"):
+        parse_sources(json.dumps(idp), SECRETS)
+    idp["mail-idp"]["scopes"] = {'mail."sénd";': {"resource": "mail", "access": "read"}}
+    assert parse_sources(json.dumps(idp), SECRETS)["mail-idp"].scopes == {
+        'mail."sénd";': ("mail", "read")}

@@ -4,8 +4,11 @@ approved is revoked (RFC 7009) and verified; a server that is down, a client it 
 token shared by agents are never acted on blindly."""
 
 import json
+import re
+import socket
 
 import pytest
+from django.test import Client
 
 from audit.models import AuditEntry
 from reconciliation.actions import reconcile_agent
@@ -31,25 +34,28 @@ def idp():
         yield provider
 
 
-def declare(settings, monkeypatch, provider, token: str, agents=None, client=None) -> None:
-    """The admin declares the identity provider as the source of record for `mail`."""
+def declare(settings, monkeypatch, provider, token: str, agents=None, client=None,
+            scopes=None, issuer: str | None = None) -> None:
+    """The admin declares the identity provider (at `issuer`, else where it runs) as the
+    source of record for `mail`."""
+    issuer = issuer or provider.issuer
     monkeypatch.setenv(CLIENT, client or f"{CLIENT_ID}:{CLIENT_SECRET}")
     monkeypatch.setenv(TOKEN, token)
     settings.CONNECTOR_SECRETS = [CLIENT, TOKEN]
-    settings.CONNECTOR_ALLOWED_HOSTS = [f"127.0.0.1:{provider.server.server_address[1]}"]
+    settings.CONNECTOR_ALLOWED_HOSTS = [issuer.removeprefix("http://")]
     settings.PERMISSION_SOURCES = parse_sources(json.dumps({"mail-idp": {
         "type": "oauth", "secret": CLIENT,
-        "introspection_url": f"{provider.issuer}/introspect",
-        "revocation_url": f"{provider.issuer}/revoke",
-        "scopes": {"mail.read": {"resource": "mail", "access": "read"},
-                   "mail.send": {"resource": "mail", "access": "write"}},
+        "introspection_url": f"{issuer}/introspect",
+        "revocation_url": f"{issuer}/revoke",
+        "scopes": scopes or {"mail.read": {"resource": "mail", "access": "read"},
+                             "mail.send": {"resource": "mail", "access": "write"}},
         "agents": agents or {"refund-agent": TOKEN}}}), [CLIENT, TOKEN])
 
 
-def reporting(people):
+def reporting(people, enforcement: str = "correct"):
     """The refund agent (no mail access approved), reporting no mail access either."""
     agent = approved_agent(people, "refund-agent", connector={"type": "push"}, data=CRM_READ,
-                           enforcement={"default": "correct"})
+                           enforcement={"default": enforcement})
     state = {k: v for k, v in agent.enforced_spec.items() if k != "enforcement"}
     record_observation(agent, {**state, "running": True}, actor="agent:refund-agent",
                        source="push", trigger_reconcile=False)
@@ -139,3 +145,75 @@ def test_a_token_shared_by_agents_is_not_revoked(people, idp, settings, monkeypa
     assert token not in idp.revoked
     assert "shared by agents billing-agent, refund-agent" in Escalation.objects.get(
         agent=agent).reason
+
+
+def test_a_server_that_goes_down_keeps_the_last_known_state_shown_as_unknown(
+        people, idp, settings, monkeypatch, api_as):
+    token = issue(idp, "openid")
+    declare(settings, monkeypatch, idp, token)
+    agent = reporting(people)
+    assert reconcile_agent(agent.pk, trigger="manual").result == "converged"
+    idp.scopes[token] = "openid mail.send"  # widened at the provider, then it is lost
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        gone = f"http://127.0.0.1:{probe.getsockname()[1]}"  # nothing listens there
+    declare(settings, monkeypatch, idp, token, issuer=gone)
+
+    with pytest.raises(ConnectorError, match="permission source mail-idp unreachable"):
+        reconcile_agent(agent.pk, trigger="manual")
+    reading = SourceReading.objects.get(agent=agent)
+    assert (reading.status, reading.access) == ("unknown", {"mail": None})  # last known
+    assert reading.read_at is not None
+    assert token not in idp.revoked and not Finding.objects.exists()
+    (shown,) = api_as(people.alice).get(
+        "/api/v1/agents/refund-agent/permission-sources").json()["sources"]
+    assert (shown["type"], shown["status"], shown["access"], shown["error"]) == (
+        "oauth", "unknown", {"mail": None}, "permission source mail-idp unreachable")
+    client = Client()
+    client.force_login(people.alice)
+    page = " ".join(re.sub(r"<[^>]+>", " ", client.get("/agents/refund-agent/")
+                           .content.decode()).split())
+    assert (f"mail-idp (oauth, role {TOKEN} ): ⚠ unknown now (permission source mail-idp "
+            f"unreachable); last known state, read") in page
+    assert "mail no access" in page
+
+    declare(settings, monkeypatch, idp, token)  # back: found and revoked
+    assert reconcile_agent(agent.pk, trigger="manual").result == "corrected"
+    assert token in idp.revoked
+
+
+def test_hostile_scopes_and_token_ids_are_read_and_revoked_exactly(
+        people, idp, settings, monkeypatch):
+    """Whatever the server puts in `scope` (quotes, unicode, SQL, tabs), and a token id
+    holding every character a form or a header must encode: mapped scopes count exactly,
+    the rest are listed as they are, and the very token is revoked."""
+    token = 'tök"en \'; DROP--&=+/%20\u2028\\x'
+    idp.scopes[token] = 'openid\tmail.send "mail.read" ménage;DROP\u00a0x Mail.Send'
+    declare(settings, monkeypatch, idp, token, scopes={
+        "mail.read": {"resource": "mail", "access": "read"},
+        "mail.send": {"resource": "mail", "access": "write"},
+        "ménage": {"resource": "house-keeping", "access": "read"}})
+    agent = reporting(people)
+    reconcile_agent(agent.pk, trigger="manual")
+
+    known = AuditEntry.objects.filter(action="source.known").order_by("seq").first()
+    assert known.after["access"] == {"house-keeping": None, "mail": "write"}
+    assert {g["what"] for g in known.after["grants"]} == {
+        "scope mail.send", 'scope "mail.read" (maps to no resource)',
+        "scope openid (maps to no resource)", "scope Mail.Send (maps to no resource)",
+        "scope ménage;DROP\u00a0x (maps to no resource)"}  # a scope is compared exactly
+    assert token in idp.revoked  # this token, not a prefix or a decoded cousin
+    assert Finding.objects.get(agent=agent, pointer="/data/mail").status == "corrected"
+
+
+def test_a_token_is_revoked_only_where_enforcement_says_correct(
+        people, idp, settings, monkeypatch):
+    token = issue(idp, "mail.send")
+    declare(settings, monkeypatch, idp, token)
+    agent = reporting(people, enforcement="escalate")
+    reconcile_agent(agent.pk, trigger="manual")
+    assert token not in idp.revoked
+    finding = Finding.objects.get(agent=agent)
+    assert (finding.status, finding.actual) == ("escalated", "write")
+    assert Escalation.objects.get(finding=finding).status == "open"
+    assert not AuditEntry.objects.filter(action__startswith="source.correct").exists()

@@ -23,7 +23,10 @@ from tests.conftest import approved_agent
 from tests.sources.conftest import (
     AGENT_ROLE,
     DATABASE,
+    HOSTILE_COLUMN,
+    HOSTILE_GROUP,
     HOSTILE_ROLE,
+    HOSTILE_SCHEMA,
     HOSTILE_TABLE,
     WEAK,
     WRITERS,
@@ -80,6 +83,10 @@ def test_a_write_grant_made_by_hand_is_found_revoked_and_verified(
         f'REVOKE INSERT ON TABLE "crm"."customers" FROM "{AGENT_ROLE}"']
     assert (corrected.after["before"], corrected.after["after"]) == ("write", "read")
     assert SourceReading.objects.get(agent=agent).access == {"crm": "read"}
+    client = Client()
+    client.force_login(people.bob)  # an approver reviewing drift
+    listed = " ".join(re.sub(r"<[^>]+>", " ", client.get("/findings/").content.decode()).split())
+    assert "the agent reported read; crm-db (the source of record) says write" in listed
 
 
 def test_a_grant_through_a_role_membership_is_revoked_by_ending_the_membership(
@@ -115,6 +122,27 @@ def test_a_role_shared_with_another_agent_is_not_revoked_from_but_escalated(
     escalation = Escalation.objects.get(finding=finding)
     assert "shared by agents billing-agent, refund-agent" in escalation.reason
     assert AuditEntry.objects.filter(action="source.correction_refused").exists()
+    assert not AuditEntry.objects.filter(action="source.corrected").exists()
+
+
+def test_a_shared_role_keeps_a_membership_too_and_is_escalated(
+        people, crm_database, settings, monkeypatch):
+    """Ending the shared role's membership would take the group's grants from every agent
+    bound to it, just as a REVOKE would."""
+    declare(settings, monkeypatch, crm_database.dsn,
+            {"refund-agent": AGENT_ROLE, "billing-agent": AGENT_ROLE})
+    agent = reporting_read_only(people)
+    crm_database.run(sql.SQL("GRANT {} TO {}").format(sql.Identifier(WRITERS),
+                                                      sql.Identifier(AGENT_ROLE)))
+    reconcile_agent(agent.pk, trigger="manual")
+
+    assert crm_database.run("SELECT pg_has_role(%s, %s, 'MEMBER')", AGENT_ROLE,
+                            WRITERS) == [(True,)]
+    finding = Finding.objects.get(agent=agent)
+    assert finding.status == "escalated"
+    assert Escalation.objects.get(finding=finding).reason == (
+        f"correction refused: role {AGENT_ROLE} is shared by agents billing-agent, "
+        f"refund-agent: revoking from it would change them all")
     assert not AuditEntry.objects.filter(action="source.corrected").exists()
 
 
@@ -181,6 +209,58 @@ def test_credentials_without_the_privilege_to_revoke_are_a_clear_escalation(
         f"permission denied for schema crm")
 
 
+@pytest.mark.parametrize(("refusal", "said"), [
+    ("ALTER ROLE {weak} NOLOGIN", 'role "{weak}" is not permitted to log in'),
+    ("REVOKE CONNECT ON DATABASE {database} FROM PUBLIC",
+     'permission denied for database "{database}"'),
+    ("REVOKE SELECT ON pg_catalog.pg_default_acl FROM PUBLIC",  # a hardened catalog
+     "permission denied for table pg_default_acl"),
+], ids=["no-login", "no-connect", "catalog-closed"])
+def test_credentials_that_may_not_read_the_role_are_a_clear_escalation(
+        people, crm_database, settings, monkeypatch, api_as, refusal, said):
+    """Not "nothing found", not an error page: the reading is unknown, nothing is corrected,
+    and an approver is asked once to fix the connector's credentials, in PostgreSQL's words."""
+    names = {"weak": WEAK, "database": DATABASE}
+    crm_database.run(refusal.format(**{k: sql.Identifier(v).as_string(None)
+                                        for k, v in names.items()}))
+    declare(settings, monkeypatch, server_url(DATABASE, WEAK), {"refund-agent": AGENT_ROLE})
+    agent = reporting_read_only(people)
+    crm_database.run(sql.SQL("GRANT INSERT ON crm.customers TO {}").format(
+        sql.Identifier(AGENT_ROLE)))
+    refused = (f"permission source crm-db refused the control plane's credentials: "
+               f"{said.format(**names)}")
+    for _ in range(2):
+        with pytest.raises(ConnectorError) as raised:
+            reconcile_agent(agent.pk, trigger="manual")
+        assert str(raised.value) == refused
+
+    (escalation,) = Escalation.objects.filter(agent=agent)
+    assert (escalation.finding, escalation.status) == (None, "open")
+    assert escalation.reason == (
+        f"{refused}: an admin gives the connector credentials that may read it")
+    assert not Finding.objects.exists() and not Correction.objects.exists()
+    assert crm_database.can(AGENT_ROLE, "INSERT")  # nothing done on a guess
+    (shown,) = api_as(people.alice).get(
+        "/api/v1/agents/refund-agent/permission-sources").json()["sources"]
+    assert (shown["status"], shown["error"], shown["read_at"]) == ("unknown", refused, None)
+
+
+def test_a_role_the_database_does_not_have_is_escalated_not_read_as_no_access(
+        people, crm_database, settings, monkeypatch):
+    """A binding to a misspelt role would otherwise read "no access" while the real role
+    holds write."""
+    typo = f"{AGENT_ROLE}_typo"
+    declare(settings, monkeypatch, crm_database.dsn, {"refund-agent": typo})
+    agent = reporting_read_only(people)
+    with pytest.raises(ConnectorError, match=f"permission source crm-db has no role {typo}"):
+        reconcile_agent(agent.pk, trigger="manual")
+    (escalation,) = Escalation.objects.filter(agent=agent)
+    assert escalation.reason == (f"permission source crm-db has no role {typo}: an admin binds "
+                                 f"the agent to the role its grants are made to")
+    assert SourceReading.objects.get(agent=agent).status == "unknown"
+    assert not Finding.objects.exists()
+
+
 def test_a_revoke_postgresql_only_warns_about_is_rolled_back_and_escalated(
         people, crm_database, settings, monkeypatch):
     """A role that may see the table but did not grant the privilege: PostgreSQL's REVOKE
@@ -209,6 +289,120 @@ def test_hostile_names_in_grants_are_quoted(people, crm_database, settings, monk
     quoted = '"' + HOSTILE_TABLE.replace('"', '""') + '"'
     assert not crm_database.can(HOSTILE_ROLE, "INSERT", f"crm.{quoted}")
     assert crm_database.run("SELECT count(*) FROM crm.customers") == [(0,)]  # still there
+
+
+def test_hostile_schema_table_column_and_role_names_are_found_and_revoked_exactly(
+        people, crm_database, settings, monkeypatch):
+    """Every name the statements compose holds quotes, semicolons, SQL and unicode: each way
+    the role was given more (a column, CREATE on the schema, default privileges, a nested
+    membership) is revoked by its exact name, and nothing else is touched."""
+    monkeypatch.setenv(SECRET, crm_database.dsn)
+    settings.CONNECTOR_SECRETS = [SECRET]
+    settings.PERMISSION_SOURCES = parse_sources(json.dumps({"crm-db": {
+        "type": "postgres", "secret": SECRET, "resources": {"crm": {"schema": HOSTILE_SCHEMA}},
+        "agents": {"refund-agent": HOSTILE_ROLE}}}), [SECRET])
+    schema, table = sql.Identifier(HOSTILE_SCHEMA), sql.Identifier(HOSTILE_SCHEMA, HOSTILE_TABLE)
+    role, group = sql.Identifier(HOSTILE_ROLE), sql.Identifier(HOSTILE_GROUP)
+    run = crm_database.run
+    run(sql.SQL("CREATE SCHEMA {}").format(schema))
+    run(sql.SQL("CREATE TABLE {} (id int, {} text)").format(table,
+                                                            sql.Identifier(HOSTILE_COLUMN)))
+    run(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(schema, role))
+    run(sql.SQL("GRANT SELECT ON {} TO {}").format(table, role))  # approved: read
+    agent = reporting_read_only(people)
+    assert reconcile_agent(agent.pk, trigger="manual").result == "converged"
+
+    run(sql.SQL("GRANT UPDATE ({}) ON {} TO {}").format(sql.Identifier(HOSTILE_COLUMN), table,
+                                                        role))
+    run(sql.SQL("GRANT CREATE ON SCHEMA {} TO {}").format(schema, role))
+    run(sql.SQL("ALTER DEFAULT PRIVILEGES IN SCHEMA {} GRANT INSERT ON TABLES TO {}")
+        .format(schema, role))
+    run(sql.SQL("GRANT {} TO {}").format(sql.Identifier(WRITERS), group))
+    run(sql.SQL("GRANT {} TO {}").format(group, role))  # through a group, through a group
+    run(sql.SQL("GRANT DELETE ON {} TO {}").format(table, sql.Identifier(WRITERS)))
+    assert reconcile_agent(agent.pk, trigger="manual").result == "corrected"
+
+    def quoted(name: str) -> str:
+        return '"' + name.replace('"', '""') + '"'
+
+    assert sorted(corrected_statements()) == sorted([
+        f"ALTER DEFAULT PRIVILEGES FOR ROLE \"postgres\" IN SCHEMA {quoted(HOSTILE_SCHEMA)} "
+        f"REVOKE INSERT ON TABLES FROM {quoted(HOSTILE_ROLE)}",
+        f"REVOKE {quoted(HOSTILE_GROUP)} FROM {quoted(HOSTILE_ROLE)}",
+        f"REVOKE CREATE ON SCHEMA {quoted(HOSTILE_SCHEMA)} FROM {quoted(HOSTILE_ROLE)}",
+        f"REVOKE UPDATE ({quoted(HOSTILE_COLUMN)}) ON TABLE {quoted(HOSTILE_SCHEMA)}."
+        f"{quoted(HOSTILE_TABLE)} FROM {quoted(HOSTILE_ROLE)}"])
+    target = f"{quoted(HOSTILE_SCHEMA)}.{quoted(HOSTILE_TABLE)}"
+    assert run("SELECT has_column_privilege(%s, %s, %s, 'UPDATE'), "
+               "has_schema_privilege(%s, %s, 'CREATE'), pg_has_role(%s, %s, 'MEMBER'), "
+               "has_table_privilege(%s, %s, 'DELETE'), has_table_privilege(%s, %s, 'SELECT')",
+               HOSTILE_ROLE, target, HOSTILE_COLUMN, HOSTILE_ROLE, HOSTILE_SCHEMA,
+               HOSTILE_ROLE, WRITERS, HOSTILE_ROLE, target, HOSTILE_ROLE, target) == [
+        (False, False, False, False, True)]
+    assert run("SELECT count(*) FROM pg_default_acl d, aclexplode(d.defaclacl) a "
+               "WHERE a.grantee = %s::regrole", quoted(HOSTILE_ROLE)) == [(0,)]
+    assert run(sql.SQL("SELECT pg_has_role({}, {}, 'MEMBER')").format(
+        sql.Literal(HOSTILE_GROUP), sql.Literal(WRITERS))) == [(True,)]  # the groups stay
+    assert run("SELECT count(*) FROM crm.customers") == [(0,)]  # no injected DROP ran
+    assert SourceReading.objects.get(agent=agent).access == {"crm": "read"}
+    assert Finding.objects.get(agent=agent).status == "corrected"
+
+
+def test_a_table_the_role_owns_is_read_as_admin_and_escalated(
+        people, crm_database, settings, monkeypatch):
+    declare(settings, monkeypatch, crm_database.dsn, {"refund-agent": AGENT_ROLE})
+    agent = reporting_read_only(people)
+    crm_database.run(sql.SQL("ALTER TABLE crm.customers OWNER TO {}").format(
+        sql.Identifier(AGENT_ROLE)))
+    reconcile_agent(agent.pk, trigger="manual")
+
+    known = AuditEntry.objects.filter(action="source.known").order_by("seq").first()
+    assert ("admin", "owns crm.customers", "direct") in {
+        (g["level"], g["what"], g["via"]) for g in known.after["grants"]}
+    finding = Finding.objects.get(agent=agent)
+    assert (finding.actual, finding.status) == ("admin", "escalated")
+    assert Escalation.objects.get(finding=finding).reason == (
+        f"correction refused: role {AGENT_ROLE} holds owns crm.customers (direct): a person "
+        f"changes ownership and superuser")
+    assert crm_database.run("SELECT tableowner FROM pg_tables WHERE schemaname = 'crm' AND "
+                            "tablename = 'customers'") == [(AGENT_ROLE,)]
+
+
+@pytest.mark.parametrize(("mode", "status"), [("escalate", "escalated"), ("log", "logged")])
+def test_a_grant_is_revoked_only_where_enforcement_says_correct(
+        people, crm_database, settings, monkeypatch, mode, status):
+    declare(settings, monkeypatch, crm_database.dsn, {"refund-agent": AGENT_ROLE})
+    agent = approved_agent(people, "refund-agent", connector={"type": "push"}, data=CRM_READ,
+                           enforcement={"default": mode})
+    state = {k: v for k, v in agent.enforced_spec.items() if k != "enforcement"}
+    record_observation(agent, {**state, "running": True}, actor="agent:refund-agent",
+                       source="push", trigger_reconcile=False)
+    crm_database.run(sql.SQL("GRANT INSERT ON crm.customers TO {}").format(
+        sql.Identifier(AGENT_ROLE)))
+    reconcile_agent(agent.pk, trigger="manual")
+
+    assert crm_database.can(AGENT_ROLE, "INSERT")  # left at the database
+    finding = Finding.objects.get(agent=agent)
+    assert (finding.status, finding.actual) == (status, "write")
+    assert finding.cause["witnesses"]["said"] == (
+        "the agent reported read; crm-db (the source of record) says write")
+    assert not AuditEntry.objects.filter(action__startswith="source.correct").exists()
+
+
+def test_less_than_approved_is_granted_at_the_database(
+        people, crm_database, settings, monkeypatch):
+    declare(settings, monkeypatch, crm_database.dsn, {"refund-agent": AGENT_ROLE})
+    agent = reporting(people, [*CRM_READ[:2], {"resource": "crm", "access": "write"}])
+    run = reconcile_agent(agent.pk, trigger="manual")  # the role holds read only
+
+    assert run.result == "corrected"
+    assert Finding.objects.get(agent=agent).status == "corrected"
+    assert corrected_statements() == [
+        f'GRANT USAGE ON SCHEMA "crm" TO "{AGENT_ROLE}"',
+        f'GRANT SELECT, INSERT, UPDATE, DELETE, TRUNCATE ON ALL TABLES IN SCHEMA "crm" TO '
+        f'"{AGENT_ROLE}"']
+    assert crm_database.can(AGENT_ROLE, "INSERT")
+    assert SourceReading.objects.get(agent=agent).access == {"crm": "write"}
 
 
 def test_every_way_a_role_holds_access_is_read(crm_database):

@@ -1,10 +1,13 @@
 """The refund-agent story with the CRM access granted by hand in a real PostgreSQL role, on a
 real RQ worker: the agent keeps reporting read-only, the periodic resync reads the role at the
 database, finds the write grant, revokes it there and verifies it; the audit trail and the
-evidence bundle show what each witness saw."""
+evidence bundle show what each witness saw, and the bundle verifies offline."""
 
 import json
+import re
+import subprocess
 
+from django.test import Client
 from psycopg import sql
 
 from reconciliation.jobs import resync
@@ -22,7 +25,8 @@ CRM_READ = [{"resource": "orders_db", "access": "read"},
 
 
 def test_write_access_granted_by_hand_is_found_at_the_database_and_revoked(
-        people, crm_database, start_worker, settings, monkeypatch, api_as):
+        people, crm_database, start_worker, settings, monkeypatch, api_as, auditor_agentctl,
+        tmp_path):
     declared = json.dumps({"crm-db": {
         "type": "postgres", "secret": SECRET, "resources": {"crm": {"schema": "crm"}},
         "agents": {"refund-agent": AGENT_ROLE}}})
@@ -59,8 +63,31 @@ def test_write_access_granted_by_hand_is_found_at_the_database_and_revoked(
     finding = Finding.objects.get(agent=agent)
     assert (finding.pointer, finding.expected, finding.actual) == ("/data/crm", "read", "write")
 
+    said = "the agent reported read; crm-db (the source of record) says write"
+    (shown,) = api_as(people.bob).get("/api/v1/findings?agent=refund-agent").json()["results"]
+    assert shown["cause"]["witnesses"]["said"] == said
+    browser = Client()
+    browser.force_login(people.alice)
+    page = " ".join(re.sub(r"<[^>]+>", " ", browser.get("/agents/refund-agent/")
+                           .content.decode()).split())
+    assert said in page
+    browser.force_login(people.dana)  # compliance reads the trail
+    trail = " ".join(re.sub(r"<[^>]+>", " ", browser.get(
+        "/audit/?agent=refund-agent&action=finding.opened").content.decode()).split())
+    assert re.search(r"refund-agent [^;]*crm[^;]*; finding opened[^()]*\(" + re.escape(said)
+                     + r"\)", trail), trail[trail.rfind("finding.opened") - 200:][:900]
+
     response = api_as(people.alice).get("/api/v1/agents/refund-agent/evidence")
     assert response.status_code == 200
+    bundle = tmp_path / "evidence.json"
+    bundle.write_bytes(response.content)
+    (key,) = [k["public_key"] for k in api_as(people.dana).get("/api/v1/audit/keys")
+              .json()["keys"] if k["retired_at"] is None]
+    verified = subprocess.run([str(auditor_agentctl), "audit", "verify", str(bundle),
+                               "--public-key", key], capture_output=True, text=True,
+                              timeout=120)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert verified.stdout.startswith("OK ")  # offline, with only the client installed
     entries = [item["entry"] for item in json.loads(response.content)["entries"]]
     by_action = {}
     for entry in entries:
@@ -76,6 +103,14 @@ def test_write_access_granted_by_hand_is_found_at_the_database_and_revoked(
     assert {g["what"] for g in corrected["after"]["revoked"]} == {
         "INSERT on crm.customers", "UPDATE on crm.customers"}
     assert "finding.corrected" in by_action
+    assert {corrected["target"], *(e["target"] for e in by_action["source.known"])} == {
+        "source:crm-db"}
     seen = [e["after"]["access"] for e in by_action["source.known"]]
     assert seen[-2:] == [{"crm": "write"}, {"crm": "read"}]
+    (written,) = [e for e in by_action["source.known"] if e["after"]["access"] == {
+        "crm": "write"}]
+    assert {(g["what"], g["via"]) for g in written["after"]["grants"]} >= {
+        ("INSERT on crm.customers", "direct"), ("UPDATE on crm.customers", "direct")}
+    reported = [e for e in entries if e["action"] == "observation.recorded"]
+    assert reported and all(e["actor"] == "agent:refund-agent" for e in reported)
     assert_trail_whole()

@@ -19,6 +19,8 @@ def test_the_source_of_record_replaces_what_the_agent_said_on_what_it_covers():
     assert state["tools"] == ["orders.lookup"]
     assert witnesses == {"/data/crm": {"agent": ["read", "write"], "crm-db": "write",
                                        "of_record": "crm-db", "agree": False}}
+    assert said(witnesses["/data/crm"]) == (
+        "the agent reported read and write; crm-db (the source of record) says write")
 
 
 def test_no_access_at_the_source_removes_the_resource_whatever_the_agent_says():
