@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from config import pointers
+from config.times import parse_timestamp
 
 GAINED = {"tool_added": "gained tool {0}", "mcp_server_added": "gained MCP server {0}",
           "tool_removed": "lost tool {0}", "mcp_server_removed": "lost MCP server {0}",
@@ -46,11 +47,9 @@ def _timestamp(text: str) -> str | None:
     if not _TIMESTAMP.fullmatch(text):
         return None
     try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        moment = parse_timestamp(text, naive=UTC)
     except ValueError:
         return None
-    if moment.tzinfo is not None:
-        moment = moment.astimezone(UTC)
     return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 

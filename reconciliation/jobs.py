@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from audit.context import request_id_scope
 from config.scheduled_time import not_before
+from config.times import parse_timestamp
 from reconciliation import actions, work_queue
 from reconciliation.choices import Trigger
 from reconciliation.connectors import ConnectorError
@@ -99,7 +100,7 @@ def schedule_verify(agent_id: int) -> None:
 
 def schedule_grant_expiry(agent_id: int, expires_at: str) -> None:
     """A pass exactly when a grant expires, so it is revoked without any new proposal."""
-    when = datetime.fromisoformat(expires_at.replace("Z", "+00:00"))
+    when = parse_timestamp(expires_at)
     if when > timezone.now():
         _queue().enqueue_at(not_before(when), reconcile_agent, agent_id, Trigger.GRANT_EXPIRED)
 

@@ -2,7 +2,7 @@
 it under shadow mode or a tripped breaker, log it, waive it, block the agent), and the breakers
 that hold corrections when too much of the fleet drifts at once."""
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -12,6 +12,7 @@ from django.utils import timezone
 
 import audit
 from audit.choices import AuditAction
+from config.times import parse_timestamp
 from reconciliation import alerts
 from reconciliation.actions.common import SYSTEM, open_escalation, suspend_agent
 from reconciliation.actions.pass_context import PassContext
@@ -49,7 +50,7 @@ def _check_breaker(ctx: PassContext, control: ControlState) -> None:
         (the wave compliance reset it on never trips it again; a new one does)."""
         found = Finding.objects.filter(detected_at__gte=window, behaviour=False)
         if reset := resets.get(scope):
-            found = found.filter(detected_at__gt=datetime.fromisoformat(reset))
+            found = found.filter(detected_at__gt=parse_timestamp(reset))
         return members.filter(pk__in=found.values("agent_id"))
 
     owner = ctx.agent.owner
