@@ -318,13 +318,12 @@ def _block_on_commit(breach_id: int, finding_ids: list[int]) -> None:
     outside the database; the job retries, each suspension is idempotent by its key)."""
     def enqueue() -> None:
         import django_rq
-        from rq import Retry
 
+        from config import retries
         from reconciliation.jobs import block_group_job
 
         django_rq.get_queue("ingest", commit_mode="auto").enqueue(
-            block_group_job, breach_id, finding_ids,
-            retry=Retry(max=5, interval=[1, 2, 5, 15, 60]))
+            block_group_job, breach_id, finding_ids, retry=retries.ingest_job())
 
     transaction.on_commit(enqueue, robust=True)
 
