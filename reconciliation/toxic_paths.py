@@ -17,6 +17,7 @@ from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 import audit
+from audit.alert_kinds import AlertKind
 from audit.choices import AuditAction
 from reconciliation.actions.common import SYSTEM, alert
 from reconciliation.choices import OPEN_STATUSES, FindingStatus
@@ -69,7 +70,7 @@ def _open(agent: Agent, path: ToxicPath, now: datetime) -> None:
     audit.record(actor=SYSTEM, action=AuditAction.FINDING_OPENED, target=f"finding:{finding.pk}",
                  agent=agent.name, after={**finding.to_dict(), "path": path.to_dict()},
                  reason=f"toxic path observed: {path.describe()}")
-    alert("drift.detected", agent, finding, message=f"toxic path: {path.describe()}")
+    alert(AlertKind.DRIFT_DETECTED, agent, finding, message=f"toxic path: {path.describe()}")
 
 
 def _clear(finding: Finding) -> None:
@@ -80,7 +81,7 @@ def _clear(finding: Finding) -> None:
                  target=f"finding:{finding.pk}", agent=finding.agent.name,
                  before={"status": was}, after={"status": FindingStatus.RESOLVED},
                  reason=reason)
-    alert("drift.corrected", finding.agent, finding, message=reason)
+    alert(AlertKind.DRIFT_CORRECTED, finding.agent, finding, message=reason)
 
 
 @transaction.atomic

@@ -11,6 +11,7 @@ from django.db.models import Count, QuerySet
 from django.utils import timezone
 
 import audit
+from audit.alert_kinds import AlertKind
 from audit.choices import AuditAction
 from config.times import parse_timestamp
 from reconciliation import alerts
@@ -104,7 +105,7 @@ def _trip(ctx: PassContext, control: ControlState, kind: str, name: str, driftin
     audit.record(actor=SYSTEM, action=AuditAction.BREAKER_TRIPPED, target=target,
                  after={"scope": scope, "drifting": drifting, "agents": total}, reason=reason)
     # cluster status, like every agent's health: shown to every person
-    alerts.broadcast("breaker.tripped", {"message": reason, "severity": "high", "link": "/",
+    alerts.broadcast(AlertKind.BREAKER_TRIPPED, {"message": reason, "severity": "high", "link": "/",
                                          "scope": scope})
 
 

@@ -9,6 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 import audit
+from audit.alert_kinds import AlertKind
 from audit.choices import AuditAction
 from compliance.stops import stop_reason
 from config import pointers
@@ -136,7 +137,7 @@ def resolve_escalation(escalation_id: int, *, actor: Any, resolution: str,
     audit.record(actor=actor, action=AuditAction.ESCALATION_RESOLVED,
                  target=f"escalation:{escalation.pk}", agent=agent.name,
                  after={"resolution": resolution.value, **outcome}, reason=comment)
-    alert("escalation.resolved", agent, finding, escalation=escalation.pk,
+    alert(AlertKind.ESCALATION_RESOLVED, agent, finding, escalation=escalation.pk,
           resolution=resolution.value)
     refresh_status(agent, now=now)
     request_reconcile(agent.pk, Trigger.ESCALATION)
@@ -483,7 +484,7 @@ def triage_escalation(escalation_id: int, *, actor: Any, assign: bool = False,
                  before=before, after=_triage_state(escalation))
     if snooze_until is not None:
         # Other approvers' inbox counts drop now; the wake-up alert raises them again.
-        alert("escalation.snoozed", escalation.agent, escalation=escalation.pk,
+        alert(AlertKind.ESCALATION_SNOOZED, escalation.agent, escalation=escalation.pk,
               until=snooze_until.isoformat())
     return escalation
 
@@ -513,6 +514,6 @@ def announce_awake(escalation_id: int) -> bool:
     if escalation is None or escalation.status != EscalationStatus.OPEN or (
             escalation.snoozed_until is None or escalation.is_snoozed):
         return False  # resolved meanwhile, or snoozed again (that snooze has its own wake-up)
-    alert("escalation.woke", escalation.agent, escalation=escalation.pk,
+    alert(AlertKind.ESCALATION_WOKE, escalation.agent, escalation=escalation.pk,
           message=f"back from snooze: {escalation.reason}")
     return True

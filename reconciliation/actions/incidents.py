@@ -6,6 +6,7 @@ from django.db import transaction
 from django.utils import timezone
 
 import audit
+from audit.alert_kinds import AlertKind
 from audit.choices import AuditAction
 from config.errors import Invalid
 from reconciliation.actions.common import alert
@@ -84,7 +85,7 @@ def _accepted_with(escalation: Escalation, proposal_id: int, *, actor: Any,
                  target=f"escalation:{escalation.pk}", agent=escalation.agent.name,
                  after={"resolution": Resolution.ACCEPT.value, "proposal": proposal_id},
                  reason=comment)
-    alert("escalation.resolved", escalation.agent, escalation=escalation.pk,
+    alert(AlertKind.ESCALATION_RESOLVED, escalation.agent, escalation=escalation.pk,
           resolution=Resolution.ACCEPT.value)
     return escalation
 

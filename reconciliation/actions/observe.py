@@ -2,6 +2,7 @@
 correction), and the findings a human's proposal held, released before looking."""
 
 import audit
+from audit.alert_kinds import AlertKind
 from audit.choices import AuditAction
 from reconciliation.actions.common import SYSTEM, alert, open_escalation
 from reconciliation.actions.pass_context import PassContext
@@ -100,7 +101,7 @@ def _upsert_findings(ctx: PassContext, drifts: list[Drift],
                          target=f"finding:{finding.pk}", agent=agent.name,
                          after={**finding.to_dict(), "cause": cause},
                          reason=f"found by a {ctx.trigger} pass")
-            alert("drift.detected", agent, finding, cause=cause["key"])
+            alert(AlertKind.DRIFT_DETECTED, agent, finding, cause=cause["key"])
         elif finding.status in (FindingStatus.CORRECTED, FindingStatus.RESOLVED):
             came_back = drift.fingerprint in regressed
             was = finding.status
@@ -118,8 +119,8 @@ def _upsert_findings(ctx: PassContext, drifts: list[Drift],
                 before={"status": was}, after={**finding.to_dict(), "cause": cause},
                 reason="the same drift came back within the hold window" if came_back
                 else "the drift is back")
-            alert("drift.regressed" if came_back else "drift.detected", agent, finding,
-                  cause=cause["key"])
+            alert(AlertKind.DRIFT_REGRESSED if came_back else AlertKind.DRIFT_DETECTED, agent,
+                  finding, cause=cause["key"])
         else:
             Finding.objects.filter(pk=finding.pk).update(last_seen=now)
         out[drift.fingerprint] = finding

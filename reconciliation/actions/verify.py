@@ -5,6 +5,7 @@ from django.db import transaction
 from django.utils import timezone
 
 import audit
+from audit.alert_kinds import AlertKind
 from audit.choices import AuditAction
 from compliance.stops import stop_covering
 from reconciliation.actions.common import SYSTEM, alert
@@ -52,4 +53,5 @@ def _verify(ctx: PassContext, remaining: set[str]) -> None:
             reason="verified by a fresh observation" if corrected else "no longer observed")
         if corrected:
             seconds = (now - finding.detected_at).total_seconds()
-            alert("drift.corrected", ctx.agent, finding, seconds_to_verify=round(seconds, 3))
+            alert(AlertKind.DRIFT_CORRECTED, ctx.agent, finding,
+                  seconds_to_verify=round(seconds, 3))

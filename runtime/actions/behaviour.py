@@ -18,6 +18,7 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 
 import audit
+from audit.alert_kinds import AlertKind
 from audit.choices import AuditAction
 from config.errors import NotAllowed
 from reconciliation.actions.common import (
@@ -649,7 +650,7 @@ def _finding_for(agent: Agent, violation: dict[str, Any], now: datetime) -> tupl
                  target=f"finding:{finding.pk}", agent=agent.name,
                  after={**finding.to_dict(), "event": violation["event_id"]},
                  reason=violation["rule"])
-    alert("drift.detected", agent, finding, message=violation["rule"])
+    alert(AlertKind.DRIFT_DETECTED, agent, finding, message=violation["rule"])
     return finding, True
 
 

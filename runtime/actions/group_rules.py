@@ -13,6 +13,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 import audit
+from audit.alert_kinds import AlertKind
 from audit.choices import AuditAction
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from reconciliation.actions.common import SYSTEM, alert, open_escalation
@@ -345,7 +346,7 @@ def _finding(rule: GroupRule, breach: GroupBreach, agent: Agent, reason: str,
                  agent=agent.name, after={**finding.to_dict(), "group_rule": rule.name,
                                           "group": breach.group_key},
                  reason=reason)
-    alert("drift.detected", agent, finding, message=reason)
+    alert(AlertKind.DRIFT_DETECTED, agent, finding, message=reason)
     return finding
 
 
