@@ -95,7 +95,9 @@ def open_escalation(agent: Agent, finding: Finding | None, *, reason: str,
     escalation = Escalation.objects.create(agent=agent, finding=finding, reason=reason,
                                            caused_by_id=getattr(caused_by, "pk", caused_by))
     if finding is not None:
-        finding.transition(FindingStatus.ESCALATED, reason=reason)
+        from reconciliation.actions.findings import move_finding  # (it imports this module)
+
+        move_finding(finding, FindingStatus.ESCALATED, reason=reason, agent=agent)
     audit.record(actor=SYSTEM, action=AuditAction.ESCALATION_OPENED,
                  target=f"escalation:{escalation.pk}", agent=agent.name,
                  after={"finding": finding.to_dict() if finding else None}, reason=reason)

@@ -16,6 +16,7 @@ from audit.choices import AuditAction
 from config.times import parse_timestamp
 from reconciliation import alerts
 from reconciliation.actions.common import SYSTEM, open_escalation, suspend_agent
+from reconciliation.actions.findings import move_finding
 from reconciliation.actions.pass_context import PassContext
 from reconciliation.choices import TEAM_LABEL, BreakerScope, CorrectionResult, FindingStatus
 from reconciliation.diff import Operation, OperationKind
@@ -132,12 +133,8 @@ def _pending(ctx: PassContext, finding: Finding, step: Any) -> None:
 def _log(ctx: PassContext, finding: Finding) -> None:
     if finding.status == FindingStatus.LOGGED:
         return
-    was = finding.status
-    finding.transition(FindingStatus.LOGGED,
-                       reason=f"allowed: enforcement mode log for {finding.area}")
-    audit.record(actor=SYSTEM, action=AuditAction.FINDING_LOGGED,
-                 target=f"finding:{finding.pk}", agent=ctx.agent.name, before={"status": was},
-                 after=finding.to_dict(), reason=finding.reason)
+    move_finding(finding, FindingStatus.LOGGED, agent=ctx.agent,
+                 reason=f"allowed: enforcement mode log for {finding.area}")
 
 
 def _waive(ctx: PassContext, finding: Finding, waivers: dict[str, Any]) -> None:
@@ -146,11 +143,7 @@ def _waive(ctx: PassContext, finding: Finding, waivers: dict[str, Any]) -> None:
               f"{waiver.expires_at:%Y-%m-%d %H:%M:%S} UTC: {waiver.reason}")
     if finding.status == FindingStatus.LOGGED and finding.reason == reason:
         return
-    was = finding.status
-    finding.transition(FindingStatus.LOGGED, reason=reason)
-    audit.record(actor=SYSTEM, action=AuditAction.FINDING_LOGGED,
-                 target=f"finding:{finding.pk}", agent=ctx.agent.name, before={"status": was},
-                 after=finding.to_dict(), reason=reason)
+    move_finding(finding, FindingStatus.LOGGED, reason=reason, agent=ctx.agent)
 
 
 @transaction.atomic
@@ -161,8 +154,8 @@ def _applied(ctx: PassContext, finding: Finding, step: Any, outcome: str) -> Non
     correction.result = CorrectionResult.APPLIED
     correction.applied_at = correction.applied_at or now
     correction.save(update_fields=["attempts", "result", "applied_at"])
-    finding.transition(FindingStatus.CORRECTING, attempts=step.attempt,
-                       occurrence=step.occurrence)
+    move_finding(finding, FindingStatus.CORRECTING, attempts=step.attempt,
+                 occurrence=step.occurrence, agent=ctx.agent)
     audit.record(actor=SYSTEM, action=AuditAction.CORRECTION_APPLIED,
                  target=f"correction:{correction.pk}", agent=ctx.agent.name,
                  after={**step.operation.to_dict(), "idempotency_key": step.key,
@@ -202,8 +195,8 @@ def _block(ctx: PassContext, connector: Any, blocked: list[Finding]) -> list[dic
     outcome = connector.apply(ctx.agent, operation.to_dict(), key)
     with transaction.atomic():
         for finding in blocked:
-            finding.transition(
-                FindingStatus.BLOCKED,
+            move_finding(
+                finding, FindingStatus.BLOCKED, agent=ctx.agent,
                 reason="enforcement mode block: the agent is suspended until a human clears it")
         suspend_agent(ctx.agent, actor=SYSTEM,
                       reason=f"blocked: {len(blocked)} finding(s) under enforcement mode block")
