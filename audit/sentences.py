@@ -7,7 +7,9 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from audit.alert_kinds import AlertKind
 from config import pointers
+from config.times import parse_timestamp
 
 GAINED = {"tool_added": "gained tool {0}", "mcp_server_added": "gained MCP server {0}",
           "tool_removed": "lost tool {0}", "mcp_server_removed": "lost MCP server {0}",
@@ -46,11 +48,9 @@ def _timestamp(text: str) -> str | None:
     if not _TIMESTAMP.fullmatch(text):
         return None
     try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        moment = parse_timestamp(text, naive=UTC)
     except ValueError:
         return None
-    if moment.tzinfo is not None:
-        moment = moment.astimezone(UTC)
     return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
@@ -119,33 +119,33 @@ def _alert_sentence(event: str, who: str, drift: str, record: Mapping[str, Any])
     resolution = plain_text(record.get("resolution"))
     until, scope = plain_text(record.get("until")), plain_text(record.get("scope"))
     sentences = {
-        "drift.detected": f"{who} {drift}" + (f": {message}" if message else "") + (
+        AlertKind.DRIFT_DETECTED: f"{who} {drift}" + (f": {message}" if message else "") + (
             f" ({record['severity']} severity)" if record.get("severity") else ""),
-        "drift.regressed": f"{who} {drift} again within the hold window",
-        "rollout.started": f"Rolling out approved generation {record.get('generation')} to "
+        AlertKind.DRIFT_REGRESSED: f"{who} {drift} again within the hold window",
+        AlertKind.ROLLOUT_STARTED: f"Rolling out approved generation {record.get('generation')} to "
                            f"{who}: {plain_text(record.get('pointer')) or 'its spec'}",
-        "rollout.synced": f"{who} runs approved generation {record.get('generation')}" + (
+        AlertKind.ROLLOUT_SYNCED: f"{who} runs approved generation {record.get('generation')}" + (
             f", applied and verified in {took}" if took else ""),
-        "drift.corrected": f"{who} {drift}; corrected" + (
+        AlertKind.DRIFT_CORRECTED: f"{who} {drift}; corrected" + (
             f" and verified in {took}" if took else "") + (f" ({message})" if message else ""),
-        "escalation.opened": f"{who} {drift}; handed to an approver" + (
+        AlertKind.ESCALATION_OPENED: f"{who} {drift}; handed to an approver" + (
             f": {message}" if message and not drift.startswith("drifted (") else ""),
-        "escalation.resolved": f"Escalation about {who} resolved" + (
+        AlertKind.ESCALATION_RESOLVED: f"Escalation about {who} resolved" + (
             f": {resolution}" if resolution else ""),
-        "escalation.snoozed": f"Escalation about {who} snoozed until {until}",
-        "escalation.woke": f"Escalation about {who} is back from snooze",
-        "decision.pending": f"{who} waits for a sign-off: {message}",
-        "agent.suspended": f"{who} suspended: {message}",
-        "agent.silent": f"{who} went silent: {message}",
-        "agent.heard_again": f"{who} is heard from again",
-        "breaker.tripped": f"Breaker tripped for {scope or 'the cluster'}: {message}",
-        "recertification.due": f"{who} is due for review: {message}",
-        "recertification.overdue": f"{who} is overdue for review: {message}",
-        "inbox.sla_breached": f"{message[:1].upper()}{message[1:]}" if message else None,
-        "proposal.pending": f"A change to {who} waits for approval" + (
+        AlertKind.ESCALATION_SNOOZED: f"Escalation about {who} snoozed until {until}",
+        AlertKind.ESCALATION_WOKE: f"Escalation about {who} is back from snooze",
+        AlertKind.DECISION_PENDING: f"{who} waits for a sign-off: {message}",
+        AlertKind.AGENT_SUSPENDED: f"{who} suspended: {message}",
+        AlertKind.AGENT_SILENT: f"{who} went silent: {message}",
+        AlertKind.AGENT_HEARD_AGAIN: f"{who} is heard from again",
+        AlertKind.BREAKER_TRIPPED: f"Breaker tripped for {scope or 'the cluster'}: {message}",
+        AlertKind.RECERTIFICATION_DUE: f"{who} is due for review: {message}",
+        AlertKind.RECERTIFICATION_OVERDUE: f"{who} is overdue for review: {message}",
+        AlertKind.INBOX_SLA_BREACHED: f"{message[:1].upper()}{message[1:]}" if message else None,
+        AlertKind.PROPOSAL_PENDING: f"A change to {who} waits for approval" + (
             f" ({record['risk']} risk)" if record.get("risk") else ""),
-        "proposal.review": f"The proposal for {who} has a new review comment",
-        "proposal.decided": f"The proposal for {who} was "
+        AlertKind.PROPOSAL_REVIEW: f"The proposal for {who} has a new review comment",
+        AlertKind.PROPOSAL_DECIDED: f"The proposal for {who} was "
                             f"{PROPOSAL_OUTCOMES.get(record.get('state'), 'decided')}",
     }
     return sentences.get(event)

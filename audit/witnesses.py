@@ -17,10 +17,9 @@ from urllib.parse import quote, unquote, urlsplit
 
 import django_rq
 from django.conf import settings
-from rq import Retry
 
 from audit.chain import canonical_json
-from config import outbound
+from config import outbound, retries
 from config.webhook_signing import SIGNATURE_HEADER, signature
 
 log = logging.getLogger(__name__)
@@ -48,7 +47,7 @@ def publish(checkpoint: dict[str, Any]) -> None:
             else:
                 django_rq.get_queue("default", commit_mode="auto").enqueue(
                     "audit.jobs.post_to_witness", url, checkpoint,
-                    retry=Retry(max=5, interval=[1, 5, 30, 120, 600]))
+                    retry=retries.witness_post())
         except (OSError, ConnectionError) as error:
             log.error("audit witness %s did not take checkpoint %s: %s", url,
                       checkpoint["size"], error)

@@ -9,10 +9,11 @@ from django.conf import settings
 from django.db import transaction
 from redis.exceptions import RedisError
 
+from audit.alert_kinds import AlertKind
 from reconciliation.alerts import recorded
 
 log = logging.getLogger(__name__)
-POSTED_EVENTS = frozenset({"escalation.opened", "decision.pending"})
+POSTED_EVENTS = frozenset({AlertKind.ESCALATION_OPENED, AlertKind.DECISION_PENDING})
 
 
 def _queue_post() -> None:

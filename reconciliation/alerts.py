@@ -15,6 +15,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.dispatch import Signal
 
+from audit.alert_kinds import AlertKind
 from reconciliation import alert_sender
 
 ALERTS_GROUP = "alerts"
@@ -34,16 +35,24 @@ def send_now(message: dict[str, Any]) -> None:
         log.warning("alert %s not sent live: %s", message.get("id"), error)
 
 
+# Every alert a change may record: the consumer's own catch-up notice is never a row.
+RECORDED = frozenset(AlertKind) - {AlertKind.CATCHUP_TRUNCATED}
 # Alerts about findings that one cause produced fold into one line per incident
 # (reconciliation/incidents.py): the findings join the line already there.
-FOLDED_EVENTS = frozenset({"drift.detected", "drift.regressed", "drift.corrected",
-                           "escalation.opened", "rollout.started", "rollout.synced"})
+FOLDED_EVENTS = frozenset({AlertKind.DRIFT_DETECTED, AlertKind.DRIFT_REGRESSED,
+                           AlertKind.DRIFT_CORRECTED, AlertKind.ESCALATION_OPENED,
+                           AlertKind.ROLLOUT_STARTED, AlertKind.ROLLOUT_SYNCED})
 
 
-def broadcast(event: str, payload: dict[str, Any]) -> None:
+def broadcast(event: AlertKind, payload: dict[str, Any]) -> None:
     """Record an alert in the current transaction and send it once that commits. An alert
     about a finding whose incident already has a line for this event replaces that line: the
-    new row names every finding so far and the row it `replaces` (browsers drop that one)."""
+    new row names every finding so far and the row it `replaces` (browsers drop that one).
+    A name that is not an AlertKind is refused (ValueError) before anything is written: the
+    clients match on names, and one they do not know would be shown to nobody."""
+    if event not in RECORDED:
+        raise ValueError(f"unknown alert event {event!r}: name an AlertKind")
+    event = AlertKind(event)
     from reconciliation.models import AlertEvent
     from registry.models import Agent
 
@@ -57,7 +66,7 @@ def broadcast(event: str, payload: dict[str, Any]) -> None:
     payload = {k: v for k, v in payload.items() if k not in ("agent", "severity")}
     if event in FOLDED_EVENTS and payload.get("incident") and payload.get("finding"):
         payload, severity = _fold(event, agent_name, payload, severity)
-    row = AlertEvent.objects.create(event=event, agent_name=agent_name, owner_id=owner_id,
+    row = AlertEvent.objects.create(event=event.value, agent_name=agent_name, owner_id=owner_id,
                                     severity=severity, payload=payload)
     recorded.send(sender=AlertEvent, row=row)
     if "findings" in payload:
@@ -70,7 +79,7 @@ def broadcast(event: str, payload: dict[str, Any]) -> None:
     transaction.on_commit(lambda: send_now(message))
 
 
-def _fold(event: str, agent_name: str, payload: dict[str, Any],
+def _fold(event: AlertKind, agent_name: str, payload: dict[str, Any],
           severity: str) -> tuple[dict[str, Any], str]:
     """The payload and severity of an incident's line once this finding joins it; the line it
     replaces is deleted (its findings are listed on the new one)."""

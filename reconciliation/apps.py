@@ -1,5 +1,7 @@
 from django.apps import AppConfig
 
+from audit.alert_kinds import AlertKind
+
 
 class ReconciliationConfig(AppConfig):
     """Observed state, drift, corrections, the reconcile loop and live alerts."""
@@ -22,5 +24,5 @@ def _alert_signing_refused(sender: object, size: int, message: str, **kwargs: ob
     from reconciliation.alerts import broadcast
 
     with transaction.atomic():
-        broadcast("audit.signing_refused", {"severity": "high", "size": size,
+        broadcast(AlertKind.AUDIT_SIGNING_REFUSED, {"severity": "high", "size": size,
                                             "message": message})

@@ -2,6 +2,8 @@
 
 from django.db import models
 
+from audit.alert_kinds import AlertKind
+from audit.choices import AuditAction
 from reconciliation.diff import Area, DriftKind, OperationKind, Severity  # noqa: F401
 
 
@@ -54,6 +56,32 @@ def _finding_transitions() -> dict[str, frozenset[str]]:
 
 
 FINDING_TRANSITIONS = _finding_transitions()
+
+# The audit action a finding's move to each status writes (reconciliation/actions/findings.py
+# move_finding); to OPEN it is `finding.reopened` when the finding counted already (it was
+# held: accepted, escalated, blocked) and `finding.opened` when it comes back from closed;
+# from accepted back to a human (its proposal refused) it is `finding.reopened` too.
+# None: the action that causes the move records it under its own name in the same transaction
+# (correction.applied, escalation.opened, agent.suspended, escalation.resolved), so the
+# trail says why; a second row would say the same thing twice.
+FINDING_MOVE_AUDIT: dict[str, str | None] = {
+    FindingStatus.OPEN: AuditAction.FINDING_OPENED,
+    FindingStatus.REGRESSED: AuditAction.FINDING_REGRESSED,
+    FindingStatus.CORRECTED: AuditAction.FINDING_CORRECTED,
+    FindingStatus.RESOLVED: AuditAction.FINDING_RESOLVED,
+    FindingStatus.LOGGED: AuditAction.FINDING_LOGGED,
+    FindingStatus.ACKNOWLEDGED: AuditAction.FINDING_ACKNOWLEDGED,
+    FindingStatus.CORRECTING: None,
+    FindingStatus.ESCALATED: None,
+    FindingStatus.BLOCKED: None,
+    FindingStatus.ACCEPTED: None,
+}
+# The alert a move announces by default (its caller may name another or none).
+FINDING_MOVE_ALERT: dict[str, AlertKind | None] = {
+    FindingStatus.OPEN: AlertKind.DRIFT_DETECTED,  # only when it comes back from closed
+    FindingStatus.REGRESSED: AlertKind.DRIFT_REGRESSED,
+    FindingStatus.CORRECTED: AlertKind.DRIFT_CORRECTED,
+}
 
 
 class CorrectionResult(models.TextChoices):

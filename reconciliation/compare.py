@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from audit.choices import AuditAction
 from reconciliation.choices import OPEN_STATUSES
 
 MAX_LINE = 1_000_000
@@ -80,10 +81,11 @@ class Transition:
 # Statuses of a finding that still counts against the agent.
 OUT_OF_POLICY = frozenset(str(status) for status in OPEN_STATUSES)
 # When an entry does not record the status before it, whether the finding counted before.
-_COUNTED_BEFORE = {"finding.opened": False, "finding.regressed": False,
-                   "finding.reopened": True, "finding.corrected": True,
-                   "finding.resolved": True, "finding.logged": True}
-TRANSITIONS = (*_COUNTED_BEFORE, "agent.suspended", "agent.resumed", "agent.retired")
+_COUNTED_BEFORE = {AuditAction.FINDING_OPENED: False, AuditAction.FINDING_REGRESSED: False,
+                   AuditAction.FINDING_REOPENED: True, AuditAction.FINDING_CORRECTED: True,
+                   AuditAction.FINDING_RESOLVED: True, AuditAction.FINDING_LOGGED: True}
+TRANSITIONS = (*_COUNTED_BEFORE, AuditAction.AGENT_SUSPENDED, AuditAction.AGENT_RESUMED,
+               AuditAction.AGENT_RETIRED)
 
 
 def timeline(*, now: datetime, span: timedelta, judged_since: datetime | None,
@@ -106,11 +108,11 @@ def timeline(*, now: datetime, span: timedelta, judged_since: datetime | None,
         stretches.append((step.at, end, *_verdict(counting, held, gone)))
         end = step.at
         kind, _, key = step.target.partition(":")
-        if step.action == "agent.retired":
+        if step.action == AuditAction.AGENT_RETIRED:
             gone = False
-        elif step.action == "agent.suspended":
+        elif step.action == AuditAction.AGENT_SUSPENDED:
             held = False
-        elif step.action == "agent.resumed":
+        elif step.action == AuditAction.AGENT_RESUMED:
             held = True
         elif kind == "finding" and key.isdigit():
             before = (step.before in OUT_OF_POLICY if step.before is not None

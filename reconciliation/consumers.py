@@ -13,6 +13,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from redis import RedisError
 
+from audit.alert_kinds import AlertKind
 from reconciliation import live_connections
 from reconciliation.alerts import (
     ALERTS_GROUP,
@@ -72,7 +73,7 @@ def catch_up(last_id: int, subscription: dict[str, Any], user: Any) -> list[dict
         missed = newer.filter(pk__lt=sent[0].pk)
         first_at = missed.order_by("pk").values_list("at", flat=True).first()
         count = missed.count()
-        return [{"event": "catchup.truncated", "missed": count, "after_id": last_id,
+        return [{"event": AlertKind.CATCHUP_TRUNCATED.value, "missed": count, "after_id": last_id,
                  "before_id": sent[0].pk, "at": sent[0].at.isoformat(),
                  "message": f"{count} older alert{'s' if count != 1 else ''} not replayed",
                  "link": _elsewhere(user, first_at, sent[0].at)},

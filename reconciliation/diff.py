@@ -40,6 +40,7 @@ from agentgov.mcp_identity import same_server
 
 from audit.chain import canonical_json as chain_canonical_json
 from config import pointers
+from config.times import parse_timestamp
 
 ACCESS_LEVELS = ("read", "write", "admin")
 ACTION_LIMIT_FIELDS = ("approval_above", "max")
@@ -299,9 +300,8 @@ def _require_aware(now: datetime) -> None:
 
 
 def _parse_expiry(value: Any) -> datetime:
-    """Parse an ISO 8601 expiry ('Z' allowed); a naive time is taken as UTC."""
-    moment = value if isinstance(value, datetime) else datetime.fromisoformat(value)
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    """An RFC 3339 expiry; a naive time is taken as UTC."""
+    return parse_timestamp(value, naive=UTC)
 
 
 def _observed_expiry(value: Any) -> datetime | None:

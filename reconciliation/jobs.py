@@ -17,7 +17,9 @@ from django.conf import settings
 from django.utils import timezone
 
 from audit.context import request_id_scope
+from config import retries
 from config.scheduled_time import not_before
+from config.times import parse_timestamp
 from reconciliation import actions, work_queue
 from reconciliation.choices import Trigger
 from reconciliation.connectors import ConnectorError
@@ -34,6 +36,8 @@ def _queue():
 
 def backoff_seconds(attempt: int) -> float:
     """Exponential backoff with full jitter: 1, 2, 4 ... capped at 5 minutes."""
+    # Rescheduled, not tenacity (config/retries.py): the worker is freed between tries and the
+    # job carries its attempt number, so that after N the pass fails or a human is asked.
     return random.uniform(0.5, 1.0) * min(300, 2 ** max(0, attempt - 1))  # noqa: S311
 
 
@@ -99,7 +103,7 @@ def schedule_verify(agent_id: int) -> None:
 
 def schedule_grant_expiry(agent_id: int, expires_at: str) -> None:
     """A pass exactly when a grant expires, so it is revoked without any new proposal."""
-    when = datetime.fromisoformat(expires_at.replace("Z", "+00:00"))
+    when = parse_timestamp(expires_at)
     if when > timezone.now():
         _queue().enqueue_at(not_before(when), reconcile_agent, agent_id, Trigger.GRANT_EXPIRED)
 
@@ -221,11 +225,11 @@ def resync_batch(agent_ids: list[int]) -> dict[str, int]:
 
 def record_violations_jobs(found: dict[int, list[dict]]) -> None:
     """Queue broken rules for the ingest workers: a job per agent, all in one round trip."""
-    from rq import Queue, Retry
+    from rq import Queue
 
     from runtime.windows import connection
 
-    retry = Retry(max=5, interval=[1, 2, 5, 15, 60])
+    retry = retries.ingest_job()
     queue = django_rq.get_queue("ingest", commit_mode="auto", connection=connection())
     queue.enqueue_many([Queue.prepare_data(record_violations, (agent_id, violations),
                                            retry=retry)
@@ -234,10 +238,8 @@ def record_violations_jobs(found: dict[int, list[dict]]) -> None:
 
 def record_group_breach_job(hit: dict) -> None:
     """Queue a group window over its limit for the ingest workers."""
-    from rq import Retry
-
     django_rq.get_queue("ingest", commit_mode="auto").enqueue(
-        record_group_breach, hit, retry=Retry(max=5, interval=[1, 2, 5, 15, 60]))
+        record_group_breach, hit, retry=retries.ingest_job())
 
 
 def record_group_breach(hit: dict) -> bool:

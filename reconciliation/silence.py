@@ -19,6 +19,7 @@ from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 import audit
+from audit.alert_kinds import AlertKind
 from audit.choices import AuditAction
 from reconciliation import alerts
 from reconciliation.choices import ConditionType
@@ -185,7 +186,7 @@ def _start(candidate: Candidate, now: datetime) -> Silence:
     audit.record(actor=_system(), action=AuditAction.AGENT_SILENT,
                  target=f"agent:{candidate.name}", agent=candidate.name,
                  after=silence.to_dict(), reason=reason)
-    alerts.broadcast("agent.silent", {"agent": candidate.name, "severity": "medium",
+    alerts.broadcast(AlertKind.AGENT_SILENT, {"agent": candidate.name, "severity": "medium",
                                       "message": reason, "link": f"/agents/{candidate.name}/"
                                       if candidate.agent_id else "/fleet/"})
     _refresh(candidate.agent_id, now)
@@ -200,7 +201,7 @@ def end_silence(silence: Silence, now: datetime, *, reason: str) -> None:
     audit.record(actor=_system(), action=AuditAction.AGENT_HEARD_AGAIN,
                  target=f"agent:{silence.agent_name}", agent=silence.agent_name,
                  before=before, after=silence.to_dict(), reason=reason)
-    alerts.broadcast("agent.heard_again", {"agent": silence.agent_name, "message": reason})
+    alerts.broadcast(AlertKind.AGENT_HEARD_AGAIN, {"agent": silence.agent_name, "message": reason})
     _refresh(silence.agent_id, now)
 
 

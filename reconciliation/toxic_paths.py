@@ -16,9 +16,8 @@ from django.db import models, transaction
 from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
-import audit
-from audit.choices import AuditAction
-from reconciliation.actions.common import SYSTEM, alert
+from audit.alert_kinds import AlertKind
+from reconciliation.actions.findings import move_finding, open_finding
 from reconciliation.choices import OPEN_STATUSES, FindingStatus
 from reconciliation.models import Finding, ObservedState
 from registry.choices import Lifecycle
@@ -53,34 +52,27 @@ def observed_states() -> dict[str, dict[str, Any]]:
 
 def _open(agent: Agent, path: ToxicPath, now: datetime) -> None:
     digest = fingerprint(path)
-    finding, created = Finding.objects.get_or_create(
-        agent=agent, fingerprint=digest, defaults={
-            "kind": KIND, "pointer": f"/toxic/{path.rule}", "expected": None,
-            "actual": path.to_dict(), "severity": "high", "area": "config",
-            "generation": agent.generation, "behaviour": True, "operation": None,
-            "reason": f"toxic path: {path.describe()}", "first_seen": now,
-            "detected_at": now, "last_seen": now, "observed_at": now})
-    if not created and finding.status in OPEN_STATUSES:
+    finding = Finding.objects.filter(agent=agent, fingerprint=digest).first()
+    said = {"why": f"toxic path observed: {path.describe()}", "after": {"path": path.to_dict()},
+            "alert_fields": {"message": f"toxic path: {path.describe()}"}}
+    if finding is None:
+        open_finding(agent, **said, fingerprint=digest, kind=KIND, pointer=f"/toxic/{path.rule}",
+                     expected=None, actual=path.to_dict(), severity="high", area="config",
+                     generation=agent.generation, behaviour=True, operation=None,
+                     reason=f"toxic path: {path.describe()}", first_seen=now, detected_at=now,
+                     last_seen=now, observed_at=now)
+    elif finding.status in OPEN_STATUSES:
         Finding.objects.filter(pk=finding.pk).update(last_seen=now, actual=path.to_dict())
-        return
-    if not created:  # it had been cleared and is back
-        finding.transition(FindingStatus.OPEN, occurrence=finding.occurrence + 1,
-                           detected_at=now, last_seen=now, actual=path.to_dict())
-    audit.record(actor=SYSTEM, action=AuditAction.FINDING_OPENED, target=f"finding:{finding.pk}",
-                 agent=agent.name, after={**finding.to_dict(), "path": path.to_dict()},
-                 reason=f"toxic path observed: {path.describe()}")
-    alert("drift.detected", agent, finding, message=f"toxic path: {path.describe()}")
+    else:  # it had been cleared and is back
+        move_finding(finding, FindingStatus.OPEN, agent=agent, **said,
+                     occurrence=finding.occurrence + 1, detected_at=now, last_seen=now,
+                     actual=path.to_dict())
 
 
 def _clear(finding: Finding) -> None:
     reason = "the toxic path is no longer observed"
-    was = finding.status
-    finding.transition(FindingStatus.RESOLVED, reason=reason)
-    audit.record(actor=SYSTEM, action=AuditAction.FINDING_RESOLVED,
-                 target=f"finding:{finding.pk}", agent=finding.agent.name,
-                 before={"status": was}, after={"status": FindingStatus.RESOLVED},
-                 reason=reason)
-    alert("drift.corrected", finding.agent, finding, message=reason)
+    move_finding(finding, FindingStatus.RESOLVED, reason=reason,
+                 announce=AlertKind.DRIFT_CORRECTED, alert_fields={"message": reason})
 
 
 @transaction.atomic

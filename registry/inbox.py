@@ -18,6 +18,7 @@ from django.db.models import QuerySet
 
 from audit.sentences import drift_phrase
 from config.money import money
+from config.times import parse_timestamp
 from reconciliation.incidents import group
 from reconciliation.models import Escalation
 from registry.choices import Lifecycle, Role, VersionState
@@ -397,10 +398,11 @@ def _waiver_request_item(request) -> Item:
 
 
 def _shadow_item(status) -> Item:
-    from django.utils.dateparse import parse_datetime
-
     name, request = status.agent.name, status.shadow_request
-    asked = parse_datetime(request.get("at", "")) or status.agent.created_at
+    try:
+        asked = parse_timestamp(request.get("at"))
+    except ValueError:
+        asked = status.agent.created_at
     return Item(SHADOW, f"shadow-{status.agent_id}-{int(asked.timestamp())}", name,
                 f"shadow mode for {request.get('duration', '?')} (asked by "
                 f"{request.get('by', '?')}): {request.get('reason', '')[:120]}", "medium",

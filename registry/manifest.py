@@ -1,7 +1,6 @@
 """The agent manifest (DESIGN.md §4): parse YAML, validate, canonicalise. Pure Python, no Django."""
 
 import dataclasses
-import datetime as dt
 import hashlib
 import json
 import math
@@ -20,6 +19,18 @@ from yaml.resolver import Resolver
 
 from audit.chain import canonical_json as chain_canonical_json
 from config import pointers
+from config.durations import (  # noqa: F401 (re-exported: the schema's rules read them here)
+    DURATION_EXPECTED,
+    MAX_DURATION_SECONDS,
+    duration_seconds,
+    format_duration,
+)
+from config.found import described
+from config.times import (  # noqa: F401 (re-exported)
+    TIMESTAMP_EXPECTED,
+    format_timestamp,
+    parse_timestamp,
+)
 
 try:  # libyaml parses a 1 MB body in about a third of the time pure Python takes (~4 s at worst)
     from yaml._yaml import CParser as _Parser
@@ -52,7 +63,6 @@ MAX_BUDGET_SECONDS = 86400
 MAX_BYTES = 1_048_576
 MAX_DOCUMENTS = 100
 MAX_NUMBER = 1e12
-MAX_DURATION_SECONDS = 30 * 86_400
 # A manifest is at most five levels deep; the cap keeps the recursive composer off the stack limit.
 MAX_DEPTH = 32
 # A hostile document can produce one error per key; the response body must stay small.
@@ -68,7 +78,6 @@ _DNS_SUBDOMAIN = re.compile(rf"{_DNS_LABEL}(?:\.{_DNS_LABEL})*")
 _TOOL_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,127}")
 _RESOURCE = re.compile(r"[^\s\x00-\x1f\x7f]{1,256}")
 _ENV_VAR = re.compile(r"[A-Z_][A-Z0-9_]{0,127}")
-_DURATION = re.compile(r"([0-9]{1,9})([smhd])")
 # MCP names are the server's own (camelCase is common), so case is kept
 _MCP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
@@ -81,11 +90,6 @@ _MCP_URI = re.compile(r"[^\s\x00-\x1f\x7f]{1,2048}")
 _NON_PRINTABLE = re.compile(
     r"[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
 )
-_UNIT_SECONDS = {"d": 86_400, "h": 3_600, "m": 60, "s": 1}
-_TIMESTAMP = re.compile(
-    r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt ]([0-9]{2}):([0-9]{2}):([0-9]{2})"
-    r"(?:\.([0-9]{1,9}))?([Zz]|[+-][0-9]{2}:[0-9]{2})?"
-)
 
 SLUG_EXPECTED = (
     "a slug of 1 to 63 lowercase letters, digits and '-',"
@@ -95,7 +99,6 @@ _NAME_RULE = "of 1 to 128 lowercase letters, digits, '_', '.' or '-', starting a
 TOOL_EXPECTED = f"a tool name {_NAME_RULE}"
 ACTION_EXPECTED = f"an action name {_NAME_RULE}"
 GRANT_STARTS = ("approval",)  # a grant with a duration counts it from its approval
-DURATION_EXPECTED = "a duration: a whole number and a unit s, m, h or d, like 30s, 15m, 1h or 1d"
 LABEL_KEY_EXPECTED = (
     "a label key: an optional DNS prefix and '/', then 1 to 63 letters, digits, '.', '_' or '-',"
     " starting and ending with a letter or digit"
@@ -128,7 +131,6 @@ MCP_PRIMITIVES = {
 # Server-initiated requests a proxy refuses unless the server's entry sets them true.
 MCP_SERVER_REQUESTS = ("allow_sampling", "allow_elicitation")
 RESOURCE_EXPECTED = "a resource name of 1 to 256 characters without spaces"
-TIMESTAMP_EXPECTED = "an RFC 3339 timestamp with a zone, like 2026-12-04T00:00:00Z"
 
 
 def is_label_key(key: object) -> bool:
@@ -206,88 +208,10 @@ def join_pointer(base: str, token: Any) -> str:
     return pointers.join(base, token)
 
 
-def _got(value: Any) -> str:
-    """Describe a found value briefly for an error message."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, dict):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dt.datetime):
-        return f"timestamp {value.isoformat()}"
-    if isinstance(value, dt.date):
-        return f"date {value.isoformat()}"
-    if isinstance(value, str) and len(value) > 60:
-        return f"{value[:50]!r}... ({len(value)} characters)"
-    text = repr(value) if isinstance(value, str | int | float) else type(value).__name__
-    return f"{text[:50]}..." if len(text) > 60 else text
+_got = described
 
 
-# --- durations, timestamps, canonical JSON ---------------------------------------------------
-
-
-def duration_seconds(text: Any) -> int:
-    """Seconds in a duration such as 30s, 15m, 1h or 1d (at most 30d); ValueError otherwise."""
-    match = _DURATION.fullmatch(text) if isinstance(text, str) else None
-    if match is None:
-        raise ValueError(f"expected {DURATION_EXPECTED}; got {_got(text)}")
-    seconds = int(match[1]) * _UNIT_SECONDS[match[2]]
-    if seconds == 0:
-        raise ValueError(f"expected a positive duration, like 30s, 15m, 1h or 1d; got {text!r}")
-    if seconds > MAX_DURATION_SECONDS:
-        raise ValueError(f"expected a duration of at most 30d; got {text!r}")
-    return seconds
-
-
-def format_duration(seconds: int) -> str:
-    """A duration in its largest exact unit, so 60m, 3600s and 1h all read 1h."""
-    unit = next(unit for unit, size in _UNIT_SECONDS.items() if seconds % size == 0)
-    return f"{seconds // _UNIT_SECONDS[unit]}{unit}"
-
-
-def parse_timestamp(value: Any) -> dt.datetime:
-    """The UTC instant of an RFC 3339 string or YAML datetime with a zone; else ValueError."""
-    no_zone = f"expected {TIMESTAMP_EXPECTED}; got a timestamp without a zone: {value}"
-    if isinstance(value, dt.datetime):
-        if value.utcoffset() is None:
-            raise ValueError(no_zone)
-        stamp = value
-    elif isinstance(value, str) and (match := _TIMESTAMP.fullmatch(value)):
-        *parts, fraction, zone = match.groups()
-        if zone is None:
-            raise ValueError(no_zone)
-        if zone.upper() == "Z":
-            tz = dt.UTC
-        else:
-            hours, minutes = int(zone[1:3]), int(zone[4:6])
-            if hours > 23 or minutes > 59:
-                raise ValueError(f"expected {TIMESTAMP_EXPECTED}; got {value!r}")
-            offset = dt.timedelta(hours=hours, minutes=minutes)
-            tz = dt.timezone(-offset if zone[0] == "-" else offset)
-        try:
-            micro = int((fraction or "").ljust(6, "0")[:6])
-            stamp = dt.datetime(*map(int, parts), micro, tzinfo=tz)
-        except ValueError:
-            raise ValueError(f"expected {TIMESTAMP_EXPECTED}; got {value!r}") from None
-    else:
-        raise ValueError(f"expected {TIMESTAMP_EXPECTED}; got {_got(value)}")
-    try:
-        return stamp.astimezone(dt.UTC)
-    except OverflowError:  # year 1 or 9999 shifted out of range by its offset
-        raise ValueError(f"expected {TIMESTAMP_EXPECTED} within years 1-9999") from None
-
-
-def format_timestamp(stamp: dt.datetime) -> str:
-    """`YYYY-MM-DDTHH:MM:SS[.ffffff]Z` in UTC: one spelling per instant."""
-    utc = stamp.astimezone(dt.UTC)
-    text = (
-        f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d}"
-        f"T{utc.hour:02d}:{utc.minute:02d}:{utc.second:02d}"
-    )
-    return f"{text}.{utc.microsecond:06d}Z" if utc.microsecond else f"{text}Z"
+# --- canonical JSON (durations: config/durations.py, timestamps: config/times.py) ---
 
 
 # The one JSON spelling the audit trail hashes with, so a spec hash means the same everywhere.

@@ -22,7 +22,6 @@ Decisions worth knowing:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -32,8 +31,10 @@ from typing import Any
 
 from agentgov.mcp_identity import same_server
 
+from config.durations import duration_seconds
 from config.money import money
-from registry.manifest import duration_seconds, join_pointer
+from config.times import parse_timestamp
+from registry.manifest import join_pointer
 
 MINUS = "\u2212"
 ACCESS_RANK = {"read": 1, "write": 2, "admin": 3}
@@ -45,8 +46,6 @@ BUDGET_NOUNS = {"tokens": "token", "cost": "cost"}
 RUNTIME_FIELDS = ("framework", "model", "version")
 REASON_CHARS = 60
 
-_DURATION = re.compile(r"([0-9]+)([smhd])")
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3_600, "d": 86_400}
 _NO_LIMIT = float("inf")
 
 
@@ -392,7 +391,8 @@ def _heartbeat(was: str | None, now: str | None, fresh: bool) -> Iterator[Permis
                                "/heartbeat", was, None)
     else:
         yield PermissionChange(Area.HEARTBEAT,
-                               _direction(_duration_seconds(was), _duration_seconds(now)),
+                               _direction(duration_seconds(was, at_most=None),
+                                          duration_seconds(now, at_most=None)),
                                f"heartbeat every {was} → every {now}", "/heartbeat", was, now)
 
 
@@ -529,20 +529,12 @@ def _allowance(limit: dict, kind: str) -> str:
 
 def _rate(limit: dict, kind: str) -> Fraction:
     """How much a limit allows per second, exactly."""
-    return Fraction(limit[kind], _duration_seconds(limit["per"]))
-
-
-def _duration_seconds(text: str) -> int:
-    """Seconds in a canonical duration such as 30s, 15m, 1h or 1d."""
-    match = _DURATION.fullmatch(text)
-    if match is None:
-        raise ValueError(f"expected a duration like 30s, 15m, 1h or 1d; got {text!r}")
-    return int(match[1]) * _UNIT_SECONDS[match[2]]
+    return Fraction(limit[kind], duration_seconds(limit["per"], at_most=None))
 
 
 def _instant(stamp: str) -> datetime:
     """A canonical UTC timestamp as a datetime (text order is wrong for fractions of a second)."""
-    return datetime.fromisoformat(stamp)
+    return parse_timestamp(stamp)
 
 
 def _until(grant: dict) -> str:

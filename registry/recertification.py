@@ -1,41 +1,32 @@
 """When an approved desired state must be reviewed again: its risk level, the interval
 compliance set for that level (or the settings' default), and the proposer's own date."""
 
-import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 
+from config.durations import duration_seconds, format_duration
 from config.errors import DomainError
+from config.times import parse_timestamp
 from registry.choices import OverdueEffect, RiskLevel
 from registry.guardrails import selector_matches
-from registry.manifest import parse_timestamp
 from registry.models import ReviewInterval
 from registry.permission_diff import permission_diff, risk_score
 
 MAX_REVIEW_SECONDS = 3650 * 86_400  # ten years
-_REVIEW = re.compile(r"([0-9]{1,9})([smhd])")
-_UNIT = {"d": 86_400, "h": 3_600, "m": 60, "s": 1}
 REVIEW_EXPECTED = "a duration such as 30s, 15m, 12h or 90d (at most 3650d)"
 
 
 def review_seconds(text: Any) -> int:
-    """Seconds of a review interval such as 90d; ValueError otherwise."""
-    match = _REVIEW.fullmatch(text) if isinstance(text, str) else None
-    if match is None:
-        raise ValueError(f"expected {REVIEW_EXPECTED}; got {text!r}"[:200])
-    seconds = int(match[1]) * _UNIT[match[2]]
-    if not 0 < seconds <= MAX_REVIEW_SECONDS:
-        raise ValueError(f"expected {REVIEW_EXPECTED}; got {text!r}")
-    return seconds
+    """Seconds of a review interval such as 90d (at most 3650d); ValueError otherwise."""
+    return duration_seconds(text, at_most=MAX_REVIEW_SECONDS)
 
 
 def format_seconds(seconds: int) -> str:
     """An interval in its largest exact unit: 7776000 reads 90d."""
-    unit = next(unit for unit, size in _UNIT.items() if seconds % size == 0)
-    return f"{seconds // _UNIT[unit]}{unit}"
+    return format_duration(seconds)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from django.conf import settings
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from config.errors import DomainError
+from config.times import parse_timestamp
 from registry.choices import GuardrailOutcome
 
 SESSION_KEY = "stepup"
@@ -82,7 +83,7 @@ def remembered(session: MutableMapping | None, user: Any, now: datetime) -> Step
     if not isinstance(saved, dict):
         return None
     try:
-        step_up = StepUp(int(saved["device"]), datetime.fromisoformat(saved["verified_at"]))
+        step_up = StepUp(int(saved["device"]), parse_timestamp(saved["verified_at"]))
     except (KeyError, TypeError, ValueError):
         return None
     device = confirmed_device(user)

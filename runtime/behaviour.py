@@ -12,6 +12,7 @@ from typing import Any
 
 from config import pointers
 from config.money import money
+from config.times import parse_timestamp
 from reconciliation.diff import effective_desired
 from registry.manifest import duration_seconds
 from registry.waivers import is_waived
@@ -245,7 +246,7 @@ EMPTY_SPEC: dict[str, Any] = {"tools": [], "data": [], "actions": {}, "limits": 
 
 
 def _expiry(value: str) -> datetime:
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return parse_timestamp(value)
 
 
 def replay(spec: dict[str, Any], events: list[Event],

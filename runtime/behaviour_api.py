@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 
 from config.errors import DomainError, NotAllowed, NotFound, TooLarge
 from config.outbound import listed
+from config.times import parse_timestamp
 from reconciliation.api import agent_for
 from reconciliation.models import BehaviourEvent, Decision, UnregisteredAgent
 from registry.api import IsPerson, ManifestTextParser, Page
@@ -238,13 +239,11 @@ def _since(value: str | None) -> datetime | None:
     if value is None:
         return None
     try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        return parse_timestamp(value)
     except ValueError:
-        moment = None
-    if moment is None or moment.tzinfo is None:
         raise Malformed("since must be an RFC 3339 time with a zone",
-                        details=[{"pointer": "/since", "message": "an RFC 3339 time with a zone"}])
-    return moment
+                        details=[{"pointer": "/since", "message": "an RFC 3339 time with a zone"}]
+                        ) from None
 
 
 class AgentEventsView(APIView):

@@ -14,6 +14,7 @@ from typing import Any
 
 from django.utils.text import slugify
 
+from config.times import NoZone, parse_timestamp
 from runtime.decision_request import read_amount
 
 KINDS = ("tool_call", "data_access", "action", "model_call", "agent_invocation")
@@ -120,11 +121,11 @@ def _timestamp(value: Any, now: datetime) -> datetime | str:
     if not isinstance(value, str):
         return "ts must be an RFC 3339 string with a zone"
     try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        moment = parse_timestamp(value)
+    except NoZone:
+        return "ts has no zone"
     except ValueError:
         return "ts must be an RFC 3339 string with a zone"
-    if moment.tzinfo is None:
-        return "ts has no zone"
     if moment < now - MAX_PAST:
         return f"ts is more than {MAX_PAST.days} days in the past"
     if moment > now + MAX_FUTURE:

@@ -9,7 +9,6 @@ tried again after a backoff that doubles up to SIEM_RETRY_MAX_SECONDS."""
 import logging
 import os
 import socket
-from collections.abc import Callable
 from datetime import datetime
 from functools import cache
 from typing import Any
@@ -19,9 +18,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from redis.exceptions import RedisError
-from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from audit.models import AuditEntry
+from config import retries
 from config.scheduled_time import not_before
 from siem import actions, formats, transports
 from siem.choices import SinkKind, Stream
@@ -53,6 +52,8 @@ def kick() -> None:
 def schedule_retry(sink_id: int, when: datetime) -> None:
     """The sink's next try at `when` (its retry_at), rounded up to the second: RQ's scheduler
     keeps whole seconds, truncating, and a try before the backoff ends would do nothing."""
+    # Not tenacity (config/retries.py): the backoff lasts up to SIEM_RETRY_MAX_SECONDS, is kept
+    # on the sink's row (failures, retry_at) where people see it, and must outlive the worker.
     try:
         _queue().enqueue_at(not_before(when), "siem.jobs.retry", sink_id, job_timeout=600)
     except RedisError as error:  # the periodic run retries it
@@ -132,13 +133,8 @@ def alert_record(row: AlertRecord) -> dict[str, Any]:
 
 
 def _send_with_retries(sink: Sink, records: list[dict[str, Any]]) -> None:
-    send: Callable[[], None] = retry(
-        retry=retry_if_exception_type(DeliveryFailed),
-        stop=stop_after_attempt(settings.SIEM_RETRY_ATTEMPTS),
-        wait=wait_exponential(multiplier=0.2, max=2),
-        reraise=True,
-    )(lambda: send_batch(sink, records))
-    send()
+    retries.siem_batch(lambda: send_batch(sink, records), retry_on=DeliveryFailed,
+                       attempts=settings.SIEM_RETRY_ATTEMPTS)
 
 
 def send_batch(sink: Sink, records: list[dict[str, Any]]) -> None:

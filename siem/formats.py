@@ -6,8 +6,9 @@ the prev_hash is not the last hash), and drops a seq it already has (delivery is
 once)."""
 
 import json
-from datetime import datetime
 from typing import Any
+
+from config.times import parse_timestamp
 
 APP_NAME = "agentgov"
 # RFC 5424 structured-data id: name@<private enterprise number>; 32473 is the number RFC 5612
@@ -23,7 +24,7 @@ def _compact(record: dict[str, Any]) -> str:
 
 
 def _unix_nanos(at: str) -> int:
-    return int(datetime.fromisoformat(at.replace("Z", "+00:00")).timestamp() * 1_000_000_000)
+    return int(parse_timestamp(at).timestamp() * 1_000_000_000)
 
 
 def _sd_value(value: Any) -> str:

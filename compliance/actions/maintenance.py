@@ -8,7 +8,6 @@ from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
 import audit
 from audit.choices import AuditAction
@@ -16,6 +15,7 @@ from compliance.actions.stops import MAX_SELECTOR_LABELS, _label_value, _reason,
 from compliance.models import MaintenanceWindow
 from config.errors import Conflict, Invalid, NotFound
 from config.scheduled_time import not_before
+from config.times import parse_timestamp
 from reconciliation.diff import OperationKind
 from registry.choices import Lifecycle
 from registry.models import Agent
@@ -25,11 +25,11 @@ SYSTEM = "system:maintenance"
 
 
 def _when(value: Any, pointer: str) -> Any:
-    moment = parse_datetime(value) if isinstance(value, str) else None
-    if moment is None or moment.tzinfo is None:
+    try:
+        return parse_timestamp(value if isinstance(value, str) else None)
+    except ValueError:
         raise Invalid("A time is an ISO 8601 date and time with its offset.", details=[
-            {"pointer": pointer, "message": "expected e.g. 2026-12-02T22:00:00Z"}])
-    return moment
+            {"pointer": pointer, "message": "expected e.g. 2026-12-02T22:00:00Z"}]) from None
 
 
 def _selector(selector: Any) -> dict[str, str]:

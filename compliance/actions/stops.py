@@ -25,6 +25,7 @@ from django.db import transaction
 from django.utils import timezone
 
 import audit
+from audit.alert_kinds import AlertKind
 from audit.choices import AuditAction
 from compliance.choices import StopScope
 from compliance.models import Stop
@@ -146,7 +147,7 @@ def place_stop(*, actor: Any, scope: Any, reason: Any, team: Any = None, selecto
     from reconciliation.alerts import broadcast
     from reconciliation.fleet_snapshot import request_refresh
 
-    broadcast("fleet.stopped", {"severity": "high", "stop": stop.pk,
+    broadcast(AlertKind.FLEET_STOPPED, {"severity": "high", "stop": stop.pk,
                                 "message": f"{stop.describe()} stopped: {reason}",
                                 "agents": len(reached), "link": "/"})
     request_refresh()

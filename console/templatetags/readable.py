@@ -9,6 +9,7 @@ from django.utils.html import format_html
 from django.utils.timesince import timesince, timeuntil
 
 from audit.sentences import plain_text
+from config.times import parse_timestamp
 
 register = template.Library()
 
@@ -16,7 +17,7 @@ register = template.Library()
 def _moment(value: datetime | str | None) -> datetime | None:
     if isinstance(value, str):
         try:
-            value = datetime.fromisoformat(value)
+            value = parse_timestamp(value, naive=UTC)
         except ValueError:
             return None
     if isinstance(value, datetime) and timezone.is_naive(value):

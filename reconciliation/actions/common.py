@@ -7,6 +7,7 @@ from typing import Any
 from django.utils import timezone
 
 import audit
+from audit.alert_kinds import AlertKind
 from audit.chain import canonical_json
 from audit.choices import AuditAction
 from compliance.stops import stop_covering
@@ -53,10 +54,11 @@ def link(agent: Agent) -> str:
     return f"/agents/{agent.name}/"
 
 
-ROLLOUT_EVENTS = {"drift.detected": "rollout.started", "drift.corrected": "rollout.synced"}
+ROLLOUT_EVENTS = {AlertKind.DRIFT_DETECTED: AlertKind.ROLLOUT_STARTED,
+                  AlertKind.DRIFT_CORRECTED: AlertKind.ROLLOUT_SYNCED}
 
 
-def alert(event: str, agent: Agent, finding: Finding | None = None, **extra: Any) -> None:
+def alert(event: AlertKind, agent: Agent, finding: Finding | None = None, **extra: Any) -> None:
     payload = {"agent": agent.name, "owner_id": agent.owner_id, "link": link(agent), **extra}
     if finding is not None and is_rollout(finding.cause_key) and event in ROLLOUT_EVENTS:
         # an approved generation being applied is a rollout, never announced as drift
@@ -93,13 +95,15 @@ def open_escalation(agent: Agent, finding: Finding | None, *, reason: str,
     escalation = Escalation.objects.create(agent=agent, finding=finding, reason=reason,
                                            caused_by_id=getattr(caused_by, "pk", caused_by))
     if finding is not None:
-        finding.transition(FindingStatus.ESCALATED, reason=reason)
+        from reconciliation.actions.findings import move_finding  # (it imports this module)
+
+        move_finding(finding, FindingStatus.ESCALATED, reason=reason, agent=agent)
     audit.record(actor=SYSTEM, action=AuditAction.ESCALATION_OPENED,
                  target=f"escalation:{escalation.pk}", agent=agent.name,
                  after={"finding": finding.to_dict() if finding else None}, reason=reason)
     # One line per incident: the alert of a sibling finding joins its first one's
     # (reconciliation.alerts.FOLDED_EVENTS).
-    alert("escalation.opened", agent, finding, escalation=escalation.pk, message=reason)
+    alert(AlertKind.ESCALATION_OPENED, agent, finding, escalation=escalation.pk, message=reason)
     return escalation
 
 
@@ -146,7 +150,7 @@ def suspend_agent(agent: Agent, *, actor: Any, reason: str) -> bool:
     audit.record(actor=actor, action=AuditAction.AGENT_SUSPENDED, target=f"agent:{agent.name}",
                  agent=agent.name, before={"lifecycle": "active"},
                  after={"lifecycle": "suspended"}, reason=reason)
-    alert("agent.suspended", agent, message=reason, severity="high")
+    alert(AlertKind.AGENT_SUSPENDED, agent, message=reason, severity="high")
     from reconciliation.fleet_snapshot import request_refresh  # (it imports this module)
 
     request_refresh()  # the fleet view's compliance timeline shows suspensions

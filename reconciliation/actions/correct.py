@@ -2,7 +2,7 @@
 it under shadow mode or a tripped breaker, log it, waive it, block the agent), and the breakers
 that hold corrections when too much of the fleet drifts at once."""
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -11,9 +11,12 @@ from django.db.models import Count, QuerySet
 from django.utils import timezone
 
 import audit
+from audit.alert_kinds import AlertKind
 from audit.choices import AuditAction
+from config.times import parse_timestamp
 from reconciliation import alerts
 from reconciliation.actions.common import SYSTEM, open_escalation, suspend_agent
+from reconciliation.actions.findings import move_finding
 from reconciliation.actions.pass_context import PassContext
 from reconciliation.choices import TEAM_LABEL, BreakerScope, CorrectionResult, FindingStatus
 from reconciliation.diff import Operation, OperationKind
@@ -49,7 +52,7 @@ def _check_breaker(ctx: PassContext, control: ControlState) -> None:
         (the wave compliance reset it on never trips it again; a new one does)."""
         found = Finding.objects.filter(detected_at__gte=window, behaviour=False)
         if reset := resets.get(scope):
-            found = found.filter(detected_at__gt=datetime.fromisoformat(reset))
+            found = found.filter(detected_at__gt=parse_timestamp(reset))
         return members.filter(pk__in=found.values("agent_id"))
 
     owner = ctx.agent.owner
@@ -103,7 +106,7 @@ def _trip(ctx: PassContext, control: ControlState, kind: str, name: str, driftin
     audit.record(actor=SYSTEM, action=AuditAction.BREAKER_TRIPPED, target=target,
                  after={"scope": scope, "drifting": drifting, "agents": total}, reason=reason)
     # cluster status, like every agent's health: shown to every person
-    alerts.broadcast("breaker.tripped", {"message": reason, "severity": "high", "link": "/",
+    alerts.broadcast(AlertKind.BREAKER_TRIPPED, {"message": reason, "severity": "high", "link": "/",
                                          "scope": scope})
 
 
@@ -130,12 +133,8 @@ def _pending(ctx: PassContext, finding: Finding, step: Any) -> None:
 def _log(ctx: PassContext, finding: Finding) -> None:
     if finding.status == FindingStatus.LOGGED:
         return
-    was = finding.status
-    finding.transition(FindingStatus.LOGGED,
-                       reason=f"allowed: enforcement mode log for {finding.area}")
-    audit.record(actor=SYSTEM, action=AuditAction.FINDING_LOGGED,
-                 target=f"finding:{finding.pk}", agent=ctx.agent.name, before={"status": was},
-                 after=finding.to_dict(), reason=finding.reason)
+    move_finding(finding, FindingStatus.LOGGED, agent=ctx.agent,
+                 reason=f"allowed: enforcement mode log for {finding.area}")
 
 
 def _waive(ctx: PassContext, finding: Finding, waivers: dict[str, Any]) -> None:
@@ -144,11 +143,7 @@ def _waive(ctx: PassContext, finding: Finding, waivers: dict[str, Any]) -> None:
               f"{waiver.expires_at:%Y-%m-%d %H:%M:%S} UTC: {waiver.reason}")
     if finding.status == FindingStatus.LOGGED and finding.reason == reason:
         return
-    was = finding.status
-    finding.transition(FindingStatus.LOGGED, reason=reason)
-    audit.record(actor=SYSTEM, action=AuditAction.FINDING_LOGGED,
-                 target=f"finding:{finding.pk}", agent=ctx.agent.name, before={"status": was},
-                 after=finding.to_dict(), reason=reason)
+    move_finding(finding, FindingStatus.LOGGED, reason=reason, agent=ctx.agent)
 
 
 @transaction.atomic
@@ -159,8 +154,8 @@ def _applied(ctx: PassContext, finding: Finding, step: Any, outcome: str) -> Non
     correction.result = CorrectionResult.APPLIED
     correction.applied_at = correction.applied_at or now
     correction.save(update_fields=["attempts", "result", "applied_at"])
-    finding.transition(FindingStatus.CORRECTING, attempts=step.attempt,
-                       occurrence=step.occurrence)
+    move_finding(finding, FindingStatus.CORRECTING, attempts=step.attempt,
+                 occurrence=step.occurrence, agent=ctx.agent)
     audit.record(actor=SYSTEM, action=AuditAction.CORRECTION_APPLIED,
                  target=f"correction:{correction.pk}", agent=ctx.agent.name,
                  after={**step.operation.to_dict(), "idempotency_key": step.key,
@@ -200,8 +195,8 @@ def _block(ctx: PassContext, connector: Any, blocked: list[Finding]) -> list[dic
     outcome = connector.apply(ctx.agent, operation.to_dict(), key)
     with transaction.atomic():
         for finding in blocked:
-            finding.transition(
-                FindingStatus.BLOCKED,
+            move_finding(
+                finding, FindingStatus.BLOCKED, agent=ctx.agent,
                 reason="enforcement mode block: the agent is suspended until a human clears it")
         suspend_agent(ctx.agent, actor=SYSTEM,
                       reason=f"blocked: {len(blocked)} finding(s) under enforcement mode block")

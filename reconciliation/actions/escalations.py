@@ -9,12 +9,14 @@ from django.db import transaction
 from django.utils import timezone
 
 import audit
+from audit.alert_kinds import AlertKind
 from audit.choices import AuditAction
 from compliance.stops import stop_reason
 from config import pointers
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from config.scheduled_time import not_before
 from reconciliation.actions.common import alert, audit_label, enforcement_held, suspend_agent
+from reconciliation.actions.findings import move_finding, note_acknowledgement
 from reconciliation.actions.settle import refresh_status
 from reconciliation.choices import (
     RESOLUTIONS,
@@ -136,7 +138,7 @@ def resolve_escalation(escalation_id: int, *, actor: Any, resolution: str,
     audit.record(actor=actor, action=AuditAction.ESCALATION_RESOLVED,
                  target=f"escalation:{escalation.pk}", agent=agent.name,
                  after={"resolution": resolution.value, **outcome}, reason=comment)
-    alert("escalation.resolved", agent, finding, escalation=escalation.pk,
+    alert(AlertKind.ESCALATION_RESOLVED, agent, finding, escalation=escalation.pk,
           resolution=resolution.value)
     refresh_status(agent, now=now)
     request_reconcile(agent.pk, Trigger.ESCALATION)
@@ -157,8 +159,8 @@ def _resolve_drift(escalation: Escalation, finding: Finding | None, resolution: 
     if resolution == Resolution.REVERT:
         if finding is not None:
             # Back to the loop as an ordinary correction, whatever the area's mode says.
-            finding.transition(FindingStatus.OPEN, attempts=0, revert_ordered=True,
-                               reason=f"revert ordered by {actor.username}")
+            move_finding(finding, FindingStatus.OPEN, attempts=0, revert_ordered=True,
+                         actor=actor, agent=agent, reason=f"revert ordered by {actor.username}")
         return {}
     if resolution == Resolution.ACCEPT:
         latest = agent.observations.order_by("-observed_at").first()
@@ -174,13 +176,14 @@ def _resolve_drift(escalation: Escalation, finding: Finding | None, resolution: 
             agent, read_spec(spec), agent.active_version.metadata, actor=actor,
             source=VersionSource.UI, comment=f"accepted from escalation {escalation.pk}",
             from_escalation=True)
-        finding.transition(
-            FindingStatus.ACCEPTED, proposal=outcome.version,
+        move_finding(
+            finding, FindingStatus.ACCEPTED, proposal=outcome.version, actor=actor, agent=agent,
             reason="accepted into a proposal: held until it is approved or refused")
         return {"proposal": outcome.version.pk}
     suspend_agent(agent, actor=actor, reason=f"escalation {escalation.pk}: {comment}")
     if finding is not None:
-        finding.transition(FindingStatus.BLOCKED, reason="suspended by an approver")
+        move_finding(finding, FindingStatus.BLOCKED, reason="suspended by an approver",
+                     actor=actor, agent=agent)
     return {}
 
 
@@ -302,14 +305,11 @@ def _resolve_behaviour(escalation: Escalation, finding: Finding, resolution: Res
     """Behaviour already happened: allow it this once, stop the agent, or propose a spec that
     allows it (four-eyes approval as for any proposal)."""
     agent = escalation.agent
-    before = {"status": finding.status}
     if resolution == Resolution.ACKNOWLEDGE:
-        finding.transition(
-            FindingStatus.ACKNOWLEDGED, at=now, acknowledged_by=actor,
+        move_finding(
+            finding, FindingStatus.ACKNOWLEDGED, at=now, acknowledged_by=actor, actor=actor,
+            agent=agent, why=comment,
             reason=f"acknowledged by {actor.username} as a one-off: {comment}"[:2000])
-        audit.record(actor=actor, action=AuditAction.FINDING_ACKNOWLEDGED,
-                     target=f"finding:{finding.pk}", agent=agent.name, before=before,
-                     after={"status": finding.status}, reason=comment)
         return {"finding": {"status": finding.status}}
     if resolution == Resolution.SUSPEND:
         return _suspend_for_behaviour(escalation, finding, actor=actor, comment=comment)
@@ -326,13 +326,14 @@ def _suspend_for_behaviour(escalation: Escalation, finding: Finding, *, actor: A
     held = enforcement_held(agent)
     if held:
         reason = f"suspend ordered by {actor.username}, not applied: {held}"
-        finding.transition(FindingStatus.LOGGED, reason=reason)
+        move_finding(finding, FindingStatus.LOGGED, reason=reason, actor=actor, agent=agent)
         audit.record(actor=actor, action=AuditAction.CORRECTION_SHADOWED,
                      target=f"agent:{agent.name}", agent=agent.name,
                      after={**operation.to_dict(), "key": key}, reason=reason)
         return {"finding": {"status": FindingStatus.LOGGED}, "applied": False, "held": held}
     suspend_agent(agent, actor=actor, reason=f"escalation {escalation.pk}: {comment}")
-    finding.transition(FindingStatus.BLOCKED, reason=f"suspended by {actor.username}")
+    move_finding(finding, FindingStatus.BLOCKED, reason=f"suspended by {actor.username}",
+                 actor=actor, agent=agent)
     transaction.on_commit(lambda: _tell_connector(agent, operation, key), robust=True)
     return {"finding": {"status": FindingStatus.BLOCKED}, "applied": True, "key": key}
 
@@ -370,7 +371,8 @@ def _raise_limit(escalation: Escalation, finding: Finding, *, actor: Any) -> dic
         agent, read_spec(spec), base.metadata, actor=actor, source=VersionSource.UI,
         comment=f"from escalation {escalation.pk}: {change}", from_escalation=True)
     reason = f"{change}: proposal {outcome.version.pk}, held until it is approved or refused"
-    finding.transition(FindingStatus.ACCEPTED, proposal=outcome.version, reason=reason)
+    move_finding(finding, FindingStatus.ACCEPTED, proposal=outcome.version, reason=reason,
+                 actor=actor, agent=agent)
     return {"finding": {"status": FindingStatus.ACCEPTED}, "proposal": outcome.version.pk,
             "change": change}
 
@@ -397,13 +399,9 @@ def resume_agent(agent: Agent, *, actor: Any, reason: str) -> None:
     cleared = list(Finding.objects.select_for_update().filter(
         agent=agent, status=FindingStatus.BLOCKED).order_by("pk"))
     for finding in cleared:
-        finding.transition(FindingStatus.RESOLVED,
-                           reason=f"cleared by {audit_label(actor)}: {reason}")
         # One row per finding: the compliance timeline reads when each drift stopped counting.
-        audit.record(actor=actor, action=AuditAction.FINDING_RESOLVED,
-                     target=f"finding:{finding.pk}", agent=agent.name,
-                     before={"status": FindingStatus.BLOCKED},
-                     after={"status": FindingStatus.RESOLVED}, reason=reason)
+        move_finding(finding, FindingStatus.RESOLVED, actor=actor, agent=agent, why=reason,
+                     reason=f"cleared by {audit_label(actor)}: {reason}")
     audit.record(actor=actor, action=AuditAction.AGENT_RESUMED, target=f"agent:{agent.name}",
                  agent=agent.name, before={"lifecycle": "suspended"},
                  after={"lifecycle": "active"}, reason=reason)
@@ -435,8 +433,7 @@ def acknowledge_finding(finding_id: int, *, actor: Any, reason: str) -> Finding:
     finding.acknowledged_by = actor
     finding.acknowledged_at = timezone.now()
     finding.save(update_fields=["acknowledged_by", "acknowledged_at"])
-    audit.record(actor=actor, action=AuditAction.FINDING_ACKNOWLEDGED,
-                 target=f"finding:{finding.pk}", agent=finding.agent.name, reason=reason)
+    note_acknowledgement(finding, actor=actor, reason=reason)
     return finding
 
 
@@ -483,7 +480,7 @@ def triage_escalation(escalation_id: int, *, actor: Any, assign: bool = False,
                  before=before, after=_triage_state(escalation))
     if snooze_until is not None:
         # Other approvers' inbox counts drop now; the wake-up alert raises them again.
-        alert("escalation.snoozed", escalation.agent, escalation=escalation.pk,
+        alert(AlertKind.ESCALATION_SNOOZED, escalation.agent, escalation=escalation.pk,
               until=snooze_until.isoformat())
     return escalation
 
@@ -513,6 +510,6 @@ def announce_awake(escalation_id: int) -> bool:
     if escalation is None or escalation.status != EscalationStatus.OPEN or (
             escalation.snoozed_until is None or escalation.is_snoozed):
         return False  # resolved meanwhile, or snoozed again (that snooze has its own wake-up)
-    alert("escalation.woke", escalation.agent, escalation=escalation.pk,
+    alert(AlertKind.ESCALATION_WOKE, escalation.agent, escalation=escalation.pk,
           message=f"back from snooze: {escalation.reason}")
     return True

@@ -6,6 +6,7 @@ from django.db import transaction
 from django.utils import timezone
 
 import audit
+from audit.alert_kinds import AlertKind
 from audit.choices import AuditAction
 from config.errors import Invalid
 from reconciliation.actions.common import alert
@@ -14,6 +15,7 @@ from reconciliation.actions.escalations import (
     resolve_escalation,
     triage_escalation,
 )
+from reconciliation.actions.findings import move_finding
 from reconciliation.choices import EscalationStatus, FindingStatus, Resolution
 from reconciliation.incidents import escalation_key, named_change
 from reconciliation.models import Escalation, Finding
@@ -71,8 +73,9 @@ def _accepted_with(escalation: Escalation, proposal_id: int, *, actor: Any,
     escalation = authorise_escalation(escalation.pk, actor=actor, lock=True)
     now = timezone.now()
     if escalation.finding is not None:
-        escalation.finding.transition(
-            FindingStatus.ACCEPTED, proposal_id=proposal_id,
+        move_finding(
+            escalation.finding, FindingStatus.ACCEPTED, proposal_id=proposal_id, actor=actor,
+            agent=escalation.agent,
             reason="accepted into a proposal: held until it is approved or refused")
     escalation.status = EscalationStatus.RESOLVED
     escalation.resolution = Resolution.ACCEPT
@@ -84,7 +87,7 @@ def _accepted_with(escalation: Escalation, proposal_id: int, *, actor: Any,
                  target=f"escalation:{escalation.pk}", agent=escalation.agent.name,
                  after={"resolution": Resolution.ACCEPT.value, "proposal": proposal_id},
                  reason=comment)
-    alert("escalation.resolved", escalation.agent, escalation=escalation.pk,
+    alert(AlertKind.ESCALATION_RESOLVED, escalation.agent, escalation=escalation.pk,
           resolution=Resolution.ACCEPT.value)
     return escalation
 

@@ -1,9 +1,8 @@
 """Observe: the findings a pass records from what it saw (drift found, or come back after a
 correction), and the findings a human's proposal held, released before looking."""
 
-import audit
-from audit.choices import AuditAction
-from reconciliation.actions.common import SYSTEM, alert, open_escalation
+from reconciliation.actions.common import open_escalation
+from reconciliation.actions.findings import move_finding, open_finding
 from reconciliation.actions.pass_context import PassContext
 from reconciliation.actions.settle import refresh_status
 from reconciliation.choices import FindingStatus
@@ -59,25 +58,16 @@ def _release_accepted(ctx: PassContext) -> bool:
 
 
 def _resolve(ctx: PassContext, finding: Finding, reason: str) -> None:
-    finding.transition(FindingStatus.RESOLVED, reason=reason)
-    audit.record(actor=SYSTEM, action=AuditAction.FINDING_RESOLVED,
-                 target=f"finding:{finding.pk}", agent=ctx.agent.name,
-                 before={"status": FindingStatus.ACCEPTED},
-                 after={"status": FindingStatus.RESOLVED}, reason=reason)
+    move_finding(finding, FindingStatus.RESOLVED, reason=reason, agent=ctx.agent)
 
 
 def _reopen(ctx: PassContext, finding: Finding, reason: str, *, escalate: bool = False
             ) -> None:
     """Back in the loop: open again, or (`escalate`) handed to a human again."""
-    status = FindingStatus.ESCALATED if escalate else FindingStatus.OPEN
-    if not escalate:
-        finding.transition(status, reason=reason)
-    audit.record(actor=SYSTEM, action=AuditAction.FINDING_REOPENED,
-                 target=f"finding:{finding.pk}", agent=ctx.agent.name,
-                 before={"status": FindingStatus.ACCEPTED}, after={"status": status},
-                 reason=reason)
-    if escalate:  # after the reopened row: the escalation's own row follows it
+    if escalate:  # the escalation's own row records the move
         open_escalation(ctx.agent, finding, reason=reason)
+    else:
+        move_finding(finding, FindingStatus.OPEN, reason=reason, agent=ctx.agent)
 
 
 def _upsert_findings(ctx: PassContext, drifts: list[Drift],
@@ -90,36 +80,25 @@ def _upsert_findings(ctx: PassContext, drifts: list[Drift],
         finding = existing.get(drift.fingerprint)
         if finding is None:
             cause = ctx.cause(drift)
-            finding = Finding.objects.create(
-                agent=agent, fingerprint=drift.fingerprint, kind=drift.kind,
+            finding = open_finding(
+                agent, why=f"found by a {ctx.trigger} pass", after={"cause": cause},
+                alert_fields={"cause": cause["key"]},
+                fingerprint=drift.fingerprint, kind=drift.kind,
                 pointer=drift.pointer, expected=drift.expected, actual=drift.actual,
                 severity=drift.severity, area=drift.area, operation=drift.operation.to_dict(),
                 observed_at=ctx.observed_at, cause_key=cause["key"], cause=cause,
                 generation=ctx.generation, first_seen=now, detected_at=now, last_seen=now)
-            audit.record(actor=SYSTEM, action=AuditAction.FINDING_OPENED,
-                         target=f"finding:{finding.pk}", agent=agent.name,
-                         after={**finding.to_dict(), "cause": cause},
-                         reason=f"found by a {ctx.trigger} pass")
-            alert("drift.detected", agent, finding, cause=cause["key"])
         elif finding.status in (FindingStatus.CORRECTED, FindingStatus.RESOLVED):
             came_back = drift.fingerprint in regressed
-            was = finding.status
             cause = ctx.cause(drift)
-            finding.cause_key, finding.cause = cause["key"], cause
-            finding.transition(
-                FindingStatus.REGRESSED if came_back else FindingStatus.OPEN, save=False,
+            move_finding(
+                finding, FindingStatus.REGRESSED if came_back else FindingStatus.OPEN,
+                agent=agent, after={"cause": cause}, alert_fields={"cause": cause["key"]},
+                why="the same drift came back within the hold window" if came_back
+                else "the drift is back", cause_key=cause["key"], cause=cause,
                 occurrence=finding.occurrence + 1,
                 attempts=finding.attempts if came_back else 0, detected_at=now,
                 last_seen=now, observed_at=ctx.observed_at, generation=ctx.generation)
-            finding.save()
-            audit.record(
-                actor=SYSTEM, target=f"finding:{finding.pk}", agent=agent.name,
-                action=AuditAction.FINDING_REGRESSED if came_back else AuditAction.FINDING_OPENED,
-                before={"status": was}, after={**finding.to_dict(), "cause": cause},
-                reason="the same drift came back within the hold window" if came_back
-                else "the drift is back")
-            alert("drift.regressed" if came_back else "drift.detected", agent, finding,
-                  cause=cause["key"])
         else:
             Finding.objects.filter(pk=finding.pk).update(last_seen=now)
         out[drift.fingerprint] = finding

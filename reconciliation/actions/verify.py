@@ -4,10 +4,8 @@ and a verification pass is scheduled while changes wait to be seen."""
 from django.db import transaction
 from django.utils import timezone
 
-import audit
-from audit.choices import AuditAction
 from compliance.stops import stop_covering
-from reconciliation.actions.common import SYSTEM, alert
+from reconciliation.actions.findings import move_finding
 from reconciliation.actions.pass_context import PassContext
 from reconciliation.choices import CorrectionResult, FindingStatus
 from reconciliation.models import Correction, Finding
@@ -37,19 +35,13 @@ def _verify(ctx: PassContext, remaining: set[str]) -> None:
         if finding.fingerprint in remaining:
             continue
         corrected = finding.status in (FindingStatus.CORRECTING, FindingStatus.REGRESSED)
-        was = finding.status
-        if corrected:
-            finding.transition(FindingStatus.CORRECTED, at=now, revert_ordered=False)
-        else:
-            finding.transition(FindingStatus.RESOLVED, corrected_at=now, hold_until=None,
-                               revert_ordered=False)
         Correction.objects.filter(finding=finding, result=CorrectionResult.APPLIED).update(
             result=CorrectionResult.VERIFIED, verified_at=now)
-        audit.record(
-            actor=SYSTEM, agent=ctx.agent.name, target=f"finding:{finding.pk}",
-            action=AuditAction.FINDING_CORRECTED if corrected else AuditAction.FINDING_RESOLVED,
-            before={"status": was}, after=finding.to_dict(),
-            reason="verified by a fresh observation" if corrected else "no longer observed")
         if corrected:
             seconds = (now - finding.detected_at).total_seconds()
-            alert("drift.corrected", ctx.agent, finding, seconds_to_verify=round(seconds, 3))
+            move_finding(finding, FindingStatus.CORRECTED, at=now, revert_ordered=False,
+                         agent=ctx.agent, why="verified by a fresh observation",
+                         alert_fields={"seconds_to_verify": round(seconds, 3)})
+        else:
+            move_finding(finding, FindingStatus.RESOLVED, corrected_at=now, hold_until=None,
+                         revert_ordered=False, agent=ctx.agent, why="no longer observed")

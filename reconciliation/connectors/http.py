@@ -10,14 +10,13 @@ the error people see says only "platform unreachable"; the detail goes to the lo
 
 import json
 import logging
-import random
 import time
 from typing import Any
 from urllib.parse import quote, urlsplit
 
 from django.conf import settings
 
-from config import outbound
+from config import outbound, retries
 from reconciliation.attribution import split_change
 from reconciliation.connectors.base import ApplyOutcome, ConnectorError
 from reconciliation.connectors.signing import SIGNATURE_HEADER, sign_request
@@ -27,7 +26,6 @@ from registry.models import Agent
 log = logging.getLogger(__name__)
 
 TIMEOUT_SECONDS = 5
-ATTEMPTS = 3
 UNREACHABLE = "platform unreachable"
 
 
@@ -94,16 +92,11 @@ class HttpConnector:
               body: bytes = b"") -> dict[str, Any]:
         secret = self._secret(agent)
         path = f"{self.base_path}/agents/{agent.name}/{suffix}"
-        delay = 0.2
-        for attempt in range(1, ATTEMPTS + 1):
-            try:
-                return self._attempt(agent, method, path, key, body, secret)
-            except _Retry as error:
-                if attempt == ATTEMPTS:
-                    raise self._fail(agent, str(error)) from None
-            time.sleep(delay + random.uniform(0, delay))  # noqa: S311 (jitter, not crypto)
-            delay *= 2
-        raise ConnectorError(UNREACHABLE)  # pragma: no cover (the loop returns or raises)
+        try:
+            return retries.connector_call(
+                lambda: self._attempt(agent, method, path, key, body, secret), retry_on=_Retry)
+        except _Retry as error:
+            raise self._fail(agent, str(error)) from None
 
     def observe(self, agent: Agent) -> dict[str, Any] | None:
         """The platform's answer, without its optional change_id / changed_by (kept as

@@ -22,6 +22,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 import audit
+from audit.alert_kinds import AlertKind
 from audit.choices import AuditAction
 from config import outbound
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
@@ -268,7 +269,7 @@ def notice_breaches(now: datetime) -> list[SlaBreach]:
                          target=item.key, agent=item.agent,
                          after={"deadline": item.deadline.isoformat(),
                                 "next_approver": breach.notified or None})
-            broadcast("inbox.sla_breached", {
+            broadcast(AlertKind.INBOX_SLA_BREACHED, {
                 "agent": item.agent, "item": item.key, "kind": item.kind,
                 "severity": "high", "link": item.link,
                 "message": f"{item.kind} for {item.agent} is past its SLA"

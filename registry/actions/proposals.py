@@ -11,6 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 import audit
+from audit.alert_kinds import AlertKind
 from audit.choices import AuditAction
 from audit.jsondiff import flat_changes
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
@@ -79,7 +80,7 @@ class ProposalOutcome:
         }
 
 
-def _announce(event: str, version: DesiredStateVersion, agent: Agent) -> None:
+def _announce(event: AlertKind, version: DesiredStateVersion, agent: Agent) -> None:
     """A live alert so approvers' inbox counts and feeds update (sent after commit)."""
     broadcast(event, {"agent": agent.name, "owner_id": agent.owner_id,
                       "proposal": version.pk, "state": version.state, "risk": version.risk,
@@ -323,7 +324,7 @@ def propose(agent: Agent, spec: dict, metadata: dict, *, actor: Any, source: str
                      reason=_reason(origin, _with_review(
                          f"revision {mine.revision}; earlier approvals no longer count",
                          assessment)))
-        _announce("proposal.pending", mine, agent)
+        _announce(AlertKind.PROPOSAL_PENDING, mine, agent)
         return ProposalOutcome(agent.name, "updated", mine, assessment)
     version = DesiredStateVersion.objects.create(
         agent=agent, source=source, comment=comment, created_at=now,
@@ -332,7 +333,7 @@ def propose(agent: Agent, spec: dict, metadata: dict, *, actor: Any, source: str
                  target=f"proposal:{version.pk}", agent=agent.name,
                  before=active.spec if active else None, after=spec,
                  reason=_reason(origin, _with_review(comment, assessment)))
-    _announce("proposal.pending", version, agent)
+    _announce(AlertKind.PROPOSAL_PENDING, version, agent)
     return ProposalOutcome(agent.name, "proposed", version, assessment)
 
 
@@ -515,7 +516,7 @@ def _approve(version_id: int, *, actor: Any, comment: str, expected_generation: 
                  after=after)
     if count >= version.required_approvals and _toxic_now_allows(version, agent, actor, count):
         _activate(version, agent, actor)
-        _announce("proposal.decided", version, agent)
+        _announce(AlertKind.PROPOSAL_DECIDED, version, agent)
     return version
 
 
@@ -644,7 +645,7 @@ def reject_proposal(version_id: int, *, actor: Any, comment: str) -> DesiredStat
     version.save(update_fields=["state", "decided_by", "decided_at", "decision_comment"])
     audit.record(actor=actor, action=AuditAction.PROPOSAL_REJECTED,
                  target=f"proposal:{version.pk}", agent=agent.name, reason=comment)
-    _announce("proposal.decided", version, agent)
+    _announce(AlertKind.PROPOSAL_DECIDED, version, agent)
     return version
 
 
@@ -662,7 +663,7 @@ def withdraw_proposal(version_id: int, *, actor: Any) -> DesiredStateVersion:
     version.save(update_fields=["state", "decided_at"])
     audit.record(actor=actor, action=AuditAction.PROPOSAL_WITHDRAWN,
                  target=f"proposal:{version.pk}", agent=agent.name)
-    _announce("proposal.decided", version, agent)
+    _announce(AlertKind.PROPOSAL_DECIDED, version, agent)
     return version
 
 
@@ -739,5 +740,5 @@ def activate_if_approved(version_id: int) -> DesiredStateVersion | None:
     if not approvals or len(approvals) < version.required_approvals:
         return None
     _activate(version, agent, approvals[-1].approver)
-    _announce("proposal.decided", version, agent)
+    _announce(AlertKind.PROPOSAL_DECIDED, version, agent)
     return version

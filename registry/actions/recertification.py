@@ -12,6 +12,7 @@ from django.utils import timezone
 
 import audit
 from audit.actions import actor_label
+from audit.alert_kinds import AlertKind
 from audit.choices import AuditAction
 from compliance.stops import held_by_stop
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
@@ -208,7 +209,7 @@ def remind_owner(agent_id: int, *, now: datetime | None = None) -> bool:
                  target=f"agent:{agent.name}", agent=agent.name,
                  after={"review_due_at": due, "owner": agent.owner.username},
                  reason=f"review due by {due}: {agent.owner.username} was reminded")
-    alert("recertification.due", agent, severity="medium", review_due_at=due,
+    alert(AlertKind.RECERTIFICATION_DUE, agent, severity="medium", review_due_at=due,
           message=f"review due by {due}: propose a recertification")
     transaction.on_commit(_sweep_inbox)
     return True
@@ -251,7 +252,7 @@ def mark_overdue(agent_id: int, *, now: datetime | None = None) -> bool:
     audit.record(actor=SYSTEM, action=AuditAction.ESCALATION_OPENED,
                  target=f"escalation:{escalation.pk}", agent=agent.name,
                  after={"subject": EscalationKind.RECERTIFICATION}, reason=why)
-    alert("recertification.overdue", agent, escalation=escalation.pk, severity="high",
+    alert(AlertKind.RECERTIFICATION_OVERDUE, agent, escalation=escalation.pk, severity="high",
           message=why)
     if effect == OverdueEffect.SUSPEND and not suspend_agent(agent, actor=SYSTEM, reason=why):
         # Already suspended for another reason: recertifying must not lift that suspension.

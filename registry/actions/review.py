@@ -6,6 +6,7 @@ from typing import Any
 from django.db import transaction
 
 import audit
+from audit.alert_kinds import AlertKind
 from audit.choices import AuditAction
 from config.errors import Invalid, NotAllowed
 from registry.actions.proposals import _announce, _check_four_eyes, _check_pending, _locked_version
@@ -43,5 +44,5 @@ def comment_on_proposal(version_id: int, *, actor: Any, body: str,
               else AuditAction.PROPOSAL_COMMENTED)
     audit.record(actor=actor, action=action, target=f"proposal:{version.pk}", agent=agent.name,
                  after={"verdict": verdict, "revision": version.revision}, reason=body)
-    _announce("proposal.review", version, agent)  # recorded now, sent after commit
+    _announce(AlertKind.PROPOSAL_REVIEW, version, agent)  # recorded now, sent after commit
     return comment

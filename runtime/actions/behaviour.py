@@ -22,13 +22,13 @@ from audit.choices import AuditAction
 from config.errors import NotAllowed
 from reconciliation.actions.common import (
     SYSTEM,
-    alert,
     audit_label,
     desired_now,
     enforcement_held,
     open_escalation,
     suspend_agent,
 )
+from reconciliation.actions.findings import move_finding, open_finding
 from reconciliation.actions.settle import refresh_status
 from reconciliation.choices import DecisionStatus, FindingStatus, Trigger
 from reconciliation.connectors import connector_for
@@ -596,7 +596,7 @@ def record_violations(agent_id: int, violations: list[dict[str, Any]]) -> list[F
             waiver = next((w for w in waivers if is_waived((w.pointer,), violation["pointer"])),
                           None)
             if waiver is not None:
-                finding.transition(FindingStatus.LOGGED, reason=(
+                move_finding(finding, FindingStatus.LOGGED, agent=agent, reason=(
                     f"{violation['rule']}; allowed: waiver #{waiver.pk} ({waiver.ticket}) "
                     f"until {waiver.expires_at:%Y-%m-%d %H:%M:%S} UTC"))
             elif mode == "block":
@@ -605,7 +605,7 @@ def record_violations(agent_id: int, violations: list[dict[str, Any]]) -> list[F
                 open_escalation(agent, finding, reason=violation["rule"],
                                 caused_by=_person_behind(agent, violation["event_id"]))
             else:
-                finding.transition(FindingStatus.LOGGED, reason=(
+                move_finding(finding, FindingStatus.LOGGED, agent=agent, reason=(
                     f"{violation['rule']}; recorded (mode {mode}: what an agent did cannot be "
                     "undone)"))
                 if mode == "correct":
@@ -638,18 +638,14 @@ def _finding_for(agent: Agent, violation: dict[str, Any], now: datetime) -> tupl
     if finding is not None:
         Finding.objects.filter(pk=finding.pk).update(last_seen=now, actual=violation["actual"])
         return finding, False
-    finding = Finding.objects.create(
-        agent=agent, fingerprint=fingerprint, kind=violation["kind"],
-        pointer=violation["pointer"], expected=violation["expected"],
+    finding = open_finding(
+        agent, why=violation["rule"], after={"event": violation["event_id"]},
+        alert_fields={"message": violation["rule"]}, fingerprint=fingerprint,
+        kind=violation["kind"], pointer=violation["pointer"], expected=violation["expected"],
         actual=violation["actual"], severity="high", area=violation["area"],
         generation=agent.generation, behaviour=True, reason=violation["rule"],
         first_seen=now, detected_at=now, last_seen=now,
         observed_at=violation.get("observed_at") or now)
-    audit.record(actor=SYSTEM, action=AuditAction.FINDING_OPENED,
-                 target=f"finding:{finding.pk}", agent=agent.name,
-                 after={**finding.to_dict(), "event": violation["event_id"]},
-                 reason=violation["rule"])
-    alert("drift.detected", agent, finding, message=violation["rule"])
     return finding, True
 
 
@@ -678,8 +674,8 @@ def _block_for_behaviour(agent: Agent, findings: list[Finding]) -> None:
     if held:  # recorded, not applied: the same promise as for configuration drift
         with transaction.atomic():
             for finding in findings:
-                finding.transition(FindingStatus.LOGGED,
-                                   reason=f"enforcement mode block, not applied: {held}")
+                move_finding(finding, FindingStatus.LOGGED, agent=agent,
+                             reason=f"enforcement mode block, not applied: {held}")
             audit.record(actor=SYSTEM, action=AuditAction.CORRECTION_SHADOWED,
                          target=f"agent:{agent.name}", agent=agent.name,
                          after={**operation.to_dict(), "key": key}, reason=held)
@@ -688,7 +684,7 @@ def _block_for_behaviour(agent: Agent, findings: list[Finding]) -> None:
         connector_for(agent).apply(agent, operation.to_dict(), key)
     with transaction.atomic():
         for finding in findings:
-            finding.transition(FindingStatus.BLOCKED)
+            move_finding(finding, FindingStatus.BLOCKED, agent=agent)
         suspend_agent(agent, actor=SYSTEM,
                       reason="; ".join(f.reason for f in findings)[:1000])
 

@@ -11,6 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 import audit
+from audit.alert_kinds import AlertKind
 from audit.choices import AuditAction
 from compliance.stops import stop_reason
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
@@ -161,8 +162,8 @@ def request_decision(agent: Agent, request: DecisionRequest | dict[str, Any], *,
         audit.record(actor=SYSTEM, action=AuditAction.ESCALATION_OPENED,
                      target=f"escalation:{escalation.pk}", agent=agent.name,
                      after={"decision": str(decision.pk)}, reason=escalation.reason)
-        alert("decision.pending", agent, decision=str(decision.pk), escalation=escalation.pk,
-              message=rule, severity="high")
+        alert(AlertKind.DECISION_PENDING, agent, decision=str(decision.pk),
+              escalation=escalation.pk, message=rule, severity="high")
         _schedule_expiry(decision)
     return decision
 
@@ -216,7 +217,8 @@ def _close(decision: Decision, *, actor: Any, status: str, outcome: str, comment
                  action=AuditAction.DECISION_EXPIRED if status == DecisionStatus.EXPIRED
                  else AuditAction.DECISION_DECIDED,
                  after={"outcome": outcome, "status": status}, reason=comment)
-    alert("escalation.resolved", decision.agent, decision=str(decision.pk), resolution=outcome)
+    alert(AlertKind.ESCALATION_RESOLVED, decision.agent, decision=str(decision.pk),
+          resolution=outcome)
     _notify(decision)
 
 

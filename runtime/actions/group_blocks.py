@@ -19,6 +19,7 @@ from audit.choices import AuditAction
 from compliance.stops import held_by_stop
 from config.scheduled_time import not_before
 from reconciliation.actions.common import SYSTEM, cluster_held, suspend_agent
+from reconciliation.actions.findings import move_finding
 from reconciliation.actions.settle import refresh_status
 from reconciliation.choices import FindingStatus, Trigger
 from reconciliation.connectors import connector_for
@@ -53,8 +54,8 @@ def block_involved(breach_id: int, finding_ids: list[int]) -> None:
         held = cluster_held()
         if held:  # recorded, not applied, as for every agent of the cluster alike
             with transaction.atomic():
-                finding.transition(
-                    FindingStatus.LOGGED,
+                move_finding(
+                    finding, FindingStatus.LOGGED, agent=agent,
                     reason=f"{finding.reason}; enforcement mode block, not applied: {held}")
                 audit.record(actor=SYSTEM, action=AuditAction.CORRECTION_SHADOWED,
                              target=f"agent:{agent.name}", agent=agent.name,
@@ -64,8 +65,8 @@ def block_involved(breach_id: int, finding_ids: list[int]) -> None:
             connector_for(agent).apply(agent, operation.to_dict(), key)
         with transaction.atomic():
             was_reason = finding.reason
-            finding.transition(
-                FindingStatus.BLOCKED,
+            move_finding(
+                finding, FindingStatus.BLOCKED, agent=agent,
                 reason=f"{finding.reason}; blocked until the group's window falls back under "
                        "the limit")
             suspend_agent(agent, actor=SYSTEM, reason=was_reason[:1000])
@@ -110,11 +111,7 @@ def lift_group_block(breach_id: int, now: datetime | None = None) -> bool:
         findings = list(Finding.objects.select_for_update().select_related("agent").filter(
             fingerprint=_fingerprint(rule, breach), status=FindingStatus.BLOCKED))
         for finding in findings:
-            finding.transition(FindingStatus.RESOLVED, reason=reason, last_seen=now)
-            audit.record(actor=SYSTEM, action=AuditAction.FINDING_RESOLVED,
-                         target=f"finding:{finding.pk}", agent=finding.agent.name,
-                         before={"status": FindingStatus.BLOCKED},
-                         after={"status": FindingStatus.RESOLVED}, reason=reason)
+            move_finding(finding, FindingStatus.RESOLVED, reason=reason, last_seen=now)
         for agent in {f.agent.pk: f.agent for f in findings}.values():
             still = (Finding.objects.filter(agent=agent, status=FindingStatus.BLOCKED).exists()
                      or held_by_stop(agent))  # a stop holds it until lifted

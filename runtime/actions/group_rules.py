@@ -15,7 +15,8 @@ from django.utils import timezone
 import audit
 from audit.choices import AuditAction
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
-from reconciliation.actions.common import SYSTEM, alert, open_escalation
+from reconciliation.actions.common import SYSTEM, open_escalation
+from reconciliation.actions.findings import move_finding, open_finding
 from reconciliation.actions.settle import refresh_status
 from reconciliation.choices import FindingStatus
 from reconciliation.fleet_snapshot import request_refresh
@@ -303,11 +304,11 @@ def record_group_breach(hit: dict[str, Any]) -> GroupBreach | None:
         if rule.effect == "block" and opened and not warning:
             _block_on_commit(breach.pk, [finding.pk for _agent, finding in opened])
             opened = []
-        for _agent, finding in opened:
+        for member, finding in opened:
             note = (f"{reason}; escalated once as escalation #{breach.escalation_id}"
                     if breach.escalation_id else f"{reason}; recorded" if warning
                     else f"{reason}; recorded (group rule effect {rule.effect})")
-            finding.transition(FindingStatus.LOGGED, reason=note)
+            move_finding(finding, FindingStatus.LOGGED, reason=note, agent=member)
         for agent in agents.values():
             refresh_status(agent, now=now)
     return breach
@@ -318,13 +319,12 @@ def _block_on_commit(breach_id: int, finding_ids: list[int]) -> None:
     outside the database; the job retries, each suspension is idempotent by its key)."""
     def enqueue() -> None:
         import django_rq
-        from rq import Retry
 
+        from config import retries
         from reconciliation.jobs import block_group_job
 
         django_rq.get_queue("ingest", commit_mode="auto").enqueue(
-            block_group_job, breach_id, finding_ids,
-            retry=Retry(max=5, interval=[1, 2, 5, 15, 60]))
+            block_group_job, breach_id, finding_ids, retry=retries.ingest_job())
 
     transaction.on_commit(enqueue, robust=True)
 
@@ -337,17 +337,12 @@ def _finding(rule: GroupRule, breach: GroupBreach, agent: Agent, reason: str,
     if Finding.objects.filter(agent=agent, fingerprint=fingerprint).update(
             last_seen=now, actual=breach.total):
         return None
-    finding = Finding.objects.create(
-        agent=agent, fingerprint=fingerprint, kind=kind,
+    return open_finding(
+        agent, why=reason, after={"group_rule": rule.name, "group": breach.group_key},
+        alert_fields={"message": reason}, fingerprint=fingerprint, kind=kind,
         pointer=f"/group-rules/{rule.name}", expected=rule.limit, actual=breach.total,
         severity="high", area="behaviour", generation=agent.generation, behaviour=True,
         reason=reason, first_seen=now, detected_at=now, last_seen=now, observed_at=now)
-    audit.record(actor=SYSTEM, action=AuditAction.FINDING_OPENED, target=f"finding:{finding.pk}",
-                 agent=agent.name, after={**finding.to_dict(), "group_rule": rule.name,
-                                          "group": breach.group_key},
-                 reason=reason)
-    alert("drift.detected", agent, finding, message=reason)
-    return finding
 
 
 # --- decisions: sign-offs a group rule asks for ------------------------------------------------

@@ -11,8 +11,7 @@ from typing import Any
 from agentgov import checkpoints
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.utils.dateparse import parse_date, parse_datetime
-from django.utils.timezone import make_aware
+from django.utils.dateparse import parse_date
 
 from audit import keys, signer, witnesses
 from audit.actions import archive_before, checkpoint_head, rotate_key, sign_for_export
@@ -20,6 +19,7 @@ from audit.choices import SignatureAlgorithm
 from audit.export import FORMATS, export_chunks
 from audit.models import AuditCheckpoint
 from audit.verify import verify_trail
+from config.times import parse_timestamp
 
 
 def _os_user() -> str:
@@ -123,13 +123,13 @@ class Command(BaseCommand):
             raise CommandError(f"audit trail broken at seq {report.first_broken_seq}")
 
     def _archive(self, text: str, directory: Path) -> None:
-        when = parse_datetime(text)
-        if when is None and (day := parse_date(text)) is not None:
-            when = datetime.combine(day, time.min)
-        if when is None:
-            raise CommandError(f"--before {text!r} is not a date or an ISO 8601 time")
-        if when.tzinfo is None:
-            when = make_aware(when, UTC)
+        # An operator's `--before 2026-06-01` means that day's start; a time without a zone, UTC.
+        if (day := parse_date(text)) is not None:
+            text = f"{datetime.combine(day, time.min).isoformat()}Z"
+        try:
+            when = parse_timestamp(text, naive=UTC)
+        except ValueError:
+            raise CommandError(f"--before {text!r} is not a date or an ISO 8601 time") from None
         archive = archive_before(actor=f"system:manage.py ({_os_user()})", before=when,
                                  directory=directory)
         if archive is None:

@@ -1,0 +1,85 @@
+"""Timestamps from outside are read by one strict parser (config/times.py): a zone is
+required (or named by the caller), and what `fromisoformat` would guess at is refused."""
+
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+
+from config.times import TIMESTAMP_EXPECTED, NoZone, format_timestamp, parse_timestamp
+
+EXPECTED = f"expected {TIMESTAMP_EXPECTED}; got "
+
+
+@pytest.mark.parametrize(("text", "instant"), [
+    ("2026-12-04T00:00:00Z", datetime(2026, 12, 4, tzinfo=UTC)),
+    ("2026-12-04t00:00:00z", datetime(2026, 12, 4, tzinfo=UTC)),
+    ("2026-12-04 00:00:00Z", datetime(2026, 12, 4, tzinfo=UTC)),
+    ("2026-12-04T01:30:00+01:30", datetime(2026, 12, 4, tzinfo=UTC)),
+    ("2026-12-03T19:00:00-05:00", datetime(2026, 12, 4, tzinfo=UTC)),
+    ("2026-12-04T00:00:00.5Z", datetime(2026, 12, 4, 0, 0, 0, 500_000, tzinfo=UTC)),
+    ("2026-12-04T00:00:00.123456789Z", datetime(2026, 12, 4, 0, 0, 0, 123_456, tzinfo=UTC)),
+    ("2026-12-04T00:00:00+00:00", datetime(2026, 12, 4, tzinfo=UTC)),
+])
+def test_an_rfc_3339_time_with_its_zone_is_its_utc_instant(text, instant):
+    parsed = parse_timestamp(text)
+    assert parsed == instant and parsed.tzinfo is UTC
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("2026-12-04", EXPECTED + "'2026-12-04'"),                       # a date: which instant?
+    ("2026-12-04T00:00Z", EXPECTED + "'2026-12-04T00:00Z'"),         # no seconds
+    ("20261204T000000Z", EXPECTED + "'20261204T000000Z'"),           # compact ISO form
+    ("2026-W49-5T00:00:00Z", EXPECTED + "'2026-W49-5T00:00:00Z'"),   # week date
+    ("2026-12-04T00:00:00+0100", EXPECTED + "'2026-12-04T00:00:00+0100'"),
+    ("2026-12-04T00:00:00 UTC", EXPECTED + "'2026-12-04T00:00:00 UTC'"),
+    ("2026-12-04T00:00:00+24:00", EXPECTED + "'2026-12-04T00:00:00+24:00'"),
+    ("2026-12-04T00:00:00+05:60", EXPECTED + "'2026-12-04T00:00:00+05:60'"),
+    ("2026-02-30T00:00:00Z", EXPECTED + "'2026-02-30T00:00:00Z'"),
+    ("2026-12-04T24:00:00Z", EXPECTED + "'2026-12-04T24:00:00Z'"),
+    ("2026-12-04T00:00:60Z", EXPECTED + "'2026-12-04T00:00:60Z'"),
+    ("0000-01-01T00:00:00Z", EXPECTED + "'0000-01-01T00:00:00Z'"),
+    ("-2026-12-04T00:00:00Z", EXPECTED + "'-2026-12-04T00:00:00Z'"),
+    ("１２026-12-04T00:00:00Z", EXPECTED + "'１２026-12-04T00:00:00Z'"),
+    ("2026-12-04T00:00:00.Z", EXPECTED + "'2026-12-04T00:00:00.Z'"),
+    ("2026-12-04T00:00:00Z\n", EXPECTED + "'2026-12-04T00:00:00Z\\n'"),
+    ("NaN", EXPECTED + "'NaN'"),
+    ("now", EXPECTED + "'now'"),
+    ("", EXPECTED + "''"),
+    ("2" * 100, EXPECTED + repr("2" * 50) + "... (100 characters)"),
+    (1764806400, EXPECTED + "1764806400"),     # a number where the string belongs
+    (1.7648064e9, EXPECTED + "1764806400.0"),
+    (float("nan"), EXPECTED + "nan"),
+    (-1, EXPECTED + "-1"),
+    (True, EXPECTED + "true"),
+    (None, EXPECTED + "null"),
+    ({"at": "2026-12-04T00:00:00Z"}, EXPECTED + "a mapping"),
+    ("9999-12-31T23:59:59-01:00", f"expected {TIMESTAMP_EXPECTED} within years 1-9999"),
+    ("0001-01-01T00:00:00+01:00", f"expected {TIMESTAMP_EXPECTED} within years 1-9999"),
+])
+def test_what_is_not_a_time_with_a_zone_is_refused_with_its_message(value, message):
+    with pytest.raises(ValueError) as caught:
+        parse_timestamp(value)
+    assert str(caught.value) == message
+    assert not isinstance(caught.value, NoZone)
+
+
+@pytest.mark.parametrize("value", ["2026-12-04T00:00:00", "2026-12-04 00:00:00.5",
+                                   datetime(2026, 12, 4)])
+def test_a_time_without_a_zone_is_ambiguous_unless_the_caller_names_it(value):
+    with pytest.raises(NoZone, match="without a zone"):
+        parse_timestamp(value)
+    assert parse_timestamp(value, naive=UTC).replace(microsecond=0) == datetime(
+        2026, 12, 4, tzinfo=UTC)
+    plus_two = timezone(timedelta(hours=2))
+    assert parse_timestamp(value, naive=plus_two).replace(microsecond=0) == datetime(
+        2026, 12, 3, 22, tzinfo=UTC)
+
+
+def test_an_aware_datetime_is_its_utc_instant():
+    moment = datetime(2026, 12, 4, 1, tzinfo=timezone(timedelta(hours=1)))
+    assert parse_timestamp(moment) == datetime(2026, 12, 4, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("text", ["2026-12-04T00:00:00Z", "2026-12-04T00:00:00.000001Z"])
+def test_one_spelling_per_instant_reads_back(text):
+    assert format_timestamp(parse_timestamp(text)) == text
