@@ -16,7 +16,6 @@ from rest_framework.views import APIView
 from config.errors import DomainError, NotAllowed, NotFound, TooLarge
 from config.outbound import listed
 from reconciliation.api import agent_for
-from reconciliation.models import BehaviourEvent, Decision, UnregisteredAgent
 from registry.api import IsPerson, ManifestTextParser, Page
 from registry.choices import Role
 from registry.intake import Malformed
@@ -27,6 +26,7 @@ from runtime import actions
 from runtime.backtest import run_backtest
 from runtime.decision_request import DecisionRequest, RequestError, parse_request
 from runtime.events import KINDS, MAX_EVENTS, BatchError, parse_batch, spans_to_events
+from runtime.models import BehaviourEvent, Decision, UnregisteredAgent
 from runtime.otlp import decode
 
 

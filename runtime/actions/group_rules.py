@@ -19,7 +19,7 @@ from reconciliation.actions.common import SYSTEM, alert, open_escalation
 from reconciliation.actions.settle import refresh_status
 from reconciliation.choices import FindingStatus
 from reconciliation.fleet_snapshot import request_refresh
-from reconciliation.models import BehaviourEvent, Finding, GroupBreach, GroupRule
+from reconciliation.models import Finding
 from registry.choices import Role
 from registry.models import Agent
 from registry.roles import has_role
@@ -36,6 +36,7 @@ from runtime.group_rules import (
     validate,
     window_key,
 )
+from runtime.models import BehaviourEvent, GroupBreach, GroupRule
 
 log = logging.getLogger(__name__)
 

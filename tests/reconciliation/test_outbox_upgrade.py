@@ -9,8 +9,8 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
-from reconciliation.models import UncountedBatch
 from runtime.actions.behaviour import recount_events
+from runtime.models import UncountedBatch
 from tests.migrating import latest, migrate
 
 BEFORE = [("reconciliation", "0024_merge_0023_finding_recent_index_0023_fleet_snapshot")]

@@ -10,13 +10,8 @@ from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
 from reconciliation import partitions
-from reconciliation.models import (
-    AlertEvent,
-    BehaviourEvent,
-    Correction,
-    ObservedState,
-    ReconcileRun,
-)
+from reconciliation.models import AlertEvent, Correction, ObservedState, ReconcileRun
+from runtime.models import BehaviourEvent
 from tests.conftest import postgresql_only
 from tests.migrating import latest, migrate
 
