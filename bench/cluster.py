@@ -18,10 +18,11 @@ def build_cluster(count: int, connector: str = "sandbox", first: int = 0) -> lis
     from django.utils import timezone
 
     from reconciliation.actions import state_hash
-    from reconciliation.models import AgentStatus, ObservedState, SandboxAgent
+    from reconciliation.models import AgentStatus, ObservedState
     from registry.manifest import validate_manifest
     from registry.models import Agent, DesiredStateVersion, MeetingPoint
     from registry.toxic import meeting_points
+    from sandbox.models import SandboxAgent
 
     owner, _ = User.objects.get_or_create(username="bench-owner")
     document = yaml.safe_load((ROOT / "examples" / "manifests" / "refund-agent.yaml").read_text())

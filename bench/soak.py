@@ -77,16 +77,12 @@ def main(seconds: int, count: int) -> None:
     from django.contrib.sessions.backends.db import SessionStore
 
     from audit.verify import verify_trail
-    from reconciliation.models import (
-        AlertEvent,
-        BehaviourEvent,
-        Correction,
-        Finding,
-        SandboxAgent,
-    )
+    from reconciliation.models import AlertEvent, Correction, Finding
     from registry import actions
     from registry.models import Agent
+    from runtime.models import BehaviourEvent
     from sandbox.lab import inject
+    from sandbox.models import SandboxAgent
 
     ids = build_cluster(count)
     names = list(Agent.objects.filter(pk__in=ids).values_list("name", flat=True))

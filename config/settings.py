@@ -225,6 +225,8 @@ INSTALLED_APPS = [
     "config",
     "audit",
     "reconciliation",
+    "runtime",
+    "sandbox",
     "sources",
     "gitsource",
     "compliance",

@@ -12,11 +12,11 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
 from config.errors import DomainError
-from reconciliation.models import GroupBreach, GroupRule
 from registry.choices import Role
 from registry.roles import has_role
 from runtime.actions.group_rules import create_group_rule
 from runtime.group_rules import EFFECTS, MATCH_KEYS, MEASURES
+from runtime.models import GroupBreach, GroupRule
 from runtime.whatif import what_if
 
 

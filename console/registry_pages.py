@@ -31,7 +31,7 @@ from console.recertification_pages import lifecycle_context
 from console.reconciliation_pages import agent_state_context, inbox_counts
 from gitsource.sync_status import for_agent as git_sync_status
 from reconciliation.choices import Health
-from reconciliation.models import AgentStatus, BehaviourEvent, Escalation
+from reconciliation.models import AgentStatus, Escalation
 from reconciliation.sync import Sync, health_and_sync
 from registry import actions, inbox
 from registry.api import agent_queryset
@@ -51,6 +51,7 @@ from registry.review_thread import may_read, thread
 from registry.roles import has_role, sees_operations
 from registry.stepup import confirmed_device, proposal_reasons
 from runtime.behaviour_api import run_backtest
+from runtime.models import BehaviourEvent
 from sources.readings import readings_for
 
 PAGE_SIZE = 50

@@ -398,11 +398,11 @@ def managed_rules(source: GitSource) -> dict[str, list[str]]:
 def _apply_plan(steps: list[dict[str, Any]], actor: Any) -> None:
     """Each step through the rule's own action (its checks, audit row and re-evaluation of
     pending proposals), in this transaction."""
-    from reconciliation.models import GroupRule
     from registry.actions import guardrails, toxic
     from registry.actions.recertification import set_review_interval
     from registry.models import Guardrail, ToxicCombination
     from runtime.actions import group_rules
+    from runtime.models import GroupRule
 
     kinds = {"guardrail": (Guardrail, guardrails.create_guardrail, guardrails.update_guardrail,
                            guardrails.delete_guardrail),

@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from reconciliation.charts import bar, count_axis, figure, scatter
 from reconciliation.choices import OPEN_STATUSES
-from reconciliation.models import Finding, GroupRule, Silence
+from reconciliation.models import Finding, Silence
 from reconciliation.timeline_chart import fleet_timelines, timeline_figure
 from reconciliation.toxic_paths import KIND as TOXIC_KIND
 from reconciliation.toxic_paths import observed_states
@@ -33,6 +33,7 @@ from registry.guardrails import selector_matches
 from registry.models import Agent, DesiredStateVersion, Guardrail, ToxicCombination
 from registry.toxic import Capability, ToxicPath, toxic_paths
 from runtime.group_rules import BUDGET_MEASURES, AgentFacts, selects
+from runtime.models import GroupRule
 
 TREND_DAYS = 7
 MAX_NAMES = 50  # agents named per cell; the counts are always whole

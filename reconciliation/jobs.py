@@ -306,8 +306,8 @@ def notify_decision(decision_id: str, attempt: int = 0) -> str:
     import json
 
     from config import outbound
-    from reconciliation.models import Decision
     from reconciliation.webhooks import SIGNATURE_HEADER, signature
+    from runtime.models import Decision
 
     decision = Decision.objects.select_related("agent", "decided_by").get(pk=decision_id)
     try:

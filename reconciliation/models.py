@@ -1,8 +1,6 @@
-"""Observed state, the simulated platform, reconcile runs, findings, corrections, escalations,
+"""Observed state, reconcile runs, findings, corrections, escalations,
 agent status (conditions) and the control plane's own switches (shadow mode, breaker)."""
 
-import hashlib
-import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -11,7 +9,6 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from audit.chain import canonical_json
 from config.errors import Conflict
 from reconciliation.choices import (
     FINDING_TRANSITIONS,
@@ -19,8 +16,6 @@ from reconciliation.choices import (
     TEAM_LABEL,
     BreakerScope,
     CorrectionResult,
-    DecisionOutcome,
-    DecisionStatus,
     EscalationKind,
     EscalationStatus,
     FindingStatus,
@@ -39,7 +34,7 @@ class ObservedState(models.Model):
     # Null while the reporter is an unregistered (shadow) agent; set when it is adopted.
     agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.CASCADE,
                               related_name="observations")
-    unregistered = models.ForeignKey("UnregisteredAgent", null=True, blank=True,
+    unregistered = models.ForeignKey("runtime.UnregisteredAgent", null=True, blank=True,
                                      on_delete=models.SET_NULL, related_name="observations")
     state = models.JSONField()
     state_sha256 = models.CharField(max_length=64)
@@ -59,38 +54,6 @@ class ObservedState(models.Model):
     def __str__(self) -> str:
         who = self.agent_id or f"unregistered {self.unregistered_id}"
         return f"{who} observed {self.observed_at:%Y-%m-%d %H:%M:%S}"
-
-
-class SandboxAgent(models.Model):
-    """The built-in simulated agent platform, with fault injection for the demo and tests."""
-
-    agent = models.OneToOneField(Agent, on_delete=models.CASCADE, related_name="sandbox")
-    state = models.JSONField(default=dict)
-    applied_keys = models.JSONField(default=list)  # idempotency keys already applied
-    apply_count = models.PositiveIntegerField(default=0)  # changes actually applied, ever
-    # Faults: fail (raise) or crash (kill the worker) once `changes_until_fault` more changes apply.
-    fault = models.CharField(max_length=8, blank=True, default="")  # "" | fail | crash
-    changes_until_fault = models.PositiveIntegerField(null=True, blank=True)
-    # Lagging reads: for `lag_seconds` after a change, reads return `stale_state`.
-    lag_seconds = models.PositiveIntegerField(default=0)
-    stale_state = models.JSONField(null=True, blank=True)
-    stale_until = models.DateTimeField(null=True, blank=True)
-    # The last deployment that changed it from outside (the drift lab), until a correction
-    # replaces what it did: {deployment_id, actor, reason}.
-    last_deployment = models.JSONField(null=True, blank=True)
-    # SHA-256 of `state`'s canonical JSON, kept by save(): what the platform would list in bulk,
-    # so the resync compares digests in SQL instead of reading every state.
-    state_sha256 = models.CharField(max_length=64, blank=True, default="")
-
-    def __str__(self) -> str:
-        return f"sandbox:{self.agent_id}"
-
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        self.state_sha256 = hashlib.sha256(canonical_json(self.state).encode()).hexdigest()
-        fields = kwargs.get("update_fields")
-        if fields is not None and "state" in fields:
-            kwargs["update_fields"] = {*fields, "state_sha256"}
-        super().save(*args, **kwargs)
 
 
 class AgentStatus(models.Model):
@@ -327,8 +290,8 @@ class Escalation(models.Model):
     depends on its kind (see choices.RESOLUTIONS)."""
 
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="escalations")
-    decision = models.OneToOneField("Decision", null=True, blank=True, on_delete=models.CASCADE,
-                                    related_name="escalation")
+    decision = models.OneToOneField("runtime.Decision", null=True, blank=True,
+                                    on_delete=models.CASCADE, related_name="escalation")
     finding = models.ForeignKey(Finding, null=True, blank=True, on_delete=models.SET_NULL,
                                 related_name="escalations")
     reason = models.TextField()
@@ -461,150 +424,6 @@ class BreakerTrip(models.Model):
         return scopes
 
 
-class BehaviourEvent(models.Model):
-    """One thing an agent did (tool call, data access, action), as reported; idempotent on
-    (agent, id)."""
-
-    event_id = models.CharField(max_length=128)
-    # The references out of this table (agent, sender_user, sender_token) have no database
-    # constraint: each would be a deferred check per stored event at commit, as costly as the
-    # insert itself at ingest's rate. Nothing deletes agents, people or tokens outside Django,
-    # which still cascades and nulls them (on_delete is Django's). event_agent_ts serves the
-    # agent's lookups, so the agent column has no index of its own.
-    agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.CASCADE,
-                              related_name="events", db_constraint=False, db_index=False)
-    agent_name = models.CharField(max_length=63)  # kept for agents the registry does not know
-    ts = models.DateTimeField()
-    kind = models.CharField(max_length=16)
-    tool = models.CharField(max_length=128, blank=True, default="")
-    resource = models.CharField(max_length=256, blank=True, default="")
-    record = models.CharField(max_length=256, blank=True, default="")
-    action = models.CharField(max_length=128, blank=True, default="")
-    amount = models.FloatField(null=True, blank=True)
-    approved_by = models.CharField(max_length=150, blank=True, default="")
-    decision_id = models.CharField(max_length=64, blank=True, default="")
-    trace_id = models.CharField(max_length=64, blank=True, default="")
-    span_id = models.CharField(max_length=32, blank=True, default="")
-    source = models.CharField(max_length=8, default="api")  # api | otlp
-    # GenAI usage (OpenTelemetry gen_ai.* or sent as fields): what feeds token and cost rules.
-    model = models.CharField(max_length=128, blank=True, default="")
-    operation = models.CharField(max_length=32, blank=True, default="")
-    error = models.CharField(max_length=128, blank=True, default="")
-    input_tokens = models.PositiveBigIntegerField(null=True, blank=True)
-    output_tokens = models.PositiveBigIntegerField(null=True, blank=True)
-    cost = models.FloatField(null=True, blank=True)
-    attributes = models.JSONField(null=True, blank=True)  # what no field maps, as sent
-    received_at = models.DateTimeField(default=timezone.now)
-    # Who sent it: the audit label of the principal, and the person or token behind it.
-    sender = models.CharField(max_length=160, blank=True, default="")
-    sender_user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
-                                    on_delete=models.SET_NULL, related_name="+",
-                                    db_constraint=False)
-    sender_token = models.ForeignKey("registry.ApiToken", null=True, blank=True,
-                                     on_delete=models.SET_NULL, related_name="+",
-                                     db_constraint=False)
-    # Sent under the name before it was registered by someone who turned out not to be its
-    # owner (nor an admin): kept and shown, never counted toward the agent's rules.
-    foreign = models.BooleanField(default=False)
-
-    class Meta:
-        # Ids are the sender's: two agents may use one id. Foreign events do not reserve an id,
-        # so nobody can pre-send an agent's ids to have its own events dropped as repeats.
-        # The table is partitioned by day of `ts` on PostgreSQL, and a unique constraint there
-        # must hold the partition key: a resent event (same id, same ts) is still one row;
-        # ingest also looks the (agent, id) pairs up before it stores (_stored_keys).
-        constraints = [models.UniqueConstraint(fields=["agent_name", "event_id", "ts"],
-                                               condition=models.Q(foreign=False),
-                                               name="event_id_per_agent_ts")]
-        indexes = [models.Index(fields=["agent", "ts"], name="event_agent_ts"),
-                   models.Index(fields=["agent_name", "ts"], name="event_name_ts")]
-
-    def __str__(self) -> str:
-        return f"{self.agent_name} {self.kind} {self.event_id}"
-
-
-class UncountedBatch(models.Model):
-    """The event outbox: one row per ingested batch, written in the batch's transaction and
-    deleted once its events are counted in their Redis windows and their broken rules queued
-    (after commit). A row left behind (Redis down, a process died) is drained by
-    recount_events. One row per batch, not a flag per event: flagging each event was an
-    UPDATE of every stored row, which rewrote each row's index entries."""
-
-    received_at = models.DateTimeField()
-    # The stored events' row ids, and their earliest and latest ts (the partition key, so
-    # reading them back looks only at the days they are in).
-    events = models.JSONField()
-    first_ts = models.DateTimeField()
-    last_ts = models.DateTimeField()
-
-    def __str__(self) -> str:
-        return f"{len(self.events)} events received {self.received_at:%Y-%m-%d %H:%M:%S}"
-
-
-class UnregisteredAgent(models.Model):
-    """A shadow agent: something reported under a name the registry does not know."""
-
-    name = models.CharField(max_length=63, unique=True)
-    # The name as the agent or its telemetry spelled it ("Math Tutor" for math-tutor).
-    display_name = models.CharField(max_length=256, blank=True, default="")
-    first_seen = models.DateTimeField(default=timezone.now)
-    last_seen = models.DateTimeField(default=timezone.now)
-    events = models.PositiveIntegerField(default=0)
-    last_observation = models.JSONField(null=True, blank=True)
-    assigned_owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
-                                       on_delete=models.PROTECT, related_name="+")
-    registered = models.BooleanField(default=False)
-
-    def __str__(self) -> str:
-        return f"unregistered {self.name}"
-
-
-class Decision(models.Model):
-    """A runtime decision an agent asked for before a sensitive action."""
-
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="decisions")
-    request = models.JSONField()  # {action, amount, tool, resource, record}
-    request_sha256 = models.CharField(max_length=64)
-    outcome = models.CharField(max_length=8, choices=DecisionOutcome.choices)
-    status = models.CharField(max_length=10, choices=DecisionStatus.choices)
-    rule = models.TextField()
-    callback_url = models.URLField(max_length=500, blank=True, default="")
-    generation = models.PositiveIntegerField()
-    created_at = models.DateTimeField(default=timezone.now)
-    expires_at = models.DateTimeField(null=True, blank=True)
-    # The person behind the request (who holds the agent token that asked, or who asked):
-    # four eyes keeps them from answering it.
-    asked_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
-                                 on_delete=models.PROTECT, related_name="+")
-    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
-                                   on_delete=models.PROTECT, related_name="+")
-    decided_at = models.DateTimeField(null=True, blank=True)
-    comment = models.TextField(blank=True, default="")
-    used_at = models.DateTimeField(null=True, blank=True)
-    used_by_event = models.CharField(max_length=128, blank=True, default="")
-    # A group rule may ask for more than one sign-off: the approvers who allowed it so far.
-    required_approvals = models.PositiveSmallIntegerField(default=1)
-    approvals = models.JSONField(default=list, blank=True)
-
-    class Meta:
-        indexes = [models.Index(fields=["status", "expires_at"], name="decision_pending")]
-
-    def __str__(self) -> str:
-        return f"decision {self.pk} {self.outcome}/{self.status}"
-
-    def to_dict(self) -> dict[str, Any]:
-        """The API form of a decision."""
-        return {"id": str(self.pk), "agent": self.agent.name, "request": self.request,
-                "outcome": self.outcome, "status": self.status, "rule": self.rule,
-                "expires_at": self.expires_at.isoformat() if self.expires_at else None,
-                "decided_by": self.decided_by.username if self.decided_by_id else None,
-                "decided_at": self.decided_at.isoformat() if self.decided_at else None,
-                "comment": self.comment,
-                **({"required_approvals": self.required_approvals,
-                    "approvals": self.approvals} if self.required_approvals > 1 else {})}
-
-
 class AlertEvent(models.Model):
     """A live alert, kept so that a browser that lost its connection catches up by id."""
 
@@ -673,5 +492,3 @@ class FleetSnapshot(models.Model):
     def __str__(self) -> str:
         return f"fleet snapshot as of {self.as_of:%Y-%m-%d %H:%M:%S}"
 
-
-from reconciliation.group_models import GroupBreach, GroupRule  # noqa: E402,F401

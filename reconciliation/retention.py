@@ -29,7 +29,7 @@ class Kind:
     that says how many days are kept, and what needs old rows of it."""
 
     name: str
-    model: str  # in the reconciliation app
+    model: str  # its label, app_label.ModelName
     key: str
     setting: str
     needs: tuple[tuple[int, str], ...] = ()  # (days, who reads them)
@@ -44,15 +44,15 @@ class Kind:
         return max(self.needs, default=(0, ""))
 
 
-EVENTS = Kind("events", "BehaviourEvent", "ts", "RETENTION_EVENTS_DAYS", needs=(
+EVENTS = Kind("events", "runtime.BehaviourEvent", "ts", "RETENTION_EVENTS_DAYS", needs=(
     (math.ceil(MAX_DURATION_SECONDS / DAY_SECONDS), "the longest window a rule may count"),
     (MAX_PAST.days, "events accepted late"),
     (backtest.BACKTEST_DAYS, "the backtest"), (whatif.DAYS, "group rule what-ifs")))
-OBSERVATIONS = Kind("observations", "ObservedState", "observed_at",
+OBSERVATIONS = Kind("observations", "reconciliation.ObservedState", "observed_at",
                     "RETENTION_OBSERVATIONS_DAYS",
                     needs=((guardrail_whatif.DAYS, "guardrail what-ifs"),))
-RUNS = Kind("runs", "ReconcileRun", "started_at", "RETENTION_RUNS_DAYS")
-ALERTS = Kind("alerts", "AlertEvent", "at", "RETENTION_ALERTS_DAYS")
+RUNS = Kind("runs", "reconciliation.ReconcileRun", "started_at", "RETENTION_RUNS_DAYS")
+ALERTS = Kind("alerts", "reconciliation.AlertEvent", "at", "RETENTION_ALERTS_DAYS")
 KINDS = (EVENTS, OBSERVATIONS, RUNS, ALERTS)
 
 

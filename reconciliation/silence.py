@@ -23,16 +23,11 @@ from audit.alert_kinds import AlertKind
 from audit.choices import AuditAction
 from reconciliation import alerts
 from reconciliation.choices import ConditionType
-from reconciliation.models import (
-    BehaviourEvent,
-    Decision,
-    ObservedState,
-    Silence,
-    UnregisteredAgent,
-)
+from reconciliation.models import ObservedState, Silence
 from registry.choices import Lifecycle
 from registry.manifest import duration_seconds
 from registry.models import Agent
+from runtime.models import BehaviourEvent, Decision, UnregisteredAgent
 
 SILENT_REASON = "Silent"
 

@@ -11,13 +11,13 @@ from django.conf import settings
 from django.utils import timezone
 
 from reconciliation.choices import DecisionStatus
-from reconciliation.models import BehaviourEvent, Decision
 from registry.actions.waivers import active_waivers
 from registry.grant_clocks import start_clocks
 from registry.models import DesiredStateVersion
 from registry.permission_diff import ENFORCEMENT_STRENGTH
 from runtime.behaviour import backtest, covers
 from runtime.events import Event
+from runtime.models import BehaviourEvent, Decision
 
 BACKTEST_DAYS = 7
 

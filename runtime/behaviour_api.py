@@ -17,7 +17,6 @@ from config.errors import DomainError, NotAllowed, NotFound, TooLarge
 from config.outbound import listed
 from config.times import parse_timestamp
 from reconciliation.api import agent_for
-from reconciliation.models import BehaviourEvent, Decision, UnregisteredAgent
 from registry.api import IsPerson, ManifestTextParser, Page
 from registry.choices import Role
 from registry.intake import Malformed
@@ -28,6 +27,7 @@ from runtime import actions
 from runtime.backtest import run_backtest
 from runtime.decision_request import DecisionRequest, RequestError, parse_request
 from runtime.events import KINDS, MAX_EVENTS, BatchError, parse_batch, spans_to_events
+from runtime.models import BehaviourEvent, Decision, UnregisteredAgent
 from runtime.otlp import decode
 
 

@@ -14,8 +14,8 @@ from typing import Any
 from django.db import connection
 
 from config.prepared import prepared_cursor
-from reconciliation.models import BehaviourEvent, UncountedBatch, UnregisteredAgent
 from runtime.events import Event
+from runtime.models import BehaviourEvent, UncountedBatch, UnregisteredAgent
 
 # Per event, from the validated Event (agent_id from the registry).
 EVENT_COLUMNS = ("event_id", "agent_id", "agent_name", "ts", "kind", "tool", "resource",

@@ -11,12 +11,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.errors import Invalid, NotAllowed
-from reconciliation.models import GroupRule
 from registry.api import IsPerson
 from registry.choices import Role
 from registry.roles import HasRole, has_role
 from runtime.actions import group_rules as actions
 from runtime.group_rules import EFFECTS, MEASURES, GroupRuleSpec, validate
+from runtime.models import GroupRule
 from runtime.whatif import what_if
 
 

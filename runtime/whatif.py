@@ -11,10 +11,10 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from reconciliation.models import BehaviourEvent
 from registry.models import Agent
 from runtime.actions.group_rules import EVENT_COLUMNS, facts_of, stored_event
 from runtime.group_rules import AgentFacts, GroupRuleSpec, replay, selects
+from runtime.models import BehaviourEvent
 
 DAYS = 7
 PAGE = 2000

@@ -14,11 +14,9 @@ from reconciliation.attribution import deployment
 from reconciliation.choices import (
     Trigger,
 )
-from reconciliation.models import (
-    SandboxAgent,
-)
 from reconciliation.triggers import request_reconcile
 from registry.models import Agent
+from sandbox.models import SandboxAgent
 
 
 def ensure_sandbox(agent: Agent) -> SandboxAgent:

@@ -4,8 +4,9 @@ and changes nothing."""
 import pytest
 
 from audit.models import AuditEntry
-from reconciliation.models import BehaviourEvent, Decision, ObservedState
+from reconciliation.models import ObservedState
 from registry.models import DesiredStateVersion
+from runtime.models import BehaviourEvent, Decision
 
 pytestmark = pytest.mark.django_db
 

@@ -16,10 +16,11 @@ from django.contrib.auth.models import User
 from rq import SimpleWorker
 
 from reconciliation import actions
-from reconciliation.models import BehaviourEvent, Escalation, Finding, UnregisteredAgent
+from reconciliation.models import Escalation, Finding
 from registry import actions as registry_actions
 from registry.manifest import validate_manifest
 from registry.models import Agent
+from runtime.models import BehaviourEvent, UnregisteredAgent
 from sandbox import actions as sandbox_actions
 from tests.conftest import REFUND_AGENT_YAML, shadow_on
 

@@ -9,9 +9,10 @@ import subprocess
 import sys
 
 from reconciliation import actions
-from reconciliation.models import Decision, Escalation, Finding
+from reconciliation.models import Escalation, Finding
 from registry import actions as registry_actions
 from registry.models import Agent
+from runtime.models import Decision
 from tests.conftest import ROOT, eventually
 
 EXAMPLE = ROOT / "examples" / "refund_agent" / "agent.py"

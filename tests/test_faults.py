@@ -11,9 +11,10 @@ from rest_framework.test import APIClient
 from rq import SimpleWorker
 
 from config import embedded_redis
-from reconciliation.models import BehaviourEvent, Finding, ObservedState, UncountedBatch
+from reconciliation.models import Finding, ObservedState
 from registry import actions as registry_actions
 from runtime.actions.behaviour import recount_events
+from runtime.models import BehaviourEvent, UncountedBatch
 from tests.conftest import approved_with_client, assert_trail_whole
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -78,7 +78,7 @@ def test_dana_declares_a_group_budget_in_the_console_and_the_fleet_page_lists_it
         people, live_server_process, start_worker, monkeypatch):
     from playwright.sync_api import expect, sync_playwright
 
-    from reconciliation.models import GroupRule
+    from runtime.models import GroupRule
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     browser_passwords()

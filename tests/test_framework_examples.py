@@ -10,9 +10,10 @@ import sys
 import pytest
 
 from reconciliation import actions
-from reconciliation.models import Decision, Escalation
+from reconciliation.models import Escalation
 from registry import actions as registry_actions
 from registry.models import Agent
+from runtime.models import Decision
 from tests.conftest import ROOT, eventually
 
 

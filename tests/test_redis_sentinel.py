@@ -11,9 +11,10 @@ from django.test import Client
 from websockets.sync import client as ws_client
 
 from config.redis_connection import RedisTarget, parse_sentinels
-from reconciliation.models import Finding, SandboxAgent
+from reconciliation.models import Finding
 from registry import actions
 from sandbox import actions as sandbox_actions
+from sandbox.models import SandboxAgent
 from tests.conftest import (
     BAD_DEPLOYMENT,
     Worker,

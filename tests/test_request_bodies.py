@@ -12,9 +12,10 @@ import pytest
 
 from audit.models import AuditEntry
 from reconciliation import actions as reconciliation_actions
-from reconciliation.models import BehaviourEvent, Decision, Finding, ObservedState
+from reconciliation.models import Finding, ObservedState
 from registry import actions as registry_actions
 from registry.models import DesiredStateVersion
+from runtime.models import BehaviourEvent, Decision
 from tests.conftest import REFUND_AGENT_YAML, approved_agent, refund_manifest
 
 OBSERVED = "/api/v1/agents/refund-agent/observed-state"

@@ -10,10 +10,11 @@ import urllib.request
 import pytest
 
 from config import embedded_redis
-from reconciliation.models import Finding, ReconcileRun, SandboxAgent
+from reconciliation.models import Finding, ReconcileRun
 from registry import actions as registry_actions
 from registry.models import Agent
 from sandbox import actions
+from sandbox.models import SandboxAgent
 from tests.conftest import (
     BAD_DEPLOYMENT,
     ROOT,

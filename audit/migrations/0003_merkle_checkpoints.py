@@ -5,14 +5,54 @@ AUDIT_SIGNING_KEY); the tree is built over every existing entry, so the next che
 root covering the whole trail; the tree's rows are append-only on PostgreSQL like the others.
 """
 
+import hashlib
+import json
+from datetime import UTC
+
 from django.db import migrations, models
-
-from agentgov.entries import entry_leaf_hash, format_time
-
-from audit.tree import grow
 
 FIELDS = ("seq", "at", "actor", "action", "target", "agent", "before", "after", "reason",
           "request_id", "prev_hash", "hash")
+
+
+# The leaf hash and the tree's growth as agentgov.entries, agentgov.merkle and audit.tree had
+# them when this was written (docs/audit-format.md), copied here: those modules may change, what
+# this migration built must not.
+LEVEL_SHIFT = 40
+
+
+def format_time(moment):
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def entry_leaf_hash(entry):
+    """SHA-256(0x00 || canonical JSON of the whole exported entry)."""
+    payload = json.dumps({name: entry[name] for name in FIELDS}, sort_keys=True,
+                         separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return hashlib.sha256(b"\x00" + payload.encode("utf-8")).digest()
+
+
+def node_hash(left, right):
+    return hashlib.sha256(b"\x01" + left + right).digest()
+
+
+def position(level, index):
+    return (level << LEVEL_SHIFT) | index
+
+
+def grow(size, frontier, leaves):
+    """The (position, hex hash) nodes that appending `leaves` to a tree of `size` completes."""
+    made = []
+    for leaf in leaves:
+        level, index, digest = 0, size, leaf
+        made.append((position(0, index), digest.hex()))
+        while index & 1:
+            digest = node_hash(frontier.pop(level), digest)
+            level, index = level + 1, index >> 1
+            made.append((position(level, index), digest.hex()))
+        frontier[level] = digest
+        size += 1
+    return made
 
 TRIGGER_SQL = """
 CREATE TRIGGER audit_tree_node_append_only

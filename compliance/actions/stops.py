@@ -32,11 +32,12 @@ from compliance.models import Stop
 from compliance.stops import active_stops, stop_covering
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from reconciliation.choices import DecisionOutcome, DecisionStatus, FindingStatus
-from reconciliation.models import Decision, Finding
+from reconciliation.models import Finding
 from registry.choices import Lifecycle, Role
 from registry.desired_push import channel
 from registry.models import Agent
 from registry.roles import has_role
+from runtime.models import Decision
 
 log = logging.getLogger(__name__)
 

@@ -13,12 +13,10 @@ from reconciliation.actions.common import audit_label, state_hash
 from reconciliation.choices import (
     Trigger,
 )
-from reconciliation.models import (
-    ObservedState,
-    UnregisteredAgent,
-)
+from reconciliation.models import ObservedState
 from reconciliation.triggers import request_reconcile
 from registry.models import Agent
+from runtime.models import UnregisteredAgent
 
 
 def _store(history: QuerySet[ObservedState], state: dict[str, Any], *, actor: Any, source: str,

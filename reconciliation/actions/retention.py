@@ -29,7 +29,7 @@ LOCK_TIMEOUT = "5s"
 
 
 def model_of(kind: Kind) -> type[models.Model]:
-    return apps.get_model("reconciliation", kind.model)
+    return apps.get_model(kind.model)
 
 
 def partitioned() -> bool:

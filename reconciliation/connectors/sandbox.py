@@ -11,8 +11,8 @@ from django.utils import timezone
 
 from reconciliation.connectors.base import ApplyOutcome, ConnectorError, SimulatedCrash
 from reconciliation.diff import apply_operations
-from reconciliation.models import SandboxAgent
 from registry.models import Agent
+from sandbox.models import SandboxAgent
 
 
 def _deployed(agent: Agent) -> SandboxAgent:

@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
     the person behind what caused an escalation (four eyes keeps them from closing it)."""
 
     dependencies = [
-        ("reconciliation", "0025_event_outbox_of_batches"),
+        ("reconciliation", "0001_squashed_0025_event_outbox_of_batches"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

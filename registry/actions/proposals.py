@@ -173,8 +173,8 @@ def group_rule_results(agent_name: str, active_spec: dict | None, spec: dict,
     other way round (labels, team, owner, framework). A group rule's selector matches by
     equality, so a relabel is the lighter path out of a rule that needs two sign-offs."""
     # here, not at the top: group rules live in reconciliation, whose models import registry's
-    from reconciliation.group_models import GroupRule
     from runtime.group_rules import AgentFacts, selects
+    from runtime.models import GroupRule
 
     def facts(meta: dict, framework: str) -> AgentFacts:
         return AgentFacts(0, agent_name, meta.get("owner") or "", meta.get("labels") or {},
@@ -681,7 +681,7 @@ def reevaluate_pending(*, actor: Any) -> int:
     guardrails = list(Guardrail.objects.filter(enabled=True).order_by("name"))
     toxic = ToxicJudge((version.agent.name, version.spec) for version in pending)
     # here, not at the top: group rules live in reconciliation, whose models import registry's
-    from reconciliation.group_models import GroupRule
+    from runtime.models import GroupRule
 
     group_rules = list(GroupRule.objects.filter(enabled=True).order_by("name"))
     for version in pending:

@@ -34,14 +34,7 @@ from reconciliation.choices import DecisionStatus, FindingStatus, Trigger
 from reconciliation.connectors import connector_for
 from reconciliation.diff import Operation, OperationKind
 from reconciliation.diff import _parse_expiry as parse_expiry
-from reconciliation.models import (
-    BehaviourEvent,
-    Decision,
-    Finding,
-    ObservedState,
-    UncountedBatch,
-    UnregisteredAgent,
-)
+from reconciliation.models import Finding, ObservedState
 from reconciliation.plan import idempotency_key, mode_for
 from reconciliation.triggers import request_reconcile
 from registry.actions.waivers import active_waivers
@@ -66,6 +59,7 @@ from runtime.behaviour import (
 )
 from runtime.budgets import WARNING_AREA, budget_checks, budget_violation
 from runtime.events import Event, validate_event
+from runtime.models import BehaviourEvent, Decision, UncountedBatch, UnregisteredAgent
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from config.scheduled_time import not_before
 from reconciliation.actions.common import SYSTEM, alert, desired_now, state_hash
 from reconciliation.choices import DecisionOutcome, DecisionStatus, EscalationStatus
-from reconciliation.models import Decision, Escalation
+from reconciliation.models import Escalation
 from registry.choices import Lifecycle, Role
 from registry.intake import Malformed
 from registry.manifest import duration_seconds
@@ -31,6 +31,7 @@ from runtime.actions.group_rules import decision_block, decision_hold
 from runtime.behaviour import callable_tools, window_checks
 from runtime.decision_request import DecisionRequest, RequestError, parse_request
 from runtime.events import Event
+from runtime.models import Decision
 
 # What the spec does with an action it names nowhere, unless it says (spec.unlisted_actions).
 UNLISTED_DEFAULT = "deny"

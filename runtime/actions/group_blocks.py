@@ -26,13 +26,14 @@ from reconciliation.connectors import connector_for
 from reconciliation.connectors.base import ConnectorError
 from reconciliation.diff import Operation, OperationKind
 from reconciliation.fleet_snapshot import request_refresh
-from reconciliation.models import Finding, GroupBreach
+from reconciliation.models import Finding
 from reconciliation.plan import idempotency_key
 from reconciliation.triggers import request_reconcile
 from registry.choices import Lifecycle
 from registry.models import Agent
 from runtime import group_windows
 from runtime.group_rules import window_key
+from runtime.models import GroupBreach
 
 log = logging.getLogger(__name__)
 

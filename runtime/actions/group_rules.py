@@ -20,7 +20,7 @@ from reconciliation.actions.findings import move_finding, open_finding
 from reconciliation.actions.settle import refresh_status
 from reconciliation.choices import FindingStatus
 from reconciliation.fleet_snapshot import request_refresh
-from reconciliation.models import BehaviourEvent, Finding, GroupBreach, GroupRule
+from reconciliation.models import Finding
 from registry.choices import Role
 from registry.models import Agent
 from registry.roles import has_role
@@ -37,6 +37,7 @@ from runtime.group_rules import (
     validate,
     window_key,
 )
+from runtime.models import BehaviourEvent, GroupBreach, GroupRule
 
 log = logging.getLogger(__name__)
 

@@ -11,10 +11,11 @@ from django.test import Client
 from audit.models import AuditEntry
 from chat import posting
 from chat.models import ChatAccount
-from reconciliation.models import Decision, Escalation
+from reconciliation.models import Escalation
 from registry import actions
 from registry.choices import Role, VersionSource, VersionState
 from registry.models import Approval, DesiredStateVersion
+from runtime.models import Decision
 from tests.chat.slack_standin import SlackStandIn
 from tests.conftest import refund_manifest
 

@@ -8,7 +8,8 @@ from datetime import timedelta
 import httpx
 from django.utils import timezone
 
-from reconciliation.models import Decision, Escalation
+from reconciliation.models import Escalation
+from runtime.models import Decision
 from tests.conftest import eventually
 
 

@@ -13,7 +13,7 @@ import pytest
 from agentgov import Client, EventBatcher, EventsResult, Invalid, Unreachable
 
 from config.embedded_redis import free_port
-from reconciliation.models import BehaviourEvent
+from runtime.models import BehaviourEvent
 from tests.clients.conftest import ScriptedTransport
 from tests.conftest import eventually
 

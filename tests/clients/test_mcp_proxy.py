@@ -27,11 +27,12 @@ from fastmcp.client.transports import StdioTransport
 from fastmcp.exceptions import ToolError
 
 from config import embedded_redis
-from reconciliation.models import BehaviourEvent, Decision, Escalation, Finding
+from reconciliation.models import Escalation, Finding
 from registry import actions
 from registry.choices import VersionSource
 from registry.manifest import validate_manifest
 from registry.models import Agent
+from runtime.models import BehaviourEvent, Decision
 from tests.conftest import eventually
 
 UPSTREAM = Path(__file__).with_name("mcp_upstream.py")

@@ -23,11 +23,12 @@ from fastmcp.exceptions import ToolError
 from mcp import MCPError
 
 from config import embedded_redis
-from reconciliation.models import Decision, Finding
+from reconciliation.models import Finding
 from registry import actions
 from registry.choices import VersionSource
 from registry.manifest import validate_manifest
 from registry.models import Agent, ApiToken
+from runtime.models import Decision
 from tests.clients.conftest import FAST
 from tests.clients.test_mcp_proxy import (  # noqa: F401 (fixtures)
     AGENT,

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from config import embedded_redis
-from reconciliation.models import BehaviourEvent
+from runtime.models import BehaviourEvent
 from tests.clients.test_mcp_proxy import (  # noqa: F401 (fixtures)
     AGENT,
     AGENTCTL,

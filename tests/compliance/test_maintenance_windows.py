@@ -13,8 +13,9 @@ from compliance import actions
 from compliance.models import MaintenanceWindow
 from config.errors import NotAllowed
 from reconciliation import actions as reconciliation
-from reconciliation.models import Correction, Finding, SandboxAgent
+from reconciliation.models import Correction, Finding
 from sandbox import actions as sandbox
+from sandbox.models import SandboxAgent
 from tests.compliance.personas import labelled_agent
 from tests.conftest import eventually
 

@@ -19,8 +19,8 @@ from pydantic_ai.models.function import FunctionModel
 
 from audit.models import AuditEntry
 from config import embedded_redis
-from reconciliation.models import SandboxAgent
 from registry import actions
+from sandbox.models import SandboxAgent
 from tests.clients.adapters.conftest import RESOURCES
 from tests.clients.adapters.test_pydantic_ai_paths import caller
 from tests.clients.test_mcp_proxy import (

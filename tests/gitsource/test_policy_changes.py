@@ -14,10 +14,10 @@ from config.errors import NotAllowed
 from gitsource import actions as git_actions
 from gitsource.jobs import poll_source
 from gitsource.models import PolicyChange
-from reconciliation.models import GroupRule
 from registry import actions
 from registry.choices import Role, VersionSource
 from registry.models import DesiredStateVersion, Guardrail, ReviewInterval, ToxicCombination
+from runtime.models import GroupRule
 from tests.conftest import eventually, make_person, refund_manifest
 from tests.gitsource.repos import manifest, signing_key
 from tests.gitsource.test_policy_tests import GUARDRAIL, TESTS

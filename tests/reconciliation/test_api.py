@@ -4,10 +4,11 @@ import pytest
 
 from audit.models import AuditEntry
 from reconciliation import actions
-from reconciliation.models import Escalation, Finding, ObservedState, SandboxAgent
+from reconciliation.models import Escalation, Finding, ObservedState
 from reconciliation.work_queue import QUEUED_KEY
 from registry import actions as registry_actions
 from sandbox import actions as sandbox_actions
+from sandbox.models import SandboxAgent
 from tests.conftest import refund_manifest
 
 pytestmark = pytest.mark.django_db

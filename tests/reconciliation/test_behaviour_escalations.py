@@ -12,10 +12,11 @@ from rq import SimpleWorker
 
 from audit.models import AuditEntry
 from reconciliation import actions
-from reconciliation.models import AgentStatus, Escalation, Finding, SandboxAgent
+from reconciliation.models import AgentStatus, Escalation, Finding
 from registry import actions as registry_actions
 from registry.models import Agent, DesiredStateVersion
 from sandbox import actions as sandbox_actions
+from sandbox.models import SandboxAgent
 from tests.conftest import approved_with_client, shadow_on
 from tests.reconciliation.test_behaviour_rules import SUPPORT as BEHAVIOUR_SPEC
 

@@ -9,9 +9,10 @@ import pytest
 from rest_framework.test import APIClient
 
 from reconciliation import actions
-from reconciliation.models import Decision, Escalation, Finding
+from reconciliation.models import Escalation, Finding
 from registry.models import Agent
 from runtime import actions as runtime_actions
+from runtime.models import Decision
 from tests.conftest import approved_with_client, eventually, shadow_on
 
 SUPPORT = {

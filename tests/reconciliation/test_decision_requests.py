@@ -7,7 +7,8 @@ from datetime import timedelta
 
 import pytest
 
-from reconciliation.models import Decision, Escalation
+from reconciliation.models import Escalation
+from runtime.models import Decision
 from tests.conftest import approved_with_client
 
 PATH = "/api/v1/agents/refund-agent/decisions"

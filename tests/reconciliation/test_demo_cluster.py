@@ -91,8 +91,8 @@ def test_a_mass_bad_deployment_trips_the_breaker_on_real_workers(start_worker, s
 def test_the_simulator_drifts_a_random_sandbox_agent(db, settings, tmp_path, capsys):
     import random
 
-    from reconciliation.models import SandboxAgent
     from sandbox.lab import simulate
+    from sandbox.models import SandboxAgent
 
     settings.VAR_DIR = tmp_path
     call_command("seed_demo", "--force")

@@ -14,9 +14,10 @@ from rest_framework.test import APIClient
 from rq import SimpleWorker
 
 from audit.models import AuditEntry
-from reconciliation.models import Escalation, Finding, UncountedBatch
+from reconciliation.models import Escalation, Finding
 from registry.models import Agent
 from runtime.actions.behaviour import recount_events
+from runtime.models import UncountedBatch
 from tests.conftest import approved_with_client
 
 WINDOW = "bw:{agent_id}:customers_db:record:c-1:3600"

@@ -10,10 +10,11 @@ import pytest
 from rq import SimpleWorker
 
 from audit.models import AuditEntry
-from reconciliation.models import BehaviourEvent, Finding
+from reconciliation.models import Finding
 from registry import actions as registry_actions
 from registry.choices import Lifecycle, Role
 from registry.models import Agent
+from runtime.models import BehaviourEvent
 from tests.conftest import approved_agent, make_person, refund_manifest, token_client
 
 pytestmark = pytest.mark.django_db

@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from audit.models import AuditEntry
-from reconciliation.models import BehaviourEvent, UnregisteredAgent
 from registry import actions as registry_actions
 from registry.models import Agent
+from runtime.models import BehaviourEvent, UnregisteredAgent
 from tests.conftest import refund_manifest
 
 pytestmark = pytest.mark.django_db

@@ -7,7 +7,7 @@ import pytest
 
 from audit.models import AuditEntry
 from reconciliation import actions
-from reconciliation.models import Finding, GroupRule
+from reconciliation.models import Finding
 from registry.models import Agent
 from runtime import actions as runtime_actions
 from runtime.actions.group_blocks import block_involved, lift_group_block
@@ -16,6 +16,7 @@ from runtime.actions.group_rules import (
     record_group_breach,
     update_group_rule,
 )
+from runtime.models import GroupRule
 from tests.conftest import approved_agent, shadow_on
 
 SPEC = {"data": [{"resource": "payments", "access": "write"}], "limits": [],
@@ -86,9 +87,9 @@ def test_a_block_under_shadow_is_recorded_and_the_block_lifts_when_the_rule_stop
 def test_a_block_does_not_lift_while_the_window_is_still_over(people, redis_client):
     from datetime import UTC, datetime
 
-    from reconciliation.models import GroupBreach
     from runtime import group_windows
     from runtime.group_rules import AgentFacts, checks
+    from runtime.models import GroupBreach
 
     pay_b = approved_agent(people, "pay-b", **SPEC)
     Agent.objects.update(labels={"team": "payments"})

@@ -11,9 +11,10 @@ from datetime import UTC, datetime
 import pytest
 
 from audit.models import AuditEntry
-from reconciliation.models import Finding, GroupBreach
+from reconciliation.models import Finding
 from registry.models import Agent
 from runtime.actions.group_rules import create_group_rule
+from runtime.models import GroupBreach
 from tests.conftest import approved_agent, eventually, token_client
 
 SPEC = {"data": [{"resource": "payments", "access": "write"}], "limits": [],

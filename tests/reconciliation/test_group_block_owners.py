@@ -16,10 +16,11 @@ from rest_framework.test import APIClient
 from rq import SimpleWorker
 
 from audit.models import AuditEntry
-from reconciliation.models import BreakerTrip, Finding, GroupBreach
+from reconciliation.models import BreakerTrip, Finding
 from registry import actions as registry_actions
 from registry.choices import Role
 from registry.models import Agent
+from runtime.models import GroupBreach
 from tests.conftest import approved_agent, make_person, shadow_on
 from tests.reconciliation.test_breaker_scopes import agent_of
 

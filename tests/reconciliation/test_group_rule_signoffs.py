@@ -11,9 +11,10 @@ import pytest
 from audit.models import AuditEntry
 from config.errors import Conflict, NotAllowed
 from reconciliation import actions
-from reconciliation.models import Decision, Escalation
+from reconciliation.models import Escalation
 from runtime import actions as runtime_actions
 from runtime.actions.group_rules import create_group_rule
+from runtime.models import Decision
 from tests.conftest import approved_agent, token_client
 
 SPEC = {"data": [{"resource": "payments", "access": "write"}], "limits": [],

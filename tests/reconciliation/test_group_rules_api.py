@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from audit.models import AuditEntry
-from reconciliation.models import GroupRule
 from runtime import actions
+from runtime.models import GroupRule
 from tests.conftest import approved_agent, token_client
 
 SPEC = {"data": [{"resource": "customers_db", "access": "read"},
@@ -178,8 +178,8 @@ def test_what_if_pages_through_the_week_and_says_when_it_stopped(people, api_as,
 @pytest.mark.django_db
 def test_the_rule_pages_show_breaches_to_reviewers_and_the_what_if_to_compliance(people,
                                                                                  client):
-    from reconciliation.models import GroupBreach
     from runtime.actions.group_rules import create_group_rule
+    from runtime.models import GroupBreach
 
     rule = create_group_rule(actor=people.dana, name="one-customer", measure="events",
                              limit=50, per="1h", per_record=True,

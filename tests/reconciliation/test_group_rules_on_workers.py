@@ -11,10 +11,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from reconciliation.models import Escalation, Finding, GroupBreach
+from reconciliation.models import Escalation, Finding
 from registry import actions as registry_actions
 from registry.models import Agent
 from runtime.actions.group_rules import create_group_rule
+from runtime.models import GroupBreach
 from tests.conftest import approved_agent, eventually, start_daphne, stop_daphne
 
 SPEC = {"data": [{"resource": "customers_db", "access": "read"},

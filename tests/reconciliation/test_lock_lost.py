@@ -8,8 +8,8 @@ import django_rq
 from audit.models import AuditEntry
 from reconciliation import jobs, work_queue
 from reconciliation.connectors.sandbox import SandboxConnector
-from reconciliation.models import SandboxAgent
 from sandbox import actions as sandbox_actions
+from sandbox.models import SandboxAgent
 from tests.conftest import BAD_DEPLOYMENT, approved_agent
 
 OTHER_WORKER = "token-of-another-worker"

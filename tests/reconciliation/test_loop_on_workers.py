@@ -5,12 +5,13 @@ import django_rq
 import pytest
 
 from audit.verify import verify_trail
-from reconciliation.models import Finding, ReconcileRun, SandboxAgent
+from reconciliation.models import Finding, ReconcileRun
 from reconciliation.triggers import enqueue_reconcile
 from reconciliation.work_queue import LOCK_KEY, QUEUED_KEY
 from registry import actions as registry_actions
 from registry.models import Agent
 from sandbox import actions
+from sandbox.models import SandboxAgent
 from tests.conftest import BAD_DEPLOYMENT, assert_trail_whole, eventually, refund_manifest
 
 

@@ -5,10 +5,11 @@ observedGeneration)."""
 import pytest
 from rest_framework.test import APIClient
 
-from reconciliation.models import Correction, Escalation, Finding, ReconcileRun, SandboxAgent
+from reconciliation.models import Correction, Escalation, Finding, ReconcileRun
 from registry import actions as registry_actions
 from registry.models import Agent
 from sandbox import actions as sandbox_actions
+from sandbox.models import SandboxAgent
 from tests.conftest import BAD_DEPLOYMENT, eventually, refund_manifest, shadow_on
 
 QUICK = {"RECONCILE_VERIFY_DELAY_SECONDS": "1"}

@@ -7,9 +7,9 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from reconciliation.models import BehaviourEvent, UnregisteredAgent
 from registry import actions as registry_actions
 from runtime.events import agent_slug, spans_to_events, validate_event
+from runtime.models import BehaviourEvent, UnregisteredAgent
 
 
 def test_an_sdk_export_becomes_events(live_server_process, people, refund_agent):

@@ -10,10 +10,11 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import Status, StatusCode
 
-from reconciliation.models import BehaviourEvent, Escalation, Finding, GroupBreach
+from reconciliation.models import Escalation, Finding
 from registry import actions as registry_actions
 from runtime.actions.group_rules import create_group_rule
 from runtime.events import spans_to_events, validate_event
+from runtime.models import BehaviourEvent, GroupBreach
 from tests.conftest import eventually
 
 FIELDS = ("kind", "operation", "tool", "model", "input_tokens", "output_tokens", "cost",

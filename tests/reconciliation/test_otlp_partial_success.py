@@ -13,7 +13,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from reconciliation.models import BehaviourEvent
+from runtime.models import BehaviourEvent
 from tests.conftest import token_client
 
 

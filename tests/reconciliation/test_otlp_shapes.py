@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from reconciliation.models import BehaviourEvent
+from runtime.models import BehaviourEvent
 
 pytestmark = pytest.mark.django_db
 

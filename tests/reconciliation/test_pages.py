@@ -7,11 +7,12 @@ from datetime import timedelta
 import pytest
 
 from reconciliation import actions
-from reconciliation.models import Finding, SandboxAgent
+from reconciliation.models import Finding
 from registry import actions as registry_actions
 from registry.models import Agent
 from runtime import actions as runtime_actions
 from sandbox import actions as sandbox_actions
+from sandbox.models import SandboxAgent
 from tests.conftest import BAD_DEPLOYMENT, approved_agent, refund_manifest, shadow_on
 
 pytestmark = pytest.mark.django_db
@@ -244,7 +245,7 @@ def grow_proposal(people, start: int, count: int) -> str:
 
     from django.utils import timezone
 
-    from reconciliation.models import BehaviourEvent
+    from runtime.models import BehaviourEvent
 
     agent = Agent.objects.filter(name="refund-agent").first() or approved_agent(
         people, "refund-agent")

@@ -18,12 +18,12 @@ from reconciliation.models import (
     Escalation,
     Finding,
     ReconcileRun,
-    SandboxAgent,
 )
 from registry import actions as registry_actions
 from registry.choices import VersionSource
 from registry.models import Agent
 from sandbox import actions as sandbox_actions
+from sandbox.models import SandboxAgent
 from tests.conftest import BAD_DEPLOYMENT, refund_manifest, shadow_on
 
 pytestmark = pytest.mark.django_db

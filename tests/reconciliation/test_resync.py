@@ -10,9 +10,10 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from reconciliation import actions, jobs
-from reconciliation.models import AgentStatus, SandboxAgent
+from reconciliation.models import AgentStatus
 from registry.models import Agent
 from sandbox import actions as sandbox_actions
+from sandbox.models import SandboxAgent
 from tests.conftest import approved_agent
 
 pytestmark = pytest.mark.django_db

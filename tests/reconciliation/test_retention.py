@@ -25,16 +25,10 @@ from reconciliation import partitions
 from reconciliation.actions.observations import note_unregistered_observation, record_observation
 from reconciliation.actions.retention import apply_retention, make_partitions
 from reconciliation.jobs import enforce_retention
-from reconciliation.models import (
-    AlertEvent,
-    BehaviourEvent,
-    Correction,
-    Finding,
-    ObservedState,
-    ReconcileRun,
-)
+from reconciliation.models import AlertEvent, Correction, Finding, ObservedState, ReconcileRun
 from reconciliation.retention import EVENTS, check_retention, keep
 from reconciliation.retention import Keep as Kept
+from runtime.models import BehaviourEvent
 from tests.conftest import ROOT, assert_trail_whole, child_env, database_url
 
 # Day partitions are PostgreSQL's; on SQLite retention deletes rows in batches (tested apart).

@@ -16,7 +16,8 @@ from django.utils import timezone
 from audit.models import AuditEntry
 from audit.verify import verify_trail
 from reconciliation.actions.retention import apply_retention, partitioned
-from reconciliation.models import AlertEvent, BehaviourEvent, ObservedState, UnregisteredAgent
+from reconciliation.models import AlertEvent, ObservedState
+from runtime.models import BehaviourEvent, UnregisteredAgent
 
 now = timezone.now()
 old = now - timedelta(days=120)

@@ -12,10 +12,11 @@ from django.utils import timezone
 
 from audit.models import AuditEntry
 from reconciliation import actions
-from reconciliation.models import AgentStatus, Correction, ReconcileRun, SandboxAgent
+from reconciliation.models import AgentStatus, Correction, ReconcileRun
 from registry.choices import Role
 from registry.models import Agent
 from sandbox import actions as sandbox_actions
+from sandbox.models import SandboxAgent
 from tests.conftest import BAD_DEPLOYMENT, approved_agent, eventually, make_person, token_client
 
 ASK = {"enabled": True, "duration": "1h", "reason": "migration weekend"}

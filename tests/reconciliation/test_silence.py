@@ -9,10 +9,11 @@ from django.utils import timezone
 
 from audit.models import AuditEntry
 from reconciliation.actions import record_observation
-from reconciliation.models import AgentStatus, AlertEvent, BehaviourEvent, Decision, Silence
+from reconciliation.models import AgentStatus, AlertEvent, Silence
 from reconciliation.silence import find_silent_agents, heard, heartbeat_seconds, is_silent
 from runtime.actions import request_decision
 from runtime.actions.behaviour import ingest_events
+from runtime.models import BehaviourEvent, Decision
 from tests.conftest import approved_agent
 
 pytestmark = pytest.mark.django_db

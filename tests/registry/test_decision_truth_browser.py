@@ -7,8 +7,8 @@ from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.contrib.auth.models import User
 from django.utils import timezone
 
-from reconciliation.models import Decision
 from runtime import actions as runtime_actions
+from runtime.models import Decision
 from tests.conftest import PASSWORD, approved_agent, eventually
 from tests.test_dashboard_browser import Browser
 

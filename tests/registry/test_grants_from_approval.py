@@ -7,9 +7,10 @@ import pytest
 import yaml
 
 from audit.models import AuditEntry
-from reconciliation.models import ReconcileRun, SandboxAgent
+from reconciliation.models import ReconcileRun
 from registry.models import Agent, DesiredStateVersion
 from sandbox import actions as sandbox_actions
+from sandbox.models import SandboxAgent
 from tests.conftest import REFUND_AGENT_YAML, eventually, token_client
 
 YAML = "application/yaml"

@@ -10,9 +10,10 @@ from django.utils import timezone
 
 from audit.models import AuditEntry
 from reconciliation import actions
-from reconciliation.models import AlertEvent, Decision, Escalation
+from reconciliation.models import AlertEvent, Escalation
 from registry import actions as registry_actions
 from runtime import actions as runtime_actions
+from runtime.models import Decision
 from sandbox import actions as sandbox_actions
 from tests.conftest import BAD_DEPLOYMENT, approved_agent, eventually, refund_manifest
 

@@ -13,11 +13,12 @@ from django.utils import timezone
 from audit.models import AuditEntry
 from reconciliation import actions as reconciliation
 from reconciliation.choices import EscalationStatus
-from reconciliation.models import AlertEvent, Escalation, SandboxAgent
+from reconciliation.models import AlertEvent, Escalation
 from registry import actions
 from registry.actions.recertification import mark_overdue, remind_owner
 from registry.models import Agent
 from sandbox import actions as sandbox_actions
+from sandbox.models import SandboxAgent
 from tests.conftest import approved_agent, make_person, refund_manifest, token_client
 
 DAY = 86_400

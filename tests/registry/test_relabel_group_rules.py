@@ -74,7 +74,7 @@ def test_a_relabel_into_a_rule_names_it_and_an_unrelated_relabel_names_none(api_
 
 @pytest.mark.django_db
 def test_a_disabled_rule_is_not_named(api_as, people, team_rule):
-    from reconciliation.group_models import GroupRule
+    from runtime.models import GroupRule
 
     GroupRule.objects.filter(name="payments-refunds").update(enabled=False)
     body = relabel(api_as(people.alice), {**team_rule.labels, "team": "support"})

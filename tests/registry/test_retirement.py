@@ -9,10 +9,12 @@ import pytest
 
 from audit.models import AuditEntry
 from reconciliation.jobs import resync
-from reconciliation.models import BehaviourEvent, ReconcileRun, SandboxAgent, UnregisteredAgent
+from reconciliation.models import ReconcileRun
 from registry import actions
 from registry.models import Agent, DesiredStateVersion, Retirement
+from runtime.models import BehaviourEvent, UnregisteredAgent
 from sandbox import actions as sandbox_actions
+from sandbox.models import SandboxAgent
 from tests.conftest import approved_agent, eventually, refund_manifest, token_client
 
 

@@ -9,10 +9,11 @@ import pytest
 
 from audit.models import AuditEntry
 from reconciliation.jobs import resync
-from reconciliation.models import Escalation, Finding, ReconcileRun, SandboxAgent
+from reconciliation.models import Escalation, Finding, ReconcileRun
 from registry import actions
 from registry.models import Agent, Waiver
 from sandbox import actions as sandbox_actions
+from sandbox.models import SandboxAgent
 from tests.conftest import BAD_DEPLOYMENT, approved_agent, eventually, refund_manifest, token_client
 
 WAIVER = {"pointer": "/tools/crm.search", "reason": "CRM lookups during the migration",

@@ -8,7 +8,8 @@ import pytest
 from django.db import connection
 
 from reconciliation import actions as reconciliation
-from reconciliation.models import BehaviourEvent, Escalation, Finding
+from reconciliation.models import Escalation, Finding
+from runtime.models import BehaviourEvent
 from tests.conftest import eventually
 
 # The control plane's tool names (from the example manifest) mapped to resources the gate

@@ -14,7 +14,7 @@ from langchain_core.tools import StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.prebuilt import create_react_agent
 
-from reconciliation.models import Decision
+from runtime.models import Decision
 from tests.clients.adapters.conftest import (
     FAST,
     RESOURCES,

@@ -26,8 +26,9 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from config import embedded_redis
-from reconciliation.models import BehaviourEvent, Finding
+from reconciliation.models import Finding
 from registry import actions
+from runtime.models import BehaviourEvent
 from tests.clients.adapters.conftest import FAST, latest_report
 from tests.clients.conftest import approve_new_version
 from tests.clients.test_mcp_proxy import (  # noqa: F401 (fixtures)

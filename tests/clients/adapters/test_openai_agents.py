@@ -21,7 +21,8 @@ from openai.types.responses import (
 )
 
 from reconciliation.actions import suspend_agent
-from reconciliation.models import Decision, Finding
+from reconciliation.models import Finding
+from runtime.models import Decision
 from tests.clients.adapters.conftest import (
     FAST,
     RESOURCES,

@@ -10,7 +10,7 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from reconciliation.models import Decision
+from runtime.models import Decision
 from tests.clients.adapters.conftest import (
     FAST,
     RESOURCES,
