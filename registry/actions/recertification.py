@@ -143,7 +143,7 @@ def _schedule_review_jobs(agent_id: int, due: datetime) -> None:
     """After commit: the reminder and the overdue check at their exact times."""
 
     def schedule() -> None:
-        from reconciliation.jobs import schedule_review_checks
+        from registry.jobs import schedule_review_checks
 
         schedule_review_checks(agent_id, [remind_at(due), due])
 

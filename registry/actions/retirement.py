@@ -123,7 +123,7 @@ def _retire(retirement_id: int, *, actor: Any, comment: str, step_up: StepUp | N
                            if step_up is not None else {})},
                  reason=comment or retirement.reason)
     transaction.on_commit(lambda: django_rq.get_queue("reconcile", commit_mode="auto").enqueue(
-        "reconciliation.jobs.stop_retired_agent", agent.pk), robust=True)
+        "registry.jobs.stop_retired_agent", agent.pk), robust=True)
     return retirement
 
 

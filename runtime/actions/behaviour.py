@@ -539,7 +539,7 @@ def _queue_violations(violations: dict[int, list[Violation]]) -> None:
     """Hand broken rules to the ingest workers (called after commit; raises RedisError, so
     the events stay uncounted when they could not be queued). Two round trips for the whole
     batch: the dedupe windows' names, then the jobs."""
-    from reconciliation.jobs import record_violations_jobs
+    from runtime.jobs import record_violations_jobs
 
     broken: dict[int, dict[str, Violation]] = {}
     for agent_id, found in violations.items():

@@ -186,7 +186,7 @@ def _schedule_expiry(decision: Decision) -> None:
     def schedule() -> None:
         import django_rq
 
-        from reconciliation.jobs import expire_decision_job
+        from runtime.jobs import expire_decision_job
 
         django_rq.get_queue("default", commit_mode="auto").enqueue_at(
             not_before(decision.expires_at), expire_decision_job, str(decision.pk))
@@ -196,7 +196,7 @@ def _schedule_expiry(decision: Decision) -> None:
 
 def _notify(decision: Decision) -> None:
     if decision.callback_url:
-        from reconciliation.jobs import notify_decision_job
+        from runtime.jobs import notify_decision_job
 
         transaction.on_commit(lambda: notify_decision_job(str(decision.pk)), robust=True)
 

@@ -77,7 +77,7 @@ def schedule_lift(breach_id: int, when: datetime) -> None:
     """Look at the breach's window at `when` (the earliest it can have fallen back)."""
     import django_rq
 
-    from reconciliation.jobs import lift_group_block_job
+    from runtime.jobs import lift_group_block_job
 
     django_rq.get_queue("default", commit_mode="auto").enqueue_at(
         not_before(when), lift_group_block_job, breach_id)

@@ -228,7 +228,7 @@ def over_limit(found: list[tuple[Agent, Any, GroupCheck]],
 def queue_breaches(hits: list[dict[str, Any]]) -> None:
     """Name each breach's dedupe window and hand it to the ingest workers (after commit;
     raises RedisError so the events stay uncounted)."""
-    from reconciliation.jobs import record_group_breach_job
+    from runtime.jobs import record_group_breach_job
 
     if not hits:
         return
@@ -320,7 +320,7 @@ def _block_on_commit(breach_id: int, finding_ids: list[int]) -> None:
         import django_rq
         from rq import Retry
 
-        from reconciliation.jobs import block_group_job
+        from runtime.jobs import block_group_job
 
         django_rq.get_queue("ingest", commit_mode="auto").enqueue(
             block_group_job, breach_id, finding_ids,
