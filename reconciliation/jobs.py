@@ -5,6 +5,7 @@ One pass per agent at a time: a Redis lock with an expiry (its keys and scripts 
 requeue with exponential backoff and jitter, like the controller-runtime work queue.
 """
 
+import importlib
 import logging
 import random
 import uuid
@@ -178,3 +179,29 @@ def find_silent_agents() -> dict[str, int]:
     from reconciliation.silence import find_silent_agents as find
 
     return find()
+
+
+# Jobs that moved to the app that owns them. A job the previous release queued or scheduled
+# still names this module in Redis; RQ finds it here by name (not imported: runtime and sandbox
+# sit above reconciliation). Drop an entry once no release that queued it is deployed.
+MOVED_JOBS = {
+    "stop_retired_agent": "registry.jobs",  # retries with backoff after a retirement
+    "check_review": "registry.jobs",  # scheduled at a reminder or review date, weeks ahead
+    "check_reviews": "registry.jobs",  # queued by the previous release's cron
+    "record_violations": "runtime.jobs",  # waiting on the ingest queue with its retries
+    "record_group_breach": "runtime.jobs",  # waiting on the ingest queue with its retries
+    "lift_group_block_job": "runtime.jobs",  # scheduled at a block rule's window end
+    "block_group_job": "runtime.jobs",  # waiting on the ingest queue
+    "expire_decision_job": "runtime.jobs",  # scheduled at a pending decision's expiry
+    "expire_overdue_decisions": "runtime.jobs",  # queued by the previous release's cron
+    "notify_decision": "runtime.jobs",  # a webhook call and its scheduled retries
+    "recount_events": "runtime.jobs",  # queued by the previous release's cron
+    "simulate_drift": "sandbox.jobs",  # queued by the previous release's cron (the demo)
+}
+
+
+def __getattr__(name: str):
+    """The moved job `name`, for a job queued under this module's path (PEP 562)."""
+    if name in MOVED_JOBS:
+        return getattr(importlib.import_module(MOVED_JOBS[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
