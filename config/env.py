@@ -5,6 +5,7 @@ import re
 from urllib.parse import urlparse
 
 from config.outbound import parse_entry
+from config.roles import Role
 
 
 class SettingError(ValueError):
@@ -62,8 +63,6 @@ def env_role_map(name: str) -> dict[str, str]:
     entries = env_list(name, [])
     if not entries:
         return {}
-    from registry.choices import Role
-
     mapping: dict[str, str] = {}
     for entry in entries:
         group, sep, role = (part.strip() for part in entry.rpartition("="))

@@ -21,7 +21,9 @@ from rest_framework.views import APIView
 from audit.actions import actor_label
 from config.desired_long_poll import parse_wait
 from config.errors import DomainError, Invalid, NotAllowed, NotFound, Unavailable
+from config.pagination import Page
 from config.parsers import SafeJSONParser
+from config.permissions import IsPerson
 from reconciliation import actions
 from reconciliation.attribution import names_a_person, split_change
 from reconciliation.choices import (
@@ -36,7 +38,6 @@ from reconciliation.mcp_holds import held_mcp
 from reconciliation.models import BreakerTrip, ControlState, Correction, Escalation, Finding
 from reconciliation.observed import ObservedStateError, validate_observed
 from reconciliation.triggers import enqueue_reconcile
-from registry.api import IsPerson, Page
 from registry.choices import Role
 from registry.models import Agent
 from registry.principals import AgentPrincipal, acting_agent

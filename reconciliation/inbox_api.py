@@ -13,9 +13,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.errors import DomainError
+from config.pagination import Page
+from config.permissions import IsPerson
 from reconciliation import actions
 from reconciliation.choices import Resolution
-from registry.api import IsPerson, Page
 from registry.choices import Role
 from registry.roles import HasRole
 

@@ -3,6 +3,7 @@ from rest_framework.routers import SimpleRouter
 
 from registry import (
     api,
+    evidence_api,
     lifecycle_api,
     notification_api,
     recertification_api,
@@ -26,6 +27,8 @@ api_urlpatterns = [
          notification_api.PreferenceVerifyView.as_view(), name="notification-preference-verify"),
     path("proposals/<int:pk>/thread", review_api.ThreadView.as_view(), name="proposal-thread"),
     path("manifests", api.ManifestView.as_view(), name="manifests"),
+    path("agents/<slug:name>/evidence", evidence_api.AgentEvidenceView.as_view(),
+         name="agent-evidence"),
     path("agents/<slug:name>/proposals", api.AgentProposalView.as_view(), name="agent-propose"),
     path("agents/<slug:name>/rollback", lifecycle_api.RollbackView.as_view(),
          name="agent-rollback"),

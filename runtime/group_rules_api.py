@@ -11,8 +11,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.errors import Invalid, NotAllowed
+from config.permissions import IsPerson
 from reconciliation.models import GroupRule
-from registry.api import IsPerson
 from registry.choices import Role
 from registry.roles import HasRole, has_role
 from runtime.actions import group_rules as actions

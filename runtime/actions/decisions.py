@@ -13,13 +13,12 @@ from django.utils import timezone
 import audit
 from audit.choices import AuditAction
 from compliance.stops import stop_reason
-from config.errors import Conflict, Invalid, NotAllowed, NotFound
+from config.errors import Conflict, Invalid, Malformed, NotAllowed, NotFound
 from config.scheduled_time import not_before
 from reconciliation.actions.common import SYSTEM, alert, desired_now, state_hash
 from reconciliation.choices import DecisionOutcome, DecisionStatus, EscalationStatus
 from reconciliation.models import Decision, Escalation
 from registry.choices import Lifecycle, Role
-from registry.intake import Malformed
 from registry.manifest import duration_seconds
 from registry.models import Agent
 from registry.principals import acting_agent
