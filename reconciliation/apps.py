@@ -8,8 +8,15 @@ class ReconciliationConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        # Imported here, not at the top: these modules import models, not loadable before ready.
+        from prometheus_client import REGISTRY
+
         from audit import signer
         from reconciliation import retention  # noqa: F401  (registers its start-up check)
+        from reconciliation.metrics import ReconcileCollector
+
+        if not any(isinstance(c, ReconcileCollector) for c in list(REGISTRY._collector_to_names)):
+            REGISTRY.register(ReconcileCollector())  # served at /metrics (config/observability.py)
 
         signer.signing_refused.connect(_alert_signing_refused,
                                        dispatch_uid="reconciliation.audit_signing_refused")
