@@ -12,12 +12,16 @@ class ReconciliationConfig(AppConfig):
         from prometheus_client import REGISTRY
 
         from audit import signer
-        from reconciliation import retention  # noqa: F401  (registers its start-up check)
+        from reconciliation import (
+            receivers,
+            retention,  # noqa: F401  (registers its start-up check)
+        )
         from reconciliation.metrics import ReconcileCollector
 
         if not any(isinstance(c, ReconcileCollector) for c in list(REGISTRY._collector_to_names)):
             REGISTRY.register(ReconcileCollector())  # served at /metrics (config/observability.py)
 
+        receivers.connect()  # what the registry announces (registry/signals.py)
         signer.signing_refused.connect(_alert_signing_refused,
                                        dispatch_uid="reconciliation.audit_signing_refused")
 

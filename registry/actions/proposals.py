@@ -15,9 +15,7 @@ from audit.choices import AuditAction
 from audit.jsondiff import flat_changes
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from config.outbound import listed
-from reconciliation.alerts import broadcast
-from reconciliation.fleet_snapshot import request_refresh
-from reconciliation.triggers import request_reconcile, schedule_grant_expiries
+from registry import signals
 from registry.actions.grants import start_grant_clocks
 from registry.actions.stepup import verify_step_up
 from registry.actions.tokens import suspend_for_handover
@@ -33,6 +31,7 @@ from registry.principals import AgentPrincipal, acting_agent
 from registry.proposal_gates import check_gates
 from registry.recertification import ReviewOverride, override_seconds, policy_seconds
 from registry.roles import has_role
+from registry.signals import announce
 from registry.stepup import StepUp, proposal_reasons, required_error
 from registry.toxic_fleet import ToxicJudge, judge_proposal, record_meeting_points
 
@@ -81,9 +80,9 @@ class ProposalOutcome:
 
 def _announce(event: str, version: DesiredStateVersion, agent: Agent) -> None:
     """A live alert so approvers' inbox counts and feeds update (sent after commit)."""
-    broadcast(event, {"agent": agent.name, "owner_id": agent.owner_id,
-                      "proposal": version.pk, "state": version.state, "risk": version.risk,
-                      "link": f"/proposals/{version.pk}/"})
+    announce(signals.alert_raised, event=event, payload={
+        "agent": agent.name, "owner_id": agent.owner_id, "proposal": version.pk,
+        "state": version.state, "risk": version.risk, "link": f"/proposals/{version.pk}/"})
 
 
 def _raw_diff(before: dict | None, after: dict) -> list[dict[str, Any]]:
@@ -593,9 +592,9 @@ def _activate(version: DesiredStateVersion, agent: Agent, actor: Any) -> None:
     from registry.actions.recertification import start_review_clock
 
     start_review_clock(version, agent, actor=actor, now=now)
-    request_reconcile(agent.pk, "approved")
-    schedule_grant_expiries(agent.pk, version.spec)
-    request_refresh()  # the fleet view judges the approved specs
+    announce(signals.reconcile_requested, agent_id=agent.pk, trigger="approved")
+    announce(signals.grants_approved, agent_id=agent.pk, spec=version.spec)
+    announce(signals.fleet_changed)  # the fleet view judges the approved specs
 
 
 def supersede_retirements(agent: Agent, old_owner: User, *, actor: Any,

@@ -16,10 +16,9 @@ from audit.choices import AuditAction
 from compliance.stops import held_by_stop
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from reconciliation.choices import EscalationKind, EscalationStatus
-from reconciliation.fleet_snapshot import request_refresh
 from reconciliation.models import AgentStatus, Escalation
 from reconciliation.recertified import with_recertified
-from reconciliation.triggers import request_reconcile
+from registry import signals
 from registry.actions.proposals import ProposalOutcome, check_can_propose, propose
 from registry.choices import Lifecycle, OverdueEffect, RiskLevel, Role, VersionSource, VersionState
 from registry.desired_push import announce_desired_change
@@ -33,6 +32,7 @@ from registry.recertification import (
     review_date,
 )
 from registry.roles import has_role
+from registry.signals import announce
 
 SYSTEM = "system:recertification"
 
@@ -116,7 +116,7 @@ def _resume_if_overdue_suspended(agent: Agent, *, actor: Any, version: DesiredSt
                                              updated_at=timezone.now())
     agent.lifecycle = Lifecycle.ACTIVE
     announce_desired_change(agent.name)
-    request_refresh()  # the fleet view's compliance timeline shows suspensions
+    announce(signals.fleet_changed)  # the fleet view's compliance timeline shows suspensions
     audit.record(actor=actor, action=AuditAction.AGENT_RESUMED, target=f"agent:{agent.name}",
                  agent=agent.name, before={"lifecycle": "suspended"},
                  after={"lifecycle": "active"},
@@ -257,7 +257,8 @@ def mark_overdue(agent_id: int, *, now: datetime | None = None) -> bool:
         # Already suspended for another reason: recertifying must not lift that suspension.
         Agent.objects.filter(pk=agent.pk).update(overdue_effect=OverdueEffect.WARN)
     _refresh_condition(agent, now)
-    request_reconcile(agent.pk, "manual")  # restrict and suspend are enforced by the loop
+    # restrict and suspend are enforced by the loop
+    announce(signals.reconcile_requested, agent_id=agent.pk, trigger="manual")
     return True
 
 
