@@ -23,11 +23,11 @@ from rest_framework import serializers
 
 from gitsource.policy_tests import SUFFIXES, PolicyError, documents_of
 from reconciliation.models import GroupRule
+from reconciliation.toxic_api import ToxicCombinationSerializer
 from registry.api import GuardrailSerializer
 from registry.models import Guardrail, ToxicCombination
 from registry.recertification import intervals
 from registry.recertification_api import IntervalSerializer
-from registry.toxic_api import ToxicCombinationSerializer
 from runtime.group_rules_api import GroupRuleSerializer
 
 RULE_KINDS: dict[str, tuple[str, type[models.Model], type[serializers.ModelSerializer]]] = {

@@ -1,11 +1,12 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from reconciliation import api, fleet_api, inbox_api
+from reconciliation import api, fleet_api, inbox_api, toxic_api
 
 router = SimpleRouter(trailing_slash=False)
 router.register("findings", api.FindingViewSet, basename="finding")
 router.register("escalations", api.EscalationViewSet, basename="escalation")
+router.register("toxic-combinations", toxic_api.ToxicCombinationViewSet, basename="toxic")
 
 api_urlpatterns = [
     path("agents/<slug:name>/observed-state", api.ObservedStateView.as_view(),

@@ -8,7 +8,6 @@ from registry import (
     notification_api,
     recertification_api,
     review_api,
-    toxic_api,
 )
 
 router = SimpleRouter(trailing_slash=False)
@@ -16,7 +15,6 @@ router.register("agents", api.AgentViewSet, basename="agent")
 router.register("proposals", api.ProposalViewSet, basename="proposal")
 router.register("guardrails", api.GuardrailViewSet, basename="guardrail")
 router.register("tokens", api.TokenViewSet, basename="token")
-router.register("toxic-combinations", toxic_api.ToxicCombinationViewSet, basename="toxic")
 
 api_urlpatterns = [
     path("notifications/preferences", notification_api.PreferencesView.as_view(),
