@@ -116,8 +116,9 @@ def env_connector_secrets(name: str) -> list[str]:
 
 
 def env_permission_sources(name: str, secrets: list[str]) -> dict:
-    """The declared permission sources (sources/declared.py), each naming one of `secrets`."""
-    from sources.declared import DeclarationError, parse_sources
+    """The declared permission sources (config/permission_sources.py), each naming one of
+    `secrets`."""
+    from config.permission_sources import DeclarationError, parse_sources
 
     try:
         return parse_sources(_raw(name), secrets)

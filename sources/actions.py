@@ -14,12 +14,12 @@ from django.utils import timezone
 
 import audit
 from audit.choices import AuditAction
+from config.permission_sources import Source
 from reconciliation.connectors.base import ConnectorError, CorrectionRefused
 from registry.connector_secrets import secret_value
 from registry.models import Agent
 from sources import aws_iam, oauth, postgres
 from sources.choices import ReadingStatus
-from sources.declared import Source
 from sources.models import SourceReading
 
 ACTOR = "system:permission-source"

@@ -19,9 +19,9 @@ import json
 from typing import Any
 from urllib.parse import unquote
 
+from config.permission_sources import Source
 from reconciliation.connectors.base import ConnectorError, CorrectionRefused
 from registry.connector_secrets import secret_value
-from sources.declared import Source
 from sources.postgres import Reading, highest, rank
 
 LEVELS = ("read", "write", "admin")

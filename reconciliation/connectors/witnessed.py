@@ -1,7 +1,7 @@
 """An agent's connector with the permission sources that grant its access beside it.
 
 Observing asks the agent's own connector (push, http, sandbox) and every source bound to the
-agent (sources/declared.py); on the resources a source covers, the source is the witness of
+agent (config/permission_sources.py); on the resources a source covers, the source is the witness of
 record (reconciliation/witnesses.py) and `witnesses` keeps both accounts for the findings.
 Correcting a covered resource happens at its source (REVOKE / GRANT there); anything else goes
 to the agent's own connector. A source that cannot be read fails the pass: the last known
@@ -9,11 +9,11 @@ reading stays, marked unknown, and nothing is corrected on a guess."""
 
 from typing import Any
 
+from config.permission_sources import Source
 from reconciliation.connectors.base import ApplyOutcome, Connector, ConnectorError
 from reconciliation.diff import OperationKind
 from reconciliation.witnesses import witness
 from registry.models import Agent
-from sources.declared import Source
 
 
 class WitnessedConnector:
