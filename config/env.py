@@ -5,6 +5,7 @@ import re
 from urllib.parse import urlparse
 
 from config.outbound import parse_entry
+from config.permission_sources import DeclarationError, parse_sources
 from config.roles import Role
 
 
@@ -118,8 +119,6 @@ def env_connector_secrets(name: str) -> list[str]:
 def env_permission_sources(name: str, secrets: list[str]) -> dict:
     """The declared permission sources (config/permission_sources.py), each naming one of
     `secrets`."""
-    from config.permission_sources import DeclarationError, parse_sources
-
     try:
         return parse_sources(_raw(name), secrets)
     except DeclarationError as error:
