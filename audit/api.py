@@ -225,7 +225,7 @@ class AuditTrustedKeysView(ComplianceOnly, APIView):
 
     @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request: Request) -> Response:
-        from agentgov import checkpoints
+        from agentgov import checkpoints  # agentgov loads only on this path
 
         listed, ranges = keys.trusted()
         return Response(checkpoints.key_list(listed, ranges))

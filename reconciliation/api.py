@@ -32,6 +32,7 @@ from reconciliation.choices import (
     Resolution,
     Trigger,
 )
+from reconciliation.dashboard import summary
 from reconciliation.filters import EscalationFilterSet, FindingFilterSet
 from reconciliation.mcp_holds import held_mcp
 from reconciliation.models import BreakerTrip, ControlState, Correction, Escalation, Finding
@@ -491,6 +492,4 @@ class DashboardView(APIView):
 
     @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request: Request) -> Response:
-        from reconciliation.dashboard import summary
-
         return Response(summary())

@@ -11,12 +11,12 @@ class ReconciliationConfig(AppConfig):
         # Imported here, not at the top: these modules import models, not loadable before ready.
         from prometheus_client import REGISTRY
 
-        from audit import signer
+        from audit import signer  # apps.py loads before the models
         from reconciliation import (
             receivers,
             retention,  # noqa: F401  (registers its start-up check)
         )
-        from reconciliation.metrics import ReconcileCollector
+        from reconciliation.metrics import ReconcileCollector  # apps.py loads before the models
 
         if not any(isinstance(c, ReconcileCollector) for c in list(REGISTRY._collector_to_names)):
             REGISTRY.register(ReconcileCollector())  # served at /metrics (config/observability.py)
@@ -28,9 +28,9 @@ class ReconciliationConfig(AppConfig):
 
 def _alert_signing_refused(sender: object, size: int, message: str, **kwargs: object) -> None:
     """The audit signer refused a head (audit/signer.py): a high-severity live alert."""
-    from django.db import transaction
+    from django.db import transaction  # apps.py loads before the models
 
-    from reconciliation.alerts import broadcast
+    from reconciliation.alerts import broadcast  # apps.py loads before the models
 
     with transaction.atomic():
         broadcast("audit.signing_refused", {"severity": "high", "size": size,

@@ -10,13 +10,15 @@ from django.utils import timezone
 from config.scheduled_time import not_before
 from reconciliation.connectors import ConnectorError
 from reconciliation.jobs import _queue, backoff_seconds
+from registry import inbox
+from registry.actions.notifications import sweep
+from registry.actions.recertification import due_agent_ids, mark_overdue, remind_owner
+from registry.actions.retirement import stop_failed, stop_on_platform
 
 
 def inbox_sweep() -> dict[str, int]:
     """Cron (INBOX_SWEEP_SECONDS), and again at the earliest coming deadline so a breach is
     noticed when it happens: notice new items and breaches, send what is due."""
-    from registry import inbox
-    from registry.actions.notifications import sweep
 
     now = timezone.now()
     done = sweep(now)
@@ -34,8 +36,6 @@ def stop_retired_agent(agent_id: int, attempt: int = 0) -> str:
     """Ask a retired agent's platform to stop it; a platform that cannot be reached is asked
     again with backoff (the same key: a repeat is a no-op there), and after
     RETIRE_STOP_MAX_RETRIES the approvers get an escalation to stop it by hand."""
-    from registry.actions.retirement import stop_failed, stop_on_platform
-
     try:
         return stop_on_platform(agent_id)
     except ConnectorError as error:
@@ -61,8 +61,6 @@ def schedule_review_checks(agent_id: int, times: list[datetime]) -> None:
 
 def check_review(agent_id: int) -> str:
     """Remind the owner or mark the agent overdue, whichever is due now (no-op otherwise)."""
-    from registry.actions.recertification import mark_overdue, remind_owner
-
     reminded = remind_owner(agent_id)
     overdue = mark_overdue(agent_id)
     return "overdue" if overdue else "reminded" if reminded else "nothing due"
@@ -71,8 +69,6 @@ def check_review(agent_id: int) -> str:
 def check_reviews() -> dict[str, int]:
     """Cron backstop: every agent whose reminder or review date came and was not acted on (an
     exact-time job lost while Redis was down, a changed interval)."""
-    from registry.actions.recertification import due_agent_ids, mark_overdue, remind_owner
-
     remind, overdue = due_agent_ids(timezone.now())
     return {"reminded": sum(remind_owner(pk) for pk in remind),
             "overdue": sum(mark_overdue(pk) for pk in overdue)}

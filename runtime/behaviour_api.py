@@ -103,7 +103,7 @@ class TracesView(APIView):
         if "protobuf" in (request.content_type or ""):
             from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
                 ExportTraceServiceResponse,
-            )
+            )  # opentelemetry loads only on this path
 
             reply = ExportTraceServiceResponse()
             if message:

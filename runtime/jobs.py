@@ -2,6 +2,7 @@
 workers, group blocks lifted, pending decisions expired, decision webhooks called, the event
 outbox recounted."""
 
+import json
 import logging
 import time
 from datetime import timedelta
@@ -9,18 +10,20 @@ from urllib.parse import quote, urlsplit
 
 import django_rq
 from django.conf import settings
+from rq import Queue, Retry
 
+from config import outbound
 from config.scheduled_time import not_before
 from reconciliation.jobs import backoff_seconds
+from reconciliation.models import Decision
+from reconciliation.webhooks import SIGNATURE_HEADER, signature
+from runtime.windows import connection
 
 log = logging.getLogger(__name__)
 
 
 def record_violations_jobs(found: dict[int, list[dict]]) -> None:
     """Queue broken rules for the ingest workers: a job per agent, all in one round trip."""
-    from rq import Queue, Retry
-
-    from runtime.windows import connection
 
     retry = Retry(max=5, interval=[1, 2, 5, 15, 60])
     queue = django_rq.get_queue("ingest", commit_mode="auto", connection=connection())
@@ -31,14 +34,13 @@ def record_violations_jobs(found: dict[int, list[dict]]) -> None:
 
 def record_group_breach_job(hit: dict) -> None:
     """Queue a group window over its limit for the ingest workers."""
-    from rq import Retry
-
     django_rq.get_queue("ingest", commit_mode="auto").enqueue(
         record_group_breach, hit, retry=Retry(max=5, interval=[1, 2, 5, 15, 60]))
 
 
 def record_group_breach(hit: dict) -> bool:
     """Ingest worker: the breach, a finding per agent involved, one escalation."""
+    # cycle: runtime.actions imports this module
     from runtime.actions.group_rules import record_group_breach as record
 
     return record(hit) is not None
@@ -46,6 +48,7 @@ def record_group_breach(hit: dict) -> bool:
 
 def lift_group_block_job(breach_id: int) -> bool:
     """Scheduled when a block rule's window can have fallen back under its limit."""
+    # cycle: runtime.actions imports this module
     from runtime.actions.group_blocks import lift_group_block
 
     return lift_group_block(breach_id)
@@ -53,6 +56,7 @@ def lift_group_block_job(breach_id: int) -> bool:
 
 def block_group_job(breach_id: int, finding_ids: list[int]) -> None:
     """Ingest worker, after a block rule's breach committed: block each agent involved."""
+    # cycle: runtime.actions imports this module
     from runtime.actions.group_blocks import block_involved
 
     block_involved(breach_id, finding_ids)
@@ -60,6 +64,7 @@ def block_group_job(breach_id: int, finding_ids: list[int]) -> None:
 
 def record_violations(agent_id: int, violations: list[dict]) -> int:
     """Ingest worker: findings and enforcement for broken rules."""
+    # cycle: runtime.actions imports this module
     from runtime.actions.behaviour import record_violations as record
 
     return len(record(agent_id, violations))
@@ -67,6 +72,7 @@ def record_violations(agent_id: int, violations: list[dict]) -> int:
 
 def expire_decision_job(decision_id: str) -> bool:
     """Scheduled at a pending decision's expiry time; runs again if it ran early."""
+    # cycle: runtime.actions imports this module
     from runtime.actions.decisions import expire_decision, pending_deadline
 
     if expire_decision(decision_id):
@@ -81,6 +87,7 @@ def expire_decision_job(decision_id: str) -> bool:
 
 def expire_overdue_decisions() -> int:
     """Cron: pending decisions whose scheduled expiry was lost (Redis down at the time)."""
+    # cycle: runtime.actions imports this module
     from runtime.actions.decisions import expire_overdue_decisions as expire
 
     return expire()
@@ -93,11 +100,6 @@ def notify_decision_job(decision_id: str) -> None:
 
 def notify_decision(decision_id: str, attempt: int = 0) -> str:
     """POST the decision to the webhook the agent gave, signed; retried with backoff."""
-    import json
-
-    from config import outbound
-    from reconciliation.models import Decision
-    from reconciliation.webhooks import SIGNATURE_HEADER, signature
 
     decision = Decision.objects.select_related("agent", "decided_by").get(pk=decision_id)
     try:
@@ -140,6 +142,7 @@ def _retry_notify(decision_id: str, attempt: int, error: OSError) -> str:
 def recount_events() -> int:
     """Cron: drain the event outbox (rules for events stored but not counted: Redis was down,
     or a web process died between commit and counting)."""
+    # cycle: runtime.actions imports this module
     from runtime.actions.behaviour import recount_events as recount
 
     return recount(settled_seconds=10)

@@ -90,8 +90,8 @@ def evaluate(source: Source, documents: list[tuple[str, dict[str, Any]]], role: 
 
 
 def _client(source: Source) -> Any:
-    import boto3
-    from botocore.config import Config
+    import boto3  # boto3 loads only on this path
+    from botocore.config import Config  # botocore loads only on this path
 
     keys = secret_value(source.secret) or ""
     key_id, _, secret = keys.partition(":")
@@ -126,7 +126,7 @@ def _documents(iam: Any, role: str) -> list[tuple[str, dict[str, Any]]]:
 def _call(source: Source, what: Any) -> Any:
     """Run `what`; AWS refusing the credentials is a CorrectionRefused, not reaching it a
     ConnectorError."""
-    from botocore.exceptions import BotoCoreError, ClientError
+    from botocore.exceptions import BotoCoreError, ClientError  # botocore loads only on this path
 
     try:
         return what()

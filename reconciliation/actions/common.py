@@ -7,6 +7,7 @@ from typing import Any
 from django.utils import timezone
 
 import audit
+from audit.actions import actor_label
 from audit.chain import canonical_json
 from audit.choices import AuditAction
 from compliance.stops import stop_covering
@@ -17,6 +18,7 @@ from reconciliation.choices import (
     FindingStatus,
 )
 from reconciliation.diff import effective_desired
+from reconciliation.incidents import incident_token
 from reconciliation.models import (
     AgentStatus,
     BreakerTrip,
@@ -63,12 +65,11 @@ def alert(event: str, agent: Agent, finding: Finding | None = None, **extra: Any
         event = ROLLOUT_EVENTS[event]
         payload["generation"] = (finding.cause or {}).get("generation")
     if finding is not None:
-        from reconciliation.incidents import incident_token
-
         payload.update(finding=finding.pk, severity=finding.severity, kind=finding.kind,
                        pointer=finding.pointer, incident=incident_token(finding),
                        # for the sentence: "gained write access to crm"
                        expected=finding.expected, actual=finding.actual)
+        # cycle: reconciliation.fleet_snapshot imports this module
         from reconciliation.fleet_snapshot import request_refresh
 
         request_refresh()  # a finding opened or closed: the fleet view counts them
@@ -76,8 +77,6 @@ def alert(event: str, agent: Agent, finding: Finding | None = None, **extra: Any
 
 
 def audit_label(actor: Any) -> str:
-    from audit.actions import actor_label
-
     return actor_label(actor)
 
 

@@ -5,6 +5,7 @@ import logging
 from datetime import datetime, timedelta
 from typing import Any
 
+import django_rq
 from django.db import transaction
 from django.utils import timezone
 
@@ -25,6 +26,7 @@ from reconciliation.choices import (
     Resolution,
     Trigger,
 )
+from reconciliation.connectors import ConnectorError, connector_for
 from reconciliation.diff import Operation, OperationKind
 from reconciliation.models import (
     Escalation,
@@ -32,8 +34,10 @@ from reconciliation.models import (
 )
 from reconciliation.plan import idempotency_key
 from reconciliation.triggers import request_reconcile
-from registry.choices import Lifecycle, Role
+from registry import actions as registry_actions
+from registry.choices import Lifecycle, Role, VersionSource, VersionState
 from registry.desired_push import announce_desired_change
+from registry.intake import read_spec
 from registry.models import Agent
 from registry.roles import has_role
 from runtime.behaviour import raise_limit
@@ -113,6 +117,7 @@ def resolve_escalation(escalation_id: int, *, actor: Any, resolution: str,
             {"pointer": "/resolution",
              "message": f"a {kind} escalation takes {', '.join(RESOLUTIONS[kind])}"}])
     if kind == EscalationKind.DECISION:
+        # runtime is above reconciliation (a listed back-edge): loaded on call
         from runtime.actions.decisions import decide_pending
 
         decide_pending(str(escalation.decision_id), actor=actor,
@@ -149,9 +154,6 @@ def _resolve_drift(escalation: Escalation, finding: Finding | None, resolution: 
     """Configuration drift: back to the loop as a correction, into a proposal (of this
     finding's change, and of `with_findings`' when an incident is accepted whole), or
     suspend."""
-    from registry import actions as registry_actions
-    from registry.choices import VersionSource
-    from registry.intake import read_spec
 
     agent = escalation.agent
     if resolution == Resolution.REVERT:
@@ -338,8 +340,6 @@ def _suspend_for_behaviour(escalation: Escalation, finding: Finding, *, actor: A
 
 
 def _tell_connector(agent: Agent, operation: Operation, key: str) -> None:
-    from reconciliation.connectors import ConnectorError, connector_for
-
     try:
         connector_for(agent).apply(agent, operation.to_dict(), key)
     except ConnectorError as error:
@@ -351,9 +351,6 @@ def _tell_connector(agent: Agent, operation: Operation, key: str) -> None:
 def _raise_limit(escalation: Escalation, finding: Finding, *, actor: Any) -> dict[str, Any]:
     """Propose the approved spec with the broken limit raised to what was seen (on top of the
     approver's own pending proposal for the agent, so several raises make one proposal)."""
-    from registry import actions as registry_actions
-    from registry.choices import VersionSource, VersionState
-    from registry.intake import read_spec
 
     agent = escalation.agent
     if agent.active_version is None:
@@ -496,8 +493,7 @@ def _triage_state(escalation: Escalation) -> dict[str, Any]:
 
 
 def _schedule_wake(escalation_id: int, until: datetime) -> None:
-    import django_rq
-
+    # cycle: reconciliation.jobs imports this module
     from reconciliation.jobs import wake_escalation_job
 
     django_rq.get_queue("default", commit_mode="auto").enqueue_at(

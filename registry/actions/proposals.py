@@ -172,6 +172,8 @@ def group_rule_results(agent_name: str, active_spec: dict | None, spec: dict,
     equality, so a relabel is the lighter path out of a rule that needs two sign-offs."""
     # here, not at the top: group rules live in reconciliation, whose models import registry's
     from reconciliation.group_models import GroupRule
+
+    # runtime is above registry (a listed back-edge): loaded on call
     from runtime.group_rules import AgentFacts, selects
 
     def facts(meta: dict, framework: str) -> AgentFacts:
@@ -405,6 +407,7 @@ def _register(manifest: Manifest, *, actor: Any, source: str, origin: str,
     audit.record(actor=actor, action=AuditAction.AGENT_REGISTERED, target=f"agent:{agent.name}",
                  agent=agent.name, after={"owner": owner.username, "labels": agent.labels},
                  reason=origin)
+    # runtime is above registry (a listed back-edge): loaded on call
     from runtime.actions.behaviour import adopt_unregistered
 
     adopt_unregistered(agent, actor=actor)  # a shadow agent's earlier events count from now
@@ -589,6 +592,7 @@ def _activate(version: DesiredStateVersion, agent: Agent, actor: Any) -> None:
                      target=f"proposal:{stale.pk}", agent=agent.name,
                      reason=f"superseded by proposal {version.pk} (generation "
                             f"{version.generation})")
+    # cycle: registry.actions.recertification imports this module
     from registry.actions.recertification import start_review_clock
 
     start_review_clock(version, agent, actor=actor, now=now)

@@ -6,6 +6,7 @@ proposal of the active spec that needs the usual approvals and resets the date."
 from datetime import datetime, timedelta
 from typing import Any
 
+import django_rq
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -143,7 +144,7 @@ def _schedule_review_jobs(agent_id: int, due: datetime) -> None:
     """After commit: the reminder and the overdue check at their exact times."""
 
     def schedule() -> None:
-        from registry.jobs import schedule_review_checks
+        from registry.jobs import schedule_review_checks  # cycle: registry.jobs imports this module
 
         schedule_review_checks(agent_id, [remind_at(due), due])
 
@@ -194,6 +195,7 @@ def remind_owner(agent_id: int, *, now: datetime | None = None) -> bool:
     """Once per review date, when the reminder time came and the date has not: an alert to the
     owner (their feed) and the audit row; the recertification page and the owner's inbox list
     it as due, and an inbox sweep after commit tells the owner's notification preferences."""
+    # reconciliation is above registry (a listed back-edge): loaded on call
     from reconciliation.actions.common import alert
 
     now = now or timezone.now()
@@ -215,9 +217,7 @@ def remind_owner(agent_id: int, *, now: datetime | None = None) -> bool:
 
 
 def _sweep_inbox() -> None:
-    import django_rq
-
-    from registry.jobs import inbox_sweep
+    from registry.jobs import inbox_sweep  # cycle: registry.jobs imports this module
 
     django_rq.get_queue("default", commit_mode="auto").enqueue(inbox_sweep)
 
@@ -226,6 +226,7 @@ def _sweep_inbox() -> None:
 def mark_overdue(agent_id: int, *, now: datetime | None = None) -> bool:
     """Once per review date, when it passed unrecertified: Recertified=False, an escalation for
     the approvers, and what the guardrails say (warn, restrict to safe tools, suspend)."""
+    # reconciliation is above registry (a listed back-edge): loaded on call
     from reconciliation.actions.common import alert, suspend_agent
 
     now = now or timezone.now()

@@ -131,6 +131,7 @@ def _retire(retirement_id: int, *, actor: Any, comment: str, step_up: StepUp | N
 def stop_on_platform(agent_id: int) -> str:
     """Ask a retired agent's platform to stop it through its connector (a job, after the
     retirement committed); the key makes a repeated request a no-op at the platform."""
+    # reconciliation is above registry (a listed back-edge): loaded on call
     from reconciliation.plan import idempotency_key
 
     agent = Agent.objects.get(pk=agent_id)
@@ -167,6 +168,7 @@ def reject_retirement(retirement_id: int, *, actor: Any, comment: str) -> Retire
 def stop_failed(agent_id: int, *, error: str, attempts: int) -> None:
     """The platform could not be asked to stop a retired agent after every retry: audited, and
     an escalation asks the approvers to stop it by hand."""
+    # reconciliation is above registry (a listed back-edge): loaded on call
     from reconciliation.actions.common import open_escalation
 
     agent = Agent.objects.get(pk=agent_id)

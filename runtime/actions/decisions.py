@@ -5,6 +5,7 @@ nobody answers expires to deny."""
 from datetime import datetime, timedelta
 from typing import Any
 
+import django_rq
 import redis
 from django.conf import settings
 from django.db import transaction
@@ -29,6 +30,7 @@ from runtime.actions.group_rules import decision_block, decision_hold
 from runtime.behaviour import callable_tools, window_checks
 from runtime.decision_request import DecisionRequest, RequestError, parse_request
 from runtime.events import Event
+from runtime.jobs import expire_decision_job, notify_decision_job
 
 # What the spec does with an action it names nowhere, unless it says (spec.unlisted_actions).
 UNLISTED_DEFAULT = "deny"
@@ -183,9 +185,6 @@ def _wait(request: DecisionRequest) -> float:
 
 def _schedule_expiry(decision: Decision) -> None:
     def schedule() -> None:
-        import django_rq
-
-        from runtime.jobs import expire_decision_job
 
         django_rq.get_queue("default", commit_mode="auto").enqueue_at(
             not_before(decision.expires_at), expire_decision_job, str(decision.pk))
@@ -195,8 +194,6 @@ def _schedule_expiry(decision: Decision) -> None:
 
 def _notify(decision: Decision) -> None:
     if decision.callback_url:
-        from runtime.jobs import notify_decision_job
-
         transaction.on_commit(lambda: notify_decision_job(str(decision.pk)), robust=True)
 
 

@@ -11,6 +11,7 @@ needs to clear it: a job checks the window when it can have fallen back and lift
 import logging
 from datetime import datetime, timedelta
 
+import django_rq
 from django.db import transaction
 from django.utils import timezone
 
@@ -31,7 +32,9 @@ from reconciliation.triggers import request_reconcile
 from registry.choices import Lifecycle
 from registry.models import Agent
 from runtime import group_windows
+from runtime.actions.group_rules import _fingerprint
 from runtime.group_rules import window_key
+from runtime.jobs import lift_group_block_job
 
 log = logging.getLogger(__name__)
 
@@ -75,9 +78,6 @@ def block_involved(breach_id: int, finding_ids: list[int]) -> None:
 
 def schedule_lift(breach_id: int, when: datetime) -> None:
     """Look at the breach's window at `when` (the earliest it can have fallen back)."""
-    import django_rq
-
-    from runtime.jobs import lift_group_block_job
 
     django_rq.get_queue("default", commit_mode="auto").enqueue_at(
         not_before(when), lift_group_block_job, breach_id)
@@ -99,7 +99,6 @@ def lift_group_block(breach_id: int, now: datetime | None = None) -> bool:
         schedule_lift(breach_id, now + timedelta(
             seconds=max(RECHECK_MIN_SECONDS, spec.seconds // 4)))
         return False
-    from runtime.actions.group_rules import _fingerprint
 
     reason = (f"group rule {rule.name}: {total:,.6g} {spec.measure} in the last {rule.per}, "
               f"back under {rule.limit:,.6g}: the group block is lifted"

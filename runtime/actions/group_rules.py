@@ -8,9 +8,11 @@ import logging
 from datetime import datetime, timedelta
 from typing import Any
 
+import django_rq
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from rq import Retry
 
 import audit
 from audit.choices import AuditAction
@@ -24,6 +26,7 @@ from registry.choices import Role
 from registry.models import Agent
 from registry.roles import has_role
 from runtime import group_windows, windows
+from runtime.events import Event
 from runtime.group_rules import (
     AgentFacts,
     GroupCheck,
@@ -36,6 +39,7 @@ from runtime.group_rules import (
     validate,
     window_key,
 )
+from runtime.jobs import block_group_job, record_group_breach_job
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +57,6 @@ EVENT_FIELDS = ("id", *EVENT_COLUMNS[2:])
 
 def stored_event(values: tuple) -> Any:
     """An Event from a row of EVENT_COLUMNS without its agent id."""
-    from runtime.events import Event
-
     return Event(agent="", **dict(zip(EVENT_FIELDS, values, strict=True)))
 
 
@@ -228,8 +230,6 @@ def over_limit(found: list[tuple[Agent, Any, GroupCheck]],
 def queue_breaches(hits: list[dict[str, Any]]) -> None:
     """Name each breach's dedupe window and hand it to the ingest workers (after commit;
     raises RedisError so the events stay uncounted)."""
-    from runtime.jobs import record_group_breach_job
-
     if not hits:
         return
     names = windows.window_ids([(f"group:{h['key']}", f"{h['trigger_agent']}|{h['event_id']}",
@@ -317,10 +317,7 @@ def _block_on_commit(breach_id: int, finding_ids: list[int]) -> None:
     """Block the agents of a block rule's breach once it committed (their connectors are
     outside the database; the job retries, each suspension is idempotent by its key)."""
     def enqueue() -> None:
-        import django_rq
-        from rq import Retry
 
-        from runtime.jobs import block_group_job
 
         django_rq.get_queue("ingest", commit_mode="auto").enqueue(
             block_group_job, breach_id, finding_ids,
