@@ -402,7 +402,6 @@ def managed_rules(source: GitSource) -> dict[str, list[str]]:
 def _apply_plan(steps: list[dict[str, Any]], actor: Any) -> None:
     """Each step through the rule's own action (its checks, audit row and re-evaluation of
     pending proposals), in this transaction."""
-
     kinds = {"guardrail": (Guardrail, guardrails.create_guardrail, guardrails.update_guardrail,
                            guardrails.delete_guardrail),
              "group_rule": (GroupRule, group_rules.create_group_rule,

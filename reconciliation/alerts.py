@@ -48,7 +48,6 @@ def broadcast(event: str, payload: dict[str, Any]) -> None:
     """Record an alert in the current transaction and send it once that commits. An alert
     about a finding whose incident already has a line for this event replaces that line: the
     new row names every finding so far and the row it `replaces` (browsers drop that one)."""
-
     payload = dict(payload)
     agent_name = payload.get("agent") or ""
     owner_id = payload.pop("owner_id", None)

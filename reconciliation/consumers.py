@@ -49,7 +49,6 @@ CATCH_UP_OVERLAP = timedelta(seconds=60)
 def _elsewhere(user: Any, first: Any, last: Any) -> str | None:
     """Where someone can read what catch-up left out: the audit trail for compliance staff
     (for those times), the findings for approvers; nothing for the others."""
-
     if has_role(user, Role.COMPLIANCE):
         return "/audit/?" + urlencode({"since": first.isoformat(), "until": last.isoformat()})
     if has_role(user, Role.APPROVER):

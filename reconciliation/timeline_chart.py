@@ -55,7 +55,6 @@ def fleet_timelines(now: datetime, span: timedelta) -> tuple[list[tuple[str, lis
     suspended) first, then those whose state changed most in the span, then the rest by
     name, at most FLEET_ROWS; and how many approved agents there are and how many are out of
     policy. At most eight queries whatever the fleet, and none reads every agent."""
-
     # a retired agent is no longer judged: not a row, not counted (never "in policy")
     approved = Agent.objects.filter(active_version__isnull=False).exclude(
         lifecycle=Lifecycle.RETIRED)

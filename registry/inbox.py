@@ -167,7 +167,6 @@ def proposals_by(user) -> list[DesiredStateVersion]:
 def changes_requested() -> QuerySet:
     """"Request changes" on a proposal's current revision, as a subquery of the proposal
     (OuterRef pk): its author's turn until a new revision."""
-
     return ReviewComment.objects.filter(version=OuterRef("pk"), revision=OuterRef("revision"),
                                         verdict=ReviewVerdict.REQUEST_CHANGES)
 
@@ -257,7 +256,6 @@ def counts_for(user, now: datetime | None = None) -> dict[str, int]:
     """What waits for `user` to decide, as the queue shows it (tally of queue_for: an incident
     counts once). Every page's nav badge asks this, so it is counted in the database (an
     incident is a distinct incident_key) and no row of the queue is read."""
-
     # reconciliation is above registry (a listed back-edge): loaded on call
     from reconciliation.incidents import NAMED_CHANGES
 
@@ -412,7 +410,6 @@ def reminders_for(user, now: datetime) -> list[Item]:
     (RECERT_REMIND_DAYS before its review date) and whose recertification is not yet proposed;
     overdue ones are most urgent. The key holds the review date, so a new date is a new item
     (and a new notification), and a reminder is told once per review period."""
-
     proposed = DesiredStateVersion.objects.filter(agent=OuterRef("pk"),
                                                   state=VersionState.PENDING, recertifies=True)
     lead = timedelta(days=settings.RECERT_REMIND_DAYS)

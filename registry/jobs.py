@@ -19,7 +19,6 @@ from registry.actions.retirement import stop_failed, stop_on_platform
 def inbox_sweep() -> dict[str, int]:
     """Cron (INBOX_SWEEP_SECONDS), and again at the earliest coming deadline so a breach is
     noticed when it happens: notice new items and breaches, send what is due."""
-
     now = timezone.now()
     done = sweep(now)
     # Deadlines after `now` (not after the sweep ended): one passing during the sweep is

@@ -24,7 +24,6 @@ log = logging.getLogger(__name__)
 
 def record_violations_jobs(found: dict[int, list[dict]]) -> None:
     """Queue broken rules for the ingest workers: a job per agent, all in one round trip."""
-
     retry = Retry(max=5, interval=[1, 2, 5, 15, 60])
     queue = django_rq.get_queue("ingest", commit_mode="auto", connection=connection())
     queue.enqueue_many([Queue.prepare_data(record_violations, (agent_id, violations),
@@ -100,7 +99,6 @@ def notify_decision_job(decision_id: str) -> None:
 
 def notify_decision(decision_id: str, attempt: int = 0) -> str:
     """POST the decision to the webhook the agent gave, signed; retried with backoff."""
-
     decision = Decision.objects.select_related("agent", "decided_by").get(pk=decision_id)
     try:
         # Checked again at send time, on the address it resolves to now, which is the one

@@ -103,7 +103,6 @@ def approve_as_demo(version_id: int, approver: User, sessions: dict[int, dict]) 
     """Approve as a demo approver; when step-up is asked for (STEPUP_RISK_THRESHOLD, a step_up
     guardrail) the approver has a demo authenticator (its key under var/, to add to an app) and
     gives a real code from it once, which their seeding session then remembers."""
-
     version = DesiredStateVersion.objects.get(pk=version_id)
     session = sessions.setdefault(approver.pk, {})
     otp = ""
@@ -115,7 +114,6 @@ def approve_as_demo(version_id: int, approver: User, sessions: dict[int, dict]) 
 def demo_authenticator(user: User) -> Any:
     """The demo person's confirmed TOTP device, enrolled through the real actions the first
     time (its key is kept in var/demo-totp.json, private, for an authenticator app)."""
-
     device = confirmed_device(user)
     if device is None:
         pending = start_enrolment(actor=user)

@@ -108,7 +108,6 @@ def read_source(source: Source, agent: Agent) -> SourceReading:
 @transaction.atomic
 def _escalate_once(agent: Agent, reason: str) -> None:
     """A human is asked once (while open) to fix credentials the source refuses."""
-
     if not Escalation.objects.filter(agent=agent, finding=None, reason=reason,
                                      status=EscalationStatus.OPEN).exists():
         open_escalation(agent, None, reason=reason)
