@@ -10,7 +10,6 @@ import audit
 from audit.actions import actor_label
 from audit.chain import canonical_json
 from audit.choices import AuditAction
-from compliance.stops import stop_covering
 from reconciliation import alerts
 from reconciliation.attribution import is_rollout
 from reconciliation.choices import (
@@ -26,6 +25,7 @@ from reconciliation.models import (
     Escalation,
     Finding,
 )
+from registry import holds
 from registry.choices import Lifecycle
 from registry.desired_push import announce_desired_change
 from registry.models import Agent
@@ -48,7 +48,7 @@ def desired_now(agent: Agent, now: datetime) -> dict[str, Any]:
 def held_still(agent: Agent) -> bool:
     """Whether the agent must not run: suspended, or reached by a stop in force (which also
     holds an agent resumed by hand or registered into the stop's scope after it)."""
-    return agent.lifecycle == Lifecycle.SUSPENDED or stop_covering(agent) is not None
+    return agent.lifecycle == Lifecycle.SUSPENDED or holds.stopped(agent)
 
 
 def link(agent: Agent) -> str:

@@ -11,7 +11,6 @@ from django.utils import timezone
 
 import audit
 from audit.choices import AuditAction
-from compliance.stops import stop_reason
 from config import pointers
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from config.scheduled_time import not_before
@@ -35,6 +34,7 @@ from reconciliation.models import (
 from reconciliation.plan import idempotency_key
 from reconciliation.triggers import request_reconcile
 from registry import actions as registry_actions
+from registry import holds
 from registry.choices import Lifecycle, Role, VersionSource, VersionState
 from registry.desired_push import announce_desired_change
 from registry.intake import read_spec
@@ -154,7 +154,6 @@ def _resolve_drift(escalation: Escalation, finding: Finding | None, resolution: 
     """Configuration drift: back to the loop as a correction, into a proposal (of this
     finding's change, and of `with_findings`' when an incident is accepted whole), or
     suspend."""
-
     agent = escalation.agent
     if resolution == Resolution.REVERT:
         if finding is not None:
@@ -351,7 +350,6 @@ def _tell_connector(agent: Agent, operation: Operation, key: str) -> None:
 def _raise_limit(escalation: Escalation, finding: Finding, *, actor: Any) -> dict[str, Any]:
     """Propose the approved spec with the broken limit raised to what was seen (on top of the
     approver's own pending proposal for the agent, so several raises make one proposal)."""
-
     agent = escalation.agent
     if agent.active_version is None:
         raise Conflict(f"{agent.name} has no approved desired state.", code="not_approved")
@@ -380,7 +378,7 @@ def resume_agent(agent: Agent, *, actor: Any, reason: str) -> None:
     if not reason.strip():
         raise Invalid("Clearing a block needs a reason.",
                       details=[{"pointer": "/reason", "message": "required"}])
-    if (stopped := stop_reason(agent)) is not None:
+    if (stopped := holds.stop_reason(agent)) is not None:
         raise Conflict(f"{agent.name} is stopped ({stopped}): it runs again when two people "
                        "lift the stop.", code="stopped")
     updated = Agent.objects.filter(pk=agent.pk, lifecycle=Lifecycle.SUSPENDED).update(

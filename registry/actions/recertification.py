@@ -14,12 +14,11 @@ from django.utils import timezone
 import audit
 from audit.actions import actor_label
 from audit.choices import AuditAction
-from compliance.stops import held_by_stop
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from reconciliation.choices import EscalationKind, EscalationStatus
 from reconciliation.models import AgentStatus, Escalation
 from reconciliation.recertified import with_recertified
-from registry import signals
+from registry import holds, signals
 from registry.actions.proposals import ProposalOutcome, check_can_propose, propose
 from registry.choices import Lifecycle, OverdueEffect, RiskLevel, Role, VersionSource, VersionState
 from registry.desired_push import announce_desired_change
@@ -111,7 +110,7 @@ def _resume_if_overdue_suspended(agent: Agent, *, actor: Any, version: DesiredSt
     the reconciler chose for another reason stays."""
     if agent.lifecycle != Lifecycle.SUSPENDED or effect != OverdueEffect.SUSPEND:
         return
-    if held_by_stop(agent):  # a stop holds it until two people lift it
+    if holds.held_by_stop(agent):  # a stop holds it until two people lift it
         return
     Agent.objects.filter(pk=agent.pk).update(lifecycle=Lifecycle.ACTIVE,
                                              updated_at=timezone.now())

@@ -13,12 +13,12 @@ from django.utils import timezone
 
 import audit
 from audit.choices import AuditAction
-from compliance.stops import stop_reason
 from config.errors import Conflict, Invalid, Malformed, NotAllowed, NotFound
 from config.scheduled_time import not_before
 from reconciliation.actions.common import SYSTEM, alert, desired_now, state_hash
 from reconciliation.choices import DecisionOutcome, DecisionStatus, EscalationStatus
 from reconciliation.models import Decision, Escalation
+from registry import holds
 from registry.choices import Lifecycle, Role
 from registry.manifest import duration_seconds
 from registry.models import Agent
@@ -125,7 +125,7 @@ def request_decision(agent: Agent, request: DecisionRequest | dict[str, Any], *,
     callback_url = callback_url or asked.callback_url
     request = asked.to_dict()
     now = timezone.now()
-    stopped = stop_reason(agent)
+    stopped = holds.stop_reason(agent)
     outcome, rule = ((DecisionOutcome.DENY, stopped) if stopped is not None
                      else evaluate(desired_now(agent, now), asked, agent, now))
     approvals = 1
@@ -241,7 +241,7 @@ def decide_pending(decision_id: str, *, actor: Any, allow: bool, comment: str) -
         _close(decision, actor=SYSTEM, status=DecisionStatus.EXPIRED,
                outcome=DecisionOutcome.DENY, comment="nobody answered in time")
         raise Conflict(too_late(decision), code="expired")
-    if allow and (stopped := stop_reason(decision.agent)) is not None:
+    if allow and (stopped := holds.stop_reason(decision.agent)) is not None:
         raise Conflict(f"{decision.agent.name} is stopped ({stopped}): nothing it asks is "
                        "allowed until the stop is lifted.", code="stopped")
     if allow and decision.required_approvals > 1:

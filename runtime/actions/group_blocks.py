@@ -17,7 +17,6 @@ from django.utils import timezone
 
 import audit
 from audit.choices import AuditAction
-from compliance.stops import held_by_stop
 from config.scheduled_time import not_before
 from reconciliation.actions.common import SYSTEM, cluster_held, suspend_agent
 from reconciliation.actions.settle import refresh_status
@@ -29,6 +28,7 @@ from reconciliation.fleet_snapshot import request_refresh
 from reconciliation.models import Finding, GroupBreach
 from reconciliation.plan import idempotency_key
 from reconciliation.triggers import request_reconcile
+from registry import holds
 from registry.choices import Lifecycle
 from registry.models import Agent
 from runtime import group_windows
@@ -78,7 +78,6 @@ def block_involved(breach_id: int, finding_ids: list[int]) -> None:
 
 def schedule_lift(breach_id: int, when: datetime) -> None:
     """Look at the breach's window at `when` (the earliest it can have fallen back)."""
-
     django_rq.get_queue("default", commit_mode="auto").enqueue_at(
         not_before(when), lift_group_block_job, breach_id)
 
@@ -116,7 +115,7 @@ def lift_group_block(breach_id: int, now: datetime | None = None) -> bool:
                          after={"status": FindingStatus.RESOLVED}, reason=reason)
         for agent in {f.agent.pk: f.agent for f in findings}.values():
             still = (Finding.objects.filter(agent=agent, status=FindingStatus.BLOCKED).exists()
-                     or held_by_stop(agent))  # a stop holds it until lifted
+                     or holds.held_by_stop(agent))  # a stop holds it until lifted
             if still or not Agent.objects.filter(
                     pk=agent.pk, lifecycle=Lifecycle.SUSPENDED).update(
                     lifecycle=Lifecycle.ACTIVE, updated_at=now):
