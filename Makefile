@@ -74,7 +74,7 @@ test: install chromium deploy-tools ts-install
 	if [ -z "$$REDIS_URL" ] && $(call PORT_OPEN,6379); then \
 	  export REDIS_URL=redis://127.0.0.1:6379/9; fi; \
 	echo "database: $${DATABASE_URL:-SQLite (embedded)}  redis: $${REDIS_URL:-embedded redis-server}"; \
-	$(VENV)/bin/ruff check . || exit 1; \
+	$(VENV)/bin/ruff check . || exit 1; $(VENV)/bin/lint-imports || exit 1; \
 	$(PY) manage.py makemigrations --check --dry-run || { echo "models and migrations disagree: run makemigrations"; exit 1; }; \
 	$(PY) -m pytest $(PYTEST_ARGS); status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$status

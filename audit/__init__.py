@@ -5,6 +5,6 @@ from typing import Any
 
 def record(**kwargs: Any) -> Any:
     """Append one audit entry; see audit.actions.record."""
-    from audit.actions import record as _record
+    from audit.actions import record as _record  # the package loads before its models
 
     return _record(**kwargs)

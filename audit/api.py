@@ -4,23 +4,21 @@ evidence bundles per agent for its owner too."""
 import logging
 from typing import Any
 
-from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import generics, pagination, serializers, viewsets
-from rest_framework.exceptions import APIException, NotFound, PermissionDenied, ValidationError
+from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from audit import archiving, keys, signer, tree
+from audit import keys, signer, tree
 from audit.actions import PENDING_FIELDS
 from audit.actions import sign_for_export as sign_trail_for_export
 from audit.chain import format_time
 from audit.choices import BreakReason
-from audit.evidence import TooManyEntries, WitnessContradicts, bundle
 from audit.export import FORMATS, export_chunks, export_chunks_async
 from audit.filters import AuditFilterSerializer, filter_entries
 from audit.models import (
@@ -31,10 +29,7 @@ from audit.models import (
     AuditPendingEntry,
 )
 from audit.verify import verify_trail
-from registry.api import IsPerson
-from registry.choices import Role
-from registry.models import Agent
-from registry.roles import HasRole, has_role
+from config.roles import HasRole, Role
 
 log = logging.getLogger(__name__)
 
@@ -183,52 +178,6 @@ EvidencePeriod = type("EvidencePeriod", (serializers.Serializer,), {
 })
 
 
-class AgentEvidenceView(APIView):
-    """`GET /api/v1/agents/{name}/evidence?from=&to=`: the agent's entries in the period, each
-    with an inclusion proof to one signed checkpoint, for `agentctl audit verify` offline.
-    For the agent's owner, compliance and admin; fetching it is audited."""
-
-    permission_classes = [IsPerson]
-
-    @extend_schema(
-        parameters=[OpenApiParameter("from", OpenApiTypes.DATETIME),
-                    OpenApiParameter("to", OpenApiTypes.DATETIME)],
-        responses={200: OpenApiTypes.OBJECT},
-    )
-    def get(self, request: Request, name: str) -> Response:
-        agent = Agent.objects.filter(name=name).only("name", "owner_id").first()
-        if agent is None:
-            raise NotFound(f"No agent named {name!r}.")
-        user = request.user
-        if not ((has_role(user, Role.OWNER) and agent.owner_id == user.pk)
-                or has_role(user, Role.COMPLIANCE)):
-            raise PermissionDenied(f"You may not fetch the evidence of {name}.")
-        # The page's empty date fields mean "no bound", as a missing parameter does.
-        period = EvidencePeriod(data={k: v for k, v in request.query_params.items() if v})
-        period.is_valid(raise_exception=True)
-        start, end = period.validated_data.get("from"), period.validated_data.get("to")
-        archived = archiving.holding(start)
-        if archived is not None:
-            raise ValidationError({"from": (
-                f"entries up to {format_time(archived.last_at)} are archived in "
-                f"{archived.file_name} (sha256 {archived.sha256}); ask the operator for that "
-                f"file and verify it offline, or ask for a period after that time")})
-        size = sign_for_export(
-            actor=user, target=f"agent:{name}", agent=name,
-            after={"format": "evidence", "from": format_time(start) if start else None,
-                   "to": format_time(end) if end else None})
-        try:
-            document = bundle(name, start, end, size, settings.AUDIT_EVIDENCE_MAX_ENTRIES)
-        except TooManyEntries as error:
-            raise ValidationError({"to": str(error)}) from error
-        except WitnessContradicts as error:  # never serve a head a witness contradicts
-            log.critical("evidence for %s refused: %s", name, error)
-            raise SigningRefusedError(str(error)) from error
-        response = Response(document)
-        response["Content-Disposition"] = f'attachment; filename="evidence-{name}.json"'
-        return response
-
-
 class AuditKeySerializer(serializers.ModelSerializer):
     """A signing key's public half, as docs/audit-format.md publishes it."""
 
@@ -276,7 +225,7 @@ class AuditTrustedKeysView(ComplianceOnly, APIView):
 
     @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request: Request) -> Response:
-        from agentgov import checkpoints
+        from agentgov import checkpoints  # agentgov loads only on this path
 
         listed, ranges = keys.trusted()
         return Response(checkpoints.key_list(listed, ranges))

@@ -2,6 +2,8 @@
 
 from audit import signer
 from audit.actions import checkpoint_head
+from audit.sequencing import drain
+from audit.witnesses import post
 
 
 def checkpoint() -> int | None:
@@ -17,14 +19,10 @@ def checkpoint() -> int | None:
 
 def post_to_witness(url: str, checkpoint: dict) -> None:
     """Deliver one checkpoint to an HTTP witness (retried by RQ when the witness is down)."""
-    from audit.witnesses import post
-
     post(url, checkpoint)
 
 
 def sequence(linger: float = 0.0) -> int:
     """Place queued audit entries in the log (kicked by writers, lingering for more, and run
     by rqcron without lingering)."""
-    from audit.sequencing import drain
-
     return drain(linger)

@@ -23,6 +23,9 @@ import django_rq
 from django.dispatch import Signal
 from redis.exceptions import RedisError
 
+from audit import placing
+from audit.models import AuditPendingEntry
+
 log = logging.getLogger(__name__)
 # Sent inside the transaction that gave entries their seqs and hashes (`last_seq`: the newest);
 # a receiver that acts on them does so on commit (the SIEM stream, siem/receivers.py).
@@ -64,7 +67,7 @@ def settle() -> None:
     the queue again after they release it (audit/placing.py), and so does this loop. An entry
     whose writer commits after the last such read waits for the next writer to hold the lock,
     or for the workers' sequencer (every AUDIT_SEQUENCE_DELAY_SECONDS)."""
-    from audit import placing
+    # cycle: audit.actions imports this module
     from audit.actions import QUEUE_BATCH, sequence_pending
 
     while placing.try_hold_if_queued():  # one round trip when nothing is queued
@@ -80,8 +83,7 @@ def settle() -> None:
 def drain(linger: float = 0.0) -> int:
     """Sequence every queued entry, batch after batch, waiting up to `linger` seconds for more
     after each; how many were placed."""
-    from audit.actions import sequence_pending
-    from audit.models import AuditPendingEntry
+    from audit.actions import sequence_pending  # cycle: audit.actions imports this module
 
     placed, until = 0, time.monotonic() + RUN_SECONDS
     connection = django_rq.get_connection("default")

@@ -25,6 +25,7 @@ from django.dispatch import Signal
 from django.utils import timezone
 
 from audit import keys, tree, witnesses
+from audit.choices import AuditAction
 
 log = logging.getLogger(__name__)
 # Sent after a refusal is recorded; reconciliation turns it into a live alert (audit may not
@@ -190,8 +191,7 @@ def refuse(error: SigningRefused) -> None:
 
 
 def _record(error: SigningRefused) -> None:
-    from audit.actions import record
-    from audit.choices import AuditAction
+    from audit.actions import record  # cycle: audit.actions imports this module
 
     try:
         with transaction.atomic():

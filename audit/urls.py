@@ -17,6 +17,5 @@ api_urlpatterns = [
          name="audit-inclusion-proof"),
     path("audit/proofs/consistency", api.AuditConsistencyProofView.as_view(),
          name="audit-consistency-proof"),
-    path("agents/<slug:name>/evidence", api.AgentEvidenceView.as_view(), name="agent-evidence"),
     *router.urls,
 ]

@@ -141,7 +141,7 @@ def serve() -> None:
     stdout, in order, all read inside the snapshot the caller exported so every worker sees
     the same trail. Started with -c, never by multiprocessing, which would re-import the
     parent's __main__ (a web server's, say) in the child."""
-    import psycopg
+    import psycopg  # psycopg loads only on this path
 
     conninfo, snapshot, jobs = pickle.load(sys.stdin.buffer)
     out = sys.stdout.buffer

@@ -10,7 +10,7 @@ from rest_framework.views import APIView
 from chat import actions
 from chat.models import ChatAccount
 from config.errors import NotFound
-from registry.api import IsPerson
+from config.permissions import IsPerson
 from registry.choices import Role
 from registry.roles import has_role
 

@@ -20,7 +20,7 @@ from compliance import actions, framework_report
 from compliance.choices import EvidenceQuery, StopScope
 from compliance.evidence_queries import TooMuchEvidence
 from compliance.models import MaintenanceWindow, Stop
-from registry.api import IsPerson
+from config.permissions import IsPerson
 from registry.choices import Role
 from registry.models import Agent
 from registry.roles import HasRole

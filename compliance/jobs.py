@@ -1,5 +1,6 @@
 """The compliance app's jobs: thin, they take ids and call actions."""
 
+from compliance.actions.maintenance import end_window
 from compliance.actions.platforms import release_on_platforms, suspend_on_platforms
 
 
@@ -15,6 +16,4 @@ def release_stop_job(stop_id: int) -> dict[str, list[str]]:
 
 def end_window_job(window_id: int) -> bool:
     """A maintenance window's end: recorded, and a pass for each agent it covered."""
-    from compliance.actions.maintenance import end_window
-
     return end_window(window_id)

@@ -3,6 +3,9 @@
 from typing import Any
 
 from django.http import HttpRequest, JsonResponse
+from django.views.defaults import bad_request as page_bad_request
+from django.views.defaults import page_not_found
+from django.views.defaults import server_error as page_server_error
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -78,7 +81,6 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> Any:
     """404 as JSON under /api/, the normal page elsewhere."""
     if request.path.startswith(("/api/", "/v1/")):
         return _json_error(status.HTTP_404_NOT_FOUND, "Not found.")
-    from django.views.defaults import page_not_found
 
     return page_not_found(request, exception)
 
@@ -87,7 +89,6 @@ def server_error(request: HttpRequest) -> Any:
     """500 as JSON under /api/, the normal page elsewhere."""
     if request.path.startswith(("/api/", "/v1/")):
         return _json_error(500, "Internal error; it has been logged.")
-    from django.views.defaults import server_error as page_server_error
 
     return page_server_error(request)
 
@@ -96,6 +97,5 @@ def bad_request(request: HttpRequest, exception: Exception | None = None) -> Any
     """400 as JSON under /api/ (e.g. a body over the size limit)."""
     if request.path.startswith(("/api/", "/v1/")):
         return _json_error(400, str(exception) if exception else "Bad request.")
-    from django.views.defaults import bad_request as page_bad_request
 
     return page_bad_request(request, exception)

@@ -12,6 +12,7 @@ METHODS = ("get", "put", "patch", "post", "delete")
 
 
 def schema() -> dict[str, Any]:
+    # drf_spectacular loads only on this path
     from drf_spectacular.generators import SchemaGenerator
 
     return SchemaGenerator().get_schema(request=None, public=True)

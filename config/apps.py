@@ -10,8 +10,8 @@ class ConfigConfig(AppConfig):
     label = "config"
 
     def ready(self) -> None:
-        from config import deploy_checks
-        from config.pooling import refuse_shared_sessions
+        from config import deploy_checks  # apps.py loads before the models
+        from config.pooling import refuse_shared_sessions  # apps.py loads before the models
 
         # The audit writer's session-level lock needs a session of its own (config/pooling.py).
         connection_created.connect(refuse_shared_sessions, dispatch_uid="refuse_shared_sessions")

@@ -12,9 +12,9 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from config.desired_long_poll import DesiredStateLongPoll  # noqa: E402
 from config.limits import WholeBodyMiddleware  # noqa: E402
 from reconciliation.routing import websocket_urlpatterns  # noqa: E402
+from registry.desired_long_poll import DesiredStateLongPoll  # noqa: E402
 
 application = ProtocolTypeRouter(
     {

@@ -80,11 +80,13 @@ def main(argv: list[str] | None = None) -> None:
             os.environ.setdefault(key, value)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     if options.command == "serve":
+        # after the environment is set: this entry point starts before Django
         from daphne.cli import CommandLineInterface
 
         CommandLineInterface().run(["-b", options.host, "-p", str(options.port),
                                     "config.asgi:application"])
         return
+    # after the environment is set: this entry point starts before Django
     from django.core.management import execute_from_command_line
 
     execute_from_command_line(["agentgov", *management_argv(options)])

@@ -7,16 +7,10 @@ from rq import cron
 from audit.jobs import checkpoint, sequence
 from chat.jobs import post_pending as post_to_chat
 from gitsource.jobs import poll_sources
-from reconciliation.jobs import (
-    check_reviews,
-    enforce_retention,
-    expire_overdue_decisions,
-    find_silent_agents,
-    recount_events,
-    resync,
-    simulate_drift,
-)
-from registry.jobs import inbox_sweep
+from reconciliation.jobs import enforce_retention, find_silent_agents, resync
+from registry.jobs import check_reviews, inbox_sweep
+from runtime.jobs import expire_overdue_decisions, recount_events
+from sandbox.jobs import simulate_drift
 from siem.jobs import deliver_all as deliver_to_siem
 
 cron.register(checkpoint, queue_name="default", interval=settings.AUDIT_CHECKPOINT_MINUTES * 60)

@@ -138,7 +138,7 @@ def write_config(state_dir: Path) -> ServerConfig:
 
 def _answers_as(config: ServerConfig) -> bool:
     """True when the server at the config's port accepts its password."""
-    import redis
+    import redis  # loaded with the settings, before any app
 
     client = redis.Redis(port=config.port, password=config.password, socket_timeout=1)
     try:

@@ -5,6 +5,8 @@ import re
 from urllib.parse import urlparse
 
 from config.outbound import parse_entry
+from config.permission_sources import DeclarationError, parse_sources
+from config.roles import Role
 
 
 class SettingError(ValueError):
@@ -62,8 +64,6 @@ def env_role_map(name: str) -> dict[str, str]:
     entries = env_list(name, [])
     if not entries:
         return {}
-    from registry.choices import Role
-
     mapping: dict[str, str] = {}
     for entry in entries:
         group, sep, role = (part.strip() for part in entry.rpartition("="))
@@ -117,9 +117,8 @@ def env_connector_secrets(name: str) -> list[str]:
 
 
 def env_permission_sources(name: str, secrets: list[str]) -> dict:
-    """The declared permission sources (sources/declared.py), each naming one of `secrets`."""
-    from sources.declared import DeclarationError, parse_sources
-
+    """The declared permission sources (config/permission_sources.py), each naming one of
+    `secrets`."""
     try:
         return parse_sources(_raw(name), secrets)
     except DeclarationError as error:

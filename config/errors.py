@@ -18,6 +18,10 @@ class DomainError(Exception):
             self.code = code
 
 
+class Malformed(DomainError):
+    """The body is not parseable (not UTF-8, not YAML or JSON)."""
+
+
 class NotAllowed(DomainError):
     """The principal may not do this (wrong role, not the owner, four-eyes)."""
 

@@ -87,7 +87,7 @@ def _client(target: RedisTarget, socket_timeout: float | None) -> redis.Redis:
 
 
 def target_from_settings() -> RedisTarget:
-    from django.conf import settings
+    from django.conf import settings  # loaded with the settings, before any app
 
     return RedisTarget(settings.REDIS_URL, settings.REDIS_SENTINELS,
                        settings.REDIS_SENTINEL_MASTER)

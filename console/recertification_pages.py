@@ -149,7 +149,7 @@ def retirement_reject(request: HttpRequest, pk: int) -> HttpResponse:
 def recertification_report(request: HttpRequest) -> HttpResponse:
     """Agents by review date (owners: their own), with a CSV export; compliance also sets the
     review interval of each risk level here."""
-    from console.registry_pages import _page
+    from console.registry_pages import _page  # cycle: console.registry_pages imports this module
 
     state = request.GET.get("state", "")
     if state not in ("", *STATES):

@@ -22,13 +22,17 @@ from gitsource.choices import PolicyState, SyncState
 from gitsource.models import GitChange, GitSource, ManagedAgent, PolicyChange, SigningKey
 from gitsource.policies import REVIEW_INTERVAL, PolicySet, describe, plan, read_policies
 from gitsource.policy_tests import MAX_FILES, PolicyError, run_cases
+from registry.actions import guardrails, toxic
 from registry.actions.proposals import apply_manifests, check_can_propose
+from registry.actions.recertification import set_review_interval
 from registry.choices import Role, VersionSource, VersionState
 from registry.connector_secrets import granted
 from registry.intake import read_manifests
 from registry.manifest import Manifest
-from registry.models import Agent
+from registry.models import Agent, Guardrail, ToxicCombination
 from registry.roles import has_role
+from runtime.actions import group_rules
+from runtime.models import GroupRule
 
 SYSTEM = "system:git"
 KEY = re.compile(r"^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|"
@@ -116,7 +120,7 @@ def create_source(*, actor: Any, name: str, url: str, branch: str = "main", fold
         status_secret_env=status_secret_env, commit_url=commit_url)
     audit.record(actor=actor, action=AuditAction.GIT_SOURCE_CREATED,
                  target=f"git_source:{name}", after=source.to_dict())
-    from gitsource.jobs import enqueue_poll
+    from gitsource.jobs import enqueue_poll  # cycle: gitsource.jobs imports this module
 
     transaction.on_commit(lambda: enqueue_poll(source.pk), robust=True)
     return source
@@ -398,12 +402,6 @@ def managed_rules(source: GitSource) -> dict[str, list[str]]:
 def _apply_plan(steps: list[dict[str, Any]], actor: Any) -> None:
     """Each step through the rule's own action (its checks, audit row and re-evaluation of
     pending proposals), in this transaction."""
-    from registry.actions import guardrails, toxic
-    from registry.actions.recertification import set_review_interval
-    from registry.models import Guardrail, ToxicCombination
-    from runtime.actions import group_rules
-    from runtime.models import GroupRule
-
     kinds = {"guardrail": (Guardrail, guardrails.create_guardrail, guardrails.update_guardrail,
                            guardrails.delete_guardrail),
              "group_rule": (GroupRule, group_rules.create_group_rule,
@@ -539,7 +537,7 @@ def _decidable(change_id: int, actor: Any) -> PolicyChange:
 
 
 def _report_on_commit(source_id: int) -> None:
-    from gitsource.jobs import enqueue_report
+    from gitsource.jobs import enqueue_report  # cycle: gitsource.jobs imports this module
 
     transaction.on_commit(lambda: enqueue_report(source_id), robust=True)
 

@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 
 from config.errors import DomainError, Invalid, NotAllowed, NotFound
 from config.parsers import SafeJSONParser
+from config.permissions import IsPerson
 from gitsource import actions
 from gitsource.choices import PolicyState, SyncState
 from gitsource.jobs import enqueue_poll
@@ -24,7 +25,6 @@ from gitsource.models import GitSource, PolicyChange, SigningKey
 from gitsource.policy_tests import MAX_BYTES, MAX_FILES, PolicyError, run_cases
 from gitsource.policy_whatif import policy_what_if
 from gitsource.sync_status import for_agent
-from registry.api import IsPerson
 from registry.choices import Role
 from registry.connector_secrets import secret_value
 from registry.models import Agent

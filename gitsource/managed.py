@@ -4,6 +4,7 @@ would make the database disagree with its branch."""
 from typing import Any
 
 from config.errors import Conflict
+from gitsource.models import ManagedAgent
 from registry.choices import VersionSource
 from registry.manifest import spec_hash
 
@@ -13,7 +14,6 @@ def refuse_edits_outside_git(agent: Any, spec: dict, metadata: dict, source: str
     a rollback or an escalation that is not what the branch holds."""
     if source == VersionSource.GIT:
         return
-    from gitsource.models import ManagedAgent
 
     managed = (ManagedAgent.objects.select_related("source")
                .filter(agent_id=agent.pk, source__enabled=True).first())

@@ -22,11 +22,11 @@ from django.db import models
 from rest_framework import serializers
 
 from gitsource.policy_tests import SUFFIXES, PolicyError, documents_of
+from reconciliation.toxic_api import ToxicCombinationSerializer
 from registry.api import GuardrailSerializer
 from registry.models import Guardrail, ToxicCombination
 from registry.recertification import intervals
 from registry.recertification_api import IntervalSerializer
-from registry.toxic_api import ToxicCombinationSerializer
 from runtime.group_rules_api import GroupRuleSerializer
 from runtime.models import GroupRule
 

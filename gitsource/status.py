@@ -14,6 +14,7 @@ from typing import Protocol
 from django.conf import settings
 
 from config import outbound
+from gitsource.actions import policy_in_force
 from gitsource.choices import CommitState, PolicyState
 from gitsource.models import GitChange, GitSource, PolicyChange
 from reconciliation.models import AgentStatus
@@ -137,8 +138,6 @@ POLICY_CONTEXT = "agent-governance/policies"
 def policy_verdict(change: PolicyChange) -> Verdict:
     """The status a policy commit carries now: waiting for compliance, refused (naming the
     failing test cases), rejected, superseded, or approved, applied and verified."""
-    from gitsource.actions import policy_in_force
-
     if change.state == PolicyState.REFUSED:
         return Verdict(CommitState.FAILURE, f"refused: {change.refused}")
     if change.state == PolicyState.PENDING:

@@ -16,7 +16,11 @@ from django.db.models import Q
 from django.dispatch import Signal
 
 from audit.alert_kinds import AlertKind
+from audit.sentences import sentence
 from reconciliation import alert_sender
+from reconciliation.models import AlertEvent
+from registry.models import Agent
+from registry.roles import sees_everything
 
 ALERTS_GROUP = "alerts"
 SEVERITY_RANK = {"": 0, "low": 1, "medium": 2, "high": 3}
@@ -53,9 +57,6 @@ def broadcast(event: AlertKind, payload: dict[str, Any]) -> None:
     if event not in RECORDED:
         raise ValueError(f"unknown alert event {event!r}: name an AlertKind")
     event = AlertKind(event)
-    from reconciliation.models import AlertEvent
-    from registry.models import Agent
-
     payload = dict(payload)
     agent_name = payload.get("agent") or ""
     owner_id = payload.pop("owner_id", None)
@@ -83,8 +84,6 @@ def _fold(event: AlertKind, agent_name: str, payload: dict[str, Any],
           severity: str) -> tuple[dict[str, Any], str]:
     """The payload and severity of an incident's line once this finding joins it; the line it
     replaces is deleted (its findings are listed on the new one)."""
-    from reconciliation.models import AlertEvent
-
     earlier = (AlertEvent.objects.select_for_update()
                .filter(event=event, agent_name=agent_name,
                        payload__incident=payload["incident"]).order_by("-pk").first())
@@ -105,8 +104,6 @@ def _fold(event: AlertKind, agent_name: str, payload: dict[str, Any],
 
 def send_row(pk: int) -> None:
     """Send an alert row as it is now; nothing when a later alert of its incident replaced it."""
-    from reconciliation.models import AlertEvent
-
     row = AlertEvent.objects.filter(pk=pk).first()
     if row is not None:
         send_now(row.to_message())
@@ -149,8 +146,6 @@ def wanted_filter(subscription: dict[str, Any]) -> Q:
 
 def describe(message: dict[str, Any]) -> str:
     """The feed's sentence for an alert (live ones carry it as `line`, see to_message)."""
-    from audit.sentences import sentence
-
     return sentence(message)
 
 
@@ -164,16 +159,12 @@ def as_read_by(message: dict[str, Any], subscription: dict[str, Any]) -> dict[st
 
 def subscription_for(user: Any, **choices: Any) -> dict[str, Any]:
     """A person's subscription: what they chose, and whether they see every agent's alerts."""
-    from registry.roles import sees_everything
-
     return {**choices, "user_id": user.pk, "sees_all": sees_everything(user)}
 
 
 def recent(user: Any, limit: int = 20) -> list[dict[str, Any]]:
     """The newest alerts `user` may see, newest first, with their feed line: the overview
     draws them so a fresh tab never shows an empty feed while there is history."""
-    from reconciliation.models import AlertEvent
-
     subscription = subscription_for(user)
     rows = AlertEvent.objects.filter(wanted_filter(subscription))
     return [as_read_by({**message, "line": describe(message)}, subscription) for message in

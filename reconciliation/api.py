@@ -19,9 +19,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from audit.actions import actor_label
-from config.desired_long_poll import parse_wait
 from config.errors import DomainError, Invalid, NotAllowed, NotFound, Unavailable
+from config.pagination import Page
 from config.parsers import SafeJSONParser
+from config.permissions import IsPerson
 from reconciliation import actions
 from reconciliation.attribution import names_a_person, split_change
 from reconciliation.choices import (
@@ -31,13 +32,14 @@ from reconciliation.choices import (
     Resolution,
     Trigger,
 )
+from reconciliation.dashboard import summary
 from reconciliation.filters import EscalationFilterSet, FindingFilterSet
 from reconciliation.mcp_holds import held_mcp
 from reconciliation.models import BreakerTrip, ControlState, Correction, Escalation, Finding
 from reconciliation.observed import ObservedStateError, validate_observed
 from reconciliation.triggers import enqueue_reconcile
-from registry.api import IsPerson, Page
 from registry.choices import Role
+from registry.desired_long_poll import parse_wait
 from registry.models import Agent
 from registry.principals import AgentPrincipal, acting_agent
 from registry.roles import HasRole, has_role, sees_operations
@@ -141,13 +143,13 @@ class ObservedStateView(APIView):
 class DesiredStateView(APIView):
     """`GET /api/v1/agents/{name}/desired-state`: the effective desired spec now, with an
     ETag; If-None-Match answers 304 so polling costs nothing, and `?wait=N` is held until the
-    answer changes (config/desired_long_poll.py, in front of this view)."""
+    answer changes (registry/desired_long_poll.py, in front of this view)."""
 
     @extend_schema(parameters=[OpenApiParameter(
         "wait", OpenApiTypes.NUMBER, description=(
             "Seconds (at most 60) to hold the request, with If-None-Match, until the agent's "
             "effective state changes (a long-poll, served by the ASGI server: "
-            "config/desired_long_poll.py); 304 when the wait ends unchanged."))],
+            "registry/desired_long_poll.py); 304 when the wait ends unchanged."))],
         responses={200: inline_serializer(
         "DesiredState", {"agent": serializers.CharField(),
                          "generation": serializers.IntegerField(),
@@ -490,6 +492,4 @@ class DashboardView(APIView):
 
     @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request: Request) -> Response:
-        from reconciliation.dashboard import summary
-
         return Response(summary())

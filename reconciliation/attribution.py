@@ -24,7 +24,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.contrib.auth import get_user_model
+
 from reconciliation.diff import Drift, diff
+from registry.choices import VersionSource, VersionState
 
 CHANGE_FIELDS = ("change_id", "changed_by")
 ROLLOUT_PREFIX = "rollout:"
@@ -79,8 +82,6 @@ def platform_change(change_id: str, changed_by: str, *, reported_by: str = "plat
 def names_a_person(changed_by: str | None) -> bool:
     """Whether `changed_by` is a person's username or email (any case): an agent's report
     may not name one."""
-    from django.contrib.auth import get_user_model
-
     if not changed_by:
         return False
     people = get_user_model().objects
@@ -121,7 +122,5 @@ def cause_of(drift: Drift, *, change: Mapping[str, Any] | None, observed: Mappin
 
 def pending_proposals(agent: Any) -> list[tuple[int, dict[str, Any]]]:
     """The agent's own pending proposals (made through its token), newest first."""
-    from registry.choices import VersionSource, VersionState
-
     return list(agent.versions.filter(state=VersionState.PENDING, source=VersionSource.AGENT)
                 .order_by("-created_at").values_list("pk", "spec"))

@@ -10,7 +10,7 @@ from typing import Any
 
 @cache
 def _template() -> dict[str, Any]:
-    import plotly.io
+    import plotly.io  # plotly loads only on this path
 
     return plotly.io.templates[plotly.io.templates.default].to_plotly_json()
 

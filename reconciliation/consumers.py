@@ -23,6 +23,9 @@ from reconciliation.alerts import (
     wanted,
     wanted_filter,
 )
+from reconciliation.models import AlertEvent
+from registry.choices import Role
+from registry.roles import has_role
 
 log = logging.getLogger(__name__)
 
@@ -47,9 +50,6 @@ CATCH_UP_OVERLAP = timedelta(seconds=60)
 def _elsewhere(user: Any, first: Any, last: Any) -> str | None:
     """Where someone can read what catch-up left out: the audit trail for compliance staff
     (for those times), the findings for approvers; nothing for the others."""
-    from registry.choices import Role
-    from registry.roles import has_role
-
     if has_role(user, Role.COMPLIANCE):
         return "/audit/?" + urlencode({"since": first.isoformat(), "until": last.isoformat()})
     if has_role(user, Role.APPROVER):
@@ -63,8 +63,6 @@ def catch_up(last_id: int, subscription: dict[str, Any], user: Any) -> list[dict
     `last_id` (committed late, or already seen: the browser drops those), then everything
     after it. More than CATCH_UP_LIMIT after it: only the newest of them, after a
     `catchup.truncated` message saying how many were left out and where to read them."""
-    from reconciliation.models import AlertEvent
-
     rows = AlertEvent.objects.filter(wanted_filter(subscription))
     newer = rows.filter(pk__gt=last_id)
     sent = list(newer.order_by("-pk")[:CATCH_UP_LIMIT + 1])[::-1]

@@ -5,6 +5,7 @@ import django_filters
 from django.db.models import QuerySet
 
 from reconciliation.choices import EscalationStatus, FindingStatus, Severity
+from reconciliation.incidents import incident_filter
 from reconciliation.models import Escalation, Finding
 
 SOURCES = [("config", "configuration"), ("behaviour", "behaviour")]
@@ -33,8 +34,6 @@ class FindingFilterSet(django_filters.FilterSet):
 
     def in_incident(self, queryset: QuerySet[Finding], name: str,
                     value: int) -> QuerySet[Finding]:
-        from reconciliation.incidents import incident_filter
-
         first = Finding.objects.filter(pk=value).first()
         return queryset.filter(**incident_filter(first)) if first else queryset.none()
 

@@ -7,8 +7,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from config.permissions import IsPerson
 from reconciliation import fleet_snapshot
-from registry.api import IsPerson
 from registry.choices import Role
 from registry.roles import HasRole
 

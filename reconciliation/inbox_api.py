@@ -13,9 +13,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.errors import DomainError
+from config.pagination import Page
+from config.permissions import IsPerson
 from reconciliation import actions
 from reconciliation.choices import Resolution
-from registry.api import IsPerson, Page
+from registry import inbox
 from registry.choices import Role
 from registry.roles import HasRole
 
@@ -40,8 +42,6 @@ class InboxView(APIView):
                                OpenApiParameter("page_size", int)],
                    responses=OpenApiTypes.OBJECT)
     def get(self, request: Request) -> Response:
-        from registry import inbox
-
         kind = request.query_params.get("kind", "")
         if kind and kind not in inbox.KINDS:
             raise DomainError(f"Unknown kind {kind[:40]!r}.", details=[

@@ -8,6 +8,7 @@ incident wherever it landed: one deployment across five agents is one incident, 
 key is this one function.
 """
 
+import hashlib
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -50,8 +51,6 @@ def incident_filter(finding: Any) -> dict[str, Any]:
 def incident_token(finding: Any) -> str:
     """The incident key as a short opaque string for alerts: browsers fold the toasts of one
     incident into one."""
-    import hashlib
-
     return hashlib.sha256(repr(incident_key(finding)).encode()).hexdigest()[:16]
 
 

@@ -5,19 +5,16 @@ One pass per agent at a time: a Redis lock with an expiry (its keys and scripts 
 requeue with exponential backoff and jitter, like the controller-runtime work queue.
 """
 
+import importlib
 import logging
 import random
-import time
 import uuid
 from datetime import datetime, timedelta
-from urllib.parse import quote, urlsplit
 
-import django_rq
 from django.conf import settings
 from django.utils import timezone
 
 from audit.context import request_id_scope
-from config import retries
 from config.scheduled_time import not_before
 from config.times import parse_timestamp
 from reconciliation import actions, work_queue
@@ -108,54 +105,6 @@ def schedule_grant_expiry(agent_id: int, expires_at: str) -> None:
         _queue().enqueue_at(not_before(when), reconcile_agent, agent_id, Trigger.GRANT_EXPIRED)
 
 
-def stop_retired_agent(agent_id: int, attempt: int = 0) -> str:
-    """Ask a retired agent's platform to stop it; a platform that cannot be reached is asked
-    again with backoff (the same key: a repeat is a no-op there), and after
-    RETIRE_STOP_MAX_RETRIES the approvers get an escalation to stop it by hand."""
-    from registry.actions.retirement import stop_failed, stop_on_platform
-
-    try:
-        return stop_on_platform(agent_id)
-    except ConnectorError as error:
-        if attempt >= settings.RETIRE_STOP_MAX_RETRIES:
-            stop_failed(agent_id, error=str(error), attempts=attempt + 1)
-            return "escalated"
-        delay = backoff_seconds(attempt + 1)
-        _queue().enqueue_in(timedelta(seconds=delay), stop_retired_agent, agent_id,
-                            attempt + 1)
-        return f"retry in {delay:.1f}s"
-
-
-def schedule_review_checks(agent_id: int, times: list[datetime]) -> None:
-    """A review check at each of these times (the reminder, the review date), on the default
-    queue: the reconcile queue holds passes only, one per agent."""
-    now, queue = timezone.now(), django_rq.get_queue("default", commit_mode="auto")
-    for when in times:
-        if when > now:
-            queue.enqueue_at(not_before(when), check_review, agent_id)
-        else:
-            queue.enqueue(check_review, agent_id)
-
-
-def check_review(agent_id: int) -> str:
-    """Remind the owner or mark the agent overdue, whichever is due now (no-op otherwise)."""
-    from registry.actions.recertification import mark_overdue, remind_owner
-
-    reminded = remind_owner(agent_id)
-    overdue = mark_overdue(agent_id)
-    return "overdue" if overdue else "reminded" if reminded else "nothing due"
-
-
-def check_reviews() -> dict[str, int]:
-    """Cron backstop: every agent whose reminder or review date came and was not acted on (an
-    exact-time job lost while Redis was down, a changed interval)."""
-    from registry.actions.recertification import due_agent_ids, mark_overdue, remind_owner
-
-    remind, overdue = due_agent_ids(timezone.now())
-    return {"reminded": sum(remind_owner(pk) for pk in remind),
-            "overdue": sum(mark_overdue(pk) for pk in overdue)}
-
-
 def enforce_retention() -> dict[str, object]:
     """Cron: make the coming days' partitions, then let go of data past its retention
     (reconciliation/actions/retention.py); what was created and how many rows went."""
@@ -223,143 +172,9 @@ def resync_batch(agent_ids: list[int]) -> dict[str, int]:
     return {"checked": len(agent_ids), "queued": queued}
 
 
-def record_violations_jobs(found: dict[int, list[dict]]) -> None:
-    """Queue broken rules for the ingest workers: a job per agent, all in one round trip."""
-    from rq import Queue
-
-    from runtime.windows import connection
-
-    retry = retries.ingest_job()
-    queue = django_rq.get_queue("ingest", commit_mode="auto", connection=connection())
-    queue.enqueue_many([Queue.prepare_data(record_violations, (agent_id, violations),
-                                           retry=retry)
-                        for agent_id, violations in found.items()])
-
-
-def record_group_breach_job(hit: dict) -> None:
-    """Queue a group window over its limit for the ingest workers."""
-    django_rq.get_queue("ingest", commit_mode="auto").enqueue(
-        record_group_breach, hit, retry=retries.ingest_job())
-
-
-def record_group_breach(hit: dict) -> bool:
-    """Ingest worker: the breach, a finding per agent involved, one escalation."""
-    from runtime.actions.group_rules import record_group_breach as record
-
-    return record(hit) is not None
-
-
-def lift_group_block_job(breach_id: int) -> bool:
-    """Scheduled when a block rule's window can have fallen back under its limit."""
-    from runtime.actions.group_blocks import lift_group_block
-
-    return lift_group_block(breach_id)
-
-
-def block_group_job(breach_id: int, finding_ids: list[int]) -> None:
-    """Ingest worker, after a block rule's breach committed: block each agent involved."""
-    from runtime.actions.group_blocks import block_involved
-
-    block_involved(breach_id, finding_ids)
-
-
-def record_violations(agent_id: int, violations: list[dict]) -> int:
-    """Ingest worker: findings and enforcement for broken rules."""
-    from runtime.actions.behaviour import record_violations as record
-
-    return len(record(agent_id, violations))
-
-
-def expire_decision_job(decision_id: str) -> bool:
-    """Scheduled at a pending decision's expiry time; runs again if it ran early."""
-    from runtime.actions.decisions import expire_decision, pending_deadline
-
-    if expire_decision(decision_id):
-        return True
-    # Not due yet (the clock of the worker that ran it is behind): come back at the deadline.
-    deadline = pending_deadline(decision_id)
-    if deadline is not None:
-        django_rq.get_queue("default", commit_mode="auto").enqueue_at(
-            not_before(deadline + timedelta(seconds=1)), expire_decision_job, decision_id)
-    return False
-
-
-def expire_overdue_decisions() -> int:
-    """Cron: pending decisions whose scheduled expiry was lost (Redis down at the time)."""
-    from runtime.actions.decisions import expire_overdue_decisions as expire
-
-    return expire()
-
-
 def wake_escalation_job(escalation_id: int) -> bool:
     """Scheduled at a snooze's end: tell the approvers' inboxes it is back."""
     return actions.announce_awake(escalation_id)
-
-
-def notify_decision_job(decision_id: str) -> None:
-    """Queue the call to the agent's webhook."""
-    django_rq.get_queue("default", commit_mode="auto").enqueue(notify_decision, decision_id)
-
-
-def notify_decision(decision_id: str, attempt: int = 0) -> str:
-    """POST the decision to the webhook the agent gave, signed; retried with backoff."""
-    import json
-
-    from config import outbound
-    from reconciliation.webhooks import SIGNATURE_HEADER, signature
-    from runtime.models import Decision
-
-    decision = Decision.objects.select_related("agent", "decided_by").get(pk=decision_id)
-    try:
-        # Checked again at send time, on the address it resolves to now, which is the one
-        # called: the allow-list may have shrunk, or the name may now point inside.
-        destination = outbound.check(decision.callback_url, settings.DECISION_WEBHOOK_HOSTS)
-    except outbound.Refused as error:
-        log.warning("decision %s webhook not sent: %s", decision_id, error)
-        return "not allowed"
-    body = json.dumps(decision.to_dict()).encode()
-    headers = {"Content-Type": "application/json"}
-    if settings.DECISION_WEBHOOK_SECRET:
-        headers[SIGNATURE_HEADER] = signature(body, settings.DECISION_WEBHOOK_SECRET,
-                                              int(time.time()))
-    query = urlsplit(decision.callback_url).query
-    target = quote(destination.path, safe="/%") + (f"?{query}" if query else "")
-    try:
-        answer = outbound.send(destination, "POST", target, headers, body,
-                               timeout=5, max_bytes=settings.OUTBOUND_MAX_ANSWER_BYTES)
-    except OSError as error:
-        return _retry_notify(decision_id, attempt, error)
-    if answer.status >= 500 or answer.status == 429:
-        return _retry_notify(decision_id, attempt, OSError(f"answered {answer.status}"))
-    if answer.status >= 300:  # a redirect (never followed: it could point anywhere) or refusal
-        log.warning("decision %s webhook answered %s; not retried", decision_id, answer.status)
-        return f"refused {answer.status}"
-    return f"delivered {answer.status}"
-
-
-def _retry_notify(decision_id: str, attempt: int, error: OSError) -> str:
-    if attempt >= 4:
-        log.warning("decision %s webhook failed: %s", decision_id, error)
-        return "gave up"
-    django_rq.get_queue("default", commit_mode="auto").enqueue_in(
-        timedelta(seconds=backoff_seconds(attempt + 1)), notify_decision, decision_id,
-        attempt + 1)
-    return "retrying"
-
-
-def simulate_drift() -> str:
-    """The demo simulator's tick (registered by config.cron only when DEMO_SIMULATOR is on)."""
-    from sandbox.lab import simulate
-
-    return simulate()
-
-
-def recount_events() -> int:
-    """Cron: drain the event outbox (rules for events stored but not counted: Redis was down,
-    or a web process died between commit and counting)."""
-    from runtime.actions.behaviour import recount_events as recount
-
-    return recount(settled_seconds=10)
 
 
 def find_silent_agents() -> dict[str, int]:
@@ -367,3 +182,29 @@ def find_silent_agents() -> dict[str, int]:
     from reconciliation.silence import find_silent_agents as find
 
     return find()
+
+
+# Jobs that moved to the app that owns them. A job the previous release queued or scheduled
+# still names this module in Redis; RQ finds it here by name (not imported: runtime and sandbox
+# sit above reconciliation). Drop an entry once no release that queued it is deployed.
+MOVED_JOBS = {
+    "stop_retired_agent": "registry.jobs",  # retries with backoff after a retirement
+    "check_review": "registry.jobs",  # scheduled at a reminder or review date, weeks ahead
+    "check_reviews": "registry.jobs",  # queued by the previous release's cron
+    "record_violations": "runtime.jobs",  # waiting on the ingest queue with its retries
+    "record_group_breach": "runtime.jobs",  # waiting on the ingest queue with its retries
+    "lift_group_block_job": "runtime.jobs",  # scheduled at a block rule's window end
+    "block_group_job": "runtime.jobs",  # waiting on the ingest queue
+    "expire_decision_job": "runtime.jobs",  # scheduled at a pending decision's expiry
+    "expire_overdue_decisions": "runtime.jobs",  # queued by the previous release's cron
+    "notify_decision": "runtime.jobs",  # a webhook call and its scheduled retries
+    "recount_events": "runtime.jobs",  # queued by the previous release's cron
+    "simulate_drift": "sandbox.jobs",  # queued by the previous release's cron (the demo)
+}
+
+
+def __getattr__(name: str):
+    """The moved job `name`, for a job queued under this module's path (PEP 562)."""
+    if name in MOVED_JOBS:
+        return getattr(importlib.import_module(MOVED_JOBS[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,8 +8,13 @@ from typing import Any
 
 from django.db.models import Min, Q
 
+from audit.models import AuditEntry
 from reconciliation.charts import bar, figure
+from reconciliation.choices import OPEN_STATUSES
 from reconciliation.compare import TRANSITIONS, Segment, Transition, timeline
+from reconciliation.models import Finding, ReconcileRun
+from registry.choices import Lifecycle
+from registry.models import Agent
 
 STATES = ((True, "in policy", "#067647"), (False, "out of policy", "#b42318"),
           (None, "not known", "#8c959f"))
@@ -50,12 +55,6 @@ def fleet_timelines(now: datetime, span: timedelta) -> tuple[list[tuple[str, lis
     suspended) first, then those whose state changed most in the span, then the rest by
     name, at most FLEET_ROWS; and how many approved agents there are and how many are out of
     policy. At most eight queries whatever the fleet, and none reads every agent."""
-    from audit.models import AuditEntry
-    from reconciliation.choices import OPEN_STATUSES
-    from reconciliation.models import Finding, ReconcileRun
-    from registry.choices import Lifecycle
-    from registry.models import Agent
-
     # a retired agent is no longer judged: not a row, not counted (never "in policy")
     approved = Agent.objects.filter(active_version__isnull=False).exclude(
         lifecycle=Lifecycle.RETIRED)

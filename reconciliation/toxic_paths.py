@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from audit.alert_kinds import AlertKind
 from reconciliation.actions.findings import move_finding, open_finding
+from reconciliation.actions.settle import refresh_status
 from reconciliation.choices import OPEN_STATUSES, FindingStatus
 from reconciliation.models import Finding, ObservedState
 from registry.choices import Lifecycle
@@ -79,8 +80,6 @@ def _clear(finding: Finding) -> None:
 def record_observed_paths(now: datetime | None = None) -> dict[str, int]:
     """Open a finding for each observed toxic path on the agents at its ends; resolve the
     ones no longer observed. Returns counts."""
-    from reconciliation.actions.settle import refresh_status
-
     now = now or timezone.now()
     paths = toxic_paths(observed_states(), enabled_rules())
     wanted: dict[tuple[str, str], ToxicPath] = {}
@@ -102,6 +101,7 @@ def record_observed_paths(now: datetime | None = None) -> dict[str, int]:
 def check_observed_paths_job() -> dict[str, int]:
     """RQ entry point: clear the queued key first, so a change seen from now on queues
     another check."""
+    # cycle: reconciliation.fleet_snapshot imports this module
     from reconciliation.fleet_snapshot import enqueue_refresh
 
     django_rq.get_connection("default").delete(QUEUED_KEY)

@@ -8,53 +8,26 @@ from django.db.models.functions import Coalesce
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import mixins, pagination, serializers, status, viewsets
+from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.parsers import BaseParser
-from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.errors import NotAllowed, NotFound
-from config.parsers import SafeJSONParser
+from config.pagination import Page
+from config.parsers import SafeJSONParser, TextParser
+from config.permissions import IsPerson
 from registry import actions
 from registry.actions.guardrails import _validate
 from registry.choices import GuardrailEffect, OverdueEffect, Role, VersionSource, VersionState
 from registry.filters import AgentFilterSet, ProposalFilterSet
 from registry.guardrail_whatif import guardrail_what_if
-from registry.intake import decode_body, read_manifests, read_spec
+from registry.intake import read_manifests, read_spec
 from registry.models import Agent, ApiToken, DesiredStateVersion, Guardrail
-from registry.principals import AgentPrincipal, acting_agent
+from registry.principals import acting_agent
 from registry.recertification import review_override
 from registry.roles import HasRole, has_role
-
-
-class IsPerson(BasePermission):
-    """A signed-in person (not an agent's token)."""
-
-    message = "This endpoint is for people; agent tokens may not use it."
-
-    def has_permission(self, request: Any, view: Any) -> bool:
-        return bool(request.user and request.user.is_authenticated
-                    and not isinstance(request.user, AgentPrincipal))
-
-
-class ManifestTextParser(BaseParser):
-    """YAML or JSON manifests as raw text; the schema module does the parsing."""
-
-    media_type = "*/*"
-
-    def parse(self, stream: Any, media_type: str | None = None,
-              parser_context: dict | None = None) -> str:
-        return decode_body(stream.read() if stream is not None else b"")
-
-
-class Page(pagination.PageNumberPagination):
-    page_size = 50
-    page_size_query_param = "page_size"
-    max_page_size = 500
-
 
 # --- agents ------------------------------------------------------------------------------------
 
@@ -136,7 +109,7 @@ class ApplyResultSerializer(serializers.Serializer):
 class ManifestView(APIView):
     """`POST /api/v1/manifests`: register agents and propose versions from YAML or JSON."""
 
-    parser_classes = [ManifestTextParser]
+    parser_classes = [TextParser]
     permission_classes = [IsPerson, HasRole]
     required_roles = (Role.OWNER,)
 

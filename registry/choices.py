@@ -2,14 +2,9 @@
 
 from django.db import models
 
-
-class Role(models.TextChoices):
-    """The four roles; each is a Django group of the same name."""
-
-    OWNER = "owner"
-    APPROVER = "approver"
-    COMPLIANCE = "compliance"
-    ADMIN = "admin"
+# People's roles are every app's (audit's API checks them too), so they live in config; kept
+# importable from here, where the registry's callers have always found them.
+from config.roles import Role as Role
 
 
 class Lifecycle(models.TextChoices):

@@ -3,7 +3,7 @@
 An action that changes what an agent's desired-state answer would say (a version approved, a
 suspension, a resumption, a retirement, a review restriction, a revoked token) calls
 `announce_desired_change` inside its transaction; after commit one Redis message names the
-agent, and every web process holding that agent's long-poll (`config.desired_long_poll`)
+agent, and every web process holding that agent's long-poll (`registry.desired_long_poll`)
 answers it at once. Nothing is lost if the message is: a held poll also looks again every
 `RECHECK_SECONDS`."""
 

@@ -14,15 +14,26 @@ from datetime import datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
-from django.db.models import QuerySet
+from django.conf import settings
+from django.db.models import Case, CharField, Count, Exists, OuterRef, Q, QuerySet, Value, When
+from django.db.models.functions import Concat
+from django.utils import timezone
 
 from audit.sentences import drift_phrase
 from config.money import money
 from config.times import parse_timestamp
 from reconciliation.incidents import group
 from reconciliation.models import Escalation
-from registry.choices import Lifecycle, Role, VersionState
-from registry.models import Agent, Approval, DesiredStateVersion
+from registry.choices import Lifecycle, ReviewVerdict, Role, VersionState, WaiverState
+from registry.models import (
+    Agent,
+    Approval,
+    DesiredStateVersion,
+    Retirement,
+    ReviewComment,
+    Waiver,
+    WaiverRequest,
+)
 from registry.roles import has_role
 
 PROPOSAL, ESCALATION = "proposal", "escalation"
@@ -113,8 +124,6 @@ def time_left(seconds: int) -> str:
 
 def sla(kind: str) -> timedelta:
     """How long an item of this kind may wait (settings INBOX_SLA_*)."""
-    from django.conf import settings
-
     seconds = {DECISION: settings.INBOX_SLA_DECISION_SECONDS,
                PROPOSAL: settings.INBOX_SLA_PROPOSAL_SECONDS}.get(
         PROPOSAL if kind in REQUESTS else kind, settings.INBOX_SLA_ESCALATION_SECONDS)
@@ -126,8 +135,6 @@ def proposals_for(user) -> QuerySet:
     not for an agent they own or that would go to them (four eyes), not already approved by
     them in this revision, and not one whose current revision an approver sent back with
     "request changes" (the author's turn until they revise it)."""
-    from django.db.models import Exists, OuterRef, Q
-
     pending = DesiredStateVersion.objects.filter(state=VersionState.PENDING).exclude(
         Exists(changes_requested()))  # the author's turn, not an approver's
     if user is None:  # everything waiting, whoever decides it (SLA sweeps, team channels)
@@ -147,8 +154,6 @@ def proposals_by(user) -> list[DesiredStateVersion]:
     """The person's own proposals, newest first (the latest MINE_SHOWN), each with `your_turn`
     set when an approver requested changes to its current revision and it is still pending:
     the owner's side of the queue."""
-    from django.db.models import Exists
-
     mine = (DesiredStateVersion.objects.filter(proposed_by=user)
             .annotate(changes_asked=Exists(changes_requested()))
             .select_related("agent", "decided_by")
@@ -162,11 +167,6 @@ def proposals_by(user) -> list[DesiredStateVersion]:
 def changes_requested() -> QuerySet:
     """"Request changes" on a proposal's current revision, as a subquery of the proposal
     (OuterRef pk): its author's turn until a new revision."""
-    from django.db.models import OuterRef
-
-    from registry.choices import ReviewVerdict
-    from registry.models import ReviewComment
-
     return ReviewComment.objects.filter(version=OuterRef("pk"), revision=OuterRef("revision"),
                                         verdict=ReviewVerdict.REQUEST_CHANGES)
 
@@ -190,8 +190,6 @@ def queue_for(user, now: datetime | None = None, kind: str = "") -> list[Entry]:
     """The queue `user` decides as entries, most urgent first: every waiting proposal and
     escalation (escalations one cause produced folded into one incident) and an owner's
     reminders, from a few columns each (no spec, no card)."""
-    from django.utils import timezone
-
     now = now or timezone.now()
     entries: list[Entry] = []
     if user is not None and kind in ("", RECERTIFICATION):
@@ -258,10 +256,7 @@ def counts_for(user, now: datetime | None = None) -> dict[str, int]:
     """What waits for `user` to decide, as the queue shows it (tally of queue_for: an incident
     counts once). Every page's nav badge asks this, so it is counted in the database (an
     incident is a distinct incident_key) and no row of the queue is read."""
-    from django.db.models import Case, CharField, Count, Q, Value, When
-    from django.db.models.functions import Concat
-    from django.utils import timezone
-
+    # reconciliation is above registry (a listed back-edge): loaded on call
     from reconciliation.incidents import NAMED_CHANGES
 
     now = now or timezone.now()
@@ -298,6 +293,7 @@ def counts_for(user, now: datetime | None = None) -> dict[str, int]:
 def _escalation_entries(user, now: datetime) -> list[Entry]:
     """The waiting escalations as entries, folded into incidents by escalation_key from plain
     tuples (no model instances: every page's badge reads them)."""
+    # reconciliation is above registry (a listed back-edge): loaded on call
     from reconciliation.incidents import escalation_key
 
     rows = (escalations_for_user(user, now).order_by("opened_at", "pk").values_list(
@@ -332,9 +328,8 @@ def _requests(user, now: datetime) -> tuple[QuerySet, QuerySet, QuerySet, QueryS
     owner proposed, waivers pending a second approver, owners' waiver requests, owners'
     shadow requests. Four eyes as their actions judge it: never an agent `user` owns, never
     one they asked for themselves."""
+    # reconciliation is above registry (a listed back-edge): loaded on call
     from reconciliation.models import AgentStatus
-    from registry.choices import WaiverState
-    from registry.models import Retirement, Waiver, WaiverRequest
 
     retirements = Retirement.objects.filter(state=VersionState.PENDING)
     waivers = Waiver.objects.filter(state=WaiverState.PENDING, withdrawn_at__isnull=True,
@@ -418,9 +413,6 @@ def reminders_for(user, now: datetime) -> list[Item]:
     (RECERT_REMIND_DAYS before its review date) and whose recertification is not yet proposed;
     overdue ones are most urgent. The key holds the review date, so a new date is a new item
     (and a new notification), and a reminder is told once per review period."""
-    from django.conf import settings
-    from django.db.models import Exists, OuterRef
-
     proposed = DesiredStateVersion.objects.filter(agent=OuterRef("pk"),
                                                   state=VersionState.PENDING, recertifies=True)
     lead = timedelta(days=settings.RECERT_REMIND_DAYS)

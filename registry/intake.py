@@ -6,7 +6,7 @@ from typing import Any
 
 from django.conf import settings
 
-from config.errors import DomainError, Invalid, TooLarge
+from config.errors import Invalid, Malformed, TooLarge
 from registry.manifest import (
     Manifest,
     ManifestError,
@@ -15,10 +15,6 @@ from registry.manifest import (
     parse_documents,
     validate_parsed,
 )
-
-
-class Malformed(DomainError):
-    """The body is not parseable YAML or JSON."""
 
 
 def _details(error: ManifestError) -> list[dict[str, Any]]:
@@ -56,13 +52,3 @@ def read_spec(raw: Any) -> dict[str, Any]:
         details = [{**d, "pointer": f"/spec{d['pointer']}"} for d in _details(error)]
         raise Invalid(f"The spec is not valid: {details[0]['pointer']}: "
                       f"{details[0]['message']}", details=details) from None
-
-
-def decode_body(body: bytes) -> str:
-    """UTF-8 text of a body; anything else is malformed."""
-    if len(body) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
-        raise TooLarge(f"The body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes.")
-    try:
-        return body.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise Malformed(f"The body is not UTF-8 (byte {error.start}).") from None

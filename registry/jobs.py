@@ -1,19 +1,24 @@
-"""Thin RQ entry points of the registry: the inbox sweep (notifications and SLA breaches)."""
+"""Thin RQ entry points of the registry: the inbox sweep (notifications and SLA breaches),
+review checks (recertification) and stopping a retired agent on its platform."""
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import django_rq
+from django.conf import settings
 from django.utils import timezone
 
 from config.scheduled_time import not_before
+from reconciliation.connectors import ConnectorError
+from reconciliation.jobs import _queue, backoff_seconds
+from registry import inbox
+from registry.actions.notifications import sweep
+from registry.actions.recertification import due_agent_ids, mark_overdue, remind_owner
+from registry.actions.retirement import stop_failed, stop_on_platform
 
 
 def inbox_sweep() -> dict[str, int]:
     """Cron (INBOX_SWEEP_SECONDS), and again at the earliest coming deadline so a breach is
     noticed when it happens: notice new items and breaches, send what is due."""
-    from registry import inbox
-    from registry.actions.notifications import sweep
-
     now = timezone.now()
     done = sweep(now)
     # Deadlines after `now` (not after the sweep ended): one passing during the sweep is
@@ -24,3 +29,45 @@ def inbox_sweep() -> dict[str, int]:
         django_rq.get_queue("default", commit_mode="auto").enqueue_at(
             when, inbox_sweep, job_id=f"inbox-sweep-{when:%Y%m%d%H%M%S}")
     return done
+
+
+def stop_retired_agent(agent_id: int, attempt: int = 0) -> str:
+    """Ask a retired agent's platform to stop it; a platform that cannot be reached is asked
+    again with backoff (the same key: a repeat is a no-op there), and after
+    RETIRE_STOP_MAX_RETRIES the approvers get an escalation to stop it by hand."""
+    try:
+        return stop_on_platform(agent_id)
+    except ConnectorError as error:
+        if attempt >= settings.RETIRE_STOP_MAX_RETRIES:
+            stop_failed(agent_id, error=str(error), attempts=attempt + 1)
+            return "escalated"
+        delay = backoff_seconds(attempt + 1)
+        _queue().enqueue_in(timedelta(seconds=delay), stop_retired_agent, agent_id,
+                            attempt + 1)
+        return f"retry in {delay:.1f}s"
+
+
+def schedule_review_checks(agent_id: int, times: list[datetime]) -> None:
+    """A review check at each of these times (the reminder, the review date), on the default
+    queue: the reconcile queue holds passes only, one per agent."""
+    now, queue = timezone.now(), django_rq.get_queue("default", commit_mode="auto")
+    for when in times:
+        if when > now:
+            queue.enqueue_at(not_before(when), check_review, agent_id)
+        else:
+            queue.enqueue(check_review, agent_id)
+
+
+def check_review(agent_id: int) -> str:
+    """Remind the owner or mark the agent overdue, whichever is due now (no-op otherwise)."""
+    reminded = remind_owner(agent_id)
+    overdue = mark_overdue(agent_id)
+    return "overdue" if overdue else "reminded" if reminded else "nothing due"
+
+
+def check_reviews() -> dict[str, int]:
+    """Cron backstop: every agent whose reminder or review date came and was not acted on (an
+    exact-time job lost while Redis was down, a changed interval)."""
+    remind, overdue = due_agent_ids(timezone.now())
+    return {"reminded": sum(remind_owner(pk) for pk in remind),
+            "overdue": sum(mark_overdue(pk) for pk in overdue)}

@@ -10,11 +10,12 @@ from rest_framework.views import APIView
 
 from config.errors import NotAllowed, NotFound
 from config.parsers import SafeJSONParser
+from config.permissions import IsPerson
 from registry import actions
 from registry.actions.proposals import check_can_propose
 from registry.actions.retirement import check_can_decide_retirement
 from registry.actions.waivers import check_can_confirm, check_may_waive
-from registry.api import IsPerson, OutcomeSerializer
+from registry.api import OutcomeSerializer
 from registry.choices import VersionSource
 from registry.models import Agent
 from registry.principals import AgentPrincipal, acting_agent

@@ -9,8 +9,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.errors import NotFound
+from config.permissions import IsPerson
 from registry.actions import notifications
-from registry.api import IsPerson
 from registry.choices import NotifyChannel, NotifyMode, Role
 from registry.models import NotificationPreference
 from registry.roles import has_role

@@ -47,6 +47,6 @@ class AuditPasswordChanges:
         if actor is None:
             # In a request the only password forms are a person's own; outside one, a command.
             actor = user if current_request_id() else command_line_actor()
-        from registry import actions
+        from registry import actions  # cycle: registry.actions imports this module
 
         actions.record_password_change(user, actor=actor)

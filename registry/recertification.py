@@ -6,6 +6,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.utils import timezone
 
 from config.durations import duration_seconds, format_duration
 from config.errors import DomainError
@@ -67,8 +68,6 @@ def read_override(data: dict[str, Any], now: datetime) -> tuple[ReviewOverride, 
 
 def review_override(data: dict[str, Any]) -> ReviewOverride | None:
     """The override in a request body; 400 `invalid_review_date` naming the field."""
-    from django.utils import timezone
-
     override, problems = read_override(data, timezone.now())
     if problems:
         raise DomainError(problems[0]["message"], code="invalid_review_date", details=problems)

@@ -15,10 +15,11 @@ from rest_framework.views import APIView
 
 from config.errors import NotAllowed, NotFound
 from config.parsers import SafeJSONParser
+from config.permissions import IsPerson
 from registry import actions
 from registry.actions.retirement import check_can_decide_retirement
 from registry.actions.waivers import may_withdraw
-from registry.api import IsPerson, OutcomeSerializer
+from registry.api import OutcomeSerializer
 from registry.choices import RiskLevel, Role, VersionSource
 from registry.lifecycle_api import (
     RetirementOutSerializer,

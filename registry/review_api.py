@@ -10,8 +10,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.errors import NotAllowed, NotFound
+from config.permissions import IsPerson
 from registry import actions
-from registry.api import IsPerson
 from registry.choices import ReviewVerdict
 from registry.models import DesiredStateVersion
 from registry.review_thread import may_read, thread

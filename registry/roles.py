@@ -1,33 +1,12 @@
-"""Who holds which role, for views and API permissions (templates get it from
-console/context_processors.py)."""
+"""Who sees what of an agent, by role. Roles themselves and `has_role` are config's
+(config/roles.py: audit checks them too); kept importable from here for the registry's callers."""
 
 from typing import Any
 
-from rest_framework.permissions import BasePermission
-
-from registry.choices import Role
-
-
-def user_roles(user: Any) -> frozenset[str]:
-    """The role names a person holds (cached on the user object for the request)."""
-    cached = getattr(user, "_role_names", None)
-    if cached is not None:  # before `user.groups`, which builds a manager on every read
-        return cached
-    if not getattr(user, "is_authenticated", False) or not hasattr(user, "groups"):
-        return frozenset()  # anonymous, or an agent's token: agents hold no person's role
-    if user.is_superuser:
-        cached = frozenset(Role.values)
-    else:
-        cached = frozenset(user.groups.filter(name__in=Role.values)
-                           .values_list("name", flat=True))
-    user._role_names = cached
-    return cached
-
-
-def has_role(user: Any, *roles: str) -> bool:
-    """True when the person holds any of `roles` (admin holds every role)."""
-    held = user_roles(user)
-    return Role.ADMIN in held or any(role in held for role in roles)
+from config.roles import HasRole as HasRole
+from config.roles import Role
+from config.roles import has_role as has_role
+from config.roles import user_roles as user_roles
 
 
 def sees_everything(user: Any) -> bool:
@@ -42,12 +21,3 @@ def sees_operations(user: Any, agent: Any) -> bool:
     (metadata, specs, proposals, status), as the README's roles table says."""
     return sees_everything(user) or (has_role(user, Role.OWNER)
                                      and agent.owner_id == getattr(user, "pk", None))
-
-
-class HasRole(BasePermission):
-    """DRF permission: a signed-in person holding one of the view's `required_roles`."""
-
-    message = "Your role does not allow this."
-
-    def has_permission(self, request: Any, view: Any) -> bool:
-        return has_role(request.user, *getattr(view, "required_roles", ()))

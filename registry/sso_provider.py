@@ -6,6 +6,7 @@ from typing import Any
 
 import requests
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
 # Setting name -> discovery document key.
 _DISCOVERED = {
@@ -59,7 +60,6 @@ def setting(name: str, *default: Any) -> Any:
     if value is None:
         if default:
             return default[0]
-        from django.core.exceptions import ImproperlyConfigured
 
         raise ImproperlyConfigured(f"Setting {name} not found")
     return value

@@ -3,11 +3,11 @@ from rest_framework.routers import SimpleRouter
 
 from registry import (
     api,
+    evidence_api,
     lifecycle_api,
     notification_api,
     recertification_api,
     review_api,
-    toxic_api,
 )
 
 router = SimpleRouter(trailing_slash=False)
@@ -15,7 +15,6 @@ router.register("agents", api.AgentViewSet, basename="agent")
 router.register("proposals", api.ProposalViewSet, basename="proposal")
 router.register("guardrails", api.GuardrailViewSet, basename="guardrail")
 router.register("tokens", api.TokenViewSet, basename="token")
-router.register("toxic-combinations", toxic_api.ToxicCombinationViewSet, basename="toxic")
 
 api_urlpatterns = [
     path("notifications/preferences", notification_api.PreferencesView.as_view(),
@@ -26,6 +25,8 @@ api_urlpatterns = [
          notification_api.PreferenceVerifyView.as_view(), name="notification-preference-verify"),
     path("proposals/<int:pk>/thread", review_api.ThreadView.as_view(), name="proposal-thread"),
     path("manifests", api.ManifestView.as_view(), name="manifests"),
+    path("agents/<slug:name>/evidence", evidence_api.AgentEvidenceView.as_view(),
+         name="agent-evidence"),
     path("agents/<slug:name>/proposals", api.AgentProposalView.as_view(), name="agent-propose"),
     path("agents/<slug:name>/rollback", lifecycle_api.RollbackView.as_view(),
          name="agent-rollback"),

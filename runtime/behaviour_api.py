@@ -13,13 +13,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config.errors import DomainError, NotAllowed, NotFound, TooLarge
+from config.errors import DomainError, Malformed, NotAllowed, NotFound, TooLarge
 from config.outbound import listed
+from config.pagination import Page
+from config.parsers import TextParser
+from config.permissions import IsPerson
 from config.times import parse_timestamp
 from reconciliation.api import agent_for
-from registry.api import IsPerson, ManifestTextParser, Page
 from registry.choices import Role
-from registry.intake import Malformed
 from registry.models import ApiToken, DesiredStateVersion
 from registry.principals import AgentPrincipal, acting_agent
 from registry.roles import HasRole, has_role, sees_operations
@@ -61,7 +62,7 @@ IngestResult = inline_serializer("IngestResult", {
 class EventsView(APIView):
     """`POST /api/v1/events`: a JSON array or NDJSON of behaviour events; idempotent on id."""
 
-    parser_classes = [ManifestTextParser]
+    parser_classes = [TextParser]
 
     @extend_schema(request={"application/json": OpenApiTypes.OBJECT,
                             "application/x-ndjson": OpenApiTypes.STR},
@@ -81,7 +82,7 @@ class EventsView(APIView):
 class TracesView(APIView):
     """`POST /v1/traces`: OTLP/HTTP (protobuf or JSON); GenAI tool spans become events."""
 
-    parser_classes = [ManifestTextParser]
+    parser_classes = [TextParser]
 
     @extend_schema(request={"application/x-protobuf": OpenApiTypes.BINARY,
                             "application/json": OpenApiTypes.OBJECT},
@@ -103,7 +104,7 @@ class TracesView(APIView):
         if "protobuf" in (request.content_type or ""):
             from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
                 ExportTraceServiceResponse,
-            )
+            )  # opentelemetry loads only on this path
 
             reply = ExportTraceServiceResponse()
             if message:

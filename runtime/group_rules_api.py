@@ -10,8 +10,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config.errors import Invalid, NotAllowed
-from registry.api import IsPerson
+from config.errors import Invalid, NotAllowed, NotFound
+from config.permissions import IsPerson
 from registry.choices import Role
 from registry.roles import HasRole, has_role
 from runtime.actions import group_rules as actions
@@ -112,8 +112,6 @@ class SavedGroupRuleWhatIfView(APIView):
 
     @extend_schema(responses=WhatIf)
     def get(self, request: Request, name: str) -> Response:
-        from config.errors import NotFound
-
         rule = GroupRule.objects.filter(name=name).first()
         if rule is None:
             raise NotFound(f"No group rule {name!r}.")

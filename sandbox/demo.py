@@ -1,21 +1,26 @@
 """The demo cluster: the example agents, a few dozen generated ones across frameworks and
 owners, and the three guardrails compliance ships. Everything goes through the real actions."""
 
+import json
 import random
+import time
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
 
+from config.private_files import write_private
 from reconciliation import actions
 from reconciliation.choices import Trigger
 from reconciliation.models import ReconcileRun
 from registry import actions as registry_actions
+from registry.actions.stepup import confirm_device, start_enrolment
 from registry.choices import VersionSource
 from registry.intake import read_manifests
 from registry.manifest import validate_manifest
-from registry.models import Agent, Guardrail
+from registry.models import Agent, DesiredStateVersion, Guardrail
+from registry.stepup import confirmed_device, proposal_reasons
 from sandbox.lab import inject
 
 EXAMPLES = Path(settings.BASE_DIR) / "examples" / "manifests"
@@ -98,9 +103,6 @@ def approve_as_demo(version_id: int, approver: User, sessions: dict[int, dict]) 
     """Approve as a demo approver; when step-up is asked for (STEPUP_RISK_THRESHOLD, a step_up
     guardrail) the approver has a demo authenticator (its key under var/, to add to an app) and
     gives a real code from it once, which their seeding session then remembers."""
-    from registry.models import DesiredStateVersion
-    from registry.stepup import proposal_reasons
-
     version = DesiredStateVersion.objects.get(pk=version_id)
     session = sessions.setdefault(approver.pk, {})
     otp = ""
@@ -112,12 +114,6 @@ def approve_as_demo(version_id: int, approver: User, sessions: dict[int, dict]) 
 def demo_authenticator(user: User) -> Any:
     """The demo person's confirmed TOTP device, enrolled through the real actions the first
     time (its key is kept in var/demo-totp.json, private, for an authenticator app)."""
-    import json
-
-    from config.private_files import write_private
-    from registry.actions.stepup import confirm_device, start_enrolment
-    from registry.stepup import confirmed_device
-
     device = confirmed_device(user)
     if device is None:
         pending = start_enrolment(actor=user)
@@ -132,9 +128,7 @@ def demo_authenticator(user: User) -> Any:
 def demo_code(device: Any, *, steps_ahead: int = 0) -> str:
     """The code the device's app shows now (or `steps_ahead` periods later: a code is single
     use, and the device accepts the next period's too)."""
-    import time
-
-    from django_otp.oath import TOTP
+    from django_otp.oath import TOTP  # django_otp loads only on this path
 
     totp = TOTP(device.bin_key, device.step, device.t0, device.digits, device.drift)
     totp.time = time.time() + steps_ahead * device.step

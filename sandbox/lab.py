@@ -1,6 +1,10 @@
 """The drift lab: faults and drift to inject into sandbox agents (command line and pages)."""
 
+import random
+import uuid
 from typing import Any
+
+from django.utils import timezone
 
 from config.errors import Invalid
 from reconciliation.diff import effective_desired
@@ -10,8 +14,6 @@ from sandbox import actions
 
 def widened(agent: Agent) -> dict[str, Any]:
     """A "bad deployment": CRM access granted, an extra tool, the refund threshold dropped."""
-    from django.utils import timezone
-
     state = effective_desired(agent.active_version.spec, timezone.now())
     changes: dict[str, Any] = {
         "tools": sorted({*state["tools"], "crm.search"}),
@@ -51,8 +53,6 @@ def inject(agent: Agent, what: str, *, actor: Any, after_changes: int = 1,
 def mass_drift(count: int, *, actor: Any) -> list[str]:
     """A bad deployment across many agents at once, one deployment id for all (one incident):
     the breaker should trip."""
-    import uuid
-
     agents = (Agent.objects.filter(connector__type="sandbox", lifecycle="active",
                                    active_version__isnull=False)
               .select_related("active_version").order_by("name")[:count])
@@ -63,8 +63,6 @@ def mass_drift(count: int, *, actor: Any) -> list[str]:
 def simulate(*, actor: Any = "system:demo-simulator", rng: Any = None) -> str:
     """The demo's background simulator: now and then a random sandbox agent drifts (a bad
     deployment, sometimes with a lagging platform), so a new user sees the loop at work."""
-    import random
-
     rng = rng or random.Random()
     agents = list(Agent.objects.filter(connector__type="sandbox", lifecycle="active",
                                        active_version__isnull=False)

@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.errors import NotAllowed, NotFound
-from registry.api import IsPerson
+from config.permissions import IsPerson
 from registry.choices import Role
 from registry.roles import has_role
 from siem import actions

@@ -8,6 +8,7 @@ from typing import Any
 from django.db import models
 from django.utils import timezone
 
+from audit.models import AuditChainHead
 from siem.choices import SinkKind, Stream
 
 
@@ -100,8 +101,6 @@ class AlertRecord(models.Model):
 
 def stream_heads() -> dict[str, int]:
     """Each stream's last seq (the audit log's head; the alert stream's)."""
-    from audit.models import AuditChainHead
-
     def seq(model: type) -> int:
         return model.objects.filter(pk=1).values_list("seq", flat=True).first() or 0
 

@@ -14,12 +14,15 @@ from django.utils import timezone
 
 import audit
 from audit.choices import AuditAction
+from config.permission_sources import Source
+from reconciliation.actions.common import desired_now, open_escalation
+from reconciliation.choices import EscalationStatus
 from reconciliation.connectors.base import ConnectorError, CorrectionRefused
+from reconciliation.models import Escalation
 from registry.connector_secrets import secret_value
 from registry.models import Agent
 from sources import aws_iam, oauth, postgres
 from sources.choices import ReadingStatus
-from sources.declared import Source
 from sources.models import SourceReading
 from sources.postgres import CREDENTIALS_REMEDY, SourceRefused
 
@@ -108,10 +111,6 @@ def read_source(source: Source, agent: Agent) -> SourceReading:
 @transaction.atomic
 def _escalate_once(agent: Agent, reason: str) -> None:
     """A human is asked once (while open) to fix credentials the source refuses."""
-    from reconciliation.actions.common import open_escalation
-    from reconciliation.choices import EscalationStatus
-    from reconciliation.models import Escalation
-
     if not Escalation.objects.filter(agent=agent, finding=None, reason=reason,
                                      status=EscalationStatus.OPEN).exists():
         open_escalation(agent, None, reason=reason)
@@ -119,8 +118,6 @@ def _escalate_once(agent: Agent, reason: str) -> None:
 
 def _approved(agent: Agent, source: Source) -> dict[str, str | None]:
     """The access `agent` may have now on each resource `source` covers (None: none)."""
-    from reconciliation.actions.common import desired_now
-
     data = {entry.get("resource"): entry.get("access")
             for entry in desired_now(agent, timezone.now()).get("data", [])}
     return {resource: data.get(resource) for resource in source.covers}

@@ -8,8 +8,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from config.permissions import IsPerson
 from reconciliation.api import agent_for
-from registry.api import IsPerson
 from registry.choices import Role
 from sources.choices import ReadingStatus
 from sources.readings import readings_for

@@ -22,9 +22,9 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import unquote
 
+from config.permission_sources import Source
 from reconciliation.connectors.base import ConnectorError, CorrectionRefused
 from registry.connector_secrets import secret_value
-from sources.declared import Source
 from sources.postgres import Reading, SourceRefused, highest, rank, taken_elsewhere
 
 LEVELS = ("read", "write", "admin")
@@ -115,8 +115,8 @@ def evaluate(source: Source, documents: list[tuple[str, dict[str, Any]]], role: 
 
 
 def _client(source: Source) -> Any:
-    import boto3
-    from botocore.config import Config
+    import boto3  # boto3 loads only on this path
+    from botocore.config import Config  # botocore loads only on this path
 
     keys = secret_value(source.secret) or ""
     key_id, _, secret = keys.partition(":")
@@ -151,7 +151,7 @@ def _documents(iam: Any, role: str) -> list[tuple[str, dict[str, Any]]]:
 def _call(source: Source, what: Any, role: str | None = None) -> Any:
     """Run `what`; AWS refusing the credentials is a CorrectionRefused, not knowing `role` a
     SourceRefused, not reaching it a ConnectorError."""
-    from botocore.exceptions import BotoCoreError, ClientError
+    from botocore.exceptions import BotoCoreError, ClientError  # botocore loads only on this path
 
     try:
         return what()

@@ -17,9 +17,9 @@ from urllib.parse import urlencode
 from django.conf import settings
 
 from config import outbound
+from config.permission_sources import Source
 from reconciliation.connectors.base import ConnectorError, CorrectionRefused
 from registry.connector_secrets import secret_value
-from sources.declared import Source
 from sources.postgres import Reading, SourceRefused, highest, rank
 
 TIMEOUT_SECONDS = 5

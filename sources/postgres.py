@@ -21,8 +21,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from config.permission_sources import Resource, Source
 from reconciliation.connectors.base import ConnectorError, CorrectionRefused
-from sources.declared import Resource, Source
 
 log = logging.getLogger(__name__)
 

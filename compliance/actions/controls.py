@@ -11,6 +11,7 @@ from django.utils import timezone
 import audit
 from audit.choices import AuditAction
 from compliance.choices import EvidenceQuery
+from compliance.framework_report import frameworks
 from compliance.frameworks import CONTROL_ID, MAX_TITLE, SLUG
 from compliance.models import FrameworkControl
 from config.errors import Invalid, NotAllowed, NotFound
@@ -81,8 +82,6 @@ def save_control(*, actor: Any, framework: Any, control_id: Any, title: Any, que
 def retire_control(*, actor: Any, framework: Any, control_id: Any,
                    reason: Any) -> FrameworkControl:
     """A new version that removes the control from its framework's reports."""
-    from compliance.framework_report import frameworks
-
     why = _check(actor, framework, control_id, reason)
     known = frameworks().get(framework)
     if known is None or all(c.id != control_id for c in known.controls):

@@ -6,17 +6,21 @@ the end are audited."""
 from datetime import timedelta
 from typing import Any
 
+import django_rq
 from django.db import transaction
 from django.utils import timezone
 
 import audit
 from audit.choices import AuditAction
+from audit.models import AuditEntry
 from compliance.actions.stops import MAX_SELECTOR_LABELS, _label_value, _reason, _stopper
 from compliance.models import MaintenanceWindow
 from config.errors import Conflict, Invalid, NotFound
 from config.scheduled_time import not_before
 from config.times import parse_timestamp
+from reconciliation.choices import Trigger
 from reconciliation.diff import OperationKind
+from reconciliation.triggers import request_reconcile
 from registry.choices import Lifecycle
 from registry.models import Agent
 
@@ -63,8 +67,6 @@ def covered_agents(window: MaintenanceWindow) -> list[Agent]:
 
 def _schedule_end(window: MaintenanceWindow) -> None:
     def enqueue() -> None:
-        import django_rq
-
         django_rq.get_queue("default", commit_mode="auto").enqueue_at(
             not_before(window.ends_at), "compliance.jobs.end_window_job", window.pk)
 
@@ -120,8 +122,6 @@ def cancel_window(window_id: Any, *, actor: Any, reason: Any) -> MaintenanceWind
 
 
 def _reconcile_covered(window: MaintenanceWindow) -> None:
-    from reconciliation.choices import Trigger
-    from reconciliation.triggers import request_reconcile
 
     for agent in covered_agents(window):
         request_reconcile(agent.pk, Trigger.MANUAL)
@@ -158,7 +158,6 @@ def hold_for_window(agent: Agent, window: MaintenanceWindow, decision: Any,
     if OperationKind.SUSPEND.value not in allowed:
         held.extend(decision.block)
         decision.block = []
-    from audit.models import AuditEntry
 
     for drift in held:
         finding = findings[drift.fingerprint]

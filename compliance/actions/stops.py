@@ -18,6 +18,7 @@ still holds stay suspended) and a job resumes them on their platforms."""
 import logging
 from typing import Any
 
+import django_rq
 import redis
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -31,6 +32,7 @@ from compliance.choices import StopScope
 from compliance.models import Stop
 from compliance.stops import active_stops, stop_covering
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
+from reconciliation.alerts import broadcast
 from reconciliation.choices import DecisionOutcome, DecisionStatus, FindingStatus
 from reconciliation.models import Finding
 from registry.choices import Lifecycle, Role
@@ -114,8 +116,6 @@ def _announce_all(names: list[str]) -> None:
 
 def _enqueue(job: str, stop_id: int) -> None:
     def enqueue() -> None:
-        import django_rq
-
         django_rq.get_queue("default").enqueue(job, stop_id)
 
     transaction.on_commit(enqueue, robust=True)
@@ -145,7 +145,7 @@ def place_stop(*, actor: Any, scope: Any, reason: Any, team: Any = None, selecto
                         "agents": [a.name for a in reached],
                         "suspended": stop.agents}, reason=reason)
     _deny_pending(reached, actor=actor, said=said)
-    from reconciliation.alerts import broadcast
+    # cycle: reconciliation.fleet_snapshot imports this module
     from reconciliation.fleet_snapshot import request_refresh
 
     broadcast(AlertKind.FLEET_STOPPED, {"severity": "high", "stop": stop.pk,
@@ -159,7 +159,7 @@ def place_stop(*, actor: Any, scope: Any, reason: Any, team: Any = None, selecto
 
 def _deny_pending(agents: list[Agent], *, actor: Any, said: str) -> None:
     """Pending decisions of stopped agents end as deny: nobody may sign them off meanwhile."""
-    from runtime.actions.decisions import _close
+    from runtime.actions.decisions import _close  # cycle: runtime.actions imports this module
 
     pending = (Decision.objects.select_for_update(of=("self",)).select_related("agent")
                .filter(agent__in=agents, status=DecisionStatus.PENDING).order_by("created_at"))
@@ -227,6 +227,7 @@ def approve_lift(stop_id: Any, *, actor: Any) -> Stop:
                  after={"active": False, "lift_requested_by": stop.lift_requested_by.username,
                         "lifted_by": actor.username, "resumed": [a.name for a in resumed]},
                  reason=stop.lift_reason)
+    # cycle: reconciliation.fleet_snapshot imports this module
     from reconciliation.fleet_snapshot import request_refresh
 
     request_refresh()

@@ -7,10 +7,10 @@ from typing import Any
 from django.utils import timezone
 
 import audit
+from audit.actions import actor_label
 from audit.alert_kinds import AlertKind
 from audit.chain import canonical_json
 from audit.choices import AuditAction
-from compliance.stops import stop_covering
 from reconciliation import alerts
 from reconciliation.attribution import is_rollout
 from reconciliation.choices import (
@@ -18,6 +18,7 @@ from reconciliation.choices import (
     FindingStatus,
 )
 from reconciliation.diff import effective_desired
+from reconciliation.incidents import incident_token
 from reconciliation.models import (
     AgentStatus,
     BreakerTrip,
@@ -25,6 +26,7 @@ from reconciliation.models import (
     Escalation,
     Finding,
 )
+from registry import holds
 from registry.choices import Lifecycle
 from registry.desired_push import announce_desired_change
 from registry.models import Agent
@@ -47,7 +49,7 @@ def desired_now(agent: Agent, now: datetime) -> dict[str, Any]:
 def held_still(agent: Agent) -> bool:
     """Whether the agent must not run: suspended, or reached by a stop in force (which also
     holds an agent resumed by hand or registered into the stop's scope after it)."""
-    return agent.lifecycle == Lifecycle.SUSPENDED or stop_covering(agent) is not None
+    return agent.lifecycle == Lifecycle.SUSPENDED or holds.stopped(agent)
 
 
 def link(agent: Agent) -> str:
@@ -65,12 +67,11 @@ def alert(event: AlertKind, agent: Agent, finding: Finding | None = None, **extr
         event = ROLLOUT_EVENTS[event]
         payload["generation"] = (finding.cause or {}).get("generation")
     if finding is not None:
-        from reconciliation.incidents import incident_token
-
         payload.update(finding=finding.pk, severity=finding.severity, kind=finding.kind,
                        pointer=finding.pointer, incident=incident_token(finding),
                        # for the sentence: "gained write access to crm"
                        expected=finding.expected, actual=finding.actual)
+        # cycle: reconciliation.fleet_snapshot imports this module
         from reconciliation.fleet_snapshot import request_refresh
 
         request_refresh()  # a finding opened or closed: the fleet view counts them
@@ -78,8 +79,6 @@ def alert(event: AlertKind, agent: Agent, finding: Finding | None = None, **extr
 
 
 def audit_label(actor: Any) -> str:
-    from audit.actions import actor_label
-
     return actor_label(actor)
 
 

@@ -5,13 +5,13 @@ import logging
 from datetime import datetime, timedelta
 from typing import Any
 
+import django_rq
 from django.db import transaction
 from django.utils import timezone
 
 import audit
 from audit.alert_kinds import AlertKind
 from audit.choices import AuditAction
-from compliance.stops import stop_reason
 from config import pointers
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from config.scheduled_time import not_before
@@ -27,6 +27,7 @@ from reconciliation.choices import (
     Resolution,
     Trigger,
 )
+from reconciliation.connectors import ConnectorError, connector_for
 from reconciliation.diff import Operation, OperationKind
 from reconciliation.models import (
     Escalation,
@@ -34,8 +35,11 @@ from reconciliation.models import (
 )
 from reconciliation.plan import idempotency_key
 from reconciliation.triggers import request_reconcile
-from registry.choices import Lifecycle, Role
+from registry import actions as registry_actions
+from registry import holds
+from registry.choices import Lifecycle, Role, VersionSource, VersionState
 from registry.desired_push import announce_desired_change
+from registry.intake import read_spec
 from registry.models import Agent
 from registry.roles import has_role
 from runtime.behaviour import raise_limit
@@ -115,6 +119,7 @@ def resolve_escalation(escalation_id: int, *, actor: Any, resolution: str,
             {"pointer": "/resolution",
              "message": f"a {kind} escalation takes {', '.join(RESOLUTIONS[kind])}"}])
     if kind == EscalationKind.DECISION:
+        # runtime is above reconciliation (a listed back-edge): loaded on call
         from runtime.actions.decisions import decide_pending
 
         decide_pending(str(escalation.decision_id), actor=actor,
@@ -151,10 +156,6 @@ def _resolve_drift(escalation: Escalation, finding: Finding | None, resolution: 
     """Configuration drift: back to the loop as a correction, into a proposal (of this
     finding's change, and of `with_findings`' when an incident is accepted whole), or
     suspend."""
-    from registry import actions as registry_actions
-    from registry.choices import VersionSource
-    from registry.intake import read_spec
-
     agent = escalation.agent
     if resolution == Resolution.REVERT:
         if finding is not None:
@@ -339,8 +340,6 @@ def _suspend_for_behaviour(escalation: Escalation, finding: Finding, *, actor: A
 
 
 def _tell_connector(agent: Agent, operation: Operation, key: str) -> None:
-    from reconciliation.connectors import ConnectorError, connector_for
-
     try:
         connector_for(agent).apply(agent, operation.to_dict(), key)
     except ConnectorError as error:
@@ -352,10 +351,6 @@ def _tell_connector(agent: Agent, operation: Operation, key: str) -> None:
 def _raise_limit(escalation: Escalation, finding: Finding, *, actor: Any) -> dict[str, Any]:
     """Propose the approved spec with the broken limit raised to what was seen (on top of the
     approver's own pending proposal for the agent, so several raises make one proposal)."""
-    from registry import actions as registry_actions
-    from registry.choices import VersionSource, VersionState
-    from registry.intake import read_spec
-
     agent = escalation.agent
     if agent.active_version is None:
         raise Conflict(f"{agent.name} has no approved desired state.", code="not_approved")
@@ -385,7 +380,7 @@ def resume_agent(agent: Agent, *, actor: Any, reason: str) -> None:
     if not reason.strip():
         raise Invalid("Clearing a block needs a reason.",
                       details=[{"pointer": "/reason", "message": "required"}])
-    if (stopped := stop_reason(agent)) is not None:
+    if (stopped := holds.stop_reason(agent)) is not None:
         raise Conflict(f"{agent.name} is stopped ({stopped}): it runs again when two people "
                        "lift the stop.", code="stopped")
     updated = Agent.objects.filter(pk=agent.pk, lifecycle=Lifecycle.SUSPENDED).update(
@@ -493,8 +488,7 @@ def _triage_state(escalation: Escalation) -> dict[str, Any]:
 
 
 def _schedule_wake(escalation_id: int, until: datetime) -> None:
-    import django_rq
-
+    # cycle: reconciliation.jobs imports this module
     from reconciliation.jobs import wake_escalation_job
 
     django_rq.get_queue("default", commit_mode="auto").enqueue_at(

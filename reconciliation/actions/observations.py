@@ -14,6 +14,7 @@ from reconciliation.choices import (
     Trigger,
 )
 from reconciliation.models import ObservedState
+from reconciliation.silence import clear_on_report
 from reconciliation.triggers import request_reconcile
 from registry.models import Agent
 from runtime.models import UnregisteredAgent
@@ -54,12 +55,12 @@ def record_observation(agent: Agent, state: dict[str, Any], *, actor: Any, sourc
     row, changed = _store(ObservedState.objects.filter(agent=agent), state, actor=actor,
                           source=source, target=f"agent:{agent.name}", agent_name=agent.name,
                           agent=agent, change=change)
-    from reconciliation.silence import clear_on_report
 
     clear_on_report(agent, row.last_seen_at)  # heard again: an open silence ends
     if trigger_reconcile:
         request_reconcile(agent.pk, Trigger.OBSERVATION)
     if changed:
+        # cycle: reconciliation.toxic_paths imports this module
         from reconciliation.toxic_paths import request_path_check
 
         request_path_check()  # a changed state may open or close a toxic path in the fleet

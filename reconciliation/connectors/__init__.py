@@ -13,6 +13,7 @@ from registry.models import Agent
 def connector_for(agent: Agent) -> Connector:
     """The connector the agent's approved spec names, with the permission sources the admin
     bound the agent to beside it (reconciliation/connectors/witnessed.py)."""
+    # cycle: reconciliation.connectors.witnessed imports this module
     from reconciliation.connectors.witnessed import WitnessedConnector, sources_for
 
     own = _own_connector(agent)
@@ -22,8 +23,13 @@ def connector_for(agent: Agent) -> Connector:
 
 def _own_connector(agent: Agent) -> Connector:
     """The connector the agent's approved spec names."""
+    # cycle: reconciliation.connectors.http imports this module
     from reconciliation.connectors.http import HttpConnector
+
+    # cycle: reconciliation.connectors.push imports this module
     from reconciliation.connectors.push import PushConnector
+
+    # cycle: reconciliation.connectors.sandbox imports this module
     from reconciliation.connectors.sandbox import SandboxConnector
 
     kind = (agent.connector or {}).get("type", "push")

@@ -17,6 +17,7 @@ from sandbox.models import SandboxAgent
 
 def _deployed(agent: Agent) -> SandboxAgent:
     """The platform deploys an agent as approved the first time anything reaches for it."""
+    # sandbox is above reconciliation (a listed back-edge): loaded on call
     from sandbox.actions import ensure_sandbox
 
     return ensure_sandbox(agent)

@@ -1,7 +1,7 @@
 """An agent's connector with the permission sources that grant its access beside it.
 
 Observing asks the agent's own connector (push, http, sandbox) and every source bound to the
-agent (sources/declared.py); on the resources a source covers, the source is the witness of
+agent (config/permission_sources.py); on the resources a source covers, the source is the witness of
 record (reconciliation/witnesses.py) and `witnesses` keeps both accounts for the findings.
 Correcting a covered resource happens at its source (REVOKE / GRANT there); anything else goes
 to the agent's own connector. A source that cannot be read fails the pass: the last known
@@ -9,11 +9,13 @@ reading stays, marked unknown, and nothing is corrected on a guess."""
 
 from typing import Any
 
+from django.conf import settings
+
+from config.permission_sources import Source
 from reconciliation.connectors.base import ApplyOutcome, Connector, ConnectorError
 from reconciliation.diff import OperationKind
 from reconciliation.witnesses import witness
 from registry.models import Agent
-from sources.declared import Source
 
 
 class WitnessedConnector:
@@ -30,6 +32,7 @@ class WitnessedConnector:
         return getattr(self.inner, "last_change", None)
 
     def observe(self, agent: Agent) -> dict[str, Any] | None:
+        # sources is above reconciliation (a listed back-edge): loaded on call
         from sources.actions import read_source
 
         reported = self.inner.observe(agent)
@@ -43,6 +46,7 @@ class WitnessedConnector:
         return next((s for s in self.sources if resource in s.covers), None)
 
     def apply(self, agent: Agent, operation: dict[str, Any], key: str) -> ApplyOutcome:
+        # sources is above reconciliation (a listed back-edge): loaded on call
         from sources.actions import correct_at_source
 
         kind = operation.get("op")
@@ -59,6 +63,4 @@ class WitnessedConnector:
 
 def sources_for(agent: Agent) -> list[Source]:
     """The declared permission sources an agent is bound to."""
-    from django.conf import settings
-
     return [s for s in settings.PERMISSION_SOURCES.values() if s.role_of(agent.name)]

@@ -9,12 +9,13 @@ from django.utils import timezone
 import audit
 from audit.choices import AuditAction
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
-from reconciliation.fleet_snapshot import request_refresh
+from registry import signals
 from registry.actions.proposals import reevaluate_pending
 from registry.choices import GuardrailEffect, OverdueEffect, Role
 from registry.guardrails import ExpressionError, ExpressionTooCostly, check_expression
 from registry.models import Guardrail
 from registry.roles import has_role
+from registry.signals import announce
 
 EDITABLE = ("description", "expression", "selector", "effect", "required_approvals", "message",
             "enabled", "overdue_effect", "safe_tools")
@@ -72,7 +73,7 @@ def create_guardrail(*, actor: Any, name: str, expression: str, effect: str, mes
     audit.record(actor=actor, action=AuditAction.GUARDRAIL_CREATED,
                  target=f"guardrail:{name}", after=guardrail.to_dict())
     reevaluate_pending(actor=actor)
-    request_refresh()  # the fleet view judges every agent by it
+    announce(signals.fleet_changed)  # the fleet view judges every agent by it
     return guardrail
 
 
@@ -93,7 +94,7 @@ def update_guardrail(guardrail: Guardrail, *, actor: Any, **changes: Any) -> Gua
     audit.record(actor=actor, action=AuditAction.GUARDRAIL_UPDATED,
                  target=f"guardrail:{guardrail.name}", before=before, after=guardrail.to_dict())
     reevaluate_pending(actor=actor)
-    request_refresh()  # the fleet view judges every agent by it
+    announce(signals.fleet_changed)  # the fleet view judges every agent by it
     return guardrail
 
 
@@ -107,4 +108,4 @@ def delete_guardrail(guardrail: Guardrail, *, actor: Any) -> None:
     audit.record(actor=actor, action=AuditAction.GUARDRAIL_DELETED, target=f"guardrail:{name}",
                  before=before)
     reevaluate_pending(actor=actor)
-    request_refresh()  # the fleet view judges every agent by it
+    announce(signals.fleet_changed)  # the fleet view judges every agent by it

@@ -26,12 +26,12 @@ from audit.alert_kinds import AlertKind
 from audit.choices import AuditAction
 from config import outbound
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
-from reconciliation.alerts import broadcast
-from registry import inbox
+from registry import inbox, signals
 from registry.choices import NotifyChannel, NotifyMode, Role
 from registry.models import Agent, Notification, NotificationPreference, SlaBreach
 from registry.principals import AgentPrincipal
 from registry.roles import has_role
+from registry.signals import announce
 
 log = logging.getLogger(__name__)
 NEW, BREACH = "new", "breach"
@@ -269,7 +269,7 @@ def notice_breaches(now: datetime) -> list[SlaBreach]:
                          target=item.key, agent=item.agent,
                          after={"deadline": item.deadline.isoformat(),
                                 "next_approver": breach.notified or None})
-            broadcast(AlertKind.INBOX_SLA_BREACHED, {
+            announce(signals.alert_raised, event=AlertKind.INBOX_SLA_BREACHED, payload={
                 "agent": item.agent, "item": item.key, "kind": item.kind,
                 "severity": "high", "link": item.link,
                 "message": f"{item.kind} for {item.agent} is past its SLA"

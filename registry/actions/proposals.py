@@ -16,9 +16,7 @@ from audit.choices import AuditAction
 from audit.jsondiff import flat_changes
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from config.outbound import listed
-from reconciliation.alerts import broadcast
-from reconciliation.fleet_snapshot import request_refresh
-from reconciliation.triggers import request_reconcile, schedule_grant_expiries
+from registry import signals
 from registry.actions.grants import start_grant_clocks
 from registry.actions.stepup import verify_step_up
 from registry.actions.tokens import suspend_for_handover
@@ -34,6 +32,7 @@ from registry.principals import AgentPrincipal, acting_agent
 from registry.proposal_gates import check_gates
 from registry.recertification import ReviewOverride, override_seconds, policy_seconds
 from registry.roles import has_role
+from registry.signals import announce
 from registry.stepup import StepUp, proposal_reasons, required_error
 from registry.toxic_fleet import ToxicJudge, judge_proposal, record_meeting_points
 
@@ -82,9 +81,9 @@ class ProposalOutcome:
 
 def _announce(event: AlertKind, version: DesiredStateVersion, agent: Agent) -> None:
     """A live alert so approvers' inbox counts and feeds update (sent after commit)."""
-    broadcast(event, {"agent": agent.name, "owner_id": agent.owner_id,
-                      "proposal": version.pk, "state": version.state, "risk": version.risk,
-                      "link": f"/proposals/{version.pk}/"})
+    announce(signals.alert_raised, event=event, payload={
+        "agent": agent.name, "owner_id": agent.owner_id, "proposal": version.pk,
+        "state": version.state, "risk": version.risk, "link": f"/proposals/{version.pk}/"})
 
 
 def _raw_diff(before: dict | None, after: dict) -> list[dict[str, Any]]:
@@ -172,7 +171,7 @@ def group_rule_results(agent_name: str, active_spec: dict | None, spec: dict,
     """The enabled group rules that select the agent as it is and not as it would be, or the
     other way round (labels, team, owner, framework). A group rule's selector matches by
     equality, so a relabel is the lighter path out of a rule that needs two sign-offs."""
-    # here, not at the top: group rules live in reconciliation, whose models import registry's
+    # runtime is above registry (a listed back-edge): loaded on call
     from runtime.group_rules import AgentFacts, selects
     from runtime.models import GroupRule
 
@@ -407,6 +406,7 @@ def _register(manifest: Manifest, *, actor: Any, source: str, origin: str,
     audit.record(actor=actor, action=AuditAction.AGENT_REGISTERED, target=f"agent:{agent.name}",
                  agent=agent.name, after={"owner": owner.username, "labels": agent.labels},
                  reason=origin)
+    # runtime is above registry (a listed back-edge): loaded on call
     from runtime.actions.behaviour import adopt_unregistered
 
     adopt_unregistered(agent, actor=actor)  # a shadow agent's earlier events count from now
@@ -591,12 +591,13 @@ def _activate(version: DesiredStateVersion, agent: Agent, actor: Any) -> None:
                      target=f"proposal:{stale.pk}", agent=agent.name,
                      reason=f"superseded by proposal {version.pk} (generation "
                             f"{version.generation})")
+    # cycle: registry.actions.recertification imports this module
     from registry.actions.recertification import start_review_clock
 
     start_review_clock(version, agent, actor=actor, now=now)
-    request_reconcile(agent.pk, "approved")
-    schedule_grant_expiries(agent.pk, version.spec)
-    request_refresh()  # the fleet view judges the approved specs
+    announce(signals.reconcile_requested, agent_id=agent.pk, trigger="approved")
+    announce(signals.grants_approved, agent_id=agent.pk, spec=version.spec)
+    announce(signals.fleet_changed)  # the fleet view judges the approved specs
 
 
 def supersede_retirements(agent: Agent, old_owner: User, *, actor: Any,
@@ -680,7 +681,7 @@ def reevaluate_pending(*, actor: Any) -> int:
     # around every pending proposal (not the fleet once per proposal).
     guardrails = list(Guardrail.objects.filter(enabled=True).order_by("name"))
     toxic = ToxicJudge((version.agent.name, version.spec) for version in pending)
-    # here, not at the top: group rules live in reconciliation, whose models import registry's
+    # runtime is above registry (a listed back-edge): loaded on call
     from runtime.models import GroupRule
 
     group_rules = list(GroupRule.objects.filter(enabled=True).order_by("name"))

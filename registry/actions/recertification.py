@@ -6,6 +6,7 @@ proposal of the active spec that needs the usual approvals and resets the date."
 from datetime import datetime, timedelta
 from typing import Any
 
+import django_rq
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -14,13 +15,11 @@ import audit
 from audit.actions import actor_label
 from audit.alert_kinds import AlertKind
 from audit.choices import AuditAction
-from compliance.stops import held_by_stop
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from reconciliation.choices import EscalationKind, EscalationStatus
-from reconciliation.fleet_snapshot import request_refresh
 from reconciliation.models import AgentStatus, Escalation
 from reconciliation.recertified import with_recertified
-from reconciliation.triggers import request_reconcile
+from registry import holds, signals
 from registry.actions.proposals import ProposalOutcome, check_can_propose, propose
 from registry.choices import Lifecycle, OverdueEffect, RiskLevel, Role, VersionSource, VersionState
 from registry.desired_push import announce_desired_change
@@ -34,6 +33,7 @@ from registry.recertification import (
     review_date,
 )
 from registry.roles import has_role
+from registry.signals import announce
 
 SYSTEM = "system:recertification"
 
@@ -111,13 +111,13 @@ def _resume_if_overdue_suspended(agent: Agent, *, actor: Any, version: DesiredSt
     the reconciler chose for another reason stays."""
     if agent.lifecycle != Lifecycle.SUSPENDED or effect != OverdueEffect.SUSPEND:
         return
-    if held_by_stop(agent):  # a stop holds it until two people lift it
+    if holds.held_by_stop(agent):  # a stop holds it until two people lift it
         return
     Agent.objects.filter(pk=agent.pk).update(lifecycle=Lifecycle.ACTIVE,
                                              updated_at=timezone.now())
     agent.lifecycle = Lifecycle.ACTIVE
     announce_desired_change(agent.name)
-    request_refresh()  # the fleet view's compliance timeline shows suspensions
+    announce(signals.fleet_changed)  # the fleet view's compliance timeline shows suspensions
     audit.record(actor=actor, action=AuditAction.AGENT_RESUMED, target=f"agent:{agent.name}",
                  agent=agent.name, before={"lifecycle": "suspended"},
                  after={"lifecycle": "active"},
@@ -144,7 +144,7 @@ def _schedule_review_jobs(agent_id: int, due: datetime) -> None:
     """After commit: the reminder and the overdue check at their exact times."""
 
     def schedule() -> None:
-        from reconciliation.jobs import schedule_review_checks
+        from registry.jobs import schedule_review_checks  # cycle: registry.jobs imports this module
 
         schedule_review_checks(agent_id, [remind_at(due), due])
 
@@ -195,6 +195,7 @@ def remind_owner(agent_id: int, *, now: datetime | None = None) -> bool:
     """Once per review date, when the reminder time came and the date has not: an alert to the
     owner (their feed) and the audit row; the recertification page and the owner's inbox list
     it as due, and an inbox sweep after commit tells the owner's notification preferences."""
+    # reconciliation is above registry (a listed back-edge): loaded on call
     from reconciliation.actions.common import alert
 
     now = now or timezone.now()
@@ -216,9 +217,7 @@ def remind_owner(agent_id: int, *, now: datetime | None = None) -> bool:
 
 
 def _sweep_inbox() -> None:
-    import django_rq
-
-    from registry.jobs import inbox_sweep
+    from registry.jobs import inbox_sweep  # cycle: registry.jobs imports this module
 
     django_rq.get_queue("default", commit_mode="auto").enqueue(inbox_sweep)
 
@@ -227,6 +226,7 @@ def _sweep_inbox() -> None:
 def mark_overdue(agent_id: int, *, now: datetime | None = None) -> bool:
     """Once per review date, when it passed unrecertified: Recertified=False, an escalation for
     the approvers, and what the guardrails say (warn, restrict to safe tools, suspend)."""
+    # reconciliation is above registry (a listed back-edge): loaded on call
     from reconciliation.actions.common import alert, suspend_agent
 
     now = now or timezone.now()
@@ -258,7 +258,8 @@ def mark_overdue(agent_id: int, *, now: datetime | None = None) -> bool:
         # Already suspended for another reason: recertifying must not lift that suspension.
         Agent.objects.filter(pk=agent.pk).update(overdue_effect=OverdueEffect.WARN)
     _refresh_condition(agent, now)
-    request_reconcile(agent.pk, "manual")  # restrict and suspend are enforced by the loop
+    # restrict and suspend are enforced by the loop
+    announce(signals.reconcile_requested, agent_id=agent.pk, trigger="manual")
     return True
 
 

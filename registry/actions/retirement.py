@@ -15,8 +15,8 @@ from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from reconciliation.choices import Health
 from reconciliation.connectors import connector_for
 from reconciliation.diff import Operation, OperationKind
-from reconciliation.fleet_snapshot import request_refresh
 from reconciliation.models import AgentStatus
+from registry import signals
 from registry.actions.proposals import check_can_propose
 from registry.actions.stepup import verify_step_up
 from registry.choices import Lifecycle, Role, VersionState
@@ -24,6 +24,7 @@ from registry.desired_push import announce_desired_change
 from registry.models import Agent, ApiToken, Retirement
 from registry.principals import AgentPrincipal
 from registry.roles import has_role
+from registry.signals import announce
 from registry.stepup import StepUp, required_error, retirement_reasons
 
 SYSTEM = "system:reconciler"
@@ -104,7 +105,7 @@ def _retire(retirement_id: int, *, actor: Any, comment: str, step_up: StepUp | N
     retirement.save(update_fields=["state", "decided_by", "decided_at"])
     before = agent.lifecycle
     agent.lifecycle, agent.updated_at = Lifecycle.RETIRED, now
-    request_refresh()  # a retired agent leaves the fleet view
+    announce(signals.fleet_changed)  # a retired agent leaves the fleet view
     agent.save(update_fields=["lifecycle", "updated_at"])
     # no longer governed, so never "in policy" again (on its page, lists and the counts)
     AgentStatus.objects.update_or_create(agent=agent, defaults={"health": Health.RETIRED})
@@ -123,13 +124,14 @@ def _retire(retirement_id: int, *, actor: Any, comment: str, step_up: StepUp | N
                            if step_up is not None else {})},
                  reason=comment or retirement.reason)
     transaction.on_commit(lambda: django_rq.get_queue("reconcile", commit_mode="auto").enqueue(
-        "reconciliation.jobs.stop_retired_agent", agent.pk), robust=True)
+        "registry.jobs.stop_retired_agent", agent.pk), robust=True)
     return retirement
 
 
 def stop_on_platform(agent_id: int) -> str:
     """Ask a retired agent's platform to stop it through its connector (a job, after the
     retirement committed); the key makes a repeated request a no-op at the platform."""
+    # reconciliation is above registry (a listed back-edge): loaded on call
     from reconciliation.plan import idempotency_key
 
     agent = Agent.objects.get(pk=agent_id)
@@ -166,6 +168,7 @@ def reject_retirement(retirement_id: int, *, actor: Any, comment: str) -> Retire
 def stop_failed(agent_id: int, *, error: str, attempts: int) -> None:
     """The platform could not be asked to stop a retired agent after every retry: audited, and
     an escalation asks the approvers to stop it by hand."""
+    # reconciliation is above registry (a listed back-edge): loaded on call
     from reconciliation.actions.common import open_escalation
 
     agent = Agent.objects.get(pk=agent_id)

@@ -9,12 +9,12 @@ from django.utils import timezone
 import audit
 from audit.choices import AuditAction
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
-from reconciliation.fleet_snapshot import request_refresh
-from reconciliation.toxic_paths import request_path_check
+from registry import signals
 from registry.actions.proposals import reevaluate_pending
 from registry.choices import Role, ToxicEffect
 from registry.models import ToxicCombination
 from registry.roles import has_role
+from registry.signals import announce
 from registry.toxic import Capability
 
 EDITABLE = ("description", "left", "right", "effect", "required_approvals", "enabled")
@@ -45,8 +45,8 @@ def _validate(fields: dict[str, Any]) -> None:
 
 def _after_change(actor: Any) -> None:
     reevaluate_pending(actor=actor)
-    request_path_check()
-    request_refresh()  # the fleet view's rows and the toxic page's paths
+    announce(signals.toxic_rules_changed)
+    announce(signals.fleet_changed)  # the fleet view's rows and the toxic page's paths
 
 
 @transaction.atomic

@@ -13,13 +13,14 @@ from django.utils import timezone
 import audit
 from audit.choices import AuditAction
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
-from reconciliation.triggers import request_reconcile, schedule_waiver_lapse
+from registry import signals
 from registry.actions.stepup import verify_step_up
 from registry.choices import Lifecycle, Role, WaiverState
 from registry.manifest import duration_seconds
 from registry.models import Agent, Waiver
 from registry.principals import AgentPrincipal
 from registry.roles import has_role
+from registry.signals import announce
 from registry.stepup import StepUp, proposal_reasons, required_error
 from registry.waivers import POINTER_EXPECTED, specific_problem, waived_spec
 
@@ -187,8 +188,9 @@ def _grant(agent_id: int, *, pointer: str, reason: str, ticket: str, duration: s
 
 
 def _put_in_force(waiver: Waiver) -> None:
-    request_reconcile(waiver.agent_id, "manual")  # the waived drift stops being enforced now
-    schedule_waiver_lapse(waiver.agent_id, waiver.expires_at)
+    # the waived drift stops being enforced now
+    announce(signals.reconcile_requested, agent_id=waiver.agent_id, trigger="manual")
+    announce(signals.waiver_granted, agent_id=waiver.agent_id, when=waiver.expires_at)
 
 
 def confirm_waiver(waiver_id: int, *, actor: Any, otp: str = "",
@@ -292,7 +294,8 @@ def withdraw_waiver(waiver_id: int, *, actor: Any, reason: str) -> Waiver:
     audit.record(actor=actor, action=AuditAction.WAIVER_WITHDRAWN,
                  target=f"waiver:{waiver.pk}", agent=waiver.agent.name, before=before,
                  after=waiver.to_dict(), reason=reason.strip())
-    request_reconcile(waiver.agent_id, "manual")  # enforced again now
+    # enforced again now
+    announce(signals.reconcile_requested, agent_id=waiver.agent_id, trigger="manual")
     return waiver
 
 

@@ -5,6 +5,7 @@ the enforcement path."""
 import hashlib
 import json
 import logging
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -19,7 +20,7 @@ from django.utils import timezone
 
 import audit
 from audit.choices import AuditAction
-from config.errors import NotAllowed
+from config.errors import Invalid, NotAllowed, NotFound
 from reconciliation.actions.common import (
     SYSTEM,
     audit_label,
@@ -59,6 +60,7 @@ from runtime.behaviour import (
 )
 from runtime.budgets import WARNING_AREA, budget_checks, budget_violation
 from runtime.events import Event, validate_event
+from runtime.jobs import record_violations_jobs
 from runtime.models import BehaviourEvent, Decision, UncountedBatch, UnregisteredAgent
 
 log = logging.getLogger(__name__)
@@ -412,8 +414,6 @@ def recount_events(limit: int = 5000, *, settled_seconds: float = 0) -> int:
 
 
 def _uuids(values: set[str]) -> list[str]:
-    import uuid
-
     out = []
     for value in values:
         try:
@@ -533,8 +533,6 @@ def _queue_violations(violations: dict[int, list[Violation]]) -> None:
     """Hand broken rules to the ingest workers (called after commit; raises RedisError, so
     the events stay uncounted when they could not be queued). Two round trips for the whole
     batch: the dedupe windows' names, then the jobs."""
-    from reconciliation.jobs import record_violations_jobs
-
     broken: dict[int, dict[str, Violation]] = {}
     for agent_id, found in violations.items():
         # One rule broken many times in a batch is one window: keep its latest count.
@@ -686,8 +684,6 @@ def _block_for_behaviour(agent: Agent, findings: list[Finding]) -> None:
 @transaction.atomic
 def assign_unregistered(name: str, *, actor: Any, owner: Any) -> UnregisteredAgent:
     """Compliance hands a shadow agent to an owner, who then registers it."""
-    from config.errors import Invalid, NotFound
-
     if not has_role(actor, Role.COMPLIANCE):
         raise NotAllowed("Only compliance staff assign unregistered agents.")
     shadow = UnregisteredAgent.objects.select_for_update().filter(name=name).first()

@@ -5,6 +5,7 @@ nobody answers expires to deny."""
 from datetime import datetime, timedelta
 from typing import Any
 
+import django_rq
 import redis
 from django.conf import settings
 from django.db import transaction
@@ -13,14 +14,13 @@ from django.utils import timezone
 import audit
 from audit.alert_kinds import AlertKind
 from audit.choices import AuditAction
-from compliance.stops import stop_reason
-from config.errors import Conflict, Invalid, NotAllowed, NotFound
+from config.errors import Conflict, Invalid, Malformed, NotAllowed, NotFound
 from config.scheduled_time import not_before
 from reconciliation.actions.common import SYSTEM, alert, desired_now, state_hash
 from reconciliation.choices import DecisionOutcome, DecisionStatus, EscalationStatus
 from reconciliation.models import Escalation
+from registry import holds
 from registry.choices import Lifecycle, Role
-from registry.intake import Malformed
 from registry.manifest import duration_seconds
 from registry.models import Agent
 from registry.principals import acting_agent
@@ -31,6 +31,7 @@ from runtime.actions.group_rules import decision_block, decision_hold
 from runtime.behaviour import callable_tools, window_checks
 from runtime.decision_request import DecisionRequest, RequestError, parse_request
 from runtime.events import Event
+from runtime.jobs import expire_decision_job, notify_decision_job
 from runtime.models import Decision
 
 # What the spec does with an action it names nowhere, unless it says (spec.unlisted_actions).
@@ -126,7 +127,7 @@ def request_decision(agent: Agent, request: DecisionRequest | dict[str, Any], *,
     callback_url = callback_url or asked.callback_url
     request = asked.to_dict()
     now = timezone.now()
-    stopped = stop_reason(agent)
+    stopped = holds.stop_reason(agent)
     outcome, rule = ((DecisionOutcome.DENY, stopped) if stopped is not None
                      else evaluate(desired_now(agent, now), asked, agent, now))
     approvals = 1
@@ -186,9 +187,6 @@ def _wait(request: DecisionRequest) -> float:
 
 def _schedule_expiry(decision: Decision) -> None:
     def schedule() -> None:
-        import django_rq
-
-        from reconciliation.jobs import expire_decision_job
 
         django_rq.get_queue("default", commit_mode="auto").enqueue_at(
             not_before(decision.expires_at), expire_decision_job, str(decision.pk))
@@ -198,8 +196,6 @@ def _schedule_expiry(decision: Decision) -> None:
 
 def _notify(decision: Decision) -> None:
     if decision.callback_url:
-        from reconciliation.jobs import notify_decision_job
-
         transaction.on_commit(lambda: notify_decision_job(str(decision.pk)), robust=True)
 
 
@@ -248,7 +244,7 @@ def decide_pending(decision_id: str, *, actor: Any, allow: bool, comment: str) -
         _close(decision, actor=SYSTEM, status=DecisionStatus.EXPIRED,
                outcome=DecisionOutcome.DENY, comment="nobody answered in time")
         raise Conflict(too_late(decision), code="expired")
-    if allow and (stopped := stop_reason(decision.agent)) is not None:
+    if allow and (stopped := holds.stop_reason(decision.agent)) is not None:
         raise Conflict(f"{decision.agent.name} is stopped ({stopped}): nothing it asks is "
                        "allowed until the stop is lifted.", code="stopped")
     if allow and decision.required_approvals > 1:

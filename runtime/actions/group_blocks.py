@@ -11,12 +11,12 @@ needs to clear it: a job checks the window when it can have fallen back and lift
 import logging
 from datetime import datetime, timedelta
 
+import django_rq
 from django.db import transaction
 from django.utils import timezone
 
 import audit
 from audit.choices import AuditAction
-from compliance.stops import held_by_stop
 from config.scheduled_time import not_before
 from reconciliation.actions.common import SYSTEM, cluster_held, suspend_agent
 from reconciliation.actions.findings import move_finding
@@ -29,10 +29,13 @@ from reconciliation.fleet_snapshot import request_refresh
 from reconciliation.models import Finding
 from reconciliation.plan import idempotency_key
 from reconciliation.triggers import request_reconcile
+from registry import holds
 from registry.choices import Lifecycle
 from registry.models import Agent
 from runtime import group_windows
+from runtime.actions.group_rules import _fingerprint
 from runtime.group_rules import window_key
+from runtime.jobs import lift_group_block_job
 from runtime.models import GroupBreach
 
 log = logging.getLogger(__name__)
@@ -77,10 +80,6 @@ def block_involved(breach_id: int, finding_ids: list[int]) -> None:
 
 def schedule_lift(breach_id: int, when: datetime) -> None:
     """Look at the breach's window at `when` (the earliest it can have fallen back)."""
-    import django_rq
-
-    from reconciliation.jobs import lift_group_block_job
-
     django_rq.get_queue("default", commit_mode="auto").enqueue_at(
         not_before(when), lift_group_block_job, breach_id)
 
@@ -101,7 +100,6 @@ def lift_group_block(breach_id: int, now: datetime | None = None) -> bool:
         schedule_lift(breach_id, now + timedelta(
             seconds=max(RECHECK_MIN_SECONDS, spec.seconds // 4)))
         return False
-    from runtime.actions.group_rules import _fingerprint
 
     reason = (f"group rule {rule.name}: {total:,.6g} {spec.measure} in the last {rule.per}, "
               f"back under {rule.limit:,.6g}: the group block is lifted"
@@ -115,7 +113,7 @@ def lift_group_block(breach_id: int, now: datetime | None = None) -> bool:
             move_finding(finding, FindingStatus.RESOLVED, reason=reason, last_seen=now)
         for agent in {f.agent.pk: f.agent for f in findings}.values():
             still = (Finding.objects.filter(agent=agent, status=FindingStatus.BLOCKED).exists()
-                     or held_by_stop(agent))  # a stop holds it until lifted
+                     or holds.held_by_stop(agent))  # a stop holds it until lifted
             if still or not Agent.objects.filter(
                     pk=agent.pk, lifecycle=Lifecycle.SUSPENDED).update(
                     lifecycle=Lifecycle.ACTIVE, updated_at=now):

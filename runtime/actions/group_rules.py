@@ -8,12 +8,14 @@ import logging
 from datetime import datetime, timedelta
 from typing import Any
 
+import django_rq
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 import audit
 from audit.choices import AuditAction
+from config import retries
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from reconciliation.actions.common import SYSTEM, open_escalation
 from reconciliation.actions.findings import move_finding, open_finding
@@ -25,6 +27,7 @@ from registry.choices import Role
 from registry.models import Agent
 from registry.roles import has_role
 from runtime import group_windows, windows
+from runtime.events import Event
 from runtime.group_rules import (
     AgentFacts,
     GroupCheck,
@@ -37,6 +40,7 @@ from runtime.group_rules import (
     validate,
     window_key,
 )
+from runtime.jobs import block_group_job, record_group_breach_job
 from runtime.models import BehaviourEvent, GroupBreach, GroupRule
 
 log = logging.getLogger(__name__)
@@ -55,8 +59,6 @@ EVENT_FIELDS = ("id", *EVENT_COLUMNS[2:])
 
 def stored_event(values: tuple) -> Any:
     """An Event from a row of EVENT_COLUMNS without its agent id."""
-    from runtime.events import Event
-
     return Event(agent="", **dict(zip(EVENT_FIELDS, values, strict=True)))
 
 
@@ -230,8 +232,6 @@ def over_limit(found: list[tuple[Agent, Any, GroupCheck]],
 def queue_breaches(hits: list[dict[str, Any]]) -> None:
     """Name each breach's dedupe window and hand it to the ingest workers (after commit;
     raises RedisError so the events stay uncounted)."""
-    from reconciliation.jobs import record_group_breach_job
-
     if not hits:
         return
     names = windows.window_ids([(f"group:{h['key']}", f"{h['trigger_agent']}|{h['event_id']}",
@@ -319,11 +319,6 @@ def _block_on_commit(breach_id: int, finding_ids: list[int]) -> None:
     """Block the agents of a block rule's breach once it committed (their connectors are
     outside the database; the job retries, each suspension is idempotent by its key)."""
     def enqueue() -> None:
-        import django_rq
-
-        from config import retries
-        from reconciliation.jobs import block_group_job
-
         django_rq.get_queue("ingest", commit_mode="auto").enqueue(
             block_group_job, breach_id, finding_ids, retry=retries.ingest_job())
 

@@ -138,7 +138,7 @@ def test_an_expiry_job_that_runs_early_comes_back_at_the_deadline(people, redis_
     import django_rq
     from rq.registry import ScheduledJobRegistry
 
-    from reconciliation.jobs import expire_decision_job
+    from runtime.jobs import expire_decision_job
 
     agent, client = register(people)
     pending = client.post("/api/v1/agents/refund-agent/decisions",
@@ -161,7 +161,7 @@ def test_an_expiry_job_that_runs_early_comes_back_at_the_deadline(people, redis_
 
 def test_the_sweep_expires_decisions_whose_scheduled_expiry_was_lost(people, redis_client):
     from audit.models import AuditEntry
-    from reconciliation.jobs import expire_overdue_decisions
+    from runtime.jobs import expire_overdue_decisions
 
     agent, client = register(people)
     ask = lambda amount: client.post(  # noqa: E731

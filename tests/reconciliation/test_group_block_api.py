@@ -122,4 +122,4 @@ def test_a_block_does_not_lift_while_the_window_is_still_over(people, redis_clie
     jobs = [django_rq.get_queue("default").fetch_job(i) for i in scheduled.get_job_ids()]
     # One look at the breach's window end, one more after the window was still over.
     assert [j.func_name for j in jobs].count(
-        "reconciliation.jobs.lift_group_block_job") == 2
+        "runtime.jobs.lift_group_block_job") == 2

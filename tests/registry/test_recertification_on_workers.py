@@ -3,10 +3,10 @@ date seconds away is reminded and then marked overdue by the jobs scheduled at a
 call from the test), suspended by its guardrail, and recertifying resumes it."""
 
 from audit.models import AuditEntry
-from reconciliation.jobs import check_reviews
 from reconciliation.models import AlertEvent, Escalation
 from registry import actions
 from registry.choices import VersionSource
+from registry.jobs import check_reviews
 from registry.models import Agent
 from registry.recertification import ReviewOverride
 from tests.conftest import eventually, refund_manifest

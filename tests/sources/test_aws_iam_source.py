@@ -13,12 +13,12 @@ from django.test import Client
 from moto.server import ThreadedMotoServer
 
 from audit.models import AuditEntry
+from config.permission_sources import parse_sources
 from reconciliation.actions import reconcile_agent
 from reconciliation.actions.observations import record_observation
 from reconciliation.connectors import ConnectorError
 from reconciliation.models import Escalation, Finding
 from sources.aws_iam import allowed
-from sources.declared import parse_sources
 from sources.models import SourceReading
 from tests.conftest import approved_agent
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from sources.declared import DeclarationError, parse_sources
+from config.permission_sources import DeclarationError, parse_sources
 
 SECRETS = ["CRM_DB_DSN"]
 GOOD = {"crm-db": {"type": "postgres", "secret": "CRM_DB_DSN",

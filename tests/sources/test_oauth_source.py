@@ -11,11 +11,11 @@ import pytest
 from django.test import Client
 
 from audit.models import AuditEntry
+from config.permission_sources import parse_sources
 from reconciliation.actions import reconcile_agent
 from reconciliation.actions.observations import record_observation
 from reconciliation.connectors import ConnectorError
 from reconciliation.models import Correction, Escalation, Finding
-from sources.declared import parse_sources
 from sources.models import SourceReading
 from tests.conftest import approved_agent
 from tests.oidc_provider import CLIENT_ID, CLIENT_SECRET, LocalProvider, issue

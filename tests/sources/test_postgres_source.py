@@ -12,12 +12,12 @@ from django.test import Client
 from psycopg import sql
 
 from audit.models import AuditEntry
+from config.permission_sources import parse_sources
 from reconciliation.actions import reconcile_agent
 from reconciliation.actions.observations import record_observation
 from reconciliation.connectors import ConnectorError
 from reconciliation.models import Correction, Escalation, Finding
 from sources import postgres
-from sources.declared import parse_sources
 from sources.models import SourceReading
 from tests.conftest import approved_agent
 from tests.sources.conftest import (

@@ -10,11 +10,11 @@ import subprocess
 from django.test import Client
 from psycopg import sql
 
+from config.permission_sources import parse_sources
 from reconciliation.jobs import resync
 from reconciliation.models import Finding, ReconcileRun
 from registry import actions as registry_actions
 from registry.models import Agent
-from sources.declared import parse_sources
 from tests.conftest import assert_trail_whole, eventually, refund_manifest, token_client
 from tests.sources.conftest import AGENT_ROLE
 

@@ -50,6 +50,7 @@ class Command(BaseCommand):
             actions.grant_role(user, role, actor="system:demo")
             logins[username] = password
         write_private(store, json.dumps(logins, indent=2))
+        # sandbox is above registry (a listed back-edge): loaded on call
         from sandbox.demo import seed_cluster, seed_history
 
         created = seed_cluster()

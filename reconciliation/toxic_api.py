@@ -10,9 +10,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from config.errors import NotAllowed
+from config.permissions import IsPerson
 from reconciliation import fleet_snapshot
 from registry import actions
-from registry.api import IsPerson
 from registry.choices import Role, ToxicEffect
 from registry.models import ToxicCombination
 from registry.roles import has_role, sees_everything

@@ -1,0 +1,56 @@
+"""The loop's answers to what the registry announces (registry/signals.py), connected by
+ReconciliationConfig.ready: the registry sits below reconciliation and calls none of this."""
+
+from datetime import datetime
+from typing import Any
+
+from reconciliation.alerts import broadcast
+from reconciliation.fleet_snapshot import request_refresh
+from reconciliation.toxic_paths import request_path_check
+from reconciliation.triggers import (
+    request_reconcile,
+    schedule_grant_expiries,
+    schedule_waiver_lapse,
+)
+from registry import signals
+
+
+def reconcile(agent_id: int, trigger: str, **kwargs: Any) -> None:
+    """A pass after commit."""
+    request_reconcile(agent_id, trigger)
+
+
+def schedule_expiries(agent_id: int, spec: dict, **kwargs: Any) -> None:
+    """A pass at each grant's expiry time."""
+    schedule_grant_expiries(agent_id, spec)
+
+
+def schedule_lapse(agent_id: int, when: datetime, **kwargs: Any) -> None:
+    """A pass when the waiver ends."""
+    schedule_waiver_lapse(agent_id, when)
+
+
+def refresh_fleet(**kwargs: Any) -> None:
+    """The fleet view, refreshed after commit."""
+    request_refresh()
+
+
+def check_paths(**kwargs: Any) -> None:
+    """The toxic-path check, after commit."""
+    request_path_check()
+
+
+def alert(event: str, payload: dict[str, Any], **kwargs: Any) -> None:
+    """A live alert, recorded in the sender's transaction."""
+    broadcast(event, payload)
+
+
+def connect() -> None:
+    """Connect every receiver once (dispatch_uid: ready may run again in tests)."""
+    for signal, receiver in ((signals.reconcile_requested, reconcile),
+                             (signals.grants_approved, schedule_expiries),
+                             (signals.waiver_granted, schedule_lapse),
+                             (signals.fleet_changed, refresh_fleet),
+                             (signals.toxic_rules_changed, check_paths),
+                             (signals.alert_raised, alert)):
+        signal.connect(receiver, dispatch_uid=f"reconciliation.{receiver.__name__}")

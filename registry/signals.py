@@ -1,0 +1,32 @@
+"""What the registry announces to the apps above it. The registry changes desired state; the
+loop (reconciliation) reacts: a pass, passes at exact times, the fleet view, the toxic-path
+check, a live alert. The registry names none of them: reconciliation connects its receivers in
+its AppConfig.ready (reconciliation/receivers.py). Each is sent inside the action's transaction;
+the receivers defer their own side effects to commit, as the calls they replace did."""
+
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+from django.dispatch import Signal
+
+# A pass for one agent after commit: agent_id, trigger (reconciliation.choices.Trigger).
+reconcile_requested = Signal()
+# A pass at each grant's exact expiry time after commit: agent_id, spec.
+grants_approved = Signal()
+# A pass exactly when a waiver ends, after commit: agent_id, when.
+waiver_granted = Signal()
+# Something the fleet view shows changed (a spec, a guardrail, a lifecycle): refresh it.
+fleet_changed = Signal()
+# Toxic-combination rules changed: check the fleet's paths again.
+toxic_rules_changed = Signal()
+# A live alert, recorded in the current transaction: event, payload (as alerts.broadcast).
+alert_raised = Signal()
+
+
+def announce(signal: Signal, **kwargs: Any) -> None:
+    """Send `signal`; refuse when nothing listens, which would lose a pass or an alert without a
+    word (a process that never ran reconciliation's AppConfig.ready)."""
+    if not signal.has_listeners():
+        raise ImproperlyConfigured("a registry signal has no receiver: is reconciliation "
+                                   "in INSTALLED_APPS?")
+    signal.send(sender=None, **kwargs)

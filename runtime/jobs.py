@@ -1,0 +1,146 @@
+"""Thin RQ entry points of the runtime: broken rules and group breaches on the ingest
+workers, group blocks lifted, pending decisions expired, decision webhooks called, the event
+outbox recounted."""
+
+import json
+import logging
+import time
+from datetime import timedelta
+from urllib.parse import quote, urlsplit
+
+import django_rq
+from django.conf import settings
+from rq import Queue
+
+from config import outbound, retries
+from config.scheduled_time import not_before
+from reconciliation.jobs import backoff_seconds
+from reconciliation.webhooks import SIGNATURE_HEADER, signature
+from runtime.models import Decision
+from runtime.windows import connection
+
+log = logging.getLogger(__name__)
+
+
+def record_violations_jobs(found: dict[int, list[dict]]) -> None:
+    """Queue broken rules for the ingest workers: a job per agent, all in one round trip."""
+    retry = retries.ingest_job()
+    queue = django_rq.get_queue("ingest", commit_mode="auto", connection=connection())
+    queue.enqueue_many([Queue.prepare_data(record_violations, (agent_id, violations),
+                                           retry=retry)
+                        for agent_id, violations in found.items()])
+
+
+def record_group_breach_job(hit: dict) -> None:
+    """Queue a group window over its limit for the ingest workers."""
+    django_rq.get_queue("ingest", commit_mode="auto").enqueue(
+        record_group_breach, hit, retry=retries.ingest_job())
+
+
+def record_group_breach(hit: dict) -> bool:
+    """Ingest worker: the breach, a finding per agent involved, one escalation."""
+    # cycle: runtime.actions imports this module
+    from runtime.actions.group_rules import record_group_breach as record
+
+    return record(hit) is not None
+
+
+def lift_group_block_job(breach_id: int) -> bool:
+    """Scheduled when a block rule's window can have fallen back under its limit."""
+    # cycle: runtime.actions imports this module
+    from runtime.actions.group_blocks import lift_group_block
+
+    return lift_group_block(breach_id)
+
+
+def block_group_job(breach_id: int, finding_ids: list[int]) -> None:
+    """Ingest worker, after a block rule's breach committed: block each agent involved."""
+    # cycle: runtime.actions imports this module
+    from runtime.actions.group_blocks import block_involved
+
+    block_involved(breach_id, finding_ids)
+
+
+def record_violations(agent_id: int, violations: list[dict]) -> int:
+    """Ingest worker: findings and enforcement for broken rules."""
+    # cycle: runtime.actions imports this module
+    from runtime.actions.behaviour import record_violations as record
+
+    return len(record(agent_id, violations))
+
+
+def expire_decision_job(decision_id: str) -> bool:
+    """Scheduled at a pending decision's expiry time; runs again if it ran early."""
+    # cycle: runtime.actions imports this module
+    from runtime.actions.decisions import expire_decision, pending_deadline
+
+    if expire_decision(decision_id):
+        return True
+    # Not due yet (the clock of the worker that ran it is behind): come back at the deadline.
+    deadline = pending_deadline(decision_id)
+    if deadline is not None:
+        django_rq.get_queue("default", commit_mode="auto").enqueue_at(
+            not_before(deadline + timedelta(seconds=1)), expire_decision_job, decision_id)
+    return False
+
+
+def expire_overdue_decisions() -> int:
+    """Cron: pending decisions whose scheduled expiry was lost (Redis down at the time)."""
+    # cycle: runtime.actions imports this module
+    from runtime.actions.decisions import expire_overdue_decisions as expire
+
+    return expire()
+
+
+def notify_decision_job(decision_id: str) -> None:
+    """Queue the call to the agent's webhook."""
+    django_rq.get_queue("default", commit_mode="auto").enqueue(notify_decision, decision_id)
+
+
+def notify_decision(decision_id: str, attempt: int = 0) -> str:
+    """POST the decision to the webhook the agent gave, signed; retried with backoff."""
+    decision = Decision.objects.select_related("agent", "decided_by").get(pk=decision_id)
+    try:
+        # Checked again at send time, on the address it resolves to now, which is the one
+        # called: the allow-list may have shrunk, or the name may now point inside.
+        destination = outbound.check(decision.callback_url, settings.DECISION_WEBHOOK_HOSTS)
+    except outbound.Refused as error:
+        log.warning("decision %s webhook not sent: %s", decision_id, error)
+        return "not allowed"
+    body = json.dumps(decision.to_dict()).encode()
+    headers = {"Content-Type": "application/json"}
+    if settings.DECISION_WEBHOOK_SECRET:
+        headers[SIGNATURE_HEADER] = signature(body, settings.DECISION_WEBHOOK_SECRET,
+                                              int(time.time()))
+    query = urlsplit(decision.callback_url).query
+    target = quote(destination.path, safe="/%") + (f"?{query}" if query else "")
+    try:
+        answer = outbound.send(destination, "POST", target, headers, body,
+                               timeout=5, max_bytes=settings.OUTBOUND_MAX_ANSWER_BYTES)
+    except OSError as error:
+        return _retry_notify(decision_id, attempt, error)
+    if answer.status >= 500 or answer.status == 429:
+        return _retry_notify(decision_id, attempt, OSError(f"answered {answer.status}"))
+    if answer.status >= 300:  # a redirect (never followed: it could point anywhere) or refusal
+        log.warning("decision %s webhook answered %s; not retried", decision_id, answer.status)
+        return f"refused {answer.status}"
+    return f"delivered {answer.status}"
+
+
+def _retry_notify(decision_id: str, attempt: int, error: OSError) -> str:
+    if attempt >= 4:
+        log.warning("decision %s webhook failed: %s", decision_id, error)
+        return "gave up"
+    django_rq.get_queue("default", commit_mode="auto").enqueue_in(
+        timedelta(seconds=backoff_seconds(attempt + 1)), notify_decision, decision_id,
+        attempt + 1)
+    return "retrying"
+
+
+def recount_events() -> int:
+    """Cron: drain the event outbox (rules for events stored but not counted: Redis was down,
+    or a web process died between commit and counting)."""
+    # cycle: runtime.actions imports this module
+    from runtime.actions.behaviour import recount_events as recount
+
+    return recount(settled_seconds=10)
