@@ -31,11 +31,11 @@ from reconciliation.choices import (
     Resolution,
     Trigger,
 )
+from reconciliation.controller.triggers import enqueue_reconcile
 from reconciliation.filters import EscalationFilterSet, FindingFilterSet
 from reconciliation.mcp_holds import held_mcp
 from reconciliation.models import BreakerTrip, ControlState, Correction, Escalation, Finding
 from reconciliation.observed import ObservedStateError, validate_observed
-from reconciliation.triggers import enqueue_reconcile
 from registry.api import IsPerson, Page
 from registry.choices import Role
 from registry.models import Agent

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from reconciliation.diff import Drift, diff
+from reconciliation.reconciler.diff import Drift, diff
 
 CHANGE_FIELDS = ("change_id", "changed_by")
 ROLLOUT_PREFIX = "rollout:"

@@ -2,7 +2,7 @@
 
 from django.db import models
 
-from reconciliation.diff import Area, DriftKind, OperationKind, Severity  # noqa: F401
+from reconciliation.reconciler.diff import Area, DriftKind, OperationKind, Severity  # noqa: F401
 
 
 class EnforcementMode(models.TextChoices):

@@ -14,10 +14,10 @@ from reconciliation.attribution import deployment
 from reconciliation.choices import (
     Trigger,
 )
+from reconciliation.controller.triggers import request_reconcile
 from reconciliation.models import (
     SandboxAgent,
 )
-from reconciliation.triggers import request_reconcile
 from registry.models import Agent
 
 

@@ -16,7 +16,7 @@ from compliance.actions.stops import MAX_SELECTOR_LABELS, _label_value, _reason,
 from compliance.models import MaintenanceWindow
 from config.errors import Conflict, Invalid, NotFound
 from config.scheduled_time import not_before
-from reconciliation.diff import OperationKind
+from reconciliation.reconciler.diff import OperationKind
 from registry.choices import Lifecycle
 from registry.models import Agent
 
@@ -121,7 +121,7 @@ def cancel_window(window_id: Any, *, actor: Any, reason: Any) -> MaintenanceWind
 
 def _reconcile_covered(window: MaintenanceWindow) -> None:
     from reconciliation.choices import Trigger
-    from reconciliation.triggers import request_reconcile
+    from reconciliation.controller.triggers import request_reconcile
 
     for agent in covered_agents(window):
         request_reconcile(agent.pk, Trigger.MANUAL)

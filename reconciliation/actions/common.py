@@ -16,7 +16,6 @@ from reconciliation.choices import (
     EscalationStatus,
     FindingStatus,
 )
-from reconciliation.diff import effective_desired
 from reconciliation.models import (
     AgentStatus,
     BreakerTrip,
@@ -24,6 +23,7 @@ from reconciliation.models import (
     Escalation,
     Finding,
 )
+from reconciliation.reconciler.diff import effective_desired
 from registry.choices import Lifecycle
 from registry.desired_push import announce_desired_change
 from registry.models import Agent

@@ -15,7 +15,6 @@ from config import pointers
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from config.scheduled_time import not_before
 from reconciliation.actions.common import alert, audit_label, enforcement_held, suspend_agent
-from reconciliation.actions.settle import refresh_status
 from reconciliation.choices import (
     RESOLUTIONS,
     DecisionStatus,
@@ -25,13 +24,14 @@ from reconciliation.choices import (
     Resolution,
     Trigger,
 )
-from reconciliation.diff import Operation, OperationKind
+from reconciliation.controller.triggers import request_reconcile
 from reconciliation.models import (
     Escalation,
     Finding,
 )
-from reconciliation.plan import idempotency_key
-from reconciliation.triggers import request_reconcile
+from reconciliation.reconciler.diff import Operation, OperationKind
+from reconciliation.reconciler.plan import idempotency_key
+from reconciliation.reconciler.settle import refresh_status
 from registry.choices import Lifecycle, Role
 from registry.desired_push import announce_desired_change
 from registry.models import Agent

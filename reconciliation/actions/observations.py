@@ -13,11 +13,11 @@ from reconciliation.actions.common import audit_label, state_hash
 from reconciliation.choices import (
     Trigger,
 )
+from reconciliation.controller.triggers import request_reconcile
 from reconciliation.models import (
     ObservedState,
     UnregisteredAgent,
 )
-from reconciliation.triggers import request_reconcile
 from registry.models import Agent
 
 

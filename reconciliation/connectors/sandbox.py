@@ -10,8 +10,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from reconciliation.connectors.base import ApplyOutcome, ConnectorError, SimulatedCrash
-from reconciliation.diff import apply_operations
 from reconciliation.models import SandboxAgent
+from reconciliation.reconciler.diff import apply_operations
 from registry.models import Agent
 
 

@@ -10,7 +10,7 @@ reading stays, marked unknown, and nothing is corrected on a guess."""
 from typing import Any
 
 from reconciliation.connectors.base import ApplyOutcome, Connector, ConnectorError
-from reconciliation.diff import OperationKind
+from reconciliation.reconciler.diff import OperationKind
 from reconciliation.witnesses import witness
 from registry.models import Agent
 from sources.declared import Source

@@ -16,8 +16,8 @@ from audit.jsondiff import flat_changes
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from config.outbound import listed
 from reconciliation.alerts import broadcast
+from reconciliation.controller.triggers import request_reconcile, schedule_grant_expiries
 from reconciliation.fleet_snapshot import request_refresh
-from reconciliation.triggers import request_reconcile, schedule_grant_expiries
 from registry.actions.grants import start_grant_clocks
 from registry.actions.stepup import verify_step_up
 from registry.actions.tokens import suspend_for_handover

@@ -16,10 +16,10 @@ from audit.choices import AuditAction
 from compliance.stops import held_by_stop
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from reconciliation.choices import EscalationKind, EscalationStatus
+from reconciliation.controller.triggers import request_reconcile
 from reconciliation.fleet_snapshot import request_refresh
 from reconciliation.models import AgentStatus, Escalation
 from reconciliation.recertified import with_recertified
-from reconciliation.triggers import request_reconcile
 from registry.actions.proposals import ProposalOutcome, check_can_propose, propose
 from registry.choices import Lifecycle, OverdueEffect, RiskLevel, Role, VersionSource, VersionState
 from registry.desired_push import announce_desired_change

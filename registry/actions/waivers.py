@@ -13,7 +13,7 @@ from django.utils import timezone
 import audit
 from audit.choices import AuditAction
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
-from reconciliation.triggers import request_reconcile, schedule_waiver_lapse
+from reconciliation.controller.triggers import request_reconcile, schedule_waiver_lapse
 from registry.actions.stepup import verify_step_up
 from registry.choices import Lifecycle, Role, WaiverState
 from registry.manifest import duration_seconds

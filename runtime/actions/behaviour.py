@@ -29,11 +29,9 @@ from reconciliation.actions.common import (
     open_escalation,
     suspend_agent,
 )
-from reconciliation.actions.settle import refresh_status
 from reconciliation.choices import DecisionStatus, FindingStatus, Trigger
 from reconciliation.connectors import connector_for
-from reconciliation.diff import Operation, OperationKind
-from reconciliation.diff import _parse_expiry as parse_expiry
+from reconciliation.controller.triggers import request_reconcile
 from reconciliation.models import (
     BehaviourEvent,
     Decision,
@@ -42,8 +40,10 @@ from reconciliation.models import (
     UncountedBatch,
     UnregisteredAgent,
 )
-from reconciliation.plan import idempotency_key, mode_for
-from reconciliation.triggers import request_reconcile
+from reconciliation.reconciler.diff import Operation, OperationKind
+from reconciliation.reconciler.diff import _parse_expiry as parse_expiry
+from reconciliation.reconciler.plan import idempotency_key, mode_for
+from reconciliation.reconciler.settle import refresh_status
 from registry.actions.waivers import active_waivers
 from registry.choices import Lifecycle, Role
 from registry.manifest import duration_seconds

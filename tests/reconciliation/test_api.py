@@ -4,8 +4,8 @@ import pytest
 
 from audit.models import AuditEntry
 from reconciliation import actions
+from reconciliation.controller.work_queue import QUEUED_KEY
 from reconciliation.models import Escalation, Finding, ObservedState, SandboxAgent
-from reconciliation.work_queue import QUEUED_KEY
 from registry import actions as registry_actions
 from sandbox import actions as sandbox_actions
 from tests.conftest import refund_manifest
@@ -169,7 +169,7 @@ def test_an_approval_landing_as_a_pass_starts_resolves_the_accepted_drift_once(
     """The approval commits while a pass is starting: just before it releases held findings
     (the pass once judged the drift against the agent it had read before the approval, and
     escalated it again) or just after (the next pass resolves it)."""
-    from reconciliation.actions import passes
+    from reconciliation.reconciler import passes
 
     proposal = accept_the_drift(people, refund_agent)
     release = passes._release_accepted

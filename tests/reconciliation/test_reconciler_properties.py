@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from reconciliation import actions
 from reconciliation.connectors import SimulatedCrash
-from reconciliation.diff import apply_operations, effective_desired
 from reconciliation.models import SandboxAgent
-from reconciliation.plan import decide
+from reconciliation.reconciler.diff import apply_operations, effective_desired
+from reconciliation.reconciler.plan import decide
 from sandbox import actions as sandbox_actions
 from tests.conftest import approved_agent
 from tests.reconciliation.test_diff import desired_specs, observed_states

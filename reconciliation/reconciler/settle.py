@@ -4,12 +4,12 @@ escalations, after a pass or right after a human changed them."""
 from datetime import datetime
 
 from reconciliation.actions.common import state_hash
-from reconciliation.actions.pass_context import InSync, PassContext
 from reconciliation.choices import OPEN_STATUSES, EscalationStatus, FindingStatus, Health
 from reconciliation.conditions import compute_conditions
 from reconciliation.desired_horizon import next_change_at
 from reconciliation.models import AgentStatus, Escalation, Finding, Silence
 from reconciliation.recertified import merge, recertified_condition
+from reconciliation.reconciler.pass_context import InSync, PassContext
 from reconciliation.silence import overlay as silence_overlay
 from registry.choices import Lifecycle
 from registry.models import Agent

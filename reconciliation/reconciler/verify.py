@@ -8,9 +8,9 @@ import audit
 from audit.choices import AuditAction
 from compliance.stops import stop_covering
 from reconciliation.actions.common import SYSTEM, alert
-from reconciliation.actions.pass_context import PassContext
 from reconciliation.choices import CorrectionResult, FindingStatus
 from reconciliation.models import Correction, Finding
+from reconciliation.reconciler.pass_context import PassContext
 from registry.choices import Lifecycle
 from registry.models import Agent
 
@@ -21,7 +21,7 @@ def _suspended(agent: Agent) -> bool:
 
 
 def _schedule_verify(agent: Agent) -> None:
-    from reconciliation.jobs import schedule_verify
+    from reconciliation.controller.handler import schedule_verify
 
     transaction.on_commit(lambda: schedule_verify(agent.pk), robust=True)
 

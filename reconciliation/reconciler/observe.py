@@ -4,12 +4,12 @@ correction), and the findings a human's proposal held, released before looking."
 import audit
 from audit.choices import AuditAction
 from reconciliation.actions.common import SYSTEM, alert, open_escalation
-from reconciliation.actions.pass_context import PassContext
-from reconciliation.actions.settle import refresh_status
 from reconciliation.choices import FindingStatus
-from reconciliation.diff import Drift
 from reconciliation.models import Correction, Finding
-from reconciliation.plan import FindingView
+from reconciliation.reconciler.diff import Drift
+from reconciliation.reconciler.pass_context import PassContext
+from reconciliation.reconciler.plan import FindingView
+from reconciliation.reconciler.settle import refresh_status
 from registry.choices import VersionState
 from registry.models import Agent
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from reconciliation.diff import Drift, Operation, OperationKind, diff, plan
+from reconciliation.reconciler.diff import Drift, Operation, OperationKind, diff, plan
 from registry.waivers import is_waived
 
 MODES = ("correct", "block", "escalate", "log")

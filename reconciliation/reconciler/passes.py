@@ -18,7 +18,13 @@ from audit.choices import AuditAction
 from compliance.actions.maintenance import hold_for_window
 from compliance.maintenance import window_for
 from reconciliation.actions.common import SYSTEM, breaker_held, held_still, open_escalation
-from reconciliation.actions.correct import (
+from reconciliation.actions.observations import record_observation
+from reconciliation.actions.switches import end_expired_shadow
+from reconciliation.choices import RunResult, Trigger
+from reconciliation.connectors import ConnectorError, CorrectionRefused, connector_for
+from reconciliation.controller.work_queue import ensure_still_held
+from reconciliation.models import AgentStatus, ControlState, ObservedState, ReconcileRun
+from reconciliation.reconciler.correct import (
     _applied,
     _block,
     _check_breaker,
@@ -29,19 +35,13 @@ from reconciliation.actions.correct import (
     _shadow,
     _waive,
 )
-from reconciliation.actions.observations import record_observation
-from reconciliation.actions.observe import _finding_views, _release_accepted, _upsert_findings
-from reconciliation.actions.pass_context import InSync, PassContext
-from reconciliation.actions.settle import _settle, _status, refresh_status
-from reconciliation.actions.switches import end_expired_shadow
-from reconciliation.actions.verify import _schedule_verify, _suspended, _verify
-from reconciliation.choices import RunResult, Trigger
-from reconciliation.connectors import ConnectorError, CorrectionRefused, connector_for
-from reconciliation.diff import diff
-from reconciliation.models import AgentStatus, ControlState, ObservedState, ReconcileRun
-from reconciliation.plan import decide
+from reconciliation.reconciler.diff import diff
+from reconciliation.reconciler.observe import _finding_views, _release_accepted, _upsert_findings
+from reconciliation.reconciler.pass_context import InSync, PassContext
+from reconciliation.reconciler.plan import decide
+from reconciliation.reconciler.settle import _settle, _status, refresh_status
+from reconciliation.reconciler.verify import _schedule_verify, _suspended, _verify
 from reconciliation.resync_query import needing_pass, reconcilable
-from reconciliation.work_queue import ensure_still_held
 from registry.actions.waivers import active_waivers, record_lapses
 from registry.choices import Lifecycle
 from registry.models import Agent

@@ -14,11 +14,11 @@ import audit
 from audit.choices import AuditAction
 from reconciliation import alerts
 from reconciliation.actions.common import SYSTEM, open_escalation, suspend_agent
-from reconciliation.actions.pass_context import PassContext
 from reconciliation.choices import TEAM_LABEL, BreakerScope, CorrectionResult, FindingStatus
-from reconciliation.diff import Operation, OperationKind
 from reconciliation.models import BreakerTrip, ControlState, Correction, Finding
-from reconciliation.plan import idempotency_key
+from reconciliation.reconciler.diff import Operation, OperationKind
+from reconciliation.reconciler.pass_context import PassContext
+from reconciliation.reconciler.plan import idempotency_key
 from registry.choices import Lifecycle
 from registry.models import Agent
 from registry.waivers import is_waived
