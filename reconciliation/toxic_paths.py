@@ -87,7 +87,7 @@ def _clear(finding: Finding) -> None:
 def record_observed_paths(now: datetime | None = None) -> dict[str, int]:
     """Open a finding for each observed toxic path on the agents at its ends; resolve the
     ones no longer observed. Returns counts."""
-    from reconciliation.reconciler.settle import refresh_status
+    from reconciliation.agent_status import refresh_status
 
     now = now or timezone.now()
     paths = toxic_paths(observed_states(), enabled_rules())

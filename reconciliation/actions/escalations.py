@@ -15,6 +15,7 @@ from config import pointers
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from config.scheduled_time import not_before
 from reconciliation.actions.common import alert, audit_label, enforcement_held, suspend_agent
+from reconciliation.agent_status import refresh_status
 from reconciliation.choices import (
     RESOLUTIONS,
     DecisionStatus,
@@ -31,7 +32,6 @@ from reconciliation.models import (
 )
 from reconciliation.reconciler.diff import Operation, OperationKind
 from reconciliation.reconciler.plan import idempotency_key
-from reconciliation.reconciler.settle import refresh_status
 from registry.choices import Lifecycle, Role
 from registry.desired_push import announce_desired_change
 from registry.models import Agent

@@ -15,11 +15,11 @@ from django.utils import timezone
 
 from audit.context import request_id_scope
 from config.scheduled_time import not_before
-from reconciliation import actions
 from reconciliation.choices import Trigger
 from reconciliation.connectors import ConnectorError
 from reconciliation.controller import work_queue
 from reconciliation.controller.backoff import backoff_seconds
+from reconciliation.reconciler import passes
 
 # Passes a holder runs back to back for triggers that arrived during its own, at most.
 FOLLOW_UPS = 3
@@ -58,13 +58,16 @@ def reconcile_agent(agent_id: int, trigger: str, attempt: int = 0, queued: str =
             return "collapsed"  # taken over between the check above and the lock
         with request_id_scope(f"reconcile-{agent_id}-{token[:8]}"), work_queue.held_lock(
                 connection, agent_id, token, settings.RECONCILE_LOCK_SECONDS):
-            run = actions.reconcile_agent(agent_id, trigger=trigger)
+            result = passes.reconcile(agent_id, trigger=trigger,
+                                      still_held=work_queue.ensure_still_held)
             for _ in range(FOLLOW_UPS):
                 waiting = work_queue.take_waiting(connection, agent_id)
                 if waiting is None:
                     break
-                run = actions.reconcile_agent(agent_id, trigger=waiting)
-        return run.result if run else "skipped"
+                result = passes.reconcile(agent_id, trigger=waiting,
+                                          still_held=work_queue.ensure_still_held)
+            requeue(agent_id, result)
+        return result.run.result if result.run else "skipped"
     except work_queue.LockLost as lost:
         # Another worker holds the agent now; its pass decides afresh and finishes the work
         # (each change is idempotent by its key). Nothing to retry here.
@@ -81,6 +84,21 @@ def reconcile_agent(agent_id: int, trigger: str, attempt: int = 0, queued: str =
         return f"retry in {delay:.1f}s"
     finally:
         work_queue.release_lock(connection, agent_id, token)
+
+
+def requeue(agent_id: int, result: passes.Result) -> None:
+    """The pass asked to run again after `requeue_after` (a correction to verify, a grant's
+    end, a waiver's lapse): at most one such pass waits per agent, the soonest."""
+    if result.requeue_after is None or result.run is None:
+        return
+    if result.requeue_trigger == Trigger.VERIFY:
+        schedule_verify(agent_id)
+        return
+    when = result.run.started_at + result.requeue_after
+    queue = _queue()
+    if work_queue.claim_requeue(queue.connection, agent_id, when.timestamp(),
+                                timezone.now().timestamp()):
+        queue.enqueue_at(not_before(when), PASS_JOB, agent_id, result.requeue_trigger)
 
 
 def schedule_verify(agent_id: int) -> None:

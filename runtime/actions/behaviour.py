@@ -29,6 +29,7 @@ from reconciliation.actions.common import (
     open_escalation,
     suspend_agent,
 )
+from reconciliation.agent_status import refresh_status
 from reconciliation.choices import DecisionStatus, FindingStatus, Trigger
 from reconciliation.connectors import connector_for
 from reconciliation.controller.triggers import request_reconcile
@@ -43,7 +44,6 @@ from reconciliation.models import (
 from reconciliation.reconciler.diff import Operation, OperationKind
 from reconciliation.reconciler.diff import _parse_expiry as parse_expiry
 from reconciliation.reconciler.plan import idempotency_key, mode_for
-from reconciliation.reconciler.settle import refresh_status
 from registry.actions.waivers import active_waivers
 from registry.choices import Lifecycle, Role
 from registry.manifest import duration_seconds

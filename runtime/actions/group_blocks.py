@@ -19,6 +19,7 @@ from audit.choices import AuditAction
 from compliance.stops import held_by_stop
 from config.scheduled_time import not_before
 from reconciliation.actions.common import SYSTEM, cluster_held, suspend_agent
+from reconciliation.agent_status import refresh_status
 from reconciliation.choices import FindingStatus, Trigger
 from reconciliation.connectors import connector_for
 from reconciliation.connectors.base import ConnectorError
@@ -27,7 +28,6 @@ from reconciliation.fleet_snapshot import request_refresh
 from reconciliation.models import Finding, GroupBreach
 from reconciliation.reconciler.diff import Operation, OperationKind
 from reconciliation.reconciler.plan import idempotency_key
-from reconciliation.reconciler.settle import refresh_status
 from registry.choices import Lifecycle
 from registry.models import Agent
 from runtime import group_windows

@@ -16,10 +16,10 @@ import audit
 from audit.choices import AuditAction
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from reconciliation.actions.common import SYSTEM, alert, open_escalation
+from reconciliation.agent_status import refresh_status
 from reconciliation.choices import FindingStatus
 from reconciliation.fleet_snapshot import request_refresh
 from reconciliation.models import BehaviourEvent, Finding, GroupBreach, GroupRule
-from reconciliation.reconciler.settle import refresh_status
 from registry.choices import Role
 from registry.models import Agent
 from registry.roles import has_role

@@ -91,15 +91,15 @@ def test_a_trigger_arriving_during_a_pass_is_run_by_its_holder_right_after_it(
     agent = register_and_approve(people)
     queue = django_rq.get_queue("reconcile")
     (approved,) = queue.get_jobs()
-    real_pass = handler.actions.reconcile_agent
+    real_pass = handler.passes.reconcile
     arrived = []
 
-    def pass_while_the_agent_reports(agent_id, *, trigger):
+    def pass_while_the_agent_reports(agent_id, *, trigger, **kwargs):
         if not arrived:  # the agent reports a new state while the first pass runs
             arrived.append(enqueue_reconcile(agent_id, "observation"))
-        return real_pass(agent_id, trigger=trigger)
+        return real_pass(agent_id, trigger=trigger, **kwargs)
 
-    monkeypatch.setattr(handler.actions, "reconcile_agent", pass_while_the_agent_reports)
+    monkeypatch.setattr(handler.passes, "reconcile", pass_while_the_agent_reports)
     approved.perform()
     assert arrived == [True]
     triggers = list(ReconcileRun.objects.filter(agent=agent).order_by("pk")

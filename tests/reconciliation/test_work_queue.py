@@ -8,7 +8,7 @@ from pathlib import Path
 from tests.conftest import ROOT
 
 OWNER = ROOT / "reconciliation" / "controller" / "work_queue.py"
-PREFIXES = ("reconcile:queued", "reconcile:lock", "reconcile:verify")
+PREFIXES = ("reconcile:queued", "reconcile:lock", "reconcile:verify", "reconcile:requeue")
 
 
 def key_literals(path: Path) -> list[str]:
