@@ -18,6 +18,7 @@ from reconciliation.models import (
     ObservedState,
     UnregisteredAgent,
 )
+from reconciliation.resync_query import needing_pass
 from registry.models import Agent
 
 
@@ -51,7 +52,10 @@ def record_observation(agent: Agent, state: dict[str, Any], *, actor: Any, sourc
                        ) -> tuple[ObservedState, bool]:
     """Store an observed state (with the change that made it, when the reporter names one);
     only a changed state is a new history row (a heartbeat just moves last_seen_at). Queues a
-    reconcile after commit. Returns (row, changed)."""
+    reconcile after commit, unless the state is unchanged and the agent's last pass found it
+    in sync and nothing has come due since (a heartbeat of a converged agent runs no pass; the
+    pass asked its controller to come back when a grant ends or a waiver lapses). Returns
+    (row, changed)."""
     state = _with_listed_tools(agent, state)
     row, changed = _store(ObservedState.objects.filter(agent=agent), state, actor=actor,
                           source=source, target=f"agent:{agent.name}", agent_name=agent.name,
@@ -59,7 +63,8 @@ def record_observation(agent: Agent, state: dict[str, Any], *, actor: Any, sourc
     from reconciliation.silence import clear_on_report
 
     clear_on_report(agent, row.last_seen_at)  # heard again: an open silence ends
-    if trigger_reconcile:
+    if trigger_reconcile and (changed or needing_pass(Agent.objects.filter(pk=agent.pk),
+                                                      timezone.now())):
         request_reconcile(agent.pk, Trigger.OBSERVATION)
     if changed:
         from reconciliation.toxic_paths import request_path_check

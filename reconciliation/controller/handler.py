@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.utils import timezone
+from redis.exceptions import RedisError
 
 from audit.context import request_id_scope
 from config.scheduled_time import not_before
@@ -91,14 +92,17 @@ def requeue(agent_id: int, result: passes.Result) -> None:
     end, a waiver's lapse): at most one such pass waits per agent, the soonest."""
     if result.requeue_after is None or result.run is None:
         return
-    if result.requeue_trigger == Trigger.VERIFY:
-        schedule_verify(agent_id)
-        return
-    when = result.run.started_at + result.requeue_after
-    queue = _queue()
-    if work_queue.claim_requeue(queue.connection, agent_id, when.timestamp(),
-                                timezone.now().timestamp()):
-        queue.enqueue_at(not_before(when), PASS_JOB, agent_id, result.requeue_trigger)
+    try:
+        if result.requeue_trigger == Trigger.VERIFY:
+            schedule_verify(agent_id)
+            return
+        when = result.run.started_at + result.requeue_after
+        queue = _queue()
+        if work_queue.claim_requeue(queue.connection, agent_id, when.timestamp(),
+                                    timezone.now().timestamp()):
+            queue.enqueue_at(not_before(when), PASS_JOB, agent_id, result.requeue_trigger)
+    except RedisError:  # the pass stands; the periodic resync re-derives the next one
+        log.warning("could not requeue agent %s", agent_id, exc_info=True)
 
 
 def schedule_verify(agent_id: int) -> None:

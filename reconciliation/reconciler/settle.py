@@ -56,8 +56,10 @@ def settle(seen: Observed, decision: Decision | None = None,
                                changes=corrected.changes, error=str(corrected.error),
                                error_detail=corrected.error.detail))
         assert verified is not None
+        due = _due(seen, correcting=False)
         counts = _settle(ctx, in_sync=None if verified.remaining or verified.state is None
-                         else InSync(verified.state, verified.suspended))
+                         else InSync(verified.state, verified.suspended),
+                         due=due[0] if due else None)
         if not decision.drifts:
             result = RunResult.CONVERGED
         elif counts["correcting"]:
@@ -92,10 +94,11 @@ def _due(seen: Observed, *, correcting: bool) -> tuple[datetime, str] | None:
     return when, str(why)
 
 
-def _settle(ctx: PassContext, *, failed: str = "", in_sync: InSync | None = None
-            ) -> dict[str, int]:
+def _settle(ctx: PassContext, *, failed: str = "", in_sync: InSync | None = None,
+            due: datetime | None = None) -> dict[str, int]:
     """Recompute the agent's conditions from its findings and escalations; remember what was
-    found in sync (or forget it), for the resync's set-based check."""
+    found in sync (or forget it), and until when (`due`: a waiver's lapse, a shadow's end),
+    for the resync's and a heartbeat's set-based check."""
     status = locked_status(ctx.agent)
     counts = apply_counts(ctx.agent, status, generation=ctx.generation, now=ctx.now,
                           failed=failed)
@@ -107,8 +110,11 @@ def _settle(ctx: PassContext, *, failed: str = "", in_sync: InSync | None = None
     status.in_sync_version = ctx.agent.active_version_id if in_sync else None
     status.in_sync_suspended = in_sync.suspended if in_sync else False
     status.in_sync_observed_sha256 = state_hash(in_sync.observed) if in_sync else ""
-    status.in_sync_until = next_change_at(
-        ctx.agent.active_version.spec, in_sync.observed, ctx.now) if in_sync else None
+    status.in_sync_until = None
+    if in_sync:
+        moments = [next_change_at(ctx.agent.active_version.spec, in_sync.observed, ctx.now),
+                   due]
+        status.in_sync_until = min((m for m in moments if m is not None), default=None)
     status.observed_generation = ctx.generation
     status.last_reconciled_at = ctx.now
     status.save()

@@ -358,3 +358,21 @@ def test_a_correction_not_seen_yet_is_a_verify_requeue(people):
     assert result.run.result == "correcting"
     assert result.requeue_trigger == "verify" and result.requeue_after == timedelta(
         seconds=settings.RECONCILE_VERIFY_DELAY_SECONDS)
+
+
+@pytest.mark.django_db(transaction=True)  # each transaction of the pass is its own, as on a worker
+def test_a_converged_agents_pass_is_cheap_and_never_locks_the_cluster_row(people):
+    """The pass every resync of a converged fleet runs: a bounded number of queries, and no
+    FOR UPDATE on the one ControlState row every agent's pass shares."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    agent = approved_agent(people)
+    passes(agent, "approved")
+    with CaptureQueriesContext(connection) as queries:
+        assert passes(agent, "observation").result == "converged"
+    control = ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE SAVEPOINT")  # not queries
+    sql = [q["sql"] for q in queries.captured_queries if not q["sql"].startswith(control)]
+    table = ControlState._meta.db_table
+    assert not [q for q in sql if table in q and "FOR UPDATE" in q], sql
+    assert len(sql) <= 20, "\n".join(q[:150] for q in sql)
