@@ -32,12 +32,12 @@ from reconciliation.choices import (
     Resolution,
     Trigger,
 )
+from reconciliation.controller.triggers import enqueue_reconcile
 from reconciliation.dashboard import summary
 from reconciliation.filters import EscalationFilterSet, FindingFilterSet
 from reconciliation.mcp_holds import held_mcp
 from reconciliation.models import BreakerTrip, ControlState, Correction, Escalation, Finding
 from reconciliation.observed import ObservedStateError, validate_observed
-from reconciliation.triggers import enqueue_reconcile
 from registry.choices import Role
 from registry.desired_long_poll import parse_wait
 from registry.models import Agent

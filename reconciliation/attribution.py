@@ -26,7 +26,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 
-from reconciliation.diff import Drift, diff
+from reconciliation.reconciler.diff import Drift, diff
 from registry.choices import VersionSource, VersionState
 
 CHANGE_FIELDS = ("change_id", "changed_by")

@@ -4,7 +4,7 @@ from django.db import models
 
 from audit.alert_kinds import AlertKind
 from audit.choices import AuditAction
-from reconciliation.diff import Area, DriftKind, OperationKind, Severity  # noqa: F401
+from reconciliation.reconciler.diff import Area, DriftKind, OperationKind, Severity  # noqa: F401
 
 
 class EnforcementMode(models.TextChoices):

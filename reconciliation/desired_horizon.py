@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from reconciliation.diff import _entries, _observed_expiry
+from reconciliation.reconciler.diff import _entries, _observed_expiry
 
 
 def next_change_at(desired: Mapping[str, Any], observed: Mapping[str, Any] | None,

@@ -1,108 +1,26 @@
-"""RQ entry points of the reconcile loop (thin: ids in, actions called).
-
-One pass per agent at a time: a Redis lock with an expiry (its keys and scripts live in
-`work_queue`), so a dead worker's lock lapses and another worker finishes the work. Failures
-requeue with exponential backoff and jitter, like the controller-runtime work queue.
-"""
+"""RQ entry points of the reconcile loop (thin: ids in, actions called). The pass's own job,
+its lock and its requeues are the controller's (`reconciliation.controller`)."""
 
 import importlib
 import logging
-import random
-import uuid
-from datetime import datetime, timedelta
 
-from django.conf import settings
 from django.utils import timezone
 
-from audit.context import request_id_scope
-from config.scheduled_time import not_before
-from config.times import parse_timestamp
-from reconciliation import actions, work_queue
+from reconciliation import actions
 from reconciliation.choices import Trigger
-from reconciliation.connectors import ConnectorError
-from reconciliation.triggers import enqueue_reconcile
+from reconciliation.controller import work_queue
+from reconciliation.controller.handler import reconcile_agent as _reconcile_agent
+from reconciliation.controller.triggers import enqueue_reconcile
 
-# Passes a holder runs back to back for triggers that arrived during its own, at most.
-FOLLOW_UPS = 3
 log = logging.getLogger(__name__)
+# Passes queued by the previous release are stored as "reconciliation.jobs.reconcile_agent".
+reconcile_agent = _reconcile_agent
 
 
 def _queue():
     return work_queue.queue()
 
 
-def backoff_seconds(attempt: int) -> float:
-    """Exponential backoff with full jitter: 1, 2, 4 ... capped at 5 minutes."""
-    # Rescheduled, not tenacity (config/retries.py): the worker is freed between tries and the
-    # job carries its attempt number, so that after N the pass fails or a human is asked.
-    return random.uniform(0.5, 1.0) * min(300, 2 ** max(0, attempt - 1))  # noqa: S311
-
-
-def reconcile_agent(agent_id: int, trigger: str, attempt: int = 0, queued: str = "") -> str:
-    """Run one pass for an agent, holding its lock; requeue on failure or contention.
-
-    `queued` is the token of the waiting-pass key this job owns (see `enqueue_reconcile`):
-    while the lock is busy the key stays set, so further triggers collapse into this job."""
-    queue = _queue()
-    connection = queue.connection
-    if queued and work_queue.was_taken(connection, queued):
-        return "collapsed"  # the lock's holder ran this pass right after its own
-    token = uuid.uuid4().hex
-    if not work_queue.acquire_lock(connection, agent_id, token, settings.RECONCILE_LOCK_SECONDS):
-        # Another worker is reconciling this agent: come back once it is likely done.
-        if queued:
-            work_queue.keep_waiting(connection, agent_id)
-        queue.enqueue_in(timedelta(seconds=1 + random.random()), reconcile_agent, agent_id,
-                         trigger, attempt, queued=queued)
-        return "busy"
-    if queued:  # from here on a new trigger must queue a new pass: this one reads state now
-        work_queue.release_waiting(connection, agent_id, trigger, queued)
-    if trigger == Trigger.VERIFY:  # likewise: this pass may need to schedule the next one
-        work_queue.clear_verify(connection, agent_id)
-    try:
-        if queued and work_queue.was_taken(connection, queued):
-            return "collapsed"  # taken over between the check above and the lock
-        with request_id_scope(f"reconcile-{agent_id}-{token[:8]}"), work_queue.held_lock(
-                connection, agent_id, token, settings.RECONCILE_LOCK_SECONDS):
-            run = actions.reconcile_agent(agent_id, trigger=trigger)
-            for _ in range(FOLLOW_UPS):
-                waiting = work_queue.take_waiting(connection, agent_id)
-                if waiting is None:
-                    break
-                run = actions.reconcile_agent(agent_id, trigger=waiting)
-        return run.result if run else "skipped"
-    except work_queue.LockLost as lost:
-        # Another worker holds the agent now; its pass decides afresh and finishes the work
-        # (each change is idempotent by its key). Nothing to retry here.
-        log.error("reconcile of agent %s stopped before its next change: %s", agent_id, lost)
-        return "lock lost"
-    except ConnectorError as error:
-        if attempt >= settings.RECONCILE_MAX_RETRIES:
-            log.error("reconcile of agent %s gave up after %s attempts: %s", agent_id,
-                      attempt + 1, error)
-            return "failed"
-        delay = backoff_seconds(attempt + 1)
-        queue.enqueue_in(timedelta(seconds=delay), reconcile_agent, agent_id, Trigger.RETRY,
-                         attempt + 1)
-        return f"retry in {delay:.1f}s"
-    finally:
-        work_queue.release_lock(connection, agent_id, token)
-
-
-def schedule_verify(agent_id: int) -> None:
-    """A verification pass a few seconds from now (at most one waiting per agent)."""
-    queue = _queue()
-    delay = settings.RECONCILE_VERIFY_DELAY_SECONDS
-    if work_queue.claim_verify(queue.connection, agent_id, delay + work_queue.QUEUED_TTL):
-        queue.enqueue_at(not_before(timezone.now() + timedelta(seconds=delay)), reconcile_agent,
-                         agent_id, Trigger.VERIFY)
-
-
-def schedule_grant_expiry(agent_id: int, expires_at: str) -> None:
-    """A pass exactly when a grant expires, so it is revoked without any new proposal."""
-    when = parse_timestamp(expires_at)
-    if when > timezone.now():
-        _queue().enqueue_at(not_before(when), reconcile_agent, agent_id, Trigger.GRANT_EXPIRED)
 
 
 def enforce_retention() -> dict[str, object]:
@@ -112,12 +30,6 @@ def enforce_retention() -> dict[str, object]:
 
     created = retention.make_partitions() if retention.partitioned() else []
     return {"created": created, "gone": retention.apply_retention()}
-
-
-def schedule_pass_at(agent_id: int, when: datetime, trigger: str) -> None:
-    """A pass at an exact future time (a waiver's end)."""
-    if when > timezone.now():
-        _queue().enqueue_at(not_before(when), reconcile_agent, agent_id, trigger)
 
 
 RESYNC_BATCH = 5000

@@ -9,8 +9,8 @@ from typing import Any
 
 from config import pointers
 from reconciliation.choices import OPEN_STATUSES
-from reconciliation.diff import MCP_CHANGED_KINDS, MCP_PRIMITIVES
 from reconciliation.models import Finding
+from reconciliation.reconciler.diff import MCP_CHANGED_KINDS, MCP_PRIMITIVES
 from registry.models import Agent
 
 

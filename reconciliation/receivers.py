@@ -5,13 +5,13 @@ from datetime import datetime
 from typing import Any
 
 from reconciliation.alerts import broadcast
-from reconciliation.fleet_snapshot import request_refresh
-from reconciliation.toxic_paths import request_path_check
-from reconciliation.triggers import (
+from reconciliation.controller.triggers import (
     request_reconcile,
     schedule_grant_expiries,
     schedule_waiver_lapse,
 )
+from reconciliation.fleet_snapshot import request_refresh
+from reconciliation.toxic_paths import request_path_check
 from registry import signals
 
 

@@ -167,8 +167,7 @@ def _system() -> str:
 def _refresh(agent_id: int | None, now: datetime) -> None:
     if agent_id is None:
         return
-    # cycle: reconciliation.actions.settle imports this module
-    from reconciliation.actions.settle import refresh_status
+    from reconciliation.agent_status import refresh_status
 
     refresh_status(Agent.objects.select_related("owner").get(pk=agent_id), now=now)
 

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from audit.alert_kinds import AlertKind
 from reconciliation.actions.findings import move_finding, open_finding
-from reconciliation.actions.settle import refresh_status
+from reconciliation.agent_status import refresh_status
 from reconciliation.choices import OPEN_STATUSES, FindingStatus
 from reconciliation.models import Finding, ObservedState
 from registry.choices import Lifecycle

@@ -8,7 +8,7 @@ resource keeps both accounts, so a finding says which witness saw what."""
 from collections.abc import Mapping
 from typing import Any
 
-from reconciliation.diff import json_pointer
+from reconciliation.reconciler.diff import json_pointer
 
 AGENT_WITNESS = "agent"
 

@@ -13,7 +13,7 @@ from typing import Any
 from config import pointers
 from config.money import money
 from config.times import parse_timestamp
-from reconciliation.diff import effective_desired
+from reconciliation.reconciler.diff import effective_desired
 from registry.manifest import duration_seconds
 from registry.waivers import is_waived
 from runtime.events import Event

@@ -14,7 +14,7 @@ from rq import Queue
 
 from config import outbound, retries
 from config.scheduled_time import not_before
-from reconciliation.jobs import backoff_seconds
+from reconciliation.controller.backoff import backoff_seconds
 from reconciliation.webhooks import SIGNATURE_HEADER, signature
 from runtime.models import Decision
 from runtime.windows import connection

@@ -14,7 +14,7 @@ from reconciliation.attribution import deployment
 from reconciliation.choices import (
     Trigger,
 )
-from reconciliation.triggers import request_reconcile
+from reconciliation.controller.triggers import request_reconcile
 from registry.models import Agent
 from sandbox.models import SandboxAgent
 

@@ -7,7 +7,7 @@ from typing import Any
 from django.utils import timezone
 
 from config.errors import Invalid
-from reconciliation.diff import effective_desired
+from reconciliation.reconciler.diff import effective_desired
 from registry.models import Agent
 from sandbox import actions
 

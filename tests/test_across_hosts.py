@@ -16,8 +16,8 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from websockets.sync import client as ws_client
 
 from reconciliation.alerts import subscription_for, wanted_filter
+from reconciliation.controller.triggers import enqueue_reconcile
 from reconciliation.models import AlertEvent, Correction, Finding, ReconcileRun
-from reconciliation.triggers import enqueue_reconcile
 from sandbox import actions as sandbox_actions
 from sandbox.models import SandboxAgent
 from tests.conftest import BAD_DEPLOYMENT, approved_agent, assert_trail_whole, eventually

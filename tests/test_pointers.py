@@ -4,7 +4,7 @@ own examples, and every module that names a drift, a waiver or a request field a
 import pytest
 
 from config import pointers
-from reconciliation.diff import json_pointer
+from reconciliation.reconciler.diff import json_pointer
 from registry.manifest import join_pointer
 from registry.waivers import tokens
 

@@ -19,8 +19,8 @@ from config.errors import Conflict, Invalid, NotFound
 from config.scheduled_time import not_before
 from config.times import parse_timestamp
 from reconciliation.choices import Trigger
-from reconciliation.diff import OperationKind
-from reconciliation.triggers import request_reconcile
+from reconciliation.controller.triggers import request_reconcile
+from reconciliation.reconciler.diff import OperationKind
 from registry.choices import Lifecycle
 from registry.models import Agent
 

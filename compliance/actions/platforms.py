@@ -15,9 +15,9 @@ from compliance.stops import active_stops, stop_covering
 from reconciliation.actions.common import SYSTEM
 from reconciliation.choices import Trigger
 from reconciliation.connectors import ConnectorError, connector_for
-from reconciliation.diff import Operation, OperationKind
-from reconciliation.plan import idempotency_key
-from reconciliation.triggers import request_reconcile
+from reconciliation.controller.triggers import request_reconcile
+from reconciliation.reconciler.diff import Operation, OperationKind
+from reconciliation.reconciler.plan import idempotency_key
 from registry.choices import Lifecycle
 from registry.models import Agent
 

@@ -24,8 +24,8 @@ from reconciliation.actions.observations import (
     record_observation,
     record_observed_part,
 )
-from reconciliation.actions.passes import converged_check, reconcile_agent
 from reconciliation.actions.switches import approve_shadow, reset_breaker, set_shadow
+from reconciliation.reconciler.passes import converged_check, reconcile_agent
 
 __all__ = [
     "SYSTEM", "acknowledge_finding", "announce_awake",

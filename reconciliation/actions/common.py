@@ -17,15 +17,9 @@ from reconciliation.choices import (
     EscalationStatus,
     FindingStatus,
 )
-from reconciliation.diff import effective_desired
 from reconciliation.incidents import incident_token
-from reconciliation.models import (
-    AgentStatus,
-    BreakerTrip,
-    ControlState,
-    Escalation,
-    Finding,
-)
+from reconciliation.models import AgentStatus, BreakerTrip, ControlState, Escalation, Finding
+from reconciliation.reconciler.diff import effective_desired
 from registry import holds
 from registry.choices import Lifecycle
 from registry.desired_push import announce_desired_change

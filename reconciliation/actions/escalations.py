@@ -17,7 +17,7 @@ from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from config.scheduled_time import not_before
 from reconciliation.actions.common import alert, audit_label, enforcement_held, suspend_agent
 from reconciliation.actions.findings import move_finding, note_acknowledgement
-from reconciliation.actions.settle import refresh_status
+from reconciliation.agent_status import refresh_status
 from reconciliation.choices import (
     RESOLUTIONS,
     DecisionStatus,
@@ -28,13 +28,10 @@ from reconciliation.choices import (
     Trigger,
 )
 from reconciliation.connectors import ConnectorError, connector_for
-from reconciliation.diff import Operation, OperationKind
-from reconciliation.models import (
-    Escalation,
-    Finding,
-)
-from reconciliation.plan import idempotency_key
-from reconciliation.triggers import request_reconcile
+from reconciliation.controller.triggers import request_reconcile
+from reconciliation.models import Escalation, Finding
+from reconciliation.reconciler.diff import Operation, OperationKind
+from reconciliation.reconciler.plan import idempotency_key
 from registry import actions as registry_actions
 from registry import holds
 from registry.choices import Lifecycle, Role, VersionSource, VersionState

@@ -13,9 +13,10 @@ from reconciliation.actions.common import audit_label, state_hash
 from reconciliation.choices import (
     Trigger,
 )
+from reconciliation.controller.triggers import request_reconcile
 from reconciliation.models import ObservedState
+from reconciliation.resync_query import needing_pass
 from reconciliation.silence import clear_on_report
-from reconciliation.triggers import request_reconcile
 from registry.models import Agent
 from runtime.models import UnregisteredAgent
 
@@ -50,14 +51,18 @@ def record_observation(agent: Agent, state: dict[str, Any], *, actor: Any, sourc
                        ) -> tuple[ObservedState, bool]:
     """Store an observed state (with the change that made it, when the reporter names one);
     only a changed state is a new history row (a heartbeat just moves last_seen_at). Queues a
-    reconcile after commit. Returns (row, changed)."""
+    reconcile after commit, unless the state is unchanged and the agent's last pass found it
+    in sync and nothing has come due since (a heartbeat of a converged agent runs no pass; the
+    pass asked its controller to come back when a grant ends or a waiver lapses). Returns
+    (row, changed)."""
     state = _with_listed_tools(agent, state)
     row, changed = _store(ObservedState.objects.filter(agent=agent), state, actor=actor,
                           source=source, target=f"agent:{agent.name}", agent_name=agent.name,
                           agent=agent, change=change)
 
     clear_on_report(agent, row.last_seen_at)  # heard again: an open silence ends
-    if trigger_reconcile:
+    if trigger_reconcile and (changed or needing_pass(Agent.objects.filter(pk=agent.pk),
+                                                      timezone.now())):
         request_reconcile(agent.pk, Trigger.OBSERVATION)
     if changed:
         # cycle: reconciliation.toxic_paths imports this module

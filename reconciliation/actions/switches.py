@@ -10,12 +10,8 @@ import audit
 from audit.choices import AuditAction
 from config.errors import Conflict, DomainError, NotAllowed
 from reconciliation.choices import BreakerScope, Trigger
-from reconciliation.models import (
-    AgentStatus,
-    BreakerTrip,
-    ControlState,
-)
-from reconciliation.triggers import schedule_pass_at_commit
+from reconciliation.controller.triggers import schedule_pass_at_commit
+from reconciliation.models import AgentStatus, BreakerTrip, ControlState
 from registry.choices import Role
 from registry.manifest import duration_seconds
 from registry.models import Agent

@@ -10,7 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from reconciliation.connectors.base import ApplyOutcome, ConnectorError, SimulatedCrash
-from reconciliation.diff import apply_operations
+from reconciliation.reconciler.diff import apply_operations
 from registry.models import Agent
 from sandbox.models import SandboxAgent
 

@@ -13,7 +13,7 @@ from django.conf import settings
 
 from config.permission_sources import Source
 from reconciliation.connectors.base import ApplyOutcome, Connector, ConnectorError
-from reconciliation.diff import OperationKind
+from reconciliation.reconciler.diff import OperationKind
 from reconciliation.witnesses import witness
 from registry.models import Agent
 

@@ -14,8 +14,8 @@ from audit.choices import AuditAction
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from reconciliation.choices import Health
 from reconciliation.connectors import connector_for
-from reconciliation.diff import Operation, OperationKind
 from reconciliation.models import AgentStatus
+from reconciliation.reconciler.diff import Operation, OperationKind
 from registry import signals
 from registry.actions.proposals import check_can_propose
 from registry.actions.stepup import verify_step_up
@@ -132,7 +132,7 @@ def stop_on_platform(agent_id: int) -> str:
     """Ask a retired agent's platform to stop it through its connector (a job, after the
     retirement committed); the key makes a repeated request a no-op at the platform."""
     # reconciliation is above registry (a listed back-edge): loaded on call
-    from reconciliation.plan import idempotency_key
+    from reconciliation.reconciler.plan import idempotency_key
 
     agent = Agent.objects.get(pk=agent_id)
     operation = Operation(OperationKind.SUSPEND, "agent")  # a ConnectorError: the job retries

@@ -30,14 +30,14 @@ from reconciliation.actions.common import (
     suspend_agent,
 )
 from reconciliation.actions.findings import move_finding, open_finding
-from reconciliation.actions.settle import refresh_status
+from reconciliation.agent_status import refresh_status
 from reconciliation.choices import DecisionStatus, FindingStatus, Trigger
 from reconciliation.connectors import connector_for
-from reconciliation.diff import Operation, OperationKind
-from reconciliation.diff import _parse_expiry as parse_expiry
+from reconciliation.controller.triggers import request_reconcile
 from reconciliation.models import Finding, ObservedState
-from reconciliation.plan import idempotency_key, mode_for
-from reconciliation.triggers import request_reconcile
+from reconciliation.reconciler.diff import Operation, OperationKind
+from reconciliation.reconciler.diff import _parse_expiry as parse_expiry
+from reconciliation.reconciler.plan import idempotency_key, mode_for
 from registry.actions.waivers import active_waivers
 from registry.choices import Lifecycle, Role
 from registry.manifest import duration_seconds

@@ -20,15 +20,15 @@ from audit.choices import AuditAction
 from config.scheduled_time import not_before
 from reconciliation.actions.common import SYSTEM, cluster_held, suspend_agent
 from reconciliation.actions.findings import move_finding
-from reconciliation.actions.settle import refresh_status
+from reconciliation.agent_status import refresh_status
 from reconciliation.choices import FindingStatus, Trigger
 from reconciliation.connectors import connector_for
 from reconciliation.connectors.base import ConnectorError
-from reconciliation.diff import Operation, OperationKind
+from reconciliation.controller.triggers import request_reconcile
 from reconciliation.fleet_snapshot import request_refresh
 from reconciliation.models import Finding
-from reconciliation.plan import idempotency_key
-from reconciliation.triggers import request_reconcile
+from reconciliation.reconciler.diff import Operation, OperationKind
+from reconciliation.reconciler.plan import idempotency_key
 from registry import holds
 from registry.choices import Lifecycle
 from registry.models import Agent

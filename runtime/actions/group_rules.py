@@ -19,7 +19,7 @@ from config import retries
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from reconciliation.actions.common import SYSTEM, open_escalation
 from reconciliation.actions.findings import move_finding, open_finding
-from reconciliation.actions.settle import refresh_status
+from reconciliation.agent_status import refresh_status
 from reconciliation.choices import FindingStatus
 from reconciliation.fleet_snapshot import request_refresh
 from reconciliation.models import Finding

@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from audit.jsondiff import Change, flat_changes
-from reconciliation.diff import diff
+from reconciliation.reconciler.diff import diff
 
 NOW = "2026-11-30T12:00:00+00:00"
 

@@ -12,7 +12,7 @@ from typing import Any
 from agentgov.platform import verify_request
 from agentgov.webhooks import BadSignature
 
-from reconciliation.diff import apply_operations
+from reconciliation.reconciler.diff import apply_operations
 
 
 class Platform:

@@ -4,8 +4,8 @@ import pytest
 
 from audit.models import AuditEntry
 from reconciliation import actions
+from reconciliation.controller.work_queue import QUEUED_KEY
 from reconciliation.models import Escalation, Finding, ObservedState
-from reconciliation.work_queue import QUEUED_KEY
 from registry import actions as registry_actions
 from sandbox import actions as sandbox_actions
 from sandbox.models import SandboxAgent
@@ -170,19 +170,19 @@ def test_an_approval_landing_as_a_pass_starts_resolves_the_accepted_drift_once(
     """The approval commits while a pass is starting: just before it releases held findings
     (the pass once judged the drift against the agent it had read before the approval, and
     escalated it again) or just after (the next pass resolves it)."""
-    from reconciliation.actions import passes
+    from reconciliation.reconciler import observe
 
     proposal = accept_the_drift(people, refund_agent)
-    release = passes._release_accepted
+    release = observe._release_accepted
 
     def approval_lands(ctx):
         held = release(ctx) if lands == "after" else None
         registry_actions.approve_proposal(proposal.pk, actor=people.bob)
         return release(ctx) if lands == "before" else held
 
-    monkeypatch.setattr(passes, "_release_accepted", approval_lands)
+    monkeypatch.setattr(observe, "_release_accepted", approval_lands)
     run = actions.reconcile_agent(refund_agent.pk, trigger="resync")
-    monkeypatch.setattr(passes, "_release_accepted", release)
+    monkeypatch.setattr(observe, "_release_accepted", release)
     assert run.generation == 2 and run.changes == []
     actions.reconcile_agent(refund_agent.pk, trigger="approved")
     finding = Finding.objects.get()

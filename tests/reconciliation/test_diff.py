@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciliation.diff import (
+from reconciliation.reconciler.diff import (
     Drift,
     Operation,
     apply_operations,

@@ -104,7 +104,7 @@ def test_a_wrong_secret_or_an_unreachable_platform_fails_the_pass_cleanly(people
 
 def test_a_worker_killed_mid_correction_over_http_applies_nothing_twice(
         people, start_worker, redis_client, monkeypatch, transactional_db, settings):
-    from reconciliation.triggers import enqueue_reconcile
+    from reconciliation.controller.triggers import enqueue_reconcile
     from tests.conftest import assert_trail_whole, eventually
 
     monkeypatch.setenv("PLATFORM_SECRET", SECRET)

@@ -6,8 +6,8 @@ twice."""
 import django_rq
 
 from audit.models import AuditEntry
-from reconciliation import jobs, work_queue
 from reconciliation.connectors.sandbox import SandboxConnector
+from reconciliation.controller import handler, work_queue
 from sandbox import actions as sandbox_actions
 from sandbox.models import SandboxAgent
 from tests.conftest import BAD_DEPLOYMENT, approved_agent
@@ -18,7 +18,7 @@ OTHER_WORKER = "token-of-another-worker"
 def test_a_pass_that_loses_its_lock_stops_before_its_next_change(
         people, redis_client, monkeypatch):
     agent = approved_agent(people, "refund-agent", enforcement={"default": "correct"})
-    assert jobs.reconcile_agent(agent.pk, "approved") == "converged"
+    assert handler.reconcile_agent(agent.pk, "approved") == "converged"
     sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT,
                                    reason="a bad deployment: three changes to undo")
     before = SandboxAgent.objects.get(agent=agent).apply_count
@@ -34,14 +34,14 @@ def test_a_pass_that_loses_its_lock_stops_before_its_next_change(
         return outcome
 
     monkeypatch.setattr(SandboxConnector, "apply", slow_platform)
-    assert jobs.reconcile_agent(agent.pk, "observation") == "lock lost"
+    assert handler.reconcile_agent(agent.pk, "observation") == "lock lost"
     assert SandboxAgent.objects.get(agent=agent).apply_count == before + 1  # one, then stop
     assert connection.get(lock).decode() == OTHER_WORKER  # the other worker's lock is kept
 
     monkeypatch.setattr(SandboxConnector, "apply", apply)
-    assert jobs.reconcile_agent(agent.pk, "resync") == "busy"  # the other worker holds it
+    assert handler.reconcile_agent(agent.pk, "resync") == "busy"  # the other worker holds it
     connection.delete(lock)  # its pass ends
-    assert jobs.reconcile_agent(agent.pk, "resync") in ("corrected", "converged")
+    assert handler.reconcile_agent(agent.pk, "resync") in ("corrected", "converged")
     row = SandboxAgent.objects.get(agent=agent)
     applied = row.applied_keys[-(row.apply_count - before):]
     assert len(applied) == len(set(applied)) == 3  # every change once, none lost

@@ -5,9 +5,9 @@ import django_rq
 import pytest
 
 from audit.verify import verify_trail
+from reconciliation.controller.triggers import enqueue_reconcile
+from reconciliation.controller.work_queue import LOCK_KEY, QUEUED_KEY
 from reconciliation.models import Finding, ReconcileRun
-from reconciliation.triggers import enqueue_reconcile
-from reconciliation.work_queue import LOCK_KEY, QUEUED_KEY
 from registry import actions as registry_actions
 from registry.models import Agent
 from sandbox import actions
@@ -87,20 +87,20 @@ def test_triggers_arriving_while_a_pass_runs_collapse_into_one_pass_after_it(
 
 def test_a_trigger_arriving_during_a_pass_is_run_by_its_holder_right_after_it(
         transactional_db, people, redis_client, monkeypatch):
-    from reconciliation import jobs
+    from reconciliation.controller import handler
 
     agent = register_and_approve(people)
     queue = django_rq.get_queue("reconcile")
     (approved,) = queue.get_jobs()
-    real_pass = jobs.actions.reconcile_agent
+    real_pass = handler.passes.reconcile
     arrived = []
 
-    def pass_while_the_agent_reports(agent_id, *, trigger):
+    def pass_while_the_agent_reports(agent_id, *, trigger, **kwargs):
         if not arrived:  # the agent reports a new state while the first pass runs
             arrived.append(enqueue_reconcile(agent_id, "observation"))
-        return real_pass(agent_id, trigger=trigger)
+        return real_pass(agent_id, trigger=trigger, **kwargs)
 
-    monkeypatch.setattr(jobs.actions, "reconcile_agent", pass_while_the_agent_reports)
+    monkeypatch.setattr(handler.passes, "reconcile", pass_while_the_agent_reports)
     approved.perform()
     assert arrived == [True]
     triggers = list(ReconcileRun.objects.filter(agent=agent).order_by("pk")
@@ -116,7 +116,7 @@ def test_a_trigger_arriving_during_a_pass_is_run_by_its_holder_right_after_it(
 def test_a_long_pass_keeps_its_lock_and_a_dead_one_lets_it_lapse(redis_client):
     import time
 
-    from reconciliation.work_queue import LockRenewal
+    from reconciliation.controller.work_queue import LockRenewal
 
     key = "reconcile:lock:test-renewal"
     redis_client.set(key, "mine", ex=1)

@@ -4,6 +4,7 @@ idempotent re-runs, crash recovery, lagging reads, expiry, and every enforcement
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
 from django.utils import timezone
 
 from audit.models import AuditEntry
@@ -314,3 +315,64 @@ def test_a_drift_that_keeps_coming_back_regresses_and_then_goes_to_a_human(peopl
     assert finding.status == "escalated"
     assert "drift came back after 2 corrections" in Escalation.objects.get().reason
     assert sandbox(agent).apply_count == 2
+
+
+# --- the reconciler's own contract: reconcile(agent_id) -> Result(run, requeue_after) ---------
+
+
+def test_reconcile_returns_its_run_and_when_its_controller_should_come_back(people):
+    """No queue involved: exact changes, a second pass that changes nothing, and the grant's
+    end as the requeue (the controller turns it into a pass at that time)."""
+    from reconciliation.reconciler.passes import reconcile
+
+    expires = timezone.now() + timedelta(hours=1)
+    agent = approved_agent(people, grants=[{
+        "resource": "crm", "access": "read", "reason": "Q4 audit",
+        "expires_at": expires.strftime("%Y-%m-%dT%H:%M:%SZ")}])
+    first = reconcile(agent.pk, trigger="approved")
+    assert first.run.result == "converged"
+    assert first.requeue_trigger == "grant_expired"
+    assert first.run.started_at + first.requeue_after == expires.replace(microsecond=0)
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", changes={
+        "tools": ["crm.search", "orders.lookup", "payments.refund"]}, reason="bad")
+    fixed = reconcile(agent.pk, trigger="observation")
+    assert [(c["op"], c["target"]) for c in fixed.run.changes] == [("remove_tool", "crm.search")]
+    assert fixed.run.result == "corrected"
+    again = reconcile(agent.pk, trigger="resync")
+    assert again.run.result == "converged" and again.run.changes == []
+    assert sandbox(agent).apply_count == 1
+    late = reconcile(agent.pk, trigger="grant_expired", now=expires + timedelta(seconds=1))
+    assert [(c["op"], c["target"]) for c in late.run.changes] == [("remove_data", "crm")]
+    assert late.requeue_after is None  # nothing left to wait for
+
+
+def test_a_correction_not_seen_yet_is_a_verify_requeue(people):
+    from reconciliation.reconciler.passes import reconcile
+
+    agent = approved_agent(people)
+    reconcile(agent.pk, trigger="approved")
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", changes={
+        "tools": ["crm.search", "orders.lookup", "payments.refund"]}, reason="bad")
+    sandbox_actions.sandbox_faults(agent, actor="system:test", lag_seconds=60)
+    result = reconcile(agent.pk, trigger="observation")
+    assert result.run.result == "correcting"
+    assert result.requeue_trigger == "verify" and result.requeue_after == timedelta(
+        seconds=settings.RECONCILE_VERIFY_DELAY_SECONDS)
+
+
+@pytest.mark.django_db(transaction=True)  # each transaction of the pass is its own, as on a worker
+def test_a_converged_agents_pass_is_cheap_and_never_locks_the_cluster_row(people):
+    """The pass every resync of a converged fleet runs: a bounded number of queries, and no
+    FOR UPDATE on the one ControlState row every agent's pass shares."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    agent = approved_agent(people)
+    passes(agent, "approved")
+    with CaptureQueriesContext(connection) as queries:
+        assert passes(agent, "observation").result == "converged"
+    control = ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE SAVEPOINT")  # not queries
+    sql = [q["sql"] for q in queries.captured_queries if not q["sql"].startswith(control)]
+    table = ControlState._meta.db_table
+    assert not [q for q in sql if table in q and "FOR UPDATE" in q], sql
+    assert len(sql) <= 20, "\n".join(q[:150] for q in sql)

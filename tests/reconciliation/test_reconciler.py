@@ -5,8 +5,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from reconciliation.diff import apply_operations
-from reconciliation.plan import FindingView, decide, idempotency_key
+from reconciliation.reconciler.diff import apply_operations
+from reconciliation.reconciler.plan import FindingView, decide, idempotency_key
 from tests.conftest import refund_manifest
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)

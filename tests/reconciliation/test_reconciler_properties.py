@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from reconciliation import actions
 from reconciliation.connectors import SimulatedCrash
-from reconciliation.diff import apply_operations, effective_desired
-from reconciliation.plan import decide
+from reconciliation.reconciler.diff import apply_operations, effective_desired
+from reconciliation.reconciler.plan import decide
 from sandbox import actions as sandbox_actions
 from sandbox.models import SandboxAgent
 from tests.conftest import approved_agent

@@ -3,7 +3,7 @@ low, a limit loosened medium, write access gained high."""
 
 import pytest
 
-from reconciliation.diff import DriftKind, Severity, drift_severity
+from reconciliation.reconciler.diff import DriftKind, Severity, drift_severity
 
 
 @pytest.mark.parametrize(("kind", "actual", "expected"), [

@@ -1,14 +1,14 @@
 """One owner per protocol: every Redis key of the reconcile work queue is spelled in
-`reconciliation/work_queue.py` only, so the collapse, lock and verify rules cannot drift apart
-between the module that queues a pass and the one that runs it."""
+`reconciliation/controller/work_queue.py` only, so the collapse, lock and verify rules cannot
+drift apart between the module that queues a pass and the one that runs it."""
 
 import ast
 from pathlib import Path
 
 from tests.conftest import ROOT
 
-OWNER = ROOT / "reconciliation" / "work_queue.py"
-PREFIXES = ("reconcile:queued", "reconcile:lock", "reconcile:verify")
+OWNER = ROOT / "reconciliation" / "controller" / "work_queue.py"
+PREFIXES = ("reconcile:queued", "reconcile:lock", "reconcile:verify", "reconcile:requeue")
 
 
 def key_literals(path: Path) -> list[str]:

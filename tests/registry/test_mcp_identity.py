@@ -19,8 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reconciliation.actions import record_observation
-from reconciliation.diff import diff
 from reconciliation.models import Finding
+from reconciliation.reconciler.diff import diff
 from reconciliation.toxic_paths import record_observed_paths
 from registry import actions
 from registry.models import DesiredStateVersion

@@ -6,7 +6,7 @@ from django.db import transaction
 
 from audit.models import AuditEntry
 from config.errors import Conflict, Invalid, NotAllowed
-from reconciliation.work_queue import QUEUED_KEY
+from reconciliation.controller.work_queue import QUEUED_KEY
 from registry import actions
 from registry.choices import VersionSource
 from registry.models import Agent, DesiredStateVersion

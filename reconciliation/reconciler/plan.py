@@ -1,9 +1,10 @@
 """The reconcile decision as a pure function: desired + actual + what is already under way
 -> what to apply, block, escalate or log, and which findings are now verified.
 
-No ORM here: reconciliation.actions loads rows, calls `decide`, and carries out the decision
-through a connector. Level-triggered: a converged agent yields an empty decision, and a pass
-after a crash re-derives exactly the changes that are still missing.
+No ORM here: the observe stage loads rows, the pass calls `decide`, and the correct stage
+carries out the decision through a connector. Level-triggered: a converged agent yields an
+empty decision, and a pass after a crash re-derives exactly the changes that are still
+missing.
 """
 
 import hashlib
@@ -11,10 +12,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from reconciliation.diff import Drift, Operation, OperationKind, diff, plan
+from reconciliation.reconciler.diff import Drift, Operation, OperationKind, Severity, diff
 from registry.waivers import is_waived
 
 MODES = ("correct", "block", "escalate", "log")
+_SEVERITY_PHASE = {Severity.HIGH: 1, Severity.MEDIUM: 2, Severity.LOW: 3}
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,22 @@ def mode_for(spec: dict[str, Any], drift: Drift) -> str:
     return mode if mode in MODES else "correct"
 
 
+def in_order(drifts: list[Drift]) -> list[Operation]:
+    """Deduplicated corrective operations. Suspend comes first (stop the agent before touching
+    it), then high, medium and low severity fixes in drift order, and resume comes last."""
+    phased: dict[str, tuple[int, int, Operation]] = {}
+    for index, drift in enumerate(drifts):
+        operation = drift.operation
+        if operation.op is OperationKind.SUSPEND:
+            phase = 0
+        elif operation.op is OperationKind.RESUME:
+            phase = 4
+        else:
+            phase = _SEVERITY_PHASE[drift.severity]
+        phased.setdefault(operation.key, (phase, index, operation))
+    return [operation for _, _, operation in sorted(phased.values(), key=lambda p: p[:2])]
+
+
 def decide(
     desired: dict[str, Any],
     actual: dict[str, Any],
@@ -88,12 +106,15 @@ def decide(
     verify_timeout: timedelta = timedelta(seconds=60),
     max_attempts: int = 3,
     waived: tuple[str, ...] = (),
+    drifts: list[Drift] | None = None,
 ) -> Decision:
     """Decide one pass. `hold_applied` (shadow mode or a tripped breaker) records the changes
     that would be made as `shadow` and applies none; drift under a `waived` pointer is
-    recorded and allowed."""
+    recorded and allowed. `drifts` is the diff of `desired` and `actual` when the caller has
+    it already (the pass does: the diff stage ran before the plan)."""
     findings = findings or {}
-    drifts = diff(desired, actual, now, suspended=suspended)
+    if drifts is None:
+        drifts = diff(desired, actual, now, suspended=suspended)
     decision = Decision(drifts=drifts)
     seen = {d.fingerprint for d in drifts}
     decision.gone = sorted(fp for fp, f in findings.items() if fp not in seen and f.status in (
@@ -101,7 +122,7 @@ def decide(
     by_key = {}
     for drift in drifts:
         by_key.setdefault(drift.operation.key, drift)
-    for operation in plan(desired, actual, now, suspended=suspended):
+    for operation in in_order(drifts):
         drift = by_key[operation.key]
         finding = findings.get(drift.fingerprint)
         if finding and finding.status in ("escalated", "blocked", "accepted"):

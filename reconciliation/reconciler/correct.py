@@ -1,30 +1,118 @@
-"""Correct: what a pass does about each planned step (apply it under its idempotency key, record
-it under shadow mode or a tripped breaker, log it, waive it, block the agent), and the breakers
-that hold corrections when too much of the fleet drifts at once."""
+"""Correct, the fourth stage: the drift found is recorded as findings, then what the plan
+decided is done about each step (applied under its idempotency key, recorded under shadow mode
+or a tripped breaker, logged, waived, escalated, or the agent blocked); and the breakers that
+hold corrections when too much of the fleet drifts at once."""
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, QuerySet
+from django.db.models import Count, F, QuerySet
 from django.utils import timezone
 
 import audit
 from audit.alert_kinds import AlertKind
 from audit.choices import AuditAction
+from compliance.actions.maintenance import hold_for_window
+from compliance.maintenance import window_for
 from config.times import parse_timestamp
 from reconciliation import alerts
 from reconciliation.actions.common import SYSTEM, open_escalation, suspend_agent
-from reconciliation.actions.findings import move_finding
-from reconciliation.actions.pass_context import PassContext
-from reconciliation.choices import TEAM_LABEL, BreakerScope, CorrectionResult, FindingStatus
-from reconciliation.diff import Operation, OperationKind
+from reconciliation.actions.findings import move_finding, open_finding
+from reconciliation.agent_status import refresh_status
+from reconciliation.choices import (
+    TEAM_LABEL,
+    BreakerScope,
+    CorrectionResult,
+    FindingStatus,
+    Trigger,
+)
+from reconciliation.connectors import ConnectorError, CorrectionRefused
 from reconciliation.models import BreakerTrip, ControlState, Correction, Finding
-from reconciliation.plan import idempotency_key
+from reconciliation.reconciler.diff import Drift, Operation, OperationKind
+from reconciliation.reconciler.observe import Observed
+from reconciliation.reconciler.pass_context import PassContext
+from reconciliation.reconciler.plan import Decision, idempotency_key
 from registry.choices import Lifecycle
 from registry.models import Agent
 from registry.waivers import is_waived
+
+
+@dataclass
+class Corrected:
+    """What the pass changed on the platform, and the platform's error that stopped it."""
+
+    changes: list[dict[str, Any]] = field(default_factory=list)
+    error: ConnectorError | None = None
+
+
+def correct(seen: Observed, decision: Decision, *,
+            still_held: Callable[[], None] | None = None) -> Corrected:
+    """Record the drift found and carry out the decision. `still_held`, from the controller,
+    raises when the pass may no longer change anything (its lock was lost); it is asked before
+    each change (a pass run outside a controller, by a test or a command, holds no lock)."""
+    still_held = still_held or _not_locked
+    done = Corrected()
+    if not decision.drifts:
+        return done
+    ctx = seen.ctx
+    findings = _record(seen, decision)
+    try:
+        for step in decision.apply:
+            still_held()  # a pass that lost its lock stops before its next change
+            try:
+                outcome = seen.connector.apply(ctx.agent, step.operation.to_dict(), step.key)
+            except CorrectionRefused as refused:  # not safe to make, or not ours to make
+                _refused(ctx, findings[step.drift.fingerprint], step, str(refused))
+                continue
+            _applied(ctx, findings[step.drift.fingerprint], step, outcome)
+            done.changes.append({**step.operation.to_dict(), "key": step.key,
+                                 "outcome": outcome})
+        blocked = [findings[d.fingerprint] for d in decision.block]
+        if blocked:
+            still_held()
+            done.changes.extend(_block(ctx, seen.connector, blocked))
+    except ConnectorError as error:
+        with transaction.atomic():
+            _failed(ctx, decision, str(error))
+        done.error = error
+    return done
+
+
+def _not_locked() -> None:
+    """Nothing to lose: the pass holds no lock."""
+
+
+@transaction.atomic
+def _record(seen: Observed, decision: Decision) -> dict[str, Finding]:
+    """The drift found as findings, and every step that needs no platform call: shadowed,
+    pending, logged, waived, escalated. The cluster's row is locked only here, when there is
+    drift (a converged fleet's passes never wait on each other)."""
+    ctx = seen.ctx
+    control = ControlState.objects.select_for_update().get(pk=seen.control.pk)
+    findings = _upsert_findings(ctx, decision.drifts,
+                                {d.fingerprint for d in decision.regressed})
+    if (window := window_for(ctx.agent, ctx.now)) is not None:  # drift recorded, fixes wait
+        hold_for_window(ctx.agent, window, decision, findings)
+    if seen.was_converged and ctx.trigger != Trigger.APPROVED:
+        ControlState.objects.filter(pk=control.pk).update(
+            post_convergence_drift=F("post_convergence_drift") + 1)
+    _check_breaker(ctx, control)
+    for step in decision.shadow:
+        _shadow(ctx, findings[step.drift.fingerprint], step)
+    for step in decision.apply:
+        _pending(ctx, findings[step.drift.fingerprint], step)
+    for drift in decision.log:
+        _log(ctx, findings[drift.fingerprint])
+    for drift in decision.waived:
+        _waive(ctx, findings[drift.fingerprint], seen.waivers)
+    for drift, reason in decision.escalate:
+        open_escalation(ctx.agent, findings[drift.fingerprint], reason=reason)
+    refresh_status(ctx.agent, now=ctx.now)  # the agent's health says so before any apply
+    return findings
 
 
 def _drifting_counted(drifted: QuerySet[Agent], *, capped: bool) -> int:
@@ -201,3 +289,38 @@ def _block(ctx: PassContext, connector: Any, blocked: list[Finding]) -> list[dic
         suspend_agent(ctx.agent, actor=SYSTEM,
                       reason=f"blocked: {len(blocked)} finding(s) under enforcement mode block")
     return [{**operation.to_dict(), "key": key, "outcome": outcome}]
+
+
+def _upsert_findings(ctx: PassContext, drifts: list[Drift],
+                     regressed: set[str]) -> dict[str, Finding]:
+    agent, now = ctx.agent, ctx.now
+    existing = {f.fingerprint: f for f in Finding.objects.select_for_update().filter(
+        agent=agent, fingerprint__in=[d.fingerprint for d in drifts])}
+    out = {}
+    for drift in drifts:
+        finding = existing.get(drift.fingerprint)
+        if finding is None:
+            cause = ctx.cause(drift)
+            finding = open_finding(
+                agent, why=f"found by a {ctx.trigger} pass", after={"cause": cause},
+                alert_fields={"cause": cause["key"]},
+                fingerprint=drift.fingerprint, kind=drift.kind,
+                pointer=drift.pointer, expected=drift.expected, actual=drift.actual,
+                severity=drift.severity, area=drift.area, operation=drift.operation.to_dict(),
+                observed_at=ctx.observed_at, cause_key=cause["key"], cause=cause,
+                generation=ctx.generation, first_seen=now, detected_at=now, last_seen=now)
+        elif finding.status in (FindingStatus.CORRECTED, FindingStatus.RESOLVED):
+            came_back = drift.fingerprint in regressed
+            cause = ctx.cause(drift)
+            move_finding(
+                finding, FindingStatus.REGRESSED if came_back else FindingStatus.OPEN,
+                agent=agent, after={"cause": cause}, alert_fields={"cause": cause["key"]},
+                why="the same drift came back within the hold window" if came_back
+                else "the drift is back", cause_key=cause["key"], cause=cause,
+                occurrence=finding.occurrence + 1,
+                attempts=finding.attempts if came_back else 0, detected_at=now,
+                last_seen=now, observed_at=ctx.observed_at, generation=ctx.generation)
+        else:
+            Finding.objects.filter(pk=finding.pk).update(last_seen=now)
+        out[drift.fingerprint] = finding
+    return out

@@ -5,7 +5,7 @@ from datetime import datetime
 
 from django.db import transaction
 
-from reconciliation import work_queue
+from reconciliation.controller import work_queue
 
 
 def enqueue_reconcile(agent_id: int, trigger: str) -> bool:
@@ -34,7 +34,7 @@ def schedule_grant_expiries(agent_id: int, spec: dict) -> None:
     """After commit, a pass at each grant's exact expiry time."""
 
     def schedule() -> None:
-        from reconciliation.jobs import schedule_grant_expiry
+        from reconciliation.controller.handler import schedule_grant_expiry
 
         for grant in spec.get("grants", []):
             schedule_grant_expiry(agent_id, grant["expires_at"])
@@ -46,7 +46,7 @@ def schedule_pass_at_commit(agent_id: int, when: datetime, trigger: str) -> None
     """After commit, a pass exactly at `when` (a waiver's or a shadow's end)."""
 
     def schedule() -> None:
-        from reconciliation.jobs import schedule_pass_at
+        from reconciliation.controller.handler import schedule_pass_at
 
         schedule_pass_at(agent_id, when, trigger)
 
@@ -57,7 +57,7 @@ def schedule_waiver_lapse(agent_id: int, when: datetime) -> None:
     """After commit, a pass exactly when a waiver ends, so the agent is enforced again."""
 
     def schedule() -> None:
-        from reconciliation.jobs import schedule_pass_at
+        from reconciliation.controller.handler import schedule_pass_at
 
         schedule_pass_at(agent_id, when, "waiver_lapsed")
 

@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from reconciliation.attribution import Rollout, cause_of, pending_proposals
-from reconciliation.diff import Drift
+from reconciliation.reconciler.diff import Drift
 from reconciliation.witnesses import said
 from registry.models import Agent
 

@@ -630,9 +630,6 @@ def _mcp_operation(server: str, primitive: str, name: str,
 
 # --- plan and apply -------------------------------------------------------------------------
 
-_SEVERITY_PHASE = {Severity.HIGH: 1, Severity.MEDIUM: 2, Severity.LOW: 3}
-
-
 def plan(
     desired: Mapping[str, Any],
     actual: Mapping[str, Any] | None,
@@ -640,19 +637,11 @@ def plan(
     *,
     suspended: bool = False,
 ) -> list[Operation]:
-    """Deduplicated corrective operations. Suspend comes first (stop the agent before touching
-    it), then high, medium and low severity fixes in drift order, and resume comes last."""
-    phased: dict[str, tuple[int, int, Operation]] = {}
-    for index, drift in enumerate(diff(desired, actual, now, suspended=suspended)):
-        operation = drift.operation
-        if operation.op is OperationKind.SUSPEND:
-            phase = 0
-        elif operation.op is OperationKind.RESUME:
-            phase = 4
-        else:
-            phase = _SEVERITY_PHASE[drift.severity]
-        phased.setdefault(operation.key, (phase, index, operation))
-    return [operation for _, _, operation in sorted(phased.values(), key=lambda p: p[:2])]
+    """Deduplicated corrective operations, in the order the plan applies them
+    (`reconciliation.reconciler.plan.in_order`)."""
+    from reconciliation.reconciler.plan import in_order  # the plan imports this module
+
+    return in_order(diff(desired, actual, now, suspended=suspended))
 
 
 def apply_operations(

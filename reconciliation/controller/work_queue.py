@@ -7,6 +7,8 @@ Per agent, three keys, as in controller-runtime's work queue:
 - `reconcile:lock:{id}` is held by the worker running a pass, with an expiry so a dead
   worker's lock lapses; a renewal thread keeps it while a slow platform answers.
 - `reconcile:verify:{id}` marks the one waiting verification pass.
+- `reconcile:requeue:{id}` holds when the one pass a pass asked for (a grant's end, a
+  waiver's lapse) is due, so repeated passes do not queue it again.
 - `reconcile:taken:{token}` says the lock's holder ran the waiting pass `token` right after
   its own (a trigger that arrived during a pass), so that pass's job, when it runs, is done.
 
@@ -15,11 +17,13 @@ thread-local by default (the renewal thread would not see it): two short scripts
 one protocol in one place.
 """
 
+import json
 import logging
 import threading
 from contextvars import ContextVar
 
 import django_rq
+from django.conf import settings
 from rq import Queue
 
 QUEUE_NAME = "reconcile"
@@ -27,6 +31,7 @@ QUEUED_KEY = "reconcile:queued:{agent_id}"
 QUEUED_TTL = 600  # a lost job cannot block an agent's triggers for longer than this
 LOCK_KEY = "reconcile:lock:{agent_id}"
 VERIFY_KEY = "reconcile:verify:{agent_id}"
+REQUEUE_KEY = "reconcile:requeue:{agent_id}"
 TAKEN_KEY = "reconcile:taken:{token}"
 log = logging.getLogger(__name__)
 # The lock the running pass holds (set by `held_lock`), for `ensure_still_held`.
@@ -50,6 +55,13 @@ redis.call('del', KEYS[1])
 redis.call('set', ARGV[1] .. string.match(value, '(%S+)$'), '1', 'EX', ARGV[2])
 return value
 """
+# Claims the agent's requeue at ARGV[1] unless one is already due sooner (and not yet past).
+_REQUEUE = """
+local at = redis.call('get', KEYS[1])
+if at and tonumber(at) <= tonumber(ARGV[1]) and tonumber(at) > tonumber(ARGV[2]) then return 0 end
+redis.call('set', KEYS[1], ARGV[1], 'EX', ARGV[3])
+return 1
+"""
 # Extends the key only while it still holds our token.
 _EXTEND = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2])
@@ -57,9 +69,19 @@ else return 0 end
 """
 
 
+# One queue (and so one connection pool) per process and queue settings: django_rq builds a
+# new client, and a new connection, on every `get_queue`.
+_QUEUES: dict[str, Queue] = {}
+
+
 def queue() -> Queue:
     """The queue that holds reconcile passes only (one waiting per agent)."""
-    return django_rq.get_queue(QUEUE_NAME, commit_mode="auto")
+    # Keyed on the settings, read each time: tests (and a reloaded worker) change RQ_QUEUES.
+    key = json.dumps(settings.RQ_QUEUES[QUEUE_NAME], sort_keys=True, default=repr)
+    found = _QUEUES.get(key)
+    if found is None:
+        found = _QUEUES[key] = django_rq.get_queue(QUEUE_NAME, commit_mode="auto")
+    return found
 
 
 def claim_waiting(connection, agent_id: int, trigger: str, token: str) -> bool:
@@ -114,6 +136,14 @@ def claim_verify(connection, agent_id: int, seconds: int) -> bool:
     was lost."""
     return bool(connection.set(VERIFY_KEY.format(agent_id=agent_id), "1", nx=True,
                                ex=seconds))
+
+
+def claim_requeue(connection, agent_id: int, when: float, now: float) -> bool:
+    """Mark the agent's requeued pass due at `when` (epoch seconds); False when one is already
+    due no later (and not yet past), so it is not queued twice."""
+    seconds = int(max(0.0, when - now)) + QUEUED_TTL
+    return bool(connection.eval(_REQUEUE, 1, REQUEUE_KEY.format(agent_id=agent_id),
+                                repr(when), repr(now), seconds))
 
 
 def clear_verify(connection, agent_id: int) -> None:

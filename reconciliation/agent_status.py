@@ -1,0 +1,60 @@
+"""An agent's conditions and health, recomputed from its findings and escalations: by the
+pass's settle stage, by a stage that must show drift before a slow platform call, and by the
+actions of a human that changed findings or escalations."""
+
+from datetime import datetime
+
+from django.db.models import Count, Q
+
+from reconciliation.choices import OPEN_STATUSES, EscalationStatus, FindingStatus, Health
+from reconciliation.conditions import compute_conditions
+from reconciliation.models import AgentStatus, Escalation, Finding, Silence
+from reconciliation.recertified import merge, recertified_condition
+from reconciliation.silence import overlay as silence_overlay
+from registry.choices import Lifecycle
+from registry.models import Agent
+
+
+def locked_status(agent: Agent) -> AgentStatus:
+    """The agent's status row, locked for this transaction (created on first use)."""
+    return AgentStatus.objects.select_for_update().get_or_create(agent=agent)[0]
+
+
+def apply_counts(agent: Agent, status: AgentStatus, *, generation: int, now: datetime,
+                 failed: str = "") -> dict[str, int]:
+    """Conditions, health and open findings of `status` from the agent's findings and
+    escalations (not saved)."""
+    counts = Finding.objects.filter(agent=agent).aggregate(
+        drifted=Count("pk", filter=Q(status__in=OPEN_STATUSES)),
+        correcting=Count("pk", filter=Q(status=FindingStatus.CORRECTING)))
+    counts["escalated"] = Escalation.objects.filter(agent=agent,
+                                                    status=EscalationStatus.OPEN).count()
+    row = Agent.objects.filter(pk=agent.pk).values(
+        "lifecycle", "review_due_at", "overdue_at").get()
+    suspended = row["lifecycle"] == Lifecycle.SUSPENDED
+    retired = row["lifecycle"] == Lifecycle.RETIRED
+    previous = status.conditions
+    status.conditions = silence_overlay(merge(compute_conditions(
+        previous, generation=generation, now=now, suspended=suspended,
+        failed=failed, **counts), recertified_condition(
+        previous, due=row["review_due_at"], overdue=row["overdue_at"] is not None,
+        generation=generation, now=now)),
+        Silence.objects.filter(agent=agent, ended_at__isnull=True).first())
+    status.open_findings = counts["drifted"]
+    status.health = (
+        Health.RETIRED if retired else Health.SUSPENDED if suspended else Health.FAILED if failed
+        else Health.ESCALATED if counts["escalated"] else Health.CORRECTING
+        if counts["correcting"] else Health.DRIFTED if counts["drifted"] else Health.IN_POLICY)
+    return counts
+
+
+def refresh_status(agent: Agent, *, now: datetime) -> None:
+    """Conditions and health again, right after findings or escalations changed (in that
+    transaction), so the agent's page is right before the pass settles. Convergence is left to
+    the pass: only it has looked at the actual state."""
+    status = locked_status(agent)
+    ready = status.condition("Ready")
+    failed = ready["message"] if ready and ready["reason"] == "ReconcileFailed" else ""
+    apply_counts(agent, status, generation=status.observed_generation or agent.generation,
+                 now=now, failed=failed)
+    status.save(update_fields=["conditions", "open_findings", "health"])
