@@ -9,7 +9,8 @@ from django.utils import timezone
 
 from config.scheduled_time import not_before
 from reconciliation.connectors import ConnectorError
-from reconciliation.jobs import _queue, backoff_seconds
+from reconciliation.controller.backoff import backoff_seconds
+from reconciliation.controller.work_queue import queue as _queue
 from registry import inbox
 from registry.actions.notifications import sweep
 from registry.actions.recertification import due_agent_ids, mark_overdue, remind_owner
