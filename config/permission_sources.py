@@ -20,7 +20,12 @@ to access, and binds each agent to the connector secret holding the token it act
                   "agents": {"refund-bot": "REFUND_BOT_MAIL_TOKEN"}}}
 
 An AWS account (`aws_iam`) maps a resource to its ARN and the actions of each access level, and
-binds an agent to its IAM role; `endpoint_url` names a stand-in for the AWS API.
+binds an agent to its IAM role; `endpoint_url` names a stand-in for the AWS API. It may also map
+a spec tool to the IAM actions it needs and the ARNs it needs them on (the role is allowed the
+tool when its policies allow each action on each ARN):
+
+    "tools": {"s3.put_object": {"actions": ["s3:PutObject"],
+                                "resources": ["arn:aws:s3:::invoices/*"]}}
 """
 
 import json
@@ -33,8 +38,11 @@ ACCESS_LEVELS = ("read", "write", "admin")
 _FIELDS = {"postgres": {"type", "secret", "resources", "agents"},
            "oauth": {"type", "secret", "introspection_url", "revocation_url", "scopes",
                      "agents"},
-           "aws_iam": {"type", "secret", "endpoint_url", "resources", "agents"}}
+           "aws_iam": {"type", "secret", "endpoint_url", "resources", "tools", "agents"}}
 _IAM_ROLE = re.compile(r"[\w+=,.@-]{1,64}")
+_IAM_ACTION = re.compile(r"[a-z0-9-]+:[A-Za-z0-9]+")  # service:Action, no wildcard
+_TOOL_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,127}")  # as a spec's tools (registry/manifest.py)
+MAX_TOOL_ENTRIES = 64  # actions or ARNs of one tool
 _NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 MAX_IDENTIFIER = 63  # PostgreSQL's NAMEDATALEN - 1
 
@@ -54,6 +62,18 @@ class Resource:
 
 
 @dataclass(frozen=True)
+class Tool:
+    """What one spec tool needs at an AWS account: each action on each ARN (aws_iam)."""
+
+    actions: tuple[str, ...]
+    resources: tuple[str, ...]
+
+    def needs(self) -> list[tuple[str, str]]:
+        """Every (action, ARN) the tool needs, in declared order."""
+        return [(action, arn) for action in self.actions for arn in self.resources]
+
+
+@dataclass(frozen=True)
 class Source:
     """One declared permission source."""
 
@@ -66,6 +86,7 @@ class Source:
     revocation_url: str = ""
     scopes: dict[str, tuple[str, str]] = field(default_factory=dict)  # scope -> (resource, access)
     endpoint_url: str = ""  # aws_iam: a stand-in for the AWS API (empty: AWS itself)
+    tools: dict[str, Tool] = field(default_factory=dict)  # aws_iam: spec tool -> what it needs
 
     @property
     def covers(self) -> set[str]:
@@ -73,6 +94,11 @@ class Source:
         if self.type == "oauth":
             return {resource for resource, _ in self.scopes.values()}
         return set(self.resources)
+
+    @property
+    def covers_tools(self) -> set[str]:
+        """The spec tools this source is the source of record for."""
+        return set(self.tools)
 
     def role_of(self, agent: str) -> str | None:
         """The role `agent`'s grants are made to here (None: not bound)."""
@@ -124,6 +150,25 @@ def _iam_resource(value: Any, where: str) -> Resource:
     return Resource(arn=value["arn"], actions={k: tuple(v) for k, v in actions.items()})
 
 
+def _iam_tool(name: Any, value: Any, where: str) -> Tool:
+    if not isinstance(name, str) or not _TOOL_NAME.fullmatch(name):
+        raise DeclarationError(f"{where}: expected a tool name of 1 to 128 lowercase letters, "
+                               f"digits, '_', '.' or '-', starting alphanumeric (as in a spec)")
+    if not isinstance(value, dict) or set(value) != {"actions", "resources"}:
+        raise DeclarationError(f"{where}: expected an object with actions and resources")
+    actions, resources = value["actions"], value["resources"]
+    if not isinstance(actions, list) or not 0 < len(actions) <= MAX_TOOL_ENTRIES or not all(
+            isinstance(a, str) and _IAM_ACTION.fullmatch(a) for a in actions):
+        raise DeclarationError(f"{where}/actions: expected a list of 1 to {MAX_TOOL_ENTRIES} "
+                               f"service:Action names without wildcards (s3:PutObject)")
+    if not isinstance(resources, list) or not 0 < len(resources) <= MAX_TOOL_ENTRIES or not all(
+            isinstance(r, str) and (r == "*" or r.startswith("arn:")) and "\x00" not in r
+            for r in resources):
+        raise DeclarationError(f"{where}/resources: expected a list of 1 to {MAX_TOOL_ENTRIES} "
+                               f"ARNs (or \"*\" for an action that names no resource)")
+    return Tool(tuple(actions), tuple(resources))
+
+
 def _url(value: Any, where: str) -> str:
     if not isinstance(value, str) or not value.startswith(("https://", "http://")):
         raise DeclarationError(f"{where}: expected an http(s) URL")
@@ -142,9 +187,11 @@ def _source(name: str, value: Any, secrets: list[str]) -> Source:
     if value.get("secret") not in secrets:
         raise DeclarationError(f"{where}/secret: expected a secret CONNECTOR_SECRETS declares")
     resources, agents = value.get("resources", {}), value.get("agents", {})
-    scopes = value.get("scopes", {})
+    scopes, tools = value.get("scopes", {}), value.get("tools", {})
     if not all(isinstance(x, dict) for x in (resources, agents, scopes)):
         raise DeclarationError(f"{where}: resources, scopes and agents are objects")
+    if not isinstance(tools, dict):
+        raise DeclarationError(f"{where}/tools: expected an object of spec tools by name")
     if kind == "oauth":
         for agent, token in agents.items():
             if token not in secrets:
@@ -165,7 +212,8 @@ def _source(name: str, value: Any, secrets: list[str]) -> Source:
         return Source(name, kind, value["secret"],
                       {str(r): _iam_resource(v, f"{where}/resources/{r}")
                        for r, v in resources.items()}, dict(agents),
-                      endpoint_url=_url(endpoint, f"{where}/endpoint_url") if endpoint else "")
+                      endpoint_url=_url(endpoint, f"{where}/endpoint_url") if endpoint else "",
+                      tools={t: _iam_tool(t, v, f"{where}/tools/{t}") for t, v in tools.items()})
     return Source(
         name, kind, value["secret"],
         {str(r): _resource(v, f"{where}/resources/{r}") for r, v in resources.items()},
@@ -184,6 +232,7 @@ def parse_sources(text: str | None, secrets: list[str]) -> dict[str, Source]:
         raise DeclarationError("PERMISSION_SOURCES: expected an object of sources by name")
     sources = {name: _source(name, value, secrets) for name, value in document.items()}
     covered: dict[tuple[str, str], str] = {}
+    tools_covered: dict[tuple[str, str], str] = {}
     for source in sources.values():
         for agent in source.agents:
             for resource in sorted(source.covers):
@@ -192,4 +241,10 @@ def parse_sources(text: str | None, secrets: list[str]) -> dict[str, Source]:
                         f"PERMISSION_SOURCES/{source.name}: {resource} of {agent} is already "
                         f"the source of record in {covered[agent, resource]}")
                 covered[agent, resource] = source.name
+            for tool in sorted(source.covers_tools):
+                if (agent, tool) in tools_covered:
+                    raise DeclarationError(
+                        f"PERMISSION_SOURCES/{source.name}: tool {tool} of {agent} is already "
+                        f"the source of record in {tools_covered[agent, tool]}")
+                tools_covered[agent, tool] = source.name
     return sources

@@ -64,8 +64,10 @@ def _known(source: Source, agent: Agent, found: postgres.Reading) -> SourceReadi
         agent=agent, source=source.name, defaults={"role": found.role})
     before = None if created else reading.to_dict()
     changed = created or reading.status != ReadingStatus.KNOWN or (
-        reading.access, reading.grants, reading.role) != (found.access, found.grants, found.role)
+        reading.access, reading.tools, reading.grants, reading.role) != (
+        found.access, found.tools, found.grants, found.role)
     reading.role, reading.access, reading.grants = found.role, found.access, found.grants
+    reading.tools = found.tools
     reading.status, reading.read_at, reading.checked_at, reading.error = (
         ReadingStatus.KNOWN, now, now, "")
     reading.save()
@@ -116,11 +118,14 @@ def _escalate_once(agent: Agent, reason: str) -> None:
         open_escalation(agent, None, reason=reason)
 
 
-def _approved(agent: Agent, source: Source) -> dict[str, str | None]:
-    """The access `agent` may have now on each resource `source` covers (None: none)."""
-    data = {entry.get("resource"): entry.get("access")
-            for entry in desired_now(agent, timezone.now()).get("data", [])}
-    return {resource: data.get(resource) for resource in source.covers}
+def _approved(agent: Agent, source: Source) -> tuple[dict[str, str | None], dict[str, bool]]:
+    """The access `agent` may have now on each resource `source` covers (None: none), and
+    whether it may have each tool the source covers."""
+    desired = desired_now(agent, timezone.now())
+    data = {entry.get("resource"): entry.get("access") for entry in desired.get("data", [])}
+    tools = set(desired.get("tools") or [])
+    return ({resource: data.get(resource) for resource in source.covers},
+            {tool: tool in tools for tool in source.covers_tools})
 
 
 def correct_at_source(source: Source, agent: Agent, resource: str, wanted: str | None,
@@ -133,11 +138,11 @@ def correct_at_source(source: Source, agent: Agent, resource: str, wanted: str |
             statements, before, after = oauth.correct(source, agent.name, resource, wanted)
         elif source.type == "aws_iam":
             statements, before, after = aws_iam.correct(source, agent.name, resource, wanted,
-                                                        _approved(agent, source))
+                                                        *_approved(agent, source))
         else:
             with _connection(source) as conn:
                 statements, before, after = postgres.correct(
-                    conn, source, agent.name, resource, wanted, _approved(agent, source))
+                    conn, source, agent.name, resource, wanted, _approved(agent, source)[0])
     except CorrectionRefused as refused:
         audit.record(actor=ACTOR, action=AuditAction.SOURCE_CORRECTION_REFUSED,
                      target=f"source:{source.name}", agent=agent.name,
@@ -150,11 +155,39 @@ def correct_at_source(source: Source, agent: Agent, resource: str, wanted: str |
     outcome = {"source": source.name, "role": role, "resource": resource, "wanted": wanted,
                "statements": statements, "before": before.access.get(resource),
                "after": after.access.get(resource), "idempotency_key": key,
-               "revoked": [g for g in before.grants if g["resource"] == resource
+               "revoked": [g for g in before.grants if g.get("resource") == resource
                            and g not in after.grants]}
     if statements:
         audit.record(actor=ACTOR, action=AuditAction.SOURCE_CORRECTED,
                      target=f"source:{source.name}", agent=agent.name, after=outcome,
                      reason=f"role {role} brought to {wanted or 'no access'} on {resource}")
+        _known(source, agent, after)
+    return outcome
+
+
+def correct_tool_at_source(source: Source, agent: Agent, tool: str, wanted: bool,
+                           *, key: str) -> dict[str, Any]:
+    """Take `tool` from `agent`'s role at the source (never given by a correction: wanted and
+    not allowed there is refused); what was run and both readings are audited, made or
+    refused."""
+    role = source.role_of(agent.name) or ""
+    try:
+        statements, before, after = aws_iam.correct_tool(source, agent.name, tool, wanted,
+                                                         *_approved(agent, source))
+    except CorrectionRefused as refused:
+        audit.record(actor=ACTOR, action=AuditAction.SOURCE_CORRECTION_REFUSED,
+                     target=f"source:{source.name}", agent=agent.name,
+                     after={"role": role, "tool": tool, "wanted": wanted,
+                            "idempotency_key": key}, reason=str(refused))
+        raise
+    outcome = {"source": source.name, "role": role, "tool": tool, "wanted": wanted,
+               "statements": statements, "before": before.tools.get(tool),
+               "after": after.tools.get(tool), "idempotency_key": key,
+               "revoked": [g for g in before.grants if g.get("tool") == tool
+                           and g not in after.grants]}
+    if statements:
+        audit.record(actor=ACTOR, action=AuditAction.SOURCE_CORRECTED,
+                     target=f"source:{source.name}", agent=agent.name, after=outcome,
+                     reason=f"role {role} no longer allowed tool {tool}")
         _known(source, agent, after)
     return outcome

@@ -17,7 +17,9 @@ from sources.readings import readings_for
 Reading = inline_serializer("PermissionSourceReading", {
     "source": serializers.CharField(), "type": serializers.CharField(),
     "role": serializers.CharField(), "status": serializers.ChoiceField(ReadingStatus.values),
-    "access": serializers.DictField(), "grants": serializers.ListField(
+    "access": serializers.DictField(), "tools": serializers.DictField(
+        help_text="aws_iam: each mapped spec tool, allowed, partial or null (not allowed)"),
+    "grants": serializers.ListField(
         child=serializers.DictField()),
     "read_at": serializers.DateTimeField(allow_null=True), "error": serializers.CharField()})
 

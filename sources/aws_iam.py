@@ -13,7 +13,11 @@ Policy evaluation is a documented subset of AWS's, chosen to err towards "allowe
 - permission boundaries, session policies, service control policies and resource policies are
   not read (each can only narrow, so the reading may show more than the role can use, never
   less).
-The operator names, for each resource, its ARN and the actions that make up each access level.
+The operator names, for each resource, its ARN and the actions that make up each access level,
+and for each tool it maps, the actions the tool needs and the ARNs it needs them on: the role is
+allowed a tool when every action is allowed on every ARN, partly when some are. A declared ARN is
+matched as written (a policy's `Resource` pattern must match it), so a policy on a narrower ARN
+than the one declared does not count for it.
 """
 
 import json
@@ -28,6 +32,7 @@ from registry.connector_secrets import secret_value
 from sources.postgres import Reading, SourceRefused, highest, rank, taken_elsewhere
 
 LEVELS = ("read", "write", "admin")
+TOOL_HELD = (None, "partial", "allowed")  # a tool's reading, least first
 
 
 def _list(value: Any) -> list[str]:
@@ -99,7 +104,8 @@ def _list_statements(document: dict[str, Any]) -> list[dict[str, Any]]:
 
 def evaluate(source: Source, documents: list[tuple[str, dict[str, Any]]], role: str
              ) -> Reading:
-    """Access per resource from the role's policy documents (pure)."""
+    """Access per resource, and whether each tool is allowed, from the role's policy documents
+    (pure)."""
     access: dict[str, str | None] = {}
     grants: list[dict[str, Any]] = []
     for resource, where in sorted(source.resources.items()):
@@ -111,7 +117,30 @@ def evaluate(source: Source, documents: list[tuple[str, dict[str, Any]]], role: 
                     grants.append({"resource": resource, "level": level, "via": label,
                                    "what": f"{action} on {where.arn}", "kind": "policy"})
         access[resource] = highest(levels)
-    return Reading(role, access, grants)
+    tools: dict[str, str | None] = {}
+    for name, tool in sorted(source.tools.items()):
+        held, needs = 0, tool.needs()
+        for action, arn in needs:
+            labels = allowed(documents, action, arn)
+            held += bool(labels)
+            grants += [{"tool": name, "via": label, "what": f"{action} on {arn}",
+                        "kind": "policy"} for label in labels]
+        tools[name] = "allowed" if held == len(needs) else "partial" if held else None
+    return Reading(role, access, grants, tools)
+
+
+def tool_rank(held: str | None) -> int:
+    return TOOL_HELD.index(held) if held in TOOL_HELD else len(TOOL_HELD)
+
+
+def tools_taken(before: Reading, after: Reading, approved: dict[str, bool] | None,
+                but: str | None = None) -> list[str]:
+    """The approved tools (other than `but`) that a change from `before` to `after` takes
+    away, in part or whole."""
+    return [f"tool {name} ({held} to {after.tools.get(name) or 'not allowed'})"
+            for name, held in sorted(before.tools.items())
+            if name != but and (approved or {}).get(name)
+            and tool_rank(after.tools.get(name)) < tool_rank(held)]
 
 
 def _client(source: Source) -> Any:
@@ -182,7 +211,8 @@ def read(source: Source, agent: str) -> Reading:
 
 
 def correct(source: Source, agent: str, resource: str, wanted: str | None,
-            approved: dict[str, str | None] | None = None
+            approved: dict[str, str | None] | None = None,
+            approved_tools: dict[str, bool] | None = None
             ) -> tuple[list[str], Reading, Reading]:
     """Detach (or delete, when inline) every policy that gives the role more than `wanted` on
     `resource`; the role is read again after and must hold no more. Refused before anything is
@@ -196,20 +226,75 @@ def correct(source: Source, agent: str, resource: str, wanted: str | None,
     if rank(before.access.get(resource)) < rank(wanted):
         raise CorrectionRefused(f"{source.name}: a policy granting more is attached by a "
                                 f"person, not by a correction")
-    labels = sorted({g["via"] for g in before.grants
-                     if g["resource"] == resource and rank(g["level"]) > rank(wanted)})
-    if labels and len(sharing) > 1:
-        raise CorrectionRefused(f"IAM role {role} is shared by agents {', '.join(sharing)}: "
-                                f"detaching from it would change them all")
-    left = evaluate(source, [d for d in documents if d[0] not in labels], role)
+    labels = sorted({g["via"] for g in before.grants if g.get("resource") == resource
+                     and rank(g["level"]) > rank(wanted)})
+    left = _detachable(source, role, sharing, documents, labels)
     lost = ([f"{resource} ({wanted} to {left.access.get(resource) or 'no access'})"]
             if rank(left.access.get(resource)) < rank(wanted) else [])
     lost += taken_elsewhere(source, resource, before, left, approved)
+    lost += tools_taken(before, left, approved_tools)
+    _refuse_if_lost(role, labels, lost)
+    done = _detach(source, iam, role, labels)
+    after = read(source, agent)
+    if rank(after.access.get(resource)) > rank(wanted):
+        raise CorrectionRefused(f"role {role} still holds {after.access.get(resource)} on "
+                                f"{resource} after detaching its policies")
+    return done, before, after
+
+
+def correct_tool(source: Source, agent: str, tool: str, wanted: bool,
+                 approved: dict[str, str | None] | None = None,
+                 approved_tools: dict[str, bool] | None = None
+                 ) -> tuple[list[str], Reading, Reading]:
+    """Take `tool` away from the role (`wanted` False) by detaching (or deleting, when inline)
+    every policy that allows any action it needs; the role is read again after and must be
+    allowed none of it. Refused before anything is detached when that would take access or
+    another tool that is approved (a person replaces the policy), and always when the tool is
+    wanted and the role is not allowed it all (a person attaches a policy, never a
+    correction)."""
+    role = source.role_of(agent) or ""
+    sharing = source.sharing(role)
+    iam = _client(source)
+    documents = _call(source, lambda: _documents(iam, role), role)
+    before = evaluate(source, documents, role)
+    if wanted:
+        if before.tools.get(tool) != "allowed":
+            raise CorrectionRefused(f"{source.name}: a policy allowing tool {tool} is attached "
+                                    f"by a person, not by a correction")
+        return [], before, before
+    labels = sorted({g["via"] for g in before.grants if g.get("tool") == tool})
+    left = _detachable(source, role, sharing, documents, labels)
+    lost = taken_elsewhere(source, "", before, left, approved)
+    lost += tools_taken(before, left, approved_tools, but=tool)
+    _refuse_if_lost(role, labels, lost)
+    done = _detach(source, iam, role, labels)
+    after = read(source, agent)
+    if after.tools.get(tool) is not None:
+        raise CorrectionRefused(f"role {role} is still allowed tool {tool} "
+                                f"({after.tools[tool]}) after detaching its policies")
+    return done, before, after
+
+
+def _detachable(source: Source, role: str, sharing: list[str],
+                documents: list[tuple[str, dict[str, Any]]], labels: list[str]) -> Reading:
+    """What the role would be allowed without the policies `labels`; refused on a shared
+    role."""
+    if labels and len(sharing) > 1:
+        raise CorrectionRefused(f"IAM role {role} is shared by agents {', '.join(sharing)}: "
+                                f"detaching from it would change them all")
+    return evaluate(source, [d for d in documents if d[0] not in labels], role)
+
+
+def _refuse_if_lost(role: str, labels: list[str], lost: list[str]) -> None:
     if labels and lost:
         raise CorrectionRefused(
             f"detaching {'; '.join(labels)} from IAM role {role} would also take approved "
             f"access on {', '.join(lost)}: a person replaces the policy with one that allows "
             f"only what is approved")
+
+
+def _detach(source: Source, iam: Any, role: str, labels: list[str]) -> list[str]:
+    """Detach each attached policy and delete each inline one of `labels`: what was run."""
     done = []
     for label in labels:
         kind, _, name = label.partition(" policy ")
@@ -221,8 +306,4 @@ def correct(source: Source, agent: str, resource: str, wanted: str | None,
             _call(source, lambda name=name: iam.delete_role_policy(RoleName=role,
                                                                    PolicyName=name))
             done.append(f"delete inline policy {name} of role {role}")
-    after = read(source, agent)
-    if rank(after.access.get(resource)) > rank(wanted):
-        raise CorrectionRefused(f"role {role} still holds {after.access.get(resource)} on "
-                                f"{resource} after detaching its policies")
-    return done, before, after
+    return done

@@ -19,6 +19,8 @@ class SourceReading(models.Model):
     access = models.JSONField(default=dict)
     # every grant behind that access: object, privilege, how the role holds it
     grants = models.JSONField(default=list)
+    # spec tool -> "allowed", "partial" or null (aws_iam: what the role's policies allow of it)
+    tools = models.JSONField(default=dict)
     status = models.CharField(max_length=8, choices=ReadingStatus.choices,
                               default=ReadingStatus.UNKNOWN)
     read_at = models.DateTimeField(null=True, blank=True)  # last successful reading
@@ -35,6 +37,6 @@ class SourceReading(models.Model):
     def to_dict(self) -> dict[str, Any]:
         """The audited and shown form."""
         return {"source": self.source, "role": self.role, "status": self.status,
-                "access": self.access, "grants": self.grants,
+                "access": self.access, "tools": self.tools, "grants": self.grants,
                 "read_at": self.read_at.isoformat() if self.read_at else None,
                 "error": self.error}

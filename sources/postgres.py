@@ -15,7 +15,7 @@ transaction re-reads the role before committing and rolls back unless it holds w
 """
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
@@ -122,6 +122,8 @@ class Reading:
     role: str
     access: dict[str, str | None]
     grants: list[dict[str, Any]]
+    # aws_iam: spec tool -> "allowed" (every action it needs), "partial" (some) or None (none)
+    tools: dict[str, str | None] = field(default_factory=dict)
 
 
 def _grant(resource: str, level: str, via: str, what: str, **how: Any) -> dict[str, Any]:

@@ -18,6 +18,7 @@ def readings_for(agent: Agent) -> list[dict[str, Any]]:
     for source in sources:
         reading = readings.get(source.name) or SourceReading(
             agent=agent, source=source.name, role=source.role_of(agent.name) or "",
-            access=dict.fromkeys(sorted(source.covers)), error="not read yet")
+            access=dict.fromkeys(sorted(source.covers)),
+            tools=dict.fromkeys(sorted(source.covers_tools)), error="not read yet")
         shown.append({**reading.to_dict(), "type": source.type})
     return shown

@@ -2,9 +2,10 @@
 
 Observing asks the agent's own connector (push, http, sandbox) and every source bound to the
 agent (config/permission_sources.py); on the resources a source covers, the source is the witness of
-record (reconciliation/witnesses.py) and `witnesses` keeps both accounts for the findings.
-Correcting a covered resource happens at its source (REVOKE / GRANT there); anything else goes
-to the agent's own connector. A source that cannot be read fails the pass: the last known
+record (reconciliation/witnesses.py) and `witnesses` keeps both accounts for the findings; so
+it is for the tools a source covers (an IAM role allowed what a tool needs). Correcting a covered
+resource or tool happens at its source (REVOKE / GRANT, a policy detached there); anything else
+goes to the agent's own connector. A source that cannot be read fails the pass: the last known
 reading stays, marked unknown, and nothing is corrected on a guess."""
 
 from typing import Any
@@ -36,20 +37,32 @@ class WitnessedConnector:
         from sources.actions import read_source
 
         reported = self.inner.observe(agent)
-        readings = {source.name: read_source(source, agent).access for source in self.sources}
+        read = {source.name: read_source(source, agent) for source in self.sources}
         if reported is None:  # the agent has never reported: nothing to judge yet
             return None
-        state, self.witnesses = witness(reported, readings)
+        state, self.witnesses = witness(
+            reported, {name: reading.access for name, reading in read.items()},
+            {name: reading.tools for name, reading in read.items() if reading.tools})
         return state
 
     def _source_of(self, resource: str) -> Source | None:
         return next((s for s in self.sources if resource in s.covers), None)
 
+    def _source_of_tool(self, tool: str) -> Source | None:
+        return next((s for s in self.sources if tool in s.covers_tools), None)
+
     def apply(self, agent: Agent, operation: dict[str, Any], key: str) -> ApplyOutcome:
         # sources is above reconciliation (a listed back-edge): loaded on call
-        from sources.actions import correct_at_source
+        from sources.actions import correct_at_source, correct_tool_at_source
 
         kind = operation.get("op")
+        if kind in (OperationKind.REMOVE_TOOL, OperationKind.ADD_TOOL):
+            source = self._source_of_tool(str(operation.get("target")))
+            if source is None:
+                return self.inner.apply(agent, operation, key)
+            outcome = correct_tool_at_source(source, agent, operation["target"],
+                                             kind == OperationKind.ADD_TOOL, key=key)
+            return ApplyOutcome.APPLIED if outcome["statements"] else ApplyOutcome.DUPLICATE
         source = self._source_of(str(operation.get("target")))
         if source is None or kind not in (OperationKind.SET_DATA_ACCESS,
                                           OperationKind.REMOVE_DATA):
