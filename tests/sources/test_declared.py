@@ -61,3 +61,47 @@ def test_an_oauth_scope_that_could_never_be_granted_as_one_is_refused(scope):
     idp["mail-idp"]["scopes"] = {'mail."sénd";': {"resource": "mail", "access": "read"}}
     assert parse_sources(json.dumps(idp), SECRETS)["mail-idp"].scopes == {
         'mail."sénd";': ("mail", "read")}
+
+
+AWS = {"aws": {"type": "aws_iam", "secret": "CRM_DB_DSN", "agents": {"refund-bot": "bot-role"},
+               "tools": {"s3.put_object": {"actions": ["s3:PutObject"],
+                                           "resources": ["arn:aws:s3:::invoices/*"]}}}}
+
+
+def test_an_aws_source_maps_a_spec_tool_to_the_actions_and_arns_it_needs():
+    source = parse_sources(json.dumps(AWS), SECRETS)["aws"]
+    assert source.covers_tools == {"s3.put_object"} and source.covers == set()
+    assert source.tools["s3.put_object"].needs() == [("s3:PutObject",
+                                                      "arn:aws:s3:::invoices/*")]
+
+
+@pytest.mark.parametrize(("tool", "value", "message"), [
+    ("S3.Put", {"actions": ["s3:PutObject"], "resources": ["*"]},
+     "aws/tools/S3.Put: expected a tool name of 1 to 128"),
+    ("s3.put", ["s3:PutObject"], "aws/tools/s3.put: expected an object with actions and"),
+    ("s3.put", {"actions": ["s3:PutObject"]}, "aws/tools/s3.put: expected an object with"),
+    ("s3.put", {"actions": ["s3:PutObject"], "resources": ["*"], "mode": "x"},
+     "aws/tools/s3.put: expected an object with actions and resources"),
+    ("s3.put", {"actions": [], "resources": ["*"]},
+     "aws/tools/s3.put/actions: expected a list of 1 to 64 service:Action names"),
+    ("s3.put", {"actions": ["s3:Put*"], "resources": ["*"]},
+     "aws/tools/s3.put/actions: expected .* without wildcards"),
+    ("s3.put", {"actions": ["PutObject"], "resources": ["*"]}, "aws/tools/s3.put/actions"),
+    ("s3.put", {"actions": "s3:PutObject", "resources": ["*"]}, "aws/tools/s3.put/actions"),
+    ("s3.put", {"actions": ["s3:PutObject"], "resources": ["invoices/*"]},
+     "aws/tools/s3.put/resources: expected a list of 1 to 64 ARNs"),
+    ("s3.put", {"actions": ["s3:PutObject"], "resources": []}, "aws/tools/s3.put/resources"),
+])
+def test_each_mistake_in_a_tool_mapping_is_named_where_it_is(tool, value, message):
+    with pytest.raises(DeclarationError, match=message):
+        parse_sources(json.dumps({"aws": {**AWS["aws"], "tools": {tool: value}}}), SECRETS)
+
+
+def test_tools_are_an_aws_field_and_one_tool_of_one_agent_has_one_source_of_record():
+    with pytest.raises(DeclarationError, match="aws/tools: expected an object of spec tools"):
+        parse_sources(json.dumps({"aws": {**AWS["aws"], "tools": ["s3.put_object"]}}), SECRETS)
+    with pytest.raises(DeclarationError, match="crm-db: expected agents, resources, secret"):
+        parse_sources(json.dumps({"crm-db": {**GOOD["crm-db"], "tools": {}}}), SECRETS)
+    with pytest.raises(DeclarationError, match="tool s3.put_object of refund-bot is already "
+                                               "the source of record in aws"):
+        parse_sources(json.dumps({**AWS, "aws-2": AWS["aws"]}), SECRETS)

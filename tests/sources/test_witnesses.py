@@ -38,3 +38,26 @@ def test_witnesses_that_agree_say_so_and_a_silent_agent_is_a_witness_too():
     state, silent = witness({"tools": []}, {"crm-db": {"crm": "read", "a/b": None}})
     assert state["data"] == [{"resource": "crm", "access": "read"}]
     assert silent["/data/crm"]["agent"] is None and "/data/a~1b" in silent
+
+
+def test_a_source_covering_a_tool_decides_whether_the_agent_has_it():
+    reported = {"tools": ["orders.lookup", "s3.get_object"], "data": []}
+    state, witnesses = witness(reported, {"aws": {}}, {"aws": {
+        "s3.get_object": None, "s3.put_object": "partial", "s3.list": "allowed"}})
+    assert state["tools"] == ["orders.lookup", "s3.list", "s3.put_object"]
+    assert witnesses["/tools/s3.get_object"] == {
+        "agent": "listed", "aws": None, "of_record": "aws", "tool_name": "s3.get_object",
+        "agree": False}
+    assert said(witnesses["/tools/s3.get_object"]) == (
+        "the agent listed tool s3.get_object; aws (the source of record) says its role is not "
+        "allowed it")
+    assert said(witnesses["/tools/s3.put_object"]) == (
+        "the agent did not list tool s3.put_object; aws (the source of record) says its role "
+        "is allowed part of what it needs")
+    assert reported["tools"] == ["orders.lookup", "s3.get_object"]  # not changed in place
+
+
+def test_a_source_named_like_a_witness_key_still_reads_as_a_data_witness():
+    _, witnesses = witness({"data": []}, {"tool": {"crm": "read"}})
+    assert said(witnesses["/data/crm"]) == (
+        "the agent reported no access; tool (the source of record) says read")
