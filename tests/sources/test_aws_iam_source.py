@@ -380,6 +380,11 @@ def test_a_tool_a_hand_attached_policy_allows_is_found_detached_and_verified(
         f"attached policy {wide}", f"inline policy {inline}"}
     reading = SourceReading.objects.get(agent=agent)
     assert reading.tools == {"s3.get_object": "allowed", "s3.put_object": None}
+    seen = AuditEntry.objects.filter(action="source.known").order_by("seq")
+    assert [entry.after["tools"] for entry in seen] == [
+        {"s3.get_object": "allowed", "s3.put_object": None},
+        {"s3.get_object": "allowed", "s3.put_object": "allowed"},
+        {"s3.get_object": "allowed", "s3.put_object": None}]
     (shown,) = api_as(people.alice).get(
         "/api/v1/agents/refund-agent/permission-sources").json()["sources"]
     assert shown["tools"] == {"s3.get_object": "allowed", "s3.put_object": None}

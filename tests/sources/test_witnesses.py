@@ -61,3 +61,10 @@ def test_a_source_named_like_a_witness_key_still_reads_as_a_data_witness():
     _, witnesses = witness({"data": []}, {"tool": {"crm": "read"}})
     assert said(witnesses["/data/crm"]) == (
         "the agent reported no access; tool (the source of record) says read")
+
+
+def test_what_an_agent_lists_that_is_no_tool_name_is_kept_and_never_taken_for_one():
+    hostile = ['s3.put_object"; --', {"name": "s3.put_object"}, None]
+    state, witnesses = witness({"tools": hostile}, {}, {"aws": {"s3.put_object": None}})
+    assert state["tools"] == sorted(hostile, key=str)
+    assert witnesses["/tools/s3.put_object"]["agent"] is None
