@@ -12,6 +12,9 @@ class ComplianceConfig(AppConfig):
 
     def ready(self) -> None:
         from compliance import stops  # apps.py loads before the models
+        from compliance.actions import maintenance  # apps.py loads before the models
 
-        # The apps below compliance ask registry.holds whether a stop reaches an agent.
-        holds.register(stop_reason=stops.stop_reason, held_by_stop=stops.held_by_stop)
+        # The apps below compliance ask registry.holds whether a stop reaches an agent and
+        # whether a maintenance window holds its corrections.
+        holds.register(stop_reason=stops.stop_reason, held_by_stop=stops.held_by_stop,
+                       hold_for_window=maintenance.hold_in_open_window)
