@@ -29,8 +29,8 @@ def _own_connector(agent: Agent) -> Connector:
     # cycle: reconciliation.connectors.push imports this module
     from reconciliation.connectors.push import PushConnector
 
-    # cycle: reconciliation.connectors.sandbox imports this module
-    from reconciliation.connectors.sandbox import SandboxConnector
+    # sandbox is above reconciliation (a listed back-edge)
+    from sandbox.connector import SandboxConnector
 
     kind = (agent.connector or {}).get("type", "push")
     if kind == "sandbox":
