@@ -24,8 +24,20 @@ class ReconciliationConfig(AppConfig):
             REGISTRY.register(ReconcileCollector())  # served at /metrics (config/observability.py)
 
         receivers.connect()  # what the registry announces (registry/signals.py)
+        _register_connectors()
         signer.signing_refused.connect(_alert_signing_refused,
                                        dispatch_uid="reconciliation.audit_signing_refused")
+
+
+def _register_connectors() -> None:
+    """The loop's own kinds of connector; sandbox registers its own (sandbox/apps.py)."""
+    from reconciliation import connectors  # apps.py loads before the models
+    from reconciliation.connectors.http import HttpConnector  # apps.py loads before the models
+    from reconciliation.connectors.push import PushConnector  # apps.py loads before the models
+
+    connectors.register("push", lambda agent: PushConnector())
+    connectors.register("http", lambda agent: HttpConnector(
+        agent.connector["url"], agent.connector.get("secret_env", "")))
 
 
 def _alert_signing_refused(sender: object, size: int, message: str, **kwargs: object) -> None:
