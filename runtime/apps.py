@@ -6,3 +6,14 @@ class RuntimeConfig(AppConfig):
 
     name = "runtime"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # Imported here, not at the top: these modules import models, not loadable before ready.
+        from reconciliation import retention
+        from reconciliation.actions import observations
+        from runtime.actions.unregistered import note_unregistered_observation
+        from runtime.retention import EVENTS
+
+        # What the loop does with runtime's data, registered rather than imported by it.
+        retention.register(EVENTS)  # behaviour events are kept as long as the rules need
+        observations.keep_unregistered_with(note_unregistered_observation)
