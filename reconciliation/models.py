@@ -26,6 +26,7 @@ from reconciliation.choices import (
 )
 from registry.choices import Lifecycle
 from registry.models import Agent
+from registry.raised_limits import raise_limit
 
 
 class ObservedState(models.Model):
@@ -359,8 +360,6 @@ class Escalation(models.Model):
 
     def raise_offer(self) -> tuple[str, str]:
         """For a behaviour escalation: what "raise the limit" would propose, or why it cannot."""
-        from runtime.behaviour import raise_limit
-
         finding, agent = self.finding, self.agent
         if self.kind != EscalationKind.BEHAVIOUR or agent.active_version is None:
             return "", "only a behaviour finding on an approved agent has a limit to raise"

@@ -33,3 +33,19 @@ def test_with_nobody_keeping_unknown_agents_a_report_is_refused(monkeypatch):
         actions.note_unregistered_observation("stray-agent", {"tools": []},
                                               actor="system:test")
     assert not UnregisteredAgent.objects.exists()
+
+
+def test_runtime_decides_the_escalations_of_its_decisions():
+    from reconciliation.actions import escalations
+    from runtime.actions.decisions import decide_pending, too_late
+
+    assert escalations._decisions("decide_pending") is decide_pending
+    assert escalations._decisions("too_late") is too_late
+
+
+def test_with_nobody_deciding_a_decision_escalation_is_an_error(monkeypatch):
+    from reconciliation.actions import escalations
+
+    monkeypatch.setattr(escalations, "_decision_actions", {})
+    with pytest.raises(ImproperlyConfigured):
+        escalations._decisions("decide_pending")
