@@ -9,13 +9,16 @@ class RuntimeConfig(AppConfig):
 
     def ready(self) -> None:
         # Imported here, not at the top: these modules import models, not loadable before ready.
-        from reconciliation import retention
+        from reconciliation import fleet, retention
         from reconciliation.actions import escalations, observations
         from runtime.actions.decisions import decide_pending, too_late
         from runtime.actions.unregistered import note_unregistered_observation
+        from runtime.fleet_rows import budget_rows, group_rule_rows
         from runtime.retention import EVENTS
 
         # What the loop does with runtime's data, registered rather than imported by it.
         retention.register(EVENTS)  # behaviour events are kept as long as the rules need
         observations.keep_unregistered_with(note_unregistered_observation)
         escalations.decide_decisions_with(decide_pending=decide_pending, too_late=too_late)
+        fleet.register_rows(group_rule_rows)  # the fleet view's rows for group rules and budgets
+        fleet.register_rows(budget_rows)
