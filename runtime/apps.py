@@ -9,8 +9,9 @@ class RuntimeConfig(AppConfig):
 
     def ready(self) -> None:
         # Imported here, not at the top: these modules import models, not loadable before ready.
-        from reconciliation import fleet, retention
+        from reconciliation import fleet, retention, silence
         from reconciliation.actions import escalations, observations
+        from runtime import signs_of_life
         from runtime.actions.decisions import decide_pending, too_late
         from runtime.actions.unregistered import note_unregistered_observation
         from runtime.fleet_rows import budget_rows, group_rule_rows
@@ -22,3 +23,6 @@ class RuntimeConfig(AppConfig):
         escalations.decide_decisions_with(decide_pending=decide_pending, too_late=too_late)
         fleet.register_rows(group_rule_rows)  # the fleet view's rows for group rules and budgets
         fleet.register_rows(budget_rows)
+        silence.hear_from("event", signs_of_life.last_event)  # alive while sending events
+        silence.hear_from("decision", signs_of_life.last_decision)
+        silence.watch_shadows(signs_of_life.shadows)
