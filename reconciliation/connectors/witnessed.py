@@ -12,6 +12,7 @@ from typing import Any
 from django.conf import settings
 
 from config.permission_sources import Source
+from reconciliation.connectors.at_source import correct_at_source, read_source
 from reconciliation.connectors.base import ApplyOutcome, Connector, ConnectorError
 from reconciliation.reconciler.diff import OperationKind
 from reconciliation.witnesses import witness
@@ -32,9 +33,6 @@ class WitnessedConnector:
         return getattr(self.inner, "last_change", None)
 
     def observe(self, agent: Agent) -> dict[str, Any] | None:
-        # sources is above reconciliation (a listed back-edge): loaded on call
-        from sources.actions import read_source
-
         reported = self.inner.observe(agent)
         readings = {source.name: read_source(source, agent).access for source in self.sources}
         if reported is None:  # the agent has never reported: nothing to judge yet
@@ -46,9 +44,6 @@ class WitnessedConnector:
         return next((s for s in self.sources if resource in s.covers), None)
 
     def apply(self, agent: Agent, operation: dict[str, Any], key: str) -> ApplyOutcome:
-        # sources is above reconciliation (a listed back-edge): loaded on call
-        from sources.actions import correct_at_source
-
         kind = operation.get("op")
         source = self._source_of(str(operation.get("target")))
         if source is None or kind not in (OperationKind.SET_DATA_ACCESS,

@@ -33,3 +33,13 @@ def test_a_pass_over_an_agent_with_no_connector_is_recorded_as_failed(refund_age
         reconcile(refund_agent.pk, trigger=Trigger.MANUAL)
     run = ReconcileRun.objects.filter(agent=refund_agent).latest("pk")
     assert "no connector of type 'sandbox'" in run.error
+
+
+def test_a_bound_source_nobody_can_reach_fails_the_read_never_reads_as_no_access(
+        refund_agent, monkeypatch):
+    from config.permission_sources import Source
+    from reconciliation.connectors import at_source
+
+    monkeypatch.setattr(at_source, "_actions", {})  # a process where sources is not installed
+    with pytest.raises(ConnectorError, match="permission sources"):
+        at_source.read_source(Source.__new__(Source), refund_agent)
