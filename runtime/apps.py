@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.apps import AppConfig
 
 
@@ -11,10 +13,12 @@ class RuntimeConfig(AppConfig):
         # Imported here, not at the top: these modules import models, not loadable before ready.
         from reconciliation import fleet, retention, silence
         from reconciliation.actions import escalations, observations
+        from registry import proposal_gates, signals
         from runtime import signs_of_life
         from runtime.actions.decisions import decide_pending, too_late
         from runtime.actions.unregistered import note_unregistered_observation
         from runtime.fleet_rows import budget_rows, group_rule_rows
+        from runtime.proposal_judge import GROUP_RULES
         from runtime.retention import EVENTS
 
         # What the loop does with runtime's data, registered rather than imported by it.
@@ -26,3 +30,13 @@ class RuntimeConfig(AppConfig):
         silence.hear_from("event", signs_of_life.last_event)  # alive while sending events
         silence.hear_from("decision", signs_of_life.last_decision)
         silence.watch_shadows(signs_of_life.shadows)
+        # What the registry asks of runtime, without importing it.
+        proposal_gates.register_judge(GROUP_RULES)  # the group rules a relabel joins or leaves
+        signals.agent_registered.connect(_adopt, dispatch_uid="runtime.adopt_unregistered")
+
+
+def _adopt(sender: object, agent: Any, actor: Any, **kwargs: Any) -> None:
+    """A registered agent's earlier events, sent while unregistered, become its own."""
+    from runtime.actions.behaviour import adopt_unregistered  # apps.py loads before the models
+
+    adopt_unregistered(agent, actor=actor)
