@@ -3,12 +3,17 @@ its lock and its requeues are the controller's (`reconciliation.controller`)."""
 
 import importlib
 import logging
+from datetime import timedelta
 
+from django.conf import settings
 from django.utils import timezone
 
 from reconciliation import actions
+from reconciliation.actions.retirement import stop_failed, stop_on_platform
 from reconciliation.choices import Trigger
+from reconciliation.connectors import ConnectorError
 from reconciliation.controller import work_queue
+from reconciliation.controller.backoff import backoff_seconds
 from reconciliation.controller.handler import reconcile_agent as _reconcile_agent
 from reconciliation.controller.triggers import enqueue_reconcile
 
@@ -96,11 +101,26 @@ def find_silent_agents() -> dict[str, int]:
     return find()
 
 
+def stop_retired_agent(agent_id: int, attempt: int = 0) -> str:
+    """Ask a retired agent's platform to stop it; a platform that cannot be reached is asked
+    again with backoff (the same key: a repeat is a no-op there), and after
+    RETIRE_STOP_MAX_RETRIES the approvers get an escalation to stop it by hand."""
+    try:
+        return stop_on_platform(agent_id)
+    except ConnectorError as error:
+        if attempt >= settings.RETIRE_STOP_MAX_RETRIES:
+            stop_failed(agent_id, error=str(error), attempts=attempt + 1)
+            return "escalated"
+        delay = backoff_seconds(attempt + 1)
+        work_queue.queue().enqueue_in(timedelta(seconds=delay), stop_retired_agent, agent_id,
+                            attempt + 1)
+        return f"retry in {delay:.1f}s"
+
+
 # Jobs that moved to the app that owns them. A job the previous release queued or scheduled
 # still names this module in Redis; RQ finds it here by name (not imported: runtime and sandbox
 # sit above reconciliation). Drop an entry once no release that queued it is deployed.
 MOVED_JOBS = {
-    "stop_retired_agent": "registry.jobs",  # retries with backoff after a retirement
     "check_review": "registry.jobs",  # scheduled at a reminder or review date, weeks ahead
     "check_reviews": "registry.jobs",  # queued by the previous release's cron
     "record_violations": "runtime.jobs",  # waiting on the ingest queue with its retries

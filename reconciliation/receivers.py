@@ -4,6 +4,7 @@ ReconciliationConfig.ready: the registry sits below reconciliation and calls non
 from datetime import datetime
 from typing import Any
 
+from reconciliation.actions.retirement import retired
 from reconciliation.alerts import broadcast
 from reconciliation.controller.triggers import (
     request_reconcile,
@@ -45,6 +46,11 @@ def alert(event: str, payload: dict[str, Any], **kwargs: Any) -> None:
     broadcast(event, payload)
 
 
+def retire(agent_id: int, **kwargs: Any) -> None:
+    """Marked retired now; stopped on its platform after commit."""
+    retired(agent_id)
+
+
 def connect() -> None:
     """Connect every receiver once (dispatch_uid: ready may run again in tests)."""
     for signal, receiver in ((signals.reconcile_requested, reconcile),
@@ -52,5 +58,6 @@ def connect() -> None:
                              (signals.waiver_granted, schedule_lapse),
                              (signals.fleet_changed, refresh_fleet),
                              (signals.toxic_rules_changed, check_paths),
-                             (signals.alert_raised, alert)):
+                             (signals.alert_raised, alert),
+                             (signals.agent_retired, retire)):
         signal.connect(receiver, dispatch_uid=f"reconciliation.{receiver.__name__}")

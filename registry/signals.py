@@ -23,6 +23,9 @@ fleet_changed = Signal()
 toxic_rules_changed = Signal()
 # A live alert, recorded in the current transaction: event, payload (as alerts.broadcast).
 alert_raised = Signal()
+# An agent was retired, in the retirement's transaction: agent_id (the loop marks it retired
+# and, after commit, stops it on its platform).
+agent_retired = Signal()
 # An agent was registered, in the registration's transaction: agent, actor (runtime adopts
 # what it sent while unregistered).
 agent_registered = Signal()
