@@ -8,8 +8,6 @@ class SandboxConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from reconciliation import connectors  # apps.py loads before the models
-        from sandbox.connector import SandboxConnector  # apps.py loads before the models
+        from sandbox import connector  # apps.py loads before the models
 
-        # Agents whose spec names connector type sandbox are reached through it.
-        connectors.register("sandbox", lambda agent: SandboxConnector())
+        connector.register()  # agents whose spec names connector type sandbox reach it

@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from reconciliation import connectors
 from reconciliation.connectors.base import ApplyOutcome, ConnectorError, SimulatedCrash
 from reconciliation.reconciler.diff import apply_operations
 from registry.models import Agent
@@ -67,3 +68,8 @@ class SandboxConnector:
                 row.changes_until_fault -= 1
             row.save()
         return ApplyOutcome.APPLIED
+
+
+def register() -> None:
+    """From SandboxConfig.ready: the loop reaches sandbox agents through this connector."""
+    connectors.register("sandbox", lambda agent: SandboxConnector())
