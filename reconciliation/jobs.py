@@ -8,7 +8,8 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from reconciliation import actions
+from reconciliation import actions, fleet_snapshot, silence
+from reconciliation.actions import retention
 from reconciliation.actions.retirement import stop_failed, stop_on_platform
 from reconciliation.choices import Trigger
 from reconciliation.connectors import ConnectorError
@@ -16,6 +17,8 @@ from reconciliation.controller import work_queue
 from reconciliation.controller.backoff import backoff_seconds
 from reconciliation.controller.handler import reconcile_agent as _reconcile_agent
 from reconciliation.controller.triggers import enqueue_reconcile
+from reconciliation.fleet_snapshot import backstop
+from reconciliation.resync_query import needing_pass, reconcilable
 
 log = logging.getLogger(__name__)
 # Passes queued by the previous release are stored as "reconciliation.jobs.reconcile_agent".
@@ -31,8 +34,6 @@ def _queue():
 def enforce_retention() -> dict[str, object]:
     """Cron: make the coming days' partitions, then let go of data past its retention
     (reconciliation/actions/retention.py); what was created and how many rows went."""
-    from reconciliation.actions import retention
-
     created = retention.make_partitions() if retention.partitioned() else []
     return {"created": created, "gone": retention.apply_retention()}
 
@@ -43,8 +44,6 @@ RESYNC_BATCH = 5000
 def resync() -> int:
     """The periodic backstop (cron): split every reconcilable agent into ranges of ids, one
     batch job each; returns the number of batch jobs queued. A batch is one set-based query."""
-    from reconciliation.resync_query import reconcilable
-
     ids = list(reconcilable().order_by("pk").values_list("pk", flat=True))
     queue = _queue()
     bounds = [(ids[i], ids[min(i + RESYNC_BATCH, len(ids)) - 1])
@@ -53,16 +52,12 @@ def resync() -> int:
         for first, last in bounds:
             queue.enqueue(resync_range, first, last, pipeline=pipe)
         pipe.execute()
-    from reconciliation.fleet_snapshot import backstop
-
     backstop()  # the fleet view, for what no trigger announced (a lifecycle change ...)
     return len(bounds)
 
 
 def refresh_fleet_snapshot() -> dict[str, int]:
     """Recompute the fleet view the pages and APIs read (reconciliation/fleet_snapshot.py)."""
-    from reconciliation import fleet_snapshot
-
     fleet_snapshot.refresh_started()
     try:
         snapshot = fleet_snapshot.record_fleet_snapshot()
@@ -74,8 +69,6 @@ def refresh_fleet_snapshot() -> dict[str, int]:
 def resync_range(first_id: int, last_id: int) -> dict[str, int]:
     """Check the agents with ids in [first_id, last_id]; queue a full pass only for those
     that are not in sync."""
-    from reconciliation.resync_query import needing_pass, reconcilable
-
     needs_pass = needing_pass(reconcilable().filter(pk__gte=first_id, pk__lte=last_id),
                               timezone.now())
     queued = sum(enqueue_reconcile(agent_id, Trigger.RESYNC) for agent_id in needs_pass)
@@ -96,9 +89,7 @@ def wake_escalation_job(escalation_id: int) -> bool:
 
 def find_silent_agents() -> dict[str, int]:
     """The silence check (cron, every SILENCE_CHECK_SECONDS)."""
-    from reconciliation.silence import find_silent_agents as find
-
-    return find()
+    return silence.find_silent_agents()
 
 
 def stop_retired_agent(agent_id: int, attempt: int = 0) -> str:
