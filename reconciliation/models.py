@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from audit.sentences import sentence
 from config.errors import Conflict
 from reconciliation.choices import (
     FINDING_TRANSITIONS,
@@ -441,8 +442,6 @@ class AlertEvent(models.Model):
 
     def to_message(self) -> dict[str, Any]:
         """What a websocket client receives."""
-        from audit.sentences import sentence
-
         message = {**self.payload, "id": self.pk, "event": self.event,
                    "at": self.at.isoformat(), "agent": self.agent_name or None,
                    "severity": self.severity or None, "owner_id": self.owner_id}

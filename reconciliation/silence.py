@@ -181,7 +181,7 @@ def _system() -> str:
 def _refresh(agent_id: int | None, now: datetime) -> None:
     if agent_id is None:
         return
-    from reconciliation.agent_status import refresh_status
+    from reconciliation.agent_status import refresh_status  # cycle: it imports this module
 
     refresh_status(Agent.objects.select_related("owner").get(pk=agent_id), now=now)
 
