@@ -23,6 +23,15 @@ fleet_changed = Signal()
 toxic_rules_changed = Signal()
 # A live alert, recorded in the current transaction: event, payload (as alerts.broadcast).
 alert_raised = Signal()
+# The agent's review date or overdue state changed, in the action's transaction: agent, now
+# (the loop writes its Recertified condition).
+review_changed = Signal()
+# An overdue agent was recertified: agent, actor, version, now (the loop resolves its
+# recertification escalations).
+recertified = Signal()
+# A review date passed unrecertified: agent, why, effect (registry.choices.OverdueEffect), now
+# (the loop escalates to the approvers, alerts, and suspends when the effect says so).
+review_overdue = Signal()
 # An agent was retired, in the retirement's transaction: agent_id (the loop marks it retired
 # and, after commit, stops it on its platform).
 agent_retired = Signal()
