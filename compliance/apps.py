@@ -1,7 +1,5 @@
 from django.apps import AppConfig
 
-from registry import holds
-
 
 class ComplianceConfig(AppConfig):
     """The stop button (a fleet, team, label selector or owner refused everything until two
@@ -11,7 +9,8 @@ class ComplianceConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from compliance import stops  # apps.py loads before the models
+        # The apps below compliance ask registry.holds whether a stop reaches an agent and
+        # whether a maintenance window holds its corrections.
+        from compliance import registrations  # apps.py loads before the models
 
-        # The apps below compliance ask registry.holds whether a stop reaches an agent.
-        holds.register(stop_reason=stops.stop_reason, held_by_stop=stops.held_by_stop)
+        registrations.register()

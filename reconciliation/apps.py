@@ -1,7 +1,5 @@
 from django.apps import AppConfig
 
-from audit.alert_kinds import AlertKind
-
 
 class ReconciliationConfig(AppConfig):
     """Observed state, drift, corrections, the reconcile loop and live alerts."""
@@ -10,30 +8,6 @@ class ReconciliationConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # Imported here, not at the top: these modules import models, not loadable before ready.
-        from prometheus_client import REGISTRY
+        from reconciliation import registrations  # apps.py loads before the models
 
-        from audit import signer  # apps.py loads before the models
-        from reconciliation import (
-            receivers,
-            retention,  # noqa: F401  (registers its start-up check)
-        )
-        from reconciliation.metrics import ReconcileCollector  # apps.py loads before the models
-
-        if not any(isinstance(c, ReconcileCollector) for c in list(REGISTRY._collector_to_names)):
-            REGISTRY.register(ReconcileCollector())  # served at /metrics (config/observability.py)
-
-        receivers.connect()  # what the registry announces (registry/signals.py)
-        signer.signing_refused.connect(_alert_signing_refused,
-                                       dispatch_uid="reconciliation.audit_signing_refused")
-
-
-def _alert_signing_refused(sender: object, size: int, message: str, **kwargs: object) -> None:
-    """The audit signer refused a head (audit/signer.py): a high-severity live alert."""
-    from django.db import transaction  # apps.py loads before the models
-
-    from reconciliation.alerts import broadcast  # apps.py loads before the models
-
-    with transaction.atomic():
-        broadcast(AlertKind.AUDIT_SIGNING_REFUSED, {"severity": "high", "size": size,
-                                            "message": message})
+        registrations.register()

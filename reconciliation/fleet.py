@@ -1,14 +1,14 @@
 """The fleet view for compliance: every rule with the agents it covers, its current
 violations and a 7-day trend, the agents no rule covers at all, and silence over time.
 
-Each rule kind is a row source: a function from the loaded fleet to rows, registered in
-ROW_SOURCES (guardrails, toxic combinations, group rules and group budgets, and the agents'
-own token and cost budgets). A rule that asks for more sign-off (step-up, two approvers) is a
-requirement met by approval, not a breach: the agents it applied to are listed apart from
-its violations. Every source reads the fleet from `Fleet` (loaded once) and makes a fixed number of
-queries of its own, so the view costs the same number of queries for ten agents or ten thousand.
-It still reads and judges every agent: the workers compute it and pages read the stored result
-(reconciliation/fleet_snapshot.py).
+Each rule kind is a row source: a function from the loaded fleet to rows, in ROW_SOURCES
+(guardrails and toxic combinations here; group rules and group budgets, and the agents' own
+token and cost budgets, registered by runtime). A rule that asks for more sign-off (step-up,
+two approvers) is a requirement met by approval, not a breach: the agents it applied to are
+listed apart from its violations. Every source reads the fleet from `Fleet` (loaded once) and
+makes a fixed number of queries of its own, so the view costs the same number of queries for
+ten agents or ten thousand. It still reads and judges every agent: the workers compute it and
+pages read the stored result (reconciliation/fleet_snapshot.py).
 """
 
 from collections import defaultdict
@@ -32,8 +32,6 @@ from registry.choices import GuardrailEffect, GuardrailOutcome, Lifecycle, Toxic
 from registry.guardrails import selector_matches
 from registry.models import Agent, DesiredStateVersion, Guardrail, ToxicCombination
 from registry.toxic import Capability, ToxicPath, toxic_paths
-from runtime.group_rules import BUDGET_MEASURES, AgentFacts, selects
-from runtime.models import GroupRule
 
 TREND_DAYS = 7
 MAX_NAMES = 50  # agents named per cell; the counts are always whole
@@ -41,8 +39,6 @@ MAX_NAMES = 50  # agents named per cell; the counts are always whole
 # was approved with that sign-off, which is the rule met, not broken.
 REQUIREMENTS = {GuardrailEffect.STEP_UP, GuardrailEffect.REQUIRE_APPROVALS,
                 ToxicEffect.REQUIRE_APPROVALS}
-GROUP_BREACH_KIND = "group_limit_exceeded"
-BUDGET_KIND = "budget_exceeded"
 
 
 @dataclass
@@ -189,7 +185,7 @@ def toxic_rows(fleet: Fleet) -> list[FleetRow]:
     return rows
 
 
-def _open_and_found(fleet: Fleet, kind: str) -> tuple[dict[str, set[str]],
+def open_and_found(fleet: Fleet, kind: str) -> tuple[dict[str, set[str]],
                                                       dict[str, list[int]]]:
     """Per pointer: the agents with an open finding of `kind` there, and the findings found
     there per day (one query)."""
@@ -205,53 +201,16 @@ def _open_and_found(fleet: Fleet, kind: str) -> tuple[dict[str, set[str]],
     return open_, found
 
 
-def _facts(name: str, agent: dict[str, Any]) -> AgentFacts:
-    return AgentFacts(0, name, agent["owner"], agent["labels"],
-                      (agent["spec"] or {}).get("framework", ""))
+# The rule kinds the view shows, in order: the registry's rules here, then the sources an app
+# above the loop registers from its AppConfig.ready (runtime: group rules and budgets,
+# runtime/fleet_rows.py).
+ROW_SOURCES: list[Callable[[Fleet], list[FleetRow]]] = [guardrail_rows, toxic_rows]
 
 
-def group_rule_rows(fleet: Fleet) -> list[FleetRow]:
-    """Each enabled group rule (a group budget when it sums tokens or cost): the agents it
-    selects, the agents with an open finding of a window over its limit, and those found per
-    day (two queries)."""
-    rules = list(GroupRule.objects.filter(enabled=True).order_by("name"))
-    if not rules:
-        return []
-    open_, found = _open_and_found(fleet, GROUP_BREACH_KIND)
-    facts = [_facts(name, agent) for name, agent in fleet.agents.items()]
-    rows = []
-    for rule in rules:
-        spec, pointer = rule.to_spec(), f"/group-rules/{rule.name}"
-        covers = sorted(agent.name for agent in facts if selects(spec, agent))
-        what = (f"{rule.measure} at most {rule.limit:g} per {rule.per} across the group"
-                + (", per record" if rule.per_record else ""))
-        effect = rule.effect + (f"; decisions need {rule.required_approvals} sign-offs"
-                                if rule.required_approvals > 1 else "")
-        rows.append(FleetRow(
-            "group_budget" if rule.measure in BUDGET_MEASURES else "group_rule", rule.name,
-            effect, "; ".join(filter(None, [rule.description, what])), covers,
-            sorted(open_[pointer]), found[pointer], f"/group-rules/{rule.name}/",
-            {"selector": rule.selector}))
-    return rows
-
-
-def budget_rows(fleet: Fleet) -> list[FleetRow]:
-    """The agents' own token and cost budgets (their specs' `budgets`), as one row: the
-    agents that have one and those over one now (one query)."""
-    covers = sorted(name for name, agent in fleet.agents.items()
-                    if (agent["spec"] or {}).get("budgets"))
-    if not covers:
-        return []
-    open_, found = _open_and_found(fleet, BUDGET_KIND)
-    trend = [sum(day) for day in zip(*found.values(), strict=True)] or [0] * TREND_DAYS
-    return [FleetRow("budget", "agent budgets", "warn at 80%, then the spec's behaviour "
-                     "enforcement", "each agent's own tokens or cost per window (spec.budgets)",
-                     covers, sorted(set().union(*open_.values())), trend, "/agents/")]
-
-
-# The rule kinds the view shows, in order. A new kind adds its source here.
-ROW_SOURCES: list[Callable[[Fleet], list[FleetRow]]] = [guardrail_rows, toxic_rows,
-                                                        group_rule_rows, budget_rows]
+def register_rows(source: Callable[[Fleet], list[FleetRow]]) -> None:
+    """Add a kind of rule to the view, after those already there (once per process)."""
+    if source not in ROW_SOURCES:
+        ROW_SOURCES.append(source)
 
 
 def silence_now_and_over_time(fleet: Fleet) -> tuple[list[dict[str, Any]], int,

@@ -3,14 +3,22 @@ its lock and its requeues are the controller's (`reconciliation.controller`)."""
 
 import importlib
 import logging
+from datetime import timedelta
 
+from django.conf import settings
 from django.utils import timezone
 
-from reconciliation import actions
+from reconciliation import actions, fleet_snapshot, silence
+from reconciliation.actions import retention
+from reconciliation.actions.retirement import stop_failed, stop_on_platform
 from reconciliation.choices import Trigger
+from reconciliation.connectors import ConnectorError
 from reconciliation.controller import work_queue
+from reconciliation.controller.backoff import backoff_seconds
 from reconciliation.controller.handler import reconcile_agent as _reconcile_agent
 from reconciliation.controller.triggers import enqueue_reconcile
+from reconciliation.fleet_snapshot import backstop
+from reconciliation.resync_query import needing_pass, reconcilable
 
 log = logging.getLogger(__name__)
 # Passes queued by the previous release are stored as "reconciliation.jobs.reconcile_agent".
@@ -26,8 +34,6 @@ def _queue():
 def enforce_retention() -> dict[str, object]:
     """Cron: make the coming days' partitions, then let go of data past its retention
     (reconciliation/actions/retention.py); what was created and how many rows went."""
-    from reconciliation.actions import retention
-
     created = retention.make_partitions() if retention.partitioned() else []
     return {"created": created, "gone": retention.apply_retention()}
 
@@ -38,8 +44,6 @@ RESYNC_BATCH = 5000
 def resync() -> int:
     """The periodic backstop (cron): split every reconcilable agent into ranges of ids, one
     batch job each; returns the number of batch jobs queued. A batch is one set-based query."""
-    from reconciliation.resync_query import reconcilable
-
     ids = list(reconcilable().order_by("pk").values_list("pk", flat=True))
     queue = _queue()
     bounds = [(ids[i], ids[min(i + RESYNC_BATCH, len(ids)) - 1])
@@ -48,16 +52,12 @@ def resync() -> int:
         for first, last in bounds:
             queue.enqueue(resync_range, first, last, pipeline=pipe)
         pipe.execute()
-    from reconciliation.fleet_snapshot import backstop
-
     backstop()  # the fleet view, for what no trigger announced (a lifecycle change ...)
     return len(bounds)
 
 
 def refresh_fleet_snapshot() -> dict[str, int]:
     """Recompute the fleet view the pages and APIs read (reconciliation/fleet_snapshot.py)."""
-    from reconciliation import fleet_snapshot
-
     fleet_snapshot.refresh_started()
     try:
         snapshot = fleet_snapshot.record_fleet_snapshot()
@@ -69,8 +69,6 @@ def refresh_fleet_snapshot() -> dict[str, int]:
 def resync_range(first_id: int, last_id: int) -> dict[str, int]:
     """Check the agents with ids in [first_id, last_id]; queue a full pass only for those
     that are not in sync."""
-    from reconciliation.resync_query import needing_pass, reconcilable
-
     needs_pass = needing_pass(reconcilable().filter(pk__gte=first_id, pk__lte=last_id),
                               timezone.now())
     queued = sum(enqueue_reconcile(agent_id, Trigger.RESYNC) for agent_id in needs_pass)
@@ -91,16 +89,29 @@ def wake_escalation_job(escalation_id: int) -> bool:
 
 def find_silent_agents() -> dict[str, int]:
     """The silence check (cron, every SILENCE_CHECK_SECONDS)."""
-    from reconciliation.silence import find_silent_agents as find
+    return silence.find_silent_agents()
 
-    return find()
+
+def stop_retired_agent(agent_id: int, attempt: int = 0) -> str:
+    """Ask a retired agent's platform to stop it; a platform that cannot be reached is asked
+    again with backoff (the same key: a repeat is a no-op there), and after
+    RETIRE_STOP_MAX_RETRIES the approvers get an escalation to stop it by hand."""
+    try:
+        return stop_on_platform(agent_id)
+    except ConnectorError as error:
+        if attempt >= settings.RETIRE_STOP_MAX_RETRIES:
+            stop_failed(agent_id, error=str(error), attempts=attempt + 1)
+            return "escalated"
+        delay = backoff_seconds(attempt + 1)
+        work_queue.queue().enqueue_in(timedelta(seconds=delay), stop_retired_agent, agent_id,
+                            attempt + 1)
+        return f"retry in {delay:.1f}s"
 
 
 # Jobs that moved to the app that owns them. A job the previous release queued or scheduled
 # still names this module in Redis; RQ finds it here by name (not imported: runtime and sandbox
 # sit above reconciliation). Drop an entry once no release that queued it is deployed.
 MOVED_JOBS = {
-    "stop_retired_agent": "registry.jobs",  # retries with backoff after a retirement
     "check_review": "registry.jobs",  # scheduled at a reminder or review date, weeks ahead
     "check_reviews": "registry.jobs",  # queued by the previous release's cron
     "record_violations": "runtime.jobs",  # waiting on the ingest queue with its retries

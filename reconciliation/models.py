@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from audit.sentences import sentence
 from config.errors import Conflict
 from reconciliation.choices import (
     FINDING_TRANSITIONS,
@@ -26,6 +27,7 @@ from reconciliation.choices import (
 )
 from registry.choices import Lifecycle
 from registry.models import Agent
+from registry.raised_limits import raise_limit
 
 
 class ObservedState(models.Model):
@@ -359,8 +361,6 @@ class Escalation(models.Model):
 
     def raise_offer(self) -> tuple[str, str]:
         """For a behaviour escalation: what "raise the limit" would propose, or why it cannot."""
-        from runtime.behaviour import raise_limit
-
         finding, agent = self.finding, self.agent
         if self.kind != EscalationKind.BEHAVIOUR or agent.active_version is None:
             return "", "only a behaviour finding on an approved agent has a limit to raise"
@@ -442,8 +442,6 @@ class AlertEvent(models.Model):
 
     def to_message(self) -> dict[str, Any]:
         """What a websocket client receives."""
-        from audit.sentences import sentence
-
         message = {**self.payload, "id": self.pk, "event": self.event,
                    "at": self.at.isoformat(), "agent": self.agent_name or None,
                    "severity": self.severity or None, "owner_id": self.owner_id}

@@ -1,6 +1,8 @@
 """How long each kind of growing data is kept, and the floor under it: what the rules, the
 backtest and the what-ifs read must still be there. reconciliation.actions.retention applies
-it (day partitions dropped on PostgreSQL, batched deletes on SQLite).
+it (day partitions dropped on PostgreSQL, batched deletes on SQLite). The loop's own kinds are
+here; an app above it registers its own from its AppConfig.ready (runtime its behaviour events:
+runtime/retention.py).
 
 The floors are fixed by the code, not by the data: a rule's window is at most 30 days
 (registry.manifest.MAX_DURATION_SECONDS, for agents' limits and budgets and for group rules),
@@ -8,7 +10,6 @@ events are accepted up to 30 days late (runtime.events.MAX_PAST), the backtest a
 what-ifs read the last 7 days. So a setting under its floor is refused at start-up (the
 system check below); should checks be skipped, the job keeps the floor and says so."""
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,11 +17,6 @@ from django.conf import settings
 from django.core import checks
 
 from registry import guardrail_whatif
-from registry.manifest import MAX_DURATION_SECONDS
-from runtime import backtest, whatif
-from runtime.events import MAX_PAST
-
-DAY_SECONDS = 86_400
 
 
 @dataclass(frozen=True)
@@ -44,16 +40,23 @@ class Kind:
         return max(self.needs, default=(0, ""))
 
 
-EVENTS = Kind("events", "runtime.BehaviourEvent", "ts", "RETENTION_EVENTS_DAYS", needs=(
-    (math.ceil(MAX_DURATION_SECONDS / DAY_SECONDS), "the longest window a rule may count"),
-    (MAX_PAST.days, "events accepted late"),
-    (backtest.BACKTEST_DAYS, "the backtest"), (whatif.DAYS, "group rule what-ifs")))
 OBSERVATIONS = Kind("observations", "reconciliation.ObservedState", "observed_at",
                     "RETENTION_OBSERVATIONS_DAYS",
                     needs=((guardrail_whatif.DAYS, "guardrail what-ifs"),))
 RUNS = Kind("runs", "reconciliation.ReconcileRun", "started_at", "RETENTION_RUNS_DAYS")
 ALERTS = Kind("alerts", "reconciliation.AlertEvent", "at", "RETENTION_ALERTS_DAYS")
-KINDS = (EVENTS, OBSERVATIONS, RUNS, ALERTS)
+_kinds: list[Kind] = [OBSERVATIONS, RUNS, ALERTS]
+
+
+def register(kind: Kind) -> None:
+    """Put another app's growing data under retention (once per process)."""
+    if all(known.name != kind.name for known in _kinds):
+        _kinds.append(kind)
+
+
+def kinds() -> tuple[Kind, ...]:
+    """Every kind under retention: the loop's and those registered."""
+    return tuple(_kinds)
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,7 @@ def keep(kind: Kind) -> Keep:
 def check_retention(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """Start-up refuses a retention shorter than what reads the old rows."""
     errors = []
-    for kind in KINDS:
+    for kind in kinds():
         floor, who = kind.floor
         if kind.days < floor:
             errors.append(checks.Error(

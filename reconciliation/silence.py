@@ -9,13 +9,14 @@ The expected heartbeat is the spec's `heartbeat`, or the default of its connecto
 (HEARTBEAT_PUSH_SECONDS, HEARTBEAT_HTTP_SECONDS, HEARTBEAT_SANDBOX_SECONDS; 0 never). The
 scheduled job (`find_silent_agents`) works in a fixed number of queries whatever the fleet."""
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import OuterRef, Subquery
+from django.db.models import DateTimeField, OuterRef, Subquery, Value
 from django.utils import timezone
 
 import audit
@@ -27,7 +28,6 @@ from reconciliation.models import ObservedState, Silence
 from registry.choices import Lifecycle
 from registry.manifest import duration_seconds
 from registry.models import Agent
-from runtime.models import BehaviourEvent, Decision, UnregisteredAgent
 
 SILENT_REASON = "Silent"
 
@@ -65,16 +65,36 @@ class Candidate:
         return max((t for t in (self.reported, self.event, self.decision) if t), default=None)
 
 
-def _signs_of_life() -> dict[str, Subquery]:
-    """Per agent: its last report, the receipt of its latest event and its last decision."""
+# The signs of life besides a report, kept by runtime (behaviour events, runtime decisions),
+# which registers them from its AppConfig.ready (runtime/signs_of_life.py): per sign, a
+# subquery over an agent's pk giving when it was last heard that way.
+SIGNS = ("event", "decision")
+_signs: dict[str, Callable[[], Subquery]] = {}
+# The agents heard in traffic that the registry does not know: (name, last report, last heard).
+_shadows: list[Callable[[], Iterable[tuple[str, datetime | None, datetime | None]]]] = []
+
+
+def hear_from(sign: str, last_heard: Callable[[], Subquery]) -> None:
+    """Count `sign` (one of SIGNS) as a sign of life, last heard at `last_heard()`."""
+    if sign not in SIGNS:
+        raise ValueError(f"unknown sign of life {sign!r}: one of {', '.join(SIGNS)}")
+    _signs[sign] = last_heard
+
+
+def watch_shadows(
+        shadows: Callable[[], Iterable[tuple[str, datetime | None, datetime | None]]]) -> None:
+    """Watch the unregistered agents `shadows()` lists for silence too."""
+    _shadows[:] = [shadows]
+
+
+def _signs_of_life() -> dict[str, Any]:
+    """Per agent: its last report, and when each registered sign of life was last heard (none
+    when nothing registered it: nothing was heard that way)."""
     return {
         "reported": Subquery(ObservedState.objects.filter(agent=OuterRef("pk"))
                              .order_by("-observed_at").values("last_seen_at")[:1]),
-        # the latest event by its own time (the (agent, ts) index), as received here
-        "event": Subquery(BehaviourEvent.objects.filter(agent=OuterRef("pk"), foreign=False)
-                          .order_by("-ts").values("received_at")[:1]),
-        "decision": Subquery(Decision.objects.filter(agent=OuterRef("pk"))
-                             .order_by("-created_at").values("created_at")[:1]),
+        **{sign: _signs[sign]() if sign in _signs else Value(None, DateTimeField())
+           for sign in SIGNS},
     }
 
 
@@ -87,14 +107,8 @@ def _candidates() -> list[Candidate]:
                          "event", "decision"))
     found = [Candidate(name, pk, heartbeat_seconds(spec, connector), reported, event, decision)
              for pk, name, connector, spec, reported, event, decision in rows]
-    shadow_heard = (ObservedState.objects.filter(unregistered=OuterRef("pk"))
-                    .order_by("-observed_at").values("last_seen_at")[:1])
-    shadows = (UnregisteredAgent.objects.filter(registered=False, events__gt=0)
-               .annotate(heard=Subquery(shadow_heard))
-               .values_list("name", "heard", "last_seen"))
-    # an unregistered agent's last_seen moves with each batch of its events
     found += [Candidate(name, None, settings.HEARTBEAT_PUSH_SECONDS, reported, last)
-              for name, reported, last in shadows]
+              for shadows in _shadows for name, reported, last in shadows()]
     return found
 
 
@@ -167,7 +181,7 @@ def _system() -> str:
 def _refresh(agent_id: int | None, now: datetime) -> None:
     if agent_id is None:
         return
-    from reconciliation.agent_status import refresh_status
+    from reconciliation.agent_status import refresh_status  # cycle: it imports this module
 
     refresh_status(Agent.objects.select_related("owner").get(pk=agent_id), now=now)
 

@@ -1,23 +1,28 @@
-"""Whether a stop reaches an agent, for the enforcement points below the stop button: the
-decision point, suspensions that end, escalations. compliance (which owns stops) sits above
-them and fills this in from its AppConfig.ready. Fails closed: with nothing filled in, asking
-is an error, never "not stopped"."""
+"""Whether a stop or a maintenance window holds an agent, for the enforcement points below
+compliance: the decision point, suspensions that end, escalations, the reconcile pass's correct
+and verify stages. compliance (which owns stops and windows) sits above them and fills this in
+from its AppConfig.ready. Fails closed: with nothing filled in, asking is an error, never "not
+stopped" and never "no window"."""
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
-_readers: dict[str, Callable[[Any], Any]] = {}
+_readers: dict[str, Callable[..., Any]] = {}
 
 
 def register(*, stop_reason: Callable[[Any], str | None],
-             held_by_stop: Callable[[Any], bool]) -> None:
-    """compliance's answers (compliance/stops.py), once per process."""
-    _readers.update(stop_reason=stop_reason, held_by_stop=held_by_stop)
+             held_by_stop: Callable[[Any], bool],
+             hold_for_window: Callable[[Any, datetime, Any, dict[str, Any]], int | None]) -> None:
+    """compliance's answers (compliance/stops.py, compliance/actions/maintenance.py), once per
+    process."""
+    _readers.update(stop_reason=stop_reason, held_by_stop=held_by_stop,
+                    hold_for_window=hold_for_window)
 
 
-def _reader(name: str) -> Callable[[Any], Any]:
+def _reader(name: str) -> Callable[..., Any]:
     if name not in _readers:
         raise ImproperlyConfigured("no stop reader: is compliance in INSTALLED_APPS?")
     return _readers[name]
@@ -37,3 +42,11 @@ def held_by_stop(agent: Any) -> bool:
     """A hold on a suspended agent ends while a stop reaches it: the stop takes the suspension
     over (compliance/stops.py). Call inside the transaction that would have resumed it."""
     return _reader("held_by_stop")(agent)
+
+
+def hold_for_window(agent: Any, now: datetime, decision: Any,
+                    findings: dict[str, Any]) -> int | None:
+    """Inside a pass: when a maintenance window covers `agent` at `now`, the corrections it
+    does not allow are taken out of `decision` (their findings stay open, each held one
+    audited) and how many were held is returned; None when no window covers the agent."""
+    return _reader("hold_for_window")(agent, now, decision, findings)

@@ -22,8 +22,8 @@ from django.utils import timezone
 from audit.sentences import drift_phrase
 from config.money import money
 from config.times import parse_timestamp
-from reconciliation.incidents import group
-from reconciliation.models import Escalation
+from reconciliation.incidents import NAMED_CHANGES, escalation_key, group
+from reconciliation.models import AgentStatus, Escalation
 from registry.choices import Lifecycle, ReviewVerdict, Role, VersionState, WaiverState
 from registry.models import (
     Agent,
@@ -256,9 +256,6 @@ def counts_for(user, now: datetime | None = None) -> dict[str, int]:
     """What waits for `user` to decide, as the queue shows it (tally of queue_for: an incident
     counts once). Every page's nav badge asks this, so it is counted in the database (an
     incident is a distinct incident_key) and no row of the queue is read."""
-    # reconciliation is above registry (a listed back-edge): loaded on call
-    from reconciliation.incidents import NAMED_CHANGES
-
     now = now or timezone.now()
     counts = dict.fromkeys(COUNTS, 0)
     if user is not None:
@@ -293,9 +290,6 @@ def counts_for(user, now: datetime | None = None) -> dict[str, int]:
 def _escalation_entries(user, now: datetime) -> list[Entry]:
     """The waiting escalations as entries, folded into incidents by escalation_key from plain
     tuples (no model instances: every page's badge reads them)."""
-    # reconciliation is above registry (a listed back-edge): loaded on call
-    from reconciliation.incidents import escalation_key
-
     rows = (escalations_for_user(user, now).order_by("opened_at", "pk").values_list(
         "pk", "opened_at", "agent__name", "decision_id", "decision__expires_at", "finding_id",
         *(f"finding__{name}" for name in _FINDING_KEY_FIELDS)))
@@ -328,9 +322,6 @@ def _requests(user, now: datetime) -> tuple[QuerySet, QuerySet, QuerySet, QueryS
     owner proposed, waivers pending a second approver, owners' waiver requests, owners'
     shadow requests. Four eyes as their actions judge it: never an agent `user` owns, never
     one they asked for themselves."""
-    # reconciliation is above registry (a listed back-edge): loaded on call
-    from reconciliation.models import AgentStatus
-
     retirements = Retirement.objects.filter(state=VersionState.PENDING)
     waivers = Waiver.objects.filter(state=WaiverState.PENDING, withdrawn_at__isnull=True,
                                     expires_at__gt=now)

@@ -1,20 +1,16 @@
-"""Thin RQ entry points of the registry: the inbox sweep (notifications and SLA breaches),
-review checks (recertification) and stopping a retired agent on its platform."""
+"""Thin RQ entry points of the registry: the inbox sweep (notifications and SLA breaches) and
+review checks (recertification). Stopping a retired agent on its platform is the loop's
+(reconciliation.jobs.stop_retired_agent)."""
 
 from datetime import datetime, timedelta
 
 import django_rq
-from django.conf import settings
 from django.utils import timezone
 
 from config.scheduled_time import not_before
-from reconciliation.connectors import ConnectorError
-from reconciliation.controller.backoff import backoff_seconds
-from reconciliation.controller.work_queue import queue as _queue
 from registry import inbox
 from registry.actions.notifications import sweep
 from registry.actions.recertification import due_agent_ids, mark_overdue, remind_owner
-from registry.actions.retirement import stop_failed, stop_on_platform
 
 
 def inbox_sweep() -> dict[str, int]:
@@ -30,22 +26,6 @@ def inbox_sweep() -> dict[str, int]:
         django_rq.get_queue("default", commit_mode="auto").enqueue_at(
             when, inbox_sweep, job_id=f"inbox-sweep-{when:%Y%m%d%H%M%S}")
     return done
-
-
-def stop_retired_agent(agent_id: int, attempt: int = 0) -> str:
-    """Ask a retired agent's platform to stop it; a platform that cannot be reached is asked
-    again with backoff (the same key: a repeat is a no-op there), and after
-    RETIRE_STOP_MAX_RETRIES the approvers get an escalation to stop it by hand."""
-    try:
-        return stop_on_platform(agent_id)
-    except ConnectorError as error:
-        if attempt >= settings.RETIRE_STOP_MAX_RETRIES:
-            stop_failed(agent_id, error=str(error), attempts=attempt + 1)
-            return "escalated"
-        delay = backoff_seconds(attempt + 1)
-        _queue().enqueue_in(timedelta(seconds=delay), stop_retired_agent, agent_id,
-                            attempt + 1)
-        return f"retry in {delay:.1f}s"
 
 
 def schedule_review_checks(agent_id: int, times: list[datetime]) -> None:

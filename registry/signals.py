@@ -1,8 +1,10 @@
 """What the registry announces to the apps above it. The registry changes desired state; the
 loop (reconciliation) reacts: a pass, passes at exact times, the fleet view, the toxic-path
-check, a live alert. The registry names none of them: reconciliation connects its receivers in
-its AppConfig.ready (reconciliation/receivers.py). Each is sent inside the action's transaction;
-the receivers defer their own side effects to commit, as the calls they replace did."""
+check, a live alert; runtime adopts a registered agent's earlier events. The registry names
+none of them: reconciliation connects its receivers in its AppConfig.ready
+(reconciliation/receivers.py), runtime in its own (runtime/apps.py). Each is sent inside the
+action's transaction; the receivers defer their own side effects to commit, as the calls they
+replace did."""
 
 from typing import Any
 
@@ -21,12 +23,27 @@ fleet_changed = Signal()
 toxic_rules_changed = Signal()
 # A live alert, recorded in the current transaction: event, payload (as alerts.broadcast).
 alert_raised = Signal()
+# The agent's review date or overdue state changed, in the action's transaction: agent, now
+# (the loop writes its Recertified condition).
+review_changed = Signal()
+# An overdue agent was recertified: agent, actor, version, now (the loop resolves its
+# recertification escalations).
+recertified = Signal()
+# A review date passed unrecertified: agent, why, effect (registry.choices.OverdueEffect), now
+# (the loop escalates to the approvers, alerts, and suspends when the effect says so).
+review_overdue = Signal()
+# An agent was retired, in the retirement's transaction: agent_id (the loop marks it retired
+# and, after commit, stops it on its platform).
+agent_retired = Signal()
+# An agent was registered, in the registration's transaction: agent, actor (runtime adopts
+# what it sent while unregistered).
+agent_registered = Signal()
 
 
 def announce(signal: Signal, **kwargs: Any) -> None:
     """Send `signal`; refuse when nothing listens, which would lose a pass or an alert without a
     word (a process that never ran reconciliation's AppConfig.ready)."""
     if not signal.has_listeners():
-        raise ImproperlyConfigured("a registry signal has no receiver: is reconciliation "
-                                   "in INSTALLED_APPS?")
+        raise ImproperlyConfigured("a registry signal has no receiver: are reconciliation "
+                                   "and runtime in INSTALLED_APPS?")
     signal.send(sender=None, **kwargs)

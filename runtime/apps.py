@@ -6,3 +6,8 @@ class RuntimeConfig(AppConfig):
 
     name = "runtime"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from runtime import registrations  # apps.py loads before the models
+
+        registrations.register()

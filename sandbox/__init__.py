@@ -1,3 +1,4 @@
-"""The demo's sandbox: a simulated agent platform to deploy to, drift and break (its connector
-is reconciliation.connectors.sandbox, one of the loop's three; its model SandboxAgent is in
-sandbox.models), the drift lab, and the demo cluster's seed data."""
+"""The demo's sandbox: a simulated agent platform to deploy to, drift and break (its connector,
+sandbox.connector, is registered with the loop's connectors in sandbox/apps.py; its model is
+SandboxAgent), the drift lab and its `lab` command, and the demo cluster's seed data
+(`seed_demo`)."""

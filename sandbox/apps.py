@@ -6,3 +6,8 @@ class SandboxConfig(AppConfig):
 
     name = "sandbox"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from sandbox import connector  # apps.py loads before the models
+
+        connector.register()  # agents whose spec names connector type sandbox reach it

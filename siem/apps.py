@@ -8,10 +8,6 @@ class SiemConfig(AppConfig):
     verbose_name = "SIEM stream"
 
     def ready(self) -> None:
-        from prometheus_client import REGISTRY  # apps.py loads before the models
+        from siem import registrations  # apps.py loads before the models
 
-        from siem import receivers  # noqa: F401  (connects the stream to audit and alerts)
-        from siem.metrics import SiemCollector  # apps.py loads before the models
-
-        if not any(isinstance(c, SiemCollector) for c in list(REGISTRY._collector_to_names)):
-            REGISTRY.register(SiemCollector())
+        registrations.register()

@@ -9,7 +9,7 @@ from tests.conftest import ROOT
 
 # config's urls, asgi and cron are the project's wiring (every app's routes, consumers, jobs).
 WIRING = ("config.urls ", "config.cron ", "config.asgi ")
-BACK_EDGES = 39
+BACK_EDGES = 5
 
 
 def contracts() -> dict[str, dict]:

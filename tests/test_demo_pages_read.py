@@ -13,7 +13,7 @@ from django.core.management import call_command
 from django.db import transaction
 from django.test import Client, override_settings
 
-from registry.management.commands.seed_demo import PERSONAS
+from sandbox.management.commands.seed_demo import PERSONAS
 
 pytestmark = pytest.mark.django_db
 

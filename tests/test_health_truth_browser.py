@@ -12,11 +12,11 @@ from django.db import connection
 
 from reconciliation import actions as reconciliation
 from reconciliation.choices import OPEN_STATUSES
-from reconciliation.connectors.sandbox import SandboxConnector
 from reconciliation.models import Finding
 from registry import actions
 from registry.models import Agent
 from sandbox import actions as sandbox_actions
+from sandbox.connector import SandboxConnector
 from tests.conftest import approved_agent, eventually
 from tests.test_dashboard_browser import Browser, browser_passwords
 

@@ -3,7 +3,7 @@ corrections (drift is still found and recorded) until they end, except the opera
 they allow; they end on time by themselves. Scheduling, cancelling, each held correction and
 the end are audited."""
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import django_rq
@@ -14,6 +14,7 @@ import audit
 from audit.choices import AuditAction
 from audit.models import AuditEntry
 from compliance.actions.stops import MAX_SELECTOR_LABELS, _label_value, _reason, _stopper
+from compliance.maintenance import window_for
 from compliance.models import MaintenanceWindow
 from config.errors import Conflict, Invalid, NotFound
 from config.scheduled_time import not_before
@@ -146,6 +147,14 @@ def end_window(window_id: int) -> bool:
                         "UTC; held corrections run")
     _reconcile_covered(window)
     return True
+
+
+def hold_in_open_window(agent: Agent, now: datetime, decision: Any,
+                        findings: dict[str, Any]) -> int | None:
+    """Inside a pass (through registry.holds): the window covering `agent` at `now` holds the
+    corrections it does not allow; None when no window covers it."""
+    window = window_for(agent, now)
+    return None if window is None else hold_for_window(agent, window, decision, findings)
 
 
 def hold_for_window(agent: Agent, window: MaintenanceWindow, decision: Any,

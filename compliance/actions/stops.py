@@ -34,11 +34,13 @@ from compliance.stops import active_stops, stop_covering
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from reconciliation.alerts import broadcast
 from reconciliation.choices import DecisionOutcome, DecisionStatus, FindingStatus
+from reconciliation.fleet_snapshot import request_refresh
 from reconciliation.models import Finding
 from registry.choices import Lifecycle, Role
 from registry.desired_push import channel
 from registry.models import Agent
 from registry.roles import has_role
+from runtime.actions.decisions import _close
 from runtime.models import Decision
 
 log = logging.getLogger(__name__)
@@ -145,9 +147,6 @@ def place_stop(*, actor: Any, scope: Any, reason: Any, team: Any = None, selecto
                         "agents": [a.name for a in reached],
                         "suspended": stop.agents}, reason=reason)
     _deny_pending(reached, actor=actor, said=said)
-    # cycle: reconciliation.fleet_snapshot imports this module
-    from reconciliation.fleet_snapshot import request_refresh
-
     broadcast(AlertKind.FLEET_STOPPED, {"severity": "high", "stop": stop.pk,
                                 "message": f"{stop.describe()} stopped: {reason}",
                                 "agents": len(reached), "link": "/"})
@@ -159,8 +158,6 @@ def place_stop(*, actor: Any, scope: Any, reason: Any, team: Any = None, selecto
 
 def _deny_pending(agents: list[Agent], *, actor: Any, said: str) -> None:
     """Pending decisions of stopped agents end as deny: nobody may sign them off meanwhile."""
-    from runtime.actions.decisions import _close  # cycle: runtime.actions imports this module
-
     pending = (Decision.objects.select_for_update(of=("self",)).select_related("agent")
                .filter(agent__in=agents, status=DecisionStatus.PENDING).order_by("created_at"))
     for decision in pending:
@@ -227,9 +224,6 @@ def approve_lift(stop_id: Any, *, actor: Any) -> Stop:
                  after={"active": False, "lift_requested_by": stop.lift_requested_by.username,
                         "lifted_by": actor.username, "resumed": [a.name for a in resumed]},
                  reason=stop.lift_reason)
-    # cycle: reconciliation.fleet_snapshot imports this module
-    from reconciliation.fleet_snapshot import request_refresh
-
     request_refresh()
     reached = [a.name for a in Agent.objects.exclude(lifecycle=Lifecycle.RETIRED)
                .select_related("owner") if stop.covers(a)]

@@ -2,10 +2,12 @@
 
 import copy
 import logging
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
 import django_rq
+from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.utils import timezone
 
@@ -38,10 +40,28 @@ from registry.choices import Lifecycle, Role, VersionSource, VersionState
 from registry.desired_push import announce_desired_change
 from registry.intake import read_spec
 from registry.models import Agent
+from registry.raised_limits import raise_limit
 from registry.roles import has_role
-from runtime.behaviour import raise_limit
 
 log = logging.getLogger(__name__)
+
+# A decision escalation is decided by runtime, which owns runtime decisions: it registers how
+# from its AppConfig.ready (decide_decisions_with).
+_decision_actions: dict[str, Callable[..., Any]] = {}
+
+
+def decide_decisions_with(*, decide_pending: Callable[..., Any],
+                          too_late: Callable[[Any], str]) -> None:
+    """runtime's `decide_pending(decision_id, *, actor, allow, comment)` and `too_late(decision)`
+    (the refusal for an expired one), once per process."""
+    _decision_actions.update(decide_pending=decide_pending, too_late=too_late)
+
+
+def _decisions(name: str) -> Callable[..., Any]:
+    if name not in _decision_actions:
+        raise ImproperlyConfigured("nobody decides runtime decisions: "
+                                   "is runtime in INSTALLED_APPS?")
+    return _decision_actions[name]
 
 
 def _check_decider(actor: Any) -> None:
@@ -107,20 +127,15 @@ def resolve_escalation(escalation_id: int, *, actor: Any, resolution: str,
     kind = escalation.kind
     if escalation.status != EscalationStatus.OPEN:
         if kind == EscalationKind.DECISION and escalation.decision.status == DecisionStatus.EXPIRED:
-            from runtime.actions.decisions import too_late  # runtime imports this app
-
-            raise Conflict(too_late(escalation.decision), code="expired")
+            raise Conflict(_decisions("too_late")(escalation.decision), code="expired")
         raise Conflict(f"Escalation {escalation_id} is already resolved.", code="not_open")
     if resolution not in RESOLUTIONS[kind]:  # a limit that cannot be raised says why below
         raise Invalid(WRONG_RESOLUTION[kind], code="wrong_resolution", details=[
             {"pointer": "/resolution",
              "message": f"a {kind} escalation takes {', '.join(RESOLUTIONS[kind])}"}])
     if kind == EscalationKind.DECISION:
-        # runtime is above reconciliation (a listed back-edge): loaded on call
-        from runtime.actions.decisions import decide_pending
-
-        decide_pending(str(escalation.decision_id), actor=actor,
-                       allow=resolution == Resolution.ALLOW, comment=comment)
+        _decisions("decide_pending")(str(escalation.decision_id), actor=actor,
+                                     allow=resolution == Resolution.ALLOW, comment=comment)
         escalation.refresh_from_db()
         return escalation
     finding = escalation.finding

@@ -1,8 +1,10 @@
 """Recording what an agent reports or a connector reads, for registered agents and for
 unregistered (shadow) ones alike: a new history row only when the state changed."""
 
+from collections.abc import Callable
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -18,14 +20,17 @@ from reconciliation.models import ObservedState
 from reconciliation.resync_query import needing_pass
 from reconciliation.silence import clear_on_report
 from registry.models import Agent
-from runtime.models import UnregisteredAgent
+
+_unregistered_keeper: list[Callable[..., tuple[Any, ObservedState, bool]]] = []
 
 
-def _store(history: QuerySet[ObservedState], state: dict[str, Any], *, actor: Any, source: str,
-           target: str, agent_name: str, change: dict[str, Any] | None = None,
-           **owner: Any) -> tuple[ObservedState, bool]:
-    """Append `state` to a history unless it equals the latest row (then that row's
-    last_seen_at moves: a heartbeat). Call inside a transaction."""
+def append_observation(history: QuerySet[ObservedState], state: dict[str, Any], *, actor: Any,
+                       source: str, target: str, agent_name: str,
+                       change: dict[str, Any] | None = None,
+                       **owner: Any) -> tuple[ObservedState, bool]:
+    """Append `state` to a history (an agent's, or an unregistered one's: runtime) unless it
+    equals the latest row (then that row's last_seen_at moves: a heartbeat). Call inside a
+    transaction."""
     now = timezone.now()
     digest = state_hash(state)
     latest = history.select_for_update().order_by("-observed_at").first()
@@ -56,9 +61,9 @@ def record_observation(agent: Agent, state: dict[str, Any], *, actor: Any, sourc
     pass asked its controller to come back when a grant ends or a waiver lapses). Returns
     (row, changed)."""
     state = _with_listed_tools(agent, state)
-    row, changed = _store(ObservedState.objects.filter(agent=agent), state, actor=actor,
-                          source=source, target=f"agent:{agent.name}", agent_name=agent.name,
-                          agent=agent, change=change)
+    row, changed = append_observation(ObservedState.objects.filter(agent=agent), state,
+                                      actor=actor, source=source, target=f"agent:{agent.name}",
+                                      agent_name=agent.name, agent=agent, change=change)
 
     clear_on_report(agent, row.last_seen_at)  # heard again: an open silence ends
     if trigger_reconcile and (changed or needing_pass(Agent.objects.filter(pk=agent.pk),
@@ -114,21 +119,18 @@ def record_observed_part(agent: Agent, key: str, value: Any, *, actor: Any, sour
     return record_observation(agent, state, actor=actor, source=source)
 
 
-@transaction.atomic
+def keep_unregistered_with(keeper: Callable[..., tuple[Any, ObservedState, bool]]) -> None:
+    """Who keeps what platforms report for agents the registry does not know: runtime, which
+    owns those shadow agents, registers its action from its AppConfig.ready."""
+    _unregistered_keeper[:] = [keeper]
+
+
 def note_unregistered_observation(name: str, state: dict[str, Any], *, actor: Any,
-                                  source: str = "platform"
-                                  ) -> tuple[UnregisteredAgent, ObservedState, bool]:
-    """Keep what a platform reported for an agent the registry does not know, with the same
-    history a registered agent gets (it becomes the agent's own history when it is
-    registered). Returns (shadow agent, row, changed)."""
-    now = timezone.now()
-    shadow, _ = UnregisteredAgent.objects.get_or_create(
-        name=name, defaults={"first_seen": now, "last_seen": now})
-    shadow = UnregisteredAgent.objects.select_for_update().get(pk=shadow.pk)
-    row, changed = _store(ObservedState.objects.filter(unregistered=shadow, agent__isnull=True),
-                          state, actor=actor, source=source, target=f"unregistered:{name}",
-                          agent_name=name, unregistered=shadow)
-    shadow.last_seen = now
-    shadow.last_observation = state
-    shadow.save(update_fields=["last_seen", "last_observation"])
-    return shadow, row, changed
+                                  source: str = "platform") -> tuple[Any, ObservedState, bool]:
+    """Keep what a platform reported for an agent the registry does not know (runtime's
+    `note_unregistered_observation`). Returns (shadow agent, row, changed). A process where
+    nobody keeps them refuses, never drops the report silently."""
+    if not _unregistered_keeper:
+        raise ImproperlyConfigured("nobody keeps unregistered agents' reports: "
+                                   "is runtime in INSTALLED_APPS?")
+    return _unregistered_keeper[0](name, state, actor=actor, source=source)

@@ -20,7 +20,7 @@ from django.utils import timezone
 import audit
 from audit.choices import AuditAction
 from reconciliation import partitions
-from reconciliation.retention import KINDS, OBSERVATIONS, RUNS, Keep, Kind, keep
+from reconciliation.retention import OBSERVATIONS, RUNS, Keep, Kind, keep, kinds
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ def partitioned() -> bool:
     if connection.vendor != "postgresql":
         return False
     with connection.cursor() as cursor:
-        return partitions.is_partitioned(cursor, model_of(KINDS[0])._meta.db_table)
+        return partitions.is_partitioned(cursor, model_of(OBSERVATIONS)._meta.db_table)
 
 
 def first_kept_day(kind: Kind, now: datetime) -> datetime:
@@ -52,7 +52,7 @@ def make_partitions(now: datetime | None = None) -> list[str]:
     and move into theirs here)."""
     now = now or timezone.now()
     created = []
-    for kind in KINDS:
+    for kind in kinds():
         first = first_kept_day(kind, now).date()
         last = (now + timedelta(days=settings.RETENTION_PARTITIONS_AHEAD_DAYS)).date()
         table = model_of(kind)._meta.db_table
@@ -73,7 +73,7 @@ def apply_retention(*, now: datetime | None = None, actor: Any = RETENTION) -> d
     now = now or timezone.now()
     by_partition = partitioned()
     gone = {}
-    for kind in KINDS:
+    for kind in kinds():
         limit = keep(kind)
         if by_partition:
             gone[kind.name] = _drop_partitions(kind, limit, now, actor)

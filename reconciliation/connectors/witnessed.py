@@ -13,6 +13,11 @@ from typing import Any
 from django.conf import settings
 
 from config.permission_sources import Source
+from reconciliation.connectors.at_source import (
+    correct_at_source,
+    correct_tool_at_source,
+    read_source,
+)
 from reconciliation.connectors.base import ApplyOutcome, Connector, ConnectorError
 from reconciliation.reconciler.diff import OperationKind
 from reconciliation.witnesses import witness
@@ -33,9 +38,6 @@ class WitnessedConnector:
         return getattr(self.inner, "last_change", None)
 
     def observe(self, agent: Agent) -> dict[str, Any] | None:
-        # sources is above reconciliation (a listed back-edge): loaded on call
-        from sources.actions import read_source
-
         reported = self.inner.observe(agent)
         read = {source.name: read_source(source, agent) for source in self.sources}
         if reported is None:  # the agent has never reported: nothing to judge yet
@@ -52,9 +54,6 @@ class WitnessedConnector:
         return next((s for s in self.sources if tool in s.covers_tools), None)
 
     def apply(self, agent: Agent, operation: dict[str, Any], key: str) -> ApplyOutcome:
-        # sources is above reconciliation (a listed back-edge): loaded on call
-        from sources.actions import correct_at_source, correct_tool_at_source
-
         kind = operation.get("op")
         if kind in (OperationKind.REMOVE_TOOL, OperationKind.ADD_TOOL):
             source = self._source_of_tool(str(operation.get("target")))

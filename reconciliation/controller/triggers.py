@@ -34,6 +34,7 @@ def schedule_grant_expiries(agent_id: int, spec: dict) -> None:
     """After commit, a pass at each grant's exact expiry time."""
 
     def schedule() -> None:
+        # cycle: reconciliation.controller.handler imports this module
         from reconciliation.controller.handler import schedule_grant_expiry
 
         for grant in spec.get("grants", []):
@@ -46,6 +47,7 @@ def schedule_pass_at_commit(agent_id: int, when: datetime, trigger: str) -> None
     """After commit, a pass exactly at `when` (a waiver's or a shadow's end)."""
 
     def schedule() -> None:
+        # cycle: reconciliation.controller.handler imports this module
         from reconciliation.controller.handler import schedule_pass_at
 
         schedule_pass_at(agent_id, when, trigger)
@@ -57,6 +59,7 @@ def schedule_waiver_lapse(agent_id: int, when: datetime) -> None:
     """After commit, a pass exactly when a waiver ends, so the agent is enforced again."""
 
     def schedule() -> None:
+        # cycle: reconciliation.controller.handler imports this module
         from reconciliation.controller.handler import schedule_pass_at
 
         schedule_pass_at(agent_id, when, "waiver_lapsed")

@@ -16,8 +16,6 @@ from django.utils import timezone
 import audit
 from audit.alert_kinds import AlertKind
 from audit.choices import AuditAction
-from compliance.actions.maintenance import hold_for_window
-from compliance.maintenance import window_for
 from config.times import parse_timestamp
 from reconciliation import alerts
 from reconciliation.actions.common import SYSTEM, open_escalation, suspend_agent
@@ -36,6 +34,7 @@ from reconciliation.reconciler.diff import Drift, Operation, OperationKind
 from reconciliation.reconciler.observe import Observed
 from reconciliation.reconciler.pass_context import PassContext
 from reconciliation.reconciler.plan import Decision, idempotency_key
+from registry import holds
 from registry.choices import Lifecycle
 from registry.models import Agent
 from registry.waivers import is_waived
@@ -95,8 +94,7 @@ def _record(seen: Observed, decision: Decision) -> dict[str, Finding]:
     control = ControlState.objects.select_for_update().get(pk=seen.control.pk)
     findings = _upsert_findings(ctx, decision.drifts,
                                 {d.fingerprint for d in decision.regressed})
-    if (window := window_for(ctx.agent, ctx.now)) is not None:  # drift recorded, fixes wait
-        hold_for_window(ctx.agent, window, decision, findings)
+    holds.hold_for_window(ctx.agent, ctx.now, decision, findings)  # drift recorded, fixes wait
     if seen.was_converged and ctx.trigger != Trigger.APPROVED:
         ControlState.objects.filter(pk=control.pk).update(
             post_convergence_drift=F("post_convergence_drift") + 1)

@@ -9,7 +9,6 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from compliance.stops import stop_covering
 from reconciliation.actions.findings import move_finding
 from reconciliation.actions.observations import record_observation
 from reconciliation.choices import CorrectionResult, FindingStatus
@@ -19,6 +18,7 @@ from reconciliation.reconciler.correct import Corrected
 from reconciliation.reconciler.observe import Observed
 from reconciliation.reconciler.pass_context import PassContext
 from reconciliation.reconciler.plan import Decision
+from registry import holds
 from registry.choices import Lifecycle
 from registry.models import Agent
 
@@ -62,7 +62,7 @@ def verify(seen: Observed, decision: Decision, corrected: Corrected) -> Verified
 
 def _suspended(agent: Agent) -> bool:
     return (Agent.objects.filter(pk=agent.pk, lifecycle=Lifecycle.SUSPENDED).exists()
-            or stop_covering(agent) is not None)
+            or holds.stopped(agent))
 
 
 def _verify(ctx: PassContext, remaining: set[str]) -> None:

@@ -29,7 +29,7 @@ from registry.manifest import Manifest, spec_hash
 from registry.models import Agent, Approval, DesiredStateVersion, Guardrail
 from registry.permission_diff import permission_diff, review_change, risk_score
 from registry.principals import AgentPrincipal, acting_agent
-from registry.proposal_gates import check_gates
+from registry.proposal_gates import Judge, check_gates, loaded_judges
 from registry.recertification import ReviewOverride, override_seconds, policy_seconds
 from registry.roles import has_role
 from registry.signals import announce
@@ -121,11 +121,12 @@ def assess(agent_name: str, active_spec: dict | None, spec: dict, metadata: dict
            guardrails: list[Guardrail] | None = None,
            toxic: ToxicJudge | None = None,
            review: ReviewOverride | None = None,
-           group_rules: list[Any] | None = None) -> Assessment:
+           judges: list[tuple[Judge, Any]] | None = None) -> Assessment:
     """Diff against the active spec (and `current`, the agent's metadata as it is) and
     evaluate every guardrail that selects the agent as it is or as it would be: relabelling
     an agent never takes it out of a guardrail in the same proposal. `guardrails` (the enabled
-    ones, by name) and `toxic` are read here unless a caller judging many passes them."""
+    ones, by name), `toxic` and the registered `judges` (registry/proposal_gates.py, with what
+    they read) are read here unless a caller judging many passes them."""
     changes = permission_diff(active_spec, spec, metadata_before=current,
                               metadata_after=metadata if current is not None else None)
     if review is not None:  # a review date of its own is part of what is approved
@@ -144,8 +145,8 @@ def assess(agent_name: str, active_spec: dict | None, spec: dict, metadata: dict
     results += (toxic.judge(agent_name, judged) if toxic is not None
                 else judge_proposal(agent_name, judged))
     if current is not None:  # a relabel (or hand-over) that moves it across group rules
-        results += group_rule_results(agent_name, active_spec, spec, current, metadata,
-                                      rules=group_rules)
+        for judge, loaded in (loaded_judges() if judges is None else judges):
+            results += judge.judge(agent_name, active_spec, spec, current, metadata, loaded)
     return Assessment(
         changes=[c.to_dict() for c in changes],
         diff=_raw_diff(active_spec, spec),
@@ -154,55 +155,6 @@ def assess(agent_name: str, active_spec: dict | None, spec: dict, metadata: dict
         required_approvals=max([1, *(r.required_approvals for r in results)]),
         held=any(r.outcome == GuardrailOutcome.ERROR for r in results),
     )
-
-
-@dataclass(frozen=True)
-class GroupRuleResult(GuardrailResult):
-    """A group rule the proposal takes the agent into or out of: named on the proposal, and
-    the sign-offs the rule requires are the proposal's to collect (as a guardrail's are)."""
-
-    group_rule: str = ""
-    change: str = ""  # joins | leaves
-
-
-def group_rule_results(agent_name: str, active_spec: dict | None, spec: dict,
-                       current: dict, metadata: dict, *,
-                       rules: list[Any] | None = None) -> list[GroupRuleResult]:
-    """The enabled group rules that select the agent as it is and not as it would be, or the
-    other way round (labels, team, owner, framework). A group rule's selector matches by
-    equality, so a relabel is the lighter path out of a rule that needs two sign-offs."""
-    # runtime is above registry (a listed back-edge): loaded on call
-    from runtime.group_rules import AgentFacts, selects
-    from runtime.models import GroupRule
-
-    def facts(meta: dict, framework: str) -> AgentFacts:
-        return AgentFacts(0, agent_name, meta.get("owner") or "", meta.get("labels") or {},
-                          framework)
-
-    before = facts(current, (active_spec or spec).get("framework", ""))
-    after = facts(metadata, spec.get("framework", ""))
-    if before == after:
-        return []  # nothing a selector reads changes: no rule is joined or left
-    if rules is None:  # a caller judging many proposals reads them once
-        rules = list(GroupRule.objects.filter(enabled=True).order_by("name"))
-    found = []
-    for rule in rules:
-        was, now = selects(rule.to_spec(), before), selects(rule.to_spec(), after)
-        if was == now:
-            continue
-        change = "leaves" if was else "joins"
-        signoffs = rule.required_approvals
-        outcome = (GuardrailOutcome.REQUIRES_APPROVALS if signoffs > 1
-                   else GuardrailOutcome.WARNED)
-        found.append(GroupRuleResult(
-            guardrail=f"group rule {rule.name}", effect=rule.effect, outcome=outcome,
-            message=(f"{agent_name} {change} group rule {rule.name} ({rule.effect}, "
-                     f"{signoffs} sign-off{'s' if signoffs != 1 else ''}): this change needs "
-                     f"the {max(signoffs, 1)} approver{'s' if signoffs > 1 else ''} the rule "
-                     "requires"),
-            required_approvals=signoffs if signoffs > 1 else 0,
-            group_rule=rule.name, change=change))
-    return found
 
 
 def _refuse_denied(agent_name: str, assessment: Assessment) -> None:
@@ -406,10 +358,8 @@ def _register(manifest: Manifest, *, actor: Any, source: str, origin: str,
     audit.record(actor=actor, action=AuditAction.AGENT_REGISTERED, target=f"agent:{agent.name}",
                  agent=agent.name, after={"owner": owner.username, "labels": agent.labels},
                  reason=origin)
-    # runtime is above registry (a listed back-edge): loaded on call
-    from runtime.actions.behaviour import adopt_unregistered
-
-    adopt_unregistered(agent, actor=actor)  # a shadow agent's earlier events count from now
+    # a shadow agent's earlier events count from now (runtime adopts them)
+    announce(signals.agent_registered, agent=agent, actor=actor)
     outcome = propose(agent, manifest.spec, _metadata(manifest), actor=actor, source=source,
                       origin=origin, comment=comment)
     outcome.action = "created"
@@ -681,16 +631,13 @@ def reevaluate_pending(*, actor: Any) -> int:
     # around every pending proposal (not the fleet once per proposal).
     guardrails = list(Guardrail.objects.filter(enabled=True).order_by("name"))
     toxic = ToxicJudge((version.agent.name, version.spec) for version in pending)
-    # runtime is above registry (a listed back-edge): loaded on call
-    from runtime.models import GroupRule
-
-    group_rules = list(GroupRule.objects.filter(enabled=True).order_by("name"))
+    judges = loaded_judges()
     for version in pending:
         agent = version.agent
         active = agent.active_version.spec if agent.active_version_id else None
         assessment = assess(agent.name, active, version.spec, version.metadata, now,
                             current_metadata(agent), guardrails=guardrails, toxic=toxic,
-                            group_rules=group_rules)
+                            judges=judges)
         results = [r.to_dict() for r in assessment.guardrails]
         if assessment.denials:
             version.state = VersionState.REJECTED

@@ -16,9 +16,6 @@ from audit.actions import actor_label
 from audit.alert_kinds import AlertKind
 from audit.choices import AuditAction
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
-from reconciliation.choices import EscalationKind, EscalationStatus
-from reconciliation.models import AgentStatus, Escalation
-from reconciliation.recertified import with_recertified
 from registry import holds, signals
 from registry.actions.proposals import ProposalOutcome, check_can_propose, propose
 from registry.choices import Lifecycle, OverdueEffect, RiskLevel, Role, VersionSource, VersionState
@@ -93,16 +90,8 @@ def start_review_clock(version: DesiredStateVersion, agent: Agent, *, actor: Any
 
 def _close_recertification_escalations(agent: Agent, *, actor: Any,
                                        version: DesiredStateVersion, now: datetime) -> None:
-    for escalation in Escalation.objects.select_for_update().filter(
-            agent=agent, subject=EscalationKind.RECERTIFICATION, status=EscalationStatus.OPEN):
-        escalation.status, escalation.resolution = EscalationStatus.RESOLVED, "recertified"
-        escalation.resolved_by, escalation.resolved_at = actor, now
-        escalation.comment = f"recertified by proposal {version.pk}"
-        escalation.save()
-        audit.record(actor=actor, action=AuditAction.ESCALATION_RESOLVED,
-                     target=f"escalation:{escalation.pk}", agent=agent.name,
-                     after={"resolution": "recertified", "proposal": version.pk},
-                     reason=escalation.comment)
+    """The loop resolves the agent's open recertification escalations (audited)."""
+    announce(signals.recertified, agent=agent, actor=actor, version=version, now=now)
 
 
 def _resume_if_overdue_suspended(agent: Agent, *, actor: Any, version: DesiredStateVersion,
@@ -125,19 +114,9 @@ def _resume_if_overdue_suspended(agent: Agent, *, actor: Any, version: DesiredSt
 
 
 def _refresh_condition(agent: Agent, now: datetime) -> None:
-    """The Recertified condition on the agent's status, now (the page reads it at once).
-
-    The caller holds the agent's row; a reconcile pass holds the status row and may then want
-    the agent's, so waiting here for a pass could deadlock (it did, under an approval). A status
-    row a pass holds is left to it and to the pass the caller requests, which write the
-    condition from the agent's fields as committed."""
-    status = AgentStatus.objects.select_for_update(skip_locked=True).filter(agent=agent).first()
-    if status is None:
-        if AgentStatus.objects.filter(agent=agent).exists():
-            return
-        status = AgentStatus.objects.create(agent=agent)
-    status.conditions = with_recertified(status.conditions, agent, now)
-    status.save(update_fields=["conditions"])
+    """The loop writes the Recertified condition on the agent's status, now (the page reads
+    it at once)."""
+    announce(signals.review_changed, agent=agent, now=now)
 
 
 def _schedule_review_jobs(agent_id: int, due: datetime) -> None:
@@ -195,9 +174,6 @@ def remind_owner(agent_id: int, *, now: datetime | None = None) -> bool:
     """Once per review date, when the reminder time came and the date has not: an alert to the
     owner (their feed) and the audit row; the recertification page and the owner's inbox list
     it as due, and an inbox sweep after commit tells the owner's notification preferences."""
-    # reconciliation is above registry (a listed back-edge): loaded on call
-    from reconciliation.actions.common import alert
-
     now = now or timezone.now()
     agent = _locked(agent_id)
     if (agent is None or agent.review_due_at is None or agent.reminded_at is not None
@@ -210,8 +186,10 @@ def remind_owner(agent_id: int, *, now: datetime | None = None) -> bool:
                  target=f"agent:{agent.name}", agent=agent.name,
                  after={"review_due_at": due, "owner": agent.owner.username},
                  reason=f"review due by {due}: {agent.owner.username} was reminded")
-    alert(AlertKind.RECERTIFICATION_DUE, agent, severity="medium", review_due_at=due,
-          message=f"review due by {due}: propose a recertification")
+    announce(signals.alert_raised, event=AlertKind.RECERTIFICATION_DUE, payload={
+        "agent": agent.name, "owner_id": agent.owner_id, "link": f"/agents/{agent.name}/",
+        "severity": "medium", "review_due_at": due,
+        "message": f"review due by {due}: propose a recertification"})
     transaction.on_commit(_sweep_inbox)
     return True
 
@@ -226,9 +204,6 @@ def _sweep_inbox() -> None:
 def mark_overdue(agent_id: int, *, now: datetime | None = None) -> bool:
     """Once per review date, when it passed unrecertified: Recertified=False, an escalation for
     the approvers, and what the guardrails say (warn, restrict to safe tools, suspend)."""
-    # reconciliation is above registry (a listed back-edge): loaded on call
-    from reconciliation.actions.common import alert, suspend_agent
-
     now = now or timezone.now()
     agent = _locked(agent_id)
     if (agent is None or agent.review_due_at is None or agent.overdue_at is not None
@@ -247,16 +222,8 @@ def mark_overdue(agent_id: int, *, now: datetime | None = None) -> bool:
                  target=f"agent:{agent.name}", agent=agent.name,
                  after={"review_due_at": due, "effect": effect, "safe_tools": safe,
                         "guardrail": guardrail}, reason=why)
-    escalation = Escalation.objects.create(agent=agent, subject=EscalationKind.RECERTIFICATION,
-                                           reason=why, opened_at=now)
-    audit.record(actor=SYSTEM, action=AuditAction.ESCALATION_OPENED,
-                 target=f"escalation:{escalation.pk}", agent=agent.name,
-                 after={"subject": EscalationKind.RECERTIFICATION}, reason=why)
-    alert(AlertKind.RECERTIFICATION_OVERDUE, agent, escalation=escalation.pk, severity="high",
-          message=why)
-    if effect == OverdueEffect.SUSPEND and not suspend_agent(agent, actor=SYSTEM, reason=why):
-        # Already suspended for another reason: recertifying must not lift that suspension.
-        Agent.objects.filter(pk=agent.pk).update(overdue_effect=OverdueEffect.WARN)
+    # the loop escalates to the approvers, alerts, and suspends when the guardrails say so
+    announce(signals.review_overdue, agent=agent, why=why, effect=effect, now=now)
     _refresh_condition(agent, now)
     # restrict and suspend are enforced by the loop
     announce(signals.reconcile_requested, agent_id=agent.pk, trigger="manual")

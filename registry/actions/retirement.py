@@ -5,17 +5,12 @@ platform is asked to stop it. Its history stays readable."""
 from collections.abc import MutableMapping
 from typing import Any
 
-import django_rq
 from django.db import transaction
 from django.utils import timezone
 
 import audit
 from audit.choices import AuditAction
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
-from reconciliation.choices import Health
-from reconciliation.connectors import connector_for
-from reconciliation.models import AgentStatus
-from reconciliation.reconciler.diff import Operation, OperationKind
 from registry import signals
 from registry.actions.proposals import check_can_propose
 from registry.actions.stepup import verify_step_up
@@ -107,8 +102,8 @@ def _retire(retirement_id: int, *, actor: Any, comment: str, step_up: StepUp | N
     agent.lifecycle, agent.updated_at = Lifecycle.RETIRED, now
     announce(signals.fleet_changed)  # a retired agent leaves the fleet view
     agent.save(update_fields=["lifecycle", "updated_at"])
-    # no longer governed, so never "in policy" again (on its page, lists and the counts)
-    AgentStatus.objects.update_or_create(agent=agent, defaults={"health": Health.RETIRED})
+    # the loop marks it retired (never "in policy" again) and stops it on its platform
+    announce(signals.agent_retired, agent_id=agent.pk)
     announce_desired_change(agent.name)  # its held long-poll answers 401 at once
     tokens = list(ApiToken.objects.filter(agent=agent, revoked_at__isnull=True)
                   .values_list("key_prefix", flat=True))
@@ -123,25 +118,7 @@ def _retire(retirement_id: int, *, actor: Any, comment: str, step_up: StepUp | N
                         **({"step_up": {**step_up.to_dict(), "reasons": reasons}}
                            if step_up is not None else {})},
                  reason=comment or retirement.reason)
-    transaction.on_commit(lambda: django_rq.get_queue("reconcile", commit_mode="auto").enqueue(
-        "registry.jobs.stop_retired_agent", agent.pk), robust=True)
     return retirement
-
-
-def stop_on_platform(agent_id: int) -> str:
-    """Ask a retired agent's platform to stop it through its connector (a job, after the
-    retirement committed); the key makes a repeated request a no-op at the platform."""
-    # reconciliation is above registry (a listed back-edge): loaded on call
-    from reconciliation.reconciler.plan import idempotency_key
-
-    agent = Agent.objects.get(pk=agent_id)
-    operation = Operation(OperationKind.SUSPEND, "agent")  # a ConnectorError: the job retries
-    key = idempotency_key(agent.name, agent.generation, operation, 0)  # 0: retirement's own
-    outcome = connector_for(agent).apply(agent, operation.to_dict(), key)
-    audit.record(actor=SYSTEM, action=AuditAction.AGENT_STOPPED, target=f"agent:{agent.name}",
-                 agent=agent.name, after={**operation.to_dict(), "key": key, "outcome": outcome},
-                 reason="retired: its platform was asked to stop it")
-    return outcome
 
 
 @transaction.atomic
@@ -162,19 +139,3 @@ def reject_retirement(retirement_id: int, *, actor: Any, comment: str) -> Retire
                  target=f"retirement:{retirement.pk}", agent=retirement.agent.name,
                  after=retirement.to_dict(), reason=retirement.decision_comment)
     return retirement
-
-
-@transaction.atomic
-def stop_failed(agent_id: int, *, error: str, attempts: int) -> None:
-    """The platform could not be asked to stop a retired agent after every retry: audited, and
-    an escalation asks the approvers to stop it by hand."""
-    # reconciliation is above registry (a listed back-edge): loaded on call
-    from reconciliation.actions.common import open_escalation
-
-    agent = Agent.objects.get(pk=agent_id)
-    why = (f"retired, but its platform could not be asked to stop it after {attempts} "
-           f"attempts ({error}): stop it by hand")
-    audit.record(actor=SYSTEM, action=AuditAction.AGENT_STOP_FAILED,
-                 target=f"agent:{agent.name}", agent=agent.name,
-                 after={"attempts": attempts, "error": error}, reason=why)
-    open_escalation(agent, None, reason=why)

@@ -3,6 +3,7 @@ which compliance fills at start-up; a process where nobody filled it refuses to 
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
+from django.utils import timezone
 
 from registry import holds
 
@@ -18,3 +19,5 @@ def test_with_no_stop_reader_asking_is_an_error_never_not_stopped(refund_agent, 
         holds.stop_reason(refund_agent)
     with pytest.raises(ImproperlyConfigured):
         holds.held_by_stop(refund_agent)
+    with pytest.raises(ImproperlyConfigured):  # a pass never corrects through an unknown window
+        holds.hold_for_window(refund_agent, timezone.now(), None, {})

@@ -6,9 +6,9 @@ twice."""
 import django_rq
 
 from audit.models import AuditEntry
-from reconciliation.connectors.sandbox import SandboxConnector
 from reconciliation.controller import handler, work_queue
 from sandbox import actions as sandbox_actions
+from sandbox.connector import SandboxConnector
 from sandbox.models import SandboxAgent
 from tests.conftest import BAD_DEPLOYMENT, approved_agent
 

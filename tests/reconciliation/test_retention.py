@@ -26,9 +26,10 @@ from reconciliation.actions.observations import note_unregistered_observation, r
 from reconciliation.actions.retention import apply_retention, make_partitions
 from reconciliation.jobs import enforce_retention
 from reconciliation.models import AlertEvent, Correction, Finding, ObservedState, ReconcileRun
-from reconciliation.retention import EVENTS, check_retention, keep
 from reconciliation.retention import Keep as Kept
+from reconciliation.retention import check_retention, keep
 from runtime.models import BehaviourEvent
+from runtime.retention import EVENTS
 from tests.conftest import ROOT, assert_trail_whole, child_env, database_url
 
 # Day partitions are PostgreSQL's; on SQLite retention deletes rows in batches (tested apart).

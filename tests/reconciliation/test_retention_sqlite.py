@@ -63,8 +63,9 @@ def test_sqlite_deletes_expired_rows_in_bounded_batches_each_audited(tmp_path):
     assert report["gone"] == {"events": 3, "observations": 1, "runs": 0, "alerts": 5}
     assert report["alerts"] == [report["fresh"]] and report["events"] == 0
     assert report["observations"] == report["kept"]  # quiet's only one, chatty's latest
-    # Batches of at most 2, oldest first, one audit entry each.
+    # Batches of at most 2, oldest first, one audit entry each: the loop's kinds, then the
+    # events runtime registered.
     assert [(e["kind"], e["rows"]) for e in report["entries"]] == [
-        ("events", 2), ("events", 1), ("observations", 1), ("alerts", 2), ("alerts", 2),
-        ("alerts", 1)]
+        ("observations", 1), ("alerts", 2), ("alerts", 2), ("alerts", 1), ("events", 2),
+        ("events", 1)]
     assert report["verified"]

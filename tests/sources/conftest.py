@@ -1,7 +1,9 @@
 """A real CRM database on this machine's PostgreSQL, for the permission-source tests: its own
-database and roles (prefixed conn35_, or $PERMISSION_SOURCE_TEST_PREFIX so that two runs on one
-server do not drop each other's), made and dropped by the fixture."""
+database and roles, made and dropped by the fixture. Roles are the server's, not a database's:
+their prefix ($PERMISSION_SOURCE_TEST_PREFIX, else conn35_ and a digest of the run's
+DATABASE_URL) keeps two runs on one server from dropping each other's."""
 
+import hashlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -11,7 +13,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
-PREFIX = os.environ.get("PERMISSION_SOURCE_TEST_PREFIX", "conn35")
+PREFIX = os.environ.get("PERMISSION_SOURCE_TEST_PREFIX") or "conn35_" + hashlib.sha256(
+    os.environ.get("DATABASE_URL", "").encode()).hexdigest()[:6]
 DATABASE = f"{PREFIX}_crm"
 AGENT_ROLE = f"{PREFIX}_refund_bot"
 WRITERS = f"{PREFIX}_crm_writers"

@@ -1,4 +1,5 @@
-"""sandbox: a simulated agent platform stored in the database, with fault injection."""
+"""sandbox: a simulated agent platform stored in the database, with fault injection. Agents
+whose spec names connector type sandbox reach it (registered by sandbox/apps.py)."""
 
 import os
 import signal
@@ -9,17 +10,16 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from reconciliation import connectors
 from reconciliation.connectors.base import ApplyOutcome, ConnectorError, SimulatedCrash
 from reconciliation.reconciler.diff import apply_operations
 from registry.models import Agent
+from sandbox.actions import ensure_sandbox
 from sandbox.models import SandboxAgent
 
 
 def _deployed(agent: Agent) -> SandboxAgent:
     """The platform deploys an agent as approved the first time anything reaches for it."""
-    # sandbox is above reconciliation (a listed back-edge): loaded on call
-    from sandbox.actions import ensure_sandbox
-
     return ensure_sandbox(agent)
 
 
@@ -68,3 +68,8 @@ class SandboxConnector:
                 row.changes_until_fault -= 1
             row.save()
         return ApplyOutcome.APPLIED
+
+
+def register() -> None:
+    """From SandboxConfig.ready: the loop reaches sandbox agents through this connector."""
+    connectors.register("sandbox", lambda agent: SandboxConnector())

@@ -12,6 +12,7 @@ from config.private_files import write_private
 from registry import actions
 from registry.choices import Role
 from registry.password_audit import password_changed_by
+from sandbox.demo import seed_cluster, seed_history
 
 PERSONAS = [
     ("alice", Role.OWNER, "owns agents and proposes their desired state"),
@@ -50,9 +51,6 @@ class Command(BaseCommand):
             actions.grant_role(user, role, actor="system:demo")
             logins[username] = password
         write_private(store, json.dumps(logins, indent=2))
-        # sandbox is above registry (a listed back-edge): loaded on call
-        from sandbox.demo import seed_cluster, seed_history
-
         created = seed_cluster()
         if seed_history():
             self.stderr.write("seeded history: converged, corrected, escalated, proposed")

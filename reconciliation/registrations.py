@@ -1,0 +1,38 @@
+"""What the loop connects at start-up, from ReconciliationConfig.ready: its metrics, its answers
+to the registry's signals (receivers.py), its own kinds of connector, the alert for a refused
+audit signature, and retention's start-up check (registered on import)."""
+
+from django.db import transaction
+from prometheus_client import REGISTRY
+
+from audit import signer
+from audit.alert_kinds import AlertKind
+from reconciliation import (
+    connectors,
+    receivers,
+    retention,  # noqa: F401  (registers its start-up check)
+)
+from reconciliation.alerts import broadcast
+from reconciliation.connectors.http import HttpConnector
+from reconciliation.connectors.push import PushConnector
+from reconciliation.metrics import ReconcileCollector
+
+
+def register() -> None:
+    """Once per process (each connection ignores a repeat: ready may run again in tests)."""
+    if not any(isinstance(c, ReconcileCollector) for c in list(REGISTRY._collector_to_names)):
+        REGISTRY.register(ReconcileCollector())  # served at /metrics (config/observability.py)
+    receivers.connect()  # what the registry announces (registry/signals.py)
+    # The loop's own kinds of connector; sandbox registers its own (sandbox/apps.py).
+    connectors.register("push", lambda agent: PushConnector())
+    connectors.register("http", lambda agent: HttpConnector(
+        agent.connector["url"], agent.connector.get("secret_env", "")))
+    signer.signing_refused.connect(_alert_signing_refused,
+                                   dispatch_uid="reconciliation.audit_signing_refused")
+
+
+def _alert_signing_refused(sender: object, size: int, message: str, **kwargs: object) -> None:
+    """The audit signer refused a head (audit/signer.py): a high-severity live alert."""
+    with transaction.atomic():
+        broadcast(AlertKind.AUDIT_SIGNING_REFUSED, {"severity": "high", "size": size,
+                                                    "message": message})
