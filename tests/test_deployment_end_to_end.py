@@ -175,6 +175,7 @@ class Browser:
     """A person's HTTPS client through the proxy, trusting the guide's certificate."""
 
     def __init__(self, deployment: Deployment) -> None:
+        self.deployment = deployment
         self.port = deployment.ports["HTTPS_PORT"]
         self.origin = deployment.origin
         self.context = ssl.create_default_context(
@@ -202,7 +203,8 @@ class Browser:
                 {"username": username, "password": password, "csrfmiddlewaretoken": token}),
             **{"Content-Type": "application/x-www-form-urlencoded", "Origin": self.origin,
                "Referer": f"{self.origin}/login/"})
-        assert status == 302 and "sessionid" in self.cookies, f"{username} was not signed in"
+        assert status == 302 and "sessionid" in self.cookies, (
+            f"{username} was not signed in ({status}):\n{self.deployment.logs()}")
 
     def api(self, method: str, path: str, token: str, body: str = "",
             content_type: str = "application/json"):
