@@ -196,7 +196,7 @@ class Browser:
 
     def sign_in(self, username: str, password: str) -> None:
         status, page = self.request("GET", "/login/")
-        assert status == 200, status
+        assert status == 200, f"the sign-in page answered {status}:\n{self.deployment.logs()}"
         token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
         status, _ = self.request(
             "POST", "/login/", urllib.parse.urlencode(

@@ -68,7 +68,7 @@ def proxied(transactional_db, tmp_path):
                    message="nginx did not start")
         context = ssl.create_default_context(cafile=str(cert))
         yield {"tls_port": tls_port, "http_port": http_port, "origin": origin,
-               "context": context}
+               "context": context, "web": web.url}
     finally:
         proxy.terminate()
         proxy.wait(timeout=20)
@@ -141,3 +141,16 @@ def test_signing_in_through_the_proxy_over_tls(people, proxied):
                 return False
 
         eventually(delivered, timeout=60, message="no alert arrived over wss through nginx")
+
+
+def test_a_probe_asks_a_web_process_directly_over_plain_http(proxied):
+    """A load balancer (or the operator guide's wait) probes each web process, not the proxy:
+    /readyz and /healthz answer over plain HTTP; every other page is still sent to HTTPS."""
+    host, port = proxied["web"].removeprefix("http://").split(":")
+    for path, status in (("/readyz", 200), ("/healthz", 200), ("/login/", 301),
+                         ("/metrics", 301), ("/readyz/", 301)):
+        direct = http.client.HTTPConnection(host, int(port), timeout=30)
+        direct.request("GET", path, headers={"Host": "127.0.0.1"})
+        response = direct.getresponse()
+        assert (path, response.status) == (path, status)
+        direct.close()
