@@ -131,3 +131,22 @@ def test_a_bad_wait_is_the_same_400_without_the_asgi_server(agent_key, push_agen
     ok = client.get("/api/v1/agents/refund-agent/desired-state", {"wait": "5"},
                     HTTP_AUTHORIZATION=f"Token {agent_key}")
     assert ok.status_code == 200  # a valid wait is answered at once here
+
+
+def test_stopping_under_a_held_poll_and_closing_the_client_ends_the_watch_quietly(
+        server, agent_key, push_agent, monkeypatch):
+    """stop() waits only so long; the long-poll it left held ends when the client closes, and
+    the watch ends without a crash in its thread."""
+    crashes: list[BaseException] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: crashes.append(args.exc_value))
+    client = Client(server, agent_key, agent="refund-agent")
+    governor = govern(Agent(FunctionModel(caller, model_name="gpt-4.1")), client=client,
+                      name="refund-agent", resources=RESOURCES, interval=30).start()
+    eventually(lambda: governor.applied is not None)
+    time.sleep(1)  # the watch's poll is held now (the state does not change for 30 s)
+    watch = governor._threads[0]
+    governor.stop(timeout=0.1)
+    assert watch.is_alive()  # still held
+    client.close(timeout=2)
+    watch.join(timeout=60)
+    assert not watch.is_alive() and crashes == []

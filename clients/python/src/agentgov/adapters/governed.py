@@ -361,6 +361,11 @@ class Governor:
             # The link has recorded the 401/403: from now on the gate refuses every call.
             log.error("%s: the control plane refused the agent's token (%s): every governed "
                       "call is refused", self.agent, error)
+        except RuntimeError:
+            # Stopped, then the client was closed under a long-poll still held (stop() waits
+            # only so long): nothing is left to watch. Anything else is a real failure.
+            if not self._stop.is_set():
+                raise
 
     def _beat(self) -> None:
         while not self._stop.wait(self.heartbeat):
