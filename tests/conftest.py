@@ -17,7 +17,7 @@ import pytest
 import redis
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import connection
+from django.db import connection, connections
 from rest_framework.test import APIClient
 
 from config import embedded_redis
@@ -134,6 +134,24 @@ def stop_daphne(server: LiveServer) -> None:
         server.process.wait(timeout=10)
     except subprocess.TimeoutExpired:
         server.process.kill()
+
+
+@contextlib.contextmanager
+def sync_playwright():
+    """Playwright's sync API for a browser test. Beside Playwright's event loop, Django keeps
+    the ORM calls the test makes on connections of their own (not the test's), which nothing
+    else closes: a whole run would end with sessions PostgreSQL will not drop the test
+    database under. They are closed as the block ends."""
+    from playwright.sync_api import sync_playwright as playwright_api  # browser tests only
+
+    outside = {id(each) for each in connections.all(initialized_only=True)}
+    with playwright_api() as playwright:
+        try:
+            yield playwright
+        finally:
+            for each in connections.all(initialized_only=True):
+                if id(each) not in outside:
+                    each.close()
 
 
 @pytest.fixture

@@ -52,7 +52,9 @@ def report(url: str, key: str, name: str) -> None:
 
 def test_an_agent_sending_events_is_alive_and_its_page_says_what_was_last_heard(
         people, start_worker, start_cron, monkeypatch):  # noqa: F811 - the imported fixture
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
+
+    from tests.conftest import sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     browser_passwords()

@@ -56,7 +56,7 @@ def grey_pixels(png: bytes) -> memoryview:
 @pytest.fixture
 def signed_in(people, live_server_process, monkeypatch):
     """A Browser on the live server (started, like the demo, with DEBUG on)."""
-    from playwright.sync_api import sync_playwright
+    from tests.conftest import sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     hasher = PBKDF2PasswordHasher()
@@ -196,10 +196,10 @@ def test_on_a_phone_the_inbox_shows_each_items_time_left_beside_its_agent(people
 
 def test_a_confirmation_that_could_not_be_sent_shows_on_the_persons_notifications_page(
         people, transactional_db, monkeypatch):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     from config import embedded_redis
-    from tests.conftest import start_daphne, stop_daphne
+    from tests.conftest import start_daphne, stop_daphne, sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     hasher = PBKDF2PasswordHasher()
@@ -226,9 +226,9 @@ def test_a_confirmation_that_could_not_be_sent_shows_on_the_persons_notification
 
 def test_the_demos_mail_sink_shows_compliance_what_was_sent(people, transactional_db, tmp_path,
                                                             monkeypatch):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
-    from tests.conftest import start_daphne, stop_daphne
+    from tests.conftest import start_daphne, stop_daphne, sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     hasher = PBKDF2PasswordHasher()

@@ -22,7 +22,9 @@ pytestmark = pytest.mark.browser
 
 def test_dana_watches_a_correction_reads_the_timeline_and_verifies_the_trail(
         people, live_server_process, start_worker, monkeypatch):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
+
+    from tests.conftest import sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     hasher = PBKDF2PasswordHasher()

@@ -59,7 +59,9 @@ class Browser:
 
 def test_drift_arrives_live_is_corrected_and_bob_resolves_an_escalation(
         people, live_server_process, start_worker, monkeypatch):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
+
+    from tests.conftest import sync_playwright
 
     # Playwright's sync API keeps an idle event loop on this thread; the test's own ORM reads
     # in between browser steps are plain blocking calls.
@@ -207,9 +209,10 @@ def restart(server, stopped=None) -> subprocess.Popen:
 
 def test_a_fresh_tab_shows_recent_alerts_and_a_reconnect_repeats_none(
         people, live_server_process, monkeypatch):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     from reconciliation.models import AlertEvent
+    from tests.conftest import sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     browser_passwords()

@@ -104,7 +104,9 @@ def send_alert(redis_url: str, message: dict) -> None:
 
 @pytest.mark.browser
 def test_demo_serves_the_printed_url_with_the_printed_logins(tmp_path):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
+
+    from tests.conftest import sync_playwright
 
     port = embedded_redis.free_port()
     demo = Launcher(tmp_path / "var", port)

@@ -18,7 +18,9 @@ pytestmark = pytest.mark.browser
 
 def test_dana_declares_a_toxic_pair_and_reads_the_fleet_page(people, live_server_process,
                                                             start_worker, monkeypatch):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
+
+    from tests.conftest import sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     hasher = PBKDF2PasswordHasher()

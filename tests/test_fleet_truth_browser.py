@@ -17,7 +17,9 @@ AGENTS = 6
 
 def test_dana_reads_counts_requirements_group_rules_and_budgets_on_the_fleet_page(
         people, live_server_process, monkeypatch):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
+
+    from tests.conftest import sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     browser_passwords()
@@ -76,9 +78,10 @@ def test_dana_reads_counts_requirements_group_rules_and_budgets_on_the_fleet_pag
 
 def test_dana_declares_a_group_budget_in_the_console_and_the_fleet_page_lists_it(
         people, live_server_process, start_worker, monkeypatch):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     from runtime.models import GroupRule
+    from tests.conftest import sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     browser_passwords()

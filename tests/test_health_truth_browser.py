@@ -34,7 +34,9 @@ def in_policy(*agents: Agent) -> None:
 
 def test_a_retired_agent_never_reads_in_policy(people, live_server_process, start_worker,
                                                monkeypatch):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
+
+    from tests.conftest import sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     browser_passwords()
@@ -69,7 +71,9 @@ def test_a_retired_agent_never_reads_in_policy(people, live_server_process, star
 
 def test_the_health_word_agrees_with_the_open_findings_beside_it(people, live_server_process,
                                                                 monkeypatch):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
+
+    from tests.conftest import sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     browser_passwords()

@@ -39,7 +39,9 @@ def tab_to(page, element_id: str, limit: int = 40) -> list[dict]:
 
 def test_an_approver_answers_a_decision_with_the_keyboard_alone(
         people, live_server_process, monkeypatch):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
+
+    from tests.conftest import sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     hasher = PBKDF2PasswordHasher()
@@ -78,7 +80,7 @@ def test_an_approver_answers_a_decision_with_the_keyboard_alone(
 @pytest.mark.parametrize("width", [390, 1280])
 def test_pages_fit_the_screen_and_never_say_it_with_colour_alone(
         people, live_server_process, monkeypatch, width):
-    from playwright.sync_api import sync_playwright
+    from tests.conftest import sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     hasher = PBKDF2PasswordHasher()

@@ -15,7 +15,9 @@ LIMIT = 1_500_000
 
 def test_a_cold_overview_transfers_under_one_and_a_half_megabytes_and_draws_its_charts(
         people, live_server_process, monkeypatch):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
+
+    from tests.conftest import sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     approved_agent(people, "refund-agent")

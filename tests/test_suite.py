@@ -1,10 +1,14 @@
 """The suite itself: it loads only the pytest plugins it uses (an installed package's plugin
-costs seconds at every start), and the models agree with their migrations."""
+costs seconds at every start), the models agree with their migrations, and a browser test
+leaves no database session open (PostgreSQL drops the test database only when none is left)."""
 
 from importlib.metadata import entry_points
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
+
+from tests.conftest import eventually, sync_playwright
 
 # The entry-point plugins the suite uses, by module (see addopts in pyproject.toml).
 USED = {"pytest_django.plugin", "pytest_timeout", "pytest_asyncio.plugin",
@@ -24,3 +28,27 @@ def test_the_models_agree_with_their_migrations(db):
         call_command("makemigrations", "--check", "--dry-run", verbosity=0)
     except SystemExit as exit_:
         pytest.fail(f"models and migrations disagree (makemigrations --check exit {exit_.code})")
+
+
+def test_a_browser_test_leaves_no_database_session_behind(transactional_db, browser_ready):
+    if connection.vendor != "postgresql":
+        pytest.skip("sessions are PostgreSQL's (SQLite has none to leave)")
+
+    def backend() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            return cursor.fetchone()[0]
+
+    mine = backend()
+    with sync_playwright():
+        beside = backend()  # the ORM beside Playwright's event loop: a session of its own
+    assert beside != mine
+
+    def sessions() -> set[int]:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database()")
+            return {pid for (pid,) in cursor.fetchall()}
+
+    eventually(lambda: beside not in sessions(), timeout=60,
+               message="the browser test's session is still connected")
+    assert mine in sessions()

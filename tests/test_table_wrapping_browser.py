@@ -41,10 +41,9 @@ PAGES = {"dana": ["/", "/agents/", "/agents/payouts-agent/", "/findings/", "/aud
 
 
 def test_no_table_wraps_a_word_in_the_middle(people, live_server_process, monkeypatch):
-    from playwright.sync_api import sync_playwright
-
     from registry import actions as registry_actions
     from registry.choices import VersionSource
+    from tests.conftest import sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     hasher = PBKDF2PasswordHasher()

@@ -20,7 +20,9 @@ pytestmark = pytest.mark.browser
 def test_dana_reads_a_framework_report_downloads_its_bundle_and_adds_a_control(
         history, live_server_process, monkeypatch):  # noqa: F811
     from agentgov.audit import KeyRing
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
+
+    from tests.conftest import sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     browser_passwords()

@@ -18,7 +18,9 @@ NAMES = ("payouts-agent", "refund-agent", "support-agent")
 
 def test_one_deployment_across_three_agents_is_one_incident_its_owner_can_trace(
         people, live_server_process, browser_ready):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
+
+    from tests.conftest import sync_playwright
 
     for name in NAMES:  # alice's, every area escalating to a human
         agent = approved_agent(people, name, enforcement={"default": "escalate"})

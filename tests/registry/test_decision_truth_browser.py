@@ -17,7 +17,9 @@ pytestmark = pytest.mark.browser
 
 def test_an_answer_after_the_agent_stopped_waiting_is_refused_in_words_that_say_so(
         people, live_server_process, monkeypatch):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
+
+    from tests.conftest import sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     agent = approved_agent(people, "refund-agent")

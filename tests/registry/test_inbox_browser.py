@@ -30,7 +30,9 @@ def browser_ready(browser_ready):
 
 def test_bob_clears_a_mixed_inbox_in_urgency_order_and_an_incident_with_one_decision(
         people, live_server_process, browser_ready, settings):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
+
+    from tests.conftest import sync_playwright
 
     settings.DECISION_TIMEOUT_SECONDS = 240  # auto-denied in 4 minutes
     agent = approved_agent(people, "refund-agent")
@@ -88,7 +90,9 @@ def test_bob_clears_a_mixed_inbox_in_urgency_order_and_an_incident_with_one_deci
 
 def test_alices_proposal_shows_the_thread_and_a_one_line_list_diff(
         people, live_server_process, browser_ready):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
+
+    from tests.conftest import sync_playwright
 
     approved_agent(people, "refund-agent")
     base = live_server_process.url
@@ -133,7 +137,9 @@ def test_a_bad_deployment_makes_one_alert_line_and_one_toast_per_incident(
     import threading
 
     from django.db import connection
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
+
+    from tests.conftest import sync_playwright
 
     agent = approved_agent(people, "payouts-agent", enforcement={"default": "escalate"})
     actions.reconcile_agent(agent.pk, trigger="approved")

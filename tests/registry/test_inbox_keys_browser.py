@@ -19,7 +19,9 @@ FOCUSED = "() => (document.activeElement.innerText || document.activeElement.nam
 
 def test_bob_moves_opens_and_approves_from_the_keyboard_without_bypassing_step_up(
         people, live_server_process, monkeypatch):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
+
+    from tests.conftest import sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     browser_passwords()

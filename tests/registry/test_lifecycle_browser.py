@@ -16,7 +16,9 @@ pytestmark = pytest.mark.browser
 
 def test_alice_rolls_back_from_the_agent_page_and_bob_approves_the_shown_diff(
         people, live_server_process, monkeypatch):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
+
+    from tests.conftest import sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     hasher = PBKDF2PasswordHasher()
@@ -52,8 +54,9 @@ def test_alice_rolls_back_from_the_agent_page_and_bob_approves_the_shown_diff(
 
 def test_a_grant_counted_from_approval_is_written_shown_and_started_through_the_pages(
         people, live_server_process, monkeypatch):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
+    from tests.conftest import sync_playwright
     from tests.registry.test_grants_from_approval import CRM, manifest_with
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
@@ -84,9 +87,9 @@ def test_a_grant_counted_from_approval_is_written_shown_and_started_through_the_
 
 def test_bob_grants_a_waiver_on_the_agent_page_which_shows_it_with_its_end(
         people, live_server_process, monkeypatch):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
-    from tests.conftest import approved_agent
+    from tests.conftest import approved_agent, sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     hasher = PBKDF2PasswordHasher()
@@ -122,9 +125,9 @@ def test_bob_grants_a_waiver_on_the_agent_page_which_shows_it_with_its_end(
 
 def test_alice_proposes_retiring_her_agent_and_bob_approves_it_on_the_agent_page(
         people, live_server_process, monkeypatch):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
-    from tests.conftest import approved_agent
+    from tests.conftest import approved_agent, sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     hasher = PBKDF2PasswordHasher()

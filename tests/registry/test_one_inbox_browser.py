@@ -44,7 +44,9 @@ def server(transactional_db, monkeypatch):
 
 def test_bob_decides_proposals_incidents_retirements_and_shadow_requests_from_one_inbox(
         people, server):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
+
+    from tests.conftest import sync_playwright
 
     refund = approved_agent(people, "refund-agent")  # team payments
     bad_deployment(people)  # payouts-agent: three drifts from one deployment, one incident

@@ -20,7 +20,9 @@ pytestmark = pytest.mark.browser
 
 def test_alice_asks_for_a_waiver_issues_a_token_rolls_back_with_a_reason_and_sees_her_turn(
         people, live_server_process, browser_ready):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
+
+    from tests.conftest import sync_playwright
 
     refund = approved_agent(people, "refund-agent")
     actions.approve_proposal(proposal_by_alice(refund, model="gpt-5").pk, actor=people.bob)

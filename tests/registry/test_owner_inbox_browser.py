@@ -16,7 +16,9 @@ pytestmark = pytest.mark.browser
 
 def test_alice_follows_her_reminder_from_the_inbox_to_the_recertify_form(
         people, live_server_process, monkeypatch):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
+
+    from tests.conftest import sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     hasher = PBKDF2PasswordHasher()

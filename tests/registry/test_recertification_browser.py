@@ -17,7 +17,9 @@ pytestmark = pytest.mark.browser
 
 def test_a_review_date_and_a_waiver_run_out_on_the_agent_page(people, live_server_process,
                                                               start_worker, monkeypatch):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
+
+    from tests.conftest import sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     hasher = PBKDF2PasswordHasher()

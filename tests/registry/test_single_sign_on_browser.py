@@ -34,7 +34,9 @@ def sso_page(browser, base: str, problems: list[str]):
 
 def test_erin_signs_in_through_the_provider_and_her_groups_decide_her_role(
         transactional_db, monkeypatch):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
+
+    from tests.conftest import sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     with LocalProvider(redirect_uris=[]) as provider:

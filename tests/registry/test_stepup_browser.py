@@ -20,7 +20,9 @@ pytestmark = pytest.mark.browser
 
 def test_bob_enrols_an_authenticator_and_approves_a_marked_proposal_with_its_code(
         people, live_server_process, monkeypatch):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
+
+    from tests.conftest import sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     hasher = PBKDF2PasswordHasher()
