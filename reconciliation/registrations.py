@@ -1,6 +1,7 @@
 """What the loop connects at start-up, from ReconciliationConfig.ready: its metrics, its answers
-to the registry's signals (receivers.py), its own kinds of connector, the alert for a refused
-audit signature, and retention's start-up check (registered on import)."""
+to the registry's signals (receivers.py), the agent list's health and sync filters, its own
+kinds of connector, the alert for a refused audit signature, and retention's start-up check
+(registered on import)."""
 
 from django.db import transaction
 from prometheus_client import REGISTRY
@@ -12,10 +13,12 @@ from reconciliation import (
     receivers,
     retention,  # noqa: F401  (registers its start-up check)
 )
+from reconciliation.agent_filters import AgentStateFilterSet
 from reconciliation.alerts import broadcast
 from reconciliation.connectors.http import HttpConnector
 from reconciliation.connectors.push import PushConnector
 from reconciliation.metrics import ReconcileCollector
+from registry import filters
 
 
 def register() -> None:
@@ -23,6 +26,7 @@ def register() -> None:
     if not any(isinstance(c, ReconcileCollector) for c in list(REGISTRY._collector_to_names)):
         REGISTRY.register(ReconcileCollector())  # served at /metrics (config/observability.py)
     receivers.connect()  # what the registry announces (registry/signals.py)
+    filters.register_agent_filterset(AgentStateFilterSet)  # the agent list's health and sync
     # The loop's own kinds of connector; sandbox registers its own (sandbox/apps.py).
     connectors.register("push", lambda agent: PushConnector())
     connectors.register("http", lambda agent: HttpConnector(

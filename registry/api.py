@@ -20,7 +20,7 @@ from config.parsers import SafeJSONParser, TextParser
 from config.permissions import IsPerson
 from registry import actions
 from registry.choices import GuardrailEffect, OverdueEffect, Role, VersionSource, VersionState
-from registry.filters import AgentFilterSet, ProposalFilterSet
+from registry.filters import AgentFilterSet, ProposalFilterSet, agent_filterset
 from registry.intake import read_manifests, read_spec
 from registry.models import Agent, ApiToken, DesiredStateVersion, Guardrail
 from registry.principals import acting_agent
@@ -77,7 +77,11 @@ class AgentViewSet(viewsets.ReadOnlyModelViewSet):
     pagination_class = Page
     lookup_field = "name"
     filter_backends = [DjangoFilterBackend]
-    filterset_class = AgentFilterSet
+
+    @property
+    def filterset_class(self) -> type[AgentFilterSet]:
+        """The registry's filters and the loop's health and sync (registry/filters.py)."""
+        return agent_filterset()
 
     def get_queryset(self) -> QuerySet[Agent]:
         return agent_queryset().order_by("name")
