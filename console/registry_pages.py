@@ -30,11 +30,12 @@ from console.lifecycle_pages import retirement_context, waiver_context
 from console.recertification_pages import lifecycle_context
 from console.reconciliation_pages import agent_state_context, inbox_counts
 from gitsource.sync_status import for_agent as git_sync_status
+from reconciliation import inbox
 from reconciliation.agent_filters import AgentStateFilterSet
 from reconciliation.choices import Health
 from reconciliation.models import AgentStatus, Escalation
 from reconciliation.sync import Sync, health_and_sync
-from registry import actions, inbox
+from registry import actions
 from registry.api import agent_queryset
 from registry.choices import Lifecycle, Role, VersionSource, VersionState
 from registry.intake import read_manifests
