@@ -7,8 +7,8 @@ from rq import cron
 from audit.jobs import checkpoint, sequence
 from chat.jobs import post_pending as post_to_chat
 from gitsource.jobs import poll_sources
-from reconciliation.jobs import enforce_retention, find_silent_agents, resync
-from registry.jobs import check_reviews, inbox_sweep
+from reconciliation.jobs import enforce_retention, find_silent_agents, inbox_sweep, resync
+from registry.jobs import check_reviews
 from runtime.jobs import expire_overdue_decisions, recount_events
 from sandbox.jobs import simulate_drift
 from siem.jobs import deliver_all as deliver_to_siem

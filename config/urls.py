@@ -8,14 +8,17 @@ from compliance.urls import api_urlpatterns as compliance_api
 from config import observability
 from gitsource.urls import api_urlpatterns as gitsource_api
 from reconciliation.urls import api_urlpatterns as reconciliation_api
+from reconciliation.urls import guardrail_whatif_urlpatterns as guardrail_whatif_api
 from registry.urls import api_urlpatterns as registry_api
 from runtime.urls import api_urlpatterns as runtime_api
 from runtime.urls import otlp_urlpatterns
 from siem.urls import api_urlpatterns as siem_api
 from sources.urls import api_urlpatterns as sources_api
 
-api_v1 = [*registry_api, *reconciliation_api, *runtime_api, *audit_api, *sources_api, *siem_api,
-          *chat_api, *gitsource_api, *compliance_api]
+# The guardrail what-if first: the registry's guardrail detail route would take "what-if" for
+# a guardrail's name.
+api_v1 = [*guardrail_whatif_api, *registry_api, *reconciliation_api, *runtime_api, *audit_api,
+          *sources_api, *siem_api, *chat_api, *gitsource_api, *compliance_api]
 
 urlpatterns = [
     path("", include("console.urls")),

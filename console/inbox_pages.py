@@ -16,9 +16,8 @@ from django.views.decorators.http import require_POST
 
 from config.errors import DomainError
 from console.registry_pages import proposal_cards
-from reconciliation import actions
+from reconciliation import actions, inbox
 from reconciliation.choices import Resolution
-from registry import inbox
 from registry.choices import Role
 from registry.models import Agent
 from registry.roles import has_role

@@ -23,10 +23,10 @@ from reconciliation.choices import OPEN_STATUSES, FindingStatus
 from reconciliation.compare import TRANSITIONS, Transition, side_by_side, timeline
 from reconciliation.dashboard import summary
 from reconciliation.filters import FindingFilterSet
+from reconciliation.inbox import counts_for
 from reconciliation.models import AgentStatus, Correction, Escalation, Finding, ReconcileRun
 from reconciliation.timeline_chart import timeline_figure
 from registry.choices import Lifecycle, Role
-from registry.inbox import counts_for
 from registry.models import Agent
 from registry.recertification_report import due_for_owner
 from registry.roles import has_role
@@ -201,5 +201,5 @@ def lab(request: HttpRequest) -> HttpResponse:
 def inbox_counts(user) -> dict[str, int]:
     """What waits for `user` to decide: proposals, escalations (an incident counts once) and
     pending runtime decisions, leaving out what four eyes keeps from them and what they
-    already approved (registry.inbox.counts_for)."""
+    already approved (reconciliation.inbox.counts_for)."""
     return counts_for(user)

@@ -30,13 +30,14 @@ from console.lifecycle_pages import retirement_context, waiver_context
 from console.recertification_pages import lifecycle_context
 from console.reconciliation_pages import agent_state_context, inbox_counts
 from gitsource.sync_status import for_agent as git_sync_status
+from reconciliation import inbox
+from reconciliation.agent_filters import AgentStateFilterSet
 from reconciliation.choices import Health
 from reconciliation.models import AgentStatus, Escalation
 from reconciliation.sync import Sync, health_and_sync
-from registry import actions, inbox
+from registry import actions
 from registry.api import agent_queryset
 from registry.choices import Lifecycle, Role, VersionSource, VersionState
-from registry.filters import AgentFilterSet
 from registry.intake import read_manifests
 from registry.manifest import (
     FieldError,
@@ -58,7 +59,7 @@ PAGE_SIZE = 50
 HISTORY_SIZE = 100
 AUDIT_SIZE = 50
 EVENTS_SIZE = 50  # the latest; the API pages through the rest
-FILTER_FIELDS = tuple(AgentFilterSet.base_filters)
+FILTER_FIELDS = tuple(AgentStateFilterSet.base_filters)
 
 
 def _forbidden(request: HttpRequest, message: str) -> HttpResponse:
@@ -99,7 +100,7 @@ def agent_list(request: HttpRequest) -> HttpResponse:
     # An empty form field means "any", not "blank", so it is left out before validation.
     given = {key: request.GET[key].strip() for key in FILTER_FIELDS
              if request.GET.get(key, "").strip()}
-    params = AgentFilterSet(given, queryset=agent_queryset())
+    params = AgentStateFilterSet(given, queryset=agent_queryset())
     if params.is_valid():
         agents: QuerySet[Agent] = params.qs.select_related("git").defer(
             "active_version__spec", "active_version__metadata",

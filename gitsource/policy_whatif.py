@@ -1,6 +1,6 @@
 """What-if of a policy proposal before compliance approves it: each step of its plan replayed
 over the last week by the replay that rule's own what-if uses (guardrails over the stored
-proposals and observed states, registry/guardrail_whatif.py; group rules over the stored
+proposals and observed states, reconciliation/guardrail_whatif.py; group rules over the stored
 behaviour events, runtime/whatif.py). A deleted rule shows what it flagged and will stop
 flagging. Toxic combinations and review intervals are not replayed, and it says so."""
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from gitsource.models import PolicyChange
 from gitsource.policies import describe
-from registry.guardrail_whatif import guardrail_what_if
+from reconciliation.guardrail_whatif import guardrail_what_if
 from runtime.group_rules import GroupRuleSpec
 from runtime.whatif import what_if
 

@@ -15,9 +15,8 @@ from rest_framework.views import APIView
 from config.errors import DomainError
 from config.pagination import Page
 from config.permissions import IsPerson
-from reconciliation import actions
+from reconciliation import actions, inbox
 from reconciliation.choices import Resolution
-from registry import inbox
 from registry.choices import Role
 from registry.roles import HasRole
 

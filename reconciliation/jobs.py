@@ -5,11 +5,13 @@ import importlib
 import logging
 from datetime import timedelta
 
+import django_rq
 from django.conf import settings
 from django.utils import timezone
 
-from reconciliation import actions, fleet_snapshot, silence
-from reconciliation.actions import retention
+from config.scheduled_time import not_before
+from reconciliation import actions, fleet_snapshot, inbox, silence
+from reconciliation.actions import inbox_notices, retention
 from reconciliation.actions.retirement import stop_failed, stop_on_platform
 from reconciliation.choices import Trigger
 from reconciliation.connectors import ConnectorError
@@ -90,6 +92,21 @@ def wake_escalation_job(escalation_id: int) -> bool:
 def find_silent_agents() -> dict[str, int]:
     """The silence check (cron, every SILENCE_CHECK_SECONDS)."""
     return silence.find_silent_agents()
+
+
+def inbox_sweep() -> dict[str, int]:
+    """Cron (INBOX_SWEEP_SECONDS), and again at the earliest coming deadline so a breach is
+    noticed when it happens: notice new items and breaches, send what is due."""
+    now = timezone.now()
+    done = inbox_notices.sweep(now)
+    # Deadlines after `now` (not after the sweep ended): one passing during the sweep is
+    # scheduled too, and then runs at once.
+    coming = [e.deadline for e in inbox.queue_for(None, now) if e.deadline > now]
+    if coming:
+        when = not_before(min(coming) + timedelta(milliseconds=100))
+        django_rq.get_queue("default", commit_mode="auto").enqueue_at(
+            when, inbox_sweep, job_id=f"inbox-sweep-{when:%Y%m%d%H%M%S}")
+    return done
 
 
 def stop_retired_agent(agent_id: int, attempt: int = 0) -> str:

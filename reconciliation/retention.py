@@ -16,7 +16,7 @@ from typing import Any
 from django.conf import settings
 from django.core import checks
 
-from registry import guardrail_whatif
+from reconciliation import guardrail_whatif
 
 
 @dataclass(frozen=True)

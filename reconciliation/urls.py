@@ -1,12 +1,21 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from reconciliation import api, fleet_api, inbox_api, toxic_api
+from reconciliation import api, fleet_api, guardrail_whatif_api, inbox_api, toxic_api
 
 router = SimpleRouter(trailing_slash=False)
 router.register("findings", api.FindingViewSet, basename="finding")
 router.register("escalations", api.EscalationViewSet, basename="escalation")
 router.register("toxic-combinations", toxic_api.ToxicCombinationViewSet, basename="toxic")
+
+# Before the registry's routes (config/urls.py): its guardrail detail route would take
+# "what-if" for a guardrail's name.
+guardrail_whatif_urlpatterns = [
+    path("guardrails/what-if", guardrail_whatif_api.GuardrailWhatIfView.as_view(),
+         name="guardrails-what-if"),
+    path("guardrails/<slug:name>/what-if", guardrail_whatif_api.SavedGuardrailWhatIfView.as_view(),
+         name="guardrail-what-if"),
+]
 
 api_urlpatterns = [
     path("agents/<slug:name>/observed-state", api.ObservedStateView.as_view(),

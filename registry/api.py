@@ -19,10 +19,8 @@ from config.pagination import Page
 from config.parsers import SafeJSONParser, TextParser
 from config.permissions import IsPerson
 from registry import actions
-from registry.actions.guardrails import _validate
 from registry.choices import GuardrailEffect, OverdueEffect, Role, VersionSource, VersionState
-from registry.filters import AgentFilterSet, ProposalFilterSet
-from registry.guardrail_whatif import guardrail_what_if
+from registry.filters import AgentFilterSet, ProposalFilterSet, agent_filterset
 from registry.intake import read_manifests, read_spec
 from registry.models import Agent, ApiToken, DesiredStateVersion, Guardrail
 from registry.principals import acting_agent
@@ -79,7 +77,11 @@ class AgentViewSet(viewsets.ReadOnlyModelViewSet):
     pagination_class = Page
     lookup_field = "name"
     filter_backends = [DjangoFilterBackend]
-    filterset_class = AgentFilterSet
+
+    @property
+    def filterset_class(self) -> type[AgentFilterSet]:
+        """The registry's filters and the loop's health and sync (registry/filters.py)."""
+        return agent_filterset()
 
     def get_queryset(self) -> QuerySet[Agent]:
         return agent_queryset().order_by("name")
@@ -389,39 +391,3 @@ class TokenViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     @action(detail=True, methods=["post"])
     def keep(self, request: Request, pk: str) -> Response:
         return Response(TokenSerializer(actions.keep_agent_token(int(pk), actor=request.user)).data)
-
-
-# --- guardrail what-if -------------------------------------------------------------------------
-
-
-class GuardrailWhatIfView(APIView):
-    """`POST /api/v1/guardrails/what-if`: an unsaved guardrail judging the last week's
-    proposals and observed states."""
-
-    permission_classes = [IsPerson, HasRole]
-    required_roles = (Role.COMPLIANCE,)
-
-    @extend_schema(request=GuardrailSerializer, responses={200: OpenApiTypes.OBJECT})
-    def post(self, request: Request) -> Response:
-        body = GuardrailSerializer(data={**(request.data if isinstance(request.data, dict)
-                                            else {}), "name": "what-if"})
-        body.is_valid(raise_exception=True)
-        fields = dict(body.validated_data)
-        fields.setdefault("required_approvals", 2)
-        fields.setdefault("selector", {})
-        _validate(fields)
-        return Response(guardrail_what_if(Guardrail(**fields)))
-
-
-class SavedGuardrailWhatIfView(APIView):
-    """`GET /api/v1/guardrails/{name}/what-if`: a saved guardrail over the last week."""
-
-    permission_classes = [IsPerson, HasRole]
-    required_roles = (Role.COMPLIANCE,)
-
-    @extend_schema(responses={200: OpenApiTypes.OBJECT})
-    def get(self, request: Request, name: str) -> Response:
-        guardrail = Guardrail.objects.filter(name=name).first()
-        if guardrail is None:
-            raise NotFound(f"No guardrail {name!r}.")
-        return Response(guardrail_what_if(guardrail))

@@ -1,17 +1,21 @@
 """Declared list filters (django-filter) for agents and proposals, shared by the API and the
-pages: each parameter maps to one fixed lookup, so no query string chooses a database lookup."""
+pages: each parameter maps to one fixed lookup, so no query string chooses a database lookup.
+
+The agent list also filters by where the loop left each agent (health, sync): reconciliation
+knows those words, so it extends AgentFilterSet and registers the result from its
+AppConfig.ready (reconciliation/agent_filters.py). Fails closed: with nothing registered the
+agent list is an error, never a list that quietly ignores `?health=`."""
 
 from typing import Any
 
 import django_filters
 from django import forms
+from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Q, QuerySet
 from django.db.models.fields.json import KeyTransform
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 
-from reconciliation.choices import Health
-from reconciliation.sync import Sync, health_filter, sync_filter
 from registry.choices import Lifecycle, VersionState
 from registry.manifest import LABEL_KEY_EXPECTED, LABEL_VALUE_EXPECTED, is_label_key, is_label_value
 from registry.models import Agent, DesiredStateVersion
@@ -54,7 +58,8 @@ class LabelFilter(django_filters.Filter):
 
 
 class AgentFilterSet(django_filters.FilterSet):
-    """Agents by lifecycle status, owner, one label, framework, or text in name/description."""
+    """Agents by lifecycle status, owner, one label, framework, or text in name/description
+    (the registry's part of the agent list's filters; see agent_filterset)."""
 
     status = django_filters.ChoiceFilter(field_name="lifecycle", choices=Lifecycle.choices)
     owner = django_filters.CharFilter(field_name="owner__username", max_length=150)
@@ -62,10 +67,6 @@ class AgentFilterSet(django_filters.FilterSet):
     framework = django_filters.CharFilter(max_length=64)
     q = django_filters.CharFilter(method="search", max_length=200,
                                   help_text="text in the name or description")
-    health = django_filters.ChoiceFilter(choices=Health.choices, method="by_health",
-                                         help_text="where it stands as last reconciled")
-    sync = django_filters.ChoiceFilter(choices=Sync.choices, method="by_sync",
-                                       help_text="converged on its current generation or not")
 
     class Meta:
         model = Agent
@@ -74,11 +75,23 @@ class AgentFilterSet(django_filters.FilterSet):
     def search(self, queryset: QuerySet[Agent], name: str, value: str) -> QuerySet[Agent]:
         return queryset.filter(Q(name__icontains=value) | Q(description__icontains=value))
 
-    def by_health(self, queryset: QuerySet[Agent], name: str, value: str) -> QuerySet[Agent]:
-        return queryset.filter(health_filter(value))
 
-    def by_sync(self, queryset: QuerySet[Agent], name: str, value: str) -> QuerySet[Agent]:
-        return queryset.filter(sync_filter(value))
+_agent_filtersets: list[type[AgentFilterSet]] = []
+
+
+def register_agent_filterset(filterset: type[AgentFilterSet]) -> None:
+    """The agent list's filters: AgentFilterSet extended by the app that knows where each
+    agent stands (reconciliation, from its AppConfig.ready; again on a repeat: the same
+    class replaces itself)."""
+    _agent_filtersets[:] = [filterset]
+
+
+def agent_filterset() -> type[AgentFilterSet]:
+    """The registered agent list filters (the API's and the agents page's)."""
+    if not _agent_filtersets:
+        raise ImproperlyConfigured("no agent list filters registered: is reconciliation in "
+                                   "INSTALLED_APPS?")
+    return _agent_filtersets[0]
 
 
 class ProposalFilterSet(django_filters.FilterSet):

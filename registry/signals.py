@@ -1,10 +1,10 @@
 """What the registry announces to the apps above it. The registry changes desired state; the
 loop (reconciliation) reacts: a pass, passes at exact times, the fleet view, the toxic-path
-check, a live alert; runtime adopts a registered agent's earlier events. The registry names
-none of them: reconciliation connects its receivers in its AppConfig.ready
-(reconciliation/receivers.py), runtime in its own (runtime/apps.py). Each is sent inside the
-action's transaction; the receivers defer their own side effects to commit, as the calls they
-replace did."""
+check, a live alert, an inbox sweep; runtime adopts a registered agent's earlier events. The
+registry names none of them: reconciliation connects its receivers in its AppConfig.ready
+(reconciliation/receivers.py, the inbox sweep's in reconciliation/registrations.py), runtime
+in its own (runtime/apps.py). Each is sent inside the action's transaction; the receivers
+defer their own side effects to commit, as the calls they replace did."""
 
 from typing import Any
 
@@ -23,6 +23,10 @@ fleet_changed = Signal()
 toxic_rules_changed = Signal()
 # A live alert, recorded in the current transaction: event, payload (as alerts.broadcast).
 alert_raised = Signal()
+# Something new waits in the inbox (an owner's reminder to recertify), in the action's
+# transaction: agent_id (the loop sweeps the inbox after commit, so its people are told now
+# rather than at the next cron).
+inbox_item_added = Signal()
 # The agent's review date or overdue state changed, in the action's transaction: agent, now
 # (the loop writes its Recertified condition).
 review_changed = Signal()

@@ -6,7 +6,6 @@ proposal of the active spec that needs the usual approvals and resets the date."
 from datetime import datetime, timedelta
 from typing import Any
 
-import django_rq
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -173,7 +172,8 @@ def _locked(agent_id: int) -> Agent | None:
 def remind_owner(agent_id: int, *, now: datetime | None = None) -> bool:
     """Once per review date, when the reminder time came and the date has not: an alert to the
     owner (their feed) and the audit row; the recertification page and the owner's inbox list
-    it as due, and an inbox sweep after commit tells the owner's notification preferences."""
+    it as due, and an inbox sweep after commit (the loop's, on the signal) tells the owner's
+    notification preferences."""
     now = now or timezone.now()
     agent = _locked(agent_id)
     if (agent is None or agent.review_due_at is None or agent.reminded_at is not None
@@ -190,14 +190,8 @@ def remind_owner(agent_id: int, *, now: datetime | None = None) -> bool:
         "agent": agent.name, "owner_id": agent.owner_id, "link": f"/agents/{agent.name}/",
         "severity": "medium", "review_due_at": due,
         "message": f"review due by {due}: propose a recertification"})
-    transaction.on_commit(_sweep_inbox)
+    announce(signals.inbox_item_added, agent_id=agent.pk)
     return True
-
-
-def _sweep_inbox() -> None:
-    from registry.jobs import inbox_sweep  # cycle: registry.jobs imports this module
-
-    django_rq.get_queue("default", commit_mode="auto").enqueue(inbox_sweep)
 
 
 @transaction.atomic

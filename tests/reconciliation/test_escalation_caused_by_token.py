@@ -7,9 +7,9 @@ import pytest
 from rest_framework.test import APIClient
 
 from audit.models import AuditEntry
+from reconciliation.inbox import escalations_for_user
 from reconciliation.models import Escalation
 from registry import actions as registry_actions
-from registry.inbox import escalations_for_user
 from tests.conftest import approved_agent
 from tests.reconciliation.test_behaviour_escalations import SUPPORT, refund, resolve, send
 

@@ -1,10 +1,15 @@
-"""The agents list shows each agent's health and sync and filters by them (page and API)."""
+"""The agents list shows each agent's health and sync and filters by them (page and API). The
+two words are the loop's: reconciliation registers them with the registry's list filters, and
+with nothing registered the list is an error, never one that ignores `?health=`."""
 
 import re
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 
 from reconciliation import actions
+from reconciliation.agent_filters import AgentStateFilterSet
+from registry import filters
 from sandbox import actions as sandbox_actions
 from tests.conftest import BAD_DEPLOYMENT, approved_agent, shadow_on
 
@@ -64,3 +69,12 @@ def test_an_unknown_filter_value_is_a_documented_error_not_a_500(fleet, client, 
     assert rows(client, "?health=sideways") == {}
     api = api_as(fleet.alice).get("/api/v1/agents?sync=sideways")
     assert api.status_code == 400 and api.json()["error"]["details"][0]["pointer"] == "/sync"
+
+
+def test_the_api_filters_with_what_the_loop_registered(people, api_as, monkeypatch):
+    assert filters.agent_filterset() is AgentStateFilterSet
+    monkeypatch.setattr(filters, "_agent_filtersets", [])
+    with pytest.raises(ImproperlyConfigured):
+        filters.agent_filterset()
+    with pytest.raises(ImproperlyConfigured):
+        api_as(people.alice).get("/api/v1/agents?health=drifted")

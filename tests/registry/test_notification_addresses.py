@@ -14,6 +14,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from audit.models import AuditEntry
+from reconciliation.actions import inbox_notices
 from registry.actions import notifications
 from registry.models import NotificationPreference
 from tests.conftest import confirmed_preference
@@ -46,14 +47,14 @@ def inbox_mail(outbox, to: str) -> list:
 def test_a_deactivated_approver_hears_nothing_more(people, locmem):
     confirmed_preference(actor=people.bob, channel="email", target="bob@example.com")
     escalated(people, "payouts-agent")
-    assert notifications.sweep()["sent"] == 1
+    assert inbox_notices.sweep()["sent"] == 1
     assert len(inbox_mail(locmem, "bob@example.com")) == 1
     # queued while active, then deactivated before the sweep sends it
     escalated(people, "billing-agent")
-    notifications.notice_new_items(timezone.now())
+    inbox_notices.notice_new_items(timezone.now())
     call_command("set_active", "bob", "no", "--reason", "left the company")
     escalated(people, "refunds-agent")
-    notifications.sweep()
+    inbox_notices.sweep()
     assert len(inbox_mail(locmem, "bob@example.com")) == 1  # nothing after he left
     assert AuditEntry.objects.filter(action="notification.sent").count() == 1
 
@@ -69,7 +70,7 @@ def test_a_new_address_gets_only_its_token_until_confirmed(people, api_as, locme
     (confirmation,) = locmem
     assert confirmation.to == ["someone@example.org"] and "confirm" in confirmation.subject
     escalated(people, "payouts-agent")
-    notifications.sweep()
+    inbox_notices.sweep()
     assert inbox_mail(locmem, "someone@example.org") == []
     pk = made.json()["id"]
     wrong = bob.post(f"/api/v1/notifications/preferences/{pk}/verify", {"token": "guess"},
@@ -83,7 +84,7 @@ def test_a_new_address_gets_only_its_token_until_confirmed(people, api_as, locme
                   {"token": token_in(confirmation)}, format="json")
     assert ok.status_code == 200 and ok.json()["verified"] is True
     assert AuditEntry.objects.filter(action="notification.preference_verified").exists()
-    notifications.sweep()
+    inbox_notices.sweep()
     assert len(inbox_mail(locmem, "someone@example.org")) == 1
     again = bob.post(f"/api/v1/notifications/preferences/{pk}/verify",
                      {"token": token_in(confirmation)}, format="json")
@@ -140,9 +141,9 @@ def test_a_webhook_gets_only_the_confirmation_until_confirmed(
         preference = notifications.set_preference(actor=people.carol, channel="webhook",
                                                   target=hooks.url)
     escalated(people, "payouts-agent")
-    notifications.sweep()
+    inbox_notices.sweep()
     assert len(hooks.received) == 1 and "confirm" in hooks.received[0]["text"]
     notifications.verify_preference(preference.pk, actor=people.carol,
                                     token=preference.verification_token)
-    notifications.sweep()
+    inbox_notices.sweep()
     assert len(hooks.received) == 2 and "payouts-agent" in hooks.received[1]["text"]

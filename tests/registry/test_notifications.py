@@ -16,8 +16,8 @@ from django.utils import timezone
 
 from audit.models import AuditEntry
 from reconciliation import actions
+from reconciliation.actions import inbox_notices
 from reconciliation.models import AlertEvent, Escalation
-from registry.actions import notifications
 from registry.models import Notification, SlaBreach
 from sandbox import actions as sandbox_actions
 from tests.conftest import (
@@ -106,16 +106,16 @@ def test_email_now_and_a_webhook_digest_each_with_a_link_and_audited(people, mai
     first = escalated(people, "payouts-agent")[0]
     second = escalated(people, "billing-agent")[0]
 
-    assert notifications.sweep()["sent"] == 2  # bob: one email per item; carol waits
+    assert inbox_notices.sweep()["sent"] == 2  # bob: one email per item; carol waits
     assert [to for to, _ in smtp.messages] == [["bob@example.com"], ["bob@example.com"]]
     bodies = "\n".join(body for _, body in smtp.messages)
     for escalation in (first, second):
         assert f"https://governance.example/escalations/#esc-{escalation.pk}" in bodies
     assert webhook.received == []
-    assert notifications.sweep()["sent"] == 0  # nobody hears twice
+    assert inbox_notices.sweep()["sent"] == 0  # nobody hears twice
 
     later = timezone.now() + timedelta(minutes=61)
-    assert notifications.sweep(later)["sent"] == 1
+    assert inbox_notices.sweep(later)["sent"] == 1
     (digest,) = webhook.received
     assert set(digest) == {"text"} and digest["text"].count("\n") == 1  # two lines, one post
     assert "payouts-agent" in digest["text"] and "billing-agent" in digest["text"]
@@ -139,9 +139,9 @@ def test_a_sweep_over_items_already_heard_of_costs_the_same_for_two_items_or_six
 
     def heard_sweep() -> int:
         now = timezone.now()
-        assert notifications.notice_new_items(now) > 0  # the new ones queued once
+        assert inbox_notices.notice_new_items(now) > 0  # the new ones queued once
         with CaptureQueriesContext(connection) as queries:
-            assert notifications.notice_new_items(now) == 0  # nothing new: nothing drawn
+            assert inbox_notices.notice_new_items(now) == 0  # nothing new: nothing drawn
         return len(queries)
 
     for i in range(2):
@@ -159,7 +159,7 @@ def test_an_owner_who_is_not_an_approver_hears_nothing_of_the_inbox(people, mail
     oscar = make_person("oscar", "owner")  # owns nothing here: alice's agents are not his
     confirmed_preference(actor=oscar, channel="email", target="oscar@example.com")
     escalated(people)
-    notifications.sweep()
+    inbox_notices.sweep()
     assert smtp.messages == [] and not Notification.objects.exists()
 
 
@@ -170,7 +170,7 @@ def test_a_team_hears_about_its_agents_only(people, mail_and_hooks):
                                     team="payments")
     escalated(people, "payouts-agent", team="payments")
     escalated(people, "billing-agent", team="billing")
-    notifications.sweep()
+    inbox_notices.sweep()
     assert len(webhook.received) == 1 and "payouts-agent" in webhook.received[0]["text"]
 
 
@@ -211,7 +211,7 @@ def test_a_failed_webhook_is_recorded_and_audited_not_lost_silently(people, sett
     confirmed_preference(actor=people.bob, channel="webhook",
                                     target="http://127.0.0.1:9/hook")
     escalated(people)
-    notifications.sweep()
+    inbox_notices.sweep()
     failed = Notification.objects.get()
     assert failed.sent_at is None and failed.error
     assert AuditEntry.objects.filter(action="notification.failed").count() == 1
@@ -225,7 +225,7 @@ def test_an_sla_breach_on_a_real_worker_alerts_once_and_notifies_the_next_approv
     actions.triage_escalation(first.pk, actor=people.bob, assign=True)  # bob has it
     import django_rq
 
-    from registry.jobs import inbox_sweep
+    from reconciliation.jobs import inbox_sweep
 
     start_worker("default", INBOX_SLA_ESCALATION_SECONDS="4", INBOX_SWEEP_SECONDS="3600",
                  EMAIL_BACKEND="django.core.mail.backends.smtp.EmailBackend",

@@ -10,8 +10,8 @@ import pytest
 from django.utils import timezone
 
 from audit.models import AuditEntry
+from reconciliation.actions import inbox_notices
 from registry import actions
-from registry.actions import notifications
 from registry.choices import VersionSource
 from registry.models import Agent, Notification
 from registry.recertification import ReviewOverride
@@ -34,17 +34,17 @@ def test_alice_is_emailed_once_per_review_period_and_bob_hears_nothing_of_it(
     confirmed_preference(actor=people.bob, channel="email", target="bob@example.com")
     agent = due_in(approved_agent(people, "refund-agent"), days=3)
 
-    assert notifications.sweep()["sent"] == 1
+    assert inbox_notices.sweep()["sent"] == 1
     ((to, body),) = reminder_mails(mailbox)
     assert to == ["alice@example.com"] and LINK in body
-    assert notifications.sweep()["sent"] == 0  # told once for this review date
+    assert inbox_notices.sweep()["sent"] == 0  # told once for this review date
     item = f"recertification-{agent.pk}-{int(agent.review_due_at.timestamp())}"
     sent = AuditEntry.objects.get(action="notification.sent")
     assert sent.after["items"] == [item] and sent.after["channel"] == "email"
     assert not Notification.objects.filter(preference__user=people.bob).exists()
 
     due_in(agent, days=5)  # a new review period (recertified): a new reminder when it comes
-    assert notifications.sweep()["sent"] == 1
+    assert inbox_notices.sweep()["sent"] == 1
     assert [to for to, _ in reminder_mails(mailbox)] == [["alice@example.com"]] * 2
 
 
@@ -55,8 +55,8 @@ def test_a_digest_webhook_carries_the_reminder_after_its_period(
     confirmed_preference(actor=people.alice, channel="webhook", target=hooks.url,
                            mode="digest")
     due_in(approved_agent(people, "refund-agent"), hours=-1)  # already overdue
-    assert notifications.sweep()["sent"] == 0 and hooks.received == []
-    assert notifications.sweep(timezone.now() + timedelta(minutes=61))["sent"] == 1
+    assert inbox_notices.sweep()["sent"] == 0 and hooks.received == []
+    assert inbox_notices.sweep(timezone.now() + timedelta(minutes=61))["sent"] == 1
     (digest,) = hooks.received
     assert "recertify refund-agent by" in digest["text"] and LINK in digest["text"]
     assert "overdue" in digest["text"]
@@ -82,7 +82,7 @@ def test_on_workers_the_scheduled_reminder_emails_the_owner_once(people, smtp,  
     assert to == ["alice@example.com"] and LINK in body
     eventually(lambda: Agent.objects.get(name="refund-agent").overdue_at is not None,
                timeout=90, message=worker.output())
-    from registry.jobs import inbox_sweep
+    from reconciliation.jobs import inbox_sweep
 
     job = django_rq.get_queue("default", commit_mode="auto").enqueue(inbox_sweep)
     eventually(lambda: job.get_status(refresh=True) == "finished", timeout=90,

@@ -13,8 +13,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from bench.cluster import build_cluster
+from reconciliation import inbox
 from reconciliation.models import Escalation, Finding
-from registry import inbox
 from registry.models import Agent, DesiredStateVersion
 from runtime import actions as runtime_actions
 from tests.conftest import approved_agent
