@@ -113,8 +113,11 @@ class Trigger(models.TextChoices):
     OBSERVATION = "observation"
     FINDING = "finding"
     GRANT_EXPIRED = "grant_expired"
+    WAIVER_GRANTED = "waiver_granted"
     WAIVER_LAPSED = "waiver_lapsed"
+    SHADOW_STARTED = "shadow_started"
     SHADOW_EXPIRED = "shadow_expired"
+    WINDOW_ENDED = "window_ended"  # a maintenance window that held corrections ended
     MANUAL = "manual"
     RESYNC = "resync"
     VERIFY = "verify"

@@ -77,7 +77,8 @@ class AgentStatus(models.Model):
     health = models.CharField(max_length=12, choices=Health.choices, default=Health.UNKNOWN,
                               db_index=True)
     # The last pass found no diff between this desired state (version, suspension) and the
-    # observed state with this digest, valid until `in_sync_until` (a grant's expiry). The
+    # observed state with this digest, valid until `in_sync_until` (the soonest moment the pass
+    # said it must run again: a grant's end, a waiver's lapse, a shadow's end). The
     # resync skips the agent in SQL while all of it still holds; "" means look again.
     in_sync_version = models.PositiveIntegerField(null=True, blank=True)
     in_sync_suspended = models.BooleanField(default=False)

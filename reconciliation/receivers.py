@@ -7,29 +7,16 @@ from typing import Any
 from reconciliation.actions import recertification
 from reconciliation.actions.retirement import retired
 from reconciliation.alerts import broadcast
-from reconciliation.controller.triggers import (
-    request_reconcile,
-    schedule_grant_expiries,
-    schedule_waiver_lapse,
-)
+from reconciliation.controller.triggers import request_reconcile
 from reconciliation.fleet_snapshot import request_refresh
 from reconciliation.toxic_paths import request_path_check
 from registry import signals
 
 
 def reconcile(agent_id: int, trigger: str, **kwargs: Any) -> None:
-    """A pass after commit."""
+    """A pass after commit (what it must do later, a grant's end or a waiver's lapse, it
+    asks its controller for itself)."""
     request_reconcile(agent_id, trigger)
-
-
-def schedule_expiries(agent_id: int, spec: dict, **kwargs: Any) -> None:
-    """A pass at each grant's expiry time."""
-    schedule_grant_expiries(agent_id, spec)
-
-
-def schedule_lapse(agent_id: int, when: datetime, **kwargs: Any) -> None:
-    """A pass when the waiver ends."""
-    schedule_waiver_lapse(agent_id, when)
 
 
 def refresh_fleet(**kwargs: Any) -> None:
@@ -70,8 +57,6 @@ def review_overdue(agent: Any, why: str, effect: str, now: datetime, **kwargs: A
 def connect() -> None:
     """Connect every receiver once (dispatch_uid: ready may run again in tests)."""
     for signal, receiver in ((signals.reconcile_requested, reconcile),
-                             (signals.grants_approved, schedule_expiries),
-                             (signals.waiver_granted, schedule_lapse),
                              (signals.fleet_changed, refresh_fleet),
                              (signals.toxic_rules_changed, check_paths),
                              (signals.alert_raised, alert),

@@ -15,7 +15,8 @@ _readers: dict[str, Callable[..., Any]] = {}
 
 def register(*, stop_reason: Callable[[Any], str | None],
              held_by_stop: Callable[[Any], bool],
-             hold_for_window: Callable[[Any, datetime, Any, dict[str, Any]], int | None]) -> None:
+             hold_for_window: Callable[[Any, datetime, Any, dict[str, Any]], datetime | None]
+             ) -> None:
     """compliance's answers (compliance/stops.py, compliance/actions/maintenance.py), once per
     process."""
     _readers.update(stop_reason=stop_reason, held_by_stop=held_by_stop,
@@ -45,8 +46,9 @@ def held_by_stop(agent: Any) -> bool:
 
 
 def hold_for_window(agent: Any, now: datetime, decision: Any,
-                    findings: dict[str, Any]) -> int | None:
+                    findings: dict[str, Any]) -> datetime | None:
     """Inside a pass: when a maintenance window covers `agent` at `now`, the corrections it
     does not allow are taken out of `decision` (their findings stay open, each held one
-    audited) and how many were held is returned; None when no window covers the agent."""
+    audited) and the window's end is returned (the pass asks to run again then); None when no
+    window covers the agent or it held no correction."""
     return _reader("hold_for_window")(agent, now, decision, findings)

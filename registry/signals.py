@@ -1,10 +1,11 @@
 """What the registry announces to the apps above it. The registry changes desired state; the
-loop (reconciliation) reacts: a pass, passes at exact times, the fleet view, the toxic-path
-check, a live alert, an inbox sweep; runtime adopts a registered agent's earlier events. The
-registry names none of them: reconciliation connects its receivers in its AppConfig.ready
-(reconciliation/receivers.py, the inbox sweep's in reconciliation/registrations.py), runtime
-in its own (runtime/apps.py). Each is sent inside the action's transaction; the receivers
-defer their own side effects to commit, as the calls they replace did."""
+loop (reconciliation) reacts: a pass (which itself asks for the next one at a grant's or a
+waiver's end), the fleet view, the toxic-path check, a live alert, an inbox sweep; runtime
+adopts a registered agent's earlier events. The registry names none of them: reconciliation
+connects its receivers in its AppConfig.ready (reconciliation/receivers.py, the inbox sweep's
+in reconciliation/registrations.py), runtime in its own (runtime/apps.py). Each is sent inside
+the action's transaction; the receivers defer their own side effects to commit, as the calls
+they replace did."""
 
 from typing import Any
 
@@ -13,10 +14,6 @@ from django.dispatch import Signal
 
 # A pass for one agent after commit: agent_id, trigger (reconciliation.choices.Trigger).
 reconcile_requested = Signal()
-# A pass at each grant's exact expiry time after commit: agent_id, spec.
-grants_approved = Signal()
-# A pass exactly when a waiver ends, after commit: agent_id, when.
-waiver_granted = Signal()
 # Something the fleet view shows changed (a spec, a guardrail, a lifecycle): refresh it.
 fleet_changed = Signal()
 # Toxic-combination rules changed: check the fleet's paths again.

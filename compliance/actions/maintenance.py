@@ -150,11 +150,14 @@ def end_window(window_id: int) -> bool:
 
 
 def hold_in_open_window(agent: Agent, now: datetime, decision: Any,
-                        findings: dict[str, Any]) -> int | None:
+                        findings: dict[str, Any]) -> datetime | None:
     """Inside a pass (through registry.holds): the window covering `agent` at `now` holds the
-    corrections it does not allow; None when no window covers it."""
+    corrections it does not allow; its end when it held any (the pass comes back then), None
+    when no window covers the agent or it held nothing."""
     window = window_for(agent, now)
-    return None if window is None else hold_for_window(agent, window, decision, findings)
+    if window is None or not hold_for_window(agent, window, decision, findings):
+        return None
+    return window.ends_at
 
 
 def hold_for_window(agent: Agent, window: MaintenanceWindow, decision: Any,

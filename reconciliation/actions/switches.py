@@ -10,7 +10,7 @@ import audit
 from audit.choices import AuditAction
 from config.errors import Conflict, DomainError, NotAllowed
 from reconciliation.choices import BreakerScope, Trigger
-from reconciliation.controller.triggers import schedule_pass_at_commit
+from reconciliation.controller.triggers import request_reconcile
 from reconciliation.models import AgentStatus, BreakerTrip, ControlState
 from registry.choices import Role
 from registry.manifest import duration_seconds
@@ -93,7 +93,8 @@ def _shadow_on(status: AgentStatus, agent: Agent, *, seconds: int, actor: Any,
         after["requested_by"] = requested_by
     audit.record(actor=actor, action=AuditAction.SHADOW_CHANGED, target=f"agent:{agent.name}",
                  agent=agent.name, before=before, after=after, reason=reason)
-    schedule_pass_at_commit(agent.pk, status.shadow_until, Trigger.SHADOW_EXPIRED)
+    # a pass now, in shadow; it asks its controller for the pass at the shadow's end
+    request_reconcile(agent.pk, Trigger.SHADOW_STARTED)
 
 
 @transaction.atomic

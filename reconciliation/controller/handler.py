@@ -8,7 +8,7 @@ requeue with exponential backoff and jitter, like the controller-runtime work qu
 import logging
 import random
 import uuid
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from django.conf import settings
 from django.utils import timezone
@@ -16,7 +16,6 @@ from redis.exceptions import RedisError
 
 from audit.context import request_id_scope
 from config.scheduled_time import not_before
-from config.times import parse_timestamp
 from reconciliation.choices import Trigger
 from reconciliation.connectors import ConnectorError
 from reconciliation.controller import work_queue
@@ -90,7 +89,9 @@ def reconcile_agent(agent_id: int, trigger: str, attempt: int = 0, queued: str =
 
 def requeue(agent_id: int, result: passes.Result) -> None:
     """The pass asked to run again after `requeue_after` (a correction to verify, a grant's
-    end, a waiver's lapse): at most one such pass waits per agent, the soonest."""
+    end, a waiver's lapse, a shadow's or a maintenance window's end): at most one such pass
+    waits per agent, the soonest. This is the only timed pass: a change asks for a pass now
+    (triggers.py), and that pass says when the next one is due."""
     if result.requeue_after is None or result.run is None:
         return
     try:
@@ -113,16 +114,3 @@ def schedule_verify(agent_id: int) -> None:
     if work_queue.claim_verify(queue.connection, agent_id, delay + work_queue.QUEUED_TTL):
         queue.enqueue_at(not_before(timezone.now() + timedelta(seconds=delay)), PASS_JOB,
                          agent_id, Trigger.VERIFY)
-
-
-def schedule_grant_expiry(agent_id: int, expires_at: str) -> None:
-    """A pass exactly when a grant expires, so it is revoked without any new proposal."""
-    when = parse_timestamp(expires_at)
-    if when > timezone.now():
-        _queue().enqueue_at(not_before(when), PASS_JOB, agent_id, Trigger.GRANT_EXPIRED)
-
-
-def schedule_pass_at(agent_id: int, when: datetime, trigger: str) -> None:
-    """A pass at an exact future time (a waiver's end)."""
-    if when > timezone.now():
-        _queue().enqueue_at(not_before(when), PASS_JOB, agent_id, trigger)

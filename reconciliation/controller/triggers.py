@@ -1,7 +1,10 @@
-"""Asking for a reconcile pass: after commit, and at most one queued pass per agent."""
+"""Asking for a reconcile pass: after commit, and at most one queued pass per agent.
+
+A change asks for a pass now, never for one later: what must happen at a later time (a
+grant's end, a waiver's lapse, a shadow's end) that pass returns as `requeue_after`, and the
+controller's `handler.requeue` schedules it."""
 
 import uuid
-from datetime import datetime
 
 from django.db import transaction
 
@@ -28,40 +31,3 @@ def request_reconcile(agent_id: int, trigger: str) -> None:
     """Queue a pass once the current transaction commits (never for a rolled-back change)."""
     # robust: with Redis down the change still stands; the periodic resync re-derives the pass.
     transaction.on_commit(lambda: enqueue_reconcile(agent_id, trigger), robust=True)
-
-
-def schedule_grant_expiries(agent_id: int, spec: dict) -> None:
-    """After commit, a pass at each grant's exact expiry time."""
-
-    def schedule() -> None:
-        # cycle: reconciliation.controller.handler imports this module
-        from reconciliation.controller.handler import schedule_grant_expiry
-
-        for grant in spec.get("grants", []):
-            schedule_grant_expiry(agent_id, grant["expires_at"])
-
-    transaction.on_commit(schedule, robust=True)
-
-
-def schedule_pass_at_commit(agent_id: int, when: datetime, trigger: str) -> None:
-    """After commit, a pass exactly at `when` (a waiver's or a shadow's end)."""
-
-    def schedule() -> None:
-        # cycle: reconciliation.controller.handler imports this module
-        from reconciliation.controller.handler import schedule_pass_at
-
-        schedule_pass_at(agent_id, when, trigger)
-
-    transaction.on_commit(schedule, robust=True)
-
-
-def schedule_waiver_lapse(agent_id: int, when: datetime) -> None:
-    """After commit, a pass exactly when a waiver ends, so the agent is enforced again."""
-
-    def schedule() -> None:
-        # cycle: reconciliation.controller.handler imports this module
-        from reconciliation.controller.handler import schedule_pass_at
-
-        schedule_pass_at(agent_id, when, "waiver_lapsed")
-
-    transaction.on_commit(schedule, robust=True)

@@ -5,7 +5,7 @@ hold corrections when too much of the fleet drifts at once."""
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -46,6 +46,8 @@ class Corrected:
 
     changes: list[dict[str, Any]] = field(default_factory=list)
     error: ConnectorError | None = None
+    # the end of the maintenance window that held some of its corrections (they run then)
+    held_until: datetime | None = None
 
 
 def correct(seen: Observed, decision: Decision, *,
@@ -58,7 +60,7 @@ def correct(seen: Observed, decision: Decision, *,
     if not decision.drifts:
         return done
     ctx = seen.ctx
-    findings = _record(seen, decision)
+    findings, done.held_until = _record(seen, decision)
     try:
         for step in decision.apply:
             still_held()  # a pass that lost its lock stops before its next change
@@ -86,15 +88,17 @@ def _not_locked() -> None:
 
 
 @transaction.atomic
-def _record(seen: Observed, decision: Decision) -> dict[str, Finding]:
+def _record(seen: Observed, decision: Decision) -> tuple[dict[str, Finding], datetime | None]:
     """The drift found as findings, and every step that needs no platform call: shadowed,
-    pending, logged, waived, escalated. The cluster's row is locked only here, when there is
-    drift (a converged fleet's passes never wait on each other)."""
+    pending, logged, waived, escalated; and the end of the maintenance window that held some
+    of the plan's corrections, if one did. The cluster's row is locked only here, when there
+    is drift (a converged fleet's passes never wait on each other)."""
     ctx = seen.ctx
     control = ControlState.objects.select_for_update().get(pk=seen.control.pk)
     findings = _upsert_findings(ctx, decision.drifts,
                                 {d.fingerprint for d in decision.regressed})
-    holds.hold_for_window(ctx.agent, ctx.now, decision, findings)  # drift recorded, fixes wait
+    # drift recorded, fixes wait for the window's end
+    held_until = holds.hold_for_window(ctx.agent, ctx.now, decision, findings)
     if seen.was_converged and ctx.trigger != Trigger.APPROVED:
         ControlState.objects.filter(pk=control.pk).update(
             post_convergence_drift=F("post_convergence_drift") + 1)
@@ -110,7 +114,7 @@ def _record(seen: Observed, decision: Decision) -> dict[str, Finding]:
     for drift, reason in decision.escalate:
         open_escalation(ctx.agent, findings[drift.fingerprint], reason=reason)
     refresh_status(ctx.agent, now=ctx.now)  # the agent's health says so before any apply
-    return findings
+    return findings, held_until
 
 
 def _drifting_counted(drifted: QuerySet[Agent], *, capped: bool) -> int:

@@ -1,8 +1,11 @@
 """Settle, the last stage: the agent's conditions, health and in-sync record recomputed from its
 findings and escalations, the pass's run row, and when the controller should run the next pass
-(a verification, a grant's end, a waiver's lapse, a shadow's end)."""
+(`next_pass`: a verification, a grant's end, a waiver's lapse, a shadow's end, the end of a
+maintenance window that held corrections). Nothing else schedules a timed pass: a change asks
+for a pass now, and that pass says when the next one is due."""
 
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -12,7 +15,6 @@ from django.db import transaction
 
 import audit
 from audit.choices import AuditAction
-from config.times import parse_timestamp
 from reconciliation.actions.common import SYSTEM, state_hash
 from reconciliation.agent_status import apply_counts, locked_status, refresh_status
 from reconciliation.choices import RunResult, Trigger
@@ -57,7 +59,7 @@ def settle(seen: Observed, decision: Decision | None = None,
                                changes=corrected.changes, error=str(corrected.error),
                                error_detail=corrected.error.detail))
         assert verified is not None
-        due = _due(seen, correcting=False)
+        due = _due(seen, verified.state, corrected, correcting=False)
         counts = _settle(ctx, in_sync=None if verified.remaining or verified.state is None
                          else InSync(verified.state, verified.suspended),
                          due=due[0] if due else None)
@@ -70,36 +72,60 @@ def settle(seen: Observed, decision: Decision | None = None,
         else:
             result = RunResult.DRIFTED
         run = _run(ctx, result, drift_found=drift_found, changes=corrected.changes)
-    due = _due(seen, correcting=bool(counts["correcting"]))
+    due = _due(seen, verified.state, corrected, correcting=bool(counts["correcting"]))
     return Result(run, due[0] - ctx.now, due[1]) if due else Result(run)
 
 
-def _due(seen: Observed, *, correcting: bool) -> tuple[datetime, str] | None:
-    """The soonest time something changes without a trigger, and why: a correction waiting to
-    be seen, a grant's end, a waiver's lapse, a shadow's end."""
-    now = seen.ctx.now
-    due: list[tuple[datetime, str]] = [(w.expires_at, Trigger.WAIVER_LAPSED)
-                                       for w in seen.waivers.values()]
-    if seen.shadow_until is not None:
-        due.append((seen.shadow_until, Trigger.SHADOW_EXPIRED))
-    for grant in seen.ctx.agent.enforced_spec.get("grants", []):
-        due.append((parse_timestamp(grant["expires_at"]),
-                    Trigger.GRANT_EXPIRED))
+def next_pass(now: datetime, *, spec: Mapping[str, Any], observed: Mapping[str, Any] | None,
+              waivers_end: Iterable[datetime] = (), shadow_until: datetime | None = None,
+              held_until: datetime | None = None, verify_in: timedelta | None = None
+              ) -> tuple[datetime, str] | None:
+    """The soonest moment after `now` at which a pass would decide differently with no
+    trigger, and why (a `Trigger`), or None (only a trigger changes anything). Pure.
+
+    - a grant's end, in the desired `spec` (it drops out of the desired state) or in the
+      `observed` state (access that outlives it becomes drift): `grant_expired`;
+    - the end of a waiver in force (its drift is enforced again): `waiver_lapsed`;
+    - the end of the agent's shadow mode (corrections are applied again): `shadow_expired`;
+    - `held_until`, the end of the maintenance window that held this pass's corrections
+      (they run then): `window_ended`;
+    - `verify_in`, a correction applied and not seen yet (a verification pass): `verify`."""
+    due: list[tuple[datetime, str]] = [(when, Trigger.WAIVER_LAPSED) for when in waivers_end]
+    grant_end = next_change_at(spec, observed, now)
+    if grant_end is not None:
+        due.append((grant_end, Trigger.GRANT_EXPIRED))
+    if shadow_until is not None:
+        due.append((shadow_until, Trigger.SHADOW_EXPIRED))
+    if held_until is not None:
+        due.append((held_until, Trigger.WINDOW_ENDED))
     due = [(when, why) for when, why in due if when > now]
-    if correcting:
-        due.append((now + timedelta(seconds=settings.RECONCILE_VERIFY_DELAY_SECONDS),
-                    Trigger.VERIFY))
+    if verify_in is not None:
+        due.append((now + verify_in, Trigger.VERIFY))
     if not due:
         return None
     when, why = min(due)
     return when, str(why)
 
 
+def _due(seen: Observed, state: dict[str, Any] | None, corrected: Corrected, *,
+         correcting: bool) -> tuple[datetime, str] | None:
+    """`next_pass` for this pass: its waivers, its shadow, the state it ends on (`state`)
+    against the spec it enforced, and what its corrections wait for."""
+    return next_pass(
+        seen.ctx.now, spec=seen.ctx.agent.enforced_spec, observed=state,
+        waivers_end=[w.expires_at for w in seen.waivers.values()],
+        shadow_until=seen.shadow_until, held_until=corrected.held_until,
+        verify_in=timedelta(seconds=settings.RECONCILE_VERIFY_DELAY_SECONDS) if correcting
+        else None)
+
+
 def _settle(ctx: PassContext, *, failed: str = "", in_sync: InSync | None = None,
             due: datetime | None = None) -> dict[str, int]:
     """Recompute the agent's conditions from its findings and escalations; remember what was
-    found in sync (or forget it), and until when (`due`: a waiver's lapse, a shadow's end),
-    for the resync's and a heartbeat's set-based check."""
+    found in sync (or forget it), and until when (`due`, the pass's `next_pass`: a grant's end,
+    a waiver's lapse, a shadow's end), for the resync's and a heartbeat's set-based check: a
+    timed pass that was lost (Redis down at the requeue, the job deleted) is then run by the
+    next resync after that moment."""
     status = locked_status(ctx.agent)
     counts = apply_counts(ctx.agent, status, generation=ctx.generation, now=ctx.now,
                           failed=failed)
@@ -111,11 +137,7 @@ def _settle(ctx: PassContext, *, failed: str = "", in_sync: InSync | None = None
     status.in_sync_version = ctx.agent.active_version_id if in_sync else None
     status.in_sync_suspended = in_sync.suspended if in_sync else False
     status.in_sync_observed_sha256 = state_hash(in_sync.observed) if in_sync else ""
-    status.in_sync_until = None
-    if in_sync:
-        moments = [next_change_at(ctx.agent.active_version.spec, in_sync.observed, ctx.now),
-                   due]
-        status.in_sync_until = min((m for m in moments if m is not None), default=None)
+    status.in_sync_until = due if in_sync else None
     status.observed_generation = ctx.generation
     status.last_reconciled_at = ctx.now
     status.save()

@@ -545,8 +545,8 @@ def _activate(version: DesiredStateVersion, agent: Agent, actor: Any) -> None:
     from registry.actions.recertification import start_review_clock
 
     start_review_clock(version, agent, actor=actor, now=now)
+    # its pass asks its controller for the one at the soonest grant's end
     announce(signals.reconcile_requested, agent_id=agent.pk, trigger="approved")
-    announce(signals.grants_approved, agent_id=agent.pk, spec=version.spec)
     announce(signals.fleet_changed)  # the fleet view judges the approved specs
 
 

@@ -188,9 +188,8 @@ def _grant(agent_id: int, *, pointer: str, reason: str, ticket: str, duration: s
 
 
 def _put_in_force(waiver: Waiver) -> None:
-    # the waived drift stops being enforced now
-    announce(signals.reconcile_requested, agent_id=waiver.agent_id, trigger="manual")
-    announce(signals.waiver_granted, agent_id=waiver.agent_id, when=waiver.expires_at)
+    # the waived drift stops being enforced now; that pass asks for the one at its end
+    announce(signals.reconcile_requested, agent_id=waiver.agent_id, trigger="waiver_granted")
 
 
 def confirm_waiver(waiver_id: int, *, actor: Any, otp: str = "",

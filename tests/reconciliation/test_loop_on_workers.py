@@ -176,22 +176,37 @@ def _quick_verification(settings):
     settings.RECONCILE_VERIFY_DELAY_SECONDS = 1
 
 
+def approve_a_grant_and_run_its_pass(people, expires_at: str):
+    """Approve the refund agent with a grant ending at `expires_at` and run the pass the
+    approval queued (no worker): that pass, not the approval, asks for the timed one."""
+    manifest = refund_manifest(grants=[{"resource": "crm", "access": "read", "reason": "audit",
+                                        "expires_at": expires_at}])
+    (outcome,) = registry_actions.apply_manifests([manifest], actor=people.alice, source="yaml")
+    registry_actions.approve_proposal(outcome.version.pk, actor=people.bob)
+    queue = django_rq.get_queue("reconcile")
+    (approved,) = queue.get_jobs()
+    assert approved.args[1] == "approved"
+    assert approved.perform() == "converged"
+    return queue
+
+
 def test_approving_a_grant_schedules_a_pass_at_its_exact_expiry(transactional_db, people,
                                                                redis_client):
     from datetime import UTC, datetime
 
     from rq.registry import ScheduledJobRegistry
 
-    manifest = refund_manifest(grants=[{"resource": "crm", "access": "read", "reason": "audit",
-                                        "expires_at": "2030-01-02T03:04:05Z"}])
-    (outcome,) = registry_actions.apply_manifests([manifest], actor=people.alice, source="yaml")
-    registry_actions.approve_proposal(outcome.version.pk, actor=people.bob)
-    queue = django_rq.get_queue("reconcile")
+    queue = approve_a_grant_and_run_its_pass(people, "2030-01-02T03:04:05Z")
     registry = ScheduledJobRegistry(queue=queue)
     (job_id,) = registry.get_job_ids()
     job = queue.fetch_job(job_id)
     assert job.args[1] == "grant_expired"
     assert registry.get_scheduled_time(job) == datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
+    # Passes before it ask for the same moment: it stays the one pass waiting.
+    enqueue_reconcile(Agent.objects.get(name="refund-agent").pk, "manual")
+    (again,) = [job for job in queue.get_jobs() if job.args[1] == "manual"]
+    assert again.perform() == "converged"
+    assert registry.get_job_ids() == [job_id]
 
 
 def test_a_grant_expiring_within_a_second_is_not_revisited_before_it_expires(
@@ -201,11 +216,8 @@ def test_a_grant_expiring_within_a_second_is_not_revisited_before_it_expires(
 
     from rq.registry import ScheduledJobRegistry
 
-    manifest = refund_manifest(grants=[{"resource": "crm", "access": "read", "reason": "audit",
-                                        "expires_at": "2030-01-02T03:04:05.250Z"}])
-    (outcome,) = registry_actions.apply_manifests([manifest], actor=people.alice, source="yaml")
-    registry_actions.approve_proposal(outcome.version.pk, actor=people.bob)
-    registry = ScheduledJobRegistry(queue=django_rq.get_queue("reconcile"))
+    queue = approve_a_grant_and_run_its_pass(people, "2030-01-02T03:04:05.250Z")
+    registry = ScheduledJobRegistry(queue=queue)
     (job_id,) = registry.get_job_ids()
     assert registry.get_scheduled_time(job_id) == datetime(2030, 1, 2, 3, 4, 6, tzinfo=UTC)
 

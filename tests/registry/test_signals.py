@@ -8,8 +8,8 @@ from django.dispatch import Signal
 from registry import signals
 
 
-@pytest.mark.parametrize("name", ["reconcile_requested", "grants_approved", "waiver_granted",
-                                  "fleet_changed", "toxic_rules_changed", "alert_raised"])
+@pytest.mark.parametrize("name", ["reconcile_requested", "fleet_changed", "toxic_rules_changed",
+                                  "alert_raised"])
 def test_each_announcement_has_a_listener(name):
     assert getattr(signals, name).has_listeners()
 
