@@ -150,7 +150,7 @@ def sync_playwright():
             yield playwright
         finally:
             for each in connections.all(initialized_only=True):
-                if id(each) not in outside:
+                if id(each) not in outside and each.connection is not None:
                     each.close()
 
 
