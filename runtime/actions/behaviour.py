@@ -548,12 +548,12 @@ def _queue_violations(violations: dict[int, list[Violation]]) -> None:
     window_of = iter(windows.window_ids([(rule, v.event_id, v.window_seconds)
                                          for by_rule in broken.values()
                                          for rule, v in by_rule.items()]))
-    _queue_violations({agent_id: [{**v.to_dict(), "window": next(window_of)}
-                                  for v in by_rule.values()]
-                       for agent_id, by_rule in broken.items()})
+    _enqueue_violations({agent_id: [{**v.to_dict(), "window": next(window_of)}
+                                    for v in by_rule.values()]
+                         for agent_id, by_rule in broken.items()})
 
 
-def _queue_violations(found: dict[int, list[dict]]) -> None:
+def _enqueue_violations(found: dict[int, list[dict]]) -> None:
     """Queue broken rules for the ingest workers: a job per agent, all in one round trip."""
     retry = retries.ingest_job()
     queue = django_rq.get_queue("ingest", commit_mode="auto", connection=windows.connection())
