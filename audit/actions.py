@@ -1,6 +1,7 @@
 """Appending to the audit trail, growing its Merkle tree, signing tree heads, rotating keys."""
 
 import json
+import logging
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from audit import archiving, keys, placing, sequencing, signer, tree, witnesses
+from audit import archiving, export, keys, placing, sequencing, signer, tree, witnesses
 from audit.chain import (
     GENESIS_HASH,
     canonical_json,
@@ -32,6 +33,7 @@ from audit.models import (
     AuditTreeNode,
 )
 
+log = logging.getLogger(__name__)
 QUEUE_BATCH = 5000  # queued entries placed per transaction
 ARCHIVE_DELETE_BATCH = 5000  # archived rows deleted per transaction
 PENDING_FIELDS = ("at", "actor", "action", "target", "agent", "before", "after", "reason",
@@ -85,7 +87,7 @@ def record(
     once (the lock then stays held until the caller commits); if one does, or with
     AUDIT_SEQUENCER=workers, it is queued unsequenced (one INSERT, no waiting) and placed within
     AUDIT_SEQUENCE_DELAY_SECONDS. With `writers`, a writer that placed its entry places what
-    queued meanwhile after its commit (sequencing.settle).
+    queued meanwhile after its commit (`settle`).
     """
     content = {
         "at": timezone.now(),
@@ -119,7 +121,7 @@ def _write(content: dict[str, Any]) -> AuditEntry | AuditPendingEntry:
         # fourth round trip on every queued append (most appends, under load).
         return AuditPendingEntry(id=queued, **content)
     # This transaction holds the placing lock: after the commit, place what queued meanwhile.
-    transaction.on_commit(sequencing.settle, robust=True)
+    transaction.on_commit(settle, robust=True)
     # What is queued goes first, including any entry it queued earlier (when the lock was
     # taken), so one transaction's entries keep order.
     head, frontier, rows = _claim(QUEUE_BATCH)
@@ -161,7 +163,7 @@ def _place(head: AuditChainHead, contents: list[dict[str, Any]],
             except signer.SigningRefused as error:
                 # The entries stay placed (refusing them would stop every change the product
                 # makes); the head stays unsigned, and the refusal is made loud after commit.
-                transaction.on_commit(lambda error=error: signer.refuse(error), robust=True)
+                transaction.on_commit(lambda error=error: refuse_signing(error), robust=True)
     head.seq, head.hash = seq, previous
     if not stored:
         head.save(update_fields=["seq", "hash"])
@@ -175,20 +177,36 @@ def _settle_after() -> None:
     """This transaction holds the placing lock without placing what queues meanwhile: place it
     after the commit (writers that found the lock taken count on its holder to)."""
     if settings.AUDIT_SEQUENCER == "writers":
-        transaction.on_commit(sequencing.settle, robust=True)
+        transaction.on_commit(settle, robust=True)
 
 
 @transaction.atomic
 def sequence_pending(*, limit: int = QUEUE_BATCH, held: bool = False) -> int:
     """Place up to `limit` queued entries in the log, oldest first, in one transaction: a
     sequencer killed mid-batch leaves them all queued, none half-placed or placed twice.
-    `held`: this session holds the placing lock already (sequencing.settle)."""
+    `held`: this session holds the placing lock already (`settle`)."""
     if not held:
         placing.hold()  # one placer at a time
     head, frontier, rows = _claim(limit)
     if rows:
         _place(head, rows, frontier)
     return len(rows)
+
+
+def settle() -> None:
+    """After a writer that held the placing lock commits (AUDIT_SEQUENCER=writers): place what
+    queued meanwhile if no one holds the lock now, never waiting. If someone does, they read
+    the queue again after they release it (audit/placing.py), and so does this loop. An entry
+    whose writer commits after the last such read waits for the next writer to hold the lock,
+    or for the workers' sequencer (every AUDIT_SEQUENCE_DELAY_SECONDS: audit/sequencing.py)."""
+    while placing.try_hold_if_queued():  # one round trip when nothing is queued
+        try:
+            # A batch short of the limit emptied the queue as it read it; what queued since is
+            # for the check after the release, which must come anyway.
+            while sequence_pending(held=True) == QUEUE_BATCH:
+                pass
+        finally:
+            placing.release()
 
 
 def _claim(limit: int) -> tuple[AuditChainHead, dict[int, bytes] | None, list[dict[str, Any]]]:
@@ -257,6 +275,24 @@ def _sign(seq: int, head_hash: str) -> AuditCheckpoint:
 
     transaction.on_commit(after_commit)
     return checkpoint
+
+
+def refuse_signing(error: signer.SigningRefused) -> None:
+    """Make a refusal to sign loud: logged, kept beside the signer's memory for /readyz
+    (audit/signer.py), recorded as an `audit.signing_refused` entry and announced to the alert
+    stream (once per refusal, not on every append that reaches a checkpoint size while it
+    lasts)."""
+    if not signer.keep_refusal(error):
+        return
+    try:
+        with transaction.atomic():
+            record(actor="system:audit-signer", action=AuditAction.SIGNING_REFUSED,
+                   target=f"audit:{error.size}", after={"size": error.size},
+                   reason=error.message)
+    except Exception as failure:  # noqa: BLE001  (the refusal stands; the entry is best effort)
+        log.critical("audit signing refusal not recorded in the trail: %s", failure)
+    signer.signing_refused.send(sender=signer.SigningRefused, size=error.size,
+                                message=error.message)
 
 
 @transaction.atomic
@@ -337,7 +373,7 @@ def archive_before(*, actor: Any, before: datetime, directory: Path) -> AuditArc
     size = archiving.archivable_size(before, since.last_seq if since is not None else 0)
     if size is None:
         return None
-    name, digest = archiving.write_file(Path(directory), since, size)
+    name, digest = export.write_archive_file(Path(directory), since, size)
     archive = record_archive(actor=actor, before=before, since=since, size=size,
                              file_name=name, sha256=digest)
     delete_archived()

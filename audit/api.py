@@ -4,6 +4,7 @@ evidence bundles per agent for its owner too."""
 import logging
 from typing import Any
 
+from agentgov import checkpoints
 from django.core.handlers.asgi import ASGIRequest
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
@@ -15,7 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from audit import keys, signer, tree
-from audit.actions import PENDING_FIELDS
+from audit.actions import PENDING_FIELDS, refuse_signing
 from audit.actions import sign_for_export as sign_trail_for_export
 from audit.chain import format_time
 from audit.choices import BreakReason
@@ -68,7 +69,7 @@ def sign_for_export(**kwargs: Any) -> int:
     try:
         return sign_trail_for_export(**kwargs)
     except signer.SigningRefused as error:
-        signer.refuse(error)
+        refuse_signing(error)
         raise SigningRefusedError(error.message) from error
 
 
@@ -225,8 +226,6 @@ class AuditTrustedKeysView(ComplianceOnly, APIView):
 
     @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request: Request) -> Response:
-        from agentgov import checkpoints  # agentgov loads only on this path
-
         listed, ranges = keys.trusted()
         return Response(checkpoints.key_list(listed, ranges))
 

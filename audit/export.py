@@ -1,10 +1,14 @@
 """Exporting the trail, streamed a chunk at a time: the v1 JSONL form (docs/audit-format.md:
 header, signed checkpoints, their keys, entries) that `agentctl audit verify` proves offline,
-or CSV rows for spreadsheets, every cell safe from formula injection."""
+or CSV rows for spreadsheets, every cell safe from formula injection; and the file an archived
+prefix of the trail goes to, in the v1 form."""
 
 import csv
+import hashlib
 import io
+import os
 from collections.abc import AsyncIterator, Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 from agentgov.audit import EXPORT_FORMAT, escape_cell
@@ -92,3 +96,42 @@ async def export_chunks_async(fmt: str, size: int, chunk: int = 2000) -> AsyncIt
     while rows := await load(after, chunk, size):
         yield render(rows)
         after = rows[-1]["seq"]
+
+
+def archive_file_name(first: int, last: int) -> str:
+    return f"audit-archive-{first:012d}-{last:012d}.jsonl"
+
+
+def write_archive_file(directory: Path, since: AuditArchive | None,
+                       last: int) -> tuple[str, str]:
+    """The file an archive's entries go to (`manage.py audit archive`, audit/archiving.py): the
+    entries after `since` up to `last` as a v1 export that verifies offline on its own
+    (the same bytes whenever it is rewritten: a rerun after a crash writes the same file), with
+    fsync before the rename into place and after it; returns (file name, sha256)."""
+    first = since.last_seq + 1 if since is not None else 1
+    name = archive_file_name(first, last)
+    signed = AuditCheckpoint.objects.get(seq=last)
+    directory.mkdir(parents=True, exist_ok=True)
+    partial = directory / f".{name}.partial"
+    digest = hashlib.sha256()
+    with open(partial, "wb") as out:
+        def write(text: str) -> None:
+            data = text.encode("utf-8")
+            digest.update(data)
+            out.write(data)
+
+        write(preamble(last, since=since, header={"exported_at": format_time(signed.at),
+                                                  "pending": 0, "archive": True}))
+        after = first - 1
+        while rows := fetch_chunk(after, 2000, upto=last):
+            write(entry_lines(rows))
+            after = rows[-1]["seq"]
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(partial, directory / name)
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)  # the rename itself survives a power cut
+    finally:
+        os.close(descriptor)
+    return name, digest.hexdigest()

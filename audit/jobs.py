@@ -1,7 +1,7 @@
 """RQ entry points for the audit trail."""
 
 from audit import signer
-from audit.actions import checkpoint_head
+from audit.actions import checkpoint_head, refuse_signing, sequence_pending
 from audit.sequencing import drain
 from audit.witnesses import post
 
@@ -12,7 +12,7 @@ def checkpoint() -> int | None:
     try:
         made = checkpoint_head()
     except signer.SigningRefused as error:
-        signer.refuse(error)
+        refuse_signing(error)
         return None
     return made.seq if made else None
 
@@ -25,4 +25,4 @@ def post_to_witness(url: str, checkpoint: dict) -> None:
 def sequence(linger: float = 0.0) -> int:
     """Place queued audit entries in the log (kicked by writers, lingering for more, and run
     by rqcron without lingering)."""
-    return drain(linger)
+    return drain(sequence_pending, linger)

@@ -6,7 +6,7 @@ writes nothing (no row version, no WAL), so a writer that finds it taken queues 
 same statement and never waits. SQLite serialises every writing transaction already, so there
 the lock is always free and every entry is placed in its own transaction.
 
-Whoever releases the lock reads the queue again afterwards (sequencing.settle, the workers'
+Whoever releases the lock reads the queue again afterwards (audit.actions.settle, the workers'
 drain) and places what it finds; the next holder places the whole queue before its own entry.
 A writer that found the lock taken but commits only after the holder's last read waits for
 the next holder or for the workers' sequencer, which runs every AUDIT_SEQUENCE_DELAY_SECONDS:

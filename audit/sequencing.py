@@ -1,8 +1,8 @@
 """Placing queued entries in the log. With AUDIT_SEQUENCER=writers (the default) a writer that
 found the placing lock taken queues its entry, and after its commit the lock's holder places the
-queue if the lock is free (settle), never waiting. Whatever is left, and everything with
-AUDIT_SEQUENCER=workers (writers only queue), is placed by the sequencer job on the RQ workers in
-batches, as Trillian does; one job at a time.
+queue if the lock is free (audit.actions.settle), never waiting. Whatever is left, and
+everything with AUDIT_SEQUENCER=workers (writers only queue), is placed by the sequencer job on
+the RQ workers in batches, as Trillian does; one job at a time.
 
 With `workers`, a committed entry kicks the sequencer: it wakes the running job if there is one (a
 Redis list the job waits on), else queues one (a Redis flag says one is due). The job places what
@@ -16,6 +16,7 @@ flag left set) the entries wait at most that long.
 
 import logging
 import time
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
@@ -23,7 +24,6 @@ import django_rq
 from django.dispatch import Signal
 from redis.exceptions import RedisError
 
-from audit import placing
 from audit.models import AuditPendingEntry
 
 log = logging.getLogger(__name__)
@@ -61,34 +61,14 @@ def kick() -> None:
         log.warning("could not queue the audit sequencer: %s", error)
 
 
-def settle() -> None:
-    """After a writer that held the placing lock commits (AUDIT_SEQUENCER=writers): place what
-    queued meanwhile if no one holds the lock now, never waiting. If someone does, they read
-    the queue again after they release it (audit/placing.py), and so does this loop. An entry
-    whose writer commits after the last such read waits for the next writer to hold the lock,
-    or for the workers' sequencer (every AUDIT_SEQUENCE_DELAY_SECONDS)."""
-    # cycle: audit.actions imports this module
-    from audit.actions import QUEUE_BATCH, sequence_pending
-
-    while placing.try_hold_if_queued():  # one round trip when nothing is queued
-        try:
-            # A batch short of the limit emptied the queue as it read it; what queued since is
-            # for the check after the release, which must come anyway.
-            while sequence_pending(held=True) == QUEUE_BATCH:
-                pass
-        finally:
-            placing.release()
-
-
-def drain(linger: float = 0.0) -> int:
-    """Sequence every queued entry, batch after batch, waiting up to `linger` seconds for more
-    after each; how many were placed."""
-    from audit.actions import sequence_pending  # cycle: audit.actions imports this module
-
+def drain(place: Callable[[], int], linger: float = 0.0) -> int:
+    """Sequence every queued entry, batch after batch (`place`: audit.actions.sequence_pending,
+    which places one and says how many), waiting up to `linger` seconds for more after each;
+    how many were placed."""
     placed, until = 0, time.monotonic() + RUN_SECONDS
     connection = django_rq.get_connection("default")
     while True:
-        while batch := sequence_pending():
+        while batch := place():
             placed += batch
             connection.expire(FLAG, FLAG_SECONDS)  # still running: no second job is due
         if linger and time.monotonic() < until and connection.blpop([WAKE], timeout=linger):

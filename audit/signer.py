@@ -20,12 +20,10 @@ from typing import Any
 from agentgov import checkpoints, merkle
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.conf import settings
-from django.db import transaction
 from django.dispatch import Signal
 from django.utils import timezone
 
 from audit import keys, tree, witnesses
-from audit.choices import AuditAction
 
 log = logging.getLogger(__name__)
 # Sent after a refusal is recorded; reconciliation turns it into a live alert (audit may not
@@ -174,10 +172,10 @@ def refusal() -> dict[str, Any] | None:
         return None
 
 
-def refuse(error: SigningRefused) -> None:
-    """Make a refusal loud: logged, kept beside the memory for /readyz, announced to the alert
-    stream and recorded as an `audit.signing_refused` entry (once per refusal, not on every
-    append that reaches a checkpoint size while it lasts)."""
+def keep_refusal(error: SigningRefused) -> bool:
+    """Log a refusal and keep it beside the memory for /readyz; True when none was in force
+    (audit.actions.refuse_signing then records and announces it: once per refusal, not on
+    every append that reaches a checkpoint size while it lasts)."""
     log.critical("audit signing refused: %s", error.message)
     first = refusal() is None
     try:
@@ -186,18 +184,4 @@ def refuse(error: SigningRefused) -> None:
                                                    "at": timezone.now().isoformat()}) + "\n")
     except OSError as failure:
         log.critical("audit signing refusal not kept in %s: %s", refusal_file(), failure)
-    if first:
-        _record(error)
-
-
-def _record(error: SigningRefused) -> None:
-    from audit.actions import record  # cycle: audit.actions imports this module
-
-    try:
-        with transaction.atomic():
-            record(actor="system:audit-signer", action=AuditAction.SIGNING_REFUSED,
-                   target=f"audit:{error.size}", after={"size": error.size},
-                   reason=error.message)
-    except Exception as failure:  # noqa: BLE001  (the refusal stands; the entry is best effort)
-        log.critical("audit signing refusal not recorded in the trail: %s", failure)
-    signing_refused.send(sender=SigningRefused, size=error.size, message=error.message)
+    return first

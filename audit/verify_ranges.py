@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
+import psycopg
 from agentgov.entries import HASHED_FIELDS, canonical_json, chain_hashes, leaf_data
 from agentgov.merkle import decomposition, leaf_hashes, subtree_levels
 
@@ -141,8 +142,6 @@ def serve() -> None:
     stdout, in order, all read inside the snapshot the caller exported so every worker sees
     the same trail. Started with -c, never by multiprocessing, which would re-import the
     parent's __main__ (a web server's, say) in the child."""
-    import psycopg  # psycopg loads only on this path
-
     conninfo, snapshot, jobs = pickle.load(sys.stdin.buffer)
     out = sys.stdout.buffer
     with psycopg.connect(conninfo) as conn, conn.cursor(binary=True) as cursor:

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.generators import SchemaGenerator
+
 METHODS = ("get", "put", "patch", "post", "delete")
 
 
 def schema() -> dict[str, Any]:
-    # drf_spectacular loads only on this path
-    from drf_spectacular.generators import SchemaGenerator
-
     return SchemaGenerator().get_schema(request=None, public=True)
 
 

@@ -18,6 +18,8 @@ import os
 import sys
 from pathlib import Path
 
+from django.core.management import execute_from_command_line
+
 QUEUES = ("reconcile", "ingest", "default")
 
 
@@ -80,15 +82,13 @@ def main(argv: list[str] | None = None) -> None:
             os.environ.setdefault(key, value)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     if options.command == "serve":
-        # after the environment is set: this entry point starts before Django
+        # daphne's server installs Twisted's reactor and reads ASGI_THREADS as it is imported:
+        # only for `serve`, and after the env file is read
         from daphne.cli import CommandLineInterface
 
         CommandLineInterface().run(["-b", options.host, "-p", str(options.port),
                                     "config.asgi:application"])
         return
-    # after the environment is set: this entry point starts before Django
-    from django.core.management import execute_from_command_line
-
     execute_from_command_line(["agentgov", *management_argv(options)])
 
 

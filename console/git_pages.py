@@ -9,7 +9,8 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
 from config.errors import DomainError
-from console.registry_pages import _forbidden, _page
+from console.page_render import render_page
+from console.registry_pages import _forbidden
 from gitsource import actions
 from gitsource.api import policy_change_body
 from gitsource.models import PolicyChange
@@ -27,7 +28,7 @@ def policy_change_detail(request: HttpRequest, pk: int) -> HttpResponse:
     body = policy_change_body(change, request.user)
     can_decide = (change.state == "pending" and has_role(request.user, Role.COMPLIANCE)
                   and request.user.pk != change.proposed_by_id)
-    return _page(request, "registry/policy_change.html", {
+    return render_page(request, "registry/policy_change.html", {
         "change": change, "body": body, "can_decide": can_decide})
 
 

@@ -16,6 +16,7 @@ from audit.choices import AuditAction
 from audit.models import AuditEntry
 from config.errors import DomainError
 from console.lifecycle_pages import back, refused
+from console.page_render import render_page
 from registry import actions
 from registry.actions.waivers import may_withdraw
 from registry.choices import Lifecycle, RiskLevel, Role, VersionSource
@@ -149,8 +150,6 @@ def retirement_reject(request: HttpRequest, pk: int) -> HttpResponse:
 def recertification_report(request: HttpRequest) -> HttpResponse:
     """Agents by review date (owners: their own), with a CSV export; compliance also sets the
     review interval of each risk level here."""
-    from console.registry_pages import _page  # cycle: console.registry_pages imports this module
-
     state = request.GET.get("state", "")
     if state not in ("", *STATES):
         state = ""
@@ -160,7 +159,7 @@ def recertification_report(request: HttpRequest) -> HttpResponse:
         response["Content-Disposition"] = 'attachment; filename="recertification.csv"'
         return response
     table = intervals()
-    return _page(request, "registry/recertification.html", {
+    return render_page(request, "registry/recertification.html", {
         "rows": rows, "state": state, "states": STATES,
         "intervals": [{"level": level, "interval": format_seconds(table[level]["seconds"]),
                        "risk_from": table[level]["risk_from"]} for level in RiskLevel.values],

@@ -27,8 +27,9 @@ from console.editor_templates import copy_of, starter
 from console.escalation_pages import escalation_form_context, with_row_errors
 from console.forms import DecisionForm, GuardrailForm, ManifestForm, selector_to_text
 from console.lifecycle_pages import retirement_context, waiver_context
+from console.page_render import render_page
 from console.recertification_pages import lifecycle_context
-from console.reconciliation_pages import agent_state_context, inbox_counts
+from console.reconciliation_pages import agent_state_context
 from gitsource.sync_status import for_agent as git_sync_status
 from reconciliation import inbox
 from reconciliation.agent_filters import AgentStateFilterSet
@@ -64,15 +65,6 @@ FILTER_FIELDS = tuple(AgentStateFilterSet.base_filters)
 
 def _forbidden(request: HttpRequest, message: str) -> HttpResponse:
     return render(request, "registry/forbidden.html", {"message": message}, status=403)
-
-
-def _page(request: HttpRequest, template: str, context: dict[str, Any],
-          status: int = 200) -> HttpResponse:
-    """Render a registry page; approvers and owners also get the inbox count for the
-    navigation."""
-    if has_role(request.user, Role.APPROVER, Role.OWNER) and "nav_pending_count" not in context:
-        context["nav_pending_count"] = inbox_counts(request.user)["total"]
-    return render(request, template, context, status=status)
 
 
 def _current_approvals() -> Prefetch:
@@ -111,7 +103,7 @@ def agent_list(request: HttpRequest) -> HttpResponse:
         agents, errors = Agent.objects.none(), params.errors
     page = Paginator(agents, PAGE_SIZE).get_page(request.GET.get("page"))
     rows = [(agent, *health_and_sync(agent)) for agent in page]
-    return _page(request, "registry/agent_list.html", {
+    return render_page(request, "registry/agent_list.html", {
         "page": page, "rows": rows, "filters": given, "errors": errors,
         "lifecycles": Lifecycle.choices, "healths": Health.choices, "syncs": Sync.choices,
         "base_query": _query_without(request, "page"),
@@ -150,7 +142,7 @@ def agent_detail(request: HttpRequest, name: str) -> HttpResponse:
     # another owner sees the status any person sees in /api/v1/agents/{name}, nothing more
     state = agent_state_context(agent, request.GET.get("timeline", "24h")) if operations else {
         "status": AgentStatus.objects.filter(agent=agent).first()}
-    return _page(request, "registry/agent_detail.html", {
+    return render_page(request, "registry/agent_detail.html", {
         "agent": agent,
         "active_yaml": _manifest_yaml(agent, agent.active_version)
         if agent.active_version else "",
@@ -285,7 +277,7 @@ def manifest_apply(request: HttpRequest) -> HttpResponse:
             context["text"] = copy_of(agent, request.user.username)
     else:  # "New agent": a starter to fill in
         context["text"] = starter(request.user.username)
-    return _page(request, "registry/manifest_apply.html", context)
+    return render_page(request, "registry/manifest_apply.html", context)
 
 
 # --- proposals and the approvals inbox ---------------------------------------------------------
@@ -389,7 +381,7 @@ def approvals_inbox(request: HttpRequest) -> HttpResponse:
                                                      siblings=i.escalations[1:])
              for i in lines if i.escalations or (i.version and i.version.pk in versions)]
     counts = inbox.tally(queue)
-    return _page(request, "registry/approvals.html", {
+    return render_page(request, "registry/approvals.html", {
         "page": page, "items": items, "here": request.get_full_path(),
         "base_query": _query_without(request, "page"), "counts": counts,
         "snoozed": Escalation.objects.snoozed().count(),
@@ -402,7 +394,7 @@ def proposal_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """One proposal, in any state, with the decision or withdraw forms where they apply."""
     version = get_object_or_404(_proposals(), pk=pk)
     card = _card(version, request.user)
-    return _page(request, "registry/proposal_detail.html", {
+    return render_page(request, "registry/proposal_detail.html", {
         "card": card, "here": request.get_full_path(),
         # the review thread: for the people involved only
         "thread": thread(version) if may_read(request.user, version) else None,
@@ -498,7 +490,7 @@ def proposal_withdraw(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 def guardrail_list(request: HttpRequest) -> HttpResponse:
     """Every guardrail; compliance staff also get the links to change them."""
-    return _page(request, "registry/guardrail_list.html", {
+    return render_page(request, "registry/guardrail_list.html", {
         "guardrails": Guardrail.objects.order_by("name"),
         "can_edit": has_role(request.user, Role.COMPLIANCE),
     })
@@ -536,7 +528,7 @@ def guardrail_create(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, f"Created guardrail {guardrail.name}.")
             return redirect("registry-guardrails")
-    return _page(request, "registry/guardrail_form.html", {"form": form, "guardrail": None})
+    return render_page(request, "registry/guardrail_form.html", {"form": form, "guardrail": None})
 
 
 @login_required
@@ -556,7 +548,8 @@ def guardrail_edit(request: HttpRequest, name: str) -> HttpResponse:
         else:
             messages.success(request, f"Saved guardrail {guardrail.name}.")
             return redirect("registry-guardrails")
-    return _page(request, "registry/guardrail_form.html", {"form": form, "guardrail": guardrail})
+    return render_page(request, "registry/guardrail_form.html",
+                       {"form": form, "guardrail": guardrail})
 
 
 @login_required
@@ -573,7 +566,7 @@ def guardrail_delete(request: HttpRequest, name: str) -> HttpResponse:
         else:
             messages.success(request, f"Deleted guardrail {name}.")
         return redirect("registry-guardrails")
-    return _page(request, "registry/guardrail_delete.html", {"guardrail": guardrail})
+    return render_page(request, "registry/guardrail_delete.html", {"guardrail": guardrail})
 
 
 # --- tokens ------------------------------------------------------------------------------------
@@ -590,7 +583,7 @@ def token_list(request: HttpRequest, issued: dict | None = None) -> HttpResponse
     """Your tokens and your agents' tokens (every token for admin), to revoke or keep; an
     owner issues a token for one of their agents here (its key shown once)."""
     tokens = actions.visible_tokens(request.user)
-    return _page(request, "registry/token_list.html", {
+    return render_page(request, "registry/token_list.html", {
         "tokens": tokens[:500], "me": request.user, "issuable": _issuable(request.user),
         "issued": issued})
 

@@ -11,7 +11,8 @@ from django.utils.html import escape
 from django.views.decorators.http import require_POST
 
 from config.errors import DomainError
-from console.registry_pages import _forbidden, _page
+from console.page_render import render_page
+from console.registry_pages import _forbidden
 from reconciliation import fleet_snapshot
 from registry import actions
 from registry.choices import Role, ToxicEffect
@@ -55,7 +56,7 @@ def toxic_list(request: HttpRequest) -> HttpResponse:
     snapshot = fleet_snapshot.current()
     paths = snapshot.toxic_paths
     observed = sees_everything(request.user)  # what agents really run with: reviewers only
-    return _page(request, "registry/toxic_list.html", {
+    return render_page(request, "registry/toxic_list.html", {
         "rules": ToxicCombination.objects.order_by("name"), "form": form, "can_edit": can_edit,
         "approved_paths": paths["approved"], "approved_count": paths["approved_count"],
         "sees_observed": observed,

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import django_rq
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
@@ -120,8 +121,6 @@ def create_source(*, actor: Any, name: str, url: str, branch: str = "main", fold
         status_secret_env=status_secret_env, commit_url=commit_url)
     audit.record(actor=actor, action=AuditAction.GIT_SOURCE_CREATED,
                  target=f"git_source:{name}", after=source.to_dict())
-    from gitsource.jobs import enqueue_poll  # cycle: gitsource.jobs imports this module
-
     transaction.on_commit(lambda: enqueue_poll(source.pk), robust=True)
     return source
 
@@ -537,9 +536,21 @@ def _decidable(change_id: int, actor: Any) -> PolicyChange:
 
 
 def _report_on_commit(source_id: int) -> None:
-    from gitsource.jobs import enqueue_report  # cycle: gitsource.jobs imports this module
-
     transaction.on_commit(lambda: enqueue_report(source_id), robust=True)
+
+
+# The jobs are named by their dotted path: gitsource/jobs.py imports this module.
+def enqueue_poll(source_id: int) -> None:
+    """Queue one poll of the source (collapsed with one already queued)."""
+    django_rq.get_queue("default", commit_mode="auto").enqueue(
+        "gitsource.jobs.poll_source", source_id, job_id=f"git-poll-{source_id}")
+
+
+def enqueue_report(source_id: int) -> None:
+    """Queue a report of the source's commit statuses (after an approval or rejection, so the
+    commit says so before the next poll)."""
+    django_rq.get_queue("default", commit_mode="auto").enqueue(
+        "gitsource.jobs.report_statuses", source_id, job_id=f"git-report-{source_id}")
 
 
 @transaction.atomic

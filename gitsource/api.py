@@ -20,7 +20,6 @@ from config.parsers import SafeJSONParser
 from config.permissions import IsPerson
 from gitsource import actions
 from gitsource.choices import PolicyState, SyncState
-from gitsource.jobs import enqueue_poll
 from gitsource.models import GitSource, PolicyChange, SigningKey
 from gitsource.policy_tests import MAX_BYTES, MAX_FILES, PolicyError, run_cases
 from gitsource.policy_whatif import policy_what_if
@@ -120,7 +119,7 @@ class GitSourcePollView(APIView):
     @extend_schema(request=None, responses={202: SOURCE})
     def post(self, request: Request, name: str) -> Response:
         source = _owned_source(name, request.user)
-        enqueue_poll(source.pk)
+        actions.enqueue_poll(source.pk)
         return Response(source.to_dict(), status=status.HTTP_202_ACCEPTED)
 
 
@@ -145,7 +144,7 @@ class GitWebhookView(APIView):
         expected = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
         if not hmac.compare_digest(given.encode(), expected.encode()):
             raise Unauthenticated("The webhook signature does not match.")
-        enqueue_poll(source.pk)
+        actions.enqueue_poll(source.pk)
         return Response({"queued": True}, status=status.HTTP_202_ACCEPTED)
 
 

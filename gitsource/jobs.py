@@ -5,7 +5,6 @@ import logging
 from functools import partial
 from typing import Any
 
-import django_rq
 from django.conf import settings
 from django.db import transaction
 
@@ -18,19 +17,6 @@ from registry.connector_secrets import secret_value
 from registry.models import DesiredStateVersion
 
 log = logging.getLogger(__name__)
-
-
-def enqueue_poll(source_id: int) -> None:
-    """Queue one poll of the source (collapsed with one already queued)."""
-    django_rq.get_queue("default", commit_mode="auto").enqueue(
-        poll_source, source_id, job_id=f"git-poll-{source_id}")
-
-
-def enqueue_report(source_id: int) -> None:
-    """Queue a report of the source's commit statuses (after an approval or rejection, so the
-    commit says so before the next poll)."""
-    django_rq.get_queue("default", commit_mode="auto").enqueue(
-        report_statuses, source_id, job_id=f"git-report-{source_id}")
 
 
 def report_after_decision(sender: type, instance: Any, created: bool = False,
@@ -48,14 +34,14 @@ def report_after_decision(sender: type, instance: Any, created: bool = False,
         return
     for source_id in set(GitChange.objects.filter(version_id=version.pk)
                          .values_list("source_id", flat=True)):
-        transaction.on_commit(partial(enqueue_report, source_id), robust=True)
+        transaction.on_commit(partial(actions.enqueue_report, source_id), robust=True)
 
 
 def poll_sources() -> int:
     """Cron (GIT_POLL_SECONDS): every enabled source, each its own job."""
     ids = list(GitSource.objects.filter(enabled=True).values_list("pk", flat=True))
     for source_id in ids:
-        enqueue_poll(source_id)
+        actions.enqueue_poll(source_id)
     return len(ids)
 
 

@@ -7,10 +7,9 @@ from datetime import datetime
 from django.db.models import Count, Q
 
 from reconciliation.choices import OPEN_STATUSES, EscalationStatus, FindingStatus, Health
-from reconciliation.conditions import compute_conditions
+from reconciliation.conditions import compute_conditions, with_silence
 from reconciliation.models import AgentStatus, Escalation, Finding, Silence
 from reconciliation.recertified import merge, recertified_condition
-from reconciliation.silence import overlay as silence_overlay
 from registry.choices import Lifecycle
 from registry.models import Agent
 
@@ -34,7 +33,7 @@ def apply_counts(agent: Agent, status: AgentStatus, *, generation: int, now: dat
     suspended = row["lifecycle"] == Lifecycle.SUSPENDED
     retired = row["lifecycle"] == Lifecycle.RETIRED
     previous = status.conditions
-    status.conditions = silence_overlay(merge(compute_conditions(
+    status.conditions = with_silence(merge(compute_conditions(
         previous, generation=generation, now=now, suspended=suspended,
         failed=failed, **counts), recertified_condition(
         previous, due=row["review_due_at"], overdue=row["overdue_at"] is not None,

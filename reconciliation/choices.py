@@ -57,6 +57,10 @@ def _finding_transitions() -> dict[str, frozenset[str]]:
 
 FINDING_TRANSITIONS = _finding_transitions()
 
+# The finding kind of a toxic path observed in the fleet (reconciliation/toxic_paths.py; the
+# fleet view counts them).
+TOXIC_PATH_KIND = "toxic_path"
+
 # The audit action a finding's move to each status writes (reconciliation/actions/findings.py
 # move_finding); to OPEN it is `finding.reopened` when the finding counted already (it was
 # held: accepted, escalated, blocked) and `finding.opened` when it comes back from closed;

@@ -5,6 +5,8 @@ from typing import Any
 
 from reconciliation.choices import ConditionType
 
+SILENT_REASON = "Silent"
+
 
 def condition(kind: str, status: bool, reason: str, message: str, generation: int,
               previous: dict[str, Any] | None, now: datetime) -> dict[str, Any]:
@@ -42,3 +44,19 @@ def compute_conditions(previous: list[dict[str, Any]], *, generation: int, now: 
     ]
     return [condition(kind, status, reason, message, generation, before.get(kind), now)
             for kind, status, reason, message in rows]
+
+
+def with_silence(conditions: list[dict[str, Any]], silence: Any) -> list[dict[str, Any]]:
+    """Ready=Unknown, reason Silent, while a silence is open: what the agent does now is not
+    known, whatever the last pass concluded. `silence`: the agent's open Silence
+    (reconciliation/silence.py), or None."""
+    if silence is None:
+        return conditions
+    message = (f"nothing heard (no report, event or decision) since "
+               f"{silence.to_dict()['last_heard_at']}" if silence.last_heard_at
+               else "seen in traffic, never reported its state")
+    message += f" (expected every {silence.expected_seconds} s)"
+    since = silence.started_at.isoformat().replace("+00:00", "Z")
+    return [{**c, "status": "Unknown", "reason": SILENT_REASON, "message": message,
+             "lastTransitionTime": since} if c["type"] == ConditionType.READY else c
+            for c in conditions]

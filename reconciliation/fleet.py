@@ -23,11 +23,9 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from reconciliation.charts import bar, count_axis, figure, scatter
-from reconciliation.choices import OPEN_STATUSES
-from reconciliation.models import Finding, Silence
+from reconciliation.choices import OPEN_STATUSES, TOXIC_PATH_KIND
+from reconciliation.models import Finding, ObservedState, Silence
 from reconciliation.timeline_chart import fleet_timelines, timeline_figure
-from reconciliation.toxic_paths import KIND as TOXIC_KIND
-from reconciliation.toxic_paths import observed_states
 from registry.choices import GuardrailEffect, GuardrailOutcome, Lifecycle, ToxicEffect
 from registry.guardrails import selector_matches
 from registry.models import Agent, DesiredStateVersion, Guardrail, ToxicCombination
@@ -76,7 +74,7 @@ class Fleet:
     @cached_property
     def observed_paths(self) -> list[ToxicPath]:
         """The toxic paths of what agents really run with."""
-        return toxic_paths(observed_states(), self.rules) if self.rules else []
+        return toxic_paths(ObservedState.latest_by_name(), self.rules) if self.rules else []
 
     def day_index(self, when: datetime) -> int | None:
         index = (when - self.days[0]).days
@@ -165,7 +163,7 @@ def toxic_rows(fleet: Fleet) -> list[FleetRow]:
         on_path[path.rule].update(path.agents)
     found: dict[str, list[int]] = defaultdict(lambda: [0] * TREND_DAYS)
     for pointer, detected in Finding.objects.filter(
-            kind=TOXIC_KIND, detected_at__gte=fleet.days[0]).values_list("pointer",
+            kind=TOXIC_PATH_KIND, detected_at__gte=fleet.days[0]).values_list("pointer",
                                                                           "detected_at"):
         index = fleet.day_index(detected)
         if index is not None:

@@ -1,6 +1,7 @@
 """Observed state, reconcile runs, findings, corrections, escalations,
 agent status (conditions) and the control plane's own switches (shadow mode, breaker)."""
 
+import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -56,6 +57,22 @@ class ObservedState(models.Model):
     def __str__(self) -> str:
         who = self.agent_id or f"unregistered {self.unregistered_id}"
         return f"{who} observed {self.observed_at:%Y-%m-%d %H:%M:%S}"
+
+    @classmethod
+    def latest_by_name(cls) -> dict[str, dict[str, Any]]:
+        """Every live agent's latest observed state, by name, in one query."""
+        latest = (cls.objects.filter(agent=models.OuterRef("pk")).order_by("-observed_at")
+                  .values("state")[:1])
+        rows = (Agent.objects.exclude(lifecycle=Lifecycle.RETIRED)
+                .annotate(observed=models.Subquery(latest, output_field=models.JSONField()))
+                .values_list("name", "observed"))
+        states = {}
+        for name, state in rows:
+            if isinstance(state, str):  # some backends hand a subquery's JSON back as text
+                state = json.loads(state)
+            if isinstance(state, dict):
+                states[name] = state
+        return states
 
 
 class AgentStatus(models.Model):

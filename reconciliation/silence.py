@@ -23,13 +23,13 @@ import audit
 from audit.alert_kinds import AlertKind
 from audit.choices import AuditAction
 from reconciliation import alerts
-from reconciliation.choices import ConditionType
+from reconciliation.agent_status import refresh_status
 from reconciliation.models import ObservedState, Silence
 from registry.choices import Lifecycle
 from registry.manifest import duration_seconds
 from registry.models import Agent
 
-SILENT_REASON = "Silent"
+SYSTEM = "system:reconciler"  # the loop's own changes, as reconciliation.actions names them
 
 
 def heartbeat_seconds(spec: dict[str, Any] | None, connector: dict[str, Any] | None) -> int:
@@ -156,33 +156,9 @@ def roughly(span: timedelta) -> str:
     return f"{seconds} s"
 
 
-def overlay(conditions: list[dict[str, Any]], silence: Silence | None) -> list[dict[str, Any]]:
-    """Ready=Unknown, reason Silent, while a silence is open: what the agent does now is not
-    known, whatever the last pass concluded."""
-    if silence is None:
-        return conditions
-    message = (f"nothing heard (no report, event or decision) since "
-               f"{silence.to_dict()['last_heard_at']}" if silence.last_heard_at
-               else "seen in traffic, never reported its state")
-    message += f" (expected every {silence.expected_seconds} s)"
-    since = silence.started_at.isoformat().replace("+00:00", "Z")
-    return [{**c, "status": "Unknown", "reason": SILENT_REASON, "message": message,
-             "lastTransitionTime": since} if c["type"] == ConditionType.READY else c
-            for c in conditions]
-
-
-def _system() -> str:
-    # imported here: reconciliation.actions imports the passes, which import this module
-    from reconciliation.actions.common import SYSTEM
-
-    return SYSTEM
-
-
 def _refresh(agent_id: int | None, now: datetime) -> None:
     if agent_id is None:
         return
-    from reconciliation.agent_status import refresh_status  # cycle: it imports this module
-
     refresh_status(Agent.objects.select_related("owner").get(pk=agent_id), now=now)
 
 
@@ -192,7 +168,7 @@ def _start(candidate: Candidate, now: datetime) -> Silence:
                                      last_heard_at=candidate.heard, started_at=now)
     reason = (f"nothing heard (no report, event or decision) for more than "
               f"{candidate.expected} s")
-    audit.record(actor=_system(), action=AuditAction.AGENT_SILENT,
+    audit.record(actor=SYSTEM, action=AuditAction.AGENT_SILENT,
                  target=f"agent:{candidate.name}", agent=candidate.name,
                  after=silence.to_dict(), reason=reason)
     alerts.broadcast(AlertKind.AGENT_SILENT, {"agent": candidate.name, "severity": "medium",
@@ -207,7 +183,7 @@ def end_silence(silence: Silence, now: datetime, *, reason: str) -> None:
     before = silence.to_dict()
     silence.ended_at = now
     silence.save(update_fields=["ended_at"])
-    audit.record(actor=_system(), action=AuditAction.AGENT_HEARD_AGAIN,
+    audit.record(actor=SYSTEM, action=AuditAction.AGENT_HEARD_AGAIN,
                  target=f"agent:{silence.agent_name}", agent=silence.agent_name,
                  before=before, after=silence.to_dict(), reason=reason)
     alerts.broadcast(AlertKind.AGENT_HEARD_AGAIN, {"agent": silence.agent_name, "message": reason})

@@ -4,51 +4,34 @@ observed (either side's permission removed, the link gone, the rule deleted) is 
 
 Checked by a job after every changed observation and every rule change; checks that pile up
 collapse into one (the queued key is cleared when a check starts, so nothing seen after the
-start is missed)."""
+start is missed: reconciliation/toxic_path_requests.py)."""
 
 import hashlib
-import json
 from datetime import datetime
-from typing import Any
 
 import django_rq
-from django.db import models, transaction
-from django.db.models import OuterRef, Subquery
+from django.db import transaction
 from django.utils import timezone
 
 from audit.alert_kinds import AlertKind
 from reconciliation.actions.findings import move_finding, open_finding
 from reconciliation.agent_status import refresh_status
-from reconciliation.choices import OPEN_STATUSES, FindingStatus
+from reconciliation.choices import OPEN_STATUSES, TOXIC_PATH_KIND, FindingStatus
+from reconciliation.fleet_snapshot import enqueue_refresh
 from reconciliation.models import Finding, ObservedState
-from registry.choices import Lifecycle
+
+# request_path_check is re-exported: reconciliation/receivers.py imports it from here.
+from reconciliation.toxic_path_requests import (  # noqa: F401
+    QUEUED_KEY,
+    request_path_check,
+)
 from registry.models import Agent
 from registry.toxic import ToxicPath, toxic_paths
 from registry.toxic_fleet import enabled_rules
 
-KIND = "toxic_path"
-QUEUED_KEY = "toxic:check:queued"
-QUEUED_TTL = 300
-
 
 def fingerprint(path: ToxicPath) -> str:
-    return hashlib.sha256("|".join((KIND, *path.key)).encode()).hexdigest()
-
-
-def observed_states() -> dict[str, dict[str, Any]]:
-    """Every live agent's latest observed state, by name, in one query."""
-    latest = (ObservedState.objects.filter(agent=OuterRef("pk")).order_by("-observed_at")
-              .values("state")[:1])
-    rows = (Agent.objects.exclude(lifecycle=Lifecycle.RETIRED)
-            .annotate(observed=Subquery(latest, output_field=models.JSONField()))
-            .values_list("name", "observed"))
-    states = {}
-    for name, state in rows:
-        if isinstance(state, str):  # some backends hand a subquery's JSON back as text
-            state = json.loads(state)
-        if isinstance(state, dict):
-            states[name] = state
-    return states
+    return hashlib.sha256("|".join((TOXIC_PATH_KIND, *path.key)).encode()).hexdigest()
 
 
 def _open(agent: Agent, path: ToxicPath, now: datetime) -> None:
@@ -57,8 +40,9 @@ def _open(agent: Agent, path: ToxicPath, now: datetime) -> None:
     said = {"why": f"toxic path observed: {path.describe()}", "after": {"path": path.to_dict()},
             "alert_fields": {"message": f"toxic path: {path.describe()}"}}
     if finding is None:
-        open_finding(agent, **said, fingerprint=digest, kind=KIND, pointer=f"/toxic/{path.rule}",
-                     expected=None, actual=path.to_dict(), severity="high", area="config",
+        open_finding(agent, **said, fingerprint=digest, kind=TOXIC_PATH_KIND,
+                     pointer=f"/toxic/{path.rule}", expected=None, actual=path.to_dict(),
+                     severity="high", area="config",
                      generation=agent.generation, behaviour=True, operation=None,
                      reason=f"toxic path: {path.describe()}", first_seen=now, detected_at=now,
                      last_seen=now, observed_at=now)
@@ -81,7 +65,7 @@ def record_observed_paths(now: datetime | None = None) -> dict[str, int]:
     """Open a finding for each observed toxic path on the agents at its ends; resolve the
     ones no longer observed. Returns counts."""
     now = now or timezone.now()
-    paths = toxic_paths(observed_states(), enabled_rules())
+    paths = toxic_paths(ObservedState.latest_by_name(), enabled_rules())
     wanted: dict[tuple[str, str], ToxicPath] = {}
     for path in paths:
         for name in {path.left_agent, path.right_agent}:
@@ -90,7 +74,8 @@ def record_observed_paths(now: datetime | None = None) -> dict[str, int]:
     for (name, _), path in sorted(wanted.items()):
         _open(agents[name], path, now)
     stale = [f for f in Finding.objects.select_related("agent").filter(
-        kind=KIND, status__in=OPEN_STATUSES) if (f.agent.name, f.fingerprint) not in wanted]
+        kind=TOXIC_PATH_KIND, status__in=OPEN_STATUSES)
+        if (f.agent.name, f.fingerprint) not in wanted]
     for finding in stale:
         _clear(finding)
     for agent in {*agents.values(), *(f.agent for f in stale)}:
@@ -101,23 +86,7 @@ def record_observed_paths(now: datetime | None = None) -> dict[str, int]:
 def check_observed_paths_job() -> dict[str, int]:
     """RQ entry point: clear the queued key first, so a change seen from now on queues
     another check."""
-    # cycle: reconciliation.fleet_snapshot imports this module
-    from reconciliation.fleet_snapshot import enqueue_refresh
-
     django_rq.get_connection("default").delete(QUEUED_KEY)
     found = record_observed_paths()
     enqueue_refresh()  # the fleet view lists the observed paths too
     return found
-
-
-def enqueue_path_check() -> bool:
-    queue = django_rq.get_queue("default", commit_mode="auto")
-    if not queue.connection.set(QUEUED_KEY, "1", nx=True, ex=QUEUED_TTL):
-        return False
-    queue.enqueue("reconciliation.toxic_paths.check_observed_paths_job")
-    return True
-
-
-def request_path_check() -> None:
-    """After commit, a fleet check (collapsed with any already waiting)."""
-    transaction.on_commit(enqueue_path_check, robust=True)

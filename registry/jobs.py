@@ -3,24 +3,10 @@ agent on its platform is the loop's (reconciliation.jobs.stop_retired_agent), an
 inbox sweep (reconciliation.jobs.inbox_sweep: the inbox is the loop's)."""
 
 import importlib
-from datetime import datetime
 
-import django_rq
 from django.utils import timezone
 
-from config.scheduled_time import not_before
 from registry.actions.recertification import due_agent_ids, mark_overdue, remind_owner
-
-
-def schedule_review_checks(agent_id: int, times: list[datetime]) -> None:
-    """A review check at each of these times (the reminder, the review date), on the default
-    queue: the reconcile queue holds passes only, one per agent."""
-    now, queue = timezone.now(), django_rq.get_queue("default", commit_mode="auto")
-    for when in times:
-        if when > now:
-            queue.enqueue_at(not_before(when), check_review, agent_id)
-        else:
-            queue.enqueue(check_review, agent_id)
 
 
 def check_review(agent_id: int) -> str:

@@ -8,6 +8,7 @@ from django.contrib.auth.models import User
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -102,10 +103,6 @@ class TracesView(APIView):
         rejected = report["rejected"]
         message = _partial_message(report, dropped)
         if "protobuf" in (request.content_type or ""):
-            from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-                ExportTraceServiceResponse,
-            )  # opentelemetry loads only on this path
-
             reply = ExportTraceServiceResponse()
             if message:
                 reply.partial_success.rejected_spans = rejected

@@ -1,6 +1,7 @@
 """Thin RQ entry points of the runtime: broken rules and group breaches on the ingest
 workers, group blocks lifted, pending decisions expired, decision webhooks called, the event
-outbox recounted."""
+outbox recounted. The actions queue them by dotted path ("runtime.jobs.notify_decision"), so
+they need not import this module, which imports them."""
 
 import json
 import logging
@@ -10,74 +11,43 @@ from urllib.parse import quote, urlsplit
 
 import django_rq
 from django.conf import settings
-from rq import Queue
 
-from config import outbound, retries
+from config import outbound
 from config.scheduled_time import not_before
 from reconciliation.controller.backoff import backoff_seconds
 from reconciliation.webhooks import SIGNATURE_HEADER, signature
+from runtime.actions import behaviour, decisions, group_blocks, group_rules
 from runtime.models import Decision
-from runtime.windows import connection
 
 log = logging.getLogger(__name__)
 
 
-def record_violations_jobs(found: dict[int, list[dict]]) -> None:
-    """Queue broken rules for the ingest workers: a job per agent, all in one round trip."""
-    retry = retries.ingest_job()
-    queue = django_rq.get_queue("ingest", commit_mode="auto", connection=connection())
-    queue.enqueue_many([Queue.prepare_data(record_violations, (agent_id, violations),
-                                           retry=retry)
-                        for agent_id, violations in found.items()])
-
-
-def record_group_breach_job(hit: dict) -> None:
-    """Queue a group window over its limit for the ingest workers."""
-    django_rq.get_queue("ingest", commit_mode="auto").enqueue(
-        record_group_breach, hit, retry=retries.ingest_job())
-
-
 def record_group_breach(hit: dict) -> bool:
     """Ingest worker: the breach, a finding per agent involved, one escalation."""
-    # cycle: runtime.actions imports this module
-    from runtime.actions.group_rules import record_group_breach as record
-
-    return record(hit) is not None
+    return group_rules.record_group_breach(hit) is not None
 
 
 def lift_group_block_job(breach_id: int) -> bool:
     """Scheduled when a block rule's window can have fallen back under its limit."""
-    # cycle: runtime.actions imports this module
-    from runtime.actions.group_blocks import lift_group_block
-
-    return lift_group_block(breach_id)
+    return group_blocks.lift_group_block(breach_id)
 
 
 def block_group_job(breach_id: int, finding_ids: list[int]) -> None:
     """Ingest worker, after a block rule's breach committed: block each agent involved."""
-    # cycle: runtime.actions imports this module
-    from runtime.actions.group_blocks import block_involved
-
-    block_involved(breach_id, finding_ids)
+    group_blocks.block_involved(breach_id, finding_ids)
 
 
 def record_violations(agent_id: int, violations: list[dict]) -> int:
     """Ingest worker: findings and enforcement for broken rules."""
-    # cycle: runtime.actions imports this module
-    from runtime.actions.behaviour import record_violations as record
-
-    return len(record(agent_id, violations))
+    return len(behaviour.record_violations(agent_id, violations))
 
 
 def expire_decision_job(decision_id: str) -> bool:
     """Scheduled at a pending decision's expiry time; runs again if it ran early."""
-    # cycle: runtime.actions imports this module
-    from runtime.actions.decisions import expire_decision, pending_deadline
-
-    if expire_decision(decision_id):
+    if decisions.expire_decision(decision_id):
         return True
     # Not due yet (the clock of the worker that ran it is behind): come back at the deadline.
-    deadline = pending_deadline(decision_id)
+    deadline = decisions.pending_deadline(decision_id)
     if deadline is not None:
         django_rq.get_queue("default", commit_mode="auto").enqueue_at(
             not_before(deadline + timedelta(seconds=1)), expire_decision_job, decision_id)
@@ -86,15 +56,7 @@ def expire_decision_job(decision_id: str) -> bool:
 
 def expire_overdue_decisions() -> int:
     """Cron: pending decisions whose scheduled expiry was lost (Redis down at the time)."""
-    # cycle: runtime.actions imports this module
-    from runtime.actions.decisions import expire_overdue_decisions as expire
-
-    return expire()
-
-
-def notify_decision_job(decision_id: str) -> None:
-    """Queue the call to the agent's webhook."""
-    django_rq.get_queue("default", commit_mode="auto").enqueue(notify_decision, decision_id)
+    return decisions.expire_overdue_decisions()
 
 
 def notify_decision(decision_id: str, attempt: int = 0) -> str:
@@ -140,7 +102,4 @@ def _retry_notify(decision_id: str, attempt: int, error: OSError) -> str:
 def recount_events() -> int:
     """Cron: drain the event outbox (rules for events stored but not counted: Redis was down,
     or a web process died between commit and counting)."""
-    # cycle: runtime.actions imports this module
-    from runtime.actions.behaviour import recount_events as recount
-
-    return recount(settled_seconds=10)
+    return behaviour.recount_events(settled_seconds=10)

@@ -9,6 +9,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
+from django_otp.oath import TOTP
 
 from config.private_files import write_private
 from reconciliation import actions
@@ -128,8 +129,6 @@ def demo_authenticator(user: User) -> Any:
 def demo_code(device: Any, *, steps_ahead: int = 0) -> str:
     """The code the device's app shows now (or `steps_ahead` periods later: a code is single
     use, and the device accepts the next period's too)."""
-    from django_otp.oath import TOTP  # django_otp loads only on this path
-
     totp = TOTP(device.bin_key, device.step, device.t0, device.digits, device.drift)
     totp.time = time.time() + steps_ahead * device.step
     return f"{totp.token():0{device.digits}d}"

@@ -15,7 +15,8 @@ from django.utils import timezone
 import audit
 from audit.choices import AuditAction
 from config.permission_sources import Source
-from reconciliation.actions.common import desired_now, open_escalation
+from reconciliation.actions.common import desired_now
+from reconciliation.actions.escalations import open_escalation
 from reconciliation.choices import EscalationStatus
 from reconciliation.connectors.base import ConnectorError, CorrectionRefused
 from reconciliation.models import Escalation

@@ -23,13 +23,13 @@ than the one declared does not count for it.
 import json
 import re
 from functools import lru_cache
+from types import ModuleType
 from typing import Any
 from urllib.parse import unquote
 
 from config.permission_sources import Source
-from reconciliation.connectors.base import ConnectorError, CorrectionRefused
-from registry.connector_secrets import secret_value
-from sources.postgres import Reading, SourceRefused, highest, rank, taken_elsewhere
+from reconciliation.connectors.base import CorrectionRefused
+from sources.postgres import Reading, highest, rank, taken_elsewhere
 
 LEVELS = ("read", "write", "admin")
 TOOL_HELD = (None, "partial", "allowed")  # a tool's reading, least first
@@ -143,19 +143,12 @@ def tools_taken(before: Reading, after: Reading, approved: dict[str, bool] | Non
             and tool_rank(after.tools.get(name)) < tool_rank(held)]
 
 
-def _client(source: Source) -> Any:
-    import boto3  # boto3 loads only on this path
-    from botocore.config import Config  # botocore loads only on this path
+def _aws() -> ModuleType:
+    """The AWS side (sources/aws_client.py), imported on first use."""
+    # boto3 loads with it (~0.3 s and its memory): only in a process that uses an AWS source
+    from sources import aws_client
 
-    keys = secret_value(source.secret) or ""
-    key_id, _, secret = keys.partition(":")
-    if not key_id or not secret:
-        raise SourceRefused(f"permission source {source.name} has no credentials",
-                            detail=f"connector secret {source.secret} is not KEY_ID:SECRET")
-    return boto3.client("iam", aws_access_key_id=key_id, aws_secret_access_key=secret,
-                        region_name="us-east-1", endpoint_url=source.endpoint_url or None,
-                        config=Config(connect_timeout=5, read_timeout=10,
-                                      retries={"max_attempts": 2}))
+    return aws_client
 
 
 def _document(value: Any) -> dict[str, Any]:
@@ -177,37 +170,11 @@ def _documents(iam: Any, role: str) -> list[tuple[str, dict[str, Any]]]:
     return documents
 
 
-def _call(source: Source, what: Any, role: str | None = None) -> Any:
-    """Run `what`; AWS refusing the credentials is a CorrectionRefused, not knowing `role` a
-    SourceRefused, not reaching it a ConnectorError."""
-    from botocore.exceptions import BotoCoreError, ClientError  # botocore loads only on this path
-
-    try:
-        return what()
-    except ClientError as error:
-        code = error.response.get("Error", {}).get("Code", "")
-        message = error.response.get("Error", {}).get("Message", "")
-        if code == "NoSuchEntity" and role is not None:
-            raise SourceRefused(f"permission source {source.name} has no IAM role {role}",
-                                detail=message, remedy="an admin binds the agent to the "
-                                                       "IAM role its grants are made to"
-                                ) from None
-        if code in ("AccessDenied", "AccessDeniedException", "UnauthorizedOperation",
-                    "InvalidClientTokenId", "SignatureDoesNotMatch"):
-            raise CorrectionRefused(f"the credentials of {source.name} were refused: {code} "
-                                    f"{message}".strip()) from None
-        raise ConnectorError(f"permission source {source.name} answered {code}",
-                             detail=message) from None
-    except BotoCoreError as error:
-        raise ConnectorError(f"permission source {source.name} unreachable",
-                             detail=str(error)) from None
-
-
 def read(source: Source, agent: str) -> Reading:
     """What the agent's role is allowed on each of the source's resources."""
     role = source.role_of(agent) or ""
-    iam = _client(source)
-    return evaluate(source, _call(source, lambda: _documents(iam, role), role), role)
+    iam = _aws().client(source)
+    return evaluate(source, _aws().call(source, lambda: _documents(iam, role), role), role)
 
 
 def correct(source: Source, agent: str, resource: str, wanted: str | None,
@@ -220,8 +187,8 @@ def correct(source: Source, agent: str, resource: str, wanted: str | None,
     resource (the policy carries approved access too: a person replaces it)."""
     role = source.role_of(agent) or ""
     sharing = source.sharing(role)
-    iam = _client(source)
-    documents = _call(source, lambda: _documents(iam, role), role)
+    iam = _aws().client(source)
+    documents = _aws().call(source, lambda: _documents(iam, role), role)
     before = evaluate(source, documents, role)
     if rank(before.access.get(resource)) < rank(wanted):
         raise CorrectionRefused(f"{source.name}: a policy granting more is attached by a "
@@ -254,8 +221,8 @@ def correct_tool(source: Source, agent: str, tool: str, wanted: bool,
     correction)."""
     role = source.role_of(agent) or ""
     sharing = source.sharing(role)
-    iam = _client(source)
-    documents = _call(source, lambda: _documents(iam, role), role)
+    iam = _aws().client(source)
+    documents = _aws().call(source, lambda: _documents(iam, role), role)
     before = evaluate(source, documents, role)
     if wanted:
         if before.tools.get(tool) != "allowed":
@@ -299,11 +266,11 @@ def _detach(source: Source, iam: Any, role: str, labels: list[str]) -> list[str]
     for label in labels:
         kind, _, name = label.partition(" policy ")
         if kind == "attached":
-            _call(source, lambda name=name: iam.detach_role_policy(RoleName=role,
-                                                                   PolicyArn=name))
+            _aws().call(source, lambda name=name: iam.detach_role_policy(
+                RoleName=role, PolicyArn=name))
             done.append(f"detach {name} from role {role}")
         else:
-            _call(source, lambda name=name: iam.delete_role_policy(RoleName=role,
-                                                                   PolicyName=name))
+            _aws().call(source, lambda name=name: iam.delete_role_policy(
+                RoleName=role, PolicyName=name))
             done.append(f"delete inline policy {name} of role {role}")
     return done

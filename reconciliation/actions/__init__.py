@@ -5,7 +5,6 @@ from reconciliation.actions.common import (
     SYSTEM,
     audit_label,
     desired_now,
-    open_escalation,
     state_hash,
     suspend_agent,
 )
@@ -14,6 +13,7 @@ from reconciliation.actions.escalations import (
     announce_awake,
     authorise_acknowledgement,
     authorise_escalation,
+    open_escalation,
     resolve_escalation,
     resume_agent,
     triage_escalation,

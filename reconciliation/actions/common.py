@@ -13,12 +13,9 @@ from audit.chain import canonical_json
 from audit.choices import AuditAction
 from reconciliation import alerts
 from reconciliation.attribution import is_rollout
-from reconciliation.choices import (
-    EscalationStatus,
-    FindingStatus,
-)
+from reconciliation.fleet_snapshot import request_refresh
 from reconciliation.incidents import incident_token
-from reconciliation.models import AgentStatus, BreakerTrip, ControlState, Escalation, Finding
+from reconciliation.models import AgentStatus, BreakerTrip, ControlState, Finding
 from reconciliation.reconciler.diff import effective_desired
 from registry import holds
 from registry.choices import Lifecycle
@@ -65,9 +62,6 @@ def alert(event: AlertKind, agent: Agent, finding: Finding | None = None, **extr
                        pointer=finding.pointer, incident=incident_token(finding),
                        # for the sentence: "gained write access to crm"
                        expected=finding.expected, actual=finding.actual)
-        # cycle: reconciliation.fleet_snapshot imports this module
-        from reconciliation.fleet_snapshot import request_refresh
-
         request_refresh()  # a finding opened or closed: the fleet view counts them
     alerts.broadcast(event, payload)
 
@@ -76,28 +70,6 @@ def audit_label(actor: Any) -> str:
     return actor_label(actor)
 
 
-
-
-def open_escalation(agent: Agent, finding: Finding | None, *, reason: str,
-                    caused_by: Any = None) -> Escalation | None:
-    """Hand a drift to the approvers (once per finding while open); `caused_by` is the person
-    behind what caused it, who may not close it (four eyes)."""
-    if finding is not None and Escalation.objects.filter(
-            finding=finding, status=EscalationStatus.OPEN).exists():
-        return None
-    escalation = Escalation.objects.create(agent=agent, finding=finding, reason=reason,
-                                           caused_by_id=getattr(caused_by, "pk", caused_by))
-    if finding is not None:
-        from reconciliation.actions.findings import move_finding  # (it imports this module)
-
-        move_finding(finding, FindingStatus.ESCALATED, reason=reason, agent=agent)
-    audit.record(actor=SYSTEM, action=AuditAction.ESCALATION_OPENED,
-                 target=f"escalation:{escalation.pk}", agent=agent.name,
-                 after={"finding": finding.to_dict() if finding else None}, reason=reason)
-    # One line per incident: the alert of a sibling finding joins its first one's
-    # (reconciliation.alerts.FOLDED_EVENTS).
-    alert(AlertKind.ESCALATION_OPENED, agent, finding, escalation=escalation.pk, message=reason)
-    return escalation
 
 
 def breaker_held(agent: Agent, control: ControlState) -> str:
@@ -144,7 +116,5 @@ def suspend_agent(agent: Agent, *, actor: Any, reason: str) -> bool:
                  agent=agent.name, before={"lifecycle": "active"},
                  after={"lifecycle": "suspended"}, reason=reason)
     alert(AlertKind.AGENT_SUSPENDED, agent, message=reason, severity="high")
-    from reconciliation.fleet_snapshot import request_refresh  # (it imports this module)
-
     request_refresh()  # the fleet view's compliance timeline shows suspensions
     return True

@@ -17,7 +17,13 @@ from audit.choices import AuditAction
 from config import pointers
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from config.scheduled_time import not_before
-from reconciliation.actions.common import alert, audit_label, enforcement_held, suspend_agent
+from reconciliation.actions.common import (
+    SYSTEM,
+    alert,
+    audit_label,
+    enforcement_held,
+    suspend_agent,
+)
 from reconciliation.actions.findings import move_finding, note_acknowledgement
 from reconciliation.agent_status import refresh_status
 from reconciliation.choices import (
@@ -31,6 +37,7 @@ from reconciliation.choices import (
 )
 from reconciliation.connectors import ConnectorError, connector_for
 from reconciliation.controller.triggers import request_reconcile
+from reconciliation.fleet_snapshot import request_refresh
 from reconciliation.models import Escalation, Finding
 from reconciliation.reconciler.diff import Operation, OperationKind
 from reconciliation.reconciler.plan import idempotency_key
@@ -62,6 +69,26 @@ def _decisions(name: str) -> Callable[..., Any]:
         raise ImproperlyConfigured("nobody decides runtime decisions: "
                                    "is runtime in INSTALLED_APPS?")
     return _decision_actions[name]
+
+
+def open_escalation(agent: Agent, finding: Finding | None, *, reason: str,
+                    caused_by: Any = None) -> Escalation | None:
+    """Hand a drift to the approvers (once per finding while open); `caused_by` is the person
+    behind what caused it, who may not close it (four eyes)."""
+    if finding is not None and Escalation.objects.filter(
+            finding=finding, status=EscalationStatus.OPEN).exists():
+        return None
+    escalation = Escalation.objects.create(agent=agent, finding=finding, reason=reason,
+                                           caused_by_id=getattr(caused_by, "pk", caused_by))
+    if finding is not None:
+        move_finding(finding, FindingStatus.ESCALATED, reason=reason, agent=agent)
+    audit.record(actor=SYSTEM, action=AuditAction.ESCALATION_OPENED,
+                 target=f"escalation:{escalation.pk}", agent=agent.name,
+                 after={"finding": finding.to_dict() if finding else None}, reason=reason)
+    # One line per incident: the alert of a sibling finding joins its first one's
+    # (reconciliation.alerts.FOLDED_EVENTS).
+    alert(AlertKind.ESCALATION_OPENED, agent, finding, escalation=escalation.pk, message=reason)
+    return escalation
 
 
 def _check_decider(actor: Any) -> None:
@@ -400,8 +427,6 @@ def resume_agent(agent: Agent, *, actor: Any, reason: str) -> None:
     if not updated:
         raise Conflict(f"{agent.name} is not suspended.", code="not_suspended")
     announce_desired_change(agent.name)
-    from reconciliation.fleet_snapshot import request_refresh  # (it imports this package)
-
     request_refresh()  # the fleet view's compliance timeline shows suspensions
     cleared = list(Finding.objects.select_for_update().filter(
         agent=agent, status=FindingStatus.BLOCKED).order_by("pk"))
@@ -500,11 +525,9 @@ def _triage_state(escalation: Escalation) -> dict[str, Any]:
 
 
 def _schedule_wake(escalation_id: int, until: datetime) -> None:
-    # cycle: reconciliation.jobs imports this module
-    from reconciliation.jobs import wake_escalation_job
-
+    # by its dotted path: reconciliation.jobs imports this module
     django_rq.get_queue("default", commit_mode="auto").enqueue_at(
-        not_before(until), wake_escalation_job, escalation_id)
+        not_before(until), "reconciliation.jobs.wake_escalation_job", escalation_id)
 
 
 @transaction.atomic

@@ -19,6 +19,7 @@ from reconciliation.controller.triggers import request_reconcile
 from reconciliation.models import ObservedState
 from reconciliation.resync_query import needing_pass
 from reconciliation.silence import clear_on_report
+from reconciliation.toxic_path_requests import request_path_check
 from registry.models import Agent
 
 _unregistered_keeper: list[Callable[..., tuple[Any, ObservedState, bool]]] = []
@@ -70,9 +71,6 @@ def record_observation(agent: Agent, state: dict[str, Any], *, actor: Any, sourc
                                                       timezone.now())):
         request_reconcile(agent.pk, Trigger.OBSERVATION)
     if changed:
-        # cycle: reconciliation.toxic_paths imports this module
-        from reconciliation.toxic_paths import request_path_check
-
         request_path_check()  # a changed state may open or close a toxic path in the fleet
     return row, changed
 

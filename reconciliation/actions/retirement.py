@@ -8,7 +8,7 @@ from django.db import transaction
 
 import audit
 from audit.choices import AuditAction
-from reconciliation.actions.common import open_escalation
+from reconciliation.actions.escalations import open_escalation
 from reconciliation.choices import Health
 from reconciliation.connectors import connector_for
 from reconciliation.models import AgentStatus

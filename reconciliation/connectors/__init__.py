@@ -14,6 +14,7 @@ from reconciliation.connectors.base import (
     CorrectionRefused,
     SimulatedCrash,
 )
+from reconciliation.connectors.witnessed import WitnessedConnector, sources_for
 from registry.models import Agent
 
 _factories: dict[str, Callable[[Agent], Connector]] = {}
@@ -27,9 +28,6 @@ def register(kind: str, factory: Callable[[Agent], Connector]) -> None:
 def connector_for(agent: Agent) -> Connector:
     """The connector the agent's approved spec names, with the permission sources the admin
     bound the agent to beside it (reconciliation/connectors/witnessed.py)."""
-    # cycle: reconciliation.connectors.witnessed imports this module
-    from reconciliation.connectors.witnessed import WitnessedConnector, sources_for
-
     own = _own_connector(agent)
     sources = sources_for(agent)
     return WitnessedConnector(own, sources) if sources else own

@@ -18,7 +18,8 @@ from audit.alert_kinds import AlertKind
 from audit.choices import AuditAction
 from config.times import parse_timestamp
 from reconciliation import alerts
-from reconciliation.actions.common import SYSTEM, open_escalation, suspend_agent
+from reconciliation.actions.common import SYSTEM, suspend_agent
+from reconciliation.actions.escalations import open_escalation
 from reconciliation.actions.findings import move_finding, open_finding
 from reconciliation.agent_status import refresh_status
 from reconciliation.choices import (

@@ -628,21 +628,7 @@ def _mcp_operation(server: str, primitive: str, name: str,
                      {"primitive": primitive, "item": copy.deepcopy(dict(approved))})
 
 
-# --- plan and apply -------------------------------------------------------------------------
-
-def plan(
-    desired: Mapping[str, Any],
-    actual: Mapping[str, Any] | None,
-    now: datetime,
-    *,
-    suspended: bool = False,
-) -> list[Operation]:
-    """Deduplicated corrective operations, in the order the plan applies them
-    (`reconciliation.reconciler.plan.in_order`)."""
-    from reconciliation.reconciler.plan import in_order  # the plan imports this module
-
-    return in_order(diff(desired, actual, now, suspended=suspended))
-
+# --- apply (the plan is reconciliation/reconciler/plan.py) -----------------------------------
 
 def apply_operations(
     actual: Mapping[str, Any] | None, operations: Iterable[Operation | Mapping[str, Any]]

@@ -10,7 +10,8 @@ from typing import Any
 
 from django.db import transaction
 
-from reconciliation.actions.common import held_still, open_escalation
+from reconciliation.actions.common import held_still
+from reconciliation.actions.escalations import open_escalation
 from reconciliation.actions.findings import move_finding
 from reconciliation.actions.observations import record_observation
 from reconciliation.actions.switches import end_expired_shadow

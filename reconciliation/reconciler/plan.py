@@ -8,6 +8,7 @@ missing.
 """
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -91,6 +92,13 @@ def in_order(drifts: list[Drift]) -> list[Operation]:
             phase = _SEVERITY_PHASE[drift.severity]
         phased.setdefault(operation.key, (phase, index, operation))
     return [operation for _, _, operation in sorted(phased.values(), key=lambda p: p[:2])]
+
+
+def plan(desired: Mapping[str, Any], actual: Mapping[str, Any] | None, now: datetime, *,
+         suspended: bool = False) -> list[Operation]:
+    """Deduplicated corrective operations between desired and actual, in the order they are
+    applied (`in_order`)."""
+    return in_order(diff(desired, actual, now, suspended=suspended))
 
 
 def decide(

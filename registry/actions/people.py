@@ -14,7 +14,7 @@ from config.client_address import client_address
 from config.errors import Conflict, NotAllowed
 from registry.choices import Lifecycle, Role
 from registry.models import ApiToken, hash_token_key
-from registry.password_audit import AUDITED_BY_CALLER, password_changed_by
+from registry.password_changer import AUDITED_BY_CALLER, password_changed_by
 from registry.roles import has_role
 
 

@@ -6,6 +6,7 @@ proposal of the active spec that needs the usual approvals and resets the date."
 from datetime import datetime, timedelta
 from typing import Any
 
+import django_rq
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -15,6 +16,7 @@ from audit.actions import actor_label
 from audit.alert_kinds import AlertKind
 from audit.choices import AuditAction
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
+from config.scheduled_time import not_before
 from registry import holds, signals
 from registry.actions.proposals import ProposalOutcome, check_can_propose, propose
 from registry.choices import Lifecycle, OverdueEffect, RiskLevel, Role, VersionSource, VersionState
@@ -119,12 +121,17 @@ def _refresh_condition(agent: Agent, now: datetime) -> None:
 
 
 def _schedule_review_jobs(agent_id: int, due: datetime) -> None:
-    """After commit: the reminder and the overdue check at their exact times."""
+    """After commit: the reminder and the overdue check at their exact times, on the default
+    queue (the reconcile queue holds passes only, one per agent). The job is named by its
+    dotted path: registry/jobs.py imports this module."""
 
     def schedule() -> None:
-        from registry.jobs import schedule_review_checks  # cycle: registry.jobs imports this module
-
-        schedule_review_checks(agent_id, [remind_at(due), due])
+        now, queue = timezone.now(), django_rq.get_queue("default", commit_mode="auto")
+        for when in (remind_at(due), due):
+            if when > now:
+                queue.enqueue_at(not_before(when), "registry.jobs.check_review", agent_id)
+            else:
+                queue.enqueue("registry.jobs.check_review", agent_id)
 
     transaction.on_commit(schedule, robust=True)
 

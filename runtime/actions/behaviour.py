@@ -11,24 +11,27 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+import django_rq
 import redis
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Q, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
+from rq import Queue
 
 import audit
 from audit.choices import AuditAction
+from config import retries
 from config.errors import Invalid, NotAllowed, NotFound
 from reconciliation.actions.common import (
     SYSTEM,
     audit_label,
     desired_now,
     enforcement_held,
-    open_escalation,
     suspend_agent,
 )
+from reconciliation.actions.escalations import open_escalation
 from reconciliation.actions.findings import move_finding, open_finding
 from reconciliation.agent_status import refresh_status
 from reconciliation.choices import DecisionStatus, FindingStatus, Trigger
@@ -60,7 +63,6 @@ from runtime.behaviour import (
 )
 from runtime.budgets import WARNING_AREA, budget_checks, budget_violation
 from runtime.events import Event, validate_event
-from runtime.jobs import record_violations_jobs
 from runtime.models import BehaviourEvent, Decision, UncountedBatch, UnregisteredAgent
 
 log = logging.getLogger(__name__)
@@ -546,9 +548,18 @@ def _queue_violations(violations: dict[int, list[Violation]]) -> None:
     window_of = iter(windows.window_ids([(rule, v.event_id, v.window_seconds)
                                          for by_rule in broken.values()
                                          for rule, v in by_rule.items()]))
-    record_violations_jobs({agent_id: [{**v.to_dict(), "window": next(window_of)}
-                                       for v in by_rule.values()]
-                            for agent_id, by_rule in broken.items()})
+    _enqueue_violations({agent_id: [{**v.to_dict(), "window": next(window_of)}
+                                    for v in by_rule.values()]
+                         for agent_id, by_rule in broken.items()})
+
+
+def _enqueue_violations(found: dict[int, list[dict]]) -> None:
+    """Queue broken rules for the ingest workers: a job per agent, all in one round trip."""
+    retry = retries.ingest_job()
+    queue = django_rq.get_queue("ingest", commit_mode="auto", connection=windows.connection())
+    queue.enqueue_many([Queue.prepare_data("runtime.jobs.record_violations",
+                                           (agent_id, violations), retry=retry)
+                        for agent_id, violations in found.items()])
 
 
 def _later(first: Violation, then: Violation) -> Violation:

@@ -31,7 +31,6 @@ from runtime.actions.group_rules import decision_block, decision_hold
 from runtime.behaviour import callable_tools, window_checks
 from runtime.decision_request import DecisionRequest, RequestError, parse_request
 from runtime.events import Event
-from runtime.jobs import expire_decision_job, notify_decision_job
 from runtime.models import Decision
 
 # What the spec does with an action it names nowhere, unless it says (spec.unlisted_actions).
@@ -187,16 +186,20 @@ def _wait(request: DecisionRequest) -> float:
 
 def _schedule_expiry(decision: Decision) -> None:
     def schedule() -> None:
-
         django_rq.get_queue("default", commit_mode="auto").enqueue_at(
-            not_before(decision.expires_at), expire_decision_job, str(decision.pk))
+            not_before(decision.expires_at), "runtime.jobs.expire_decision_job", str(decision.pk))
 
     transaction.on_commit(schedule, robust=True)
 
 
 def _notify(decision: Decision) -> None:
+    """After commit, the call to the agent's webhook."""
+    def enqueue() -> None:
+        django_rq.get_queue("default", commit_mode="auto").enqueue(
+            "runtime.jobs.notify_decision", str(decision.pk))
+
     if decision.callback_url:
-        transaction.on_commit(lambda: notify_decision_job(str(decision.pk)), robust=True)
+        transaction.on_commit(enqueue, robust=True)
 
 
 def _close(decision: Decision, *, actor: Any, status: str, outcome: str, comment: str) -> None:

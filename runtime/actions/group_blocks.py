@@ -35,7 +35,6 @@ from registry.models import Agent
 from runtime import group_windows
 from runtime.actions.group_rules import _fingerprint
 from runtime.group_rules import window_key
-from runtime.jobs import lift_group_block_job
 from runtime.models import GroupBreach
 
 log = logging.getLogger(__name__)
@@ -81,7 +80,7 @@ def block_involved(breach_id: int, finding_ids: list[int]) -> None:
 def schedule_lift(breach_id: int, when: datetime) -> None:
     """Look at the breach's window at `when` (the earliest it can have fallen back)."""
     django_rq.get_queue("default", commit_mode="auto").enqueue_at(
-        not_before(when), lift_group_block_job, breach_id)
+        not_before(when), "runtime.jobs.lift_group_block_job", breach_id)
 
 
 def lift_group_block(breach_id: int, now: datetime | None = None) -> bool:

@@ -17,7 +17,8 @@ import audit
 from audit.choices import AuditAction
 from config import retries
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
-from reconciliation.actions.common import SYSTEM, open_escalation
+from reconciliation.actions.common import SYSTEM
+from reconciliation.actions.escalations import open_escalation
 from reconciliation.actions.findings import move_finding, open_finding
 from reconciliation.agent_status import refresh_status
 from reconciliation.choices import FindingStatus
@@ -40,7 +41,6 @@ from runtime.group_rules import (
     validate,
     window_key,
 )
-from runtime.jobs import block_group_job, record_group_breach_job
 from runtime.models import BehaviourEvent, GroupBreach, GroupRule
 
 log = logging.getLogger(__name__)
@@ -237,7 +237,9 @@ def queue_breaches(hits: list[dict[str, Any]]) -> None:
     names = windows.window_ids([(f"group:{h['key']}", f"{h['trigger_agent']}|{h['event_id']}",
                                  h["seconds"]) for h in hits])
     for hit, window in zip(hits, names, strict=True):
-        record_group_breach_job({**hit, "window": window})
+        django_rq.get_queue("ingest", commit_mode="auto").enqueue(
+            "runtime.jobs.record_group_breach", {**hit, "window": window},
+            retry=retries.ingest_job())
 
 
 # --- a breach: a finding per agent, one escalation ---------------------------------------------
@@ -320,7 +322,7 @@ def _block_on_commit(breach_id: int, finding_ids: list[int]) -> None:
     outside the database; the job retries, each suspension is idempotent by its key)."""
     def enqueue() -> None:
         django_rq.get_queue("ingest", commit_mode="auto").enqueue(
-            block_group_job, breach_id, finding_ids, retry=retries.ingest_job())
+            "runtime.jobs.block_group_job", breach_id, finding_ids, retry=retries.ingest_job())
 
     transaction.on_commit(enqueue, robust=True)
 

@@ -14,8 +14,8 @@ from reconciliation.reconciler.diff import (
     apply_operations,
     diff,
     effective_desired,
-    plan,
 )
+from reconciliation.reconciler.plan import plan
 
 BEFORE_EXPIRY = datetime(2026, 11, 1, tzinfo=UTC)
 AT_EXPIRY = datetime(2026, 12, 4, tzinfo=UTC)

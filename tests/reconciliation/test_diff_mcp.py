@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reconciliation.observed import ObservedStateError, validate_observed
-from reconciliation.reconciler.diff import apply_operations, diff, plan
+from reconciliation.reconciler.diff import apply_operations, diff
+from reconciliation.reconciler.plan import plan
 from registry.manifest import canonicalize
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)

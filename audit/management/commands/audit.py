@@ -14,7 +14,13 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils.dateparse import parse_date
 
 from audit import keys, signer, witnesses
-from audit.actions import archive_before, checkpoint_head, rotate_key, sign_for_export
+from audit.actions import (
+    archive_before,
+    checkpoint_head,
+    refuse_signing,
+    rotate_key,
+    sign_for_export,
+)
 from audit.choices import SignatureAlgorithm
 from audit.export import FORMATS, export_chunks
 from audit.models import AuditCheckpoint
@@ -66,7 +72,7 @@ class Command(BaseCommand):
         try:
             self._handle(options)
         except signer.SigningRefused as error:
-            signer.refuse(error)
+            refuse_signing(error)
             raise CommandError(f"signing refused: {error.message}") from error
 
     def _handle(self, options: dict[str, Any]) -> None:

@@ -8,7 +8,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from registry import actions
-from registry.password_audit import command_line_actor, password_changed_by
+from registry.password_changer import command_line_actor, password_changed_by
 
 
 class Command(createsuperuser.Command):

@@ -7,7 +7,7 @@ from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from registry import actions
-from registry.password_audit import command_line_actor
+from registry.password_changer import command_line_actor
 
 
 class Command(BaseCommand):

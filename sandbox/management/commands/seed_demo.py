@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from config.private_files import write_private
 from registry import actions
 from registry.choices import Role
-from registry.password_audit import password_changed_by
+from registry.password_changer import password_changed_by
 from sandbox.demo import seed_cluster, seed_history
 
 PERSONAS = [
