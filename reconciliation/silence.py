@@ -20,6 +20,7 @@ from django.db.models import DateTimeField, OuterRef, Subquery, Value
 from django.utils import timezone
 
 import audit
+from audit.actors import RECONCILER as SYSTEM
 from audit.alert_kinds import AlertKind
 from audit.choices import AuditAction
 from reconciliation import alerts
@@ -28,8 +29,6 @@ from reconciliation.models import ObservedState, Silence
 from registry.choices import Lifecycle
 from registry.manifest import duration_seconds
 from registry.models import Agent
-
-SYSTEM = "system:reconciler"  # the loop's own changes, as reconciliation.actions names them
 
 
 def heartbeat_seconds(spec: dict[str, Any] | None, connector: dict[str, Any] | None) -> int:

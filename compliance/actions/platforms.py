@@ -9,10 +9,10 @@ import logging
 from django.db import transaction
 
 import audit
+from audit.actors import RECONCILER as SYSTEM
 from audit.choices import AuditAction
 from compliance.models import Stop
 from compliance.stops import active_stops, stop_covering
-from reconciliation.actions.common import SYSTEM
 from reconciliation.choices import Trigger
 from reconciliation.connectors import ConnectorError, connector_for
 from reconciliation.controller.triggers import request_reconcile

@@ -1,8 +1,8 @@
 """Every state change of the reconcile loop. Each writes its audit rows in the same transaction
 and sends alerts after commit."""
 
+from audit.actors import RECONCILER as SYSTEM
 from reconciliation.actions.common import (
-    SYSTEM,
     audit_label,
     desired_now,
     state_hash,

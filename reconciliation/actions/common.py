@@ -22,8 +22,6 @@ from registry.choices import Lifecycle
 from registry.desired_push import announce_desired_change
 from registry.models import Agent
 
-SYSTEM = "system:reconciler"
-
 
 def state_hash(state: dict[str, Any]) -> str:
     """SHA-256 of an observed state's canonical JSON."""

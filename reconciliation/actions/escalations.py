@@ -12,18 +12,13 @@ from django.db import transaction
 from django.utils import timezone
 
 import audit
+from audit.actors import RECONCILER as SYSTEM
 from audit.alert_kinds import AlertKind
 from audit.choices import AuditAction
 from config import pointers
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from config.scheduled_time import not_before
-from reconciliation.actions.common import (
-    SYSTEM,
-    alert,
-    audit_label,
-    enforcement_held,
-    suspend_agent,
-)
+from reconciliation.actions.common import alert, audit_label, enforcement_held, suspend_agent
 from reconciliation.actions.findings import move_finding, note_acknowledgement
 from reconciliation.agent_status import refresh_status
 from reconciliation.choices import (

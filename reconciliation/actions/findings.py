@@ -7,9 +7,10 @@ from datetime import datetime
 from typing import Any
 
 import audit
+from audit.actors import RECONCILER as SYSTEM
 from audit.alert_kinds import AlertKind
 from audit.choices import AuditAction
-from reconciliation.actions.common import SYSTEM, alert
+from reconciliation.actions.common import alert
 from reconciliation.choices import (
     FINDING_MOVE_ALERT,
     FINDING_MOVE_AUDIT,

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 import audit
+from audit.actors import RECERTIFICATION as SYSTEM
 from audit.alert_kinds import AlertKind
 from audit.choices import AuditAction
 from reconciliation.actions.common import alert, suspend_agent
@@ -15,8 +16,6 @@ from reconciliation.models import AgentStatus, Escalation
 from reconciliation.recertified import with_recertified
 from registry.choices import OverdueEffect
 from registry.models import Agent, DesiredStateVersion
-
-SYSTEM = "system:recertification"
 
 
 def refresh_condition(agent: Agent, now: datetime) -> None:

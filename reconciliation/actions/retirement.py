@@ -7,6 +7,7 @@ import django_rq
 from django.db import transaction
 
 import audit
+from audit.actors import RECONCILER as SYSTEM
 from audit.choices import AuditAction
 from reconciliation.actions.escalations import open_escalation
 from reconciliation.choices import Health
@@ -15,8 +16,6 @@ from reconciliation.models import AgentStatus
 from reconciliation.reconciler.diff import Operation, OperationKind
 from reconciliation.reconciler.plan import idempotency_key
 from registry.models import Agent
-
-SYSTEM = "system:reconciler"
 
 
 def retired(agent_id: int) -> None:

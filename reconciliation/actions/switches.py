@@ -7,6 +7,7 @@ from django.db import transaction
 from django.utils import timezone
 
 import audit
+from audit.actors import RECONCILER as SYSTEM
 from audit.choices import AuditAction
 from config.errors import Conflict, DomainError, NotAllowed
 from reconciliation.choices import BreakerScope, Trigger
@@ -16,8 +17,6 @@ from registry.choices import Role
 from registry.manifest import duration_seconds
 from registry.models import Agent
 from registry.roles import has_role
-
-SYSTEM = "system:reconciler"
 
 
 @transaction.atomic

@@ -14,11 +14,12 @@ from django.db.models import Count, F, QuerySet
 from django.utils import timezone
 
 import audit
+from audit.actors import RECONCILER as SYSTEM
 from audit.alert_kinds import AlertKind
 from audit.choices import AuditAction
 from config.times import parse_timestamp
 from reconciliation import alerts
-from reconciliation.actions.common import SYSTEM, suspend_agent
+from reconciliation.actions.common import suspend_agent
 from reconciliation.actions.escalations import open_escalation
 from reconciliation.actions.findings import move_finding, open_finding
 from reconciliation.agent_status import refresh_status

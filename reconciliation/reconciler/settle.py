@@ -14,8 +14,9 @@ from django.conf import settings
 from django.db import transaction
 
 import audit
+from audit.actors import RECONCILER as SYSTEM
 from audit.choices import AuditAction
-from reconciliation.actions.common import SYSTEM, state_hash
+from reconciliation.actions.common import state_hash
 from reconciliation.agent_status import apply_counts, locked_status, refresh_status
 from reconciliation.choices import RunResult, Trigger
 from reconciliation.desired_horizon import next_change_at

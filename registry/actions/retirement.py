@@ -22,8 +22,6 @@ from registry.roles import has_role
 from registry.signals import announce
 from registry.stepup import StepUp, required_error, retirement_reasons
 
-SYSTEM = "system:reconciler"
-
 
 @transaction.atomic
 def propose_retirement(agent_name: str, *, actor: Any, reason: str) -> Retirement:

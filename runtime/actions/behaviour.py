@@ -21,16 +21,11 @@ from django.utils import timezone
 from rq import Queue
 
 import audit
+from audit.actors import RECONCILER as SYSTEM
 from audit.choices import AuditAction
 from config import retries
 from config.errors import Invalid, NotAllowed, NotFound
-from reconciliation.actions.common import (
-    SYSTEM,
-    audit_label,
-    desired_now,
-    enforcement_held,
-    suspend_agent,
-)
+from reconciliation.actions.common import audit_label, desired_now, enforcement_held, suspend_agent
 from reconciliation.actions.escalations import open_escalation
 from reconciliation.actions.findings import move_finding, open_finding
 from reconciliation.agent_status import refresh_status

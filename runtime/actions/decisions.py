@@ -12,11 +12,12 @@ from django.db import transaction
 from django.utils import timezone
 
 import audit
+from audit.actors import RECONCILER as SYSTEM
 from audit.alert_kinds import AlertKind
 from audit.choices import AuditAction
 from config.errors import Conflict, Invalid, Malformed, NotAllowed, NotFound
 from config.scheduled_time import not_before
-from reconciliation.actions.common import SYSTEM, alert, desired_now, state_hash
+from reconciliation.actions.common import alert, desired_now, state_hash
 from reconciliation.choices import DecisionOutcome, DecisionStatus, EscalationStatus
 from reconciliation.models import Escalation
 from registry import holds

@@ -16,9 +16,10 @@ from django.db import transaction
 from django.utils import timezone
 
 import audit
+from audit.actors import RECONCILER as SYSTEM
 from audit.choices import AuditAction
 from config.scheduled_time import not_before
-from reconciliation.actions.common import SYSTEM, cluster_held, suspend_agent
+from reconciliation.actions.common import cluster_held, suspend_agent
 from reconciliation.actions.findings import move_finding
 from reconciliation.agent_status import refresh_status
 from reconciliation.choices import FindingStatus, Trigger

@@ -11,7 +11,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rq import SimpleWorker
 
-from reconciliation.actions.common import SYSTEM, suspend_agent
+from audit.actors import RECONCILER as SYSTEM
+from reconciliation.actions.common import suspend_agent
 from reconciliation.models import Finding
 from runtime import actions as runtime_actions
 from runtime.actions.behaviour import _batch_agents, _rules_spec
