@@ -9,7 +9,7 @@ from reconciliation.actions.retirement import retired
 from reconciliation.alerts import broadcast
 from reconciliation.controller.triggers import request_reconcile
 from reconciliation.fleet_snapshot import request_refresh
-from reconciliation.toxic_paths import request_path_check
+from reconciliation.toxic_path_requests import request_path_check
 from registry import signals
 
 

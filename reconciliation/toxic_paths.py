@@ -19,12 +19,7 @@ from reconciliation.agent_status import refresh_status
 from reconciliation.choices import OPEN_STATUSES, TOXIC_PATH_KIND, FindingStatus
 from reconciliation.fleet_snapshot import enqueue_refresh
 from reconciliation.models import Finding, ObservedState
-
-# request_path_check is re-exported: reconciliation/receivers.py imports it from here.
-from reconciliation.toxic_path_requests import (  # noqa: F401
-    QUEUED_KEY,
-    request_path_check,
-)
+from reconciliation.toxic_path_requests import QUEUED_KEY
 from registry.models import Agent
 from registry.toxic import ToxicPath, toxic_paths
 from registry.toxic_fleet import enabled_rules

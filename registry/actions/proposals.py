@@ -18,6 +18,7 @@ from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from config.outbound import listed
 from registry import signals
 from registry.actions.grants import start_grant_clocks
+from registry.actions.review_clock import start_review_clock
 from registry.actions.stepup import verify_step_up
 from registry.actions.tokens import suspend_for_handover
 from registry.choices import GuardrailOutcome, Lifecycle, Role, VersionSource, VersionState
@@ -541,9 +542,6 @@ def _activate(version: DesiredStateVersion, agent: Agent, actor: Any) -> None:
                      target=f"proposal:{stale.pk}", agent=agent.name,
                      reason=f"superseded by proposal {version.pk} (generation "
                             f"{version.generation})")
-    # cycle: registry.actions.recertification imports this module
-    from registry.actions.recertification import start_review_clock
-
     start_review_clock(version, agent, actor=actor, now=now)
     # its pass asks its controller for the one at the soonest grant's end
     announce(signals.reconcile_requested, agent_id=agent.pk, trigger="approved")

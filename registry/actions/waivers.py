@@ -11,9 +11,11 @@ from django.db import transaction
 from django.utils import timezone
 
 import audit
+from audit.actors import RECONCILER as SYSTEM
 from audit.choices import AuditAction
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from registry import signals
+from registry.actions.proposals import assess, current_metadata
 from registry.actions.stepup import verify_step_up
 from registry.choices import Lifecycle, Role, WaiverState
 from registry.manifest import duration_seconds
@@ -23,8 +25,6 @@ from registry.roles import has_role
 from registry.signals import announce
 from registry.stepup import StepUp, proposal_reasons, required_error
 from registry.waivers import POINTER_EXPECTED, specific_problem, waived_spec
-
-SYSTEM = "system:reconciler"
 
 
 def may_waive(agent: Agent, actor: Any) -> bool:
@@ -69,10 +69,6 @@ def judge_waiver(agent: Agent, pointer: str, now: datetime) -> WaiverJudgement:
     (registry.waivers.waived_spec): the same guardrails, group rules, step-up and N-of-M. A
     waiver whose area cannot be put as a spec is judged by the strictest bar: two approvers,
     and step-up wherever step-up is configured."""
-    # here, not at the top: the reconcile pass imports this module for active_waivers, and the
-    # proposals module imports the pass's own modules
-    from registry.actions.proposals import assess, current_metadata
-
     active = agent.active_version.spec if agent.active_version_id else None
     spec = waived_spec(active, pointer) if active is not None else None
     if spec is None:
