@@ -1,10 +1,10 @@
 """The behaviour-events table in bulk, for ingest: a batch stored in one statement that skips
-what is already stored and says which events it stored, and the outbox: one row per batch
-naming the events it stored, deleted once they are counted. A repeat is the same (agent name,
-event id) among non-foreign events, looked up by those columns and never by the primary key,
-so it holds whatever the table's key is (a partitioned table keys on more than one column).
-On PostgreSQL a batch is COPYed into a session's staging table and stored by one INSERT ...
-SELECT; on SQLite, multi-row statements in chunks."""
+what is already stored, says which events it stored and writes the batch's outbox row (one
+row per batch naming the events it stored, deleted once they are counted). A repeat is the
+same (agent name, event id) among non-foreign events, looked up by those columns and never by
+the primary key, so it holds whatever the table's key is (a partitioned table keys on more
+than one column). On PostgreSQL a batch is COPYed into a session's staging table and stored
+by one INSERT ... SELECT; on SQLite, multi-row statements in chunks."""
 
 import json
 from collections.abc import Iterable
@@ -50,27 +50,37 @@ def _row(event: Event, agent_id: int | None) -> tuple:
 
 
 def insert_new(events: list[Event], agent_ids: dict[str, int], batch: dict[str, Any]
-               ) -> dict[tuple[str, str], int]:
+               ) -> tuple[dict[tuple[str, str], int], int | None]:
     """Store the events whose (agent, id) is not stored yet, with the batch's own columns
-    (`batch`: source, received_at, sender, sender_user_id, sender_token_id, foreign); returns
-    the row id of each (agent, id) it stored. Two batches racing with one event store
-    it once (ON CONFLICT DO NOTHING on the unique (agent, id) of non-foreign events)."""
+    (`batch`: source, received_at, sender, sender_user_id, sender_token_id, foreign), and the
+    outbox row of those it stored (none when it stored none); returns the row id of each
+    (agent, id) it stored, and the outbox row's id for release_counted. Two batches racing
+    with one event store it once (ON CONFLICT DO NOTHING on the unique (agent, id) of
+    non-foreign events). Call it inside the batch's transaction."""
     if not events:
-        return {}
+        return {}, None
     # One order for every batch, so two batches with overlapping events cannot deadlock.
-    rows = sorted((_row(e, agent_ids.get(e.agent)) for e in events), key=lambda r: (r[2], r[0]))
+    rows = sorted([_row(e, agent_ids.get(e.agent)) for e in events],
+                  key=lambda r: (r[2], r[0]))
     shared = [batch[c] for c in BATCH_COLUMNS]
     if connection.vendor == "postgresql":
-        return _insert_postgresql(rows, shared)
-    return _insert_chunks(rows, shared)
+        return _insert_postgresql(rows, shared, batch["received_at"])
+    stored = _insert_chunks(rows, shared)
+    if not stored:
+        return stored, None
+    times = [row[3] for row in rows if (row[2], row[0]) in stored]
+    return stored, hold_uncounted(list(stored.values()), times, batch["received_at"])
 
 
 STAGING = "ingest_batch"  # a temporary table per session, emptied at each commit
 
 
-def _insert_postgresql(rows: list[tuple], shared: list[Any]) -> dict[tuple[str, str], int]:
-    """COPY the batch into the session's staging table, then one INSERT ... SELECT of what is
-    not stored yet (COPY formats rows in C; array parameters would be formatted in Python)."""
+def _insert_postgresql(rows: list[tuple], shared: list[Any], received_at: datetime
+                       ) -> tuple[dict[tuple[str, str], int], int | None]:
+    """COPY the batch into the session's staging table, then one statement that stores what
+    is not stored yet and writes the outbox row of what it stored (COPY formats rows in C;
+    array parameters would be formatted in Python; the outbox row in the same statement is a
+    round trip less per batch)."""
     table = _table()
     types = ", ".join(f"{c} {'text' if c == 'attributes' else _column(c).db_type(connection)}"
                       for c in EVENT_COLUMNS)
@@ -89,15 +99,23 @@ def _insert_postgresql(rows: list[tuple], shared: list[Any]) -> dict[tuple[str, 
     # session): planning the repeat check over every day partition took milliseconds per
     # batch. (Forcing that check into a subplan per event, OFFSET 0, halved ingest for a
     # single agent's batches: left to the planner.)
+    outbox = connection.ops.quote_name(UncountedBatch._meta.db_table)
     cursor = prepared_cursor()
     cursor.execute(
-        f"WITH n AS (DELETE FROM {STAGING} RETURNING *) "
+        f"WITH n AS (DELETE FROM {STAGING} RETURNING *), stored AS ("
         f"INSERT INTO {table} ({_names(EVENT_COLUMNS + BATCH_COLUMNS)}) "
         f"SELECT {values}, {batch_values} FROM n "
         f"WHERE NOT EXISTS (SELECT 1 FROM {table} e WHERE e.agent_name = n.agent_name "
         'AND e.event_id = n.event_id AND NOT e."foreign") '
-        "ON CONFLICT DO NOTHING RETURNING agent_name, event_id, id", shared)
-    return {(agent, event_id): pk for agent, event_id, pk in cursor.fetchall()}
+        "ON CONFLICT DO NOTHING RETURNING agent_name, event_id, id, ts), "
+        f"held AS (INSERT INTO {outbox} (received_at, first_ts, last_ts, events) "
+        "SELECT %s::timestamptz, min(ts), max(ts), jsonb_agg(id) FROM stored "
+        "HAVING count(*) > 0 RETURNING id) "
+        "SELECT agent_name, event_id, id, (SELECT id FROM held) FROM stored",
+        [*shared, received_at])
+    rows = cursor.fetchall()
+    return ({(agent, event_id): pk for agent, event_id, pk, _ in rows},
+            rows[0][3] if rows else None)
 
 
 def _insert_chunks(rows: list[tuple], shared: list[Any]) -> dict[tuple[str, str], int]:
@@ -130,8 +148,8 @@ def _prepared(field: Any, value: Any) -> Any:
 
 
 def hold_uncounted(row_ids: list[int], times: list[datetime], received_at: datetime) -> int:
-    """The outbox row of a batch's stored events (in the batch's transaction); returns its id
-    for release_counted."""
+    """The outbox row of a batch's stored events (in the batch's transaction; on PostgreSQL
+    the store's own statement writes it); returns its id for release_counted."""
     table = connection.ops.quote_name(UncountedBatch._meta.db_table)
     moments = [connection.ops.adapt_datetimefield_value(moment)
                for moment in (received_at, min(times), max(times))]

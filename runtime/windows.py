@@ -126,10 +126,14 @@ def filled_generations(agents: list[tuple[int, int]]) -> list[int | None]:
     return [int(v) if v else None for v in text.split(",")]
 
 
-def mark_filled(agent_id: int, generation: int, seconds: int) -> None:
-    """The agent's windows hold its stored events for this generation (kept as long as its
-    longest window past its last use, then filled again from what is stored)."""
-    connection().set(FILLED_KEY.format(agent_id=agent_id), generation, ex=seconds + 60)
+def mark_filled(marks: list[tuple[int, int, int]]) -> None:
+    """Each (agent id, generation, seconds): the agent's windows hold its stored events for
+    this generation (kept as long as its longest window past its last use, then filled again
+    from what is stored). One pipeline."""
+    pipe = connection().pipeline(transaction=False)
+    for agent_id, generation, seconds in marks:
+        pipe.set(FILLED_KEY.format(agent_id=agent_id), generation, ex=seconds + 60)
+    pipe.execute()
 
 
 def peek(check: WindowCheck, now: datetime) -> int:

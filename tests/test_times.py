@@ -83,3 +83,38 @@ def test_an_aware_datetime_is_its_utc_instant():
 @pytest.mark.parametrize("text", ["2026-12-04T00:00:00Z", "2026-12-04T00:00:00.000001Z"])
 def test_one_spelling_per_instant_reads_back(text):
     assert format_timestamp(parse_timestamp(text)) == text
+
+
+
+def _outcome(text: str) -> tuple:
+    try:
+        return ("read", parse_timestamp(text))
+    except ValueError as error:
+        return (type(error), str(error))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_fast_reading_gives_the_instant_or_the_error_of_the_parts(seed, monkeypatch):
+    """Every spelling the grammar takes is read as building it from its parts reads it, or
+    refused with the same error (dates, times, fractions and zones at and past their
+    limits): fromisoformat is only a faster way to the same answer."""
+    import random
+
+    from config import times
+
+    rng = random.Random(seed)
+    pick = rng.choice
+    texts = [f"{pick(['0001', '1970', '2024', '2026', '9999'])}-{pick(['00', '01', '02', '13'])}"
+             f"-{pick(['01', '29', '31', '32'])}{pick('Tt ')}"
+             f"{pick(['00', '09', '23', '24', '99'])}:{pick(['00', '59', '60'])}"
+             f":{pick(['00', '59', '60'])}{pick(['', '.5', '.123456', '.1234567', '.999999999'])}"
+             f"{pick(['', 'Z', 'z', '+00:00', '-05:30', '+23:59', '-23:59', '+24:00', '+01:60'])}"
+             for _ in range(2000)]
+    fast = [_outcome(text) for text in texts]
+    monkeypatch.setattr(times, "_from_match",
+                        lambda value, match: times._from_parts(value, *match.groups()))
+    slow = [_outcome(text) for text in texts]
+    for text, got, expected in zip(texts, fast, slow, strict=True):
+        assert got == expected, text
+        assert got[0] != "read" or got[1].tzinfo is UTC
+    assert {kind for kind, _ in slow} >= {"read", NoZone, ValueError}  # every outcome tried

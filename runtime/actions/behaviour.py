@@ -14,9 +14,9 @@ from typing import Any
 import django_rq
 import redis
 from django.contrib.auth.models import User
-from django.db import transaction
-from django.db.models import Q, TextField
-from django.db.models.functions import Cast
+from django.db import connection, transaction
+from django.db.models import F, Q, TextField, Window
+from django.db.models.functions import Cast, RowNumber
 from django.utils import timezone
 from rq import Queue
 
@@ -25,6 +25,7 @@ from audit.actors import RECONCILER as SYSTEM
 from audit.choices import AuditAction
 from config import retries
 from config.errors import Invalid, NotAllowed, NotFound
+from config.prepared import prepared_cursor
 from reconciliation.actions.common import audit_label, desired_now, enforcement_held, suspend_agent
 from reconciliation.actions.escalations import open_escalation
 from reconciliation.actions.findings import move_finding, open_finding
@@ -129,9 +130,9 @@ def ingest_events(items: list[Any], *, actor: Any, token: Any = None, source: st
     """Store a batch of events (each accepted, duplicate or rejected on its own) with who sent
     them, count them in their windows, and queue broken rules for the ingest workers. An id is
     a repeat only for the same agent: two agents may use the same id. The batch costs the
-    same few statements however many agents it names: one read of the agents, one insert that
-    skips and reports repeats, one outbox row, and after commit one Redis script and the
-    outbox row's delete."""
+    same few statements however many agents and events it names: one read of the agents, one
+    statement that stores what is not a repeat with its outbox row and reports what it
+    stored, and after commit the Redis scripts and the outbox row's delete."""
     now = now or timezone.now()
     report = IngestReport()
     valid: list[Event] = []
@@ -157,16 +158,16 @@ def ingest_events(items: list[Any], *, actor: Any, token: Any = None, source: st
             r.get("reason", "").startswith("an agent token") for r in report.results):
         raise NotAllowed("An agent token sends its own agent's events only.")
     with transaction.atomic():
-        stored = event_store.insert_new(
+        # The outbox: the batch's row (written with its events) goes only once its events
+        # are in their windows and their broken rules queued, so a process that dies after
+        # commit loses no check.
+        stored, held = event_store.insert_new(
             valid, {name: agent.pk for name, agent in agents.items()},
             {"source": source, "received_at": now, "foreign": False, **_sender(actor, token)})
         fresh = []
-        row_ids = []
         for event, row in zip(valid, accepted, strict=True):
-            row_id = stored.get((event.agent, event.id))
-            if row_id is not None:
+            if (event.agent, event.id) in stored:
                 fresh.append(event)
-                row_ids.append(row_id)
             else:
                 row["status"] = "duplicate"
         violations = _static(fresh, agents, _use_decisions(fresh, now), now)
@@ -176,9 +177,6 @@ def ingest_events(items: list[Any], *, actor: Any, token: Any = None, source: st
                                           {e.agent: e.label for e in unregistered if e.label},
                                           now)
         if fresh:
-            # The outbox: the batch's row goes only once its events are in their windows and
-            # their broken rules queued, so a process that dies after commit loses no check.
-            held = event_store.hold_uncounted(row_ids, [e.ts for e in fresh], now)
             transaction.on_commit(
                 lambda: _count_stored(fresh, agents, violations, now, report, held),
                 robust=True)
@@ -206,10 +204,7 @@ def _batch_agents(names: set[str]) -> dict[str, Agent]:
     agent's."""
     if not names:
         return {}
-    rows = list(Agent.objects.filter(name__in=names).exclude(lifecycle=Lifecycle.RETIRED)
-                .annotate(labels_text=Cast("labels", TextField()),
-                          restricted_text=Cast("restricted_to", TextField()))
-                .values_list(*AGENT_COLUMNS))
+    rows = _agent_rows(names)
     missing = {row[8] for row in rows if row[8] is not None and (
         _version_specs.get(row[8], ("",))[0] != row[9])}
     if missing:
@@ -227,6 +222,28 @@ def _batch_agents(names: set[str]) -> dict[str, Agent]:
             agent = _agents[row] = _agent_of(row)
         found[agent.name] = agent
     return found
+
+
+def _agent_rows(names: set[str]) -> list[tuple]:
+    """The AGENT_COLUMNS rows of the named agents not retired. On PostgreSQL one prepared
+    statement with the names as one array (planned once per session: the ORM's IN list of a
+    thousand names was compiled and planned again for every batch)."""
+    if connection.vendor != "postgresql":
+        return list(Agent.objects.filter(name__in=names).exclude(lifecycle=Lifecycle.RETIRED)
+                    .annotate(labels_text=Cast("labels", TextField()),
+                              restricted_text=Cast("restricted_to", TextField()))
+                    .values_list(*AGENT_COLUMNS))
+    cursor = prepared_cursor()
+    cursor.execute(AGENT_ROWS, [list(names), Lifecycle.RETIRED.value])
+    return cursor.fetchall()
+
+
+# AGENT_COLUMNS in one statement (the agent's JSON columns as text, as the ORM casts them).
+AGENT_ROWS = (
+    "SELECT a.id, a.name, a.owner_id, a.labels::text, a.framework, a.lifecycle, a.generation, "
+    "a.restricted_to::text, a.active_version_id, v.spec_sha256 "
+    f"FROM {Agent._meta.db_table} a LEFT JOIN {DesiredStateVersion._meta.db_table} v "
+    "ON v.id = a.active_version_id WHERE a.name = ANY(%s) AND a.lifecycle <> %s")
 
 
 def _agent_of(row: tuple) -> Agent:
@@ -474,14 +491,17 @@ def ensure_windows(agents: list[Agent], now: datetime) -> None:
     approval, events under limits a new version added, and whatever a Redis restart lost.
     A marker per agent says which generation they were filled for (each use keeps it for
     another longest window); without it the stored events go in (into the windows only: they
-    are not judged again). Raises RedisError."""
+    are not judged again). However many agents need it, one read of their stored events and
+    one Redis pipeline (after a Redis restart, a batch naming a thousand agents made three
+    thousand round trips). Raises RedisError."""
     limited = [(a, horizon) for a in agents
                if (version := a.active_version) is not None
                and (horizon := _version_horizon(version)) is not None]
-    for (agent, horizon), generation in zip(
-            limited, windows.filled_generations([(a.pk, h) for a, h in limited]), strict=True):
-        if generation != agent.generation:
-            _refill(agent, horizon, now)
+    stale = [(agent, horizon) for (agent, horizon), generation in zip(
+        limited, windows.filled_generations([(a.pk, h) for a, h in limited]), strict=True)
+        if generation != agent.generation]
+    if stale:
+        _refill(stale, now)
 
 
 _horizons: dict[tuple[int, str], int | None] = {}  # a version's spec never changes
@@ -504,26 +524,46 @@ def _horizon(spec: dict[str, Any]) -> int:
                for rule in [*spec.get("limits", []), *spec.get("budgets", [])])
 
 
-def _refill(agent: Agent, horizon: int, now: datetime) -> None:
-    spec = agent.active_version.spec
-    durations = {limit["per"]: duration_seconds(limit["per"]) for limit in spec["limits"]}
-    rows = (BehaviourEvent.objects.filter(agent=agent, foreign=False,
-                                          ts__gte=now - timedelta(seconds=horizon))
-            .order_by("-ts")
-            .values_list("event_id", "ts", "kind", "resource", "record", "input_tokens",
-                         "output_tokens", "cost")[:REFILL_MAX_EVENTS])
+def _refill(stale: list[tuple[Agent, int]], now: datetime) -> None:
+    """Put each (agent, seconds its longest window spans)'s stored events of that span into its
+    windows (its latest REFILL_MAX_EVENTS at most) and mark them filled for its generation."""
+    rows: dict[int, list[tuple]] = {agent.pk: [] for agent, _ in stale}
+    for agent_id, *row in _stored_since([(a.pk, now - timedelta(seconds=h)) for a, h in stale]):
+        rows[agent_id].append(row)
     checks, spending = [], []
-    for event_id, ts, kind, resource, record, tokens_in, tokens_out, cost in rows:
-        event = Event(id=event_id, agent=agent.name, ts=ts, kind=kind, resource=resource,
-                      record=record, input_tokens=tokens_in, output_tokens=tokens_out,
-                      cost=cost)
-        checks.extend((check, event_id, ts)
-                      for check in window_checks(spec, event, agent.pk, durations))
-        spending.extend((check, ts) for check, _ in budget_checks(spec, event, agent.pk))
+    for agent, _ in stale:
+        spec = agent.active_version.spec
+        durations = {limit["per"]: duration_seconds(limit["per"]) for limit in spec["limits"]}
+        for event_id, ts, kind, resource, record, tokens_in, tokens_out, cost in rows[agent.pk]:
+            event = Event(id=event_id, agent=agent.name, ts=ts, kind=kind, resource=resource,
+                          record=record, input_tokens=tokens_in, output_tokens=tokens_out,
+                          cost=cost)
+            checks.extend((check, event_id, ts)
+                          for check in window_checks(spec, event, agent.pk, durations))
+            spending.extend((check, ts) for check, _ in budget_checks(spec, event, agent.pk))
     windows.fill(checks, now)
     if spending:
         group_windows.fill(spending, now)
-    windows.mark_filled(agent.pk, agent.generation, horizon)
+    windows.mark_filled([(agent.pk, agent.generation, horizon) for agent, horizon in stale])
+
+
+REFILL_COLUMNS = ("agent_id", "event_id", "ts", "kind", "resource", "record", "input_tokens",
+                  "output_tokens", "cost")
+
+
+def _stored_since(since: list[tuple[int, datetime]]) -> Any:  # a values_list query
+    """The REFILL_COLUMNS of each (agent id, moment)'s own events at or after the moment, its
+    latest REFILL_MAX_EVENTS at most, in one query whatever the number of agents."""
+    by_moment: dict[datetime, list[int]] = {}
+    for agent_id, moment in since:
+        by_moment.setdefault(moment, []).append(agent_id)
+    within = Q()
+    for moment, agent_ids in by_moment.items():
+        within |= Q(agent_id__in=agent_ids, ts__gte=moment)
+    latest = Window(RowNumber(), partition_by=F("agent_id"), order_by=F("ts").desc())
+    return (BehaviourEvent.objects.filter(within, foreign=False)
+            .annotate(latest=latest).filter(latest__lte=REFILL_MAX_EVENTS)
+            .values_list(*REFILL_COLUMNS))
 
 
 def _queue_violations(violations: dict[int, list[Violation]]) -> None:

@@ -16,7 +16,7 @@ from reconciliation.actions.common import suspend_agent
 from reconciliation.models import Finding
 from runtime import actions as runtime_actions
 from runtime.actions.behaviour import _batch_agents, _rules_spec
-from tests.conftest import approved_agent
+from tests.conftest import approved_agent, postgresql_only
 
 LIMITED = {"data": [{"resource": "customers_db", "access": "read"},
                     {"resource": "orders_db", "access": "read"}],
@@ -115,3 +115,41 @@ def test_counting_an_agents_events_keeps_its_windows_filled_without_a_refill(
     assert not [q for q in captured.captured_queries if "ORDER BY" in q["sql"]
                 and "behaviourevent" in q["sql"].lower()]  # and nothing was read back
     assert redis_client.zcard(f"bw:{agent.pk}:customers_db:calls:3600") == 2
+
+
+@postgresql_only  # SQLite takes a batch in statements of 30 rows (its parameter limit)
+def test_a_batch_costs_the_same_queries_however_many_events_it_holds(
+        people, redis_client, django_capture_on_commit_callbacks):
+    names = [f"busy-{i:02d}" for i in range(10)]
+    for name in names:
+        approved_agent(people, name, **LIMITED)
+    ingest(people.admin, [read(name) for name in names], django_capture_on_commit_callbacks)
+    counts = {}
+    for size in (10, 300):  # the same ten agents, 1 or 30 events each
+        with CaptureQueriesContext(connection) as captured:
+            body = ingest(people.admin, [read(names[i % 10]) for i in range(size)],
+                          django_capture_on_commit_callbacks)
+        assert body["accepted"] == size
+        counts[size] = len(captured.captured_queries)
+    assert counts[300] == counts[10], counts
+
+
+def test_windows_lost_for_30_agents_are_refilled_with_the_queries_of_3(
+        people, redis_client, django_capture_on_commit_callbacks):
+    names = [f"lost-{i:02d}" for i in range(33)]
+    agents = {name: approved_agent(people, name, **LIMITED) for name in names}
+    ingest(people.admin, [read(name) for name in names for _ in range(2)],
+           django_capture_on_commit_callbacks)
+    redis_client.flushdb()  # a Redis restart: every window and fill marker gone
+    counts = {}
+    for group in (names[:3], names[3:]):
+        with CaptureQueriesContext(connection) as captured:
+            ingest(people.admin, [read(name) for name in group],
+                   django_capture_on_commit_callbacks)
+        counts[len(group)] = len(captured.captured_queries)
+    assert counts[30] == counts[3], counts
+    # Each agent's window holds its two stored events again, and the one just sent.
+    for name in (names[0], names[32]):
+        assert redis_client.zcard(f"bw:{agents[name].pk}:customers_db:calls:3600") == 3
+        assert redis_client.get(f"bw:filled:{agents[name].pk}") == str(
+            _batch_agents({name})[name].generation).encode()
