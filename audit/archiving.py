@@ -3,9 +3,7 @@ the boundary the live trail is verified from afterwards. The file they go to is 
 (audit/export.py, `write_archive_file`); the state changes (the boundary record, its entry,
 deleting the rows) are in audit/actions.py."""
 
-import hashlib
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from django.db.models import Min
@@ -54,10 +52,3 @@ def archivable_size(before: datetime, after_seq: int) -> int | None:
         checkpoints = checkpoints.filter(seq__lt=late)
     return checkpoints.order_by("-seq").values_list("seq", flat=True).first()
 
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        while block := file.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
