@@ -118,17 +118,22 @@ def test_a_long_pass_keeps_its_lock_and_a_dead_one_lets_it_lapse(redis_client):
 
     from reconciliation.controller.work_queue import LockRenewal
 
+    # Renewed every third of its life: 2 s, so a thread a loaded machine runs late still
+    # renews in time.
+    life = 6
     key = "reconcile:lock:test-renewal"
-    redis_client.set(key, "mine", ex=1)
+    redis_client.set(key, "mine", ex=life)
+    with LockRenewal(redis_client, key, "mine", life) as renewal:
+        held_until = time.monotonic() + 2 * life + 1  # over twice the lock's life
+        while time.monotonic() < held_until:
+            assert redis_client.get(key) == b"mine" and not renewal.lost
+            time.sleep(0.5)
+    eventually(lambda: not redis_client.exists(key), timeout=5 * life,
+               message="nobody renews the lock any more, yet it never lapsed")
+    redis_client.set(key, "someone else's", ex=60)  # lost while running: never extended
     with LockRenewal(redis_client, key, "mine", 1) as renewal:
-        time.sleep(2.5)  # over twice the lock's life
-        assert redis_client.get(key) == b"mine" and not renewal.lost
-    time.sleep(1.2)  # nobody renews it any more: it lapses
-    assert not redis_client.exists(key)
-    redis_client.set(key, "someone else's", ex=5)  # lost while running: never extended
-    with LockRenewal(redis_client, key, "mine", 1) as renewal:
-        time.sleep(0.6)
-    assert renewal.lost and redis_client.ttl(key) <= 5
+        eventually(lambda: renewal.lost, timeout=60, message="the loss was never noticed")
+    assert redis_client.get(key) == b"someone else's" and redis_client.ttl(key) <= 60
 
 
 def test_a_failing_platform_is_retried_with_backoff_until_it_converges(people, start_worker):
