@@ -8,7 +8,7 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
-from tests.conftest import eventually, sync_playwright
+from tests.conftest import eventually, postgresql_only, sync_playwright
 
 # The entry-point plugins the suite uses, by module (see addopts in pyproject.toml).
 USED = {"pytest_django.plugin", "pytest_timeout", "pytest_asyncio.plugin",
@@ -30,10 +30,8 @@ def test_the_models_agree_with_their_migrations(db):
         pytest.fail(f"models and migrations disagree (makemigrations --check exit {exit_.code})")
 
 
+@postgresql_only  # sessions are PostgreSQL's: SQLite has none to leave
 def test_a_browser_test_leaves_no_database_session_behind(transactional_db, browser_ready):
-    if connection.vendor != "postgresql":
-        pytest.skip("sessions are PostgreSQL's (SQLite has none to leave)")
-
     def backend() -> int:
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_backend_pid()")
