@@ -15,5 +15,5 @@ def release_stop_job(stop_id: int) -> dict[str, list[str]]:
 
 
 def end_window_job(window_id: int) -> bool:
-    """A maintenance window's end: recorded, and a pass for each agent it covered."""
+    """A maintenance window's end, recorded (held corrections come back on their own pass)."""
     return end_window(window_id)

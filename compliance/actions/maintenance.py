@@ -130,8 +130,10 @@ def _reconcile_covered(window: MaintenanceWindow) -> None:
 
 @transaction.atomic
 def end_window(window_id: int) -> bool:
-    """At the window's end: record it (once) and ask for a pass of every agent it covered,
-    so held corrections run on time. False when it is not over yet (rescheduled)."""
+    """At the window's end: record it (once). The held corrections need no pass from here:
+    the pass that held them asked to come back at the window's end (its `window_ended`
+    requeue), and an agent nothing was held for has nothing to run. False when it is not over
+    yet (rescheduled)."""
     window = MaintenanceWindow.objects.select_for_update().filter(pk=window_id).first()
     if window is None or window.ended_at is not None or window.cancelled_at is not None:
         return True
@@ -145,7 +147,6 @@ def end_window(window_id: int) -> bool:
                  target=f"maintenance:{window.pk}", after={"ended_at": now.isoformat()},
                  reason=f"maintenance window {window.pk} ended at {window.ends_at:%H:%M:%S} "
                         "UTC; held corrections run")
-    _reconcile_covered(window)
     return True
 
 

@@ -213,3 +213,27 @@ def test_a_sooner_moment_schedules_a_sooner_pass_and_a_later_one_waits_its_turn(
     enqueue_reconcile(agent.pk, "manual")  # a pass before both: nothing new waits
     assert queued_pass(queue, agent, "manual").perform() == "converged"
     assert len(scheduled(queue)) == 2
+
+
+def test_a_window_that_held_a_correction_brings_one_pass_back_at_its_end(
+        transactional_db, people, redis_client):
+    """The pass that held the correction asks for the one at the window's end; the window's
+    own end job records the end and asks for no second pass."""
+    agent = approved_agent(people, "refund-agent", enforcement={"default": "correct"})
+    queue = django_rq.get_queue("reconcile")
+    assert queued_pass(queue, agent, "approved").perform() == "converged"
+    start = timezone.now()
+    window = compliance_actions.schedule_window(
+        actor=people.dana, starts_at=(start - timedelta(seconds=1)).isoformat(),
+        ends_at=(start + timedelta(hours=1)).isoformat(), reason="database upgrade",
+        selector={})
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", changes={"tools": CRM},
+                                   reason="hotfix")
+    waiting = [job for job in queue.get_jobs() if job.args[0] == agent.pk]
+    assert [job.perform() for job in waiting][0] == "drifted"  # held, not corrected
+    assert scheduled(queue) == [(whole_second_after(window.ends_at),
+                                 (agent.pk, "window_ended"))]
+    window.ends_at = timezone.now() - timedelta(seconds=1)
+    window.save(update_fields=["ends_at"])
+    assert compliance_actions.end_window(window.pk) is True
+    assert [job.id for job in queue.get_jobs()] == [job.id for job in waiting]
