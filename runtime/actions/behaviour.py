@@ -8,7 +8,7 @@ import logging
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import django_rq
@@ -26,6 +26,7 @@ from audit.choices import AuditAction
 from config import retries
 from config.errors import Invalid, NotAllowed, NotFound
 from config.prepared import prepared_cursor
+from config.times import parse_timestamp
 from reconciliation.actions.common import audit_label, desired_now, enforcement_held, suspend_agent
 from reconciliation.actions.escalations import open_escalation
 from reconciliation.actions.findings import move_finding, open_finding
@@ -35,7 +36,6 @@ from reconciliation.connectors import connector_for
 from reconciliation.controller.triggers import request_reconcile
 from reconciliation.models import Finding, ObservedState
 from reconciliation.reconciler.diff import Operation, OperationKind
-from reconciliation.reconciler.diff import _parse_expiry as parse_expiry
 from reconciliation.reconciler.plan import idempotency_key, mode_for
 from registry.actions.waivers import active_waivers
 from registry.choices import Lifecycle, Role
@@ -371,7 +371,8 @@ def _rules(agent: Agent, now: datetime) -> tuple[dict[str, Any], set[str], set[s
     kept = _rule_specs.get(key)
     if kept is None or not (kept[1] <= now and (kept[2] is None or now < kept[2])):
         spec = desired_now(agent, now)
-        expiries = [parse_expiry(grant["expires_at"]) for grant in spec.get("grants", [])]
+        expiries = [parse_timestamp(grant["expires_at"], naive=UTC)  # naive: UTC, as the diff
+                    for grant in spec.get("grants", [])]
         if len(_rule_specs) >= RULE_SPECS_KEPT:
             _rule_specs.clear()
         kept = _rule_specs[key] = (spec, now, min(expiries) if expiries else None,
