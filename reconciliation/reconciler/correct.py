@@ -62,7 +62,8 @@ def correct(seen: Observed, decision: Decision, *,
     if not decision.drifts:
         return done
     ctx = seen.ctx
-    findings, done.held_until = _record(seen, decision)
+    findings = _detect(ctx, decision)  # committed: the drift is announced before any more work
+    done.held_until = _record(seen, decision, findings)
     try:
         for step in decision.apply:
             still_held()  # a pass that lost its lock stops before its next change
@@ -90,15 +91,29 @@ def _not_locked() -> None:
 
 
 @transaction.atomic
-def _record(seen: Observed, decision: Decision) -> tuple[dict[str, Finding], datetime | None]:
-    """The drift found as findings, and every step that needs no platform call: shadowed,
-    pending, logged, waived, escalated; and the end of the maintenance window that held some
-    of the plan's corrections, if one did. The cluster's row is locked only here, when there
-    is drift (a converged fleet's passes never wait on each other)."""
+def _detect(ctx: PassContext, decision: Decision) -> dict[str, Finding]:
+    """The drift found, as findings (new ones announced as `drift.detected`), in a transaction
+    of its own: the detection reaches the people watching without waiting on the breakers,
+    the holds and the steps below. A crash after it leaves open findings that the next pass
+    (level-triggered) carries on from."""
+    return _upsert_findings(ctx, decision.drifts, {d.fingerprint for d in decision.regressed})
+
+
+@transaction.atomic
+def _record(seen: Observed, decision: Decision, findings: dict[str, Finding]
+            ) -> datetime | None:
+    """Every step that needs no platform call: shadowed, pending, logged, waived, escalated;
+    and the end of the maintenance window that held some of the plan's corrections, if one
+    did. The cluster's row is locked only here, when there is drift (a converged fleet's
+    passes never wait on each other). `findings` is refreshed in place, for the steps after."""
     ctx = seen.ctx
     control = ControlState.objects.select_for_update().get(pk=seen.control.pk)
-    findings = _upsert_findings(ctx, decision.drifts,
-                                {d.fingerprint for d in decision.regressed})
+    # held again, as they are now (a person may have acted on one since it was announced);
+    # the steps after this transaction carry on with these
+    for finding in Finding.objects.select_for_update().filter(
+            pk__in=[f.pk for f in findings.values()]):
+        finding.agent = ctx.agent
+        findings[finding.fingerprint] = finding
     # drift recorded, fixes wait for the window's end
     held_until = holds.hold_for_window(ctx.agent, ctx.now, decision, findings)
     if seen.was_converged and ctx.trigger != Trigger.APPROVED:
@@ -116,7 +131,7 @@ def _record(seen: Observed, decision: Decision) -> tuple[dict[str, Finding], dat
     for drift, reason in decision.escalate:
         open_escalation(ctx.agent, findings[drift.fingerprint], reason=reason)
     refresh_status(ctx.agent, now=ctx.now)  # the agent's health says so before any apply
-    return findings, held_until
+    return held_until
 
 
 def _drifting_counted(drifted: QuerySet[Agent], *, capped: bool) -> int:

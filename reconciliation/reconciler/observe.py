@@ -18,10 +18,10 @@ from reconciliation.actions.switches import end_expired_shadow
 from reconciliation.agent_status import refresh_status
 from reconciliation.choices import FindingStatus
 from reconciliation.connectors import ConnectorError, connector_for
-from reconciliation.models import AgentStatus, ControlState, Correction, Finding, ObservedState
+from reconciliation.models import AgentStatus, ControlState, Correction, Finding
 from reconciliation.reconciler.pass_context import PassContext
 from reconciliation.reconciler.plan import FindingView
-from registry.actions.waivers import active_waivers, record_lapses
+from registry.actions.waivers import waivers_in_force
 from registry.choices import Lifecycle, VersionState
 from registry.models import Agent, Waiver
 
@@ -60,9 +60,9 @@ def observe(agent_id: int, *, trigger: str, now: datetime, started: float | None
     agent = _reconciled(agent_id)
     if agent is None:
         return None
-    with transaction.atomic():  # before observing: a push agent may not have reported yet
-        held, released_behaviour = _release_accepted(
-            PassContext(agent, trigger, now, started, agent.generation, False))
+    # before observing: a push agent may not have reported yet
+    held, released_behaviour = _release_accepted(
+        PassContext(agent, trigger, now, started, agent.generation, False))
     # Read again when drift was held: an approval deciding it is in the spec this pass enforces
     # (with the agent read before it, the pass judged the approved drift against the old spec
     # and escalated it again).
@@ -95,18 +95,13 @@ def observe(agent_id: int, *, trigger: str, now: datetime, started: float | None
                                     source=seen.connector.name, trigger_reconcile=False,
                                     change=ctx.change)
         ctx.observed_at = min(row.observed_at, ctx.now)  # read by this pass: seen now
-    else:
-        ctx.observed_at, ctx.change = (
-            ObservedState.objects.filter(agent=agent).order_by("-observed_at")
-            .values_list("observed_at", "change").first() or (None, None))
-    with transaction.atomic():
-        seen.was_converged = (status.converged
-                              and status.converged_generation == agent.generation)
-        ctx.converged_generation = status.converged_generation
-        record_lapses(agent, now)
-        seen.waivers = {w.pointer: w for w in active_waivers(agent, now)}
-        seen.suspended = held_still(agent)
-        seen.findings = _finding_views(agent)
+    else:  # the agent's own report, read with it
+        ctx.observed_at, ctx.change = seen.connector.observed_at, seen.connector.last_change
+    seen.was_converged = status.converged and status.converged_generation == agent.generation
+    ctx.converged_generation = status.converged_generation
+    seen.waivers = {w.pointer: w for w in waivers_in_force(agent, now)}  # lapses recorded
+    seen.suspended = held_still(agent)
+    seen.findings = _finding_views(agent)
     return seen
 
 
@@ -134,6 +129,13 @@ def _release_accepted(ctx: PassContext) -> tuple[bool, bool]:
     misjudge); second, true when held behaviour was decided."""
     held = list(Finding.objects.filter(agent=ctx.agent, status=FindingStatus.ACCEPTED)
                 .select_related("proposal"))
+    if not held:
+        return False, False  # the usual case: one read, no transaction
+    with transaction.atomic():
+        return _release(ctx, held)
+
+
+def _release(ctx: PassContext, held: list[Finding]) -> tuple[bool, bool]:
     decided = [f for f in held if f.proposal_id and f.proposal.state != VersionState.PENDING]
     for finding in decided:
         proposal = finding.proposal
@@ -153,7 +155,7 @@ def _release_accepted(ctx: PassContext) -> tuple[bool, bool]:
     if unlinked and not ctx.agent.versions.filter(state=VersionState.PENDING).exists():
         for finding in unlinked:
             _reopen(ctx, finding, "the proposal that accepted it is gone")
-    return bool(held), any(f.behaviour for f in decided)
+    return True, any(f.behaviour for f in decided)
 
 
 def _resolve(ctx: PassContext, finding: Finding, reason: str) -> None:

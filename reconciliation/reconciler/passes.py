@@ -4,8 +4,9 @@ before it found: observe (the agent's platform, through its connector), diff (pu
 needs from its controller is passed in, and when the next pass should run is returned.
 
 A pass talks to the platform outside any transaction (a connector call may be slow or may
-crash), so its database work is split into short transactions: what it read, the drift found,
-one per applied change, verification, settlement. Whatever a crash interrupts, the next pass
+crash), so its database work is split into short transactions: what it read, the drift found
+(committed, and so announced, first), what is done about it without the platform, one per
+applied change, verification, settlement. Whatever a crash interrupts, the next pass
 re-derives from the actual state."""
 
 from collections.abc import Callable

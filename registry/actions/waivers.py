@@ -8,6 +8,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 import audit
@@ -249,6 +250,18 @@ def active_waivers(agent: Agent, now: datetime) -> list[Waiver]:
     still waiting for its second approver is not."""
     return list(agent.waivers.filter(expires_at__gt=now, state=WaiverState.ACTIVE)
                 .select_related("granted_by"))
+
+
+def waivers_in_force(agent: Agent, now: datetime) -> list[Waiver]:
+    """For a pass: the agent's waivers in force at `now` (as `active_waivers`), read together
+    with those that ended without their lapse recorded, which are recorded here first (in a
+    transaction of their own; none in the usual case, so one read)."""
+    read = list(agent.waivers.filter(state=WaiverState.ACTIVE).filter(
+        Q(expires_at__gt=now) | Q(lapsed_at__isnull=True)).select_related("granted_by"))
+    if any(w.expires_at <= now for w in read):
+        with transaction.atomic():
+            record_lapses(agent, now)
+    return [w for w in read if w.expires_at > now]
 
 
 def record_lapses(agent: Agent, now: datetime) -> list[Waiver]:

@@ -13,6 +13,7 @@ from reconciliation import actions
 from reconciliation.connectors import SimulatedCrash
 from reconciliation.models import (
     AgentStatus,
+    AlertEvent,
     BreakerTrip,
     ControlState,
     Correction,
@@ -20,6 +21,7 @@ from reconciliation.models import (
     Finding,
     ReconcileRun,
 )
+from reconciliation.reconciler import correct as correct_stage
 from registry import actions as registry_actions
 from registry.choices import VersionSource
 from registry.models import Agent
@@ -96,6 +98,38 @@ def test_a_crash_between_changes_is_finished_by_the_next_pass_without_repeats(pe
     run = passes(agent)
     assert run.result == "corrected" and len(run.changes) == 3 - crash_after
     assert sandbox(agent).apply_count == 3  # every change applied exactly once
+    assert passes(agent).result == "converged"
+
+
+def test_drift_is_announced_before_the_pass_plans_around_it_and_a_crash_there_loses_nothing(
+        people, monkeypatch):
+    """The findings and their `drift.detected` commit first (the watchers hear of the drift
+    without waiting on breakers, holds and pending corrections); a crash right after leaves
+    open findings, and the next pass corrects them once, announcing nothing twice."""
+    agent = approved_agent(people)
+    passes(agent)
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT,
+                                   reason="bad")
+
+    def crash(*args, **kwargs):
+        raise SimulatedCrash("the worker died after announcing the drift")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(correct_stage, "_record", crash)
+        with pytest.raises(SimulatedCrash):
+            passes(agent, "observation")
+    found = Finding.objects.filter(agent=agent)
+    assert sorted(found.values_list("status", flat=True)) == ["open", "open", "open"]
+    announced = AlertEvent.objects.filter(event="drift.detected")
+    assert announced.count() == 1  # the pass's drift, folded into one alert
+    assert AuditEntry.objects.filter(action="finding.opened").count() == 3
+    assert not Correction.objects.filter(agent=agent).exists()
+    assert sandbox(agent).apply_count == 0
+    run = passes(agent)
+    assert run.result == "corrected" and len(run.changes) == 3
+    assert sandbox(agent).apply_count == 3
+    assert announced.count() == 1
+    assert AuditEntry.objects.filter(action="finding.opened").count() == 3
     assert passes(agent).result == "converged"
 
 
