@@ -23,9 +23,14 @@ from rest_framework.test import APIClient
 from config import embedded_redis
 from registry import actions
 from registry.choices import Role
+from tests import emptied_tables
 
 ROOT = Path(__file__).resolve().parent.parent
 PASSWORD = "correct-horse-battery-staple"
+
+
+def pytest_configure(config):
+    emptied_tables.install()  # transactional tests end by deleting rows, not by TRUNCATE
 
 
 @dataclass

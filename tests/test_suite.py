@@ -1,14 +1,18 @@
 """The suite itself: it loads only the pytest plugins it uses (an installed package's plugin
-costs seconds at every start), the models agree with their migrations, and a browser test
-leaves no database session open (PostgreSQL drops the test database only when none is left)."""
+costs seconds at every start), the models agree with their migrations, a browser test
+leaves no database session open (PostgreSQL drops the test database only when none is left),
+and a transactional test leaves no row behind."""
 
 from importlib.metadata import entry_points
 
 import pytest
+from django.contrib.contenttypes.models import ContentType
 from django.core.management import call_command
-from django.db import connection
+from django.db import DatabaseError, connection, transaction
 
-from tests.conftest import eventually, postgresql_only, sync_playwright
+from audit.models import AuditEntry
+from tests import emptied_tables
+from tests.conftest import approved_with_client, eventually, postgresql_only, sync_playwright
 
 # The entry-point plugins the suite uses, by module (see addopts in pyproject.toml).
 USED = {"pytest_django.plugin", "pytest_timeout", "pytest_asyncio.plugin",
@@ -50,3 +54,40 @@ def test_a_browser_test_leaves_no_database_session_behind(transactional_db, brow
     eventually(lambda: beside not in sessions(), timeout=60,
                message="the browser test's session is still connected")
     assert mine in sessions()
+
+
+@postgresql_only  # the rows are deleted only on PostgreSQL (elsewhere Django flushes)
+def test_a_transactional_test_ends_with_every_table_emptied_and_the_guards_back(
+        transactional_db, people):
+    """tests/emptied_tables.py: what a transactional test wrote is gone afterwards (a
+    partitioned table, a guarded one, plain ones), the audit trail's append-only trigger holds
+    again, and the content types are kept."""
+    agent, client = approved_with_client(people, connector={"type": "push"})
+    report = {**{k: v for k, v in agent.active_version.spec.items() if k != "enforcement"},
+              "running": True}
+    assert client.put(f"/api/v1/agents/{agent.name}/observed-state", report,
+                      format="json").status_code == 202
+    tables = sorted(set(connection.introspection.django_table_names(
+        only_existing=True, include_views=False)) - emptied_tables.KEPT)
+
+    def rows() -> dict[str, int]:
+        counts = {}
+        with connection.cursor() as cursor:
+            for table in tables:
+                cursor.execute(f"SELECT count(*) FROM {connection.ops.quote_name(table)}")
+                counts[table] = cursor.fetchone()[0]
+        return {table: n for table, n in counts.items() if n}
+
+    assert {"reconciliation_observedstate", "audit_auditentry", "registry_agent",
+            "auth_user"} <= set(rows())
+    kinds = ContentType.objects.count()
+    emptied_tables.empty_tables(connection.alias)
+    assert rows() == {}
+    assert ContentType.objects.count() == kinds > 0
+    with pytest.raises(DatabaseError, match="append-only"), transaction.atomic(), \
+            connection.cursor() as cursor:
+        cursor.execute("INSERT INTO audit_auditentry (seq, at, actor, action, target, agent, "
+                       "before, after, reason, request_id, prev_hash, hash, canonical) "
+                       "SELECT 1, now(), 'x', 'x', 'x', '', NULL, NULL, '', '', '', '', ''")
+        cursor.execute("DELETE FROM audit_auditentry")
+    assert not AuditEntry.objects.exists()
