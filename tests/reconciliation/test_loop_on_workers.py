@@ -46,8 +46,11 @@ def test_the_refund_agent_story_on_a_real_worker(people, start_worker):
     assert "crm.search" not in state["tools"]
     assert all(d["resource"] != "crm" for d in state["data"])
     assert state["actions"]["payments.refund"]["approval_above"] == 500
-    run = ReconcileRun.objects.filter(agent=agent, result="corrected").get()
+    # the pass records its run when it settles, after the corrections it counts
+    run = eventually(lambda: ReconcileRun.objects.filter(agent=agent, result="corrected").first(),
+                     message=lambda: f"no corrected run; worker said:\n{worker.output()}")
     assert (run.generation, run.drift_found, len(run.changes)) == (1, 3, 3)
+    assert ReconcileRun.objects.filter(agent=agent, result="corrected").count() == 1
     assert SandboxAgent.objects.get(agent=agent).apply_count == 3
     assert verify_trail().ok
 
