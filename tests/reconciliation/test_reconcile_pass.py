@@ -410,3 +410,33 @@ def test_a_converged_agents_pass_is_cheap_and_never_locks_the_cluster_row(people
     table = ControlState._meta.db_table
     assert not [q for q in sql if table in q and "FOR UPDATE" in q], sql
     assert len(sql) <= 20, "\n".join(q[:150] for q in sql)
+
+
+def test_a_drifted_pass_announces_its_drift_within_a_bounded_number_of_queries(people):
+    """PUT → drift.detected is mostly the pass's own round trips before its findings commit:
+    the read of what it judges and the findings, none of the breakers, holds and pending
+    corrections that come after."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    agent = approved_agent(people)
+    passes(agent, "approved")
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT,
+                                   reason="bad deployment")
+    with CaptureQueriesContext(connection) as queries:
+        assert passes(agent, "observation").result == "corrected"
+    sql = [q["sql"] for q in queries.captured_queries]
+    opened = next(i for i, q in enumerate(sql) if q.startswith(
+        f'INSERT INTO "{Finding._meta.db_table}"'))
+    announced = next(i for i, q in enumerate(sql) if i > opened and q.startswith(
+        "RELEASE SAVEPOINT"))  # the findings' transaction ends (a savepoint in this test)
+    control = ("SAVEPOINT", "RELEASE SAVEPOINT")  # not queries
+    before = [q for q in sql[:announced] if not q.startswith(control)]
+    listing = "\n".join(q[:150] for q in before)
+    after = ("compliance_maintenancewindow", f'INSERT INTO "{Correction._meta.db_table}"',
+             "COUNT(")  # the window's holds, pending corrections, the breakers' counts
+    assert not [q for q in before if any(what in q for what in after) or (
+        ControlState._meta.db_table in q and "FOR UPDATE" in q)], listing
+    # the read and the platform's state recorded (~20), then each of the 3 findings with its
+    # audit row and alert (~6 each)
+    assert len(before) <= 20 + 6 * 3, listing
