@@ -11,6 +11,7 @@ from audit.actors import RECONCILER as SYSTEM
 from audit.choices import AuditAction
 from config.errors import Conflict, DomainError, NotAllowed
 from reconciliation.choices import BreakerScope, Trigger
+from reconciliation.controller import work_queue
 from reconciliation.controller.triggers import request_reconcile
 from reconciliation.models import AgentStatus, BreakerTrip, ControlState
 from registry.choices import Role
@@ -27,7 +28,8 @@ def set_shadow(*, actor: Any, enabled: bool, agent: Agent | None = None, duratio
     One agent's shadow is a lighter path to the outcome of a waiver on everything, so it is
     judged like one: it lasts `duration` (at most 30d) and then ends by itself; switched on
     by the agent's owner it is only a request until a second person (an approver or compliance
-    staff, not the owner) approves it. Switching it off is never held: that is enforcement."""
+    staff, not the owner) approves it. Switching it off is never held: that is enforcement,
+    and it starts at once (a pass for the agent, or the resync for the cluster)."""
     if agent is None:
         if not has_role(actor, Role.COMPLIANCE):
             raise NotAllowed("Only compliance staff switch global shadow mode.")
@@ -36,6 +38,8 @@ def set_shadow(*, actor: Any, enabled: bool, agent: Agent | None = None, duratio
         control.save(update_fields=["shadow"])
         audit.record(actor=actor, action=AuditAction.SHADOW_CHANGED, target="control:shadow",
                      agent="", before={"shadow": before}, after={"shadow": enabled})
+        if before and not enabled:  # enforcement resumes now, not at the next periodic resync
+            transaction.on_commit(_resync_now, robust=True)
         return {"shadow": enabled}
     owner = has_role(actor, Role.OWNER) and agent.owner_id == getattr(actor, "pk", None)
     if not (owner or has_role(actor, Role.COMPLIANCE)):
@@ -43,11 +47,14 @@ def set_shadow(*, actor: Any, enabled: bool, agent: Agent | None = None, duratio
     status = AgentStatus.objects.select_for_update().get_or_create(agent=agent)[0]
     before = shadow_state(status)
     if not enabled:
+        was_on = status.shadow
         status.shadow, status.shadow_until, status.shadow_request = False, None, {}
         status.save(update_fields=["shadow", "shadow_until", "shadow_request"])
         audit.record(actor=actor, action=AuditAction.SHADOW_CHANGED,
                      target=f"agent:{agent.name}", agent=agent.name, before=before,
                      after=shadow_state(status), reason=reason.strip())
+        if was_on:  # a pass now applies what the shadow only recorded
+            request_reconcile(agent.pk, Trigger.MANUAL)
         return shadow_state(status)
     seconds = _shadow_body(duration, reason)
     now = timezone.now()
@@ -64,6 +71,11 @@ def set_shadow(*, actor: Any, enabled: bool, agent: Agent | None = None, duratio
     _shadow_on(status, agent, seconds=seconds, actor=actor, before=before, now=now,
                reason=reason.strip())
     return shadow_state(status)
+
+
+def _resync_now() -> None:
+    """The periodic resync, run once now: every agent with drift shadow mode only recorded."""
+    work_queue.queue().enqueue("reconciliation.jobs.resync")
 
 
 def _shadow_body(duration: str, reason: str) -> int:

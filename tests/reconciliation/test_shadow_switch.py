@@ -7,6 +7,7 @@ ends by itself (a pass scheduled at its end, and every pass after it), audited."
 
 from datetime import timedelta
 
+import django_rq
 import pytest
 from django.utils import timezone
 
@@ -163,3 +164,47 @@ def test_the_shadow_ends_by_itself_on_real_workers(people, api_as, start_worker)
     assert AuditEntry.objects.get(action="shadow.expired").actor == "system:reconciler"
     ends = approved.json()["shadow_until"].replace("Z", "+00:00")
     assert run.started_at >= timezone.datetime.fromisoformat(ends)
+
+
+def drain(queue) -> list[tuple]:
+    """Run what waits in `queue`, and what that queues, here: (job, args, result) each."""
+    ran = []
+    while jobs := queue.get_jobs():
+        for job in jobs:
+            queue.remove(job)
+            ran.append((job.func_name, job.args, job.perform()))
+    return ran
+
+
+def test_switching_a_shadow_off_corrects_what_it_recorded_at_once(
+        transactional_db, people, agent, redis_client):
+    """Not at the next periodic resync: the switch asks for a pass, which corrects."""
+    queue = django_rq.get_queue("reconcile")
+    actions.set_shadow(actor=people.dana, agent=agent, enabled=True, duration="1h",
+                       reason="migration")
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT,
+                                   reason="bad")
+    drain(queue)
+    assert "crm.search" in tools(agent)  # recorded, not applied
+    actions.set_shadow(actor=people.alice, agent=agent, enabled=False, reason="done")
+    assert drain(queue) == [("reconciliation.jobs.reconcile_agent", (agent.pk, "manual"),
+                             "corrected")]
+    assert "crm.search" not in tools(agent)
+    actions.set_shadow(actor=people.alice, agent=agent, enabled=False)  # already off
+    assert drain(queue) == []
+
+
+def test_switching_the_clusters_shadow_off_runs_the_resync_at_once(
+        transactional_db, people, agent, redis_client):
+    queue = django_rq.get_queue("reconcile")
+    actions.set_shadow(actor=people.dana, enabled=True)
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT,
+                                   reason="bad")
+    drain(queue)
+    actions.reconcile_agent(agent.pk, trigger="observation")
+    assert "crm.search" in tools(agent)
+    actions.set_shadow(actor=people.dana, enabled=False)
+    ran = drain(queue)
+    assert ran[0][0] == "reconciliation.jobs.resync"
+    assert ("reconciliation.jobs.reconcile_agent", (agent.pk, "resync"), "corrected") in ran
+    assert "crm.search" not in tools(agent)
