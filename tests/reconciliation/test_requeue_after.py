@@ -29,6 +29,15 @@ def grant(resource: str, expires: datetime) -> dict:
             "expires_at": expires.isoformat().replace("+00:00", "Z")}
 
 
+def window_for_an_hour(people, **extra):
+    """dana's maintenance window over every agent, from a second ago for an hour."""
+    start = timezone.now()
+    return compliance_actions.schedule_window(
+        actor=people.dana, starts_at=(start - timedelta(seconds=1)).isoformat(),
+        ends_at=(start + timedelta(hours=1)).isoformat(), reason="database upgrade",
+        selector={}, **extra)
+
+
 # --- the pure rule ----------------------------------------------------------------------------
 
 
@@ -114,11 +123,7 @@ def test_corrections_a_maintenance_window_held_come_back_at_its_end(people):
     agent = approved_agent(people, "refund-agent", enforcement={"default": "correct"},
                            grants=[grant("crm", timezone.now() + timedelta(days=2))])
     reconcile(agent.pk, trigger="approved")
-    start = timezone.now()
-    window = compliance_actions.schedule_window(
-        actor=people.dana, starts_at=(start - timedelta(seconds=1)).isoformat(),
-        ends_at=(start + timedelta(hours=1)).isoformat(), reason="database upgrade",
-        selector={})
+    window = window_for_an_hour(people)
     sandbox_actions.sandbox_deploy(agent, actor="system:test", changes={"tools": CRM},
                                    reason="hotfix")
     now = timezone.now()
@@ -137,11 +142,7 @@ def test_corrections_a_maintenance_window_held_come_back_at_its_end(people):
 def test_a_window_that_holds_nothing_adds_no_requeue(people):
     agent = approved_agent(people, "refund-agent", enforcement={"default": "correct"})
     reconcile(agent.pk, trigger="approved")
-    start = timezone.now()
-    compliance_actions.schedule_window(
-        actor=people.dana, starts_at=(start - timedelta(seconds=1)).isoformat(),
-        ends_at=(start + timedelta(hours=1)).isoformat(), reason="database upgrade",
-        selector={}, allowed=["remove_tool"])
+    window_for_an_hour(people, allowed=["remove_tool"])
     sandbox_actions.sandbox_deploy(agent, actor="system:test", changes={"tools": CRM},
                                    reason="hotfix")
     result = reconcile(agent.pk, trigger="observation")
@@ -222,11 +223,7 @@ def test_a_window_that_held_a_correction_brings_one_pass_back_at_its_end(
     agent = approved_agent(people, "refund-agent", enforcement={"default": "correct"})
     queue = django_rq.get_queue("reconcile")
     assert queued_pass(queue, agent, "approved").perform() == "converged"
-    start = timezone.now()
-    window = compliance_actions.schedule_window(
-        actor=people.dana, starts_at=(start - timedelta(seconds=1)).isoformat(),
-        ends_at=(start + timedelta(hours=1)).isoformat(), reason="database upgrade",
-        selector={})
+    window = window_for_an_hour(people)
     sandbox_actions.sandbox_deploy(agent, actor="system:test", changes={"tools": CRM},
                                    reason="hotfix")
     waiting = [job for job in queue.get_jobs() if job.args[0] == agent.pk]
