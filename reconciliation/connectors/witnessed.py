@@ -8,6 +8,7 @@ resource or tool happens at its source (REVOKE / GRANT, a policy detached there)
 goes to the agent's own connector. A source that cannot be read fails the pass: the last known
 reading stays, marked unknown, and nothing is corrected on a guess."""
 
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -36,6 +37,11 @@ class WitnessedConnector:
     @property
     def last_change(self) -> dict[str, Any] | None:
         return getattr(self.inner, "last_change", None)
+
+    @property
+    def observed_at(self) -> datetime | None:
+        """When the agent's own report was made (push: read with it)."""
+        return getattr(self.inner, "observed_at", None)
 
     def observe(self, agent: Agent) -> dict[str, Any] | None:
         reported = self.inner.observe(agent)
