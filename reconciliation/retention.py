@@ -29,6 +29,9 @@ class Kind:
     key: str
     setting: str
     needs: tuple[tuple[int, str], ...] = ()  # (days, who reads them)
+    # Plain tables whose rows go with this kind's days: (model label, its time field). Rows
+    # older than the first day kept are deleted once the kind's own have gone.
+    companions: tuple[tuple[str, str], ...] = ()
 
     @property
     def days(self) -> int:

@@ -1,10 +1,12 @@
 """The behaviour-events table in bulk, for ingest: a batch stored in one statement that skips
 what is already stored, says which events it stored and writes the batch's outbox row (one
 row per batch naming the events it stored, deleted once they are counted). A repeat is the
-same (agent name, event id) among non-foreign events, looked up by those columns and never by
-the primary key, so it holds whatever the table's key is (a partitioned table keys on more
-than one column). On PostgreSQL a batch is COPYed into a session's staging table and stored
-by one INSERT ... SELECT; on SQLite, multi-row statements in chunks."""
+same (agent name, event id) as a stored event that is not foreign: each such pair has its row
+in the plain EventKey table, and an event is stored only when its key row is new (so the
+check is one primary-key probe per event however many day partitions the events' table has,
+and two batches racing with one event store it once: the second waits on the first's key).
+On PostgreSQL a batch is COPYed into a session's staging table and stored by one
+INSERT ... SELECT; on SQLite, multi-row statements in chunks."""
 
 import json
 from collections.abc import Iterable
@@ -15,7 +17,7 @@ from django.db import connection
 
 from config.prepared import prepared_cursor
 from runtime.events import Event
-from runtime.models import BehaviourEvent, UncountedBatch, UnregisteredAgent
+from runtime.models import BehaviourEvent, EventKey, UncountedBatch, UnregisteredAgent
 
 # Per event, from the validated Event (agent_id from the registry).
 EVENT_COLUMNS = ("event_id", "agent_id", "agent_name", "ts", "kind", "tool", "resource",
@@ -25,7 +27,6 @@ EVENT_COLUMNS = ("event_id", "agent_id", "agent_name", "ts", "kind", "tool", "re
 # The same for every event of a batch.
 BATCH_COLUMNS = ("source", "received_at", "sender", "sender_user_id", "sender_token_id",
                  "foreign")
-AGENT_NAME, EVENT_ID = EVENT_COLUMNS.index("agent_name") + 1, EVENT_COLUMNS.index("event_id") + 1
 SQLITE_ROWS = 30  # rows per statement on SQLite (27 parameters each, under its 999)
 
 
@@ -35,6 +36,10 @@ def _column(name: str) -> Any:
 
 def _table() -> str:
     return connection.ops.quote_name(BehaviourEvent._meta.db_table)
+
+
+def _keys() -> str:
+    return connection.ops.quote_name(EventKey._meta.db_table)
 
 
 def _names(columns: Iterable[str]) -> str:
@@ -54,11 +59,13 @@ def insert_new(events: list[Event], agent_ids: dict[str, int], batch: dict[str, 
     """Store the events whose (agent, id) is not stored yet, with the batch's own columns
     (`batch`: source, received_at, sender, sender_user_id, sender_token_id, foreign), and the
     outbox row of those it stored (none when it stored none); returns the row id of each
-    (agent, id) it stored, and the outbox row's id for release_counted. Two batches racing
-    with one event store it once (ON CONFLICT DO NOTHING on the unique (agent, id) of
-    non-foreign events). Call it inside the batch's transaction."""
+    (agent, id) it stored, and the outbox row's id for release_counted. Each stored event
+    takes its key (EventKey): two batches racing with one event store it once. Call it inside
+    the batch's transaction."""
     if not events:
         return {}, None
+    if batch["foreign"]:  # a foreign event reserves no id (BehaviourEvent.Meta)
+        raise ValueError("insert_new stores an agent's own events, not foreign ones")
     # One order for every batch, so two batches with overlapping events cannot deadlock.
     rows = sorted([_row(e, agent_ids.get(e.agent)) for e in events],
                   key=lambda r: (r[2], r[0]))
@@ -95,18 +102,21 @@ def _insert_postgresql(rows: list[tuple], shared: list[Any], received_at: dateti
             for row in rows:
                 copy.write_row(row)
     # Read and emptied in one statement: a second batch in the same transaction (a caller's
-    # outer atomic block) starts from an empty table too. Prepared (psycopg keeps it per
-    # session): planning the repeat check over every day partition took milliseconds per
-    # batch. (Forcing that check into a subplan per event, OFFSET 0, halved ingest for a
-    # single agent's batches: left to the planner.)
+    # outer atomic block) starts from an empty table too. The keys are taken in one order
+    # (agent, id), so two batches with overlapping events cannot deadlock on them. Prepared
+    # (psycopg keeps it per session): planned once, not per batch. (The repeat check was a
+    # NOT EXISTS over the events' table: one probe per day partition, or a hash of the
+    # whole table, per batch.)
     outbox = connection.ops.quote_name(UncountedBatch._meta.db_table)
     cursor = prepared_cursor()
     cursor.execute(
-        f"WITH n AS (DELETE FROM {STAGING} RETURNING *), stored AS ("
+        f"WITH n AS (DELETE FROM {STAGING} RETURNING *), "
+        f"taken AS (INSERT INTO {_keys()} (agent_name, event_id, ts) "
+        "SELECT agent_name, event_id, ts FROM n ORDER BY agent_name, event_id "
+        "ON CONFLICT DO NOTHING RETURNING agent_name, event_id), stored AS ("
         f"INSERT INTO {table} ({_names(EVENT_COLUMNS + BATCH_COLUMNS)}) "
-        f"SELECT {values}, {batch_values} FROM n "
-        f"WHERE NOT EXISTS (SELECT 1 FROM {table} e WHERE e.agent_name = n.agent_name "
-        'AND e.event_id = n.event_id AND NOT e."foreign") '
+        f"SELECT {values}, {batch_values} FROM n JOIN taken k "
+        "ON k.agent_name = n.agent_name AND k.event_id = n.event_id "
         "ON CONFLICT DO NOTHING RETURNING agent_name, event_id, id, ts), "
         f"held AS (INSERT INTO {outbox} (received_at, first_ts, last_ts, events) "
         "SELECT %s::timestamptz, min(ts), max(ts), jsonb_agg(id) FROM stored "
@@ -119,23 +129,31 @@ def _insert_postgresql(rows: list[tuple], shared: list[Any], received_at: dateti
 
 
 def _insert_chunks(rows: list[tuple], shared: list[Any]) -> dict[tuple[str, str], int]:
+    """Per chunk, the keys it takes, then the events whose key it took."""
     fields = [_column(c) for c in EVENT_COLUMNS + BATCH_COLUMNS]
+    name, event_id, ts = (EVENT_COLUMNS.index(c) for c in ("agent_name", "event_id", "ts"))
+    moment = _column("ts")
     stored: dict[tuple[str, str], int] = {}
     with connection.cursor() as cursor:
         for start in range(0, len(rows), SQLITE_ROWS):
             chunk = rows[start:start + SQLITE_ROWS]
+            cursor.execute(
+                f"INSERT INTO {_keys()} (agent_name, event_id, ts) VALUES "
+                + ", ".join(["(%s, %s, %s)"] * len(chunk))
+                + " ON CONFLICT DO NOTHING RETURNING agent_name, event_id",
+                [value for row in chunk for value in (
+                    row[name], row[event_id], _prepared(moment, row[ts]))])
+            taken = set(cursor.fetchall())
+            chunk = [row for row in chunk if (row[name], row[event_id]) in taken]
+            if not chunk:
+                continue
             params = [_prepared(field, value) for row in chunk
                       for field, value in zip(fields, (*row, *shared), strict=True)]
             placeholders = ", ".join(["(" + ", ".join(["%s"] * len(fields)) + ")"] * len(chunk))
-            # The unique constraint holds ts too (the partition key on PostgreSQL): a resend
-            # stamped with another time is a repeat only by this look-up (VALUES columns are
-            # column1, column2, ... in EVENT_COLUMNS order).
             cursor.execute(
                 f"INSERT INTO {_table()} ({_names(f.column for f in fields)}) "
-                f"SELECT * FROM (VALUES {placeholders}) AS n WHERE NOT EXISTS (SELECT 1 FROM "
-                f"{_table()} e WHERE e.agent_name = n.column{AGENT_NAME} AND e.event_id = "
-                f'n.column{EVENT_ID} AND NOT e."foreign") ON CONFLICT DO NOTHING '
-                "RETURNING agent_name, event_id, id", params)
+                f"VALUES {placeholders} ON CONFLICT DO NOTHING RETURNING agent_name, event_id, id",
+                params)
             stored.update(((agent, event_id), pk) for agent, event_id, pk in cursor.fetchall())
     return stored
 

@@ -81,6 +81,26 @@ class BehaviourEvent(models.Model):
         return f"{self.agent_name} {self.kind} {self.event_id}"
 
 
+class EventKey(models.Model):
+    """The (agent name, event id) of every stored event that is not foreign: what ingest's
+    repeat check looks up, and what makes two batches racing with one event store it once
+    (its primary key). One plain table, not partitioned: the events' table is partitioned by
+    day of `ts`, so an id looked up there is a probe into every day partition, and a resend
+    may carry another ts than the event it repeats. `ts` is the stored event's, so a key goes
+    with its event's day (retention: runtime/retention.py)."""
+
+    pk = models.CompositePrimaryKey("agent_name", "event_id")
+    agent_name = models.CharField(max_length=63)
+    event_id = models.CharField(max_length=128)
+    ts = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["ts"], name="event_key_ts")]
+
+    def __str__(self) -> str:
+        return f"{self.agent_name} {self.event_id}"
+
+
 class UncountedBatch(models.Model):
     """The event outbox: one row per ingested batch, written in the batch's transaction and
     deleted once its events are counted in their Redis windows and their broken rules queued

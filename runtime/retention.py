@@ -14,4 +14,5 @@ DAY_SECONDS = 86_400
 EVENTS = Kind("events", "runtime.BehaviourEvent", "ts", "RETENTION_EVENTS_DAYS", needs=(
     (math.ceil(MAX_DURATION_SECONDS / DAY_SECONDS), "the longest window a rule may count"),
     (MAX_PAST.days, "events accepted late"),
-    (backtest.BACKTEST_DAYS, "the backtest"), (whatif.DAYS, "group rule what-ifs")))
+    (backtest.BACKTEST_DAYS, "the backtest"), (whatif.DAYS, "group rule what-ifs")),
+    companions=(("runtime.EventKey", "ts"),))  # ingest's repeat check, kept as long

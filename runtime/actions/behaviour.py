@@ -15,7 +15,7 @@ import django_rq
 import redis
 from django.contrib.auth.models import User
 from django.db import connection, transaction
-from django.db.models import F, Q, TextField, Window
+from django.db.models import Exists, F, OuterRef, Q, TextField, Window
 from django.db.models.functions import Cast, RowNumber
 from django.utils import timezone
 from rq import Queue
@@ -59,7 +59,7 @@ from runtime.behaviour import (
 )
 from runtime.budgets import WARNING_AREA, budget_checks, budget_violation
 from runtime.events import Event, validate_event
-from runtime.models import BehaviourEvent, Decision, UncountedBatch, UnregisteredAgent
+from runtime.models import BehaviourEvent, Decision, EventKey, UncountedBatch, UnregisteredAgent
 
 log = logging.getLogger(__name__)
 
@@ -763,6 +763,8 @@ def adopt_unregistered(agent: Agent, *, actor: Any) -> int:
     waiting = BehaviourEvent.objects.filter(agent_name=agent.name, agent__isnull=True)
     foreign = waiting.exclude(_own_traffic(agent, waiting)).update(agent=agent, foreign=True)
     adopted = waiting.update(agent=agent) + foreign
+    if foreign:  # a foreign event reserves no id: the agent's own may use it
+        _release_keys(agent.name)
     # What its owner's or an admin's platform reported becomes its observed-state history, as
     # if it had been registered. Others' reports stay with the shadow: a push agent's latest
     # report is its actual state, and another owner's would start its first pass with drift.
@@ -781,6 +783,15 @@ def adopt_unregistered(agent: Agent, *, actor: Any) -> int:
                  reason="a shadow agent was registered; its events count in the rule windows "
                         "once it is approved, except those others sent under its name")
     return adopted
+
+
+def _release_keys(name: str) -> int:
+    """Let go of the keys (the ids ingest counts as taken) of `name`'s foreign events, unless
+    one of its own events holds the same id."""
+    events = BehaviourEvent.objects.filter(agent_name=name, event_id=OuterRef("event_id"))
+    return EventKey.objects.filter(agent_name=name).filter(
+        Exists(events.filter(foreign=True))).exclude(
+        Exists(events.filter(foreign=False))).delete()[0]
 
 
 def _own_traffic(agent: Agent, events: Any) -> Q:

@@ -46,7 +46,7 @@ def test_a_batch_is_stored_and_a_replay_is_not_counted_twice(agent_client, redis
 
 
 def test_an_id_sent_again_on_another_day_is_a_repeat_whatever_its_ts(agent_client):
-    """The repeat check looks at every day partition: a resend stamped with another time (a
+    """A resend stamped with another time (a
     client that re-stamps on retry) lands on another day, and is still the same event."""
     first = event(ts=(datetime.now(UTC) - timedelta(days=12)).isoformat())
     assert post(agent_client, [first]).json()["accepted"] == 1
