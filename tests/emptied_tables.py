@@ -13,7 +13,13 @@ neither foreign keys nor the audit tables' append-only triggers stand in the way
 of the deletes does not matter); that needs a superuser, as the suite's PostgreSQL is here
 and in CI. Anything else (SQLite, another role, a test with `available_apps` or serialized
 rollback) is flushed by Django as before. The content types and permissions are kept: `flush`
-would only make them again."""
+would only make them again.
+
+A transactional test's changes to the schema are not rolled back either: one that disables
+the audit trail's append-only triggers or drops its column binding and does not put them back
+would leave every later test without them. So the guards (every user trigger and its switch,
+and the audit entries' constraints) are compared after each such test with what the migrated
+database had, and a test that changed them fails, by name, once."""
 
 from django.db import DatabaseError, connections, transaction
 from django.test import TransactionTestCase
@@ -44,6 +50,44 @@ def empty_tables(alias: str) -> None:
         cursor.execute("; ".join(f"DELETE FROM {quote(table)}" for table in tables))
 
 
+GUARDS = (
+    "SELECT 'trigger', c.relname || '.' || t.tgname || ' ' || t.tgenabled::text "
+    "FROM pg_trigger t "
+    "JOIN pg_class c ON c.oid = t.tgrelid WHERE NOT t.tgisinternal "
+    "UNION ALL SELECT 'constraint', conrelid::regclass::text || '.' || conname "
+    "FROM pg_constraint WHERE conrelid::regclass::text LIKE 'audit\\_%%'")
+_guards: dict[str, set[tuple[str, str]]] = {}
+
+
+def guards(alias: str) -> set[tuple[str, str]]:
+    """The database's triggers (with their switch: O on, D off) and the audit tables'
+    constraints."""
+    with connections[alias].cursor() as cursor:
+        cursor.execute(GUARDS)
+        return set(cursor.fetchall())
+
+
+def _named(found: set[tuple[str, str]]) -> set[str]:
+    """The guards by name, whatever a trigger's switch."""
+    return {name[:-2] if kind == "trigger" else name for kind, name in found}
+
+
+def check_guards(alias: str, test: str) -> None:
+    """Fail the test that turned a trigger off or dropped one of the guards the earlier
+    tests had (once: what it left becomes what later tests are held to, so one culprit is
+    named, not every test after it; the first test is held to every trigger on)."""
+    now = guards(alias)
+    before = _guards.get(alias, {(kind, name[:-2] + " O" if kind == "trigger" else name)
+                                 for kind, name in now})
+    _guards[alias] = now
+    off = sorted(name for kind, name in now - before if name.endswith(" D"))
+    gone = sorted(_named(before) - _named(now))
+    if off or gone:
+        raise AssertionError(
+            f"{test} left the database's guards changed (a transactional test's schema "
+            f"changes are not rolled back): turned off {off}, gone {gone}")
+
+
 def _emptied(self: TransactionTestCase) -> None:
     aliases = list(self._databases_names(include_mirrors=False))
     if (self.available_apps is not None or self.serialized_rollback or any(
@@ -55,6 +99,8 @@ def _emptied(self: TransactionTestCase) -> None:
             empty_tables(alias)
     except DatabaseError:  # a test that left the schema unusable: Django's way, as before
         return _flush(self)
+    for alias in aliases:
+        check_guards(alias, self.id())
     return None
 
 

@@ -8,7 +8,7 @@ from importlib.metadata import entry_points
 import pytest
 from django.contrib.contenttypes.models import ContentType
 from django.core.management import call_command
-from django.db import connection
+from django.db import connection, transaction
 
 from audit.models import AuditEntry
 from tests import emptied_tables
@@ -88,3 +88,27 @@ def test_a_transactional_test_ends_with_every_table_emptied_and_the_guards_back(
         cursor.execute("SHOW session_replication_role")
         assert cursor.fetchone()[0] == "origin"
     assert not AuditEntry.objects.exists()
+
+
+@postgresql_only
+def test_a_transactional_test_that_leaves_the_audit_guard_off_is_named(db):
+    """Schema changes outlive a transactional test: the teardown holds every test to the
+    triggers being on and the audit constraints in place, and names the one that changed
+    them (once). (Here inside a transaction that is rolled back.)"""
+    alias = connection.alias
+    emptied_tables.check_guards(alias, "earlier")
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("ALTER TABLE audit_auditentry DISABLE TRIGGER USER")
+        with pytest.raises(AssertionError, match=r"the-culprit left .*turned off "
+                           r"\['audit_auditentry.audit_entry_append_only D'\]"):
+            emptied_tables.check_guards(alias, "the-culprit")
+        emptied_tables.check_guards(alias, "a later test")  # named once
+        with connection.cursor() as cursor:
+            cursor.execute("ALTER TABLE audit_auditentry DROP CONSTRAINT "
+                           "audit_entry_columns_match_payload")
+        with pytest.raises(AssertionError, match="other-culprit left .*gone "
+                           r"\['audit_auditentry.audit_entry_columns_match_payload'\]"):
+            emptied_tables.check_guards(alias, "other-culprit")
+        transaction.set_rollback(True)
+    emptied_tables.check_guards(alias, "after")  # all back: held to the real set again
