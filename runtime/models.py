@@ -54,12 +54,15 @@ class BehaviourEvent(models.Model):
     received_at = models.DateTimeField(default=timezone.now)
     # Who sent it: the audit label of the principal, and the person or token behind it.
     sender = models.CharField(max_length=160, blank=True, default="")
+    # Not indexed: nothing looks events up by sender but within one agent's (event_name_ts),
+    # and people and tokens are never deleted (revoked, deactivated), so nulling a sender
+    # (a scan) does not happen in the product; an index each was a write per stored event.
     sender_user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                     on_delete=models.SET_NULL, related_name="+",
-                                    db_constraint=False)
+                                    db_constraint=False, db_index=False)
     sender_token = models.ForeignKey("registry.ApiToken", null=True, blank=True,
                                      on_delete=models.SET_NULL, related_name="+",
-                                     db_constraint=False)
+                                     db_constraint=False, db_index=False)
     # Sent under the name before it was registered by someone who turned out not to be its
     # owner (nor an admin): kept and shown, never counted toward the agent's rules.
     foreign = models.BooleanField(default=False)
@@ -68,12 +71,9 @@ class BehaviourEvent(models.Model):
         db_table = "reconciliation_behaviourevent"  # its name from before the move
         # Ids are the sender's: two agents may use one id. Foreign events do not reserve an id,
         # so nobody can pre-send an agent's ids to have its own events dropped as repeats.
-        # The table is partitioned by day of `ts` on PostgreSQL, and a unique constraint there
-        # must hold the partition key: a resent event (same id, same ts) is still one row;
-        # ingest also looks the (agent, id) pairs up before it stores (_stored_keys).
-        constraints = [models.UniqueConstraint(fields=["agent_name", "event_id", "ts"],
-                                               condition=models.Q(foreign=False),
-                                               name="event_id_per_agent_ts")]
+        # An event is stored only with its key (EventKey, whose primary key is the agent and
+        # the id), so no unique index here: the table is partitioned by day of `ts`, and one
+        # would have had to hold `ts` too (a resend under another time went past it).
         indexes = [models.Index(fields=["agent", "ts"], name="event_agent_ts"),
                    models.Index(fields=["agent_name", "ts"], name="event_name_ts")]
 

@@ -220,15 +220,6 @@ def test_the_backtests_query_reads_only_its_weeks_partitions(refund_agent):
         f"p{observed.observed_at:%Y%m%d}"}, plan
 
 
-def test_a_resent_event_is_still_one_row(refund_agent):
-    ts = timezone.now()
-    first = event(refund_agent, ts)
-    BehaviourEvent.objects.bulk_create(
-        [BehaviourEvent(event_id=first.event_id, agent=refund_agent, agent_name=refund_agent.name,
-                        ts=ts, kind="tool_call")], ignore_conflicts=True)
-    assert BehaviourEvent.objects.filter(event_id=first.event_id).count() == 1
-
-
 def test_a_retention_shorter_than_the_rules_need_is_refused_at_start_up(settings):
     settings.RETENTION_EVENTS_DAYS = 7
     (error,) = check_retention()
