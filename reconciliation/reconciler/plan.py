@@ -9,7 +9,7 @@ missing.
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -62,6 +62,23 @@ class Decision:
     @property
     def converged(self) -> bool:
         return not self.drifts
+
+    def without(self, fingerprints: set[str]) -> "Decision":
+        """The same decision taking no step on the drifts with these fingerprints (what was
+        found stays found)."""
+        def kept(drifts: list[Any]) -> list[Any]:
+            return [d for d in drifts if _drift_of(d).fingerprint not in fingerprints]
+
+        return replace(self, apply=kept(self.apply), shadow=kept(self.shadow),
+                       block=kept(self.block), escalate=kept(self.escalate), log=kept(self.log),
+                       waived=kept(self.waived))
+
+
+def _drift_of(item: Any) -> Drift:
+    """The drift of a step, of an (escalated drift, reason) or of a drift itself."""
+    if isinstance(item, tuple):
+        return item[0]
+    return getattr(item, "drift", item)
 
 
 def idempotency_key(agent: str, generation: int, operation: Operation, occurrence: int) -> str:

@@ -133,6 +133,41 @@ def test_drift_is_announced_before_the_pass_plans_around_it_and_a_crash_there_lo
     assert passes(agent).result == "converged"
 
 
+def test_a_finding_a_person_moves_after_it_was_announced_gets_no_step_from_that_pass(
+        people, monkeypatch):
+    """Between the announcement and the pass's next transaction an approver closes one of the
+    findings: the pass was planned before that, so it takes no step on that finding (no
+    correction made on the platform, no move refused halfway) and finishes the others; the
+    next pass decides again from what it then observes."""
+    from reconciliation.actions.findings import move_finding
+
+    agent = approved_agent(people)
+    passes(agent)
+    sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT,
+                                   reason="bad")
+    record = correct_stage._record
+    closed = []
+
+    def a_person_acts_first(seen, decision, findings):
+        finding = Finding.objects.get(pk=sorted(f.pk for f in findings.values())[0])
+        move_finding(finding, "resolved", actor=people.bob, agent=agent,
+                     reason="bob closed it while the pass was planning")
+        closed.append(finding.pk)
+        return record(seen, decision, findings)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(correct_stage, "_record", a_person_acts_first)
+        run = passes(agent, "observation")
+    assert run.result == "corrected" and len(run.changes) == 2
+    assert sandbox(agent).apply_count == 2
+    assert Finding.objects.get(pk=closed[0]).status == "resolved"
+    assert not Correction.objects.filter(finding_id=closed[0]).exists()
+    # The drift is still there: the next pass reopens it and corrects it.
+    assert passes(agent).result == "corrected"
+    assert sandbox(agent).apply_count == 3
+    assert passes(agent).result == "converged"
+
+
 def test_a_failing_platform_fails_the_pass_cleanly_and_the_next_one_finishes(people):
     from reconciliation.connectors import ConnectorError
 
