@@ -245,19 +245,24 @@ def _confirm(waiver_id: int, *, actor: Any, step_up: StepUp | None) -> Waiver:
     return waiver
 
 
+def in_force(now: datetime) -> Q:
+    """The one rule for a waiver in force at `now`: every sign-off given (active) and not yet
+    ended (whether or not its lapse was recorded yet); one still waiting for its second
+    approver is not."""
+    return Q(state=WaiverState.ACTIVE, expires_at__gt=now)
+
+
 def active_waivers(agent: Agent, now: datetime) -> list[Waiver]:
-    """The agent's waivers in force at `now` (whether or not a lapse was recorded yet); one
-    still waiting for its second approver is not."""
-    return list(agent.waivers.filter(expires_at__gt=now, state=WaiverState.ACTIVE)
-                .select_related("granted_by"))
+    """The agent's waivers in force at `now` (read only: behaviour rules, the backtest)."""
+    return list(agent.waivers.filter(in_force(now)).select_related("granted_by"))
 
 
 def waivers_in_force(agent: Agent, now: datetime) -> list[Waiver]:
-    """For a pass: the agent's waivers in force at `now` (as `active_waivers`), read together
-    with those that ended without their lapse recorded, which are recorded here first (in a
-    transaction of their own; none in the usual case, so one read)."""
-    read = list(agent.waivers.filter(state=WaiverState.ACTIVE).filter(
-        Q(expires_at__gt=now) | Q(lapsed_at__isnull=True)).select_related("granted_by"))
+    """For a pass: the agent's waivers in force at `now`, read together with those that ended
+    without their lapse recorded, which are recorded here first (in a transaction of their
+    own; none in the usual case, so one read)."""
+    ended = Q(state=WaiverState.ACTIVE, expires_at__lte=now, lapsed_at__isnull=True)
+    read = list(agent.waivers.filter(in_force(now) | ended).select_related("granted_by"))
     if any(w.expires_at <= now for w in read):
         with transaction.atomic():
             record_lapses(agent, now)
