@@ -4,6 +4,9 @@ windows are counted by one script (one round trip, one command on the wire whate
 batch holds)."""
 
 import json
+import math
+import time
+import uuid
 from collections.abc import Iterable
 from datetime import datetime
 
@@ -100,30 +103,67 @@ def fill(checks: Iterable[tuple[WindowCheck, str, datetime]], now: datetime) -> 
         pipe.execute()
 
 
-# KEYS: agents' fill markers; ARGV[1]: as JSON each marker's seconds. Each marker is read
-# and kept for its seconds again (GETEX); returns the values comma-separated ('' for none).
+EPOCH_KEY = "bw:epoch"  # a random value Redis keeps until it loses its data
+CONFIRMED_SECONDS = 30  # a process trusts a fill marker it read or set this long
+CONFIRMED_KEPT = 100_000
+# (epoch, agent id, generation) -> when this process last read or set that agent's marker
+_confirmed: dict[tuple[str, int, int], float] = {}
+
+# KEYS[1]: the epoch, set to ARGV[1] when Redis has none (it lost its data, or never had it);
+# KEYS[2..]: agents' fill markers; ARGV[2]: as JSON each marker's seconds. Each marker is read
+# and kept for its seconds again (GETEX). Returns the epoch, then the markers' values,
+# comma-separated ('' for none).
 FILLED = """
-local seconds, out = cjson.decode(ARGV[1]), {}
-for k = 1, #KEYS do
-  out[k] = redis.call('GETEX', KEYS[k], 'EX', seconds[k]) or ''
+redis.call('SET', KEYS[1], ARGV[1], 'NX')
+local seconds, out = cjson.decode(ARGV[2]), {redis.call('GET', KEYS[1])}
+for k = 2, #KEYS do
+  out[k] = redis.call('GETEX', KEYS[k], 'EX', seconds[k - 1]) or ''
 end
 return table.concat(out, ',')
 """
 
 
-def filled_generations(agents: list[tuple[int, int]]) -> list[int | None]:
-    """For each (agent id, seconds its longest window spans), the generation whose stored
-    events its windows were last filled with (None: never, or Redis lost them). Reading a
-    marker keeps it for another `seconds` (one script for the batch): the windows of an agent
-    whose events keep being counted stay complete, so they are filled from the database only
-    after a new generation or a loss, not again every hour."""
+def to_refill(agents: list[tuple[int, int, int]]) -> list[int]:
+    """Of each (agent id, generation, seconds its longest window spans), the ids whose windows
+    must be filled from the stored events: never filled, filled for another generation, or
+    lost with Redis's data. Reading a marker keeps it for another `seconds`, so the windows of
+    an agent whose events keep being counted are filled only after a new generation or a
+    loss. A marker this process read or set in the last CONFIRMED_SECONDS is not read again
+    (a batch naming a thousand agents read a thousand markers); Redis's epoch, read every
+    time, says whether it lost its data since, and then every agent is refilled. One script,
+    one round trip."""
     if not agents:
         return []
+    now = time.monotonic()
+    epoch = _known_epoch()
+    unsure = [a for a in agents if now - _confirmed.get((epoch, a[0], a[1]), -math.inf)
+              >= CONFIRMED_SECONDS]
     reply = connection().register_script(FILLED)(
-        keys=[FILLED_KEY.format(agent_id=a) for a, _ in agents],
-        args=[json.dumps([seconds + 60 for _, seconds in agents])])
-    text = reply.decode() if isinstance(reply, bytes) else reply
-    return [int(v) if v else None for v in text.split(",")]
+        keys=[EPOCH_KEY, *(FILLED_KEY.format(agent_id=a) for a, _, _ in unsure)],
+        args=[uuid.uuid4().hex, json.dumps([seconds + 60 for _, _, seconds in unsure])])
+    current, *markers = (reply.decode() if isinstance(reply, bytes) else reply).split(",")
+    matched = {agent_id for (agent_id, generation, _), marker in zip(unsure, markers, strict=True)
+               if marker == str(generation)}
+    if current != epoch:  # Redis lost its windows since this process last looked (or it
+        _forget(current)  # never looked): only a marker just read vouches for an agent
+        return [agent_id for agent_id, _, _ in agents if agent_id not in matched]
+    for agent_id, generation, _ in unsure:
+        if agent_id in matched:
+            _confirmed[(epoch, agent_id, generation)] = now
+    return [agent_id for agent_id, _, _ in unsure if agent_id not in matched]
+
+
+_epoch: list[str] = [""]  # the epoch this process last saw
+
+
+def _known_epoch() -> str:
+    return _epoch[0]
+
+
+def _forget(epoch: str) -> None:
+    """Redis has a new epoch: nothing this process confirmed before holds."""
+    _confirmed.clear()
+    _epoch[0] = epoch
 
 
 def mark_filled(marks: list[tuple[int, int, int]]) -> None:
@@ -134,6 +174,11 @@ def mark_filled(marks: list[tuple[int, int, int]]) -> None:
     for agent_id, generation, seconds in marks:
         pipe.set(FILLED_KEY.format(agent_id=agent_id), generation, ex=seconds + 60)
     pipe.execute()
+    now = time.monotonic()
+    if len(_confirmed) + len(marks) > CONFIRMED_KEPT:
+        _confirmed.clear()
+    _confirmed.update(((_known_epoch(), agent_id, generation), now)
+                      for agent_id, generation, _ in marks)
 
 
 def peek(check: WindowCheck, now: datetime) -> int:

@@ -491,16 +491,15 @@ def ensure_windows(agents: list[Agent], now: datetime) -> None:
     counted or peeked: events adopted from an unregistered agent or sent before the first
     approval, events under limits a new version added, and whatever a Redis restart lost.
     A marker per agent says which generation they were filled for (each use keeps it for
-    another longest window); without it the stored events go in (into the windows only: they
-    are not judged again). However many agents need it, one read of their stored events and
-    one Redis pipeline (after a Redis restart, a batch naming a thousand agents made three
-    thousand round trips). Raises RedisError."""
+    another longest window; windows.to_refill); without it the stored events go in (into the
+    windows only: they are not judged again). However many agents need it, one read of their
+    stored events and one Redis pipeline (after a Redis restart, a batch naming a thousand
+    agents made three thousand round trips). Raises RedisError."""
     limited = [(a, horizon) for a in agents
                if (version := a.active_version) is not None
                and (horizon := _version_horizon(version)) is not None]
-    stale = [(agent, horizon) for (agent, horizon), generation in zip(
-        limited, windows.filled_generations([(a.pk, h) for a, h in limited]), strict=True)
-        if generation != agent.generation]
+    refill = set(windows.to_refill([(a.pk, a.generation, h) for a, h in limited]))
+    stale = [(agent, horizon) for agent, horizon in limited if agent.pk in refill]
     if stale:
         _refill(stale, now)
 

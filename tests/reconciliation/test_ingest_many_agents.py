@@ -3,6 +3,7 @@
 the process), and what is kept is never stale: a new approved version, a grant that expired
 between two batches and a suspension are all judged by the next batch."""
 
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -15,6 +16,7 @@ from audit.actors import RECONCILER as SYSTEM
 from reconciliation.actions.common import suspend_agent
 from reconciliation.models import Finding
 from runtime import actions as runtime_actions
+from runtime import windows
 from runtime.actions.behaviour import _batch_agents, _rules_spec
 from tests.conftest import approved_agent, postgresql_only
 
@@ -103,12 +105,14 @@ def test_a_suspension_is_seen_by_the_next_batch(people, redis_client):
 
 
 def test_counting_an_agents_events_keeps_its_windows_filled_without_a_refill(
-        people, redis_client, django_capture_on_commit_callbacks):
+        people, redis_client, django_capture_on_commit_callbacks, monkeypatch):
     agent = approved_agent(people, "steady", **LIMITED)
     marker = f"bw:filled:{agent.pk}"
     ingest(people.admin, [read("steady")], django_capture_on_commit_callbacks)
     assert redis_client.get(marker) == str(agent.generation).encode()
     redis_client.expire(marker, 5)  # as if filled almost an hour ago
+    later = time.monotonic() + windows.CONFIRMED_SECONDS  # this process reads it again
+    monkeypatch.setattr(windows.time, "monotonic", lambda: later)
     with CaptureQueriesContext(connection) as captured:
         ingest(people.admin, [read("steady")], django_capture_on_commit_callbacks)
     assert redis_client.ttl(marker) > 3600  # kept for its longest window again by the use
@@ -116,6 +120,26 @@ def test_counting_an_agents_events_keeps_its_windows_filled_without_a_refill(
                 and "ORDER BY" in q["sql"] and "behaviourevent" in q["sql"].lower()
                 ]  # and nothing was read back
     assert redis_client.zcard(f"bw:{agent.pk}:customers_db:calls:3600") == 2
+
+
+def test_a_process_reads_an_agents_fill_marker_once_in_a_while_and_redis_losing_it_shows_at_once(
+        people, redis_client, django_capture_on_commit_callbacks):
+    """A thousand agents' markers were read by every batch: a process now trusts one it read
+    or set for CONFIRMED_SECONDS. Redis's epoch is read every time, so a Redis that lost its
+    windows is refilled by the very next batch, confirmed or not."""
+    names = [f"busy-{i}" for i in range(5)]
+    agents = {name: approved_agent(people, name, **LIMITED) for name in names}
+    ingest(people.admin, [read(name) for name in names], django_capture_on_commit_callbacks)
+
+    markers = [f"bw:filled:{agent.pk}" for agent in agents.values()]
+    for marker in markers:
+        redis_client.expire(marker, 1000)  # reading one (GETEX) would keep it an hour again
+    ingest(people.admin, [read(name) for name in names], django_capture_on_commit_callbacks)
+    assert all(0 < redis_client.ttl(m) <= 1000 for m in markers)  # confirmed: not read again
+    redis_client.flushdb()  # a Redis restart: every window, marker and the epoch gone
+    ingest(people.admin, [read(name) for name in names], django_capture_on_commit_callbacks)
+    for agent in agents.values():  # the three stored events are back in the window
+        assert redis_client.zcard(f"bw:{agent.pk}:customers_db:calls:3600") == 3
 
 
 @postgresql_only  # SQLite takes a batch in statements of 30 rows (its parameter limit)
