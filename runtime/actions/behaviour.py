@@ -15,7 +15,7 @@ import django_rq
 import redis
 from django.contrib.auth.models import User
 from django.db import connection, transaction
-from django.db.models import Exists, F, OuterRef, Q, TextField, Window
+from django.db.models import Exists, F, OuterRef, Q, Subquery, TextField, Window
 from django.db.models.functions import Cast, RowNumber
 from django.utils import timezone
 from rq import Queue
@@ -661,9 +661,13 @@ def record_violations(agent_id: int, violations: list[dict[str, Any]]) -> list[F
 def _person_behind(agent: Agent, event_id: str) -> int | None:
     """The id of the person behind the event that broke a rule: its sender, or the issuer of
     the agent token that sent it."""
-    row = (BehaviourEvent.objects.filter(agent=agent, event_id=event_id, foreign=False)
-           .values_list("sender_user_id", "sender_token__user_id").first())
-    return next((pk for pk in row if pk is not None), None) if row else None
+    # Its key gives its time, so one day's partition is read, not every event of the agent.
+    stored = EventKey.objects.filter(agent_name=agent.name, event_id=event_id).values("ts")
+    row = (BehaviourEvent.objects.filter(agent=agent, event_id=event_id, foreign=False,
+                                         ts=Subquery(stored[:1]))
+           .values_list("sender_user_id", "sender_token__user_id")[:1])
+    found = next(iter(row), None)
+    return next((pk for pk in found if pk is not None), None) if found else None
 
 
 def _finding_for(agent: Agent, violation: dict[str, Any], now: datetime) -> tuple[Finding, bool]:
