@@ -242,7 +242,6 @@ def test_the_monitor_follows_the_live_trail_and_fails_on_a_rewrite(ctl, keys, se
     from agentgov import checkpoints as signing
     from agentgov.entries import entry_leaf_hash
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-    from django.db import connection
 
     from audit import keys as audit_keys
     from audit import tree
@@ -273,19 +272,26 @@ def test_the_monitor_follows_the_live_trail_and_fails_on_a_rewrite(ctl, keys, se
     from audit.choices import AuditAction
 
     audit.record(actor="mallory", action=AuditAction.ROLE_GRANTED, target="user:mallory")
-    with connection.cursor() as cursor:
-        for table in ("auditentry", "auditcheckpoint", "audittreenode"):
-            cursor.execute(f"ALTER TABLE audit_{table} DISABLE TRIGGER USER")
-    rewrite_from(2)
-    rows = fetch_chunk(0, 100000)
-    sql("DELETE FROM audit_audittreenode")
-    tree.append_leaves(0, [entry_leaf_hash(row) for row in rows])
-    size = len(rows)
-    made = signing.sign_checkpoint(real, size, tree.root(size), format_time(second.at))
-    sql("DELETE FROM audit_auditcheckpoint WHERE seq >= %s", [size])
-    sql("INSERT INTO audit_auditcheckpoint (seq, head_hash, root, at, key_id, algorithm, "
-        "signature) VALUES (%s, %s, %s, %s, %s, 'ed25519', %s)",
-        [size, rows[-1]["hash"], made["root"], second.at, made["key_id"], made["signature"]])
+    guarded = ("auditentry", "auditcheckpoint", "audittreenode")
+    # This test commits (a live server reads what it writes): the triggers it switches off
+    # are switched on again, or every later test would run without the append-only guard.
+    try:
+        for table in guarded:
+            sql(f"ALTER TABLE audit_{table} DISABLE TRIGGER USER")
+        rewrite_from(2)
+        rows = fetch_chunk(0, 100000)
+        sql("DELETE FROM audit_audittreenode")
+        tree.append_leaves(0, [entry_leaf_hash(row) for row in rows])
+        size = len(rows)
+        made = signing.sign_checkpoint(real, size, tree.root(size), format_time(second.at))
+        sql("DELETE FROM audit_auditcheckpoint WHERE seq >= %s", [size])
+        sql("INSERT INTO audit_auditcheckpoint (seq, head_hash, root, at, key_id, algorithm, "
+            "signature) VALUES (%s, %s, %s, %s, %s, 'ed25519', %s)",
+            [size, rows[-1]["hash"], made["root"], second.at, made["key_id"],
+             made["signature"]])
+    finally:
+        for table in guarded:
+            sql(f"ALTER TABLE audit_{table} ENABLE TRIGGER USER")
     assert size > second.seq
     status, out, err = ctl(keys.dana, *watch)
     assert (status, out) == (1, "")
