@@ -63,11 +63,9 @@ def correct(seen: Observed, decision: Decision, *,
         return done
     ctx = seen.ctx
     findings = _detect(ctx, decision)  # committed: the drift is announced before any more work
-    done.held_until, moved = _record(seen, decision, findings)
+    done.held_until, decision = _record(seen, decision, findings)
     try:
         for step in decision.apply:
-            if step.drift.fingerprint in moved:
-                continue
             still_held()  # a pass that lost its lock stops before its next change
             try:
                 outcome = seen.connector.apply(ctx.agent, step.operation.to_dict(), step.key)
@@ -77,7 +75,7 @@ def correct(seen: Observed, decision: Decision, *,
             _applied(ctx, findings[step.drift.fingerprint], step, outcome)
             done.changes.append({**step.operation.to_dict(), "key": step.key,
                                  "outcome": outcome})
-        blocked = [findings[d.fingerprint] for d in decision.block if d.fingerprint not in moved]
+        blocked = [findings[d.fingerprint] for d in decision.block]
         if blocked:
             still_held()
             done.changes.extend(_block(ctx, seen.connector, blocked))
@@ -103,14 +101,14 @@ def _detect(ctx: PassContext, decision: Decision) -> dict[str, Finding]:
 
 @transaction.atomic
 def _record(seen: Observed, decision: Decision, findings: dict[str, Finding]
-            ) -> tuple[datetime | None, set[str]]:
+            ) -> tuple[datetime | None, Decision]:
     """Every step that needs no platform call: shadowed, pending, logged, waived, escalated;
     and the end of the maintenance window that held some of the plan's corrections, if one
     did. The cluster's row is locked only here, when there is drift (a converged fleet's
     passes never wait on each other). `findings` is refreshed in place, for the steps after.
-    Returns that end, and the fingerprints of the findings a person moved since they were
-    announced (accepted, resolved, acknowledged): this pass takes no step on those, since
-    the plan was made before the person acted; the next pass decides from what is then."""
+    Returns that end, and the decision the steps after carry out: without the findings a
+    person moved since they were announced (accepted, resolved, acknowledged), since the
+    plan was made before the person acted; the next pass decides from what is then."""
     ctx = seen.ctx
     control = ControlState.objects.select_for_update().get(pk=seen.control.pk)
     announced = {fingerprint: f.status for fingerprint, f in findings.items()}
@@ -140,7 +138,7 @@ def _record(seen: Observed, decision: Decision, findings: dict[str, Finding]
     for drift, reason in decision.escalate:
         open_escalation(ctx.agent, findings[drift.fingerprint], reason=reason)
     refresh_status(ctx.agent, now=ctx.now)  # the agent's health says so before any apply
-    return held_until, moved
+    return held_until, decision
 
 
 def _drifting_counted(drifted: QuerySet[Agent], *, capped: bool) -> int:

@@ -66,19 +66,14 @@ class Decision:
     def without(self, fingerprints: set[str]) -> "Decision":
         """The same decision taking no step on the drifts with these fingerprints (what was
         found stays found)."""
-        def kept(drifts: list[Any]) -> list[Any]:
-            return [d for d in drifts if _drift_of(d).fingerprint not in fingerprints]
+        def kept(drifts: list[Drift]) -> list[Drift]:
+            return [d for d in drifts if d.fingerprint not in fingerprints]
 
-        return replace(self, apply=kept(self.apply), shadow=kept(self.shadow),
-                       block=kept(self.block), escalate=kept(self.escalate), log=kept(self.log),
-                       waived=kept(self.waived))
-
-
-def _drift_of(item: Any) -> Drift:
-    """The drift of a step, of an (escalated drift, reason) or of a drift itself."""
-    if isinstance(item, tuple):
-        return item[0]
-    return getattr(item, "drift", item)
+        return replace(
+            self, apply=[s for s in self.apply if s.drift.fingerprint not in fingerprints],
+            shadow=[s for s in self.shadow if s.drift.fingerprint not in fingerprints],
+            escalate=[(d, why) for d, why in self.escalate if d.fingerprint not in fingerprints],
+            block=kept(self.block), log=kept(self.log), waived=kept(self.waived))
 
 
 def idempotency_key(agent: str, generation: int, operation: Operation, occurrence: int) -> str:
