@@ -12,6 +12,10 @@ ADAPTER_EXTRAS := langgraph,openai-agents,pydantic-ai
 PIP_BOOTSTRAP = { python3.11 -m pip --python $(PY) install --quiet --disable-pip-version-check \
   --no-compile pip 2>/dev/null || python3 -m pip --python $(PY) install --quiet \
   --disable-pip-version-check --no-compile pip 2>/dev/null || $(PY) -m ensurepip --quiet; }
+# The suite's workers (pytest-xdist): two a core, since most of a test's time is spent waiting
+# on the processes it started (web, workers, a browser); at most seven, one Redis database
+# each (9-15 on a shared Redis). TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= $(shell n=$$(( $$(nproc) * 2 )); echo $$(( n > 7 ? 7 : n )))
 PORT_OPEN = $(PY) -c "import socket,sys; s=socket.socket(); s.settimeout(0.5); sys.exit(s.connect_ex(('127.0.0.1', $(1))))"
 
 .PHONY: demo test lint install chromium deploy-tools bench clean example example-bad-deploy ts-install test-ts
@@ -76,7 +80,7 @@ test: install chromium deploy-tools ts-install
 	echo "database: $${DATABASE_URL:-SQLite (embedded)}  redis: $${REDIS_URL:-embedded redis-server}"; \
 	$(VENV)/bin/ruff check . || exit 1; $(VENV)/bin/lint-imports || exit 1; \
 	$(PY) manage.py makemigrations --check --dry-run || { echo "models and migrations disagree: run makemigrations"; exit 1; }; \
-	$(PY) -m pytest $(PYTEST_ARGS); status=$$?; \
+	$(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS); status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$status
 
 # The TypeScript client (clients/typescript): its locked tree, for the suite pytest runs

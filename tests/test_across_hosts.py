@@ -23,7 +23,8 @@ from sandbox.models import SandboxAgent
 from tests.conftest import BAD_DEPLOYMENT, approved_agent, assert_trail_whole, eventually
 from tests.netns import Host, HostedCluster
 
-pytestmark = pytest.mark.netns
+# The hosts have fixed names and addresses: under xdist the module runs on one worker.
+pytestmark = [pytest.mark.netns, pytest.mark.xdist_group("netns")]
 
 # A cut worker's lock lapses after RECONCILE_LOCK_SECONDS; PostgreSQL ends a session it left
 # inside a transaction (holding row locks) after DATABASE_IDLE_IN_TRANSACTION_SECONDS.

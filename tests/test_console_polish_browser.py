@@ -153,14 +153,18 @@ def test_a_person_whose_system_is_dark_gets_a_dark_console_that_stays_readable(p
         bob.fill("#enrol-code", "000000")
         bob.click("#confirm-enrolment")
         expect(bob.get_by_role("alert")).to_contain_text("Not done")
+        # A click waits for the answer, not for its stylesheet: read colours once it is applied.
+        bob.wait_for_load_state("load")
         reading = bob.evaluate(COLOURS, MESSAGES)
         secret = b32decode(bob.locator("#totp-secret").inner_text().strip())
         bob.fill("#enrol-code", totp(secret))
         bob.click("#confirm-enrolment")
         expect(bob.get_by_role("status")).to_contain_text("Done")
+        bob.wait_for_load_state("load")
         reading.update(bob.evaluate(COLOURS, DONE))
         bob.goto(f"{base}/agents/")
         expect(bob.get_by_role("link", name="refund-agent")).to_be_visible()
+        bob.wait_for_load_state("load")
         reading.update(bob.evaluate(COLOURS, AGENTS))
         readings[scheme] = reading
     dark, light = readings["dark"], readings["light"]

@@ -16,7 +16,7 @@ from tests.conftest import approved_with_client, eventually, postgresql_only, sy
 
 # The entry-point plugins the suite uses, by module (see addopts in pyproject.toml).
 USED = {"pytest_django.plugin", "pytest_timeout", "pytest_asyncio.plugin",
-        "_hypothesis_pytestplugin"}
+        "xdist.plugin", "_hypothesis_pytestplugin"}
 
 
 def test_only_the_plugins_the_suite_uses_are_loaded(pytestconfig):

@@ -13,8 +13,10 @@ import psycopg
 import pytest
 from psycopg import sql
 
+# Roles are the server's, not a database's: one name per test database and xdist worker.
 PREFIX = os.environ.get("PERMISSION_SOURCE_TEST_PREFIX") or "conn35_" + hashlib.sha256(
-    os.environ.get("DATABASE_URL", "").encode()).hexdigest()[:6]
+    (os.environ.get("DATABASE_URL", "") + os.environ.get("PYTEST_XDIST_WORKER", "")).encode()
+).hexdigest()[:6]
 DATABASE = f"{PREFIX}_crm"
 AGENT_ROLE = f"{PREFIX}_refund_bot"
 WRITERS = f"{PREFIX}_crm_writers"
