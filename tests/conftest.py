@@ -33,6 +33,20 @@ def pytest_configure(config):
     emptied_tables.install()  # transactional tests end by deleting rows, not by TRUNCATE
 
 
+def minutes_long(item: pytest.Item) -> int:
+    """The minutes a `long` module says it runs for; 0 for every other test."""
+    marker = item.get_closest_marker("long")
+    return marker.kwargs["minutes"] if marker else 0
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-django's order: database, transactional, neither
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # The modules that run for minutes (installs, clusters, cut networks) start first, longest
+    # first: the xdist workers take modules in this order, and one started last ends the run
+    # alone. The sort is stable, so every other test keeps pytest-django's order.
+    items.sort(key=lambda item: -minutes_long(item))
+
+
 @dataclass
 class People:
     """The personas of the tests."""

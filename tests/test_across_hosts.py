@@ -23,8 +23,9 @@ from sandbox.models import SandboxAgent
 from tests.conftest import BAD_DEPLOYMENT, approved_agent, assert_trail_whole, eventually
 from tests.netns import Host, HostedCluster
 
-# The hosts have fixed names and addresses: under xdist the module runs on one worker.
-pytestmark = [pytest.mark.netns, pytest.mark.xdist_group("netns")]
+# The hosts have fixed names and addresses: the suite's `--dist loadscope` keeps a module on
+# one xdist worker, so its tests never run at once.
+pytestmark = [pytest.mark.netns, pytest.mark.long(minutes=6)]
 
 # A cut worker's lock lapses after RECONCILE_LOCK_SECONDS; PostgreSQL ends a session it left
 # inside a transaction (holding row locks) after DATABASE_IDLE_IN_TRANSACTION_SECONDS.

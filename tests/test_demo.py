@@ -23,6 +23,8 @@ from channels_redis.core import RedisChannelLayer
 from config import embedded_redis
 from tests.conftest import ROOT, eventually
 
+pytestmark = pytest.mark.long(minutes=2)
+
 ARTIFACTS = ROOT / "artifacts"
 # Every browser wait is explicit and generous: Playwright's default of 5 s is too short for a
 # loaded machine (the API docs page loads and renders its whole schema). A passing run never

@@ -36,7 +36,7 @@ GUIDE = ROOT / "docs" / "operating.md"
 SECTION = "## Deploying on one host, step by step"
 AGENT = "edge-refund-agent"
 # Building and installing the wheels, two clusters and a failover on a loaded machine.
-pytestmark = pytest.mark.timeout(3000)
+pytestmark = [pytest.mark.timeout(3000), pytest.mark.long(minutes=3)]
 
 
 def guide_blocks() -> list[str]:

@@ -49,6 +49,7 @@ CHANGES_PER_DRIFT = 3  # BAD_DEPLOYMENT: a tool added, CRM access granted, the $
 ROUNDS = 3
 
 pytestmark = [
+    pytest.mark.long(minutes=1),
     pytest.mark.skipif(connection.vendor != "postgresql",
                        reason="upgrades are supported on PostgreSQL (migrating while old "
                               "processes serve needs its transactional DDL and row locks); "

@@ -16,6 +16,8 @@ from registry.models import Agent, ApiToken
 from tests.conftest import ROOT, child_env
 from tests.replicated_postgres import ReplicatedPostgres, ReplicationUnavailable
 
+pytestmark = pytest.mark.long(minutes=2)
+
 
 @pytest.fixture
 def replicated():

@@ -19,6 +19,8 @@ from schemathesis.core.failures import Failure, FailureGroup
 from config.wsgi import application
 from registry import actions as registry_actions
 
+pytestmark = pytest.mark.long(minutes=1)
+
 EXAMPLES = 25
 SHARDS = 4
 # What the API promises: never a 500, and every answer as documented. (Schemathesis' other

@@ -12,7 +12,13 @@ from django.db import connection, transaction
 
 from audit.models import AuditEntry
 from tests import emptied_tables
-from tests.conftest import approved_with_client, eventually, postgresql_only, sync_playwright
+from tests.conftest import (
+    approved_with_client,
+    eventually,
+    minutes_long,
+    postgresql_only,
+    sync_playwright,
+)
 
 # The entry-point plugins the suite uses, by module (see addopts in pyproject.toml).
 USED = {"pytest_django.plugin", "pytest_timeout", "pytest_asyncio.plugin",
@@ -25,6 +31,13 @@ def test_only_the_plugins_the_suite_uses_are_loaded(pytestconfig):
     installed = {point.value.split(":")[0] for point in entry_points(group="pytest11")}
     assert USED <= loaded, f"missing: {USED - loaded}"
     assert installed & loaded == USED, f"loaded by accident: {(installed & loaded) - USED}"
+
+
+def test_the_modules_that_run_for_minutes_start_first_longest_first(request):
+    # In the whole suite (`make test`) the cut network's module comes first, every quick test
+    # after the last long one; a run of some files holds the same order among what it runs.
+    minutes = [minutes_long(item) for item in request.session.items]
+    assert minutes == sorted(minutes, reverse=True)
 
 
 def test_the_models_agree_with_their_migrations(db):

@@ -24,6 +24,8 @@ from django.db import connection
 from config import embedded_redis
 from tests.conftest import REFUND_AGENT_YAML, ROOT, eventually
 
+pytestmark = pytest.mark.long(minutes=4)
+
 STRONG = "x7Kq2mP9vR4tW8yB3nF6hJ1cL5dG0sZ-aE"
 
 

@@ -10,6 +10,8 @@ import pytest
 
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.long(minutes=1)
+
 FRAMEWORKS = ("langgraph", "langchain", "openai-agents", "openai", "pydantic-ai",
               "pydantic-ai-slim", "crewai", "mcp", "fastmcp", "autogen")
 

@@ -47,6 +47,8 @@ from tests.clients.test_mcp_proxy import (  # noqa: F401 (fixtures)
 )
 from tests.conftest import eventually
 
+pytestmark = pytest.mark.long(minutes=1)
+
 TOOLS = ("lookup_order", "refund_order", "issue_credit")
 PROMPTS, RESOURCES = ("refund_policy",), ("orders://policy",)
 TEMPLATES = ("orders://{order_id}/notes",)

@@ -19,6 +19,8 @@ from registry.models import Agent
 from tests.clients.test_mcp_proxy import http_upstream, observe, rug_pull, state  # noqa: F401
 from tests.conftest import ROOT, approved_agent, child_env
 
+pytestmark = pytest.mark.long(minutes=3)
+
 TS = ROOT / "clients" / "typescript"
 # One agent per story that changes an agent for good (suspended, token revoked, corrected).
 STORIES = ("main", "drift", "suspend", "revoke", "mcp", "mcp-fix", "lg-main", "lg-drift",

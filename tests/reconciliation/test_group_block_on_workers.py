@@ -17,6 +17,8 @@ from runtime.actions.group_rules import create_group_rule
 from runtime.models import GroupBreach
 from tests.conftest import approved_agent, eventually, token_client
 
+pytestmark = pytest.mark.long(minutes=1)
+
 SPEC = {"data": [{"resource": "payments", "access": "write"}], "limits": [],
         "actions": {"payments.refund": {"max": 50000}}}
 ASK = {"action": "payments.refund", "amount": 100}

@@ -12,7 +12,7 @@ from registry.models import Agent
 from tests.conftest import refund_manifest
 from tests.reconciliation.platform_server import Platform
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.long(minutes=1)]
 SECRET = "s3cret-shared-with-the-platform"
 
 

@@ -14,6 +14,8 @@ from sandbox import actions
 from sandbox.models import SandboxAgent
 from tests.conftest import BAD_DEPLOYMENT, assert_trail_whole, eventually, refund_manifest
 
+pytestmark = pytest.mark.long(minutes=1)
+
 
 def register_and_approve(people) -> Agent:
     (outcome,) = registry_actions.apply_manifests(
