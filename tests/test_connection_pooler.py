@@ -14,7 +14,7 @@ from django.db import connection
 
 from config import embedded_redis
 from config.pooling import sessions_are_shared
-from tests.conftest import ROOT, child_env, eventually
+from tests.conftest import ROOT, child_env, eventually, postgresql_only
 
 FIRST_CONNECTION = ("import django; django.setup(); from django.db import connection; "
                     "connection.ensure_connection(); print('connected')")
@@ -82,6 +82,7 @@ def test_session_pooling_and_no_pooler_run(pgbouncer):
     assert (result.returncode, result.stdout.strip()) == (0, "connected"), result.stderr[-2000:]
 
 
+@postgresql_only
 @pytest.mark.django_db
 def test_a_direct_connection_has_sessions_of_its_own():
     assert sessions_are_shared(connection.get_connection_params()) is False

@@ -15,10 +15,10 @@ import pytest
 
 from config import embedded_redis, launcher
 
+pytestmark = pytest.mark.long(minutes=1)
+
 SLOW_WEB = """
 import socket, sys, time
-
-pytestmark = pytest.mark.long(minutes=1)
 print("warming up", flush=True)
 time.sleep(float(sys.argv[2]))
 server = socket.socket(); server.bind(("127.0.0.1", int(sys.argv[1]))); server.listen()

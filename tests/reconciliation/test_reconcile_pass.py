@@ -473,5 +473,7 @@ def test_a_drifted_pass_announces_its_drift_within_a_bounded_number_of_queries(p
     assert not [q for q in before if any(what in q for what in after) or (
         ControlState._meta.db_table in q and "FOR UPDATE" in q)], listing
     # the read and the platform's state recorded (~20), then each of the 3 findings with its
-    # audit row and alert (~6 each)
-    assert len(before) <= 20 + 6 * 3, listing
+    # audit row and alert: ~6 each on PostgreSQL, where the audit row is queued for the
+    # sequencer; 10 on SQLite, where it is chained in place (head, tree nodes, entry, head)
+    per_finding = 6 if connection.vendor == "postgresql" else 10
+    assert len(before) <= 20 + per_finding * 3, listing
