@@ -74,17 +74,36 @@ def reconcile_agent(agent_id: int, trigger: str, attempt: int = 0, queued: str =
         # (each change is idempotent by its key). Nothing to retry here.
         log.error("reconcile of agent %s stopped before its next change: %s", agent_id, lost)
         return "lock lost"
-    except ConnectorError as error:
-        if attempt >= settings.RECONCILE_MAX_RETRIES:
-            log.error("reconcile of agent %s gave up after %s attempts: %s", agent_id,
-                      attempt + 1, error)
-            return "failed"
-        delay = backoff_seconds(attempt + 1)
-        queue.enqueue_in(timedelta(seconds=delay), PASS_JOB, agent_id, Trigger.RETRY,
-                         attempt + 1)
-        return f"retry in {delay:.1f}s"
+    except ConnectorError as error:  # the platform failed: expected, retried quietly
+        delay = retry(queue, agent_id, attempt, error)
+        return "failed" if delay is None else f"retry in {delay:.1f}s"
+    except Exception as error:
+        # Anything else (a database lock timeout, a deadlock, a bug) is retried too, as
+        # controller-runtime requeues every error: an observation stored by a pass that then
+        # failed would otherwise wait for the periodic resync, since the agent's next
+        # heartbeat changes nothing and asks for no pass. Raised again so RQ keeps the job
+        # among its failed ones, with its traceback.
+        retry(queue, agent_id, attempt, error)
+        raise
     finally:
         work_queue.release_lock(connection, agent_id, token)
+
+
+def retry(queue, agent_id: int, attempt: int, error: Exception) -> float | None:
+    """Queue the failed pass again after a backoff; None once the retries are spent (the
+    periodic resync still comes). Returns the delay in seconds."""
+    if attempt >= settings.RECONCILE_MAX_RETRIES:
+        log.error("reconcile of agent %s gave up after %s attempts: %s", agent_id,
+                  attempt + 1, error)
+        return None
+    delay = backoff_seconds(attempt + 1)
+    try:
+        queue.enqueue_in(timedelta(seconds=delay), PASS_JOB, agent_id, Trigger.RETRY,
+                         attempt + 1)
+    except RedisError:  # Redis is away too: the periodic resync re-derives the pass
+        log.warning("could not queue the retry of agent %s", agent_id, exc_info=True)
+        return None
+    return delay
 
 
 def requeue(agent_id: int, result: passes.Result) -> None:
