@@ -52,8 +52,8 @@ def test_the_typescript_suite_passes_against_a_real_control_plane(
     # Each story drifts one of alice's agents on purpose, several within minutes: the fleet's
     # circuit breaker (which pauses corrections when many agents drift at once) would hold the
     # later stories' corrections, so it is set out of their reach here.
-    start_worker("reconcile", "default", BREAKER_MIN_AGENTS="1000",
-                 BREAKER_SCOPE_MIN_DRIFTING="1000")
+    worker = start_worker("reconcile", "default", BREAKER_MIN_AGENTS="1000",
+                          BREAKER_SCOPE_MIN_DRIFTING="1000")
     rug_pull(state)  # the server offers delete_customer too: a tool nobody approves
     (orders,) = observe(live_server_process.url, keys.alice, http_upstream)
     orders["tools"] = [t for t in orders["tools"] if t["name"] in ("lookup_order", "refund_order")]
@@ -72,11 +72,28 @@ def test_the_typescript_suite_passes_against_a_real_control_plane(
     result = npm("test", env=child_env(AGENTGOV_TEST=json.dumps(suite)), timeout=1100)
     output = result.stdout + result.stderr
     print(output[-20000:])
-    assert result.returncode == 0, output[-6000:]
+    assert result.returncode == 0, output[-6000:] + loop_record(agents, worker)
     assert "# fail 0" in output and "# pass 0" not in output
     for suite in ("the client", "Vercel AI SDK adapter", "LangGraph.js adapter",
                   "OpenAI Agents SDK adapter"):
         assert f"ok 1 - {suite}" in output or f"- {suite}\n" in output, suite
+
+
+def loop_record(agents: dict[str, dict], worker) -> str:
+    """What the control plane did for each story's agent, for a failure's message: its
+    observed states, passes and findings, and the end of the worker's log."""
+    from reconciliation.models import Finding, ObservedState, ReconcileRun
+
+    lines = ["", "what the control plane recorded:"]
+    for story, agent in agents.items():
+        name = agent["name"]
+        states = [sorted(s.get("tools", [])) for s in ObservedState.objects.filter(
+            agent__name=name).order_by("observed_at").values_list("state", flat=True)]
+        runs = list(ReconcileRun.objects.filter(agent__name=name).order_by("pk").values_list(
+            "trigger", "result"))
+        found = list(Finding.objects.filter(agent__name=name).values_list("pointer", "status"))
+        lines.append(f"{story}: tools reported {states}; passes {runs}; findings {found}")
+    return "\n".join(lines) + "\nworker:\n" + worker.output()[-4000:]
 
 
 @pytest.mark.timeout(900)

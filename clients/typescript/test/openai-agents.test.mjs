@@ -19,7 +19,9 @@ setTracingDisabled(true); // the SDK's trace exporter would call the network
 
 /** Stands in for gpt-4.1: asks for the calls it is given next, then answers with the results. */
 class ScriptedModel {
-  constructor() { this.next = []; }
+  // Named as the approved model (as a real model object is): the governor reports the model by
+  // its name, and an unnamed one read as the class's name, a drift no correction could end.
+  constructor() { this.next = []; this.modelId = "gpt-4.1"; }
   async getResponse(request) {
     const items = Array.isArray(request.input) ? request.input : [];
     const results = items.filter((item) => item.type === "function_call_result");
