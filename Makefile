@@ -12,10 +12,10 @@ ADAPTER_EXTRAS := langgraph,openai-agents,pydantic-ai
 PIP_BOOTSTRAP = { python3.11 -m pip --python $(PY) install --quiet --disable-pip-version-check \
   --no-compile pip 2>/dev/null || python3 -m pip --python $(PY) install --quiet \
   --disable-pip-version-check --no-compile pip 2>/dev/null || $(PY) -m ensurepip --quiet; }
-# The suite's workers (pytest-xdist): one a core. Two a core was no faster on a 2-core machine
-# (20-28 min against 26) and loaded it past 8 at the end, where tests that cut Redis or
-# upgrade under running workers missed their deadlines (bench/RESULTS.md). At most seven, one
-# Redis database each (9-15 on a shared Redis). TEST_WORKERS=0 runs it in one process.
+# The suite's workers (pytest-xdist): one a core. Two a core was no faster and loaded the
+# machine past what the tests that cut Redis or upgrade under running workers allow (runs in
+# bench/RESULTS.md). At most seven, one Redis database each (9-15 on a shared Redis).
+# TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= $(shell n=$$(nproc); echo $$(( n > 7 ? 7 : n )))
 PORT_OPEN = $(PY) -c "import socket,sys; s=socket.socket(); s.settimeout(0.5); sys.exit(s.connect_ex(('127.0.0.1', $(1))))"
 

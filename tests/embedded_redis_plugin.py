@@ -23,8 +23,13 @@ def worker_redis_url(url: str, worker: str | None) -> str:
     if not worker:
         return url
     parts = urlsplit(url)
-    base = int(parts.path.strip("/") or 0)
-    number = base + int(worker.removeprefix("gw"))
+    base = parts.path.strip("/") or "0"
+    if parts.scheme not in ("redis", "rediss") or not base.isdigit() or parts.query:
+        # a unix socket or a `?db=` query: the worker's database cannot be set in the path
+        raise pytest.UsageError(
+            f"cannot give each xdist worker a Redis database of its own in {url!r}: use "
+            "redis://host:port/N, or run in one process (-n 0)")
+    number = int(base) + int(worker.removeprefix("gw"))
     if number >= REDIS_DATABASES:
         raise pytest.UsageError(
             f"xdist worker {worker} needs Redis database {number}, past the last one "

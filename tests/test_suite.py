@@ -17,6 +17,7 @@ from tests.conftest import (
     eventually,
     minutes_long,
     postgresql_only,
+    pytest_collection_modifyitems,
     sync_playwright,
 )
 
@@ -33,9 +34,25 @@ def test_only_the_plugins_the_suite_uses_are_loaded(pytestconfig):
     assert installed & loaded == USED, f"loaded by accident: {(installed & loaded) - USED}"
 
 
+class Collected:
+    """A collected test as the ordering hook reads it: its name and its `long` marker."""
+
+    def __init__(self, name: str, minutes: int | None = None) -> None:
+        self.name = name
+        self.marker = None if minutes is None else pytest.mark.long(minutes=minutes).mark
+
+    def get_closest_marker(self, name: str):
+        return self.marker if name == "long" else None
+
+
 def test_the_modules_that_run_for_minutes_start_first_longest_first(request):
-    # In the whole suite (`make test`) the cut network's module comes first, every quick test
-    # after the last long one; a run of some files holds the same order among what it runs.
+    items = [Collected("db"), Collected("install", 4), Collected("transactional"),
+             Collected("cut network", 6), Collected("no database"), Collected("upgrade", 1)]
+    pytest_collection_modifyitems(items)
+    assert [item.name for item in items] == [
+        "cut network", "install", "upgrade", "db", "transactional", "no database"]
+    # and the run itself: in the whole suite the cut network's module comes first and every
+    # quick test after the last long one
     minutes = [minutes_long(item) for item in request.session.items]
     assert minutes == sorted(minutes, reverse=True)
 
@@ -125,3 +142,16 @@ def test_a_transactional_test_that_leaves_the_audit_guard_off_is_named(db):
             emptied_tables.check_guards(alias, "other-culprit")
         transaction.set_rollback(True)
     emptied_tables.check_guards(alias, "after")  # all back: held to the real set again
+
+
+def test_each_xdist_worker_has_a_redis_database_of_its_own_or_the_run_is_refused():
+    from tests.embedded_redis_plugin import worker_redis_url
+
+    assert worker_redis_url("redis://127.0.0.1:6379/9", "gw2") == "redis://127.0.0.1:6379/11"
+    assert worker_redis_url("redis://127.0.0.1:6379", "gw1") == "redis://127.0.0.1:6379/1"
+    assert worker_redis_url("redis://127.0.0.1:6379/9", None) == "redis://127.0.0.1:6379/9"
+    # past the last database, or a URL whose database is not in its path: refused, not shared
+    for url in ("redis://127.0.0.1:6379/9", "unix:///tmp/redis.sock?db=2",
+                "redis://127.0.0.1:6379/9?db=3", "redis://127.0.0.1:6379/x"):
+        with pytest.raises(pytest.UsageError):
+            worker_redis_url(url, "gw7")
