@@ -7,11 +7,13 @@ import urllib.request
 
 import pytest
 from django.conf import settings
+from django.db.models import Max
 from django.test import Client
 from websockets.sync import client as ws_client
 
+from audit.models import AuditEntry
 from config.redis_connection import RedisTarget, parse_sentinels
-from reconciliation.models import Finding
+from reconciliation.models import AlertEvent, Correction, Finding, ReconcileRun
 from registry import actions
 from sandbox import actions as sandbox_actions
 from sandbox.models import SandboxAgent
@@ -61,12 +63,29 @@ def corrected(agent) -> bool:
     return findings.count() == 3 and all(f.status == "corrected" for f in findings)
 
 
-def settled(worker, check, what: str) -> None:
-    """Wait for `check`; on a time-out, say what the worker logged meanwhile."""
+def story(agent, worker) -> str:
+    """What the control plane recorded about the agent, in order, and what the worker logged:
+    the failure message of every wait and check below."""
+    row = SandboxAgent.objects.get(agent=agent)
+    lines = [f"sandbox: apply_count={row.apply_count} keys={[k[:8] for k in row.applied_keys]}"]
+    lines += [f"finding {f.pointer}: {f.status} occurrence={f.occurrence} attempts={f.attempts}"
+              for f in Finding.objects.filter(agent=agent).order_by("pk")]
+    lines += [f"correction {c.idempotency_key[:8]} {c.operation.get('path')}: {c.result}"
+              f" attempts={c.attempts}" for c in Correction.objects.filter(agent=agent)
+              .order_by("pk")]
+    lines += [f"run {r.trigger}: {r.result} drift={r.drift_found} changes={len(r.changes)}"
+              f" {r.error}" for r in ReconcileRun.objects.filter(agent=agent).order_by("pk")]
+    lines += [f"audit {e.action} {e.target}: {e.reason[:120]}"
+              for e in AuditEntry.objects.filter(agent=agent.name).order_by("seq")]
+    return "\n".join(lines) + f"\nthe worker said:\n{worker.output()[-4000:]}"
+
+
+def settled(worker, agent, check, what: str) -> None:
+    """Wait for `check`; on a time-out, say what happened meanwhile."""
     try:
         eventually(check, timeout=120)
     except AssertionError:
-        raise AssertionError(f"{what}; the worker said:\n{worker.output()[-4000:]}") from None
+        raise AssertionError(f"{what}:\n{story(agent, worker)}") from None
 
 
 def reconcile_now(web, key: str, agent) -> int:
@@ -84,8 +103,9 @@ def test_a_failover_is_a_pause_not_an_outage(people, sentinels, cluster_on_senti
     sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT,
                                    reason="before the failover")
     assert reconcile_now(web, key, agent) == 202
-    settled(worker, lambda: corrected(agent), "not corrected before the failover")
+    settled(worker, agent, lambda: corrected(agent), "not corrected before the failover")
     applied = SandboxAgent.objects.get(agent=agent).apply_count
+    assert applied == 3, story(agent, worker)
 
     old_primary = sentinels.primary_port
     sentinels.kill_primary()
@@ -93,18 +113,22 @@ def test_a_failover_is_a_pause_not_an_outage(people, sentinels, cluster_on_senti
                message="the sentinels did not promote the replica")
     assert sentinels.current_primary_port() != old_primary
 
+    last_alert = AlertEvent.objects.aggregate(last=Max("pk"))["last"]
     with alerts_socket(web, people.alice) as socket:
         sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT,
                                        reason="after the failover")
         assert reconcile_now(web, key, agent) == 202
-        settled(worker, lambda: corrected(agent)
-                and Finding.objects.filter(agent=agent, occurrence=2).count() == 3,
+        # Verified corrections of the drift's second occurrence: records the pass after the
+        # failover writes, none of which the pass before it could have left.
+        settled(worker, agent, lambda: corrected(agent)
+                and Finding.objects.filter(agent=agent, occurrence=2).count() == 3
+                and Correction.objects.filter(agent=agent, result="verified").count() == 6,
                 "not corrected after the failover")
-        seen = set()
-        while "drift.corrected" not in seen:
-            seen.add(json.loads(socket.recv(timeout=60))["event"])
+        event = {}
+        while not (event.get("event") == "drift.corrected" and event["id"] > last_alert):
+            event = json.loads(socket.recv(timeout=60))  # sent live after the failover
     # Each of the three changes applied once per drift: nothing lost, nothing done twice.
-    assert SandboxAgent.objects.get(agent=agent).apply_count == applied + 3
+    assert SandboxAgent.objects.get(agent=agent).apply_count == applied + 3, story(agent, worker)
     assert web.process.poll() is None and worker.process.poll() is None
 
 
