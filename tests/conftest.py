@@ -36,7 +36,13 @@ def pytest_configure(config):
 def minutes_long(item: pytest.Item) -> int:
     """The minutes a `long` module says it runs for; 0 for every other test."""
     marker = item.get_closest_marker("long")
-    return marker.kwargs["minutes"] if marker else 0
+    if marker is None:
+        return 0
+    minutes = marker.kwargs.get("minutes", marker.args[0] if marker.args else None)
+    if not isinstance(minutes, int) or isinstance(minutes, bool) or minutes < 1:
+        raise pytest.UsageError(f"{item.nodeid}: write pytest.mark.long(minutes=N), N the "
+                                f"whole minutes the module runs for, not {marker}")
+    return minutes
 
 
 @pytest.hookimpl(trylast=True)  # after pytest-django's order: database, transactional, neither

@@ -37,9 +37,10 @@ def test_only_the_plugins_the_suite_uses_are_loaded(pytestconfig):
 class Collected:
     """A collected test as the ordering hook reads it: its name and its `long` marker."""
 
-    def __init__(self, name: str, minutes: int | None = None) -> None:
-        self.name = name
-        self.marker = None if minutes is None else pytest.mark.long(minutes=minutes).mark
+    def __init__(self, name: str, minutes: int | None = None, marker=None) -> None:
+        self.name = self.nodeid = name
+        self.marker = marker or (None if minutes is None
+                                 else pytest.mark.long(minutes=minutes).mark)
 
     def get_closest_marker(self, name: str):
         return self.marker if name == "long" else None
@@ -55,6 +56,13 @@ def test_the_modules_that_run_for_minutes_start_first_longest_first(request):
     # quick test after the last long one
     minutes = [minutes_long(item) for item in request.session.items]
     assert minutes == sorted(minutes, reverse=True)
+
+
+@pytest.mark.parametrize("marker", [pytest.mark.long, pytest.mark.long(minutes="4"),
+                                    pytest.mark.long(minutes=0)])
+def test_a_long_marker_without_its_minutes_stops_the_run_with_what_to_write(marker):
+    with pytest.raises(pytest.UsageError, match=r"upgrade: write pytest.mark.long\(minutes=N\)"):
+        pytest_collection_modifyitems([Collected("db"), Collected("upgrade", marker=marker.mark)])
 
 
 def test_the_models_agree_with_their_migrations(db):
