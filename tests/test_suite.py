@@ -56,6 +56,9 @@ def test_the_modules_that_run_for_minutes_start_first_longest_first(request):
     # quick test after the last long one
     minutes = [minutes_long(item) for item in request.session.items]
     assert minutes == sorted(minutes, reverse=True)
+    # and xdist hands the modules out in that order (by default it sorts them by their
+    # number of tests, most first: the long modules, of a few tests each, went out last)
+    assert request.config.option.loadscopereorder is False
 
 
 @pytest.mark.parametrize("marker", [pytest.mark.long, pytest.mark.long(minutes="4"),
