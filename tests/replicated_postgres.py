@@ -103,7 +103,8 @@ class ReplicatedPostgres:
     def _make_replica(self) -> Cluster:
         replica = Cluster(self.base / "replica", free_port())
         self.run("pg_basebackup", "-h", "127.0.0.1", "-p", str(self.primary.port), "-U",
-                 "postgres", "-D", str(replica.data), "-R", "-X", "stream", "--no-sync")
+                 "postgres", "-D", str(replica.data), "-R", "-X", "stream", "--no-sync",
+                 "--checkpoint=fast")
         return self._start(replica)
 
     def close(self) -> None:
