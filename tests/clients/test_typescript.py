@@ -45,6 +45,16 @@ def node_modules() -> None:
         assert result.returncode == 0, result.stderr[-3000:]
 
 
+@pytest.fixture(scope="session")
+def tarball(node_modules, tmp_path_factory):
+    """The package as `npm pack` makes it (built by its prepack), once per session: each
+    framework's fresh folder installs the same tarball."""
+    where = tmp_path_factory.mktemp("packed")
+    packed = npm("pack", "--pack-destination", str(where))
+    assert packed.returncode == 0, packed.stderr[-3000:]
+    return where / packed.stdout.strip().splitlines()[-1]
+
+
 @pytest.mark.timeout(1200)  # four suites on a loaded 2-core machine
 def test_the_typescript_suite_passes_against_a_real_control_plane(
         node_modules, people, live_server_process, start_worker, keys, state,  # noqa: F811
@@ -103,10 +113,7 @@ def loop_record(agents: dict[str, dict], worker) -> str:
     ("openai-agents-js", ("@openai/agents", "zod")),
 ])
 def test_the_packed_package_installs_into_a_fresh_folder_and_runs_the_example(
-        node_modules, people, live_server_process, keys, tmp_path, framework, packages):
-    packed = npm("pack", "--pack-destination", str(tmp_path))
-    assert packed.returncode == 0, packed.stderr[-3000:]
-    tarball = tmp_path / packed.stdout.strip().splitlines()[-1]
+        tarball, people, live_server_process, keys, tmp_path, framework, packages):
     folder = tmp_path / "fresh"
     folder.mkdir()
     (folder / "package.json").write_text('{"name": "fresh", "private": true, "type": "module"}')

@@ -4,7 +4,7 @@ import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 
 import {
-  AgentGovError, ApiError, RateLimited, Unreachable, errorFromResponse,
+  AgentGovError, ApiError, RateLimited, Stopped, Unreachable, errorFromResponse,
 } from "./errors.js";
 
 export const VERSION = "0.1.0";
@@ -103,6 +103,14 @@ interface RequestOptions {
   idempotent?: boolean;
   retry?: boolean;
   timeout?: number;
+  /** The caller's: when it fires the request ends at once with `Stopped` (a held long-poll
+   * too), and is not retried. */
+  signal?: AbortSignal;
+}
+
+/** Ends when either signal does (AbortSignal.any, from Node.js 20.3). */
+function either(timeout: AbortSignal, caller?: AbortSignal): AbortSignal {
+  return caller ? AbortSignal.any([timeout, caller]) : timeout;
 }
 
 /** The raw answer of a successful request (status < 400, or 304). */
@@ -293,15 +301,20 @@ export class Client {
       body = JSON.stringify(options.body);
       headers["Content-Type"] = "application/json";
     }
+    const stopped = () => new Stopped(`${method} ${url.origin}${url.pathname}: stopped`);
     for (let attempt = 1; ; attempt += 1) {
+      if (options.signal?.aborted) throw stopped();
       const lastTry = options.retry === false || attempt >= this.retry.attempts;
       let delay: number;
       let response: Response;
       try {
         response = await this.fetchImpl(url, {
-          method, headers, body, signal: AbortSignal.timeout((options.timeout ?? this.timeout) * 1000),
+          method, headers, body,
+          signal: either(AbortSignal.timeout((options.timeout ?? this.timeout) * 1000),
+            options.signal),
         });
       } catch (error) {
+        if (options.signal?.aborted) throw stopped();
         const safe = notSent(error) || idempotent;
         if (lastTry || !safe) {
           throw new Unreachable(`${method} ${url.origin}${url.pathname}: ${describe(error)}`);
@@ -313,6 +326,7 @@ export class Client {
       try {
         text = await response.text();
       } catch (error) { // the answer was lost half way
+        if (options.signal?.aborted) throw stopped();
         if (lastTry || !idempotent) {
           throw new Unreachable(`${method} ${url.origin}${url.pathname}: ${describe(error)}`);
         }
@@ -351,15 +365,17 @@ export class Client {
 
   /** The effective desired state. Sends the last ETag; 304 means unchanged and the cached
    * object is returned. `wait` (seconds) long-polls: the control plane holds the request until
-   * the state changes or the wait ends (a control plane without long-polling answers at once). */
-  async desiredState(options: { agent?: string; wait?: number } = {}): Promise<DesiredState> {
+   * the state changes or the wait ends (a control plane without long-polling answers at once).
+   * `signal` ends a held poll at once (with `Stopped`). */
+  async desiredState(options: { agent?: string; wait?: number; signal?: AbortSignal } = {},
+  ): Promise<DesiredState> {
     const path = this.agentPath(options.agent, "desired-state");
     const cached = this.desiredCache.get(path);
     const headers: Record<string, string> = cached?.etag ? { "If-None-Match": cached.etag } : {};
     const wait = cached?.etag && options.wait ? Math.max(0, Math.floor(options.wait)) : 0;
     const response = await this.request("GET", path, {
       headers, query: wait ? { wait } : undefined,
-      timeout: this.timeout + wait,
+      timeout: this.timeout + wait, signal: options.signal,
     });
     if (response.status === 304 && cached) return cached;
     if (response.status === 304) throw new AgentGovError("304 for a state never fetched");

@@ -12,6 +12,9 @@ export class AgentGovError extends Error {
 /** No answer from the control plane (refused, timed out, connection dropped). */
 export class Unreachable extends AgentGovError {}
 
+/** The caller stopped the request (its `signal` fired): ended at once, never retried. */
+export class Stopped extends AgentGovError {}
+
 /** One problem of an error, with the JSON pointer of what it is about. */
 export interface ErrorDetail {
   pointer: string;

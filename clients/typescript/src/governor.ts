@@ -352,9 +352,11 @@ export class Governor {
     this.abort = null;
   }
 
-  /** One round of the loop: pull (long-poll), apply what changed, report drift or a heartbeat. */
-  async tick(wait = 0): Promise<void> {
-    const desired = await this.contact(() => this.client.desiredState({ agent: this.agent, wait }));
+  /** One round of the loop: pull (long-poll), apply what changed, report drift or a heartbeat.
+   * `signal` (the loop's, fired by stop()) ends a held poll at once. */
+  async tick(wait = 0, signal?: AbortSignal): Promise<void> {
+    const desired = await this.contact(
+      () => this.client.desiredState({ agent: this.agent, wait, signal }));
     await this.refresh();
     if (!this.applied || desired.sha256 !== this.applied.sha256) {
       this.log("info", `${this.agent}: applying generation ${desired.generation}`);
@@ -375,8 +377,9 @@ export class Governor {
     while (!signal.aborted) {
       const started = Date.now();
       try {
-        await this.tick(this.options.longPoll);
+        await this.tick(this.options.longPoll, signal);
       } catch (error) {
+        if (signal.aborted) return; // stop(): the held poll ended with it
         if (this.authFailure) return; // nothing the loop can do: the gate stays closed
         // No approved state any more (404), or none the agent may run (409, 410: retired):
         // the gate closes rather than keep the last rules.

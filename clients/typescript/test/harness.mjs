@@ -130,6 +130,34 @@ export async function scriptedRelay(...faults) {
     close: () => new Promise((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }) };
 }
 
+/** An HTTP relay in front of the control plane that keeps each request's fate: answered (the
+ * control plane's answer reached the client) or abandoned (the client closed the connection
+ * before an answer came). */
+export async function recordingRelay() {
+  const { createServer, request } = await import("node:http");
+  const target = new URL(env.url);
+  const requests = [];
+  const server = createServer((incoming, outgoing) => {
+    const seen = { method: incoming.method, url: incoming.url, answered: false, abandoned: false };
+    requests.push(seen);
+    const upstream = request({ host: target.hostname, port: target.port, path: incoming.url,
+      method: incoming.method, headers: incoming.headers }, (answer) => {
+      if (seen.abandoned) return answer.resume();
+      seen.answered = true;
+      outgoing.writeHead(answer.statusCode, answer.headers);
+      answer.pipe(outgoing);
+    });
+    upstream.on("error", () => outgoing.destroy());
+    outgoing.on("close", () => {
+      if (!seen.answered) { seen.abandoned = true; upstream.destroy(); }
+    });
+    incoming.pipe(upstream);
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return { url: `http://127.0.0.1:${server.address().port}`, requests,
+    close: () => new Promise((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }) };
+}
+
 /** What the MCP server the harness started really ran: one {tool, arguments} per call, from the
  * server's own record (tests/clients/mcp_upstream.py appends a line for each tool that runs). */
 export async function mcpServerRan() {

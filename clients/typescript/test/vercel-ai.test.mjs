@@ -13,8 +13,8 @@ import { z } from "zod";
 import { Client } from "agentgov";
 import { governVercelAI } from "agentgov/vercel-ai";
 
-import { FAST, api, bobAnswers, control, env, eventually, findings, mcpServerRan, relay, toolCall,
-  noDecisionLeftOpen } from "./harness.mjs";
+import { FAST, api, bobAnswers, control, env, eventually, findings, mcpServerRan, recordingRelay,
+  relay, toolCall, noDecisionLeftOpen } from "./harness.mjs";
 
 /** A model that answers with each step's script in turn (tool calls, then text). */
 function scripted(...steps) {
@@ -175,6 +175,23 @@ describe("Vercel AI SDK adapter", () => {
     assert.match(outcome.errors[0], /refused this agent's token \(401/);
     assert.deepEqual(ran, []);
     assert.ok(name);
+  });
+
+  test("stop() ends the loop's held long-poll instead of waiting it out", async () => {
+    const recorded = await recordingRelay();
+    try {
+      const { agent } = agentFor("main", { url: recorded.url, governor: { longPoll: 60 } });
+      await agent.start();
+      // the loop's poll, held by the control plane (nothing changes for a minute)
+      const held = await eventually(() => recorded.requests.find(
+        (r) => r.url.includes("/desired-state") && r.url.includes("wait=60")),
+      { message: "the loop never long-polled" });
+      await agent.stop();
+      assert.equal(held.answered, false, "stop() waited for the control plane's answer");
+      await eventually(() => held.abandoned, { message: "the held poll was not closed" });
+    } finally {
+      await recorded.close();
+    }
   });
 
   test("an unreachable control plane fails closed (read-only tools may run, if the owner says)", async () => {
