@@ -1,16 +1,18 @@
 """Settings come from the environment, fall back to embedded parts, fail loudly on bad values."""
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import redis
+from django.db import connection
 
 from config import embedded_redis
 from config.env import SettingError, env_bool, env_int, env_url
-from tests.conftest import ROOT
+from tests.conftest import ROOT, postgresql_only
 
 STRONG = "Zr7-q0Vx_8pLm2Nw4Ks6Jt1Hy3Gd5Fb9Ac"
 
@@ -117,6 +119,22 @@ def test_postgresql_ends_a_session_left_idle_inside_a_transaction(tmp_path, valu
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == shown
+
+
+@postgresql_only
+def test_a_database_connection_probes_the_server_once_quiet_for_30_seconds(db):
+    """A process whose server ended its session during a network cut (the goodbye lost)
+    learns it from a keepalive probe, instead of waiting on the socket until its job's
+    timeout: the connection's own socket carries the probes."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+    probe = socket.socket(fileno=os.dup(connection.connection.pgconn.socket))
+    try:
+        assert probe.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+        assert [probe.getsockopt(socket.IPPROTO_TCP, option) for option in (
+            socket.TCP_KEEPIDLE, socket.TCP_KEEPINTVL, socket.TCP_KEEPCNT)] == [30, 10, 3]
+    finally:
+        probe.close()  # a duplicate: the connection keeps its own
 
 
 @pytest.mark.parametrize("env, message", [
