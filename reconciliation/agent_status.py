@@ -47,11 +47,23 @@ def apply_counts(agent: Agent, status: AgentStatus, *, generation: int, now: dat
     return counts
 
 
-def refresh_status(agent: Agent, *, now: datetime) -> None:
+def refresh_status(agent: Agent, *, now: datetime, if_free: bool = False) -> None:
     """Conditions and health again, right after findings or escalations changed (in that
     transaction), so the agent's page is right before the pass settles. Convergence is left to
-    the pass: only it has looked at the actual state."""
-    status = locked_status(agent)
+    the pass: only it has looked at the actual state.
+
+    `if_free`: for an action that holds the agent's row and requests a pass after it commits.
+    A pass settling holds the status row and then wants the agent's (its run row refers to
+    it): waiting here would deadlock with it, so a status row another transaction holds is
+    left to that pass and the one requested."""
+    if if_free:
+        status = AgentStatus.objects.select_for_update(skip_locked=True).filter(
+            agent=agent).first()
+        if status is None and AgentStatus.objects.filter(agent=agent).exists():
+            return
+        status = status or locked_status(agent)
+    else:
+        status = locked_status(agent)
     ready = status.condition("Ready")
     failed = ready["message"] if ready and ready["reason"] == "ReconcileFailed" else ""
     apply_counts(agent, status, generation=status.observed_generation or agent.generation,

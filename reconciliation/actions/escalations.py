@@ -179,7 +179,8 @@ def resolve_escalation(escalation_id: int, *, actor: Any, resolution: str,
                  after={"resolution": resolution.value, **outcome}, reason=comment)
     alert(AlertKind.ESCALATION_RESOLVED, agent, finding, escalation=escalation.pk,
           resolution=resolution.value)
-    refresh_status(agent, now=now)
+    # accepting proposes (the agent's row is held): a settling pass's status row is left to it
+    refresh_status(agent, now=now, if_free=True)
     request_reconcile(agent.pk, Trigger.ESCALATION)
     return escalation
 
