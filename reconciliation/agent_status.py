@@ -19,6 +19,17 @@ def locked_status(agent: Agent) -> AgentStatus:
     return AgentStatus.objects.select_for_update().get_or_create(agent=agent)[0]
 
 
+def status_if_free(agent: Agent) -> AgentStatus | None:
+    """The agent's status row locked for this transaction, or None when another transaction
+    holds it (a settling pass, which writes it from what is then committed). For an action
+    holding the agent's row: the pass holds the status row and then wants the agent's, so
+    waiting for it would deadlock."""
+    status = AgentStatus.objects.select_for_update(skip_locked=True).filter(agent=agent).first()
+    if status is None and AgentStatus.objects.filter(agent=agent).exists():
+        return None
+    return status or locked_status(agent)
+
+
 def apply_counts(agent: Agent, status: AgentStatus, *, generation: int, now: datetime,
                  failed: str = "") -> dict[str, int]:
     """Conditions, health and open findings of `status` from the agent's findings and
@@ -52,18 +63,11 @@ def refresh_status(agent: Agent, *, now: datetime, if_free: bool = False) -> Non
     transaction), so the agent's page is right before the pass settles. Convergence is left to
     the pass: only it has looked at the actual state.
 
-    `if_free`: for an action that holds the agent's row and requests a pass after it commits.
-    A pass settling holds the status row and then wants the agent's (its run row refers to
-    it): waiting here would deadlock with it, so a status row another transaction holds is
-    left to that pass and the one requested."""
-    if if_free:
-        status = AgentStatus.objects.select_for_update(skip_locked=True).filter(
-            agent=agent).first()
-        if status is None and AgentStatus.objects.filter(agent=agent).exists():
-            return
-        status = status or locked_status(agent)
-    else:
-        status = locked_status(agent)
+    `if_free`: for an action that holds the agent's row and requests a pass after it commits
+    (`status_if_free`): a status row a settling pass holds is left to it and to that pass."""
+    status = status_if_free(agent) if if_free else locked_status(agent)
+    if status is None:
+        return
     ready = status.condition("Ready")
     failed = ready["message"] if ready and ready["reason"] == "ReconcileFailed" else ""
     apply_counts(agent, status, generation=status.observed_generation or agent.generation,

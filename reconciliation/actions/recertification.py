@@ -11,8 +11,9 @@ from audit.actors import RECERTIFICATION as SYSTEM
 from audit.alert_kinds import AlertKind
 from audit.choices import AuditAction
 from reconciliation.actions.common import alert, suspend_agent
+from reconciliation.agent_status import status_if_free
 from reconciliation.choices import EscalationKind, EscalationStatus
-from reconciliation.models import AgentStatus, Escalation
+from reconciliation.models import Escalation
 from reconciliation.recertified import with_recertified
 from registry.choices import OverdueEffect
 from registry.models import Agent, DesiredStateVersion
@@ -25,11 +26,9 @@ def refresh_condition(agent: Agent, now: datetime) -> None:
     the agent's, so waiting here for a pass could deadlock (it did, under an approval). A status
     row a pass holds is left to it and to the pass the caller requests, which write the
     condition from the agent's fields as committed."""
-    status = AgentStatus.objects.select_for_update(skip_locked=True).filter(agent=agent).first()
+    status = status_if_free(agent)
     if status is None:
-        if AgentStatus.objects.filter(agent=agent).exists():
-            return
-        status = AgentStatus.objects.create(agent=agent)
+        return
     status.conditions = with_recertified(status.conditions, agent, now)
     status.save(update_fields=["conditions"])
 
