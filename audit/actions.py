@@ -63,10 +63,10 @@ def _lock_head(*, held: bool = False) -> AuditChainHead:
     `held` when this transaction has it already)."""
     if not held:
         placing.hold()
-    head = AuditChainHead.objects.select_for_update().filter(pk=1).first()
+    head = AuditChainHead.objects.select_for_update(no_key=True).filter(pk=1).first()
     if head is None:
         AuditChainHead.objects.get_or_create(pk=1, defaults={"seq": 0, "hash": GENESIS_HASH})
-        head = AuditChainHead.objects.select_for_update().get(pk=1)
+        head = AuditChainHead.objects.select_for_update(no_key=True).get(pk=1)
     return head
 
 

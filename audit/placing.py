@@ -124,7 +124,7 @@ def store(entries: list[dict[str, Any]], nodes: list[tuple[int, str]], seq: int,
 # level L is at index size >> L minus one), and the oldest queued entries, deleted: everything a
 # placer reads, in one round trip. The first row carries the head, the rest the entries.
 CLAIM = f"""
-    WITH head AS (SELECT seq, hash FROM audit_auditchainhead WHERE id = 1 FOR UPDATE),
+    WITH head AS (SELECT seq, hash FROM audit_auditchainhead WHERE id = 1 FOR NO KEY UPDATE),
     edge AS (
         SELECT node.position, node.hash
         FROM head CROSS JOIN generate_series(0, 62) AS level JOIN audit_audittreenode AS node

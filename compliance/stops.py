@@ -38,7 +38,7 @@ def held_by_stop(agent: Any) -> bool:
     stop = stop_covering(agent)
     if stop is None:
         return False
-    stop = Stop.objects.select_for_update().get(pk=stop.pk)
+    stop = Stop.objects.select_for_update(no_key=True).get(pk=stop.pk)
     if agent.name not in stop.agents:
         stop.agents = [*stop.agents, agent.name]
         stop.save(update_fields=["agents"])

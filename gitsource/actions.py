@@ -161,7 +161,7 @@ def register_signing_key(*, actor: Any, public_key: str, person: User | None = N
 def record_fetch_failure(source_id: int, error: str) -> GitSource:
     """The branch could not be fetched: nothing about any agent changes (the last approved
     state stays enforced), and the source says so; the first failure of a run is audited."""
-    source = GitSource.objects.select_for_update().get(pk=source_id)
+    source = GitSource.objects.select_for_update(no_key=True).get(pk=source_id)
     first = not source.fetch_failed_at
     source.fetch_error, source.fetch_failed_at = error[:500], source.fetch_failed_at or (
         timezone.now())
@@ -252,7 +252,8 @@ def sync_source(source_id: int, head: str) -> GitSource:
     """The fetched branch head becomes desired state the level-triggered way: each manifest
     that differs from what its agent has approved becomes a proposal once (per commit), and
     every managed agent's sync status is worked out again. Nothing is applied here."""
-    source = GitSource.objects.select_for_update().select_related("owner").get(pk=source_id)
+    source = (GitSource.objects.select_for_update(no_key=True).select_related("owner")
+              .get(pk=source_id))
     cache = cache_dir(source)
     signers = _allowed_signers(source) if source.require_signed else None
     seen: dict[str, tuple[str, Manifest]] = {}
@@ -281,7 +282,7 @@ def sync_source(source_id: int, head: str) -> GitSource:
             ManagedAgent.objects.update_or_create(agent=agent, defaults={
                 "source": source, "path": path, "sync": SyncState.AHEAD})
     for managed in (source.agents.select_related("agent__active_version")
-                    .select_for_update(of=("self",))):
+                    .select_for_update(no_key=True, of=("self",))):
         path, manifest = seen.get(managed.agent.name, (managed.path, None))
         _settle(source, managed, head, path, manifest)
     if source.policy_folder:
@@ -503,7 +504,7 @@ def _record_policy_change(source: GitSource, change: PolicyChange,
         change.save()
         return change
     change.save()
-    for older in source.policy_changes.select_for_update().filter(
+    for older in source.policy_changes.select_for_update(no_key=True).filter(
             state=PolicyState.PENDING).exclude(pk=change.pk):
         older.state, older.decided_at = PolicyState.SUPERSEDED, timezone.now()
         older.save(update_fields=["state", "decided_at"])
@@ -519,7 +520,7 @@ def _record_policy_change(source: GitSource, change: PolicyChange,
 
 def _decidable(change_id: int, actor: Any) -> PolicyChange:
     """The pending change, locked, when `actor` is compliance staff and did not propose it."""
-    change = (PolicyChange.objects.select_for_update(of=("self",))
+    change = (PolicyChange.objects.select_for_update(no_key=True, of=("self",))
               .select_related("source", "proposed_by").filter(pk=change_id).first())
     if change is None:
         raise NotFound(f"No policy change {change_id}.")

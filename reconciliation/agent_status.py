@@ -16,7 +16,7 @@ from registry.models import Agent
 
 def locked_status(agent: Agent) -> AgentStatus:
     """The agent's status row, locked for this transaction (created on first use)."""
-    return AgentStatus.objects.select_for_update().get_or_create(agent=agent)[0]
+    return AgentStatus.objects.select_for_update(no_key=True).get_or_create(agent=agent)[0]
 
 
 def status_if_free(agent: Agent) -> AgentStatus | None:
@@ -24,7 +24,8 @@ def status_if_free(agent: Agent) -> AgentStatus | None:
     holds it (a settling pass, which writes it from what is then committed). For an action
     holding the agent's row: the pass holds the status row and then wants the agent's, so
     waiting for it would deadlock."""
-    status = AgentStatus.objects.select_for_update(skip_locked=True).filter(agent=agent).first()
+    status = (AgentStatus.objects.select_for_update(no_key=True, skip_locked=True)
+              .filter(agent=agent).first())
     if status is None and AgentStatus.objects.filter(agent=agent).exists():
         return None
     return status or locked_status(agent)

@@ -84,7 +84,7 @@ def _fold(event: AlertKind, agent_name: str, payload: dict[str, Any],
           severity: str) -> tuple[dict[str, Any], str]:
     """The payload and severity of an incident's line once this finding joins it; the line it
     replaces is deleted (its findings are listed on the new one)."""
-    earlier = (AlertEvent.objects.select_for_update()
+    earlier = (AlertEvent.objects.select_for_update(no_key=True)
                .filter(event=event, agent_name=agent_name,
                        payload__incident=payload["incident"]).order_by("-pk").first())
     if earlier is None:

@@ -192,7 +192,7 @@ def end_silence(silence: Silence, now: datetime, *, reason: str) -> None:
 def clear_on_report(agent: Agent, now: datetime) -> None:
     """The agent reported: an open silence ends now (called inside the report's
     transaction)."""
-    silence = (Silence.objects.select_for_update()
+    silence = (Silence.objects.select_for_update(no_key=True)
                .filter(agent_name=agent.name, ended_at__isnull=True).first())
     if silence is not None:
         end_silence(silence, now, reason="reported its state again")
@@ -204,7 +204,7 @@ def find_silent_agents(now: datetime | None = None) -> dict[str, int]:
     heard again or no longer watched. Returns counts."""
     now = now or timezone.now()
     candidates = {c.name: c for c in _candidates()}
-    open_ = {s.agent_name: s for s in Silence.objects.select_for_update()
+    open_ = {s.agent_name: s for s in Silence.objects.select_for_update(no_key=True)
              .filter(ended_at__isnull=True)}
     started = ended = 0
     for name, candidate in sorted(candidates.items()):

@@ -37,7 +37,7 @@ def sandbox_deploy(agent: Agent, *, actor: Any, changes: dict[str, Any], reason:
     One deployment across several agents passes the same `deployment_id` to each (its
     findings are then one incident)."""
     ensure_sandbox(agent)
-    row = SandboxAgent.objects.select_for_update().get(agent=agent)
+    row = SandboxAgent.objects.select_for_update(no_key=True).get(agent=agent)
     before = row.state
     row.state = {**row.state, **changes}
     row.last_deployment = deployment(deployment_id or uuid.uuid4().hex[:12],
@@ -57,7 +57,7 @@ def sandbox_faults(agent: Agent, *, actor: Any, fault: str = "", after_changes: 
         raise Invalid("fault must be fail, crash or empty",
                       details=[{"pointer": "/fault", "message": "expected fail or crash"}])
     ensure_sandbox(agent)
-    row = SandboxAgent.objects.select_for_update().get(agent=agent)
+    row = SandboxAgent.objects.select_for_update(no_key=True).get(agent=agent)
     before = {"fault": row.fault, "after_changes": row.changes_until_fault,
               "lag_seconds": row.lag_seconds}
     row.fault = fault

@@ -39,7 +39,7 @@ class SandboxConnector:
     def apply(self, agent: Agent, operation: dict[str, Any], key: str) -> ApplyOutcome:
         _deployed(agent)
         with transaction.atomic():
-            row = SandboxAgent.objects.select_for_update().get(agent=agent)
+            row = SandboxAgent.objects.select_for_update(no_key=True).get(agent=agent)
             if key in row.applied_keys:
                 return ApplyOutcome.DUPLICATE
             fault = row.fault if row.changes_until_fault == 0 else ""
@@ -52,7 +52,7 @@ class SandboxConnector:
                 raise SimulatedCrash(f"sandbox crash injected before change {key[:12]}")
             raise ConnectorError(f"sandbox failure injected before change {key[:12]}")
         with transaction.atomic():
-            row = SandboxAgent.objects.select_for_update().get(agent=agent)
+            row = SandboxAgent.objects.select_for_update(no_key=True).get(agent=agent)
             if key in row.applied_keys:
                 return ApplyOutcome.DUPLICATE
             now = timezone.now()

@@ -48,7 +48,7 @@ def _head(stream: str) -> int:
 
 
 def _locked(pk: int) -> Sink:
-    sink = Sink.objects.select_for_update().filter(pk=pk).first()
+    sink = Sink.objects.select_for_update(no_key=True).filter(pk=pk).first()
     if sink is None:
         raise NotFound(f"No SIEM sink {pk}.")
     return sink
@@ -110,8 +110,8 @@ def queue_alert(body: dict[str, Any]) -> None:
 def place_alerts(limit: int = PLACE_BATCH) -> int:
     """Give queued alerts the next seqs and chained hashes, oldest first, in one transaction
     with their removal from the queue: each is placed exactly once."""
-    head, _ = AlertStreamHead.objects.select_for_update().get_or_create(pk=1)
-    pending = list(PendingAlert.objects.select_for_update().order_by("id")[:limit])
+    head, _ = AlertStreamHead.objects.select_for_update(no_key=True).get_or_create(pk=1)
+    pending = list(PendingAlert.objects.select_for_update(no_key=True).order_by("id")[:limit])
     if not pending:
         return 0
     records, seq, previous = [], head.seq, head.hash

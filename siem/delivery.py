@@ -95,7 +95,7 @@ def deliver(sink_id: int) -> int:
 @transaction.atomic
 def _deliver_batch(sink_id: int) -> int:
     """One batch: how many records the sink took (0: nothing to send, or it failed)."""
-    sink = Sink.objects.select_for_update().filter(pk=sink_id, enabled=True).first()
+    sink = Sink.objects.select_for_update(no_key=True).filter(pk=sink_id, enabled=True).first()
     if sink is None or (sink.retry_at and sink.retry_at > timezone.now()):
         return 0
     stream, records = next_batch(sink)

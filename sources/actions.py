@@ -45,7 +45,7 @@ def _connection(source: Source) -> Iterator[psycopg.Connection]:
 
 @transaction.atomic
 def _unknown(source: Source, agent: Agent, role: str, error: ConnectorError) -> None:
-    reading, _ = SourceReading.objects.select_for_update().get_or_create(
+    reading, _ = SourceReading.objects.select_for_update(no_key=True).get_or_create(
         agent=agent, source=source.name, defaults={"role": role})
     was = reading.status
     reading.status, reading.checked_at = ReadingStatus.UNKNOWN, timezone.now()
@@ -61,7 +61,7 @@ def _unknown(source: Source, agent: Agent, role: str, error: ConnectorError) -> 
 @transaction.atomic
 def _known(source: Source, agent: Agent, found: postgres.Reading) -> SourceReading:
     now = timezone.now()
-    reading, created = SourceReading.objects.select_for_update().get_or_create(
+    reading, created = SourceReading.objects.select_for_update(no_key=True).get_or_create(
         agent=agent, source=source.name, defaults={"role": found.role})
     before = None if created else reading.to_dict()
     changed = created or reading.status != ReadingStatus.KNOWN or (

@@ -49,7 +49,7 @@ def _queries(queries: Any) -> list[str]:
 
 
 def _next_version(framework: str, control_id: str) -> tuple[int, FrameworkControl | None]:
-    rows = FrameworkControl.objects.select_for_update().filter(framework=framework,
+    rows = FrameworkControl.objects.select_for_update(no_key=True).filter(framework=framework,
                                                                control_id=control_id)
     newest = rows.order_by("-version").first()
     latest = rows.aggregate(n=Max("version"))["n"] or 0

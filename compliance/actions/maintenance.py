@@ -106,7 +106,7 @@ def cancel_window(window_id: Any, *, actor: Any, reason: Any) -> MaintenanceWind
     """End a window early (its held corrections run at the next pass)."""
     _stopper(actor, "cancel a maintenance window")
     reason = _reason(reason)
-    window = (MaintenanceWindow.objects.select_for_update().filter(pk=window_id).first()
+    window = (MaintenanceWindow.objects.select_for_update(no_key=True).filter(pk=window_id).first()
               if str(window_id).isdigit() else None)
     if window is None:
         raise NotFound(f"No maintenance window {window_id}.")
@@ -134,7 +134,7 @@ def end_window(window_id: int) -> bool:
     the pass that held them asked to come back at the window's end (its `window_ended`
     requeue), and an agent nothing was held for has nothing to run. False when it is not over
     yet (rescheduled)."""
-    window = MaintenanceWindow.objects.select_for_update().filter(pk=window_id).first()
+    window = MaintenanceWindow.objects.select_for_update(no_key=True).filter(pk=window_id).first()
     if window is None or window.ended_at is not None or window.cancelled_at is not None:
         return True
     now = timezone.now()

@@ -158,7 +158,7 @@ def place_stop(*, actor: Any, scope: Any, reason: Any, team: Any = None, selecto
 
 def _deny_pending(agents: list[Agent], *, actor: Any, said: str) -> None:
     """Pending decisions of stopped agents end as deny: nobody may sign them off meanwhile."""
-    pending = (Decision.objects.select_for_update(of=("self",)).select_related("agent")
+    pending = (Decision.objects.select_for_update(no_key=True, of=("self",)).select_related("agent")
                .filter(agent__in=agents, status=DecisionStatus.PENDING).order_by("created_at"))
     for decision in pending:
         _close(decision, actor=actor, status=DecisionStatus.REJECTED,
@@ -166,7 +166,7 @@ def _deny_pending(agents: list[Agent], *, actor: Any, said: str) -> None:
 
 
 def _active_stop(stop_id: Any) -> Stop:
-    stop = (Stop.objects.select_for_update(of=("self",)).select_related(
+    stop = (Stop.objects.select_for_update(no_key=True, of=("self",)).select_related(
         "stopped_by", "owner", "lift_requested_by").filter(pk=stop_id).first()
         if isinstance(stop_id, int) or str(stop_id).isdigit() else None)
     if stop is None:

@@ -99,7 +99,7 @@ def authorise_escalation(escalation_id: int, *, actor: Any, triage: bool = False
     _check_decider(actor)
     rows = Escalation.objects.select_related("agent__active_version", "finding", "decision")
     if lock:
-        rows = rows.select_for_update(of=("self",))
+        rows = rows.select_for_update(no_key=True, of=("self",))
     escalation = rows.filter(pk=escalation_id).first()
     if escalation is None:
         raise NotFound(f"No escalation {escalation_id}.")
@@ -424,7 +424,7 @@ def resume_agent(agent: Agent, *, actor: Any, reason: str) -> None:
         raise Conflict(f"{agent.name} is not suspended.", code="not_suspended")
     announce_desired_change(agent.name)
     request_refresh()  # the fleet view's compliance timeline shows suspensions
-    cleared = list(Finding.objects.select_for_update().filter(
+    cleared = list(Finding.objects.select_for_update(no_key=True).filter(
         agent=agent, status=FindingStatus.BLOCKED).order_by("pk"))
     for finding in cleared:
         # One row per finding: the compliance timeline reads when each drift stopped counting.
@@ -441,7 +441,7 @@ def authorise_acknowledgement(finding_id: int, *, actor: Any, lock: bool = False
     if not has_role(actor, Role.COMPLIANCE):
         raise NotAllowed("Only compliance staff acknowledge findings.")
     rows = Finding.objects.select_related("agent")
-    finding = (rows.select_for_update(of=("self",)) if lock else rows).filter(
+    finding = (rows.select_for_update(no_key=True, of=("self",)) if lock else rows).filter(
         pk=finding_id).first()
     if finding is None:
         raise NotFound(f"No finding {finding_id}.")

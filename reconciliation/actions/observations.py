@@ -34,7 +34,7 @@ def append_observation(history: QuerySet[ObservedState], state: dict[str, Any], 
     transaction."""
     now = timezone.now()
     digest = state_hash(state)
-    latest = history.select_for_update().order_by("-observed_at").first()
+    latest = history.select_for_update(no_key=True).order_by("-observed_at").first()
     if latest is not None and latest.state_sha256 == digest:
         latest.last_seen_at = now
         # By id and day: on PostgreSQL the update then touches one partition, not every day's.
@@ -105,7 +105,7 @@ def record_observed_part(agent: Agent, key: str, value: Any, *, actor: Any, sour
     sees one side of the agent (the MCP proxy sees its MCP servers) must not erase what the
     agent itself reported. For `mcp_servers` the reported servers replace the same-named ones
     (one proxy per server). The agent row is locked so two partial reports cannot lose one."""
-    Agent.objects.select_for_update().filter(pk=agent.pk).first()
+    Agent.objects.select_for_update(no_key=True).filter(pk=agent.pk).first()
     latest = agent.observations.order_by("-observed_at").only("state").first()
     state = dict(latest.state) if latest is not None else {}
     if key == "mcp_servers":

@@ -37,7 +37,7 @@ def close_escalations(agent: Agent, *, actor: Any, version: DesiredStateVersion,
                       now: datetime) -> None:
     """The agent was recertified: its open recertification escalations are resolved, each
     audited."""
-    for escalation in Escalation.objects.select_for_update().filter(
+    for escalation in Escalation.objects.select_for_update(no_key=True).filter(
             agent=agent, subject=EscalationKind.RECERTIFICATION, status=EscalationStatus.OPEN):
         escalation.status, escalation.resolution = EscalationStatus.RESOLVED, "recertified"
         escalation.resolved_by, escalation.resolved_at = actor, now

@@ -33,7 +33,7 @@ def set_shadow(*, actor: Any, enabled: bool, agent: Agent | None = None, duratio
     if agent is None:
         if not has_role(actor, Role.COMPLIANCE):
             raise NotAllowed("Only compliance staff switch global shadow mode.")
-        control = ControlState.objects.select_for_update().get_or_create(pk=1)[0]
+        control = ControlState.objects.select_for_update(no_key=True).get_or_create(pk=1)[0]
         before, control.shadow = control.shadow, enabled
         control.save(update_fields=["shadow"])
         audit.record(actor=actor, action=AuditAction.SHADOW_CHANGED, target="control:shadow",
@@ -44,7 +44,7 @@ def set_shadow(*, actor: Any, enabled: bool, agent: Agent | None = None, duratio
     owner = has_role(actor, Role.OWNER) and agent.owner_id == getattr(actor, "pk", None)
     if not (owner or has_role(actor, Role.COMPLIANCE)):
         raise NotAllowed("Only the agent's owner or compliance staff switch its shadow mode.")
-    status = AgentStatus.objects.select_for_update().get_or_create(agent=agent)[0]
+    status = AgentStatus.objects.select_for_update(no_key=True).get_or_create(agent=agent)[0]
     before = shadow_state(status)
     if not enabled:
         was_on = status.shadow
@@ -114,7 +114,7 @@ def approve_shadow(agent: Agent, *, actor: Any) -> dict[str, Any]:
     puts the owner's requested shadow in force, for the duration asked, from now."""
     if not (has_role(actor, Role.APPROVER) or has_role(actor, Role.COMPLIANCE)):
         raise NotAllowed("Only approvers and compliance staff approve a shadow switch.")
-    status = AgentStatus.objects.select_for_update().get_or_create(agent=agent)[0]
+    status = AgentStatus.objects.select_for_update(no_key=True).get_or_create(agent=agent)[0]
     request = status.shadow_request or {}
     if actor.pk in (agent.owner_id, request.get("by_id")):
         raise NotAllowed("Four eyes: you cannot approve shadow mode for an agent you own or "
@@ -160,10 +160,10 @@ def reset_breaker(*, actor: Any, reason: str, scope: str = "global") -> None:
     (`global`) or one owner's or team's (`owner:alice`, `team:payments`)."""
     if not has_role(actor, Role.COMPLIANCE):
         raise NotAllowed("Only compliance staff reset the breaker.")
-    control = ControlState.objects.select_for_update().get_or_create(pk=1)[0]
+    control = ControlState.objects.select_for_update(no_key=True).get_or_create(pk=1)[0]
     now = timezone.now()
     if scope != BreakerScope.GLOBAL:
-        trip = BreakerTrip.objects.select_for_update().filter(scope=scope).first()
+        trip = BreakerTrip.objects.select_for_update(no_key=True).filter(scope=scope).first()
         if trip is None:
             raise Conflict(f"The breaker for {scope} is not tripped.", code="not_tripped")
         before = trip.to_dict()

@@ -110,10 +110,10 @@ def _record(seen: Observed, decision: Decision, findings: dict[str, Finding]
     person moved since they were announced (accepted, resolved, acknowledged), since the
     plan was made before the person acted; the next pass decides from what is then."""
     ctx = seen.ctx
-    control = ControlState.objects.select_for_update().get(pk=seen.control.pk)
+    control = ControlState.objects.select_for_update(no_key=True).get(pk=seen.control.pk)
     announced = {fingerprint: f.status for fingerprint, f in findings.items()}
     # held again, as they are now; the steps after this transaction carry on with these
-    for finding in Finding.objects.select_for_update().filter(
+    for finding in Finding.objects.select_for_update(no_key=True).filter(
             pk__in=[f.pk for f in findings.values()]):
         finding.agent = ctx.agent
         findings[finding.fingerprint] = finding
@@ -263,7 +263,7 @@ def _waive(ctx: PassContext, finding: Finding, waivers: dict[str, Any]) -> None:
 @transaction.atomic
 def _applied(ctx: PassContext, finding: Finding, step: Any, outcome: str) -> None:
     now = timezone.now()
-    correction = Correction.objects.select_for_update().get(idempotency_key=step.key)
+    correction = Correction.objects.select_for_update(no_key=True).get(idempotency_key=step.key)
     correction.attempts += 1
     correction.result = CorrectionResult.APPLIED
     correction.applied_at = correction.applied_at or now
@@ -320,7 +320,7 @@ def _block(ctx: PassContext, connector: Any, blocked: list[Finding]) -> list[dic
 def _upsert_findings(ctx: PassContext, drifts: list[Drift],
                      regressed: set[str]) -> dict[str, Finding]:
     agent, now = ctx.agent, ctx.now
-    existing = {f.fingerprint: f for f in Finding.objects.select_for_update().filter(
+    existing = {f.fingerprint: f for f in Finding.objects.select_for_update(no_key=True).filter(
         agent=agent, fingerprint__in=[d.fingerprint for d in drifts])}
     out = {}
     for drift in drifts:

@@ -68,7 +68,7 @@ def _suspended(agent: Agent) -> bool:
 def _verify(ctx: PassContext, remaining: set[str]) -> None:
     """Findings whose drift is gone from a fresh observation are verified (or resolved)."""
     now = max(ctx.now, timezone.now())  # verification time, for time-to-verify figures
-    config_findings = Finding.objects.select_for_update().filter(
+    config_findings = Finding.objects.select_for_update(no_key=True).filter(
         agent=ctx.agent, behaviour=False, status__in=_VERIFIED_FROM)
     for finding in config_findings:
         if finding.fingerprint in remaining:

@@ -81,7 +81,7 @@ def create_guardrail(*, actor: Any, name: str, expression: str, effect: str, mes
 def update_guardrail(guardrail: Guardrail, *, actor: Any, **changes: Any) -> Guardrail:
     """Change a guardrail's fields and re-evaluate pending proposals."""
     _check_role(actor)
-    guardrail = Guardrail.objects.select_for_update().filter(pk=guardrail.pk).first()
+    guardrail = Guardrail.objects.select_for_update(no_key=True).filter(pk=guardrail.pk).first()
     if guardrail is None:
         raise NotFound("The guardrail was deleted meanwhile.")
     before = guardrail.to_dict()

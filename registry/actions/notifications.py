@@ -70,7 +70,7 @@ def set_preference(*, actor: Any, channel: str, target: str, mode: str = NotifyM
     if len(target) > 500 or len(team) > 63:
         raise Invalid("Too long.", details=[{"pointer": "/target", "message": "at most 500"}])
     _check_target(channel, target)
-    owned = NotificationPreference.objects.select_for_update().filter(
+    owned = NotificationPreference.objects.select_for_update(no_key=True).filter(
         **({"team": team, "user__isnull": True} if team else {"user": user}))
     held = list(owned.values_list("channel", "target"))
     if (channel, target) in held:
@@ -140,7 +140,7 @@ def may_verify(preference: NotificationPreference, actor: Any) -> bool:
 def verify_preference(preference_id: int, *, actor: Any, token: str) -> NotificationPreference:
     """Turn an address on with the token that was sent to it: proof that whoever set it reads
     it. A wrong token changes nothing."""
-    preference = (NotificationPreference.objects.select_for_update()
+    preference = (NotificationPreference.objects.select_for_update(no_key=True)
                   .filter(pk=preference_id).first())
     if preference is None or not may_verify(preference, actor):
         raise NotFound(f"No notification preference {preference_id}.")

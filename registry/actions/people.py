@@ -51,7 +51,7 @@ def set_account_flags(user: User, *, actor: Any, reason: str = "", **flags: bool
     """Change is_active / is_staff / is_superuser; False when nothing changed."""
     if set(flags) - set(ACCOUNT_FLAGS):
         raise ValueError(f"unknown account flags {sorted(set(flags) - set(ACCOUNT_FLAGS))}")
-    user = User.objects.select_for_update().get(pk=user.pk)
+    user = User.objects.select_for_update(no_key=True).get(pk=user.pk)
     before = account_flags(user)
     after = {**before, **flags}
     if after == before:

@@ -218,7 +218,7 @@ def propose(agent: Agent, spec: dict, metadata: dict, *, actor: Any, source: str
     """Propose a canonical spec for an agent; re-editing the proposer's pending proposal resets
     its approvals. Unchanged specs change nothing (except a recertification, which proposes
     the active spec again on purpose); a guardrail denial refuses with 422."""
-    agent = (Agent.objects.select_for_update(of=("self",))
+    agent = (Agent.objects.select_for_update(no_key=True, of=("self",))
              .select_related("owner", "active_version").get(pk=agent.pk))
     check_can_propose(agent, actor, from_escalation=from_escalation)
     if agent.lifecycle == Lifecycle.RETIRED:
@@ -243,7 +243,7 @@ def propose(agent: Agent, spec: dict, metadata: dict, *, actor: Any, source: str
             active.metadata == metadata):
         return ProposalOutcome(agent.name, "unchanged", active)
     mine = None if recertify else (
-        agent.versions.select_for_update().filter(state=VersionState.PENDING,
+        agent.versions.select_for_update(no_key=True).filter(state=VersionState.PENDING,
                                                   recertifies=False, **_proposer_filter(actor))
         .order_by("-created_at").first())
     if mine and mine.spec_sha256 == digest and mine.metadata == metadata:
@@ -395,9 +395,9 @@ def _locked_version(version_id: int) -> tuple[DesiredStateVersion, Agent]:
     version = DesiredStateVersion.objects.filter(pk=version_id).only("agent_id").first()
     if version is None:
         raise NotFound(f"No proposal {version_id}.")
-    agent = (Agent.objects.select_for_update(of=("self",)).select_related("owner")
+    agent = (Agent.objects.select_for_update(no_key=True, of=("self",)).select_related("owner")
              .get(pk=version.agent_id))
-    version = DesiredStateVersion.objects.select_for_update().get(pk=version_id)
+    version = DesiredStateVersion.objects.select_for_update(no_key=True).get(pk=version_id)
     return version, agent
 
 
@@ -532,7 +532,7 @@ def _activate(version: DesiredStateVersion, agent: Agent, actor: Any) -> None:
                      reason=f"proposal {version.pk}")
         suspend_for_handover(agent, old_owner, actor=actor)
         supersede_retirements(agent, old_owner, actor=actor, now=now)
-    older = agent.versions.select_for_update().filter(
+    older = agent.versions.select_for_update(no_key=True).filter(
         state=VersionState.PENDING, created_at__lte=version.created_at).exclude(pk=version.pk)
     for stale in older:
         stale.state = VersionState.SUPERSEDED
@@ -552,7 +552,7 @@ def supersede_retirements(agent: Agent, old_owner: User, *, actor: Any,
                           now: datetime) -> list[int]:
     """A hand-over ends the old owner's say: a retirement she proposed and nobody decided yet
     would otherwise retire the new owner's agent. Each is superseded, audited."""
-    pending = list(agent.retirements.select_for_update().filter(
+    pending = list(agent.retirements.select_for_update(no_key=True).filter(
         state=VersionState.PENDING, proposed_by=old_owner))
     for retirement in pending:
         retirement.state, retirement.decided_at = VersionState.SUPERSEDED, now
@@ -622,7 +622,7 @@ def reevaluate_pending(*, actor: Any) -> int:
     changed = 0
     lowered: list[int] = []
     now = timezone.now()
-    pending = list(DesiredStateVersion.objects.select_for_update(of=("self",))
+    pending = list(DesiredStateVersion.objects.select_for_update(no_key=True, of=("self",))
                    .filter(state=VersionState.PENDING)
                    .select_related("agent__active_version", "agent__owner"))
     # Read once for all of them: the guardrails, the toxic rules and the approved specs

@@ -67,7 +67,7 @@ def propose_recertification(agent_name: str, *, actor: Any, comment: str = "",
 
 
 def _locked(agent_id: int) -> Agent | None:
-    return (Agent.objects.select_for_update().select_related("active_version", "owner")
+    return (Agent.objects.select_for_update(no_key=True).select_related("active_version", "owner")
             .filter(pk=agent_id, active_version__isnull=False)
             .exclude(lifecycle=Lifecycle.RETIRED).first())
 
@@ -159,7 +159,7 @@ def set_review_interval(level: str, *, seconds: int, risk_from: int, actor: Any
             {"pointer": "/risk_from", "message": (
                 f"expected high above medium: high from {after[RiskLevel.HIGH]['risk_from']}, "
                 f"medium from {after[RiskLevel.MEDIUM]['risk_from']}")}])
-    row, _ = ReviewInterval.objects.select_for_update().update_or_create(
+    row, _ = ReviewInterval.objects.select_for_update(no_key=True).update_or_create(
         level=level, defaults={"seconds": seconds,
                                "risk_from": 0 if level == RiskLevel.LOW else risk_from,
                                "updated_by": audit_actor(actor), "updated_at": timezone.now()})

@@ -49,7 +49,7 @@ def start_enrolment(*, actor: Any) -> TOTPDevice:
 def _check_code(device_id: int, code: str) -> tuple[bool, datetime | None]:
     """Try one code on one device, locked so a code raced twice verifies once; a failure is
     counted for the throttle. Returns (verified, locked_until when the device refuses)."""
-    device = TOTPDevice.objects.select_for_update().get(pk=device_id)
+    device = TOTPDevice.objects.select_for_update(no_key=True).get(pk=device_id)
     allowed, info = device.verify_is_allowed()
     if not allowed:
         return False, (info or {}).get("locked_until")

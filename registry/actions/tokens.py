@@ -34,7 +34,8 @@ def visible_tokens(actor: Any) -> QuerySet[ApiToken]:
 
 
 def _token_for(token_id: int, actor: Any) -> ApiToken:
-    token = visible_tokens(actor).select_for_update(of=("self",)).filter(pk=token_id).first()
+    token = (visible_tokens(actor).select_for_update(no_key=True, of=("self",))
+             .filter(pk=token_id).first())
     if token is None:
         raise NotFound(f"No token {token_id}.")
     return token
@@ -86,7 +87,7 @@ def suspend_for_handover(agent: Agent, old_owner: User, *, actor: Any) -> int:
     """Inside the hand-over's transaction: every live token of the agent that the old owner
     holds stops working until the new owner keeps it."""
     now = timezone.now()
-    tokens = list(agent.tokens.select_for_update().filter(
+    tokens = list(agent.tokens.select_for_update(no_key=True).filter(
         user=old_owner, revoked_at__isnull=True, suspended_at__isnull=True))
     for token in tokens:
         token.suspended_at = now

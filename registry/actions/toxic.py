@@ -75,7 +75,7 @@ def update_toxic_combination(rule: ToxicCombination, *, actor: Any,
                              **changes: Any) -> ToxicCombination:
     """Change a toxic combination (its name stays)."""
     _check_role(actor)
-    rule = ToxicCombination.objects.select_for_update().filter(pk=rule.pk).first()
+    rule = ToxicCombination.objects.select_for_update(no_key=True).filter(pk=rule.pk).first()
     if rule is None:
         raise NotFound("The toxic combination was deleted meanwhile.")
     before = rule.to_dict()

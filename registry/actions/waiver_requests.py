@@ -24,7 +24,8 @@ from registry.stepup import StepUp
 def request_waiver(agent_name: str, *, pointer: str, reason: str, ticket: str, duration: str,
                    actor: Any) -> WaiverRequest:
     """The agent's owner asks for a waiver at `pointer`; it waits in the approvers' inbox."""
-    agent = Agent.objects.select_for_update(of=("self",)).filter(name=agent_name).first()
+    agent = (Agent.objects.select_for_update(no_key=True, of=("self",))
+             .filter(name=agent_name).first())
     if agent is None:
         raise NotFound(f"No agent named {agent_name!r}.")
     if isinstance(actor, AgentPrincipal) or not (
@@ -45,7 +46,7 @@ def request_waiver(agent_name: str, *, pointer: str, reason: str, ticket: str, d
 
 def _pending(request_id: int, actor: Any, *, lock: bool = False) -> WaiverRequest:
     rows = WaiverRequest.objects.select_related("agent", "requested_by")
-    request = (rows.select_for_update(of=("self",)) if lock else rows).filter(
+    request = (rows.select_for_update(no_key=True, of=("self",)) if lock else rows).filter(
         pk=request_id).first()
     if request is None:
         raise NotFound(f"No waiver request {request_id}.")

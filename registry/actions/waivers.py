@@ -155,7 +155,7 @@ def judged_step_up(agent: Agent, pointer: str, *, actor: Any, otp: str,
 @transaction.atomic
 def _grant(agent_id: int, *, pointer: str, reason: str, ticket: str, duration: str,
            actor: Any, step_up: StepUp | None) -> Waiver:
-    agent = (Agent.objects.select_for_update(of=("self",))
+    agent = (Agent.objects.select_for_update(no_key=True, of=("self",))
              .select_related("owner", "active_version").get(pk=agent_id))
     check_may_waive(agent, actor)
     seconds = _check_body(agent, pointer, reason, ticket, duration)
@@ -225,7 +225,7 @@ def check_can_confirm(waiver_id: int, *, actor: Any) -> None:
 
 @transaction.atomic
 def _confirm(waiver_id: int, *, actor: Any, step_up: StepUp | None) -> Waiver:
-    waiver = (Waiver.objects.select_for_update().select_related("agent", "granted_by")
+    waiver = (Waiver.objects.select_for_update(no_key=True).select_related("agent", "granted_by")
               .filter(pk=waiver_id).first())
     _check_confirm(waiver, waiver_id, actor)
     reasons = waiver.judgement.get("step_up_reasons") or []
@@ -272,7 +272,7 @@ def waivers_in_force(agent: Agent, now: datetime) -> list[Waiver]:
 def record_lapses(agent: Agent, now: datetime) -> list[Waiver]:
     """Record every waiver of the agent that has ended: the audit says it lapsed. Call in the
     pass's transaction; enforcement itself only compares expires_at with now."""
-    ended = list(agent.waivers.select_for_update().filter(
+    ended = list(agent.waivers.select_for_update(no_key=True).filter(
         expires_at__lte=now, lapsed_at__isnull=True, state=WaiverState.ACTIVE))
     for waiver in ended:
         waiver.lapsed_at = now
@@ -288,7 +288,7 @@ def record_lapses(agent: Agent, now: datetime) -> list[Waiver]:
 def withdraw_waiver(waiver_id: int, *, actor: Any, reason: str) -> Waiver:
     """End a waiver before its expiry (the agent's owner, or compliance staff), saying why:
     the waived drift is enforced again at once and the audit says who ended it."""
-    waiver = (Waiver.objects.select_for_update().select_related("agent", "granted_by")
+    waiver = (Waiver.objects.select_for_update(no_key=True).select_related("agent", "granted_by")
               .filter(pk=waiver_id).first())
     if waiver is None:
         raise NotFound(f"No waiver {waiver_id}.")

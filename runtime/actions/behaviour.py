@@ -264,7 +264,7 @@ def _use_decisions(fresh: list[Event], now: datetime) -> dict[tuple[str, str], t
     decision_ids = {e.decision_id for e in fresh if e.decision_id}
     if not decision_ids:
         return {}
-    decisions = {d.pk.hex: d for d in Decision.objects.select_for_update(of=("self",))
+    decisions = {d.pk.hex: d for d in Decision.objects.select_for_update(no_key=True, of=("self",))
                  .select_related("agent").filter(pk__in=_uuids(decision_ids))}
     decisions.update({str(d.pk): d for d in decisions.values()})
     used: set[str] = set()
@@ -673,7 +673,7 @@ def _person_behind(agent: Agent, event_id: str) -> int | None:
 def _finding_for(agent: Agent, violation: dict[str, Any], now: datetime) -> tuple[Finding, bool]:
     """The finding of a broken rule's window, created (audited, alerted) the first time."""
     fingerprint = _fingerprint(violation)
-    finding = Finding.objects.select_for_update().filter(agent=agent,
+    finding = Finding.objects.select_for_update(no_key=True).filter(agent=agent,
                                                          fingerprint=fingerprint).first()
     if finding is None:
         finding = _same_window(agent, violation, now)
@@ -696,7 +696,7 @@ def _same_window(agent: Agent, violation: dict[str, Any], now: datetime) -> Find
     Redis restart loses the window's name, and the next break must not open a second finding
     (and escalation) for the same window."""
     seconds = int(violation.get("window_seconds") or DEDUPE_SECONDS)
-    candidates = Finding.objects.select_for_update().filter(
+    candidates = Finding.objects.select_for_update(no_key=True).filter(
         agent=agent, behaviour=True, kind=violation["kind"], pointer=violation["pointer"],
         first_seen__gt=now - timedelta(seconds=seconds)).order_by("-first_seen")
     return next((f for f in candidates if f.expected == violation["expected"]), None)
@@ -736,7 +736,7 @@ def assign_unregistered(name: str, *, actor: Any, owner: Any) -> UnregisteredAge
     """Compliance hands a shadow agent to an owner, who then registers it."""
     if not has_role(actor, Role.COMPLIANCE):
         raise NotAllowed("Only compliance staff assign unregistered agents.")
-    shadow = UnregisteredAgent.objects.select_for_update().filter(name=name).first()
+    shadow = UnregisteredAgent.objects.select_for_update(no_key=True).filter(name=name).first()
     if shadow is None or shadow.registered:
         raise NotFound(f"No unregistered agent named {name!r}.")
     if owner is None or not has_role(owner, Role.OWNER):
@@ -756,7 +756,8 @@ def adopt_unregistered(agent: Agent, *, actor: Any) -> int:
     (call inside the registration's transaction); events others sent under its name are kept but
     flagged foreign, so they never count toward its rules, and observations others reported stay
     with the shadow. Returns how many events it adopted."""
-    shadow = UnregisteredAgent.objects.select_for_update().filter(name=agent.name).first()
+    shadow = (UnregisteredAgent.objects.select_for_update(no_key=True)
+              .filter(name=agent.name).first())
     if shadow is None:
         return 0
     if shadow.assigned_owner_id and shadow.assigned_owner_id != getattr(actor, "pk", None) \

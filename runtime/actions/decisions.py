@@ -228,8 +228,8 @@ def decide_pending(decision_id: str, *, actor: Any, allow: bool, comment: str) -
     """An approver answers a pending decision (never for an agent they own)."""
     if not has_role(actor, Role.APPROVER) or not getattr(actor, "pk", None):
         raise NotAllowed("Only approvers answer pending decisions.")
-    decision = (Decision.objects.select_for_update(of=("self",)).select_related("agent")
-                .filter(pk=decision_id).first())
+    decision = (Decision.objects.select_for_update(no_key=True, of=("self",))
+                .select_related("agent").filter(pk=decision_id).first())
     if decision is None:
         raise NotFound(f"No decision {decision_id}.")
     if decision.agent.owner_id == actor.pk:
@@ -283,8 +283,8 @@ def too_late(decision: Decision) -> str:
 @transaction.atomic
 def expire_decision(decision_id: str, *, now: datetime | None = None) -> bool:
     """A pending decision past its time becomes deny; True when it expired now."""
-    decision = (Decision.objects.select_for_update(of=("self",)).select_related("agent")
-                .filter(pk=decision_id).first())
+    decision = (Decision.objects.select_for_update(no_key=True, of=("self",))
+                .select_related("agent").filter(pk=decision_id).first())
     now = now or timezone.now()
     if decision is None or decision.status != DecisionStatus.PENDING or (
             decision.expires_at and decision.expires_at > now):

@@ -107,7 +107,8 @@ def lift_group_block(breach_id: int, now: datetime | None = None) -> bool:
               f"group rule {rule.name} no longer blocks: the group block is lifted")
     resumed = []
     with transaction.atomic():
-        findings = list(Finding.objects.select_for_update().select_related("agent").filter(
+        findings = list(Finding.objects.select_for_update(no_key=True).select_related(
+            "agent").filter(
             fingerprint=_fingerprint(rule, breach), status=FindingStatus.BLOCKED))
         for finding in findings:
             move_finding(finding, FindingStatus.RESOLVED, reason=reason, last_seen=now)

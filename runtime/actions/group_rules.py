@@ -108,7 +108,7 @@ def create_group_rule(*, actor: Any, name: str, measure: str, limit: float, per:
 def update_group_rule(rule: GroupRule, *, actor: Any, **changes: Any) -> GroupRule:
     """Change a rule; a change to what it counts starts fresh windows (a new revision)."""
     _check_role(actor)
-    rule = GroupRule.objects.select_for_update().filter(pk=rule.pk).first()
+    rule = GroupRule.objects.select_for_update(no_key=True).filter(pk=rule.pk).first()
     if rule is None:
         raise NotFound("The group rule was deleted meanwhile.")
     before = rule.to_dict()
@@ -255,7 +255,7 @@ def record_group_breach(hit: dict[str, Any]) -> GroupBreach | None:
     now = timezone.now()
     with transaction.atomic():
         # One breach job per rule at a time: two web processes' hits of one window meet here.
-        rule = GroupRule.objects.select_for_update().filter(pk=hit["rule_id"]).first()
+        rule = GroupRule.objects.select_for_update(no_key=True).filter(pk=hit["rule_id"]).first()
         if rule is None or not rule.enabled:
             return None
         spec = rule.to_spec()

@@ -23,7 +23,7 @@ def note_unregistered_observation(name: str, state: dict[str, Any], *, actor: An
     now = timezone.now()
     shadow, _ = UnregisteredAgent.objects.get_or_create(
         name=name, defaults={"first_seen": now, "last_seen": now})
-    shadow = UnregisteredAgent.objects.select_for_update().get(pk=shadow.pk)
+    shadow = UnregisteredAgent.objects.select_for_update(no_key=True).get(pk=shadow.pk)
     history = ObservedState.objects.filter(unregistered=shadow, agent__isnull=True)
     row, changed = append_observation(history, state, actor=actor, source=source,
                                       target=f"unregistered:{name}", agent_name=name,
