@@ -438,19 +438,39 @@ def eventually(check, timeout: float = 60, interval: float = 0.2,
         time.sleep(interval)
 
 
+def fresh_venv(where: Path, *requirements: str, python: str = sys.executable,
+               timeout: float = 900) -> Path:
+    """A virtual environment at `where` (of `python`) with only `requirements` and what they
+    depend on, as a user's `pip install` makes it; returns its python. Made without a pip of
+    its own and filled by this one (`pip --python`), without byte-compiling what it installs:
+    bootstrapping pip and compiling every installed module were ~40% of each install's CPU
+    (Python compiles what a test then imports, as it would for the user)."""
+    subprocess.run([python, "-m", "venv", "--without-pip", str(where)], check=True,
+                   timeout=120)
+    target = where / "bin" / "python"
+    install = subprocess.run([sys.executable, "-m", "pip", "--python", str(target), "install",
+                              "--quiet", "--no-compile", *requirements],
+                             capture_output=True, text=True, timeout=timeout)
+    assert install.returncode == 0, f"{requirements}:\n{install.stderr[-4000:]}"
+    return target
+
+
+def installed(python: Path) -> dict[str, str]:
+    """The distributions installed in `python`'s environment: their version by lower-case
+    name."""
+    listed = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "list",
+                             "--format=freeze"], capture_output=True, text=True, check=True,
+                            timeout=120).stdout.lower()
+    return dict(line.split("==", 1) for line in listed.split())
+
+
 @pytest.fixture(scope="session")
 def auditor_agentctl(tmp_path_factory) -> Path:
     """The auditor's agentctl: a fresh venv with only `pip install clients/python` (once)."""
-    venv = tmp_path_factory.mktemp("auditor") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    install = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
-                              str(ROOT / "clients" / "python")],
-                             capture_output=True, text=True, timeout=600)
-    assert install.returncode == 0, install.stderr[-2000:]
-    listed = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "list"],
-                            capture_output=True, text=True, check=True).stdout.lower()
-    assert "django" not in listed
-    return venv / "bin" / "agentctl"
+    python = fresh_venv(tmp_path_factory.mktemp("auditor") / "venv",
+                        str(ROOT / "clients" / "python"), timeout=600)
+    assert "django" not in installed(python)
+    return python.parent / "agentctl"
 
 
 @pytest.fixture(scope="session")

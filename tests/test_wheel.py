@@ -22,7 +22,7 @@ from django.conf import settings
 from django.db import connection
 
 from config import embedded_redis
-from tests.conftest import REFUND_AGENT_YAML, ROOT, eventually
+from tests.conftest import REFUND_AGENT_YAML, ROOT, eventually, fresh_venv
 
 pytestmark = pytest.mark.long(minutes=4)
 
@@ -76,10 +76,7 @@ def test_every_app_of_the_project_is_packaged_in_the_wheel():
 
 def install(wheels: list[Path], python: str, where: Path) -> Path:
     """A fresh venv with only the two wheels (and what they depend on); returns its bin/."""
-    run([python, "-m", "venv", str(where)])
-    run([str(where / "bin" / "python"), "-m", "pip", "install", "--quiet",
-         *map(str, wheels)])
-    return where / "bin"
+    return fresh_venv(where, *map(str, wheels), python=python, timeout=1200).parent
 
 
 @pytest.fixture

@@ -3,12 +3,11 @@ fresh virtualenv (without Django or any other framework), and the control plane'
 dependencies contain no agent framework."""
 
 import subprocess
-import sys
 import tomllib
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, fresh_venv, installed
 
 pytestmark = pytest.mark.long(minutes=1)
 
@@ -78,18 +77,10 @@ OTHERS = {"django", "langgraph", "openai-agents", "pydantic-ai-slim"}
 @pytest.mark.parametrize("extra", sorted(SMOKE))
 def test_each_extra_installs_on_its_own_in_a_fresh_venv(tmp_path, extra):
     distribution, script = SMOKE[extra]
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    python = venv / "bin" / "python"
-    install = subprocess.run([str(python), "-m", "pip", "install", "--quiet",
-                              f"{ROOT / 'clients' / 'python'}[{extra}]"],
-                             capture_output=True, text=True, timeout=900)
-    assert install.returncode == 0, install.stderr[-2000:]
-    packages = subprocess.run([str(python), "-m", "pip", "list", "--format=freeze"],
-                              capture_output=True, text=True, check=True).stdout.lower()
-    installed = {line.split("==")[0] for line in packages.split()}
-    assert {distribution, "agentgov-client"} <= installed
-    assert not installed & (OTHERS - {distribution})  # no Django, no other framework
+    python = fresh_venv(tmp_path / "venv", f"{ROOT / 'clients' / 'python'}[{extra}]")
+    packages = set(installed(python))
+    assert {distribution, "agentgov-client"} <= packages
+    assert not packages & (OTHERS - {distribution})  # no Django, no other framework
     ran = subprocess.run([str(python), "-c", script], capture_output=True, text=True,
                          timeout=120)
     assert ran.stdout.strip() == "['orders.lookup'] gpt-4.1", ran.stderr[-2000:]

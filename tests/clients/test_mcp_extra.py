@@ -4,7 +4,7 @@ import subprocess
 import sys
 import tomllib
 
-from tests.conftest import ROOT, child_env
+from tests.conftest import ROOT, child_env, fresh_venv, installed
 
 MCP_PACKAGES = ("mcp", "fastmcp", "fastmcp-slim", "mcp-types")
 
@@ -55,15 +55,9 @@ def test_without_the_extra_agentctl_says_how_to_install_it():
 
 def test_the_extra_installs_on_its_own_in_a_fresh_venv(tmp_path):
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    python = venv / "bin" / "python"
-    install = subprocess.run([str(python), "-m", "pip", "install", "--quiet",
-                              f"{ROOT / 'clients' / 'python'}[mcp]"],
-                             capture_output=True, text=True, timeout=900)
-    assert install.returncode == 0, install.stderr[-2000:]
-    packages = subprocess.run([str(python), "-m", "pip", "list", "--format=freeze"],
-                              capture_output=True, text=True, check=True).stdout.lower()
-    assert "fastmcp==4.1.6" in packages and "django" not in packages
+    python = fresh_venv(venv, f"{ROOT / 'clients' / 'python'}[mcp]")
+    packages = installed(python)
+    assert packages.get("fastmcp") == "4.1.6" and "django" not in packages
     usage = subprocess.run([str(venv / "bin" / "agentctl"), "mcp-proxy", "--help"],
                            capture_output=True, text=True, timeout=60)
     assert usage.returncode == 0 and "--upstream" in usage.stdout
