@@ -311,12 +311,13 @@ else:
                                f"_timeout={DATABASE_IDLE_IN_TRANSACTION_SECONDS * 1000}").strip()
     # And this side's view of the same cut: a process waiting on an answer that the network
     # lost (PostgreSQL ended the session meanwhile, and its goodbye went nowhere) would wait
-    # for its job's timeout. TCP keepalives probe a connection quiet for 30 s every 10 s: a
-    # server that forgot it answers at once (reset), one that cannot be reached is given up
-    # after three probes. A probe costs a packet; a live server's kernel answers it.
+    # for its job's timeout. TCP keepalives probe a connection quiet this long every third of
+    # it: a server that forgot it answers at once (reset), one that cannot be reached is given
+    # up after three probes. A probe costs a packet; a live server's kernel answers it.
+    DATABASE_KEEPALIVE_SECONDS = env_int("DATABASE_KEEPALIVE_SECONDS", 30, minimum=3)
     DATABASES["default"].setdefault("OPTIONS", {}).update(
-        {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10,
-         "keepalives_count": 3})
+        {"keepalives": 1, "keepalives_idle": DATABASE_KEEPALIVE_SECONDS,
+         "keepalives_interval": DATABASE_KEEPALIVE_SECONDS // 3, "keepalives_count": 3})
 
 # PostgreSQL streaming replicas (config/replica_reads.py): list pages, list APIs, the dashboard
 # and /metrics read one while it streams within the lag bound; everything else reads the primary.

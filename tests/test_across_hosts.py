@@ -28,9 +28,10 @@ from tests.netns import Host, HostedCluster
 pytestmark = [pytest.mark.netns, pytest.mark.long(minutes=6)]
 
 # A cut worker's lock lapses after RECONCILE_LOCK_SECONDS; PostgreSQL ends a session it left
-# inside a transaction (holding row locks) after DATABASE_IDLE_IN_TRANSACTION_SECONDS.
+# inside a transaction (holding row locks) after DATABASE_IDLE_IN_TRANSACTION_SECONDS, and the
+# worker learns it from its keepalive probes within about twice DATABASE_KEEPALIVE_SECONDS.
 HOST_SETTINGS = {"RECONCILE_LOCK_SECONDS": "20", "DATABASE_IDLE_IN_TRANSACTION_SECONDS": "10",
-                 "RECONCILE_VERIFY_DELAY_SECONDS": "1"}
+                 "DATABASE_KEEPALIVE_SECONDS": "6", "RECONCILE_VERIFY_DELAY_SECONDS": "1"}
 
 
 def until(cluster: HostedCluster, hosts: list[Host], check, what: str, timeout: float = 240):

@@ -1,18 +1,16 @@
 """Settings come from the environment, fall back to embedded parts, fail loudly on bad values."""
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import redis
-from django.db import connection
 
 from config import embedded_redis
 from config.env import SettingError, env_bool, env_int, env_url
-from tests.conftest import ROOT, postgresql_only
+from tests.conftest import ROOT
 
 STRONG = "Zr7-q0Vx_8pLm2Nw4Ks6Jt1Hy3Gd5Fb9Ac"
 
@@ -121,20 +119,34 @@ def test_postgresql_ends_a_session_left_idle_inside_a_transaction(tmp_path, valu
     assert result.stdout.strip() == shown
 
 
-@postgresql_only
-def test_a_database_connection_probes_the_server_once_quiet_for_30_seconds(db):
+KEEPALIVE_PROBE = (
+    "import os, socket, django; django.setup(); from django.db import connection; "
+    "connection.cursor().execute('SELECT 1'); "
+    "probe = socket.socket(fileno=os.dup(connection.connection.pgconn.socket)); "
+    "print([probe.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE), *(probe.getsockopt("
+    "socket.IPPROTO_TCP, option) for option in (socket.TCP_KEEPIDLE, socket.TCP_KEEPINTVL, "
+    "socket.TCP_KEEPCNT))])"
+)
+
+
+@pytest.mark.skipif(not os.environ.get("DATABASE_URL", "").startswith("postgres"),
+                    reason="a PostgreSQL connection's option; CI runs the suite on PostgreSQL")
+@pytest.mark.parametrize("value, probes", [(None, "[1, 30, 10, 3]"), ("6", "[1, 6, 2, 3]")])
+def test_a_database_connection_probes_the_server_once_quiet_for_a_while(tmp_path, value,
+                                                                        probes):
     """A process whose server ended its session during a network cut (the goodbye lost)
     learns it from a keepalive probe, instead of waiting on the socket until its job's
-    timeout: the connection's own socket carries the probes."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 1")
-    probe = socket.socket(fileno=os.dup(connection.connection.pgconn.socket))
-    try:
-        assert probe.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
-        assert [probe.getsockopt(socket.IPPROTO_TCP, option) for option in (
-            socket.TCP_KEEPIDLE, socket.TCP_KEEPINTVL, socket.TCP_KEEPCNT)] == [30, 10, 3]
-    finally:
-        probe.close()  # a duplicate: the connection keeps its own
+    timeout: the connection's own socket carries the probes (30 s quiet, every 10 s, three
+    unanswered, unless DATABASE_KEEPALIVE_SECONDS says otherwise)."""
+    env = {"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "config.settings",
+           "PYTHONPATH": str(ROOT), "VAR_DIR": str(tmp_path), "REDIS_URL": "redis://x:1/0",
+           "DATABASE_URL": os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/postgres"}
+    if value is not None:
+        env["DATABASE_KEEPALIVE_SECONDS"] = value
+    result = subprocess.run([sys.executable, "-c", KEEPALIVE_PROBE], env=env, cwd=ROOT,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == probes
 
 
 @pytest.mark.parametrize("env, message", [
@@ -158,6 +170,8 @@ def test_a_database_connection_probes_the_server_once_quiet_for_30_seconds(db):
     ({"DATABASE_URL": "mysql://root@localhost/x"}, "DATABASE_URL must be a URL with scheme"),
     ({"AUDIT_CHECKPOINT_EVERY": "0", "REDIS_URL": "redis://x:1/0"},
      "AUDIT_CHECKPOINT_EVERY must be at least 1"),
+    ({"DATABASE_KEEPALIVE_SECONDS": "2", "REDIS_URL": "redis://x:1/0",
+      "DATABASE_URL": "postgres://u@h:5432/d"}, "DATABASE_KEEPALIVE_SECONDS must be at least 3"),
     ({"DATABASE_IDLE_IN_TRANSACTION_SECONDS": "-1", "REDIS_URL": "redis://x:1/0",
       "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/agentgov"},
      "DATABASE_IDLE_IN_TRANSACTION_SECONDS must be at least 0"),
