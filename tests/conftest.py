@@ -193,6 +193,31 @@ def live_server_process(transactional_db):
     stop_daphne(server)
 
 
+@pytest.fixture(scope="module")
+def module_server(django_db_setup, tmp_path_factory):
+    """One daphne for the tests of a module that ask for `shared_server_process`: starting and
+    stopping one costs ~3-4 s, and a hundred tests asked for one each. The environment the
+    autouse fixtures give a test's processes is given here (no witness, a signer memory of the
+    server's own, emptied before each test by shared_server_process)."""
+    memory = tmp_path_factory.mktemp("shared-server") / "signed-head.json"
+    server = start_daphne(AUDIT_WITNESSES="none", AUDIT_SIGNED_HEAD_FILE=str(memory))
+    yield server, memory
+    stop_daphne(server)
+
+
+@pytest.fixture
+def shared_server_process(module_server, transactional_db) -> LiveServer:
+    """The module's daphne, for a test that gives it no environment of its own (for one that
+    does, `live_server_process`). It keeps nothing of an earlier test that a test could see:
+    the database is emptied between tests and ids are never reused, and its memory of the last
+    signed audit head goes with the trail it was of."""
+    server, memory = module_server
+    assert server.process.poll() is None, "the module's daphne has died"
+    for path in (memory, memory.with_name(memory.name + ".refused")):
+        path.unlink(missing_ok=True)
+    return server
+
+
 @pytest.fixture
 def hosted_cluster(transactional_db, settings):
     """Hosts of their own on this machine (Linux network namespaces, see tests/netns.py):
@@ -487,10 +512,19 @@ def django_db_setup(django_db_setup, django_db_blocker):
     from django.db import connections
 
     SyncToAsync.single_thread_executor.submit(connections.close_all).result(timeout=60)
-    with django_db_blocker.unblock(), connection.cursor() as cursor:
-        cursor.execute("SELECT application_name, backend_type, left(query, 200) FROM "
-                       "pg_stat_activity WHERE datname = current_database() AND "
-                       "pid <> pg_backend_pid()")
-        left = cursor.fetchall()
+
+    def sessions() -> list[tuple[str, str, str]]:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT application_name, backend_type, left(query, 200) FROM "
+                           "pg_stat_activity WHERE datname = current_database() AND "
+                           "pid <> pg_backend_pid()")
+            return cursor.fetchall()
+
+    # A process the last module stopped has exited, but its server process may not have
+    # noticed yet (it ends its session on its own, moments later): it is given a few seconds.
+    deadline = time.monotonic() + 10
+    with django_db_blocker.unblock():
+        while (left := sessions()) and time.monotonic() < deadline:
+            time.sleep(0.2)
     if left:
         warnings.warn(f"sessions still connected to the test database: {left}", stacklevel=1)

@@ -26,8 +26,10 @@ class Keys:
 
 
 @pytest.fixture
-def server(live_server_process) -> str:
-    return live_server_process.url
+def server(shared_server_process) -> str:
+    """The control plane's URL: one daphne per module (a module whose server needs an
+    environment of its own overrides this with `live_server_process`)."""
+    return shared_server_process.url
 
 
 @pytest.fixture

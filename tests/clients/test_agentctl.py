@@ -39,6 +39,12 @@ def readme_auditor_commands() -> list[str]:
 
 
 @pytest.fixture
+def server(live_server_process) -> str:
+    """A daphne per test: it is started with the test's witness (`witness_dir`)."""
+    return live_server_process.url
+
+
+@pytest.fixture
 def witness_dir(tmp_path, monkeypatch) -> Path:
     """A directory witness for the server process (list it before `server`)."""
     folder = tmp_path / "witness"

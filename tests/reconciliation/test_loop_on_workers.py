@@ -147,15 +147,24 @@ def test_a_failing_platform_is_retried_with_backoff_until_it_converges(people, s
     actions.sandbox_faults(agent, actor="system:test", fault="fail", after_changes=1)
     actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")
     worker = start_worker()
-    eventually(lambda: all_corrected(agent), timeout=40,
-               message=lambda: f"not corrected after retries; worker said:\n{worker.output()}")
-    results = list(ReconcileRun.objects.filter(agent=agent).order_by("pk")
-                   .values_list("result", "trigger"))
-    failed = next(i for i, run in enumerate(results)
-                  if run in (("failed", "observation"), ("failed", "approved")))
-    # a later pass finished the work: the backoff's retry, or on a loaded machine another
-    # trigger for the same agent that came first (it collapses with the retry)
-    assert results[failed + 1:], results
+
+    def runs() -> list[tuple[str, str]]:
+        return list(ReconcileRun.objects.filter(agent=agent).order_by("pk")
+                    .values_list("result", "trigger"))
+
+    def finished_after_the_failure() -> bool:
+        """Every finding corrected, and the pass that corrected them recorded (its run row is
+        written as it settles, after the corrections it counts): a pass after the failed one
+        finished the work, the backoff's retry, or on a loaded machine another trigger for
+        the same agent that came first (it collapses with the retry)."""
+        results = runs()
+        failed = next((i for i, run in enumerate(results)
+                       if run in (("failed", "observation"), ("failed", "approved"))), None)
+        return all_corrected(agent) and failed is not None and bool(results[failed + 1:])
+
+    eventually(finished_after_the_failure, timeout=40,
+               message=lambda: f"not corrected after retries (passes {runs()}); worker said:\n"
+                               f"{worker.output()}")
     assert SandboxAgent.objects.get(agent=agent).apply_count == 3
 
 
