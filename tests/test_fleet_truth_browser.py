@@ -16,7 +16,7 @@ AGENTS = 6
 
 
 def test_dana_reads_counts_requirements_group_rules_and_budgets_on_the_fleet_page(
-        people, live_server_process, monkeypatch):
+        people, shared_server_process, monkeypatch):
     from playwright.sync_api import expect
 
     from tests.conftest import sync_playwright
@@ -38,9 +38,9 @@ def test_dana_reads_counts_requirements_group_rules_and_budgets_on_the_fleet_pag
     create_group_rule(actor=people.dana, name="team-token-budget", measure="tokens",
                       limit=1_000_000, per="1d", effect="block")
     with sync_playwright() as playwright:
-        browser = Browser(playwright, live_server_process.url)
+        browser = Browser(playwright, shared_server_process.url)
         dana = browser.page("dana")
-        dana.goto(f"{live_server_process.url}/fleet/")
+        dana.goto(f"{shared_server_process.url}/fleet/")
 
         def row(name: str):
             return dana.locator(f'tr[data-rule="{name}"]')
@@ -69,7 +69,7 @@ def test_dana_reads_counts_requirements_group_rules_and_budgets_on_the_fleet_pag
         expect(row("team-token-budget")).to_contain_text("group budget")
         expect(row("team-token-budget").locator(".effect")).to_have_text("block")
 
-        dana.goto(f"{live_server_process.url}/toxic/")
+        dana.goto(f"{shared_server_process.url}/toxic/")
         expect(dana.locator("form.toxic-form")).to_contain_text(
             "data:<resource>:<read|write|admin>")
         browser.browser.close()
@@ -77,7 +77,7 @@ def test_dana_reads_counts_requirements_group_rules_and_budgets_on_the_fleet_pag
 
 
 def test_dana_declares_a_group_budget_in_the_console_and_the_fleet_page_lists_it(
-        people, live_server_process, start_worker, monkeypatch):
+        people, shared_server_process, start_worker, monkeypatch):
     from playwright.sync_api import expect
 
     from runtime.models import GroupRule
@@ -88,7 +88,7 @@ def test_dana_declares_a_group_budget_in_the_console_and_the_fleet_page_lists_it
     approved_agent(people, "payments-0")  # both of team payments
     approved_agent(people, "payments-1")
     start_worker("default")  # it refreshes the fleet snapshot the fleet page reads
-    url = live_server_process.url
+    url = shared_server_process.url
     with sync_playwright() as playwright:
         browser = Browser(playwright, url)
         bob = browser.page("bob")  # an approver reads the rules, without the form

@@ -32,7 +32,7 @@ def in_policy(*agents: Agent) -> None:
     assert set(Agent.objects.values_list("status__health", flat=True)) == {"in_policy"}
 
 
-def test_a_retired_agent_never_reads_in_policy(people, live_server_process, start_worker,
+def test_a_retired_agent_never_reads_in_policy(people, shared_server_process, start_worker,
                                                monkeypatch):
     from playwright.sync_api import expect
 
@@ -47,7 +47,7 @@ def test_a_retired_agent_never_reads_in_policy(people, live_server_process, star
                                             reason="replaced by refund-agent")
     actions.approve_retirement(retirement.pk, actor=people.bob)
     start_worker("default")  # it refreshes the fleet snapshot the fleet page reads
-    url = live_server_process.url
+    url = shared_server_process.url
     with sync_playwright() as playwright:
         browser = Browser(playwright, url)
         dana = browser.page("dana")
@@ -69,7 +69,7 @@ def test_a_retired_agent_never_reads_in_policy(people, live_server_process, star
     assert browser.problems == []
 
 
-def test_the_health_word_agrees_with_the_open_findings_beside_it(people, live_server_process,
+def test_the_health_word_agrees_with_the_open_findings_beside_it(people, shared_server_process,
                                                                 monkeypatch):
     from playwright.sync_api import expect
 
@@ -104,9 +104,9 @@ def test_the_health_word_agrees_with_the_open_findings_beside_it(people, live_se
         eventually(lambda: Finding.objects.filter(agent=agent, status__in=OPEN_STATUSES).exists(),
                    message="the pass never found the drift")
         with sync_playwright() as playwright:
-            browser = Browser(playwright, live_server_process.url)
+            browser = Browser(playwright, shared_server_process.url)
             alice = browser.page("alice")
-            alice.goto(f"{live_server_process.url}/agents/refund-agent/")
+            alice.goto(f"{shared_server_process.url}/agents/refund-agent/")
             listed = alice.locator("#open-findings li strong").all_inner_texts()
             assert listed, "the page lists no open finding"
             health = alice.locator("#agent-health").inner_text()

@@ -38,7 +38,7 @@ def tab_to(page, element_id: str, limit: int = 40) -> list[dict]:
 
 
 def test_an_approver_answers_a_decision_with_the_keyboard_alone(
-        people, live_server_process, monkeypatch):
+        people, shared_server_process, monkeypatch):
     from playwright.sync_api import expect
 
     from tests.conftest import sync_playwright
@@ -51,9 +51,9 @@ def test_an_approver_answers_a_decision_with_the_keyboard_alone(
         agent, {"action": "payments.refund", "amount": 800}, actor=people.alice)
     escalation = Escalation.objects.get(decision=decision)
     with sync_playwright() as playwright:
-        browser = Browser(playwright, live_server_process.url)
+        browser = Browser(playwright, shared_server_process.url)
         bob = browser.page("bob")
-        bob.goto(f"{live_server_process.url}/escalations/")
+        bob.goto(f"{shared_server_process.url}/escalations/")
 
         # The first Tab shows the skip link on screen; following it skips the navigation.
         bob.keyboard.press("Tab")
@@ -79,7 +79,7 @@ def test_an_approver_answers_a_decision_with_the_keyboard_alone(
 
 @pytest.mark.parametrize("width", [390, 1280])
 def test_pages_fit_the_screen_and_never_say_it_with_colour_alone(
-        people, live_server_process, monkeypatch, width):
+        people, shared_server_process, monkeypatch, width):
     from tests.conftest import sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
@@ -95,10 +95,10 @@ def test_pages_fit_the_screen_and_never_say_it_with_colour_alone(
     pages = ["/", "/agents/", "/agents/refund-agent/", "/findings/", "/escalations/",
              "/guardrails/", "/audit/", "/lab/", "/toxic/", "/fleet/"]
     with sync_playwright() as playwright:
-        browser = Browser(playwright, live_server_process.url)
+        browser = Browser(playwright, shared_server_process.url)
         dana = browser.page("dana", width=width)
         for path in pages:
-            dana.goto(f"{live_server_process.url}{path}")
+            dana.goto(f"{shared_server_process.url}{path}")
             overflow = dana.evaluate(
                 "() => document.documentElement.scrollWidth - window.innerWidth")
             wide = dana.evaluate("""() => [...document.querySelectorAll("main *")]

@@ -159,12 +159,12 @@ def pieces(data: bytes, size: int = 97) -> list[bytes]:
     return [data[i:i + size] for i in range(0, len(data), size)]
 
 
-def test_a_chunked_observed_state_is_read_whole_not_as_empty(live_server_process, people):
+def test_a_chunked_observed_state_is_read_whole_not_as_empty(shared_server_process, people):
     # A push agent: the reconciler diffs what the agent reports, so a report read as {} drifts.
     refund_agent = approved_agent(people, "refund-agent", connector={"type": "push"})
     _, key = registry_actions.issue_agent_token(refund_agent, actor=people.alice)
     status, body = raw_request(
-        live_server_process.url, "PUT", OBSERVED, pieces(json.dumps(report()).encode()),
+        shared_server_process.url, "PUT", OBSERVED, pieces(json.dumps(report()).encode()),
         {"Authorization": f"Token {key}", "Content-Type": "application/json"})
     assert status == 202, body
     assert is_the_report(ObservedState.objects.get().state)
@@ -172,7 +172,7 @@ def test_a_chunked_observed_state_is_read_whole_not_as_empty(live_server_process
     assert not Finding.objects.exists()  # no false drift from a report read as {}
 
 
-def test_chunked_bodies_reach_every_body_taking_endpoint_whole(live_server_process, people,
+def test_chunked_bodies_reach_every_body_taking_endpoint_whole(shared_server_process, people,
                                                                refund_agent):
     _, agent_key = registry_actions.issue_agent_token(refund_agent, actor=people.alice)
     _, alice_key = registry_actions.issue_api_token(people.alice, actor="system:test")
@@ -182,7 +182,7 @@ def test_chunked_bodies_reach_every_body_taking_endpoint_whole(live_server_proce
     from django.utils import timezone
 
     event["ts"] = timezone.now().isoformat()
-    status, body = raw_request(live_server_process.url, "POST", "/api/v1/events",
+    status, body = raw_request(shared_server_process.url, "POST", "/api/v1/events",
                                pieces(json.dumps([event]).encode()), as_agent)
     assert (status, body["accepted"]) == (200, 1), body
     span = {"traceId": "ab" * 16, "spanId": "cd" * 8,
@@ -192,29 +192,29 @@ def test_chunked_bodies_reach_every_body_taking_endpoint_whole(live_server_proce
                 {"key": "gen_ai.tool.name", "value": {"stringValue": "orders.lookup"}},
                 {"key": "gen_ai.agent.name", "value": {"stringValue": "refund-agent"}}]}
     traces = {"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}
-    status, body = raw_request(live_server_process.url, "POST", "/v1/traces",
+    status, body = raw_request(shared_server_process.url, "POST", "/v1/traces",
                                pieces(json.dumps(traces).encode()), as_agent)
     assert status == 200, body
     assert BehaviourEvent.objects.filter(source="otlp").count() == 1
-    status, body = raw_request(live_server_process.url, "POST",
+    status, body = raw_request(shared_server_process.url, "POST",
                                "/api/v1/agents/refund-agent/decisions",
                                pieces(json.dumps({"action": "payments.refund",
                                                   "amount": 900}).encode()), as_agent)
     assert status in (200, 201, 202) and body["outcome"] == "pending", body
     manifest = REFUND_AGENT_YAML.replace("gpt-4.1", "gpt-5")
-    status, body = raw_request(live_server_process.url, "POST", "/api/v1/manifests?dry_run=1",
+    status, body = raw_request(shared_server_process.url, "POST", "/api/v1/manifests?dry_run=1",
                                pieces(manifest.encode()),
                                {"Authorization": f"Token {alice_key}",
                                 "Content-Type": "application/yaml"})
     assert status == 200 and body["results"][0]["action"] == "proposed", body
 
 
-def test_a_chunked_body_past_the_limit_is_a_413_and_changes_nothing(live_server_process, people,
+def test_a_chunked_body_past_the_limit_is_a_413_and_changes_nothing(shared_server_process, people,
                                                                     refund_agent, settings):
     _, key = registry_actions.issue_agent_token(refund_agent, actor=people.alice)
     before = snapshot()
     huge = json.dumps({**report(), "model": "x" * (2 << 20)}).encode()
-    status, body = raw_request(live_server_process.url, "PUT", OBSERVED, pieces(huge, 65536),
+    status, body = raw_request(shared_server_process.url, "PUT", OBSERVED, pieces(huge, 65536),
                                {"Authorization": f"Token {key}",
                                 "Content-Type": "application/json"})
     assert status == 413 and body["error"]["code"] == "too_large"

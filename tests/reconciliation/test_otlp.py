@@ -12,9 +12,9 @@ from runtime.events import agent_slug, spans_to_events, validate_event
 from runtime.models import BehaviourEvent, UnregisteredAgent
 
 
-def test_an_sdk_export_becomes_events(live_server_process, people, refund_agent):
+def test_an_sdk_export_becomes_events(shared_server_process, people, refund_agent):
     _, key = registry_actions.issue_agent_token(refund_agent, actor=people.alice)
-    exporter = OTLPSpanExporter(endpoint=f"{live_server_process.url}/v1/traces",
+    exporter = OTLPSpanExporter(endpoint=f"{shared_server_process.url}/v1/traces",
                                 headers={"Authorization": f"Token {key}"})
     provider = TracerProvider(resource=Resource.create({"service.name": "refund-agent"}))
     provider.add_span_processor(SimpleSpanProcessor(exporter))
@@ -73,11 +73,11 @@ def test_a_corrupt_export_is_a_400(people, api_as):
     assert response.status_code == 400 and response.json()["error"]["code"] == "malformed"
 
 
-def test_spans_under_a_display_name_are_kept_as_an_unregistered_agent(live_server_process,
+def test_spans_under_a_display_name_are_kept_as_an_unregistered_agent(shared_server_process,
                                                                       people, api_as):
     # A platform exports spans of agents nobody registered, under their display names.
     _, key = registry_actions.issue_api_token(people.admin, actor="system:test")
-    exporter = OTLPSpanExporter(endpoint=f"{live_server_process.url}/v1/traces",
+    exporter = OTLPSpanExporter(endpoint=f"{shared_server_process.url}/v1/traces",
                                 headers={"Authorization": f"Token {key}"})
     provider = TracerProvider(resource=Resource.create({"service.name": "tutoring-platform"}))
     provider.add_span_processor(SimpleSpanProcessor(exporter))

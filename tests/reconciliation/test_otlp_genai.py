@@ -21,8 +21,8 @@ FIELDS = ("kind", "operation", "tool", "model", "input_tokens", "output_tokens",
           "error", "attributes")
 
 
-def exporter_for(live_server_process, key: str) -> tuple[TracerProvider, object]:
-    exporter = OTLPSpanExporter(endpoint=f"{live_server_process.url}/v1/traces",
+def exporter_for(shared_server_process, key: str) -> tuple[TracerProvider, object]:
+    exporter = OTLPSpanExporter(endpoint=f"{shared_server_process.url}/v1/traces",
                                 headers={"Authorization": f"Token {key}"})
     provider = TracerProvider(resource=Resource.create({"service.name": "refund-agent"}))
     provider.add_span_processor(SimpleSpanProcessor(exporter))
@@ -40,10 +40,10 @@ def chat(tracer, tokens_in: int, tokens_out: int, **extra) -> None:
             span.set_attribute(key, value)
 
 
-def test_agent_model_tool_and_error_spans_become_events_with_usage(live_server_process,
+def test_agent_model_tool_and_error_spans_become_events_with_usage(shared_server_process,
                                                                    people, refund_agent):
     _, key = registry_actions.issue_agent_token(refund_agent, actor=people.alice)
-    provider, tracer = exporter_for(live_server_process, key)
+    provider, tracer = exporter_for(shared_server_process, key)
     with tracer.start_as_current_span("invoke_agent refund-agent") as span:
         span.set_attribute("gen_ai.operation.name", "invoke_agent")
         span.set_attribute("gen_ai.agent.name", "refund-agent")
@@ -111,13 +111,13 @@ def test_error_type_and_bad_usage_values_by_the_conventions():
 
 @pytest.mark.timeout(240)
 def test_a_token_limit_per_hour_across_agents_works_like_a_call_limit(
-        live_server_process, people, refund_agent, start_worker):
+        shared_server_process, people, refund_agent, start_worker):
     create_group_rule(actor=people.dana, name="payments-tokens", measure="tokens",
                       limit=10000, per="1h", selector={"team": "payments"},
                       match={"kind": "model_call"})
     worker = start_worker("ingest", "default")
     _, key = registry_actions.issue_agent_token(refund_agent, actor=people.alice)
-    provider, tracer = exporter_for(live_server_process, key)
+    provider, tracer = exporter_for(shared_server_process, key)
     for _ in range(4):
         chat(tracer, 2000, 500)  # 2,500 tokens each: 10,000 is the limit, not above it
     assert provider.force_flush()

@@ -29,7 +29,7 @@ def browser_ready(browser_ready):
 
 
 def test_bob_clears_a_mixed_inbox_in_urgency_order_and_an_incident_with_one_decision(
-        people, live_server_process, browser_ready, settings):
+        people, shared_server_process, browser_ready, settings):
     from playwright.sync_api import expect
 
     from tests.conftest import sync_playwright
@@ -43,7 +43,7 @@ def test_bob_clears_a_mixed_inbox_in_urgency_order_and_an_incident_with_one_deci
                              actor=people.alice)
     drifted = bad_deployment(people)
     browser_passwords()  # the people made since
-    base = live_server_process.url
+    base = shared_server_process.url
     with sync_playwright() as playwright:
         browser = Browser(playwright, base)
         bob = browser.page("bob")
@@ -89,13 +89,13 @@ def test_bob_clears_a_mixed_inbox_in_urgency_order_and_an_incident_with_one_deci
 
 
 def test_alices_proposal_shows_the_thread_and_a_one_line_list_diff(
-        people, live_server_process, browser_ready):
+        people, shared_server_process, browser_ready):
     from playwright.sync_api import expect
 
     from tests.conftest import sync_playwright
 
     approved_agent(people, "refund-agent")
-    base = live_server_process.url
+    base = shared_server_process.url
     with sync_playwright() as playwright:
         browser = Browser(playwright, base)
         alice = browser.page("alice")
@@ -131,7 +131,7 @@ def test_alices_proposal_shows_the_thread_and_a_one_line_list_diff(
 
 
 def test_a_bad_deployment_makes_one_alert_line_and_one_toast_per_incident(
-        people, live_server_process, browser_ready):
+        people, shared_server_process, browser_ready):
     """Three findings from one bad deployment: the feed shows one "drift detected" line naming
     the three and linking to them, one "handed to an approver" line, and one toast."""
     import threading
@@ -152,7 +152,7 @@ def test_a_bad_deployment_makes_one_alert_line_and_one_toast_per_incident(
         finally:
             connection.close()
 
-    base = live_server_process.url
+    base = shared_server_process.url
     with sync_playwright() as playwright:
         browser = Browser(playwright, base)
         dana = browser.page("dana")

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.browser
 
 
 def test_alice_rolls_back_from_the_agent_page_and_bob_approves_the_shown_diff(
-        people, live_server_process, monkeypatch):
+        people, shared_server_process, monkeypatch):
     from playwright.sync_api import expect
 
     from tests.conftest import sync_playwright
@@ -25,9 +25,9 @@ def test_alice_rolls_back_from_the_agent_page_and_bob_approves_the_shown_diff(
     User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
     at_generation_two(people)
     with sync_playwright() as playwright:
-        browser = Browser(playwright, live_server_process.url)
+        browser = Browser(playwright, shared_server_process.url)
         alice = browser.page("alice")
-        alice.goto(f"{live_server_process.url}/agents/refund-agent/")
+        alice.goto(f"{shared_server_process.url}/agents/refund-agent/")
         expect(alice.locator("#rollback-2")).to_have_count(0)  # the active one has no button
         alice.click("#rollback-1")
         expect(alice.locator(".messages")).to_contain_text("back to generation 1")
@@ -39,7 +39,7 @@ def test_alice_rolls_back_from_the_agent_page_and_bob_approves_the_shown_diff(
         bob.goto(proposal_url)
         bob.get_by_role("button", name="Approve").click()
         expect(bob.locator(".messages")).to_contain_text("generation 3")
-        bob.goto(f"{live_server_process.url}/agents/refund-agent/")
+        bob.goto(f"{shared_server_process.url}/agents/refund-agent/")
         expect(bob.locator("main")).to_contain_text("rollback.proposed")
         expect(bob.locator("#rollback-1")).to_have_count(0)  # bob does not own the agent
         browser.browser.close()
@@ -53,7 +53,7 @@ def test_alice_rolls_back_from_the_agent_page_and_bob_approves_the_shown_diff(
 
 
 def test_a_grant_counted_from_approval_is_written_shown_and_started_through_the_pages(
-        people, live_server_process, monkeypatch):
+        people, shared_server_process, monkeypatch):
     from playwright.sync_api import expect
 
     from tests.conftest import sync_playwright
@@ -63,22 +63,22 @@ def test_a_grant_counted_from_approval_is_written_shown_and_started_through_the_
     hasher = PBKDF2PasswordHasher()
     User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
     with sync_playwright() as playwright:
-        browser = Browser(playwright, live_server_process.url)
+        browser = Browser(playwright, shared_server_process.url)
         alice = browser.page("alice")
-        alice.goto(f"{live_server_process.url}/manifests/new")
+        alice.goto(f"{shared_server_process.url}/manifests/new")
         alice.fill("#manifest", manifest_with({**CRM, "duration": "2h", "starts": "approval"}))
         alice.get_by_role("button", name="Apply").click()
         expect(alice.locator("main")).to_contain_text("+ grant crm read for 2h from approval")
         version = Agent.objects.get(name="refund-agent").versions.get()
 
         bob = browser.page("bob")
-        bob.goto(f"{live_server_process.url}/proposals/{version.pk}/")
+        bob.goto(f"{shared_server_process.url}/proposals/{version.pk}/")
         expect(bob.locator("main")).to_contain_text("for 2h from approval")
         bob.get_by_role("button", name="Approve").click()
         expect(bob.locator(".messages")).to_contain_text("generation 1")
         version.refresh_from_db()
         (grant,) = version.spec["grants"]
-        bob.goto(f"{live_server_process.url}/agents/refund-agent/")
+        bob.goto(f"{shared_server_process.url}/agents/refund-agent/")
         expect(bob.locator("main")).to_contain_text(grant["expires_at"])
         expect(bob.locator("main")).to_contain_text("grant.started")
         browser.browser.close()
@@ -86,7 +86,7 @@ def test_a_grant_counted_from_approval_is_written_shown_and_started_through_the_
 
 
 def test_bob_grants_a_waiver_on_the_agent_page_which_shows_it_with_its_end(
-        people, live_server_process, monkeypatch):
+        people, shared_server_process, monkeypatch):
     from playwright.sync_api import expect
 
     from tests.conftest import approved_agent, sync_playwright
@@ -96,9 +96,9 @@ def test_bob_grants_a_waiver_on_the_agent_page_which_shows_it_with_its_end(
     User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
     agent = approved_agent(people, "refund-agent")
     with sync_playwright() as playwright:
-        browser = Browser(playwright, live_server_process.url)
+        browser = Browser(playwright, shared_server_process.url)
         bob = browser.page("bob")
-        bob.goto(f"{live_server_process.url}/agents/refund-agent/")
+        bob.goto(f"{shared_server_process.url}/agents/refund-agent/")
         bob.fill("#waiver-pointer", "/tools/crm.search")
         bob.fill("#waiver-reason", "CRM lookups during the migration")
         bob.fill("#waiver-ticket", "CHG-1234")
@@ -115,7 +115,7 @@ def test_bob_grants_a_waiver_on_the_agent_page_which_shows_it_with_its_end(
         expect(bob.locator("main")).to_contain_text("waiver.granted")
 
         alice = browser.page("alice")  # the owner sees it and cannot grant one herself
-        alice.goto(f"{live_server_process.url}/agents/refund-agent/")
+        alice.goto(f"{shared_server_process.url}/agents/refund-agent/")
         expect(alice.locator(f"#waiver-{waiver.pk}")).to_contain_text("/tools/crm.search")
         expect(alice.locator("#waiver-pointer")).to_have_count(0)
         browser.browser.close()
@@ -124,7 +124,7 @@ def test_bob_grants_a_waiver_on_the_agent_page_which_shows_it_with_its_end(
 
 
 def test_alice_proposes_retiring_her_agent_and_bob_approves_it_on_the_agent_page(
-        people, live_server_process, monkeypatch):
+        people, shared_server_process, monkeypatch):
     from playwright.sync_api import expect
 
     from tests.conftest import approved_agent, sync_playwright
@@ -134,9 +134,9 @@ def test_alice_proposes_retiring_her_agent_and_bob_approves_it_on_the_agent_page
     User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
     approved_agent(people, "refund-agent")
     with sync_playwright() as playwright:
-        browser = Browser(playwright, live_server_process.url)
+        browser = Browser(playwright, shared_server_process.url)
         alice = browser.page("alice")
-        alice.goto(f"{live_server_process.url}/agents/refund-agent/")
+        alice.goto(f"{shared_server_process.url}/agents/refund-agent/")
         alice.fill("#retire-reason", "replaced by refunds-v2")
         alice.get_by_role("button", name="Propose retirement").click()
         expect(alice.locator(".messages")).to_contain_text("Proposed retiring refund-agent")
@@ -144,7 +144,7 @@ def test_alice_proposes_retiring_her_agent_and_bob_approves_it_on_the_agent_page
         expect(alice.locator("#approve-retirement")).to_have_count(0)  # four eyes
 
         bob = browser.page("bob")
-        bob.goto(f"{live_server_process.url}/agents/refund-agent/")
+        bob.goto(f"{shared_server_process.url}/agents/refund-agent/")
         bob.click("#approve-retirement")
         expect(bob.locator(".messages")).to_contain_text("Retired refund-agent")
         expect(bob.locator("main")).to_contain_text("Retired: its tokens are revoked")
