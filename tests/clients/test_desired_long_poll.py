@@ -140,10 +140,12 @@ def test_stopping_under_a_held_poll_and_closing_the_client_ends_the_watch_quietl
     crashes: list[BaseException] = []
     monkeypatch.setattr(threading, "excepthook", lambda args: crashes.append(args.exc_value))
     client = Client(server, agent_key, agent="refund-agent")
+    # Each poll is held 5 s (the state does not change): long enough to stop under one, short
+    # enough that the test does not wait out a longer hold after the client closes.
     governor = govern(Agent(FunctionModel(caller, model_name="gpt-4.1")), client=client,
-                      name="refund-agent", resources=RESOURCES, interval=30).start()
+                      name="refund-agent", resources=RESOURCES, interval=5).start()
     eventually(lambda: governor.applied is not None)
-    time.sleep(1)  # the watch's poll is held now (the state does not change for 30 s)
+    time.sleep(1)  # the watch's poll is held now
     watch = governor._threads[0]
     governor.stop(timeout=0.1)  # returns while the poll is still held
     client.close(timeout=2)
