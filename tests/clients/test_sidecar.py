@@ -64,6 +64,31 @@ def test_a_new_generation_is_applied_and_reported_back(server, agent_key, push_a
     client.close()
 
 
+def test_an_answer_that_arrives_after_stop_is_not_applied(server, agent_key, push_agent,
+                                                          people):
+    """The watch is stopped while its pull is held; the pull then answers with a new state (a
+    suspension): the agent is left as it was when stopped, and nothing is reported."""
+    client = Client(server, agent_key, agent="refund-agent")
+    runtime, stop = Runtime(), threading.Event()
+    pull = client.desired_state
+
+    def held_until_stopped(agent=None, *, wait=0.0, retry=True):
+        if wait <= 0:
+            return pull(agent, wait=wait, retry=retry)
+        reconciliation.suspend_agent(push_agent, actor=people.bob, reason="stop it")
+        answer = pull(agent, wait=wait, retry=retry)  # answered at once: the state changed
+        stop.set()  # the owner stopped the watch while the pull was out
+        return answer
+
+    client.desired_state = held_until_stopped
+    reports = push_agent.observations.count
+    client.watch(runtime.apply, interval=5, stop=stop)
+    assert runtime.applied == [1]  # the first state only, not the suspended one
+    assert runtime.state["running"] is True
+    assert reports() == 1  # the first apply's report only
+    client.close()
+
+
 def test_a_push_correction_reaches_the_agent_and_verification_sees_it(agent_client, push_agent):
     desired = agent_client.desired_state()
     bad = {**desired.as_observed(), "tools": [*desired.spec["tools"], "crm.search"]}

@@ -69,6 +69,8 @@ def watch(client: Client, apply: Callable[[DesiredState], State | None], *,
         try:
             held = interval if long_poll and applied is not None else 0.0
             desired = client.desired_state(agent, wait=held)
+            if stop.is_set():  # stopped while the pull was held: its answer is not applied
+                break
             if observe is not None and applied is not None and desired.sha256 == applied.sha256:
                 ok, actual = owners(observe)
                 if ok and actual != reported:
