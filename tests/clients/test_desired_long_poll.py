@@ -133,21 +133,32 @@ def test_a_bad_wait_is_the_same_400_without_the_asgi_server(agent_key, push_agen
     assert ok.status_code == 200  # a valid wait is answered at once here
 
 
-def test_stopping_under_a_held_poll_and_closing_the_client_ends_the_watch_quietly(
+def test_stop_under_a_held_poll_returns_at_once_and_the_watch_ends_quietly(
         server, agent_key, push_agent, monkeypatch):
-    """stop() waits only so long; the long-poll it left held ends when the client closes, and
-    the watch ends without a crash in its thread."""
+    """stop() does not wait for a pull the control plane holds (an agent's shutdown took up to
+    stop()'s whole timeout); closing the client ends the watch without a crash in its thread,
+    and the pull's answer is dropped."""
     crashes: list[BaseException] = []
     monkeypatch.setattr(threading, "excepthook", lambda args: crashes.append(args.exc_value))
     client = Client(server, agent_key, agent="refund-agent")
-    # Each poll is held 5 s (the state does not change): long enough to stop under one, short
-    # enough that the test does not wait out a longer hold after the client closes.
+    pull, held = client.desired_state, threading.Event()
+
+    def desired_state(agent=None, *, wait=0.0, retry=True):
+        if wait > 0:
+            held.set()  # the watch's pull goes out, to be held up to `wait` seconds
+        return pull(agent, wait=wait, retry=retry)
+
+    client.desired_state = desired_state
+    # Each pull is held 5 s (the state does not change): long enough to stop under one,
+    # short enough that the thread does not outlive the test by much.
     governor = govern(Agent(FunctionModel(caller, model_name="gpt-4.1")), client=client,
                       name="refund-agent", resources=RESOURCES, interval=5).start()
-    eventually(lambda: governor.applied is not None)
-    time.sleep(1)  # the watch's poll is held now
+    eventually(held.is_set, message="the watch never held a pull")
     watch = governor._threads[0]
-    governor.stop(timeout=0.1)  # returns while the poll is still held
+    governor.stop()  # its default timeout is 10 s, longer than the hold
+    assert watch.is_alive(), "stop() waited for the held pull's answer"
+    applied = governor.applied
     client.close(timeout=2)
     watch.join(timeout=60)
     assert not watch.is_alive() and crashes == []
+    assert governor.applied is applied

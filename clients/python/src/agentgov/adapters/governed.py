@@ -208,6 +208,7 @@ class Governor:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._in_callback = 0  # the watch is applying or observing (stop() waits for it)
         self._remember_model()
         binding.install_gate(self)
 
@@ -340,10 +341,16 @@ class Governor:
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Stop watching (the agent object keeps its current state)."""
+        """Stop watching (the agent object keeps its current state). Waits up to `timeout`
+        for a heartbeat or an apply under way, never for a pull the control plane holds (up
+        to `interval` seconds): its answer is dropped when it comes."""
         self._stop.set()
+        deadline = time.monotonic() + timeout
         for thread in self._threads:
-            thread.join(timeout)
+            watching = thread.name.startswith("agentgov-watch-")
+            while thread.is_alive() and time.monotonic() < deadline and not (
+                    watching and not self._in_callback):
+                thread.join(0.05)
 
     def __enter__(self) -> Governor:
         return self if self._threads else self.start()
@@ -355,8 +362,9 @@ class Governor:
         # Drift in the object is reported, never silently undone: the control plane decides
         # (correct, block, escalate or log) and its correction comes back as desired state.
         try:
-            self.client.watch(self.apply, observe=self.observe, interval=self.interval,
-                              stop=self._stop, restore_drift=False, agent=self.agent)
+            self.client.watch(self._in_watch(self.apply), observe=self._in_watch(self.observe),
+                              interval=self.interval, stop=self._stop, restore_drift=False,
+                              agent=self.agent)
         except AgentGovError as error:
             # The link has recorded the 401/403: from now on the gate refuses every call.
             log.error("%s: the control plane refused the agent's token (%s): every governed "
@@ -366,6 +374,16 @@ class Governor:
             # only so long): nothing is left to watch. Anything else is a real failure.
             if not self._stop.is_set():
                 raise
+
+    def _in_watch(self, callback: Callable[..., Any]) -> Callable[..., Any]:
+        """`callback` as the watch calls it: stop() waits while it runs."""
+        def run(*args: Any) -> Any:
+            self._in_callback += 1
+            try:
+                return callback(*args)
+            finally:
+                self._in_callback -= 1
+        return run
 
     def _beat(self) -> None:
         while not self._stop.wait(self.heartbeat):
