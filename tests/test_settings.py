@@ -100,25 +100,6 @@ IDLE_PROBE = (
     "cursor = connection.cursor(); cursor.execute('SHOW idle_in_transaction_session_timeout'); "
     "print(cursor.fetchone()[0])"
 )
-
-
-@pytest.mark.skipif(not os.environ.get("DATABASE_URL", "").startswith("postgres"),
-                    reason="a PostgreSQL session setting; CI runs the suite on PostgreSQL")
-@pytest.mark.parametrize("value, shown", [(None, "1min"), ("7", "7s")])
-def test_postgresql_ends_a_session_left_idle_inside_a_transaction(tmp_path, value, shown):
-    env = {"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "config.settings",
-           "PYTHONPATH": str(ROOT), "VAR_DIR": str(tmp_path), "REDIS_URL": "redis://x:1/0",
-           # The server's own maintenance database: the configured one (`agentgov` under
-           # `make test`) need not exist while the suite runs on its test database.
-           "DATABASE_URL": os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/postgres"}
-    if value is not None:
-        env["DATABASE_IDLE_IN_TRANSACTION_SECONDS"] = value
-    result = subprocess.run([sys.executable, "-c", IDLE_PROBE], env=env, cwd=ROOT,
-                            capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == shown
-
-
 KEEPALIVE_PROBE = (
     "import os, socket, django; django.setup(); from django.db import connection; "
     "connection.cursor().execute('SELECT 1'); "
@@ -127,10 +108,33 @@ KEEPALIVE_PROBE = (
     "socket.IPPROTO_TCP, option) for option in (socket.TCP_KEEPIDLE, socket.TCP_KEEPINTVL, "
     "socket.TCP_KEEPCNT))])"
 )
+on_postgresql = pytest.mark.skipif(
+    not os.environ.get("DATABASE_URL", "").startswith("postgres"),
+    reason="a PostgreSQL connection's setting; CI runs the suite on PostgreSQL")
 
 
-@pytest.mark.skipif(not os.environ.get("DATABASE_URL", "").startswith("postgres"),
-                    reason="a PostgreSQL connection's option; CI runs the suite on PostgreSQL")
+def printed_by_a_fresh_process(probe: str, tmp_path, **settings: str) -> str:
+    """What `probe` prints in a process of its own on PostgreSQL, under `settings`."""
+    env = {"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "config.settings",
+           "PYTHONPATH": str(ROOT), "VAR_DIR": str(tmp_path), "REDIS_URL": "redis://x:1/0",
+           # The server's own maintenance database: the configured one (`agentgov` under
+           # `make test`) need not exist while the suite runs on its test database.
+           "DATABASE_URL": os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/postgres",
+           **settings}
+    result = subprocess.run([sys.executable, "-c", probe], env=env, cwd=ROOT,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+@on_postgresql
+@pytest.mark.parametrize("value, shown", [(None, "1min"), ("7", "7s")])
+def test_postgresql_ends_a_session_left_idle_inside_a_transaction(tmp_path, value, shown):
+    settings = {"DATABASE_IDLE_IN_TRANSACTION_SECONDS": value} if value is not None else {}
+    assert printed_by_a_fresh_process(IDLE_PROBE, tmp_path, **settings) == shown
+
+
+@on_postgresql
 @pytest.mark.parametrize("value, probes", [(None, "[1, 30, 10, 3]"), ("6", "[1, 6, 2, 3]")])
 def test_a_database_connection_probes_the_server_once_quiet_for_a_while(tmp_path, value,
                                                                         probes):
@@ -138,15 +142,8 @@ def test_a_database_connection_probes_the_server_once_quiet_for_a_while(tmp_path
     learns it from a keepalive probe, instead of waiting on the socket until its job's
     timeout: the connection's own socket carries the probes (30 s quiet, every 10 s, three
     unanswered, unless DATABASE_KEEPALIVE_SECONDS says otherwise)."""
-    env = {"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "config.settings",
-           "PYTHONPATH": str(ROOT), "VAR_DIR": str(tmp_path), "REDIS_URL": "redis://x:1/0",
-           "DATABASE_URL": os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/postgres"}
-    if value is not None:
-        env["DATABASE_KEEPALIVE_SECONDS"] = value
-    result = subprocess.run([sys.executable, "-c", KEEPALIVE_PROBE], env=env, cwd=ROOT,
-                            capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == probes
+    settings = {"DATABASE_KEEPALIVE_SECONDS": value} if value is not None else {}
+    assert printed_by_a_fresh_process(KEEPALIVE_PROBE, tmp_path, **settings) == probes
 
 
 @pytest.mark.parametrize("env, message", [
