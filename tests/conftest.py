@@ -464,17 +464,20 @@ def eventually(check, timeout: float = 60, interval: float = 0.2,
 
 
 def fresh_venv(where: Path, *requirements: str, python: str = sys.executable,
-               timeout: float = 900) -> Path:
+               timeout: float = 900, compiled: bool = False) -> Path:
     """A virtual environment at `where` (of `python`) with only `requirements` and what they
     depend on, as a user's `pip install` makes it; returns its python. Made without a pip of
-    its own and filled by this one (`pip --python`), without byte-compiling what it installs:
-    bootstrapping pip and compiling every installed module were ~40% of each install's CPU
-    (Python compiles what a test then imports, as it would for the user)."""
+    its own and filled by this one (`pip --python`): bootstrapping a pip per venv was seconds
+    each. Byte-compiled only when `compiled`: compiling everything installed is most of an
+    install (25 s against 11 s for the wheels), but the suite runs with
+    PYTHONDONTWRITEBYTECODE, so each process of an uncompiled venv compiles what it imports
+    again (a Django start 2 s → 5 s): compile a venv whose processes start more than a few
+    times."""
     subprocess.run([python, "-m", "venv", "--without-pip", str(where)], check=True,
                    timeout=120)
     target = where / "bin" / "python"
     install = subprocess.run([sys.executable, "-m", "pip", "--python", str(target), "install",
-                              "--quiet", "--no-compile", *requirements],
+                              "--quiet", *([] if compiled else ["--no-compile"]), *requirements],
                              capture_output=True, text=True, timeout=timeout)
     assert install.returncode == 0, f"{requirements}:\n{install.stderr[-4000:]}"
     return target
@@ -493,7 +496,7 @@ def installed(python: Path) -> dict[str, str]:
 def auditor_agentctl(tmp_path_factory) -> Path:
     """The auditor's agentctl: a fresh venv with only `pip install clients/python` (once)."""
     python = fresh_venv(tmp_path_factory.mktemp("auditor") / "venv",
-                        str(ROOT / "clients" / "python"), timeout=600)
+                        str(ROOT / "clients" / "python"), timeout=600, compiled=True)
     assert "django" not in installed(python)
     return python.parent / "agentctl"
 
