@@ -73,8 +73,9 @@ def observe(agent_id: int, *, trigger: str, now: datetime, started: float | None
     status = AgentStatus.objects.get_or_create(agent=agent)[0]
     if status.shadow and status.shadow_until is not None and status.shadow_until <= now:
         with transaction.atomic():  # its time is up: this pass enforces again
-            status = AgentStatus.objects.select_for_update(no_key=True).select_related("agent").get(
-                pk=status.pk)
+            # the status row only: the agent's row is read for its name, never changed here
+            status = (AgentStatus.objects.select_for_update(no_key=True, of=("self",))
+                      .select_related("agent").get(pk=status.pk))
             end_expired_shadow(status, now)
     ctx = PassContext(agent, trigger, now, started, agent.generation,
                       shadow=control.shadow or status.shadow)
