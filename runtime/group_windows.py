@@ -56,6 +56,46 @@ return out
 """
 
 
+# KEYS: the window, its running total; ARGV: now, seconds, limit. The score of the member whose
+# leaving the window brings its total to the limit or under if nothing more arrives ('' when
+# it is there already, or never comes back: a member over the limit on its own). Reads the
+# oldest members a page at a time and stops there, never the whole window.
+FALLS_BACK = """
+local lower = tonumber(ARGV[1]) - tonumber(ARGV[2])
+local limit = tonumber(ARGV[3])
+local function value(m) return tonumber(string.match(m, '|([^|]*)$')) or 0 end
+local total = tonumber(redis.call('GET', KEYS[2]) or '0')
+for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. lower)) do
+  total = total - value(m)
+end
+if total <= limit then return '' end
+local offset = 0
+while true do
+  local page = redis.call('ZRANGEBYSCORE', KEYS[1], lower, '+inf', 'WITHSCORES', 'LIMIT',
+                          offset, 500)
+  if #page == 0 then return '' end
+  for i = 1, #page, 2 do
+    total = total - value(page[i])
+    if total <= limit then return page[i + 1] end
+  end
+  offset = offset + 500
+end
+"""
+
+
+def falls_back_at(key: str, seconds: int, limit: float, now: datetime) -> datetime:
+    """When a group window's total comes back to `limit` or under if no more events arrive:
+    once the oldest of its members, as many as must go, have left it (`now` when it is there
+    already). A look scheduled then finds it back under, unless events arrived since."""
+    reply = windows.connection().register_script(FALLS_BACK)(
+        keys=_keys(key)[:2], args=[now.timestamp(), seconds, limit])
+    score = reply.decode() if isinstance(reply, bytes) else reply
+    if not score:
+        return now
+    # a member leaves once its time is more than `seconds` old: a moment after, not at
+    return datetime.fromtimestamp(float(score) + seconds + 1, tz=now.tzinfo)
+
+
 def _keys(key: str) -> list[str]:
     return [key, f"{key}:sum", f"{key}:agents"]
 

@@ -75,7 +75,16 @@ def block_involved(breach_id: int, finding_ids: list[int]) -> None:
                        "the limit")
             suspend_agent(agent, actor=SYSTEM, reason=was_reason[:1000])
             refresh_status(agent, now=timezone.now())
-    schedule_lift(breach_id, breach.opened_at + timedelta(seconds=breach.rule.to_spec().seconds))
+    schedule_lift(breach_id, falls_back(breach, timezone.now()))
+
+
+def falls_back(breach: GroupBreach, now: datetime) -> datetime:
+    """When the breach's window can first be back at or under its rule's limit: once the
+    oldest events that pushed it over have left it (its events' own times, not the breach's:
+    events sent late leave it sooner)."""
+    spec = breach.rule.to_spec()
+    return group_windows.falls_back_at(window_key(spec, "all"), spec.seconds, breach.rule.limit,
+                                       now)
 
 
 def schedule_lift(breach_id: int, when: datetime) -> None:
@@ -97,8 +106,9 @@ def lift_group_block(breach_id: int, now: datetime | None = None) -> bool:
     spec = rule.to_spec()
     total = group_windows.peek_total(window_key(spec, "all"), spec.seconds, spec.measure, now)
     if rule.enabled and rule.effect == "block" and total > rule.limit:
-        schedule_lift(breach_id, now + timedelta(
-            seconds=max(RECHECK_MIN_SECONDS, spec.seconds // 4)))
+        # events arrived since: look again when those leave, at least RECHECK_MIN_SECONDS on
+        schedule_lift(breach_id, max(falls_back(breach, now),
+                                     now + timedelta(seconds=RECHECK_MIN_SECONDS)))
         return False
 
     reason = (f"group rule {rule.name}: {total:,.6g} {spec.measure} in the last {rule.per}, "

@@ -123,3 +123,48 @@ def test_a_block_does_not_lift_while_the_window_is_still_over(people, redis_clie
     # One look at the breach's window end, one more after the window was still over.
     assert [j.func_name for j in jobs].count(
         "runtime.jobs.lift_group_block_job") == 2
+
+
+@pytest.mark.django_db
+def test_the_window_is_looked_at_again_when_the_events_that_pushed_it_over_leave_it(
+        people, redis_client):
+    """A block lasts until the window falls back, not a whole window from the breach: events
+    sent late (or over the hour) leave it sooner, and the look is scheduled then."""
+    from datetime import UTC, datetime, timedelta
+
+    import django_rq
+
+    from runtime import group_windows
+    from runtime.group_rules import AgentFacts, checks
+
+    pay_b = approved_agent(people, "pay-b", **SPEC)
+    Agent.objects.update(labels={"team": "payments"})
+    rule = create_group_rule(actor=people.dana, effect="block", **TOKENS)
+    now = datetime.now(UTC)
+    old, recent = now - timedelta(minutes=50), now - timedelta(minutes=10)
+
+    def call(event_id: str, ts: datetime, tokens: int):
+        return type("Call", (), {"id": event_id, "kind": "model_call", "ts": ts,
+                                 "input_tokens": tokens, "output_tokens": 0})()
+
+    facts = AgentFacts(pay_b.pk, "pay-b", "alice", {"team": "payments"})
+    ((first,), (second,)) = (checks([rule.to_spec()], facts, call("e1", old, 6000)),
+                             checks([rule.to_spec()], facts, call("e2", recent, 5000)))
+    group_windows.fill([(first, old), (second, recent)], now)
+    group_windows.mark_filled(rule.pk, rule.revision, 3600)
+    breach = record_group_breach({
+        "rule_id": rule.pk, "key": first.key, "group_key": "all", "seconds": 3600,
+        "total": 11000, "agents": [pay_b.pk], "event_id": "e2", "trigger_agent": pay_b.pk,
+        "warning": False, "window": "w1"})
+    block_involved(breach.pk, list(Finding.objects.values_list("pk", flat=True)))
+
+    queue = django_rq.get_queue("default")
+    scheduled = queue.scheduled_job_registry
+    (look,) = [queue.fetch_job(i) for i in scheduled.get_job_ids()]
+    assert look.func_name == "runtime.jobs.lift_group_block_job"
+    # 11,000 comes back to 5,000 when the 6,000 of 50 minutes ago leaves: in 10 minutes, not
+    # an hour after the breach
+    when = scheduled.get_scheduled_time(look)
+    assert old + timedelta(hours=1) <= when <= old + timedelta(hours=1, seconds=2)
+    assert group_windows.falls_back_at(first.key, 3600, 10000, old + timedelta(hours=1, seconds=1)
+                                       ) == old + timedelta(hours=1, seconds=1)  # it has
