@@ -3,6 +3,9 @@ per-record block or an unknown effect is refused naming the field (nothing saved
 of a breach respects the cluster's shadow mode (recorded, not applied) but not an agent's own,
 and it lifts (audited, agents resumed) once the rule no longer blocks."""
 
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+
 import pytest
 
 from audit.models import AuditEntry
@@ -83,31 +86,39 @@ def test_a_block_under_shadow_is_recorded_and_the_block_lifts_when_the_rule_stop
     assert AuditEntry.objects.filter(action="agent.resumed", agent="pay-b").count() == 1
 
 
-@pytest.mark.django_db
-def test_a_block_does_not_lift_while_the_window_is_still_over(people, redis_client):
-    from datetime import UTC, datetime
-
+def blocked_by_model_calls(people, calls: list[tuple[str, datetime, int]]):
+    """pay-b (team payments) under a block rule of 10,000 tokens an hour, whose window holds
+    `calls` (event id, time, tokens) and is over: the breach recorded and its agent blocked.
+    Returns the breach and the window's key."""
     from runtime import group_windows
     from runtime.group_rules import AgentFacts, checks
-    from runtime.models import GroupBreach
 
     pay_b = approved_agent(people, "pay-b", **SPEC)
     Agent.objects.update(labels={"team": "payments"})
     rule = create_group_rule(actor=people.dana, effect="block", **TOKENS)
-    now = datetime.now(UTC)
-
-    class Call:
-        id, kind, ts, input_tokens, output_tokens = "e1", "model_call", now, 12000, 0
-
-    (check,) = checks([rule.to_spec()], AgentFacts(pay_b.pk, "pay-b", "alice",
-                                                    {"team": "payments"}), Call())
-    group_windows.fill([(check, now)], now)
+    facts = AgentFacts(pay_b.pk, "pay-b", "alice", {"team": "payments"})
+    counted = []
+    for event_id, ts, tokens in calls:
+        call = SimpleNamespace(id=event_id, kind="model_call", ts=ts, input_tokens=tokens,
+                               output_tokens=0)
+        (check,) = checks([rule.to_spec()], facts, call)
+        counted.append((check, ts))
+    group_windows.fill(counted, datetime.now(UTC))
     group_windows.mark_filled(rule.pk, rule.revision, 3600)
+    key = counted[0][0].key
     breach = record_group_breach({
-        "rule_id": rule.pk, "key": check.key, "group_key": "all", "seconds": 3600,
-        "total": 12000, "agents": [pay_b.pk], "event_id": "e1", "trigger_agent": pay_b.pk,
-        "warning": False, "window": "w1"})
+        "rule_id": rule.pk, "key": key, "group_key": "all", "seconds": 3600,
+        "total": sum(tokens for _, _, tokens in calls), "agents": [pay_b.pk],
+        "event_id": calls[-1][0], "trigger_agent": pay_b.pk, "warning": False, "window": "w1"})
     block_involved(breach.pk, list(Finding.objects.values_list("pk", flat=True)))
+    return breach, key
+
+
+@pytest.mark.django_db
+def test_a_block_does_not_lift_while_the_window_is_still_over(people, redis_client):
+    from runtime.models import GroupBreach
+
+    breach, _ = blocked_by_model_calls(people, [("e1", datetime.now(UTC), 12000)])
     assert lift_group_block(breach.pk) is False
     assert Finding.objects.get().status == "blocked"
     assert Agent.objects.get().lifecycle == "suspended"
@@ -120,7 +131,7 @@ def test_a_block_does_not_lift_while_the_window_is_still_over(people, redis_clie
 
     scheduled = django_rq.get_queue("default").scheduled_job_registry
     jobs = [django_rq.get_queue("default").fetch_job(i) for i in scheduled.get_job_ids()]
-    # One look at the breach's window end, one more after the window was still over.
+    # One look when the window can fall back, one more after it was still over.
     assert [j.func_name for j in jobs].count(
         "runtime.jobs.lift_group_block_job") == 2
 
@@ -130,33 +141,13 @@ def test_the_window_is_looked_at_again_when_the_events_that_pushed_it_over_leave
         people, redis_client):
     """A block lasts until the window falls back, not a whole window from the breach: events
     sent late (or over the hour) leave it sooner, and the look is scheduled then."""
-    from datetime import UTC, datetime, timedelta
-
     import django_rq
 
     from runtime import group_windows
-    from runtime.group_rules import AgentFacts, checks
 
-    pay_b = approved_agent(people, "pay-b", **SPEC)
-    Agent.objects.update(labels={"team": "payments"})
-    rule = create_group_rule(actor=people.dana, effect="block", **TOKENS)
     now = datetime.now(UTC)
     old, recent = now - timedelta(minutes=50), now - timedelta(minutes=10)
-
-    def call(event_id: str, ts: datetime, tokens: int):
-        return type("Call", (), {"id": event_id, "kind": "model_call", "ts": ts,
-                                 "input_tokens": tokens, "output_tokens": 0})()
-
-    facts = AgentFacts(pay_b.pk, "pay-b", "alice", {"team": "payments"})
-    ((first,), (second,)) = (checks([rule.to_spec()], facts, call("e1", old, 6000)),
-                             checks([rule.to_spec()], facts, call("e2", recent, 5000)))
-    group_windows.fill([(first, old), (second, recent)], now)
-    group_windows.mark_filled(rule.pk, rule.revision, 3600)
-    breach = record_group_breach({
-        "rule_id": rule.pk, "key": first.key, "group_key": "all", "seconds": 3600,
-        "total": 11000, "agents": [pay_b.pk], "event_id": "e2", "trigger_agent": pay_b.pk,
-        "warning": False, "window": "w1"})
-    block_involved(breach.pk, list(Finding.objects.values_list("pk", flat=True)))
+    _, key = blocked_by_model_calls(people, [("e1", old, 6000), ("e2", recent, 5000)])
 
     queue = django_rq.get_queue("default")
     scheduled = queue.scheduled_job_registry
@@ -166,5 +157,5 @@ def test_the_window_is_looked_at_again_when_the_events_that_pushed_it_over_leave
     # an hour after the breach
     when = scheduled.get_scheduled_time(look)
     assert old + timedelta(hours=1) <= when <= old + timedelta(hours=1, seconds=2)
-    assert group_windows.falls_back_at(first.key, 3600, 10000, old + timedelta(hours=1, seconds=1)
+    assert group_windows.falls_back_at(key, 3600, 10000, old + timedelta(hours=1, seconds=1)
                                        ) == old + timedelta(hours=1, seconds=1)  # it has
