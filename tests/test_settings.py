@@ -10,7 +10,7 @@ import redis
 
 from config import embedded_redis
 from config.env import SettingError, env_bool, env_int, env_url
-from tests.conftest import ROOT
+from tests.conftest import ROOT, postgresql_only
 
 STRONG = "Zr7-q0Vx_8pLm2Nw4Ks6Jt1Hy3Gd5Fb9Ac"
 
@@ -108,9 +108,6 @@ KEEPALIVE_PROBE = (
     "socket.IPPROTO_TCP, option) for option in (socket.TCP_KEEPIDLE, socket.TCP_KEEPINTVL, "
     "socket.TCP_KEEPCNT))])"
 )
-on_postgresql = pytest.mark.skipif(
-    not os.environ.get("DATABASE_URL", "").startswith("postgres"),
-    reason="a PostgreSQL connection's setting; CI runs the suite on PostgreSQL")
 
 
 def printed_by_a_fresh_process(probe: str, tmp_path, **settings: str) -> str:
@@ -127,14 +124,14 @@ def printed_by_a_fresh_process(probe: str, tmp_path, **settings: str) -> str:
     return result.stdout.strip()
 
 
-@on_postgresql
+@postgresql_only
 @pytest.mark.parametrize("value, shown", [(None, "1min"), ("7", "7s")])
 def test_postgresql_ends_a_session_left_idle_inside_a_transaction(tmp_path, value, shown):
     settings = {"DATABASE_IDLE_IN_TRANSACTION_SECONDS": value} if value is not None else {}
     assert printed_by_a_fresh_process(IDLE_PROBE, tmp_path, **settings) == shown
 
 
-@on_postgresql
+@postgresql_only
 @pytest.mark.parametrize("value, probes", [(None, "[1, 30, 10, 3]"), ("6", "[1, 6, 2, 3]")])
 def test_a_database_connection_probes_the_server_once_quiet_for_a_while(tmp_path, value,
                                                                         probes):
