@@ -58,8 +58,9 @@ return out
 
 # KEYS: the window, its running total; ARGV: now, seconds, limit. The score of the member whose
 # leaving the window brings its total to the limit or under if nothing more arrives ('' when
-# it is there already, or never comes back: a member over the limit on its own). Reads the
-# oldest members a page at a time and stops there, never the whole window.
+# it is there already; also when rounding leaves the running total a hair over once every
+# member is counted out, so the caller looks now and again later). Reads the oldest members a
+# page at a time and stops there, never the whole window.
 FALLS_BACK = """
 local lower = tonumber(ARGV[1]) - tonumber(ARGV[2])
 local limit = tonumber(ARGV[3])

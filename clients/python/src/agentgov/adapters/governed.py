@@ -347,7 +347,7 @@ class Governor:
         self._stop.set()
         deadline = time.monotonic() + timeout
         for thread in self._threads:
-            watching = thread.name.startswith("agentgov-watch-")
+            watching = thread is self._threads[0]  # start() puts the watch first
             while thread.is_alive() and time.monotonic() < deadline and not (
                     watching and not self._in_callback):
                 thread.join(0.05)
