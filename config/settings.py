@@ -318,6 +318,20 @@ else:
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {"keepalives": 1, "keepalives_idle": DATABASE_KEEPALIVE_SECONDS,
          "keepalives_interval": DATABASE_KEEPALIVE_SECONDS // 3, "keepalives_count": 3})
+    # A pool of sessions per process (psycopg_pool through Django), handed to a request or a
+    # job for its length and back: a web process answers each request in a thread of its own
+    # (Django under ASGI), so a persistent connection was a new PostgreSQL session per request
+    # (connecting cost more than a small request's queries, and a session's prepared
+    # statements were lost with it), left open until the garbage collector found its thread's
+    # wrapper. 0 turns the pool off (one connection per thread, kept for a minute).
+    DATABASE_POOL_SIZE = env_int("DATABASE_POOL_SIZE", 10, minimum=0)
+    DATABASE_POOL_OPTIONS = {
+        "min_size": 1, "max_size": DATABASE_POOL_SIZE,
+        # Sessions over one idle this long are closed; a request waits this long for one.
+        "max_idle": 60, "timeout": 30} if DATABASE_POOL_SIZE else None
+    if DATABASE_POOL_OPTIONS:
+        DATABASES["default"]["CONN_MAX_AGE"] = 0  # the pool keeps them (Django requires 0)
+        DATABASES["default"]["OPTIONS"]["pool"] = DATABASE_POOL_OPTIONS
 
 # PostgreSQL streaming replicas (config/replica_reads.py): list pages, list APIs, the dashboard
 # and /metrics read one while it streams within the lag bound; everything else reads the primary.
@@ -327,8 +341,10 @@ if DATABASE_REPLICA_URLS and DATABASES["default"]["ENGINE"] == "django.db.backen
     raise SettingError("DATABASE_REPLICA_URLS needs a PostgreSQL DATABASE_URL")
 for _index, _url in enumerate(DATABASE_REPLICA_URLS):
     DATABASES[f"replica_{_index}"] = {
-        **dj_database_url.parse(_url, conn_max_age=60), "CONN_HEALTH_CHECKS": True,
-        "OPTIONS": DATABASES["default"].get("OPTIONS", {}),
+        **dj_database_url.parse(_url, conn_max_age=DATABASES["default"]["CONN_MAX_AGE"]),
+        "CONN_HEALTH_CHECKS": True,
+        # The primary's options (keepalives, the pool's size: a pool of its own per replica).
+        "OPTIONS": dict(DATABASES["default"].get("OPTIONS", {})),
         "TEST": {"MIRROR": "default"}}
 DATABASE_ROUTERS = ["config.replica_reads.ReplicaRouter"] if DATABASE_REPLICA_URLS else []
 
