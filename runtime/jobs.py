@@ -11,6 +11,7 @@ from urllib.parse import quote, urlsplit
 
 import django_rq
 from django.conf import settings
+from rq.timeouts import JobTimeoutException
 
 from config import outbound
 from config.scheduled_time import not_before
@@ -40,6 +41,24 @@ def block_group_job(breach_id: int, finding_ids: list[int]) -> None:
 def record_violations(agent_id: int, violations: list[dict]) -> int:
     """Ingest worker: findings and enforcement for broken rules."""
     return len(behaviour.record_violations(agent_id, violations))
+
+
+def record_violations_of(found: dict[int, list[dict]]) -> int:
+    """Ingest worker: record_violations for each agent of a batch, each on its own. An agent
+    whose recording fails (its platform refused the suspension) gets a job of its own with
+    the ingest job's retries, so it neither stops the others nor has them recorded again; a
+    job that runs out of time stops there (RQ retries it whole: recording is idempotent)."""
+    recorded = 0
+    for agent_id, violations in found.items():
+        try:
+            recorded += len(behaviour.record_violations(agent_id, violations))
+        except JobTimeoutException:
+            raise
+        except Exception:  # noqa: BLE001 - retried on its own, below
+            log.exception("recording agent %s's broken rules failed; retried in a job of its "
+                          "own", agent_id)
+            behaviour.requeue_violations(agent_id, violations)
+    return recorded
 
 
 def expire_decision_job(decision_id: str) -> bool:

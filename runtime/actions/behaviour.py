@@ -588,13 +588,30 @@ def _queue_violations(violations: dict[int, list[Violation]]) -> None:
                          for agent_id, by_rule in broken.items()})
 
 
+# Agents whose broken rules one ingest job records. A job per agent cost a batch more than
+# counting its events once a storm broke most agents' rules in every batch (RQ makes, encodes
+# and stores each job); a job per batch would put every agent's enforcement behind one worker.
+AGENTS_PER_JOB = 25
+
+
 def _enqueue_violations(found: dict[int, list[dict]]) -> None:
-    """Queue broken rules for the ingest workers: a job per agent, all in one round trip."""
+    """Queue broken rules for the ingest workers, AGENTS_PER_JOB agents a job, all in one
+    round trip (runtime.jobs.record_violations_of records each agent on its own)."""
     retry = retries.ingest_job()
     queue = django_rq.get_queue("ingest", commit_mode="auto", connection=windows.connection())
-    queue.enqueue_many([Queue.prepare_data("runtime.jobs.record_violations",
-                                           (agent_id, violations), retry=retry)
-                        for agent_id, violations in found.items()])
+    agents = list(found.items())
+    queue.enqueue_many([Queue.prepare_data("runtime.jobs.record_violations_of",
+                                           (dict(agents[start:start + AGENTS_PER_JOB]),),
+                                           retry=retry)
+                        for start in range(0, len(agents), AGENTS_PER_JOB)])
+
+
+def requeue_violations(agent_id: int, violations: list[dict]) -> None:
+    """One agent's broken rules in a job of their own, with the ingest job's retries: what a
+    job of several agents does with an agent whose recording failed."""
+    queue = django_rq.get_queue("ingest", commit_mode="auto", connection=windows.connection())
+    queue.enqueue("runtime.jobs.record_violations", agent_id, violations,
+                  retry=retries.ingest_job())
 
 
 def _later(first: Violation, then: Violation) -> Violation:

@@ -17,7 +17,7 @@ from reconciliation.actions.common import suspend_agent
 from reconciliation.models import Finding
 from runtime import actions as runtime_actions
 from runtime import windows
-from runtime.actions.behaviour import _batch_agents, _rules_spec
+from runtime.actions.behaviour import AGENTS_PER_JOB, _batch_agents, _rules_spec
 from tests.conftest import approved_agent, postgresql_only
 
 LIMITED = {"data": [{"resource": "customers_db", "access": "read"},
@@ -178,3 +178,41 @@ def test_windows_lost_for_30_agents_are_refilled_with_the_queries_of_3(
         assert redis_client.zcard(f"bw:{agents[name].pk}:customers_db:calls:3600") == 3
         assert redis_client.get(f"bw:filled:{agents[name].pk}") == str(
             _batch_agents({name})[name].generation).encode()
+
+
+BLOCKING = {**LIMITED, "limits": [{"resource": "customers_db", "max_calls": 1, "per": "1h"}],
+            "enforcement": {"default": "correct", "behaviour": "block"}}
+
+
+def test_a_storm_of_broken_rules_is_queued_a_few_agents_a_job_and_each_agent_is_enforced_once(
+        people, redis_client, django_capture_on_commit_callbacks):
+    """Every agent of a batch over its limit: its broken rules go to the ingest workers
+    AGENTS_PER_JOB agents a job (RQ making a job per agent cost the batch more than counting
+    its events), and each agent is still enforced on its own: one whose platform refuses the
+    suspension is retried in a job of its own, the others are not enforced twice."""
+    from registry.models import Agent
+    from sandbox.actions import sandbox_faults
+    from sandbox.models import SandboxAgent
+
+    names = [f"storm-{i:02d}" for i in range(2 * AGENTS_PER_JOB + 5)]
+    for name in names:
+        approved_agent(people, name, **BLOCKING)
+    refusing = Agent.objects.get(name=names[7])
+    sandbox_faults(refusing, actor=people.admin, fault="fail", after_changes=0)
+    body = ingest(people.admin, [read(name) for name in names for _ in range(2)],
+                  django_capture_on_commit_callbacks)
+    assert body["accepted"] == 2 * len(names)
+    queue = django_rq.get_queue("ingest")
+    assert [job.func_name for job in queue.jobs] == ["runtime.jobs.record_violations_of"] * 3
+
+    run_ingest_worker()
+    agents = Agent.objects.filter(name__in=names)
+    assert {a.name: a.lifecycle for a in agents} == {name: "suspended" for name in names}
+    assert {a.name: Finding.objects.filter(agent=a, behaviour=True, status="blocked").count()
+            for a in agents} == {name: 1 for name in names}
+    # The platform applied each suspension once; the refusing one on its own job's run.
+    assert set(SandboxAgent.objects.filter(agent__in=agents)
+               .values_list("apply_count", flat=True)) == {1}
+    alone = [queue.fetch_job(job_id) for job_id in queue.finished_job_registry.get_job_ids()]
+    assert [job.args[0] for job in alone
+            if job.func_name == "runtime.jobs.record_violations"] == [refusing.pk]
