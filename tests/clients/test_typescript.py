@@ -23,8 +23,9 @@ pytestmark = pytest.mark.long(minutes=3)
 
 TS = ROOT / "clients" / "typescript"
 # One agent per story that changes an agent for good (suspended, token revoked, corrected).
-STORIES = ("main", "drift", "suspend", "revoke", "mcp", "mcp-fix", "lg-main", "lg-drift",
-           "lg-suspend", "lg-revoke", "oa-main", "oa-drift", "oa-suspend", "oa-revoke", "oa-mcp")
+STORIES = ("main", "drift", "suspend", "stop", "revoke", "mcp", "mcp-fix", "lg-main",
+           "lg-drift", "lg-suspend", "lg-revoke", "oa-main", "oa-drift", "oa-suspend",
+           "oa-revoke", "oa-mcp")
 # The MCP stories whose drift (the server's unapproved tool) waits for a human, so the suite can
 # call that tool and see it refused before any correction takes it away.
 ESCALATED = ("mcp", "oa-mcp")

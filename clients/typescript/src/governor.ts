@@ -357,7 +357,11 @@ export class Governor {
   async tick(wait = 0, signal?: AbortSignal): Promise<void> {
     const desired = await this.contact(
       () => this.client.desiredState({ agent: this.agent, wait, signal }));
+    // Answered as stop() was called: applying it now would change (and report) an agent
+    // nobody watches any more.
+    if (signal?.aborted) return;
     await this.refresh();
+    if (signal?.aborted) return;
     if (!this.applied || desired.sha256 !== this.applied.sha256) {
       this.log("info", `${this.agent}: applying generation ${desired.generation}`);
       this.apply(desired);

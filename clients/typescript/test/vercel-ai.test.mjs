@@ -194,6 +194,38 @@ describe("Vercel AI SDK adapter", () => {
     }
   });
 
+  test("a desired state answered as stop() is called is neither applied nor reported", async () => {
+    // The held poll's answer (the operator's suspension) arrives, then the owner stops the
+    // loop before it goes on: what it would apply now reaches an agent nobody watches.
+    const { name, token } = env.agents.stop;
+    let agent = null;
+    let held = false;
+    let stopping = null;
+    const afterStop = [];
+    const fetchThenStop = async (url, init) => {
+      if (stopping) afterStop.push(`${init?.method ?? "GET"} ${url}`);
+      const polling = String(url).includes("wait=60");
+      held ||= polling;
+      const response = await fetch(url, init);
+      if (!polling || response.status !== 200) return response;
+      const body = await response.text(); // answered in full, then stopped
+      stopping = agent.stop();
+      return new Response(body, { status: response.status, headers: response.headers });
+    };
+    const client = new Client(env.url, token, { agent: name, fetch: fetchThenStop,
+      retry: { attempts: 2, base: 0.01, cap: 0.05 } });
+    agent = governVercelAI({ client, name, model: scripted({ type: "text", text: "ok" }),
+      tools: refundTools([]), ...FAST, longPoll: 60 });
+    await agent.start();
+    const before = agent.governor.applied.sha256;
+    await eventually(() => held, { message: "the loop never long-polled" });
+    control("suspend", name);
+    await eventually(() => stopping !== null, { message: "the held poll never answered" });
+    await stopping;
+    assert.equal(agent.governor.applied.sha256, before, "applied after stop()");
+    assert.deepEqual(afterStop, [], "sent after stop()");
+  });
+
   test("an unreachable control plane fails closed (read-only tools may run, if the owner says)", async () => {
     const cutoff = await relay();
     const { agent, ran } = await start("main", { url: cutoff.url,
