@@ -9,7 +9,7 @@ from pathlib import Path
 import dj_database_url
 from csp.constants import NONE, SELF
 
-from config import embedded_redis
+from config import embedded_redis, process_role
 from config.env import (
     SettingError,
     check_secret,
@@ -318,20 +318,20 @@ else:
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {"keepalives": 1, "keepalives_idle": DATABASE_KEEPALIVE_SECONDS,
          "keepalives_interval": DATABASE_KEEPALIVE_SECONDS // 3, "keepalives_count": 3})
-    # A pool of sessions per process (psycopg_pool through Django), handed to a request or a
-    # job for its length and back: a web process answers each request in a thread of its own
-    # (Django under ASGI), so a persistent connection was a new PostgreSQL session per request
-    # (connecting cost more than a small request's queries, and a session's prepared
-    # statements were lost with it), left open until the garbage collector found its thread's
-    # wrapper. 0 turns the pool off (one connection per thread, kept for a minute).
+    # A web process answers each request in a thread of its own (Django under ASGI), so a
+    # persistent connection was a new PostgreSQL session per request (connecting cost more
+    # than a small request's queries, and a session's prepared statements went with it),
+    # left open until the garbage collector found its thread's wrapper. The web server's
+    # processes (config/asgi.py says which) keep a pool of sessions instead (psycopg_pool
+    # through Django), handed to a request for its length and back. Workers run one job at a
+    # time on one thread and keep their one connection; 0 turns the pool off.
     DATABASE_POOL_SIZE = env_int("DATABASE_POOL_SIZE", 10, minimum=0)
-    DATABASE_POOL_OPTIONS = {
-        "min_size": 1, "max_size": DATABASE_POOL_SIZE,
-        # Sessions over one idle this long are closed; a request waits this long for one.
-        "max_idle": 60, "timeout": 30} if DATABASE_POOL_SIZE else None
-    if DATABASE_POOL_OPTIONS:
+    if DATABASE_POOL_SIZE and process_role.role == process_role.WEB:
         DATABASES["default"]["CONN_MAX_AGE"] = 0  # the pool keeps them (Django requires 0)
-        DATABASES["default"]["OPTIONS"]["pool"] = DATABASE_POOL_OPTIONS
+        DATABASES["default"]["OPTIONS"]["pool"] = {
+            "min_size": 1, "max_size": DATABASE_POOL_SIZE,
+            # Sessions over one idle this long are closed; a request waits this long for one.
+            "max_idle": 60, "timeout": 30}
 
 # PostgreSQL streaming replicas (config/replica_reads.py): list pages, list APIs, the dashboard
 # and /metrics read one while it streams within the lag bound; everything else reads the primary.

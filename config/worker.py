@@ -15,10 +15,8 @@ verified). What forking gave is kept here:
 - a worker takes over RQ's scheduler within `MAINTENANCE_SECONDS` of its lock lapsing (RQ's
   own 10 minutes, and an idle worker blocking 405 s between looks, meant a worker holding the
   scheduler lock, cut off or killed, left every scheduled job unrun for up to 10 minutes);
-- database sessions are reused across jobs (the process's pool, `DATABASE_POOL_SIZE`, checks
-  one as it hands it out; without it, `CONN_MAX_AGE`), given back after each job, closed after
-  a job that failed (the pool drops one left mid-statement, and rolls back one left in a
-  transaction), and all closed before the worker replaces itself.
+- database connections are reused across jobs (`CONN_MAX_AGE`, health-checked) but closed
+  after a job that failed, and dropped when unusable or too old before and after each job.
 """
 
 import ctypes
@@ -112,9 +110,6 @@ class InProcessWorker(SimpleWorker):
             self.log.info("Worker %s: replacing itself after %d jobs (%d MB resident)",
                           self.name, self.jobs_run, _memory_mb())
             connections.close_all()
-            for wrapper in connections.all():  # the sessions given back to a pool, too
-                if wrapper.vendor == "postgresql":
-                    wrapper.close_pool()
             sys.stdout.flush()
             sys.stderr.flush()
             os.execv(sys.executable, sys.orig_argv)

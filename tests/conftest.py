@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 import redis
 from django.conf import settings
@@ -507,9 +506,8 @@ def django_db_setup(django_db_setup, django_db_blocker):
     """pytest-django's test database, with nothing left connected to it at the end, so that
     PostgreSQL can drop it. The async tests' `sync_to_async` calls (thread-sensitive, outside
     any `async_to_sync`) run in asgiref's one shared executor thread, which keeps its own
-    Django connection open for the rest of the run: it is closed in that thread, and the pool
-    its sessions went back to (DATABASE_POOL_SIZE) is closed. Any other session still there
-    is named in a warning (a process or thread a test did not stop)."""
+    Django connection open for the rest of the run: it is closed in that thread. Any other
+    session still there is named in a warning (a process or thread a test did not stop)."""
     yield
     if connection.vendor != "postgresql":
         return
@@ -517,18 +515,13 @@ def django_db_setup(django_db_setup, django_db_blocker):
     from django.db import connections
 
     SyncToAsync.single_thread_executor.submit(connections.close_all).result(timeout=60)
-    connections.close_all()
-    for wrapper in connections.all():  # closing gave their sessions back to the pool
-        if wrapper.vendor == "postgresql":
-            wrapper.close_pool()
 
     def sessions() -> list[tuple[str, str, str]]:
-        # On a session of its own: one from the pool would open the pool again.
-        with psycopg.connect(**connection.get_connection_params()) as session:
-            return session.execute(
-                "SELECT application_name, backend_type, left(query, 200) FROM "
-                "pg_stat_activity WHERE datname = current_database() AND "
-                "pid <> pg_backend_pid()").fetchall()
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT application_name, backend_type, left(query, 200) FROM "
+                           "pg_stat_activity WHERE datname = current_database() AND "
+                           "pid <> pg_backend_pid()")
+            return cursor.fetchall()
 
     # A process the last module stopped has exited, but its server process may not have
     # noticed yet (it ends its session on its own, moments later): it is given a few seconds.
