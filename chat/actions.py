@@ -45,7 +45,7 @@ def issue_link_code(*, actor: Any) -> tuple[str, ChatLinkCode]:
 @transaction.atomic
 def link_account(*, provider: str, workspace: str, external_id: str, code: str) -> ChatAccount:
     """Link the chat account that sent a valid code to the person the code was issued to."""
-    row = (ChatLinkCode.objects.select_for_update(no_key=True).select_related("user")
+    row = (ChatLinkCode.objects.select_for_update(no_key=True, of=("self",)).select_related("user")
            .filter(digest=_digest(code), used_at__isnull=True,
                    expires_at__gt=timezone.now()).first())
     if row is None:
@@ -70,8 +70,8 @@ def link_account(*, provider: str, workspace: str, external_id: str, code: str) 
 @transaction.atomic
 def unlink_account(pk: int, *, actor: Any) -> None:
     """Remove a link (the person's own, or any for an admin: the API checks which)."""
-    account = ChatAccount.objects.select_for_update(no_key=True).select_related("user").filter(
-        pk=pk).first()
+    account = (ChatAccount.objects.select_for_update(no_key=True, of=("self",))
+               .select_related("user").filter(pk=pk).first())
     if account is None:
         raise NotFound(f"No chat account {pk}.")
     record(actor=actor, action=AuditAction.CHAT_ACCOUNT_UNLINKED,

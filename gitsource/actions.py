@@ -252,7 +252,7 @@ def sync_source(source_id: int, head: str) -> GitSource:
     """The fetched branch head becomes desired state the level-triggered way: each manifest
     that differs from what its agent has approved becomes a proposal once (per commit), and
     every managed agent's sync status is worked out again. Nothing is applied here."""
-    source = (GitSource.objects.select_for_update(no_key=True).select_related("owner")
+    source = (GitSource.objects.select_for_update(no_key=True, of=("self",)).select_related("owner")
               .get(pk=source_id))
     cache = cache_dir(source)
     signers = _allowed_signers(source) if source.require_signed else None

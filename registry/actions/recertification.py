@@ -67,7 +67,8 @@ def propose_recertification(agent_name: str, *, actor: Any, comment: str = "",
 
 
 def _locked(agent_id: int) -> Agent | None:
-    return (Agent.objects.select_for_update(no_key=True).select_related("active_version", "owner")
+    return (Agent.objects.select_for_update(no_key=True, of=("self",))
+            .select_related("active_version", "owner")
             .filter(pk=agent_id, active_version__isnull=False)
             .exclude(lifecycle=Lifecycle.RETIRED).first())
 

@@ -26,8 +26,8 @@ from registry.stepup import StepUp, required_error, retirement_reasons
 @transaction.atomic
 def propose_retirement(agent_name: str, *, actor: Any, reason: str) -> Retirement:
     """The owner asks for the agent to be retired; nothing changes until it is approved."""
-    agent = Agent.objects.select_for_update(no_key=True).select_related("owner").filter(
-        name=agent_name).first()
+    agent = (Agent.objects.select_for_update(no_key=True, of=("self",)).select_related("owner")
+             .filter(name=agent_name).first())
     if agent is None:
         raise NotFound(f"No agent named {agent_name!r}.")
     if isinstance(actor, AgentPrincipal):
@@ -85,7 +85,7 @@ def approve_retirement(retirement_id: int, *, actor: Any, comment: str = "", otp
 @transaction.atomic
 def _retire(retirement_id: int, *, actor: Any, comment: str, step_up: StepUp | None,
             reasons: list[str]) -> Retirement:
-    retirement = (Retirement.objects.select_for_update(no_key=True)
+    retirement = (Retirement.objects.select_for_update(no_key=True, of=("self",))
                   .select_related("agent", "proposed_by").filter(pk=retirement_id).first())
     agent = (Agent.objects.select_for_update(no_key=True).get(pk=retirement.agent_id)
              if retirement is not None else None)
@@ -123,7 +123,7 @@ def _retire(retirement_id: int, *, actor: Any, comment: str, step_up: StepUp | N
 def reject_retirement(retirement_id: int, *, actor: Any, comment: str) -> Retirement:
     """An approver (four eyes, as for approving) refuses a proposed retirement, saying why;
     the agent stays as it is."""
-    retirement = (Retirement.objects.select_for_update(no_key=True)
+    retirement = (Retirement.objects.select_for_update(no_key=True, of=("self",))
                   .select_related("agent", "proposed_by").filter(pk=retirement_id).first())
     _check_retirement(retirement, retirement_id, actor)
     if not comment.strip():

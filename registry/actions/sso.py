@@ -43,7 +43,8 @@ def sign_in_from_provider(claims: Mapping[str, Any], *, issuer: str, groups_clai
     its groups map to now: each grant and each revocation audited."""
     subject = str(claims["sub"])
     actor = f"sso:{issuer}"
-    identity = (SingleSignOnIdentity.objects.select_for_update(no_key=True).select_related("user")
+    identity = (SingleSignOnIdentity.objects.select_for_update(no_key=True, of=("self",))
+                .select_related("user")
                 .filter(issuer=issuer, subject=subject).first())
     if identity is None:
         user = User.objects.create_user(username=_free_username(claims, subject),

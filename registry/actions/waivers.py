@@ -225,8 +225,8 @@ def check_can_confirm(waiver_id: int, *, actor: Any) -> None:
 
 @transaction.atomic
 def _confirm(waiver_id: int, *, actor: Any, step_up: StepUp | None) -> Waiver:
-    waiver = (Waiver.objects.select_for_update(no_key=True).select_related("agent", "granted_by")
-              .filter(pk=waiver_id).first())
+    waiver = (Waiver.objects.select_for_update(no_key=True, of=("self",))
+              .select_related("agent", "granted_by").filter(pk=waiver_id).first())
     _check_confirm(waiver, waiver_id, actor)
     reasons = waiver.judgement.get("step_up_reasons") or []
     if reasons and step_up is None:
@@ -288,8 +288,8 @@ def record_lapses(agent: Agent, now: datetime) -> list[Waiver]:
 def withdraw_waiver(waiver_id: int, *, actor: Any, reason: str) -> Waiver:
     """End a waiver before its expiry (the agent's owner, or compliance staff), saying why:
     the waived drift is enforced again at once and the audit says who ended it."""
-    waiver = (Waiver.objects.select_for_update(no_key=True).select_related("agent", "granted_by")
-              .filter(pk=waiver_id).first())
+    waiver = (Waiver.objects.select_for_update(no_key=True, of=("self",))
+              .select_related("agent", "granted_by").filter(pk=waiver_id).first())
     if waiver is None:
         raise NotFound(f"No waiver {waiver_id}.")
     if not may_withdraw(waiver.agent, actor):

@@ -117,7 +117,7 @@ def lift_group_block(breach_id: int, now: datetime | None = None) -> bool:
               f"group rule {rule.name} no longer blocks: the group block is lifted")
     resumed = []
     with transaction.atomic():
-        findings = list(Finding.objects.select_for_update(no_key=True).select_related(
+        findings = list(Finding.objects.select_for_update(no_key=True, of=("self",)).select_related(
             "agent").filter(
             fingerprint=_fingerprint(rule, breach), status=FindingStatus.BLOCKED))
         for finding in findings:
