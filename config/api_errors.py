@@ -1,7 +1,9 @@
 """Every API error has one JSON shape: {"error": {"code", "message", "details": [...]}}."""
 
+import logging
 from typing import Any
 
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, JsonResponse
 from django.views.defaults import bad_request as page_bad_request
 from django.views.defaults import page_not_found
@@ -9,8 +11,13 @@ from django.views.defaults import server_error as page_server_error
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
+from rest_framework.views import set_rollback
 
 from config.errors import DomainError
+
+log = logging.getLogger(__name__)
+# How long a client is told to wait when the database could not answer.
+DATABASE_RETRY_AFTER_SECONDS = 5
 
 CODES = {
     400: "malformed",
@@ -59,6 +66,16 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, DomainError):
         return Response(error_body(exc.status, exc.message, exc.details, exc.code),
                         status=exc.status)
+    if isinstance(exc, OperationalError | InterfaceError):
+        # PostgreSQL unreachable, a web process's sessions all busy past the pool's wait, a
+        # session ended under the request: nothing was changed (the request's transaction,
+        # if any, rolls back), and the same request can be sent again.
+        log.warning("database unavailable for %s: %s",
+                    getattr(context.get("request"), "path", "?"), exc)
+        set_rollback()
+        return Response(error_body(503, "The database is unavailable; nothing was changed. "
+                                        "Try again shortly."),
+                        status=503, headers={"Retry-After": str(DATABASE_RETRY_AFTER_SECONDS)})
     response = drf_exception_handler(exc, context)
     if response is None:
         return None

@@ -330,8 +330,9 @@ else:
         DATABASES["default"]["CONN_MAX_AGE"] = 0  # the pool keeps them (Django requires 0)
         DATABASES["default"]["OPTIONS"]["pool"] = {
             "min_size": 1, "max_size": DATABASE_POOL_SIZE,
-            # Sessions over one idle this long are closed; a request waits this long for one.
-            "max_idle": 60, "timeout": 30}
+            # Sessions over one idle this long are closed; a request waits this long for one
+            # (and, while PostgreSQL is down, this long before its 503).
+            "max_idle": 60, "timeout": 5}
 
 # PostgreSQL streaming replicas (config/replica_reads.py): list pages, list APIs, the dashboard
 # and /metrics read one while it streams within the lag bound; everything else reads the primary.

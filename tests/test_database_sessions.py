@@ -1,14 +1,19 @@
-"""A process's PostgreSQL sessions come from a pool of its own (DATABASE_POOL_SIZE): a web
-process answers each request in a thread of its own, and without the pool every request opened
-a session (and left it open until the garbage collector found it)."""
+"""A web process's PostgreSQL sessions come from a pool of its own (DATABASE_POOL_SIZE): it
+answers each request in a thread of its own, and without the pool every request opened a
+session (and left it open until the garbage collector found it). Without its database it
+answers 503, not 500."""
 
+import json
 import time
+import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 from django.db import connection
 
-from tests.conftest import postgresql_only
+from config import embedded_redis
+from tests.conftest import postgresql_only, start_daphne, stop_daphne
 
 
 def sessions_opened() -> int:
@@ -43,3 +48,26 @@ def test_a_web_process_answers_many_requests_on_a_few_sessions(live_server_proce
         assert set(pool.map(ready, range(60))) == {200}
     # Four at a time: at most four sessions more than it held, however many requests.
     assert sessions_opened() - before <= 4
+
+
+def test_a_web_process_without_its_database_answers_503_and_says_when_to_try_again(
+        tmp_path):
+    """PostgreSQL down (nothing listens where DATABASE_URL points): an API request waits for a
+    session no longer than the pool's wait and answers the documented 503, never a 500."""
+    nowhere = f"postgres://postgres@127.0.0.1:{embedded_redis.free_port()}/agentgov"
+    server = start_daphne(DATABASE_URL=nowhere)
+    try:
+        for method, path, body in (("GET", "/api/v1/agents", None),
+                                   ("POST", "/api/v1/events", b"[]")):
+            request = urllib.request.Request(
+                f"{server.url}{path}", data=body, method=method,
+                headers={"Authorization": "Token not-checked-without-a-database",
+                         "Content-Type": "application/json"})
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(request, timeout=60)
+            assert refused.value.code == 503, (path, refused.value.read()[:500])
+            assert refused.value.headers["Retry-After"] == "5"
+            error = json.loads(refused.value.read())["error"]
+            assert error["code"] == "unavailable" and "nothing was changed" in error["message"]
+    finally:
+        stop_daphne(server)
