@@ -68,13 +68,13 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
                         status=exc.status)
     if isinstance(exc, OperationalError | InterfaceError):
         # PostgreSQL unreachable, a web process's sessions all busy past the pool's wait, a
-        # session ended under the request: nothing was changed (the request's transaction,
-        # if any, rolls back), and the same request can be sent again.
+        # session ended under the request. The transaction it was in rolls back; one it
+        # committed before (a request of several) stays, so the message claims no more.
         log.warning("database unavailable for %s: %s",
                     getattr(context.get("request"), "path", "?"), exc)
         set_rollback()
-        return Response(error_body(503, "The database is unavailable; nothing was changed. "
-                                        "Try again shortly."),
+        return Response(error_body(503, "The database did not answer; what it had not "
+                                        "committed was not changed. Try again shortly."),
                         status=503, headers={"Retry-After": str(DATABASE_RETRY_AFTER_SECONDS)})
     response = drf_exception_handler(exc, context)
     if response is None:

@@ -68,6 +68,6 @@ def test_a_web_process_without_its_database_answers_503_and_says_when_to_try_aga
             assert refused.value.code == 503, (path, refused.value.read()[:500])
             assert refused.value.headers["Retry-After"] == "5"
             error = json.loads(refused.value.read())["error"]
-            assert error["code"] == "unavailable" and "nothing was changed" in error["message"]
+            assert error["code"] == "unavailable" and "not changed" in error["message"]
     finally:
         stop_daphne(server)

@@ -598,20 +598,23 @@ def _enqueue_violations(found: dict[int, list[dict]]) -> None:
     """Queue broken rules for the ingest workers, AGENTS_PER_JOB agents a job, all in one
     round trip (runtime.jobs.record_violations_of records each agent on its own)."""
     retry = retries.ingest_job()
-    queue = django_rq.get_queue("ingest", commit_mode="auto", connection=windows.connection())
     agents = list(found.items())
-    queue.enqueue_many([Queue.prepare_data("runtime.jobs.record_violations_of",
-                                           (dict(agents[start:start + AGENTS_PER_JOB]),),
-                                           retry=retry)
-                        for start in range(0, len(agents), AGENTS_PER_JOB)])
+    _ingest_queue().enqueue_many([Queue.prepare_data("runtime.jobs.record_violations_of",
+                                                     (dict(agents[start:start + AGENTS_PER_JOB]),),
+                                                     retry=retry)
+                                  for start in range(0, len(agents), AGENTS_PER_JOB)])
 
 
 def requeue_violations(agent_id: int, violations: list[dict]) -> None:
     """One agent's broken rules in a job of their own, with the ingest job's retries: what a
     job of several agents does with an agent whose recording failed."""
-    queue = django_rq.get_queue("ingest", commit_mode="auto", connection=windows.connection())
-    queue.enqueue("runtime.jobs.record_violations", agent_id, violations,
-                  retry=retries.ingest_job())
+    _ingest_queue().enqueue("runtime.jobs.record_violations", agent_id, violations,
+                            retry=retries.ingest_job())
+
+
+def _ingest_queue() -> Queue:
+    """The ingest workers' queue on the process's kept Redis client (windows.connection)."""
+    return django_rq.get_queue("ingest", commit_mode="auto", connection=windows.connection())
 
 
 def _later(first: Violation, then: Violation) -> Violation:
