@@ -247,7 +247,10 @@ def test_a_fresh_tab_shows_recent_alerts_and_a_reconnect_repeats_none(
             browser.browser.close()
             if again is not None:
                 again.send_signal(signal.SIGTERM)
-                again.wait(timeout=15)
+                try:
+                    again.wait(timeout=15)
+                finally:  # a server that did not end is not left on the test database
+                    again.kill()
     # While the server was away the browser said so (its socket, a refresh of the counters);
     # nothing else went wrong.
     assert [p for p in browser.problems

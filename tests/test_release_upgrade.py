@@ -309,6 +309,11 @@ def test_upgrading_with_workers_running_loses_and_doubles_no_correction(
         assert set(ask_reconcile(new_web, key)) == {202}
         eventually(lambda: converged(upgrade_database, ROUNDS), timeout=300, interval=1,
                    message=why)
+        # The new release's cron signs the head on its first run (a job its workers take,
+        # which on a loaded machine may come after the last correction).
+        eventually(lambda: any(seq > signed_before
+                               for seq, _, _ in checkpoint_rows(upgrade_database)),
+                   timeout=300, interval=1, message=why)
     finally:
         old.stop()
         new.stop()
