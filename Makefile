@@ -12,11 +12,12 @@ ADAPTER_EXTRAS := langgraph,openai-agents,pydantic-ai
 PIP_BOOTSTRAP = { python3.11 -m pip --python $(PY) install --quiet --disable-pip-version-check \
   --no-compile pip 2>/dev/null || python3 -m pip --python $(PY) install --quiet \
   --disable-pip-version-check --no-compile pip 2>/dev/null || $(PY) -m ensurepip --quiet; }
-# The suite's workers (pytest-xdist): one a core. Two a core was no faster and loaded the
-# machine past what the tests that cut Redis or upgrade under running workers allow (runs in
-# bench/RESULTS.md). At most seven, one Redis database each (9-15 on a shared Redis).
-# TEST_WORKERS=0 runs it in one process.
-TEST_WORKERS ?= $(shell n=$$(nproc); echo $$(( n > 7 ? 7 : n )))
+# The suite's workers (pytest-xdist): three for every two cores. One a core left a third of
+# the CPU idle while tests waited on the processes they start (2 cores: 25 min; 3 workers:
+# 20 min, bench/RESULTS.md); two a core was no faster and loaded the machine past what the
+# tests that cut Redis or upgrade under running workers allow. At most seven, one Redis
+# database each (9-15 on a shared Redis). TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= $(shell n=$$(nproc); w=$$(( n + n / 2 )); echo $$(( w > 7 ? 7 : w )))
 PORT_OPEN = $(PY) -c "import socket,sys; s=socket.socket(); s.settimeout(0.5); sys.exit(s.connect_ex(('127.0.0.1', $(1))))"
 
 .PHONY: demo test lint install chromium deploy-tools bench clean example example-bad-deploy ts-install test-ts
