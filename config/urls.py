@@ -1,11 +1,12 @@
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+from drf_spectacular.views import SpectacularSwaggerSplitView
 
 from audit.urls import api_urlpatterns as audit_api
 from chat.urls import api_urlpatterns as chat_api
 from compliance.urls import api_urlpatterns as compliance_api
 from config import observability
+from config.schema import SchemaView
 from gitsource.urls import api_urlpatterns as gitsource_api
 from reconciliation.urls import api_urlpatterns as reconciliation_api
 from reconciliation.urls import guardrail_whatif_urlpatterns as guardrail_whatif_api
@@ -24,7 +25,7 @@ urlpatterns = [
     path("", include("console.urls")),
     path("api/v1/", include(api_v1)),
     *otlp_urlpatterns,
-    path("api/schema", SpectacularAPIView.as_view(), name="schema"),
+    path("api/schema", SchemaView.as_view(), name="schema"),
     # The split view serves Swagger UI's start-up script as a file: the CSP allows no inline one.
     path("api/docs", SpectacularSwaggerSplitView.as_view(
         url_name="schema", template_name="api_docs.html"), name="api-docs"),

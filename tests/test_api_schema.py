@@ -35,3 +35,22 @@ def test_unknown_api_paths_answer_with_the_json_error(client):
     assert response.status_code == 404
     assert response.json() == {"error": {"code": "not_found", "message": "Not found.",
                                          "details": []}}
+
+
+def test_the_served_schema_is_made_once_a_process_and_is_the_generated_one(client, settings,
+                                                                         monkeypatch):
+    from drf_spectacular.generators import SchemaGenerator
+
+    made = []
+    generate = SchemaGenerator.get_schema
+    monkeypatch.setattr(SchemaGenerator, "get_schema",
+                        lambda self, *a, **kw: made.append(1) or generate(self, *a, **kw))
+    settings.SPECTACULAR_SETTINGS = {**settings.SPECTACULAR_SETTINGS}  # starts from nothing kept
+    first = client.get("/api/schema", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    again = client.get("/api/schema", HTTP_ACCEPT="application/vnd.oai.openapi")
+    assert first.status_code == again.status_code == 200 and len(made) == 1
+    assert yaml.safe_load(again.content) == first.json()  # the same schema in both forms
+    assert first.json() == SchemaGenerator().get_schema(request=None, public=True)
+    # A changed setting (a test's override) makes it again.
+    settings.SPECTACULAR_SETTINGS = {**settings.SPECTACULAR_SETTINGS, "VERSION": "1.0.1"}
+    assert client.get("/api/schema").status_code == 200 and len(made) == 3
