@@ -5,12 +5,13 @@ import os
 
 from django.core.asgi import get_asgi_application
 
-from config import process_role
+from config import process_role, web_shutdown
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 # Read by the settings: a web process keeps a pool of database sessions (DATABASE_POOL_SIZE).
 process_role.role = process_role.WEB
 django_asgi_app = get_asgi_application()
+web_shutdown.end_when_the_server_stops()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
