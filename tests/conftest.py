@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from collections.abc import Callable
@@ -140,16 +141,21 @@ class LiveServer:
 def start_daphne(**env: str) -> LiveServer:
     """Start a daphne process on the test database and Redis (with extra environment)."""
     port = embedded_redis.free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-         "config.asgi:application"],
-        cwd=ROOT, env=child_env(**env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 90  # a loaded CI machine starts daphne slowly
-    while not embedded_redis.port_answers("127.0.0.1", port):
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(process.stderr.read().decode() if process.stderr else "daphne died")
-        time.sleep(0.1)
+    # Its output goes to a file, read back only if it fails to start: a pipe nobody reads
+    # would stop the server the day it logged more than the pipe holds.
+    with tempfile.TemporaryFile() as output:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+             "config.asgi:application"],
+            cwd=ROOT, env=child_env(**env), stdout=subprocess.DEVNULL, stderr=output,
+        )
+        deadline = time.monotonic() + 90  # a loaded CI machine starts daphne slowly
+        while not embedded_redis.port_answers("127.0.0.1", port):
+            if process.poll() is not None or time.monotonic() > deadline:
+                output.seek(0)
+                raise RuntimeError(output.read().decode(errors="replace")[-4000:]
+                                   or "daphne died")
+            time.sleep(0.1)
     return LiveServer(f"http://127.0.0.1:{port}", process)
 
 
