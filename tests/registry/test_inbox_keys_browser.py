@@ -62,6 +62,9 @@ def test_bob_moves_opens_and_approves_from_the_keyboard_without_bypassing_step_u
         # its button, as a click would: step-up is still asked for
         bob.keyboard.press("Enter")
         expect(bob.locator(".messages")).to_contain_text("This approval needs step-up")
+        # The keys are the script's at the page's end: a key pressed once the message is
+        # drawn but before the script ran was lost (seen on a loaded machine).
+        bob.wait_for_load_state("load")
         proposal.refresh_from_db()
         assert proposal.state == "pending"
         assert not Approval.objects.filter(version=proposal).exists()
