@@ -6,8 +6,8 @@ from typing import Any
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.utils import translation
+from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.views import SpectacularAPIView
-from rest_framework.response import Response
 
 ERROR_STATUSES = {
     "400": "Malformed request", "401": "Not signed in or token refused",
@@ -48,23 +48,24 @@ def add_error_responses(result: dict[str, Any], generator: Any, request: Any,
     return result
 
 
-class SchemaView(SpectacularAPIView):
-    """`GET /api/schema`, generated once per process and language: the schema is made of the
-    code and the settings alone (SERVE_PUBLIC: the same for every caller), and generating it
-    walks every view and serializer, over a second of CPU, which any caller could repeat
-    (a changed setting, in tests, makes it again)."""
+class KeptSchemaGenerator(SchemaGenerator):
+    """The schema, generated once per process, version, language and audience: it is made of
+    the code and the settings alone (SERVE_PUBLIC: the same for every caller of
+    `/api/schema`), and generating it walks every view and serializer, over a second of CPU,
+    which any caller could repeat. A changed setting (a test's override) makes it again."""
 
-    def _get_schema_response(self, request: Any) -> Response:
-        version = self.api_version or request.version or self._get_version_parameter(request)
-        key = (version, translation.get_language())
+    def get_schema(self, request: Any = None, public: bool = False) -> dict[str, Any]:
+        key = (self.api_version, translation.get_language(), public)
         schema = _schemas.get(key)
         if schema is None:
-            generator = self.generator_class(urlconf=self.urlconf, api_version=version,
-                                             patterns=self.patterns)
-            schema = _schemas[key] = generator.get_schema(request=request,
-                                                          public=self.serve_public)
-        return Response(data=schema, headers={
-            "Content-Disposition": f'inline; filename="{self._get_filename(request, version)}"'})
+            schema = _schemas[key] = super().get_schema(request=request, public=public)
+        return schema
+
+
+class SchemaView(SpectacularAPIView):
+    """`GET /api/schema`, from the kept schema."""
+
+    generator_class = KeptSchemaGenerator
 
 
 _schemas: dict[tuple, dict[str, Any]] = {}

@@ -1,11 +1,13 @@
-"""A web process ends once its server has stopped, even with a request caught half-way.
+"""A web process told to stop ends within EXIT_GRACE_SECONDS, whatever its requests' threads do.
 
-On SIGTERM daphne cancels the requests in flight and stops its event loop. A request whose
-thread was still in the sync middleware at that moment goes on, reaches the view's hand-off
-to the event loop, and waits there for a loop that will never run again; Python's exit waits
-for that thread, so the process never ended (a supervisor's stop or a rolling restart waited
-for its SIGKILL, and a test's server was left on its database). Once the server has stopped,
-such threads get EXIT_GRACE_SECONDS to end on their own, and then the process ends."""
+On SIGTERM daphne cancels the requests in flight and waits for them before it stops its event
+loop; a request's thread in Django's sync code runs on regardless. One still working (a view
+waiting on a lock) kept the server from stopping for as long as it worked; one whose client
+had left was let go and, once the loop had stopped, handed its view to a loop that would never
+run again and waited for ever, and Python's exit waits for it (a supervisor's stop or a
+rolling restart waited for its SIGKILL; a test's server was left on its database). Their
+responses were already abandoned, and what they had not committed is rolled back when the
+process ends."""
 
 import logging
 import os
@@ -19,10 +21,11 @@ log = logging.getLogger(__name__)
 
 def end_when_the_server_stops() -> None:
     """Under daphne (Twisted's reactor installed), end the process EXIT_GRACE_SECONDS after
-    the reactor has shut down; under any other ASGI server, nothing."""
+    the reactor begins to shut down, if it has not ended by then; under any other ASGI
+    server, nothing."""
     reactor = sys.modules.get("twisted.internet.reactor")
     if reactor is not None:
-        reactor.addSystemEventTrigger("after", "shutdown", _end_after_grace)
+        reactor.addSystemEventTrigger("before", "shutdown", _end_after_grace)
 
 
 def _end_after_grace() -> None:
@@ -35,7 +38,7 @@ def _end() -> None:
     waiting = [t.name for t in threading.enumerate()
                if t is not threading.current_thread() and t is not threading.main_thread()
                and not t.daemon]
-    log.warning("the server stopped %.0f s ago and %d request thread(s) still wait on it "
+    log.warning("told to stop %.0f s ago, %d request thread(s) still running or waiting "
                 "(%s): ending the process", EXIT_GRACE_SECONDS, len(waiting),
                 ", ".join(waiting))
     logging.shutdown()

@@ -1,6 +1,6 @@
 """A web process told to stop (SIGTERM: a supervisor's stop, a rolling restart) ends, even with
-a request its client left still in the middleware when the server stopped
-(config/web_shutdown.py)."""
+a request's thread still in Django's sync code: one whose client left, or one that never
+finishes (config/web_shutdown.py)."""
 
 import signal
 import socket
@@ -35,37 +35,48 @@ CommandLineInterface().run(["-b", "127.0.0.1", "-p", sys.argv[2], "config.asgi:a
 """
 
 
+@pytest.mark.parametrize("client_leaves", [True, False], ids=["client_left", "client_waits"])
 @pytest.mark.django_db  # the server's database exists; it reads nothing of the test's
-def test_a_web_process_stopped_after_its_client_left_mid_request_ends(tmp_path):
+def test_a_web_process_told_to_stop_mid_request_ends(tmp_path, client_leaves):
     port = embedded_redis.free_port()
     log = tmp_path / "daphne.log"
     with open(log, "w") as output:
         server = subprocess.Popen([sys.executable, "-c", HELD_SERVER, str(tmp_path), str(port)],
                                   cwd=ROOT, env=child_env(), stdout=output,
                                   stderr=subprocess.STDOUT)
+    client = None
     try:
-        eventually(lambda: embedded_redis.port_answers("127.0.0.1", port) or server.poll(),
-                   timeout=90, message="daphne did not start")
-        assert server.poll() is None
-        # A browser asks, and is closed while its request is still in the middleware ...
-        with socket.create_connection(("127.0.0.1", port), timeout=30) as client:
-            client.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-            eventually(lambda: (tmp_path / "in").exists(), timeout=60,
-                       message="the request was never held")
-        # ... then the server is told to stop: it drops the request and its event loop ends
-        # (it stops listening) ...
-        server.send_signal(signal.SIGTERM)
-        eventually(lambda: not embedded_redis.port_answers("127.0.0.1", port), timeout=60,
-                   message="the web process kept listening after SIGTERM")
-        # ... and only then does the request go on, to hand its view to a loop that is gone.
-        (tmp_path / "go").touch()
+        eventually(lambda: embedded_redis.port_answers("127.0.0.1", port)
+                   or server.poll() is not None, timeout=90, message="daphne did not start")
+        assert server.poll() is None, log.read_text()
+        client = socket.create_connection(("127.0.0.1", port), timeout=30)
+        client.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        eventually(lambda: (tmp_path / "in").exists(), timeout=60,
+                   message="the request was never held")
+        if client_leaves:
+            # A browser closed while its request is still in the middleware; then the server
+            # is told to stop: it lets the request go and its event loop ends (it stops
+            # listening); only then does the request go on, to hand its view to a loop that
+            # is gone.
+            client.close()
+            server.send_signal(signal.SIGTERM)
+            eventually(lambda: not embedded_redis.port_answers("127.0.0.1", port), timeout=60,
+                       message="the web process kept listening after SIGTERM")
+            (tmp_path / "go").touch()
+        else:
+            # The client waits and the request never finishes (a view stuck on a lock): the
+            # server waits for it, but not for ever.
+            server.send_signal(signal.SIGTERM)
         try:
             assert server.wait(timeout=60) == 0
         except subprocess.TimeoutExpired:
             pytest.fail("the web process did not end within 60 s of SIGTERM")
         # and says why it ended that way
-        assert "1 request thread(s) still wait on it" in log.read_text(), log.read_text()
+        assert "1 request thread(s) still running or waiting" in log.read_text(), \
+            log.read_text()
     finally:
+        if client is not None:
+            client.close()
         if server.poll() is None:
             server.kill()
             server.wait(timeout=15)
