@@ -18,9 +18,11 @@ from urllib.parse import unquote, urlparse
 
 import redis
 from django.conf import settings
+from redis.asyncio import sentinel as async_sentinel
+from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
-from redis.sentinel import Sentinel
+from redis.sentinel import Sentinel, SentinelManagedConnection
 
 RETRY_ON = [redis.ConnectionError, redis.TimeoutError, redis.ReadOnlyError]
 
@@ -28,6 +30,54 @@ RETRY_ON = [redis.ConnectionError, redis.TimeoutError, redis.ReadOnlyError]
 def retry() -> Retry:
     """About ten seconds of retries (0.1 s doubling to 2 s between tries)."""
     return Retry(ExponentialBackoff(cap=2.0, base=0.1), 9)
+
+
+def async_retry() -> AsyncRetry:
+    """`retry()` for redis.asyncio (the channel layer)."""
+    return AsyncRetry(ExponentialBackoff(cap=2.0, base=0.1), 9)
+
+
+class PrimaryFollowingConnection(SentinelManagedConnection):
+    """A connection that asks the sentinels for the primary every time it (re)connects.
+
+    redis-py (8.1) asks them only in `connect()`; a command retried after its connection
+    dropped reconnects through `connect_check_health`, to the address it had. After a
+    failover, a command in flight when the primary died (a worker's blocking dequeue) retried
+    against the dead primary until it gave up, and the worker quit.
+    """
+
+    def connect_check_health(self, check_health: bool = True,
+                             retry_socket_connect: bool = True) -> None:
+        if self._sock or not self.connection_pool.is_master:
+            return super().connect_check_health(check_health, retry_socket_connect)
+
+        def attempt() -> None:
+            self.host, self.port = self.connection_pool.get_master_address()
+            super(PrimaryFollowingConnection, self).connect_check_health(
+                check_health, retry_socket_connect=False)
+
+        if retry_socket_connect:
+            return self.retry.call_with_retry(attempt, lambda error: self.disconnect(error=error))
+        return attempt()
+
+
+class AsyncPrimaryFollowingConnection(async_sentinel.SentinelManagedConnection):
+    """The channel layer's connection: `PrimaryFollowingConnection` for redis.asyncio."""
+
+    async def connect_check_health(self, check_health: bool = True,
+                                   retry_socket_connect: bool = True) -> None:
+        if self.is_connected or not self.connection_pool.is_master:
+            return await super().connect_check_health(check_health, retry_socket_connect)
+
+        async def attempt() -> None:
+            self.host, self.port = await self.connection_pool.get_master_address()
+            await super(AsyncPrimaryFollowingConnection, self).connect_check_health(
+                check_health, retry_socket_connect=False)
+
+        if retry_socket_connect:
+            return await self.retry.call_with_retry(
+                attempt, lambda error: self.disconnect(error=error))
+        return await attempt()
 
 
 @dataclass(frozen=True)
@@ -54,7 +104,8 @@ class RedisTarget:
             return {"URL": self.url}
         return {"SENTINELS": list(self.sentinels), "MASTER_NAME": self.master, "DB": self.db,
                 "PASSWORD": self.password,
-                "CONNECTION_KWARGS": {"retry": retry(), "retry_on_error": RETRY_ON},
+                "CONNECTION_KWARGS": {"retry": retry(), "retry_on_error": RETRY_ON,
+                                      "connection_class": PrimaryFollowingConnection},
                 "SENTINEL_KWARGS": {"socket_timeout": 1}}
 
     def channel_host(self, **options: Any) -> dict[str, Any]:
@@ -62,7 +113,9 @@ class RedisTarget:
         if not self.sentinels:
             return {"address": self.url, **options}
         return {"sentinels": list(self.sentinels), "master_name": self.master, "db": self.db,
-                "password": self.password, "sentinel_kwargs": {"socket_timeout": 1}, **options}
+                "password": self.password, "sentinel_kwargs": {"socket_timeout": 1},
+                "retry": async_retry(), "retry_on_error": RETRY_ON,
+                "connection_class": AsyncPrimaryFollowingConnection, **options}
 
 
 def parse_sentinels(entries: list[str]) -> tuple[tuple[str, int], ...]:
@@ -84,7 +137,8 @@ def _client(target: RedisTarget, socket_timeout: float | None) -> redis.Redis:
     sentinel = Sentinel(list(target.sentinels), sentinel_kwargs={"socket_timeout": 1},
                         socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout)
     return sentinel.master_for(target.master, db=target.db, password=target.password,
-                               retry=retry(), retry_on_error=RETRY_ON)
+                               retry=retry(), retry_on_error=RETRY_ON,
+                               connection_class=PrimaryFollowingConnection)
 
 
 def target_from_settings() -> RedisTarget:

@@ -2,13 +2,19 @@
 promote its replica, and a web process, a worker and websockets carry on: drift found after
 the failover is corrected once, a live alert reaches the browser, nothing is applied twice."""
 
+import asyncio
 import json
+import threading
 import urllib.request
 
 import pytest
+import redis
+import redis.asyncio
+from channels_redis.utils import create_pool
 from django.conf import settings
 from django.db.models import Max
 from django.test import Client
+from django_rq.connection_utils import get_redis_connection
 from websockets.exceptions import ConnectionClosed
 from websockets.sync import client as ws_client
 
@@ -153,3 +159,62 @@ def test_sentinel_settings_name_the_master_and_keep_the_urls_database():
     assert target.channel_host(socket_timeout=30)["master_name"] == "prod"
     with pytest.raises(ValueError, match="host:port"):
         parse_sentinels(["10.0.0.1"])
+
+
+def blocked_in(port: int, command: str) -> bool:
+    return any(entry.get("cmd") == command
+               for entry in redis.Redis(port=port, socket_timeout=2).client_list())
+
+
+def test_a_dequeue_waiting_when_the_primary_dies_carries_on_against_the_promoted_replica(
+        sentinels):
+    """A worker waits for jobs in a blocking pop on the primary. When the primary dies, the pop
+    is retried against the primary the sentinels promote (redis-py alone retried it against the
+    dead address until it gave up, and the worker quit), and takes the next job there."""
+    target = RedisTarget("redis://sentinel-named/3", tuple(
+        ("127.0.0.1", port) for port in sentinels.sentinel_ports), MASTER)
+    queue = get_redis_connection(target.rq_queue())
+    answers = []
+    waiter = threading.Thread(target=lambda: answers.append(
+        _outcome(lambda: queue.blpop("rq:queue:reconcile", timeout=150))), daemon=True)
+    waiter.start()
+    eventually(lambda: blocked_in(sentinels.primary_port, "blpop"), timeout=30,
+               message="the pop never reached the primary")
+
+    sentinels.kill_primary()
+    eventually(lambda: sentinels.current_primary_port() == sentinels.replica_port, timeout=90,
+               message="the sentinels did not promote the replica")
+    redis.Redis(port=sentinels.replica_port, db=3).rpush("rq:queue:reconcile", "job-1")
+    waiter.join(timeout=150)
+    assert answers == [(b"rq:queue:reconcile", b"job-1")]
+
+
+def test_the_channel_layers_wait_carries_on_against_the_promoted_replica(sentinels):
+    """The same for the channel layer's connections (redis.asyncio), which wait on the
+    primary for every websocket's next message."""
+    target = RedisTarget("redis://sentinel-named/4", tuple(
+        ("127.0.0.1", port) for port in sentinels.sentinel_ports), MASTER)
+
+    async def wait_then_fail_over():
+        layer = redis.asyncio.Redis(connection_pool=create_pool(target.channel_host()))
+        try:
+            waiting = asyncio.create_task(layer.bzpopmin("asgi:group", timeout=150))
+            await asyncio.to_thread(eventually, lambda: blocked_in(sentinels.primary_port,
+                                                                   "bzpopmin"), timeout=30)
+            await asyncio.to_thread(sentinels.kill_primary)
+            await asyncio.to_thread(
+                eventually, lambda: sentinels.current_primary_port() == sentinels.replica_port,
+                timeout=90)
+            redis.Redis(port=sentinels.replica_port, db=4).zadd("asgi:group", {"message": 1})
+            return await asyncio.wait_for(waiting, timeout=150)
+        finally:
+            await layer.aclose()
+
+    assert asyncio.run(wait_then_fail_over()) == (b"asgi:group", b"message", 1.0)
+
+
+def _outcome(call):
+    try:
+        return call()
+    except Exception as error:  # the test reports what the pop raised, not a thread's trace
+        return error
