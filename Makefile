@@ -18,6 +18,11 @@ PIP_BOOTSTRAP = { python3.11 -m pip --python $(PY) install --quiet --disable-pip
 # tests that cut Redis or upgrade under running workers allow. At most seven, one Redis
 # database each (9-15 on a shared Redis). TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= $(shell n=$$(nproc); w=$$(( n + n / 2 )); echo $$(( w > 7 ? 7 : w )))
+# Python keeps the compiled form of the checkout's modules (in __pycache__, ignored by git)
+# even where the environment says not to (PYTHONDONTWRITEBYTECODE, set on some machines): every
+# process the suite and the demo start otherwise compiled ~300 modules again (~0.2 s of CPU a
+# process, ~8 s for each pytest worker's collection; bench/RESULTS.md).
+export PYTHONDONTWRITEBYTECODE :=
 PORT_OPEN = $(PY) -c "import socket,sys; s=socket.socket(); s.settimeout(0.5); sys.exit(s.connect_ex(('127.0.0.1', $(1))))"
 
 .PHONY: demo test lint install chromium deploy-tools bench clean example example-bad-deploy ts-install test-ts
