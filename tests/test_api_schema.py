@@ -54,3 +54,23 @@ def test_the_served_schema_is_made_once_a_process_and_is_the_generated_one(clien
     # A changed setting (a test's override) makes it again.
     settings.SPECTACULAR_SETTINGS = {**settings.SPECTACULAR_SETTINGS, "VERSION": "1.0.1"}
     assert client.get("/api/schema").status_code == 200 and len(made) == 3
+
+
+def test_the_served_schema_is_rendered_once_per_form(client, settings, monkeypatch):
+    from drf_spectacular.renderers import OpenApiJsonRenderer, OpenApiYamlRenderer
+
+    rendered = []
+    for renderer in (OpenApiYamlRenderer, OpenApiJsonRenderer):
+        monkeypatch.setattr(renderer, "render", lambda self, *a, _render=renderer.render, **kw:
+                            rendered.append(type(self).__name__) or _render(self, *a, **kw))
+    settings.SPECTACULAR_SETTINGS = {**settings.SPECTACULAR_SETTINGS}  # starts from nothing kept
+    yaml_forms = [client.get("/api/schema") for _ in range(3)]
+    json_forms = [client.get("/api/schema", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+                  for _ in range(3)]
+    assert len({answer.content for answer in yaml_forms}) == 1
+    assert len({answer.content for answer in json_forms}) == 1
+    assert yaml.safe_load(yaml_forms[0].content) == json_forms[0].json()
+    assert rendered == ["KeptOpenApiYamlRenderer", "KeptOpenApiJsonRenderer"]
+    # A changed setting renders it again.
+    settings.SPECTACULAR_SETTINGS = {**settings.SPECTACULAR_SETTINGS, "VERSION": "1.0.1"}
+    assert client.get("/api/schema").status_code == 200 and len(rendered) == 3
