@@ -376,6 +376,9 @@ RQ = {"COMMIT_MODE": "on_db_commit", "WORKER_CLASS": "config.worker.InProcessWor
 WORKER_MAX_JOBS = env_int("WORKER_MAX_JOBS", 1000, minimum=1)
 WORKER_MAX_MEMORY_MB = env_int("WORKER_MAX_MEMORY_MB", 512, minimum=64)
 WORKER_HANG_GRACE_SECONDS = env_int("WORKER_HANG_GRACE_SECONDS", 60, minimum=1)
+# A web process told to stop (SIGTERM) ends this long after at the latest, whatever its
+# requests' threads do (config/web_shutdown.py).
+WEB_STOP_GRACE_SECONDS = env_int("WEB_STOP_GRACE_SECONDS", 5, minimum=1)
 # Cron processes (config/cron_leader.py): the leader's lease; a follower takes over this long
 # after the leader dies at the latest.
 CRON_LEADER_SECONDS = env_int("CRON_LEADER_SECONDS", 30, minimum=3)

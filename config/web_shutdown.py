@@ -1,4 +1,5 @@
-"""A web process told to stop ends within EXIT_GRACE_SECONDS, whatever its requests' threads do.
+"""A web process told to stop ends within WEB_STOP_GRACE_SECONDS, whatever its requests'
+threads do.
 
 On SIGTERM daphne cancels the requests in flight and waits for them before it stops its event
 loop; a request's thread in Django's sync code runs on regardless. One still working (a view
@@ -14,13 +15,13 @@ import os
 import sys
 import threading
 
-EXIT_GRACE_SECONDS = 5.0
+from django.conf import settings
 
 log = logging.getLogger(__name__)
 
 
 def end_when_the_server_stops() -> None:
-    """Under daphne (Twisted's reactor installed), end the process EXIT_GRACE_SECONDS after
+    """Under daphne (Twisted's reactor installed), end the process WEB_STOP_GRACE_SECONDS after
     the reactor begins to shut down, if it has not ended by then; under any other ASGI
     server, nothing."""
     reactor = sys.modules.get("twisted.internet.reactor")
@@ -29,17 +30,18 @@ def end_when_the_server_stops() -> None:
 
 
 def _end_after_grace() -> None:
-    timer = threading.Timer(EXIT_GRACE_SECONDS, _end)
+    grace = settings.WEB_STOP_GRACE_SECONDS
+    timer = threading.Timer(grace, _end, args=(grace,))
     timer.daemon = True  # the process ending by itself first is the usual case
     timer.start()
 
 
-def _end() -> None:
+def _end(grace: float) -> None:
     waiting = [t.name for t in threading.enumerate()
                if t is not threading.current_thread() and t is not threading.main_thread()
                and not t.daemon]
     log.warning("told to stop %.0f s ago, %d request thread(s) still running or waiting "
-                "(%s): ending the process", EXIT_GRACE_SECONDS, len(waiting),
+                "(%s): ending the process", grace, len(waiting),
                 ", ".join(waiting))
     logging.shutdown()
     sys.stdout.flush()

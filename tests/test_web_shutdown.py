@@ -35,15 +35,17 @@ CommandLineInterface().run(["-b", "127.0.0.1", "-p", sys.argv[2], "config.asgi:a
 """
 
 
-@pytest.mark.parametrize("client_leaves", [True, False], ids=["client_left", "client_waits"])
+# The grace: the default, or the one the deployment set (WEB_STOP_GRACE_SECONDS).
+@pytest.mark.parametrize("client_leaves, grace", [(True, None), (False, "2")],
+                         ids=["client_left", "client_waits"])
 @pytest.mark.django_db  # the server's database exists; it reads nothing of the test's
-def test_a_web_process_told_to_stop_mid_request_ends(tmp_path, client_leaves):
+def test_a_web_process_told_to_stop_mid_request_ends(tmp_path, client_leaves, grace):
     port = embedded_redis.free_port()
     log = tmp_path / "daphne.log"
+    env = child_env(**({"WEB_STOP_GRACE_SECONDS": grace} if grace else {}))
     with open(log, "w") as output:
         server = subprocess.Popen([sys.executable, "-c", HELD_SERVER, str(tmp_path), str(port)],
-                                  cwd=ROOT, env=child_env(), stdout=output,
-                                  stderr=subprocess.STDOUT)
+                                  cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT)
     client = None
     try:
         eventually(lambda: embedded_redis.port_answers("127.0.0.1", port)
@@ -72,8 +74,8 @@ def test_a_web_process_told_to_stop_mid_request_ends(tmp_path, client_leaves):
         except subprocess.TimeoutExpired:
             pytest.fail("the web process did not end within 60 s of SIGTERM")
         # and says why it ended that way
-        assert "1 request thread(s) still running or waiting" in log.read_text(), \
-            log.read_text()
+        assert f"told to stop {grace or 5} s ago, 1 request thread(s) still running or " \
+               "waiting" in log.read_text(), log.read_text()
     finally:
         if client is not None:
             client.close()
