@@ -1,10 +1,12 @@
 """Every API error has one JSON shape: {"error": {"code", "message", "details": [...]}}."""
 
 import logging
+import sys
 from typing import Any
 
 from django.db import InterfaceError, OperationalError
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.template import loader
 from django.views.defaults import bad_request as page_bad_request
 from django.views.defaults import page_not_found
 from django.views.defaults import server_error as page_server_error
@@ -18,6 +20,8 @@ from config.errors import DomainError
 log = logging.getLogger(__name__)
 # How long a client is told to wait when the database could not answer.
 DATABASE_RETRY_AFTER_SECONDS = 5
+DATABASE_UNAVAILABLE = ("The database did not answer; what it had not committed was not "
+                        "changed. Try again shortly.")
 
 CODES = {
     400: "malformed",
@@ -73,9 +77,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         log.warning("database unavailable for %s: %s",
                     getattr(context.get("request"), "path", "?"), exc)
         set_rollback()
-        return Response(error_body(503, "The database did not answer; what it had not "
-                                        "committed was not changed. Try again shortly."),
-                        status=503, headers={"Retry-After": str(DATABASE_RETRY_AFTER_SECONDS)})
+        return Response(error_body(503, DATABASE_UNAVAILABLE), status=503,
+                        headers={"Retry-After": str(DATABASE_RETRY_AFTER_SECONDS)})
     response = drf_exception_handler(exc, context)
     if response is None:
         return None
@@ -103,11 +106,31 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> Any:
 
 
 def server_error(request: HttpRequest) -> Any:
-    """500 as JSON under /api/, the normal page elsewhere."""
+    """500 as JSON under /api/, the normal page elsewhere; 503 (with Retry-After) when what
+    failed was the database not answering, outside DRF's handler too (a console page, a
+    session read by a middleware)."""
+    if _database_unavailable(sys.exc_info()[1]):
+        return _database_unavailable_response(request)
     if request.path.startswith(("/api/", "/v1/")):
         return _json_error(500, "Internal error; it has been logged.")
 
     return page_server_error(request)
+
+
+def _database_unavailable(error: BaseException | None) -> bool:
+    while error is not None:
+        if isinstance(error, OperationalError | InterfaceError):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
+def _database_unavailable_response(request: HttpRequest) -> HttpResponse:
+    retry = {"Retry-After": str(DATABASE_RETRY_AFTER_SECONDS)}
+    if request.path.startswith(("/api/", "/v1/")):
+        return JsonResponse(error_body(503, DATABASE_UNAVAILABLE), status=503, headers=retry)
+    # Rendered without a request context: the database (sessions, the user) is what failed.
+    return HttpResponse(loader.render_to_string("503.html"), status=503, headers=retry)
 
 
 def bad_request(request: HttpRequest, exception: Exception | None = None) -> Any:

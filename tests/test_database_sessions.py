@@ -1,7 +1,7 @@
 """A web process's PostgreSQL sessions come from a pool of its own (DATABASE_POOL_SIZE): it
 answers each request in a thread of its own, and without the pool every request opened a
 session (and left it open until the garbage collector found it). Without its database it
-answers 503, not 500."""
+answers 503, not 500, to the API and to the console's pages."""
 
 import json
 import time
@@ -10,10 +10,13 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
 from django.db import connection
 
 from config import embedded_redis
 from tests.conftest import postgresql_only, start_daphne, stop_daphne
+from tests.test_reverse_proxy import STRONG
 
 
 def sessions_opened() -> int:
@@ -55,7 +58,14 @@ def test_a_web_process_without_its_database_answers_503_and_says_when_to_try_aga
     """PostgreSQL down (nothing listens where DATABASE_URL points): an API request waits for a
     session no longer than the pool's wait and answers the documented 503, never a 500."""
     nowhere = f"postgres://postgres@127.0.0.1:{embedded_redis.free_port()}/agentgov"
-    server = start_daphne(DATABASE_URL=nowhere)
+    signing_key = tmp_path / "audit-key.pem"
+    signing_key.write_bytes(ed25519.Ed25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption()))
+    # As deployed (DEBUG off: a failure gets the product's page, not Django's debug page).
+    server = start_daphne(DATABASE_URL=nowhere, DEBUG="false", SECRET_KEY=STRONG,
+                          AUDIT_SIGNING_KEY=STRONG[::-1], AUDIT_PRIVATE_KEY_FILE=str(signing_key),
+                          ALLOWED_HOSTS="127.0.0.1", SECURE_SSL_REDIRECT="false")
     try:
         for method, path, body in (("GET", "/api/v1/agents", None),
                                    ("POST", "/api/v1/events", b"[]")):
@@ -69,5 +79,16 @@ def test_a_web_process_without_its_database_answers_503_and_says_when_to_try_aga
             assert refused.value.headers["Retry-After"] == "5"
             error = json.loads(refused.value.read())["error"]
             assert error["code"] == "unavailable" and "not changed" in error["message"]
+        # A signed-in person's page (their session is read before any view runs) and the
+        # same through the API: the 503 too, as a page and as the error document.
+        for path, shape in (("/agents", "text/html"), ("/api/v1/agents", "application/json")):
+            request = urllib.request.Request(f"{server.url}{path}",
+                                             headers={"Cookie": "sessionid=some-session"})
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(request, timeout=60)
+            assert refused.value.code == 503, (path, refused.value.read()[:500])
+            assert refused.value.headers["Retry-After"] == "5"
+            assert refused.value.headers["Content-Type"].startswith(shape)
+            assert b"database did not answer" in refused.value.read().lower()
     finally:
         stop_daphne(server)
