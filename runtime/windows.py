@@ -186,15 +186,28 @@ def peek(check: WindowCheck, now: datetime) -> int:
     return connection().zcount(check.key, now.timestamp() - check.seconds, now.timestamp())
 
 
+# KEYS: the dedupe windows; ARGV[1]: JSON, a [candidate id, seconds] per key in KEYS order.
+# Each key is set to its candidate unless it holds a window already; returns the ids they
+# hold, as one JSON array (one command for the batch, not a SET and a GET per key).
+WINDOW_IDS = """
+local asked = cjson.decode(ARGV[1])
+local ids = {}
+for i = 1, #KEYS do
+  redis.call('SET', KEYS[i], asked[i][1], 'NX', 'EX', asked[i][2])
+  ids[i] = redis.call('GET', KEYS[i])
+end
+return cjson.encode(ids)
+"""
+
+
 def window_ids(keys: list[tuple[str, str, int]]) -> list[str]:
     """For each (rule key, candidate id, seconds): the id of the dedupe window it falls in.
     The first violation of a rule opens a window named after it; later ones within `seconds`
     land in the same window, so they are one finding."""
     if not keys:
         return []
-    pipe = connection().pipeline(transaction=False)
-    for rule_key, candidate, seconds in keys:
-        pipe.set(f"bw:dedupe:{rule_key}", candidate, nx=True, ex=seconds)
-        pipe.get(f"bw:dedupe:{rule_key}")
-    replies = pipe.execute()
-    return [value.decode() if isinstance(value, bytes) else value for value in replies[1::2]]
+    reply = connection().register_script(WINDOW_IDS)(
+        keys=[f"bw:dedupe:{rule_key}" for rule_key, _, _ in keys],
+        args=[json.dumps([[candidate, int(seconds)] for _, candidate, seconds in keys],
+                         ensure_ascii=False)])
+    return json.loads(reply)
