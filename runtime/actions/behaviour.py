@@ -27,7 +27,7 @@ from config import retries
 from config.errors import Invalid, NotAllowed, NotFound
 from config.prepared import prepared_cursor
 from config.times import parse_timestamp
-from reconciliation.actions.common import audit_label, desired_now, enforcement_held, suspend_agent
+from reconciliation.actions.common import audit_label, enforcement_held, suspend_agent
 from reconciliation.actions.escalations import open_escalation
 from reconciliation.actions.findings import move_finding, open_finding
 from reconciliation.agent_status import refresh_status
@@ -35,7 +35,7 @@ from reconciliation.choices import DecisionStatus, FindingStatus, Trigger
 from reconciliation.connectors import connector_for
 from reconciliation.controller.triggers import request_reconcile
 from reconciliation.models import Finding, ObservedState
-from reconciliation.reconciler.diff import Operation, OperationKind
+from reconciliation.reconciler.diff import Operation, OperationKind, effective_desired
 from reconciliation.reconciler.plan import idempotency_key, mode_for
 from registry.actions.waivers import active_waivers
 from registry.choices import Lifecycle, Role
@@ -360,17 +360,20 @@ def _rules_spec(agent: Agent, now: datetime) -> dict[str, Any]:
 
 
 def _rules(agent: Agent, now: datetime) -> tuple[dict[str, Any], set[str], set[str]]:
-    """desired_now(agent, now), read only, kept per process across batches (a deep copy of
-    the spec per agent per batch was most of a 1,000-agent batch's time). It changes only
-    with the version, the restriction or suspension, or when a live grant expires, so it is
-    reused from when it was made until the first live grant's expiry. Kept with it: its
-    callable tools and granted resources, the sets every event is checked against."""
+    """The effective desired state the rules judge by, read only, kept per process across
+    batches (a deep copy of the spec per agent per batch was most of a 1,000-agent batch's
+    time). It changes only with the version, the restriction or suspension, or when a live
+    grant expires, so it is reused from when it was made until the first live grant's
+    expiry. Kept with it: its callable tools and granted resources, the sets every event is
+    checked against. `running` follows the suspension alone, not a stop's reach as
+    desired_now's does (a query per agent): what it decides here, a call made after the
+    suspension, is judged by the suspension's own time anyway (_ran_while_suspended)."""
     version = agent.active_version
-    key = (version.pk, version.spec_sha256, repr(agent.restricted_to),
-           agent.lifecycle == Lifecycle.SUSPENDED)
+    suspended = agent.lifecycle == Lifecycle.SUSPENDED
+    key = (version.pk, version.spec_sha256, repr(agent.restricted_to), suspended)
     kept = _rule_specs.get(key)
     if kept is None or not (kept[1] <= now and (kept[2] is None or now < kept[2])):
-        spec = desired_now(agent, now)
+        spec = effective_desired(agent.enforced_spec, now, suspended=suspended)
         expiries = [parse_timestamp(grant["expires_at"], naive=UTC)  # naive: UTC, as the diff
                     for grant in spec.get("grants", [])]
         if len(_rule_specs) >= RULE_SPECS_KEPT:

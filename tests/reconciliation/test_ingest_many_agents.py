@@ -17,6 +17,7 @@ from reconciliation.actions.common import suspend_agent
 from reconciliation.models import Finding
 from runtime import actions as runtime_actions
 from runtime import windows
+from runtime.actions import behaviour
 from runtime.actions.behaviour import AGENTS_PER_JOB, _batch_agents, _rules_spec
 from tests.conftest import approved_agent, postgresql_only
 
@@ -178,6 +179,27 @@ def test_windows_lost_for_30_agents_are_refilled_with_the_queries_of_3(
         assert redis_client.zcard(f"bw:{agents[name].pk}:customers_db:calls:3600") == 3
         assert redis_client.get(f"bw:filled:{agents[name].pk}") == str(
             _batch_agents({name})[name].generation).encode()
+
+
+def test_a_process_first_seeing_30_agents_judges_them_with_the_queries_of_3(
+        people, redis_client, django_capture_on_commit_callbacks):
+    """A web process just started (or one that never saw these agents) reads nothing more
+    per agent to judge their events: the spec the rules judge by is made from the agent's
+    row (a stop's reach, read per agent, is the reconciler's business, not the rules')."""
+    names = [f"new-{i:02d}" for i in range(34)]
+    for name in names:
+        approved_agent(people, name, **LIMITED)
+    # What a process reads once whatever the agents (its first batch's), read before.
+    ingest(people.admin, [read(names[33])], django_capture_on_commit_callbacks)
+    counts = {}
+    for group in (names[:3], names[3:33]):
+        behaviour._rule_specs.clear()  # as a new process has them
+        with CaptureQueriesContext(connection) as captured:
+            body = ingest(people.admin, [read(name) for name in group],
+                          django_capture_on_commit_callbacks)
+        assert body["accepted"] == len(group)
+        counts[len(group)] = len(captured.captured_queries)
+    assert counts[30] == counts[3], counts
 
 
 BLOCKING = {**LIMITED, "limits": [{"resource": "customers_db", "max_calls": 1, "per": "1h"}],
