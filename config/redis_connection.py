@@ -3,10 +3,10 @@
 With `REDIS_SENTINELS` set, the sentinels name the current primary of `REDIS_SENTINEL_MASTER`
 and `REDIS_URL` gives only the database number and password. Clients retry a command that
 met a closed connection, a timeout or a read-only replica (an old primary during a failover)
-with backoff for about ten seconds, asking the sentinels again each time, so a failover is a
-pause, not an error. RQ's queues and the channel layer are configured the same way in
-`config/settings.py` (`redis_settings`); the few clients the product makes itself come from
-`client()`.
+with backoff for about ten seconds, asking the sentinels again on every reconnect
+(`PrimaryFollowingConnection`), so a failover is a pause, not an error. RQ's queues and the
+channel layer are configured the same way in `config/settings.py` (`RedisTarget.rq_queue`,
+`RedisTarget.channel_host`); the few clients the product makes itself come from `client()`.
 """
 
 from __future__ import annotations
