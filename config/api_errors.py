@@ -22,6 +22,8 @@ log = logging.getLogger(__name__)
 DATABASE_RETRY_AFTER_SECONDS = 5
 DATABASE_UNAVAILABLE = ("The database did not answer; what it had not committed was not "
                         "changed. Try again shortly.")
+# Paths answered with the JSON error document rather than a page.
+API_PREFIXES = ("/api/", "/v1/")
 
 CODES = {
     400: "malformed",
@@ -99,7 +101,7 @@ def _json_error(status_code: int, message: str) -> JsonResponse:
 
 def not_found(request: HttpRequest, exception: Exception | None = None) -> Any:
     """404 as JSON under /api/, the normal page elsewhere."""
-    if request.path.startswith(("/api/", "/v1/")):
+    if request.path.startswith(API_PREFIXES):
         return _json_error(status.HTTP_404_NOT_FOUND, "Not found.")
 
     return page_not_found(request, exception)
@@ -111,23 +113,27 @@ def server_error(request: HttpRequest) -> Any:
     session read by a middleware)."""
     if _database_unavailable(sys.exc_info()[1]):
         return _database_unavailable_response(request)
-    if request.path.startswith(("/api/", "/v1/")):
+    if request.path.startswith(API_PREFIXES):
         return _json_error(500, "Internal error; it has been logged.")
 
     return page_server_error(request)
 
 
 def _database_unavailable(error: BaseException | None) -> bool:
-    while error is not None:
+    """Whether `error`, or one it was raised from or while handling, is the database not
+    answering (each error looked at once: a chain can loop)."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
         if isinstance(error, OperationalError | InterfaceError):
             return True
+        seen.add(id(error))
         error = error.__cause__ or error.__context__
     return False
 
 
 def _database_unavailable_response(request: HttpRequest) -> HttpResponse:
     retry = {"Retry-After": str(DATABASE_RETRY_AFTER_SECONDS)}
-    if request.path.startswith(("/api/", "/v1/")):
+    if request.path.startswith(API_PREFIXES):
         return JsonResponse(error_body(503, DATABASE_UNAVAILABLE), status=503, headers=retry)
     # Rendered without a request context: the database (sessions, the user) is what failed.
     return HttpResponse(loader.render_to_string("503.html"), status=503, headers=retry)
@@ -135,7 +141,7 @@ def _database_unavailable_response(request: HttpRequest) -> HttpResponse:
 
 def bad_request(request: HttpRequest, exception: Exception | None = None) -> Any:
     """400 as JSON under /api/ (e.g. a body over the size limit)."""
-    if request.path.startswith(("/api/", "/v1/")):
+    if request.path.startswith(API_PREFIXES):
         return _json_error(400, str(exception) if exception else "Bad request.")
 
     return page_bad_request(request, exception)

@@ -10,9 +10,8 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from config.api_errors import error_body
+from config.api_errors import API_PREFIXES, error_body
 
-API_PREFIXES = ("/api/", "/v1/")
 # Decoders by Content-Encoding token; zlib's wbits: 31 = gzip wrapper, 15 = zlib wrapper.
 WBITS = {"gzip": 31, "x-gzip": 31, "deflate": 15}
 INFLATE_STEP = 64 * 1024

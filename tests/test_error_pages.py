@@ -1,10 +1,12 @@
 """Styled 403, 404 and 500 pages, and a navigation that only offers what a role can open."""
 
+import json
 import re
 
 import pytest
 from django.contrib.auth.models import User
-from django.test import Client
+from django.db import OperationalError
+from django.test import Client, RequestFactory
 
 from registry import actions
 
@@ -73,3 +75,34 @@ def test_the_500_page_renders_without_the_database(django_assert_num_queries, rf
     page = response.content.decode()
     assert response.status_code == 500
     assert "Something went wrong" in page and "/static/css/site.css" in page
+
+
+def _handled(error: BaseException, path: str):
+    """The 500 handler's answer while `error` is being handled, as Django calls it."""
+    from config.api_errors import server_error
+
+    try:
+        raise error
+    except BaseException:
+        return server_error(RequestFactory().get(path))
+
+
+def test_an_error_raised_from_a_database_that_did_not_answer_gets_the_503(
+        django_assert_num_queries):
+    try:
+        raise OperationalError("connection refused")
+    except OperationalError as cause:
+        wrapped = RuntimeError("the session could not be read")
+        wrapped.__cause__ = cause
+    with django_assert_num_queries(0):
+        page, api = _handled(wrapped, "/agents"), _handled(wrapped, "/api/v1/agents")
+    assert (page.status_code, page["Retry-After"]) == (503, "5")
+    assert "The database did not answer" in page.content.decode()
+    assert (api.status_code, json.loads(api.content)["error"]["code"]) == (503, "unavailable")
+
+
+def test_errors_whose_chain_loops_get_the_500_not_a_hang():
+    first, second = RuntimeError("first"), ValueError("second")
+    first.__context__, second.__context__ = second, first
+    assert _handled(first, "/agents").status_code == 500
+    assert _handled(first, "/api/v1/agents").status_code == 500
