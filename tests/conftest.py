@@ -130,6 +130,25 @@ def child_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def deployed_settings(directory: Path) -> dict[str, str]:
+    """What a process needs to start as deployed (DEBUG off): secrets, an audit signing key
+    written under `directory`, the test host allowed. A test adds what its set-up needs on
+    top (SECURE_SSL_REDIRECT off without a TLS proxy in front)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
+    key = directory / "audit-key.pem"
+    key.write_bytes(ed25519.Ed25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption()))
+    return {"DEBUG": "false", "SECRET_KEY": DEPLOYED_SECRET,
+            "AUDIT_SIGNING_KEY": DEPLOYED_SECRET[::-1], "AUDIT_PRIVATE_KEY_FILE": str(key),
+            "ALLOWED_HOSTS": "127.0.0.1"}
+
+
+DEPLOYED_SECRET = "x7Kq2mP9vR4tW8yB3nF6hJ1cL5dG0sZ-aE"  # 34 characters, many different
+
+
 @dataclass
 class LiveServer:
     """A real daphne process serving the ASGI app."""

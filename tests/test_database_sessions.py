@@ -10,13 +10,10 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ed25519
 from django.db import connection
 
 from config import embedded_redis
-from tests.conftest import postgresql_only, start_daphne, stop_daphne
-from tests.test_reverse_proxy import STRONG
+from tests.conftest import deployed_settings, postgresql_only, start_daphne, stop_daphne
 
 
 def sessions_opened() -> int:
@@ -58,14 +55,9 @@ def test_a_web_process_without_its_database_answers_503_and_says_when_to_try_aga
     """PostgreSQL down (nothing listens where DATABASE_URL points): an API request waits for a
     session no longer than the pool's wait and answers the documented 503, never a 500."""
     nowhere = f"postgres://postgres@127.0.0.1:{embedded_redis.free_port()}/agentgov"
-    signing_key = tmp_path / "audit-key.pem"
-    signing_key.write_bytes(ed25519.Ed25519PrivateKey.generate().private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption()))
     # As deployed (DEBUG off: a failure gets the product's page, not Django's debug page).
-    server = start_daphne(DATABASE_URL=nowhere, DEBUG="false", SECRET_KEY=STRONG,
-                          AUDIT_SIGNING_KEY=STRONG[::-1], AUDIT_PRIVATE_KEY_FILE=str(signing_key),
-                          ALLOWED_HOSTS="127.0.0.1", SECURE_SSL_REDIRECT="false")
+    server = start_daphne(DATABASE_URL=nowhere, SECURE_SSL_REDIRECT="false",
+                          **deployed_settings(tmp_path))
     try:
         for method, path, body in (("GET", "/api/v1/agents", None),
                                    ("POST", "/api/v1/events", b"[]")):

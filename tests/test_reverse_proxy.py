@@ -13,8 +13,6 @@ import urllib.parse
 
 import pytest
 from cryptography import x509
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ed25519
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.db import connection, transaction
 from websockets.sync import client as ws_client
@@ -23,10 +21,16 @@ from audit.models import AuditEntry
 from config import embedded_redis
 from reconciliation import alerts
 from tests.certificates import self_signed
-from tests.conftest import PASSWORD, ROOT, eventually, start_daphne, stop_daphne
+from tests.conftest import (
+    PASSWORD,
+    ROOT,
+    deployed_settings,
+    eventually,
+    start_daphne,
+    stop_daphne,
+)
 
 SITE = ROOT / "deploy" / "nginx" / "agentgov.conf"
-STRONG = "x7Kq2mP9vR4tW8yB3nF6hJ1cL5dG0sZ-aE"  # 34 characters, many different
 
 
 @pytest.fixture
@@ -38,13 +42,8 @@ def proxied(transactional_db, tmp_path):
                             x509.IPAddress(ipaddress.ip_address("127.0.0.1")))
     tls_port, http_port = embedded_redis.free_port(), embedded_redis.free_port()
     origin = f"https://127.0.0.1:{tls_port}"
-    signing_key = tmp_path / "audit-key.pem"
-    signing_key.write_bytes(ed25519.Ed25519PrivateKey.generate().private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption()))
-    web = start_daphne(DEBUG="false", SECRET_KEY=STRONG, AUDIT_SIGNING_KEY=STRONG[::-1],
-                       AUDIT_PRIVATE_KEY_FILE=str(signing_key), ALLOWED_HOSTS="127.0.0.1",
-                       CSRF_TRUSTED_ORIGINS=origin, TRUSTED_PROXIES="127.0.0.1/32")
+    web = start_daphne(CSRF_TRUSTED_ORIGINS=origin, TRUSTED_PROXIES="127.0.0.1/32",
+                       **deployed_settings(tmp_path))
     site = envsubst(
         SITE.read_text(), AGENTGOV_UPSTREAM=web.url.removeprefix("http://"),
         AGENTGOV_SERVER_NAME="127.0.0.1", AGENTGOV_LISTEN=f"127.0.0.1:{tls_port}",

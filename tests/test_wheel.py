@@ -16,17 +16,13 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ed25519
 from django.conf import settings
 from django.db import connection
 
 from config import embedded_redis
-from tests.conftest import REFUND_AGENT_YAML, ROOT, eventually, fresh_venv
+from tests.conftest import REFUND_AGENT_YAML, ROOT, deployed_settings, eventually, fresh_venv
 
 pytestmark = pytest.mark.long(minutes=4)
-
-STRONG = "x7Kq2mP9vR4tW8yB3nF6hJ1cL5dG0sZ-aE"
 
 
 def interpreter(version: str) -> str | None:
@@ -85,15 +81,10 @@ def install(wheels: list[Path], python: str, where: Path, *, compiled: bool) -> 
 def production_env(tmp_path, transactional_db):
     """Settings for an installed cluster: its own fresh database, the test Redis, secrets,
     a signing key and a witness, DEBUG off."""
-    key = tmp_path / "audit-key.pem"
-    key.write_bytes(ed25519.Ed25519PrivateKey.generate().private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption()))
     env = {key: value for key, value in os.environ.items()
            if not key.startswith(("DJANGO", "PYTHON", "DATABASE", "VIRTUAL_ENV"))}
-    env.update(DEBUG="false", SECRET_KEY=STRONG, AUDIT_SIGNING_KEY=STRONG[::-1],
-               AUDIT_PRIVATE_KEY_FILE=str(key), ALLOWED_HOSTS="127.0.0.1",
-               SECURE_SSL_REDIRECT="false", VAR_DIR=str(tmp_path / "var"),
+    env.update(deployed_settings(tmp_path))
+    env.update(SECURE_SSL_REDIRECT="false", VAR_DIR=str(tmp_path / "var"),
                AUDIT_WITNESSES=f"file://{tmp_path / 'witness'}", REDIS_URL=settings.REDIS_URL,
                RECONCILE_VERIFY_DELAY_SECONDS="1")
     if connection.vendor != "postgresql":
