@@ -10,8 +10,10 @@ import uuid
 from collections.abc import Iterable
 from datetime import datetime
 
+import django_rq
 from redis import Redis
 from redis.client import Pipeline
+from rq import Queue
 
 from config import redis_connection
 from runtime.behaviour import WindowCheck
@@ -47,6 +49,12 @@ def connection() -> Redis:
     """The ingest queue's Redis, one client (and connection pool) per process and address:
     django_rq's get_connection builds a new client, and a new connection, on every call."""
     return redis_connection.client()
+
+
+def ingest_queue() -> Queue:
+    """The ingest workers' queue on that client (django_rq's get_queue alone would make a
+    client, and a connection, for every call)."""
+    return django_rq.get_queue("ingest", commit_mode="auto", connection=connection())
 
 
 def add_counts(pipe: Pipeline, checks: list[tuple[WindowCheck, str, datetime]],

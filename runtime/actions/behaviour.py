@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import django_rq
 import redis
 from django.contrib.auth.models import User
 from django.db import connection, transaction
@@ -602,7 +601,7 @@ def _enqueue_violations(found: dict[int, list[dict]]) -> None:
     round trip (runtime.jobs.record_violations_of records each agent on its own)."""
     retry = retries.ingest_job()
     agents = list(found.items())
-    _ingest_queue().enqueue_many([Queue.prepare_data("runtime.jobs.record_violations_of",
+    windows.ingest_queue().enqueue_many([Queue.prepare_data("runtime.jobs.record_violations_of",
                                                      (dict(agents[start:start + AGENTS_PER_JOB]),),
                                                      retry=retry)
                                   for start in range(0, len(agents), AGENTS_PER_JOB)])
@@ -611,13 +610,8 @@ def _enqueue_violations(found: dict[int, list[dict]]) -> None:
 def requeue_violations(agent_id: int, violations: list[dict]) -> None:
     """One agent's broken rules in a job of their own, with the ingest job's retries: what a
     job of several agents does with an agent whose recording failed."""
-    _ingest_queue().enqueue("runtime.jobs.record_violations", agent_id, violations,
+    windows.ingest_queue().enqueue("runtime.jobs.record_violations", agent_id, violations,
                             retry=retries.ingest_job())
-
-
-def _ingest_queue() -> Queue:
-    """The ingest workers' queue on the process's kept Redis client (windows.connection)."""
-    return django_rq.get_queue("ingest", commit_mode="auto", connection=windows.connection())
 
 
 def _later(first: Violation, then: Violation) -> Violation:

@@ -8,10 +8,10 @@ import logging
 from datetime import datetime, timedelta
 from typing import Any
 
-import django_rq
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from rq import Queue
 
 import audit
 from audit.actors import RECONCILER as SYSTEM
@@ -236,10 +236,11 @@ def queue_breaches(hits: list[dict[str, Any]]) -> None:
         return
     names = windows.window_ids([(f"group:{h['key']}", f"{h['trigger_agent']}|{h['event_id']}",
                                  h["seconds"]) for h in hits])
-    for hit, window in zip(hits, names, strict=True):
-        django_rq.get_queue("ingest", commit_mode="auto").enqueue(
-            "runtime.jobs.record_group_breach", {**hit, "window": window},
-            retry=retries.ingest_job())
+    retry = retries.ingest_job()
+    windows.ingest_queue().enqueue_many([  # one round trip for the batch's breaches
+        Queue.prepare_data("runtime.jobs.record_group_breach", ({**hit, "window": window},),
+                           retry=retry)
+        for hit, window in zip(hits, names, strict=True)])
 
 
 # --- a breach: a finding per agent, one escalation ---------------------------------------------
@@ -321,7 +322,7 @@ def _block_on_commit(breach_id: int, finding_ids: list[int]) -> None:
     """Block the agents of a block rule's breach once it committed (their connectors are
     outside the database; the job retries, each suspension is idempotent by its key)."""
     def enqueue() -> None:
-        django_rq.get_queue("ingest", commit_mode="auto").enqueue(
+        windows.ingest_queue().enqueue(
             "runtime.jobs.block_group_job", breach_id, finding_ids, retry=retries.ingest_job())
 
     transaction.on_commit(enqueue, robust=True)
