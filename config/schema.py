@@ -8,7 +8,9 @@ from django.dispatch import receiver
 from django.utils import translation
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.views import SpectacularAPIView
-from rest_framework.renderers import BaseRenderer
+from rest_framework import exceptions
+from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.settings import api_settings
 
 ERROR_STATUSES = {
     "400": "Malformed request", "401": "Not signed in or token refused",
@@ -82,10 +84,25 @@ def _kept_rendering(renderer: type[BaseRenderer]) -> type[BaseRenderer]:
 
 
 class SchemaView(SpectacularAPIView):
-    """`GET /api/schema`, from the kept schema, rendered once per form."""
+    """`GET /api/schema`, from the kept schema, rendered once per form. A `version` the API
+    does not have is refused: drf-spectacular takes any (the API has no versioning), and each
+    new one was a schema generated and kept, and a caller's text in a response header."""
 
     generator_class = KeptSchemaGenerator
     renderer_classes = [_kept_rendering(r) for r in SpectacularAPIView.renderer_classes]
+
+    def _get_version_parameter(self, request: Any) -> str | None:
+        asked = request.GET.get("version")
+        if asked is not None and asked not in (api_settings.ALLOWED_VERSIONS or ()):
+            raise exceptions.ValidationError(
+                {"version": ["This API has no version of that name: leave `version` out."]})
+        return asked
+
+    def handle_exception(self, exc: Exception) -> Any:
+        # The error document is JSON whatever form of the schema was asked for.
+        self.request.accepted_renderer = JSONRenderer()
+        self.request.accepted_media_type = JSONRenderer.media_type
+        return super().handle_exception(exc)
 
 
 _schemas: dict[tuple, dict[str, Any]] = {}

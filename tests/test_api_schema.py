@@ -74,3 +74,16 @@ def test_the_served_schema_is_rendered_once_per_form(client, settings, monkeypat
     # A changed setting renders it again.
     settings.SPECTACULAR_SETTINGS = {**settings.SPECTACULAR_SETTINGS, "VERSION": "1.0.1"}
     assert client.get("/api/schema").status_code == 200 and len(rendered) == 3
+
+
+@pytest.mark.parametrize("version", ["2", "x" * 500, "a\r\nX-Injected: yes"])
+def test_a_version_the_api_does_not_have_is_refused_and_nothing_is_kept(client, settings,
+                                                                        version):
+    from config import schema
+
+    settings.SPECTACULAR_SETTINGS = {**settings.SPECTACULAR_SETTINGS}  # starts from nothing kept
+    assert client.get("/api/schema").status_code == 200
+    answer = client.get("/api/schema", {"version": version})
+    assert answer.status_code == 400 and "X-Injected" not in answer.headers
+    assert answer.json()["error"]["details"][0]["pointer"] == "/version"
+    assert len(schema._schemas) == 1  # the one schema there is, not one per name asked for
