@@ -66,15 +66,18 @@ class KeptSchemaGenerator(SchemaGenerator):
 
 
 def _kept_rendering(renderer: type[BaseRenderer]) -> type[BaseRenderer]:
-    """`renderer`, keeping what it made of a kept schema per media type asked for (YAML of the
-    whole schema is ~0.2 s of CPU). Anything else (an error) is rendered each time."""
+    """`renderer`, keeping what it made of a kept schema (YAML of the whole schema is ~0.2 s
+    of CPU). Only the plain form is kept: media type parameters are the caller's to choose
+    (`indent`, or any other), and keeping one per choice would let a caller fill the process;
+    those, and anything else (an error), are rendered each time."""
 
     class Kept(renderer):  # type: ignore[valid-type, misc]
         def render(self, data: Any, accepted_media_type: str | None = None,
                    renderer_context: Any = None) -> bytes:
-            if not any(data is schema for schema in _schemas.values()):
+            if accepted_media_type != renderer.media_type or not any(
+                    data is schema for schema in _schemas.values()):
                 return super().render(data, accepted_media_type, renderer_context)
-            key = (id(data), renderer, accepted_media_type)
+            key = (id(data), renderer)
             if key not in _rendered:
                 _rendered[key] = super().render(data, accepted_media_type, renderer_context)
             return _rendered[key]
@@ -106,7 +109,7 @@ class SchemaView(SpectacularAPIView):
 
 
 _schemas: dict[tuple, dict[str, Any]] = {}
-_rendered: dict[tuple, bytes] = {}  # by (id of a kept schema, renderer, media type)
+_rendered: dict[tuple, bytes] = {}  # by (id of a kept schema, renderer)
 
 
 @receiver(setting_changed)

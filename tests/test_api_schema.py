@@ -87,3 +87,15 @@ def test_a_version_the_api_does_not_have_is_refused_and_nothing_is_kept(client, 
     assert answer.status_code == 400 and "X-Injected" not in answer.headers
     assert answer.json()["error"]["details"][0]["pointer"] == "/version"
     assert len(schema._schemas) == 1  # the one schema there is, not one per name asked for
+
+
+def test_media_type_parameters_are_rendered_each_time_not_kept(client, settings):
+    from config import schema
+
+    settings.SPECTACULAR_SETTINGS = {**settings.SPECTACULAR_SETTINGS}  # starts from nothing kept
+    plain = client.get("/api/schema", HTTP_ACCEPT="application/json")
+    chosen = [client.get("/api/schema", HTTP_ACCEPT=f"application/json; indent=2; n={n}")
+              for n in range(5)]
+    assert {answer.status_code for answer in [plain, *chosen]} == {200}
+    assert all(answer.json() == plain.json() for answer in chosen)
+    assert len(schema._rendered) == 1  # the plain form only, whatever a caller adds
