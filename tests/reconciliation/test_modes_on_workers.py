@@ -108,8 +108,12 @@ def test_a_lagging_platform_is_waited_for_not_corrected_twice(people, start_work
     eventually(lambda: (statuses(agent) == {"correcting"}
                         and conditions(people)["Reconciling"]["reason"] == "Verifying"),
                timeout=30, message=worker.output())
-    eventually(lambda: statuses(agent) == {"corrected"}, timeout=30,
-               message=lambda: f"findings {statuses(agent)}; worker said:\n{worker.output()}")
+    # Verification commits the findings one transaction before settlement writes the
+    # conditions: wait for both.
+    eventually(lambda: (statuses(agent) == {"corrected"}
+                        and conditions(people)["Ready"]["reason"] == "Converged"), timeout=30,
+               message=lambda: f"findings {statuses(agent)}, conditions {conditions(people)}; "
+                               f"worker said:\n{worker.output()}")
     assert sandbox(agent).apply_count == 3  # stale reads never made it apply again
     now = conditions(people)
     assert (now["Ready"]["status"], now["Ready"]["reason"]) == ("True", "Converged")
