@@ -10,6 +10,9 @@ WITHOUT_REDIS = {"check", "collectstatic", "diffsettings", "help", "makemigratio
 
 
 def main() -> None:
+    from config import startup
+
+    startup.pause_collector()  # until django.setup() ends (config/startup.py)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.umask(0o077)  # what the product writes under var/ (and elsewhere) is its owner's only
     command = sys.argv[1] if len(sys.argv) > 1 else "help"

@@ -3,9 +3,13 @@
 import gc
 import os
 
-from django.core.asgi import get_asgi_application
+from config import startup
 
-from config import process_role, web_shutdown
+startup.pause_collector()  # until django.setup() ends (config/startup.py)
+
+from django.core.asgi import get_asgi_application  # noqa: E402
+
+from config import process_role, web_shutdown  # noqa: E402
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 # Read by the settings: a web process keeps a pool of database sessions (DATABASE_POOL_SIZE).

@@ -20,6 +20,8 @@ from pathlib import Path
 
 from django.core.management import execute_from_command_line
 
+from config import startup
+
 QUEUES = ("reconcile", "ingest", "default")
 
 
@@ -76,6 +78,7 @@ def management_argv(options: argparse.Namespace) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    startup.pause_collector()  # until django.setup() ends (config/startup.py)
     options = parser().parse_args(argv)
     if options.env_file:
         for key, value in read_env_file(options.env_file).items():

@@ -3,6 +3,7 @@
 import ipaddress
 import os
 import secrets
+import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -201,7 +202,6 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "t
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
-    "daphne",
     # Before registry, whose admin module replaces django-otp's device admin with a read-only one.
     "django_otp",
     "django_otp.plugins.otp_totp",
@@ -233,7 +233,14 @@ INSTALLED_APPS = [
     "console",
     "siem",
     "chat",
+    # Last: its ready() ends the start-up the entry points began with the collector paused.
+    "config.startup.StartedConfig",
 ]
+# daphne's app only swaps `runserver` for an ASGI one (websockets); importing it installs
+# Twisted's reactor (~0.2 s of CPU), which every worker, cron and command paid for nothing.
+# The web process is `agentgov serve` (daphne itself); `manage.py runserver` still gets it.
+if sys.argv[1:2] == ["runserver"]:
+    INSTALLED_APPS.insert(0, "daphne")
 
 MIDDLEWARE = [
     "config.observability.RequestMetricsMiddleware",

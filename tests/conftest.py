@@ -21,7 +21,7 @@ from django.contrib.auth.models import User
 from django.db import connection, connections
 from rest_framework.test import APIClient
 
-from config import embedded_redis
+from config import embedded_redis, startup
 from registry import actions
 from registry.choices import Role
 from tests import emptied_tables
@@ -47,6 +47,18 @@ def minutes_long(item: pytest.Item) -> int:
 
 
 @pytest.hookimpl(trylast=True)  # after pytest-django's order: database, transactional, neither
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session: pytest.Session):
+    # Collecting imports every test module and the agent frameworks: objects kept for the
+    # whole run, made without the cyclic collector walking them over and over, then kept out
+    # of its reach (as a product process's start-up: config/startup.py).
+    startup.pause_collector()
+    try:
+        return (yield)
+    finally:
+        startup.resume_collector()
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # The modules that run for minutes (installs, clusters, cut networks) start first, longest
     # first: the xdist workers take modules in this order, and one started last ends the run

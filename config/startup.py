@@ -1,0 +1,37 @@
+"""A process's start-up with the cyclic garbage collector paused.
+
+Loading the product makes ~300,000 objects that live as long as the process, and the
+collector walked them again and again while they were being made: about a quarter of the
+CPU of a start (`django.setup()` and `config.asgi`, ~1.2 s against ~0.9 s; bench/RESULTS.md,
+2026-12-06 afternoon). The entry points (manage.py, `agentgov`, config/asgi.py) pause it before
+they import Django; the last installed app's `ready()`, the end of `django.setup()`, moves
+what was loaded out of its reach and starts it again. Start-up leaves a few thousand
+objects of garbage: they are frozen with the rest (a full collection to free them costs
+~0.15 s, as much as the pause saves)."""
+
+import gc
+
+from django.apps import AppConfig
+
+
+def pause_collector() -> None:
+    """Before the imports of a start."""
+    gc.disable()
+
+
+def resume_collector() -> None:
+    """Start-up is over: what it loaded is kept for life, out of the collector's reach, and
+    the collector runs again (also in a process that never paused it)."""
+    gc.freeze()
+    gc.enable()
+
+
+class StartedConfig(AppConfig):
+    """Last in INSTALLED_APPS: its `ready()` runs when every other app is ready."""
+
+    name = "config.startup"
+    label = "startup"
+    verbose_name = "Start-up"
+
+    def ready(self) -> None:
+        resume_collector()

@@ -1,0 +1,49 @@
+"""A process's start-up (config/startup.py): the entry points load the product with the cyclic
+garbage collector paused (no full collection while ~300,000 objects that live as long as the
+process are made), and every process runs with it on afterwards, what it loaded frozen out
+of its reach. A worker or a command does not import the web server's Twisted reactor."""
+
+import json
+import subprocess
+import sys
+
+from tests.conftest import ROOT
+
+# What a process reports about its collector once it is running.
+REPORT = ("import gc, json, sys; print(json.dumps({'enabled': gc.isenabled(), "
+          "'frozen': gc.get_freeze_count(), 'full': gc.get_stats()[2]['collections'], "
+          "'twisted': 'twisted.internet.reactor' in sys.modules, "
+          "'daphne': 'daphne.server' in sys.modules}))")
+
+
+def run(argv: list[str]) -> dict:
+    result = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120,
+                            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT),
+                                 "REDIS_URL": "redis://127.0.0.1:1/0", "VAR_DIR": "/tmp"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_a_command_starts_without_full_collections_and_runs_with_the_collector_on():
+    for argv in ([sys.executable, "manage.py", "shell", "-c", REPORT],
+                 [sys.executable, "-m", "config.cli", "manage", "shell", "-c", REPORT]):
+        seen = run(argv)
+        assert seen["enabled"] is True, argv  # a worker never runs with it off
+        assert seen["frozen"] > 100_000, argv  # what start-up loaded, out of its reach
+        assert seen["full"] == 0, argv  # start-up did not walk what it was making
+        # Twisted's reactor is the web server's: a worker or a command does without it.
+        assert not seen["twisted"] and not seen["daphne"], argv
+
+
+def test_the_web_application_loads_without_full_collections():
+    seen = run([sys.executable, "-c", f"import config.asgi; {REPORT}"])
+    assert seen["enabled"] is True and seen["frozen"] > 100_000 and seen["full"] == 0
+
+
+def test_runserver_is_still_the_asgi_one_with_websockets():
+    help_text = subprocess.run([sys.executable, "manage.py", "runserver", "--help"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=120,
+                               env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT),
+                                    "VAR_DIR": "/tmp"})
+    assert help_text.returncode == 0, help_text.stderr
+    assert "--noasgi" in help_text.stdout  # daphne's runserver, not Django's WSGI one
