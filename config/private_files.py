@@ -1,13 +1,24 @@
 """Files under var/ hold secrets and the embedded database: only their owner may read them."""
 
 import os
+import stat
 from pathlib import Path
+
+from config.env import SettingError
 
 
 def private_dir(path: Path) -> Path:
-    """Create `path` (and parents) if needed and make it owner-only (0700)."""
+    """Create `path` (and parents) if needed and make it owner-only (0700). A directory other
+    users share (sticky, as /tmp, or another user's) is refused, never changed: VAR_DIR=/tmp
+    made /tmp owner-only, and every other user and service of the host lost it."""
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if path.stat().st_mode & 0o077:
+    found = path.stat()
+    if found.st_mode & 0o077:
+        if found.st_mode & stat.S_ISVTX or found.st_uid != os.geteuid():
+            raise SettingError(
+                f"{path} is shared with other users (mode {stat.S_IMODE(found.st_mode):o}, "
+                f"owner uid {found.st_uid}); the product keeps secrets in it: set VAR_DIR to "
+                "a directory of its own")
         path.chmod(0o700)
     return path
 

@@ -44,7 +44,8 @@ SECRET_DEFAULT = "random, kept under `var/` (DEBUG only); required when DEBUG is
 OUTSIDE_SETTINGS = [
     ("VAR_DIR", "path", "`var/` in the checkout",
      "local state: SQLite, embedded Redis, demo logins, dev secrets, the launcher's files and "
-     "logs; made 0700, its files 0600"),
+     "logs; made 0700, its files 0600; a directory other users share (sticky, as /tmp, or "
+     "another user's) is refused, never changed"),
     ("AGENTGOV_ENV_FILE", "path", "unset",
      "a file of KEY=VALUE lines the `agentgov` command reads before the settings (the "
      "environment wins); `--env-file` names it too"),

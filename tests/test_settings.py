@@ -71,6 +71,25 @@ def test_one_off_commands_leave_no_redis_server_running_and_their_files_owner_on
     assert loose == {}, "readable by others"
 
 
+def test_a_state_directory_other_users_share_is_refused_and_left_as_it_was(tmp_path):
+    # VAR_DIR=/tmp once made /tmp owner-only (the secret key is written in VAR_DIR): every
+    # other user and service of the host lost it. A shared directory is refused, unchanged.
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    result = manage(shared, "migrate", "--noinput", "-v", "0")
+    assert result.returncode != 0
+    assert f"{shared} is shared with other users" in result.stderr
+    assert "set VAR_DIR to a directory of its own" in result.stderr
+    assert oct(shared.stat().st_mode & 0o7777) == "0o1777" and list(shared.iterdir()) == []
+    # A directory of its own that is too open is still made owner-only.
+    own = tmp_path / "own"
+    own.mkdir()
+    own.chmod(0o755)
+    assert manage(own, "migrate", "--noinput", "-v", "0").returncode == 0
+    assert own.stat().st_mode & 0o777 == 0o700
+
+
 def test_the_embedded_redis_refuses_clients_without_its_password(tmp_path):
     url, started = embedded_redis.ensure_running(tmp_path / "redis")
     try:
