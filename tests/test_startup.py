@@ -6,6 +6,7 @@ of its reach. A worker or a command does not import the web server's Twisted rea
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.conftest import ROOT
 
@@ -16,18 +17,23 @@ REPORT = ("import gc, json, sys; print(json.dumps({'enabled': gc.isenabled(), "
           "'daphne': 'daphne.server' in sys.modules}))")
 
 
-def run(argv: list[str]) -> dict:
+def environment(var: Path) -> dict[str, str]:
+    # VAR_DIR is made owner-only by the product: a directory of the test's own.
+    return {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "VAR_DIR": str(var),
+            "REDIS_URL": "redis://127.0.0.1:1/0"}
+
+
+def run(argv: list[str], var: Path) -> dict:
     result = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120,
-                            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT),
-                                 "REDIS_URL": "redis://127.0.0.1:1/0", "VAR_DIR": "/tmp"})
+                            env=environment(var))
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def test_a_command_starts_without_full_collections_and_runs_with_the_collector_on():
+def test_a_command_starts_without_full_collections_and_runs_with_the_collector_on(tmp_path):
     for argv in ([sys.executable, "manage.py", "shell", "-c", REPORT],
                  [sys.executable, "-m", "config.cli", "manage", "shell", "-c", REPORT]):
-        seen = run(argv)
+        seen = run(argv, tmp_path)
         assert seen["enabled"] is True, argv  # a worker never runs with it off
         assert seen["frozen"] > 100_000, argv  # what start-up loaded, out of its reach
         assert seen["full"] == 0, argv  # start-up did not walk what it was making
@@ -35,15 +41,14 @@ def test_a_command_starts_without_full_collections_and_runs_with_the_collector_o
         assert not seen["twisted"] and not seen["daphne"], argv
 
 
-def test_the_web_application_loads_without_full_collections():
-    seen = run([sys.executable, "-c", f"import config.asgi; {REPORT}"])
+def test_the_web_application_loads_without_full_collections(tmp_path):
+    seen = run([sys.executable, "-c", f"import config.asgi; {REPORT}"], tmp_path)
     assert seen["enabled"] is True and seen["frozen"] > 100_000 and seen["full"] == 0
 
 
-def test_runserver_is_still_the_asgi_one_with_websockets():
+def test_runserver_is_still_the_asgi_one_with_websockets(tmp_path):
     help_text = subprocess.run([sys.executable, "manage.py", "runserver", "--help"], cwd=ROOT,
                                capture_output=True, text=True, timeout=120,
-                               env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT),
-                                    "VAR_DIR": "/tmp"})
+                               env=environment(tmp_path))
     assert help_text.returncode == 0, help_text.stderr
     assert "--noasgi" in help_text.stdout  # daphne's runserver, not Django's WSGI one
