@@ -137,7 +137,7 @@ def child_env(**extra: str) -> dict[str, str]:
     """Environment for a process the test starts: same test database and Redis."""
     env = dict(os.environ)
     env.update(DATABASE_URL=database_url(), REDIS_URL=settings.REDIS_URL,
-               DJANGO_SETTINGS_MODULE="config.settings", PYTHONPATH=str(ROOT))
+               DJANGO_SETTINGS_MODULE="tests.process_settings", PYTHONPATH=str(ROOT))
     env.update(extra)
     return env
 

@@ -9,12 +9,11 @@ import zlib
 from base64 import b32decode
 
 import pytest
-from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.contrib.auth.models import User
 
 from tests.conftest import PASSWORD, approved_agent
 from tests.registry.test_stepup import totp
-from tests.test_dashboard_browser import Browser
+from tests.test_dashboard_browser import Browser, browser_passwords
 
 pytestmark = pytest.mark.browser
 
@@ -59,8 +58,7 @@ def signed_in(people, live_server_process, monkeypatch):
     from tests.conftest import sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    hasher = PBKDF2PasswordHasher()
-    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+    browser_passwords()
     with sync_playwright() as playwright:
         yield Browser(playwright, live_server_process.url)
 
@@ -206,8 +204,7 @@ def test_a_confirmation_that_could_not_be_sent_shows_on_the_persons_notification
     from tests.conftest import start_daphne, stop_daphne, sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    hasher = PBKDF2PasswordHasher()
-    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+    browser_passwords()
     # A mail server that is not there, as in a demo without SMTP.
     server = start_daphne(EMAIL_HOST="127.0.0.1", EMAIL_PORT=str(embedded_redis.free_port()),
                           EMAIL_TIMEOUT="2")
@@ -235,8 +232,7 @@ def test_the_demos_mail_sink_shows_compliance_what_was_sent(people, transactiona
     from tests.conftest import start_daphne, stop_daphne, sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    hasher = PBKDF2PasswordHasher()
-    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+    browser_passwords()
     server = start_daphne(EMAIL_BACKEND="django.core.mail.backends.filebased.EmailBackend",
                           EMAIL_FILE_PATH=str(tmp_path / "mail"))
     try:

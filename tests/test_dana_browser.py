@@ -8,13 +8,11 @@ import re
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth.hashers import PBKDF2PasswordHasher
-from django.contrib.auth.models import User
 from django.utils import timezone
 
 from registry.models import Agent
-from tests.conftest import PASSWORD, approved_agent, eventually
-from tests.test_dashboard_browser import Browser
+from tests.conftest import approved_agent, eventually
+from tests.test_dashboard_browser import Browser, browser_passwords
 from tests.test_demo import ARTIFACTS
 
 pytestmark = pytest.mark.browser
@@ -27,8 +25,7 @@ def test_dana_watches_a_correction_reads_the_timeline_and_verifies_the_trail(
     from tests.conftest import sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    hasher = PBKDF2PasswordHasher()
-    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+    browser_passwords()
     approved_agent(people, "refund-agent", enforcement={"default": "correct"})
     worker = start_worker("reconcile", "ingest", "default")
     # A worker's start and first pass on a loaded 2-core CI machine can take minutes.

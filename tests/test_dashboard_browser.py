@@ -11,7 +11,7 @@ import sys
 import threading
 
 import pytest
-from django.contrib.auth.hashers import PBKDF2PasswordHasher
+from django.contrib.auth.hashers import make_password
 from django.contrib.auth.models import User
 
 from config import embedded_redis
@@ -25,10 +25,9 @@ pytestmark = pytest.mark.browser
 
 
 def browser_passwords() -> None:
-    """Give every person the test PASSWORD, hashed as the live server checks it (the suite's
-    fast hasher is this process's only): call it once everyone the test signs in exists."""
-    hasher = PBKDF2PasswordHasher()
-    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+    """Give every person the test PASSWORD (the suite's fast hasher, the live server's first:
+    tests/process_settings.py): call it once everyone the test signs in exists."""
+    User.objects.update(password=make_password(PASSWORD))
 
 
 class Browser:

@@ -5,12 +5,10 @@ page draws its trend and silence charts from the local plotly.js with no request
 machine, no console error and no CSP violation."""
 
 import pytest
-from django.contrib.auth.hashers import PBKDF2PasswordHasher
-from django.contrib.auth.models import User
 
 from registry.models import ToxicCombination
-from tests.conftest import PASSWORD, approved_agent
-from tests.test_dashboard_browser import Browser
+from tests.conftest import approved_agent
+from tests.test_dashboard_browser import Browser, browser_passwords
 from tests.test_demo import ARTIFACTS
 
 pytestmark = pytest.mark.browser
@@ -23,8 +21,7 @@ def test_dana_declares_a_toxic_pair_and_reads_the_fleet_page(people, live_server
     from tests.conftest import sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    hasher = PBKDF2PasswordHasher()
-    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+    browser_passwords()
     approved_agent(people, "support", data=[{"resource": "customers_db", "access": "read"}],
                    delegates_to=["mailer"])
     approved_agent(people, "mailer", tools=["email.send_external"])

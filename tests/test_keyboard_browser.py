@@ -2,15 +2,13 @@
 against the real ASGI server: an approver answers a pending decision with the keyboard alone."""
 
 import pytest
-from django.contrib.auth.hashers import PBKDF2PasswordHasher
-from django.contrib.auth.models import User
 
 from reconciliation import actions as reconciliation
 from reconciliation.models import Escalation
 from runtime import actions as runtime_actions
 from sandbox import actions as sandbox_actions
-from tests.conftest import PASSWORD, approved_agent
-from tests.test_dashboard_browser import Browser
+from tests.conftest import approved_agent
+from tests.test_dashboard_browser import Browser, browser_passwords
 
 pytestmark = pytest.mark.browser
 
@@ -44,8 +42,7 @@ def test_an_approver_answers_a_decision_with_the_keyboard_alone(
     from tests.conftest import sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    hasher = PBKDF2PasswordHasher()
-    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+    browser_passwords()
     agent = approved_agent(people, "refund-agent")
     decision = runtime_actions.request_decision(
         agent, {"action": "payments.refund", "amount": 800}, actor=people.alice)
@@ -83,8 +80,7 @@ def test_pages_fit_the_screen_and_never_say_it_with_colour_alone(
     from tests.conftest import sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    hasher = PBKDF2PasswordHasher()
-    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+    browser_passwords()
     agent = approved_agent(people, "refund-agent")
     sandbox_actions.ensure_sandbox(agent)
     reconciliation.reconcile_agent(agent.pk, trigger="approved")

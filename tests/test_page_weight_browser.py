@@ -3,11 +3,9 @@ console ships plotly's basic build, gzipped, not the 4.8 MB full one. In Chromiu
 real ASGI server."""
 
 import pytest
-from django.contrib.auth.hashers import PBKDF2PasswordHasher
-from django.contrib.auth.models import User
 
-from tests.conftest import PASSWORD, approved_agent
-from tests.test_dashboard_browser import Browser
+from tests.conftest import approved_agent
+from tests.test_dashboard_browser import Browser, browser_passwords
 
 pytestmark = pytest.mark.browser
 LIMIT = 1_500_000
@@ -21,8 +19,7 @@ def test_a_cold_overview_transfers_under_one_and_a_half_megabytes_and_draws_its_
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     approved_agent(people, "refund-agent")
-    hasher = PBKDF2PasswordHasher()
-    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+    browser_passwords()
     base = live_server_process.url
     with sync_playwright() as playwright:
         dana = Browser(playwright, base).page("dana")  # signed in: the sign-in page is cached

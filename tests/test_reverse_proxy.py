@@ -89,7 +89,7 @@ def request(proxied, method: str, path: str, body: str = "", **headers: str):
 
 
 def test_signing_in_through_the_proxy_over_tls(people, proxied):
-    # The web process checks passwords with the production hashers, not the tests' fast one.
+    # A password hashed as deployed (PBKDF2, not the suite's fast hasher) signs in too.
     people.dana.password = PBKDF2PasswordHasher().encode(PASSWORD, PBKDF2PasswordHasher().salt())
     people.dana.save(update_fields=["password"])
     plain = http.client.HTTPConnection("127.0.0.1", proxied["http_port"], timeout=30)

@@ -3,14 +3,12 @@ tablet's width: in Chromium, every word of every cell is laid out on one line (a
 a hyphen is a normal line break, not a mid-word one)."""
 
 import pytest
-from django.contrib.auth.hashers import PBKDF2PasswordHasher
-from django.contrib.auth.models import User
 
 from reconciliation import actions
 from runtime import actions as runtime_actions
 from sandbox import actions as sandbox_actions
-from tests.conftest import BAD_DEPLOYMENT, PASSWORD, approved_agent, refund_manifest
-from tests.test_dashboard_browser import Browser
+from tests.conftest import BAD_DEPLOYMENT, approved_agent, refund_manifest
+from tests.test_dashboard_browser import Browser, browser_passwords
 
 pytestmark = pytest.mark.browser
 
@@ -46,8 +44,7 @@ def test_no_table_wraps_a_word_in_the_middle(people, live_server_process, monkey
     from tests.conftest import sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    hasher = PBKDF2PasswordHasher()
-    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+    browser_passwords()
     agent = approved_agent(people, "payouts-agent", enforcement={"default": "escalate"})
     actions.reconcile_agent(agent.pk, trigger="approved")
     sandbox_actions.sandbox_deploy(agent, actor="system:test", changes=BAD_DEPLOYMENT, reason="bad")

@@ -3,14 +3,12 @@ the amount as money), and an answer after the agent stopped waiting is refused a
 shown as an error, never as "resolved: allow". In Chromium against the real ASGI server."""
 
 import pytest
-from django.contrib.auth.hashers import PBKDF2PasswordHasher
-from django.contrib.auth.models import User
 from django.utils import timezone
 
 from runtime import actions as runtime_actions
 from runtime.models import Decision
-from tests.conftest import PASSWORD, approved_agent, eventually
-from tests.test_dashboard_browser import Browser
+from tests.conftest import approved_agent, eventually
+from tests.test_dashboard_browser import Browser, browser_passwords
 
 pytestmark = pytest.mark.browser
 
@@ -28,8 +26,7 @@ def test_an_answer_after_the_agent_stopped_waiting_is_refused_in_words_that_say_
         "arguments": {"amount": "640.0", "order_id": "A-1001", "customer": "C-77",
                       "reason": "parcel lost"}}, actor=people.alice)
     assert decision.status == "pending"
-    hasher = PBKDF2PasswordHasher()
-    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+    browser_passwords()
     base = live_server_process.url
     with sync_playwright() as playwright:
         bob = Browser(playwright, base).page("bob")

@@ -3,13 +3,10 @@
 import re
 
 import pytest
-from django.contrib.auth.hashers import PBKDF2PasswordHasher
-from django.contrib.auth.models import User
 
 from registry.models import Agent
-from tests.conftest import PASSWORD
 from tests.registry.test_rollback import at_generation_two
-from tests.test_dashboard_browser import Browser
+from tests.test_dashboard_browser import Browser, browser_passwords
 
 pytestmark = pytest.mark.browser
 
@@ -21,8 +18,7 @@ def test_alice_rolls_back_from_the_agent_page_and_bob_approves_the_shown_diff(
     from tests.conftest import sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    hasher = PBKDF2PasswordHasher()
-    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+    browser_passwords()
     at_generation_two(people)
     with sync_playwright() as playwright:
         browser = Browser(playwright, shared_server_process.url)
@@ -60,8 +56,7 @@ def test_a_grant_counted_from_approval_is_written_shown_and_started_through_the_
     from tests.registry.test_grants_from_approval import CRM, manifest_with
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    hasher = PBKDF2PasswordHasher()
-    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+    browser_passwords()
     with sync_playwright() as playwright:
         browser = Browser(playwright, shared_server_process.url)
         alice = browser.page("alice")
@@ -92,8 +87,7 @@ def test_bob_grants_a_waiver_on_the_agent_page_which_shows_it_with_its_end(
     from tests.conftest import approved_agent, sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    hasher = PBKDF2PasswordHasher()
-    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+    browser_passwords()
     agent = approved_agent(people, "refund-agent")
     with sync_playwright() as playwright:
         browser = Browser(playwright, shared_server_process.url)
@@ -130,8 +124,7 @@ def test_alice_proposes_retiring_her_agent_and_bob_approves_it_on_the_agent_page
     from tests.conftest import approved_agent, sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    hasher = PBKDF2PasswordHasher()
-    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+    browser_passwords()
     approved_agent(people, "refund-agent")
     with sync_playwright() as playwright:
         browser = Browser(playwright, shared_server_process.url)

@@ -4,12 +4,10 @@ agent page at the recertify form, and once she proposes the recertification the 
 and the badge gone."""
 
 import pytest
-from django.contrib.auth.hashers import PBKDF2PasswordHasher
-from django.contrib.auth.models import User
 
-from tests.conftest import PASSWORD, approved_agent
+from tests.conftest import approved_agent
 from tests.registry.test_owner_inbox import due_in
-from tests.test_dashboard_browser import Browser
+from tests.test_dashboard_browser import Browser, browser_passwords
 
 pytestmark = pytest.mark.browser
 
@@ -21,8 +19,7 @@ def test_alice_follows_her_reminder_from_the_inbox_to_the_recertify_form(
     from tests.conftest import sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    hasher = PBKDF2PasswordHasher()
-    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+    browser_passwords()
     due_in(approved_agent(people, "refund-agent"), days=2)
     with sync_playwright() as playwright:
         browser = Browser(playwright, live_server_process.url)

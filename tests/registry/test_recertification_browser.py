@@ -5,12 +5,10 @@ shows the date, the waiver and its end, the date passing, and the lifecycle hist
 report lists the agent as overdue; recertifying again puts it back on schedule."""
 
 import pytest
-from django.contrib.auth.hashers import PBKDF2PasswordHasher
-from django.contrib.auth.models import User
 
 from sandbox import actions as sandbox_actions
-from tests.conftest import PASSWORD, approved_agent, eventually
-from tests.test_dashboard_browser import Browser
+from tests.conftest import approved_agent, eventually
+from tests.test_dashboard_browser import Browser, browser_passwords
 
 pytestmark = pytest.mark.browser
 
@@ -22,8 +20,7 @@ def test_a_review_date_and_a_waiver_run_out_on_the_agent_page(people, live_serve
     from tests.conftest import sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    hasher = PBKDF2PasswordHasher()
-    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+    browser_passwords()
     agent = approved_agent(people, "refund-agent")
     sandbox_actions.ensure_sandbox(agent)
     worker = start_worker("reconcile", "default")

@@ -5,15 +5,13 @@ import time
 from base64 import b32decode
 
 import pytest
-from django.contrib.auth.hashers import PBKDF2PasswordHasher
-from django.contrib.auth.models import User
 
 from audit.models import AuditEntry
 from registry import actions
 from registry.models import DesiredStateVersion
-from tests.conftest import PASSWORD, approved_agent, refund_manifest
+from tests.conftest import approved_agent, refund_manifest
 from tests.registry.test_stepup import totp
-from tests.test_dashboard_browser import Browser
+from tests.test_dashboard_browser import Browser, browser_passwords
 
 pytestmark = pytest.mark.browser
 
@@ -25,8 +23,7 @@ def test_bob_enrols_an_authenticator_and_approves_a_marked_proposal_with_its_cod
     from tests.conftest import sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    hasher = PBKDF2PasswordHasher()
-    User.objects.update(password=hasher.encode(PASSWORD, hasher.salt()))
+    browser_passwords()
     agent = approved_agent(people, "refund-agent")
     actions.create_guardrail(actor=people.dana, name="model-changes",
                              expression='spec.model == "gpt-4.1"', effect="step_up",
