@@ -38,5 +38,5 @@ application = ProtocolTypeRouter(
 # life: moved out of the cyclic collector's reach, and young collections made ten times rarer,
 # so its collections stop walking them every few requests. A 1,000-event ingest batch spent
 # ~15% of its Python time in the collector (7.6 -> 1 us per event).
-gc.freeze()
+startup.resume_collector()  # (frozen) also where Django was set up before this module
 gc.set_threshold(7000, 10, 10)

@@ -11,12 +11,14 @@ objects of garbage: they are frozen with the rest (a full collection to free the
 
 import gc
 
-from django.apps import AppConfig
+from django.apps import AppConfig, apps
 
 
 def pause_collector() -> None:
-    """Before the imports of a start."""
-    gc.disable()
+    """Before the imports of a start. Where Django is set up already (an entry point called
+    inside a running process) the start is over: nothing would turn the collector back on."""
+    if not apps.ready:
+        gc.disable()
 
 
 def resume_collector() -> None:

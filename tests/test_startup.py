@@ -52,3 +52,14 @@ def test_runserver_is_still_the_asgi_one_with_websockets(tmp_path):
                                env=environment(tmp_path))
     assert help_text.returncode == 0, help_text.stderr
     assert "--noasgi" in help_text.stdout  # daphne's runserver, not Django's WSGI one
+
+
+def test_an_entry_point_inside_a_running_process_leaves_the_collector_on(tmp_path):
+    # Django set up first (a test, a shell): no ready() follows the entry point's pause, so
+    # pausing would leave the collector off for the rest of the process, and every connection
+    # object a finished thread left (they refer to each other) open.
+    seen = run([sys.executable, "-c", "import os, django; "
+                "os.environ['DJANGO_SETTINGS_MODULE'] = 'config.settings'; django.setup(); "
+                "from config import startup; startup.pause_collector(); "
+                f"import config.asgi; {REPORT}"], tmp_path)
+    assert seen["enabled"] is True
