@@ -2,6 +2,7 @@
 compliance, and an admin, all made through the product's own actions."""
 
 import contextlib
+import gc
 import os
 import signal
 import subprocess
@@ -552,6 +553,10 @@ def django_db_setup(django_db_setup, django_db_blocker):
     from django.db import connections
 
     SyncToAsync.single_thread_executor.submit(connections.close_all).result(timeout=60)
+    # A thread a test started and that ended leaves its connection to the cyclic collector
+    # (Django's connection objects refer to each other): collected here, it is closed, so
+    # what remains is a thread or a process still running.
+    gc.collect()
 
     def sessions() -> list[tuple[str, str, str]]:
         with connection.cursor() as cursor:

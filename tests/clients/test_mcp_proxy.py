@@ -22,6 +22,7 @@ import anyio
 import httpx
 import pytest
 from agentgov.cli import main as agentctl
+from django.db import connections
 from fastmcp import Client as McpClient
 from fastmcp.client.transports import StdioTransport
 from fastmcp.exceptions import ToolError
@@ -161,8 +162,11 @@ def resolve(server: str, key: str, drift: Finding, resolution: str) -> None:
 
 def bob_allows_the_next_decision(server: str, bob_key: str) -> threading.Thread:
     def allow() -> None:
-        escalation = eventually(
-            lambda: Escalation.objects.filter(decision__isnull=False, status="open").first())
+        try:
+            escalation = eventually(
+                lambda: Escalation.objects.filter(decision__isnull=False, status="open").first())
+        finally:
+            connections.close_all()  # this thread's own session
         answer = httpx.post(f"{server}/api/v1/escalations/{escalation.pk}/resolve",
                             json={"resolution": "allow", "comment": "known customer"},
                             headers={"Authorization": f"Token {bob_key}"})
