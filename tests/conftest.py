@@ -47,7 +47,6 @@ def minutes_long(item: pytest.Item) -> int:
     return minutes
 
 
-@pytest.hookimpl(trylast=True)  # after pytest-django's order: database, transactional, neither
 @pytest.hookimpl(wrapper=True)
 def pytest_collection(session: pytest.Session):
     # Collecting imports every test module and the agent frameworks: objects kept for the
@@ -60,6 +59,7 @@ def pytest_collection(session: pytest.Session):
         startup.resume_collector()
 
 
+@pytest.hookimpl(trylast=True)  # after pytest-django's order: database, transactional, neither
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # The modules that run for minutes (installs, clusters, cut networks) start first, longest
     # first: the xdist workers take modules in this order, and one started last ends the run

@@ -34,6 +34,18 @@ def test_only_the_plugins_the_suite_uses_are_loaded(pytestconfig):
     assert installed & loaded == USED, f"loaded by accident: {(installed & loaded) - USED}"
 
 
+def test_collection_pauses_the_collector_and_the_order_comes_after_pytest_django(pytestconfig):
+    # Two hookimpl markers on one function keep only the outer one: the collection's wrapper
+    # was once a plain hook (never run) and the ordering hook lost its trylast.
+    hook = pytestconfig.pluginmanager.hook
+    ours = {impl.function.__name__: impl for name in ("pytest_collection",
+                                                      "pytest_collection_modifyitems")
+            for impl in getattr(hook, name).get_hookimpls()
+            if impl.plugin_name.endswith("tests/conftest.py")}
+    assert ours["pytest_collection"].wrapper
+    assert ours["pytest_collection_modifyitems"].trylast
+
+
 class Collected:
     """A collected test as the ordering hook reads it: its name and its `long` marker."""
 
