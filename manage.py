@@ -4,14 +4,14 @@
 import os
 import sys
 
+from config import startup
+
 # Commands that never touch Redis: they must not start the embedded server.
 WITHOUT_REDIS = {"check", "collectstatic", "diffsettings", "help", "makemigrations", "migrate",
                  "showmigrations", "spectacular", "sqlmigrate", "version"}
 
 
 def main() -> None:
-    from config import startup
-
     startup.pause_collector()  # until django.setup() ends (config/startup.py)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.umask(0o077)  # what the product writes under var/ (and elsewhere) is its owner's only

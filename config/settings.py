@@ -238,8 +238,9 @@ INSTALLED_APPS = [
 ]
 # daphne's app only swaps `runserver` for an ASGI one (websockets); importing it installs
 # Twisted's reactor (~0.2 s of CPU), which every worker, cron and command paid for nothing.
-# The web process is `agentgov serve` (daphne itself); `manage.py runserver` still gets it.
-if sys.argv[1:2] == ["runserver"]:
+# The web process is `agentgov serve` (daphne itself); `runserver` still gets it, however it
+# is named (`manage.py runserver`, `agentgov manage runserver`, `django-admin runserver`).
+if "runserver" in sys.argv[1:]:
     INSTALLED_APPS.insert(0, "daphne")
 
 MIDDLEWARE = [

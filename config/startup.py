@@ -1,9 +1,9 @@
 """A process's start-up with the cyclic garbage collector paused.
 
 Loading the product makes ~300,000 objects that live as long as the process, and the
-collector walked them again and again while they were being made: about a quarter of the
-CPU of a start (`django.setup()` and `config.asgi`, ~1.2 s against ~0.9 s; bench/RESULTS.md,
-2026-12-06 afternoon). The entry points (manage.py, `agentgov`, config/asgi.py) pause it before
+collector walked them three full times while they were being made: a quarter of the CPU
+of loading `config.asgi` (~0.87 s against ~0.65 s; bench/RESULTS.md, 2026-12-06, second
+session). The entry points (manage.py, `agentgov`, config/asgi.py) pause it before
 they import Django; the last installed app's `ready()`, the end of `django.setup()`, moves
 what was loaded out of its reach and starts it again. Start-up leaves a few thousand
 objects of garbage: they are frozen with the rest (a full collection to free them costs
