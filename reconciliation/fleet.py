@@ -18,7 +18,6 @@ from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any
 
-import cel
 from django.db.models import Count, Q
 from django.utils import timezone
 
@@ -27,7 +26,7 @@ from reconciliation.choices import OPEN_STATUSES, TOXIC_PATH_KIND
 from reconciliation.models import Finding, ObservedState, Silence
 from reconciliation.timeline_chart import fleet_timelines, timeline_figure
 from registry.choices import GuardrailEffect, GuardrailOutcome, Lifecycle, ToxicEffect
-from registry.guardrails import selector_matches
+from registry.guardrails import compile_expression, selector_matches
 from registry.models import Agent, DesiredStateVersion, Guardrail, ToxicCombination
 from registry.toxic import Capability, ToxicPath, toxic_paths
 
@@ -135,7 +134,7 @@ def guardrail_rows(fleet: Fleet) -> list[FleetRow]:
         covers = sorted(name for name, agent in fleet.agents.items()
                         if selector_matches(guardrail.selector, agent["labels"]))
         try:
-            program = cel.compile(guardrail.expression)
+            program = compile_expression(guardrail.expression)
             failing = [name for name in covers
                        if _failing(guardrail, program, fleet.agents[name], name, fleet.now)]
         except Exception:  # noqa: BLE001 - an expression that no longer compiles

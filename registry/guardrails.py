@@ -9,7 +9,6 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-import cel
 from django.conf import settings
 
 from registry.choices import GuardrailEffect, GuardrailOutcome
@@ -64,6 +63,13 @@ def cost_problem(expression: str, largest: int) -> str | None:
             "comprehensions nested inside each other (or over lists joined with +) grow fast")
 
 
+def compile_expression(expression: str) -> Any:
+    """`expression` compiled by the CEL library (raises ValueError when it does not parse)."""
+    import cel  # heavy: its package imports its own command line (typer, rich, prompt_toolkit)
+
+    return cel.compile(expression)
+
+
 def check_expression(expression: str, now: datetime) -> None:
     """Refuse an expression that does not parse, names unknown variables or functions, or is
     not a boolean; evaluation errors that depend on the spec are allowed (they fail closed)."""
@@ -72,7 +78,7 @@ def check_expression(expression: str, now: datetime) -> None:
     if len(expression) > MAX_EXPRESSION:
         raise ExpressionError(f"the expression is longer than {MAX_EXPRESSION} characters")
     try:
-        program = cel.compile(expression)
+        program = compile_expression(expression)
     except ValueError as error:
         text = str(error)
         match = _POSITION.search(text)
@@ -124,7 +130,7 @@ def evaluate(guardrail: Any, spec: dict, metadata: dict, now: datetime) -> Guard
         return GuardrailResult(guardrail.name, guardrail.effect, GuardrailOutcome.ERROR,
                                f"not evaluated, so the proposal is held: {problem}")
     try:
-        passed = cel.compile(guardrail.expression).execute(
+        passed = compile_expression(guardrail.expression).execute(
             {"spec": spec, "metadata": metadata, "now": now})
         if not isinstance(passed, bool):
             raise TypeError(f"the expression gave {type(passed).__name__}, not a boolean")

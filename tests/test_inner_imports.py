@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tests.conftest import ROOT
 
-INNER_IMPORTS = 13
+INNER_IMPORTS = 14
 NOQA = re.compile(r"noqa(:\s*[A-Z]+[0-9]+(\s*,\s*[A-Z]+[0-9]+)*)?")
 
 

@@ -1,7 +1,8 @@
 """A process's start-up (config/startup.py): the entry points load the product with the cyclic
 garbage collector paused (no full collection while ~300,000 objects that live as long as the
 process are made), and every process runs with it on afterwards, what it loaded frozen out
-of its reach. A worker or a command does not import the web server's Twisted reactor."""
+of its reach. A worker or a command does not import the web server's Twisted reactor, and no
+process loads the agent client's HTTP stack or the CEL library before it uses them."""
 
 import json
 import subprocess
@@ -14,7 +15,11 @@ from tests.conftest import ROOT
 REPORT = ("import gc, json, sys; print(json.dumps({'enabled': gc.isenabled(), "
           "'frozen': gc.get_freeze_count(), 'full': gc.get_stats()[2]['collections'], "
           "'twisted': 'twisted.internet.reactor' in sys.modules, "
-          "'daphne': 'daphne.server' in sys.modules}))")
+          "'daphne': 'daphne.server' in sys.modules, "
+          "'unused': sorted(m for m in ('httpx', 'cel') if m in sys.modules)}))")
+# httpx comes with the agent client (whose audit formats every process imports) and cel's
+# package imports its own command line (typer, rich, prompt_toolkit): ~110 ms of each start
+# between them, in processes that mostly never send a request nor evaluate a guardrail.
 
 
 def environment(var: Path) -> dict[str, str]:
@@ -39,11 +44,13 @@ def test_a_command_starts_without_full_collections_and_runs_with_the_collector_o
         assert seen["full"] == 0, argv  # start-up did not walk what it was making
         # Twisted's reactor is the web server's: a worker or a command does without it.
         assert not seen["twisted"] and not seen["daphne"], argv
+        assert seen["unused"] == [], argv
 
 
 def test_the_web_application_loads_without_full_collections(tmp_path):
     seen = run([sys.executable, "-c", f"import config.asgi; {REPORT}"], tmp_path)
     assert seen["enabled"] is True and seen["frozen"] > 100_000 and seen["full"] == 0
+    assert seen["unused"] == []
 
 
 def test_runserver_is_still_the_asgi_one_with_websockets(tmp_path):

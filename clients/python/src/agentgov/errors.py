@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
+if TYPE_CHECKING:  # annotations only: the control plane imports these errors without httpx
+    import httpx
 
 
 class AgentGovError(Exception):
