@@ -10,7 +10,8 @@ the same run: first with per-agent rules only, then with three group rules on (r
 customer's record across all agents, calls and tokens per team); prints both figures and how
 many times slower group rules make ingest (the target: at most 2).
 
-Usage: python bench/ingest.py [EVENTS] [--web 1,2,4] [--agents N] [--group-rules]
+Usage: python bench/ingest.py [EVENTS] [--web 1,2,4] [--agents N] [--clients N] [--group-rules]
+(--clients: client threads per web process, 2 unless given)
 (scratch stores: see bench/scratch.py)
 """
 
@@ -271,7 +272,10 @@ if __name__ == "__main__":
     parser.add_argument("--agents", type=int, default=1,
                         help="agents the events are spread across (bench-00000...)")
     parser.add_argument("--group-rules", action="store_true")
+    parser.add_argument("--clients", type=int, default=CLIENTS_PER_PROCESS,
+                        help="client threads per web process (each sends one batch at a time)")
     args = parser.parse_args()
+    CLIENTS_PER_PROCESS = args.clients
     if args.group_rules:
         main_group_rules(args.events)
     else:
