@@ -171,14 +171,15 @@ class LiveServer:
 
 
 def start_daphne(**env: str) -> LiveServer:
-    """Start a daphne process on the test database and Redis (with extra environment)."""
+    """Start a web process (daphne, through `agentgov serve`) on the test database and Redis
+    (with extra environment)."""
     port = embedded_redis.free_port()
     # Its output goes to a file, read back only if it fails to start: a pipe nobody reads
     # would stop the server the day it logged more than the pipe holds.
     with tempfile.TemporaryFile() as output:
         process = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-             "config.asgi:application"],
+            # The product's own command (`agentgov serve`), as an operator starts it.
+            [sys.executable, "-m", "config.cli", "serve", "--port", str(port)],
             cwd=ROOT, env=child_env(**env), stdout=subprocess.DEVNULL, stderr=output,
         )
         deadline = time.monotonic() + 90  # a loaded CI machine starts daphne slowly
