@@ -11,7 +11,7 @@ customer's record across all agents, calls and tokens per team); prints both fig
 many times slower group rules make ingest (the target: at most 2).
 
 Usage: python bench/ingest.py [EVENTS] [--web 1,2,4] [--agents N] [--clients N] [--group-rules]
-(--clients: client threads per web process, 2 unless given)
+(--clients: client threads per web process, 2 unless given; --group-rules always uses 2)
 (scratch stores: see bench/scratch.py)
 """
 
@@ -81,8 +81,9 @@ class WebProcesses(Processes):
                 time.sleep(0.1)
 
 
-def send_all(ports: list[int], key: str, bodies: list[bytes]) -> tuple[int, float]:
-    """POST every body, CLIENTS_PER_PROCESS client threads per web process; (events
+def send_all(ports: list[int], key: str, bodies: list[bytes],
+             per_process: int = CLIENTS_PER_PROCESS) -> tuple[int, float]:
+    """POST every body, `per_process` client threads per web process; (events
     accepted, seconds)."""
     accepted: list[int] = []
     failures: list[str] = []
@@ -99,7 +100,7 @@ def send_all(ports: list[int], key: str, bodies: list[bytes]) -> tuple[int, floa
                 failures.append(repr(error))
                 return
 
-    clients = [ports[i % len(ports)] for i in range(len(ports) * CLIENTS_PER_PROCESS)]
+    clients = [ports[i % len(ports)] for i in range(len(ports) * per_process)]
     started = time.perf_counter()
     threads = [threading.Thread(target=send, args=(port, bodies[i::len(clients)]))
                for i, port in enumerate(clients)]
@@ -165,7 +166,7 @@ def bench_token() -> str:
     return actions.issue_api_token(admin, actor="system:bench")[1]
 
 
-def main(total: int, web: list[int], agents: int) -> None:
+def main(total: int, web: list[int], agents: int, per_process: int) -> None:
     setup_django()
     from django.db import connection
 
@@ -185,7 +186,7 @@ def main(total: int, web: list[int], agents: int) -> None:
                 send_all([port], key, warm)
             bodies = [batch(agents, BATCH) for _ in range(total // BATCH)]
             floor = floor_seconds(bodies)
-            events, seconds = send_all(processes.ports, key, bodies)
+            events, seconds = send_all(processes.ports, key, bodies, per_process)
         finally:
             processes.stop()
         floor_rate = len(bodies) * BATCH / floor
@@ -196,7 +197,7 @@ def main(total: int, web: list[int], agents: int) -> None:
             "events": events,
             "batch": BATCH,
             "web_processes": count,
-            "clients": count * CLIENTS_PER_PROCESS,
+            "clients": count * per_process,
             "seconds": round(seconds, 3),
             "events_per_second": round(events / seconds),
             "events_per_second_per_process": round(events / seconds / count),
@@ -275,8 +276,9 @@ if __name__ == "__main__":
     parser.add_argument("--clients", type=int, default=CLIENTS_PER_PROCESS,
                         help="client threads per web process (each sends one batch at a time)")
     args = parser.parse_args()
-    CLIENTS_PER_PROCESS = args.clients
+    if args.clients < 1:
+        parser.error("--clients must be at least 1")
     if args.group_rules:
         main_group_rules(args.events)
     else:
-        main(args.events, [int(n) for n in args.web.split(",")], args.agents)
+        main(args.events, [int(n) for n in args.web.split(",")], args.agents, args.clients)
