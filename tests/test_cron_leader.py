@@ -13,6 +13,10 @@ from rq.cron import get_cron_job_history_key
 from config.cron_leader import LEADER_KEY
 from tests.conftest import ROOT, child_env, eventually
 
+# ~25 s of cron processes taking over from each other (a minute on a loaded machine): last in
+# pytest-django's order (no database), it ended the run beside test_settings.
+pytestmark = pytest.mark.long(minutes=1)
+
 PROBE = get_cron_job_history_key("tests.worker_jobs.count_cron_run")
 LEASE = "3"
 

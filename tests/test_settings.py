@@ -12,6 +12,10 @@ from config import embedded_redis
 from config.env import SettingError, env_bool, env_int, env_url
 from tests.conftest import ROOT, postgresql_only
 
+# ~45 s of processes started one after another (a minute and more on a loaded machine): left
+# among the modules that need no database, the last pytest-django orders, it ended the run alone.
+pytestmark = pytest.mark.long(minutes=1)
+
 STRONG = "Zr7-q0Vx_8pLm2Nw4Ks6Jt1Hy3Gd5Fb9Ac"
 
 PROBE = (
