@@ -2,8 +2,11 @@
 compliance, and an admin, all made through the product's own actions."""
 
 import contextlib
+import fcntl
 import gc
+import hashlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -515,11 +518,44 @@ def fresh_venv(where: Path, *requirements: str, python: str = sys.executable,
     subprocess.run([python, "-m", "venv", "--without-pip", str(where)], check=True,
                    timeout=120)
     target = where / "bin" / "python"
+    requirements = tuple(built_if_in_checkout(r, where.parent / f"{where.name}-wheels")
+                         for r in requirements)
     install = subprocess.run([sys.executable, "-m", "pip", "--python", str(target), "install",
                               "--quiet", *([] if compiled else ["--no-compile"]), *requirements],
                              capture_output=True, text=True, timeout=timeout)
     assert install.returncode == 0, f"{requirements}:\n{install.stderr[-4000:]}"
     return target
+
+
+BUILD_LOCK = Path(tempfile.gettempdir()) / (
+    f"agentgov-checkout-build-{hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]}.lock")
+
+
+@contextlib.contextmanager
+def building_in_checkout():
+    """One build of the checkout's projects at a time, across the suite's workers: setuptools
+    builds a local project in its own folder (`build/`, `*.egg-info`), and two builds at once
+    (the wheel test, the deployment guide's install, the client's extras, on different
+    workers) took each other's files ("No such file or directory" copying into bdist)."""
+    with open(BUILD_LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released as the file closes
+        yield
+
+
+def built_if_in_checkout(requirement: str, wheels: Path) -> str:
+    """A requirement naming a folder of the checkout (`clients/python[mcp]`) as the wheel pip
+    builds of it, built under building_in_checkout() (its extras kept); any other as given."""
+    folder, extras = re.fullmatch(r"(.*?)(\[[^\]]*\])?", requirement).groups()
+    if not Path(folder).is_dir() or not Path(folder).resolve().is_relative_to(ROOT.resolve()):
+        return requirement
+    out = wheels / Path(folder).resolve().name
+    with building_in_checkout():
+        built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
+                                "-w", str(out), folder], capture_output=True, text=True,
+                               timeout=600)
+    assert built.returncode == 0, f"{folder}:\n{built.stderr[-4000:]}"
+    (wheel,) = out.glob("*.whl")
+    return f"{wheel}{extras or ''}"
 
 
 def installed(python: Path) -> dict[str, str]:

@@ -8,6 +8,7 @@ the failover the web answers, the next drift is corrected once, and its alert re
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -29,7 +30,7 @@ from websockets.exceptions import WebSocketException
 from websockets.sync import client as ws_client
 
 from config.embedded_redis import free_port
-from tests.conftest import REFUND_AGENT_YAML, ROOT, eventually
+from tests.conftest import REFUND_AGENT_YAML, ROOT, building_in_checkout, eventually
 from tests.replicated_postgres import ReplicationUnavailable, bin_dir, writable_dev_null
 
 GUIDE = ROOT / "docs" / "operating.md"
@@ -98,7 +99,9 @@ class Deployment:
               timeout: float = 1800) -> str:
         """Run guide blocks in one bash, stopping at the first failing command."""
         log = self.home / f"{what}.out"
-        with open(log, "w") as out:
+        # the guide builds the wheels in the checkout: one build there at a time
+        building = building_in_checkout() if "pip wheel" in script else contextlib.nullcontext()
+        with open(log, "w") as out, building:
             result = subprocess.run(["bash", "-c", f"set -euo pipefail\n{TRACE}{script}"],
                                     cwd=ROOT,
                                     env=self.env, stdout=out, stderr=subprocess.STDOUT,

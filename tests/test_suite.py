@@ -1,8 +1,12 @@
 """The suite itself: it loads only the pytest plugins it uses (an installed package's plugin
 costs seconds at every start), the models agree with their migrations, a browser test
 leaves no database session open (PostgreSQL drops the test database only when none is left),
-and a transactional test leaves no row behind."""
+a transactional test leaves no row behind, and builds of the checkout's projects (which
+setuptools makes in the checkout's own folders) take turns across the workers."""
 
+import subprocess
+import sys
+import zipfile
 from importlib.metadata import entry_points
 
 import pytest
@@ -13,7 +17,11 @@ from django.db import connection, transaction
 from audit.models import AuditEntry
 from tests import emptied_tables
 from tests.conftest import (
+    BUILD_LOCK,
+    ROOT,
     approved_with_client,
+    building_in_checkout,
+    built_if_in_checkout,
     eventually,
     minutes_long,
     postgresql_only,
@@ -178,3 +186,29 @@ def test_each_xdist_worker_has_a_redis_database_of_its_own_or_the_run_is_refused
                 "redis://127.0.0.1:6379/9?db=3", "redis://127.0.0.1:6379/x"):
         with pytest.raises(pytest.UsageError):
             worker_redis_url(url, "gw7")
+
+
+def take_build_lock(*, wait: bool) -> subprocess.CompletedProcess:
+    """Another process (as another xdist worker is) taking the checkout's build lock."""
+    flags = "fcntl.LOCK_EX" if wait else "fcntl.LOCK_EX | fcntl.LOCK_NB"
+    return subprocess.run([sys.executable, "-c", "import fcntl, sys; "
+                           f"fcntl.flock(open(sys.argv[1], 'w'), {flags})", str(BUILD_LOCK)],
+                          capture_output=True, text=True, timeout=900)
+
+
+def test_a_build_in_the_checkout_keeps_other_processes_builds_out_until_it_ends():
+    with building_in_checkout():
+        refused = take_build_lock(wait=False)
+        assert refused.returncode != 0 and "BlockingIOError" in refused.stderr
+    assert take_build_lock(wait=True).returncode == 0  # (another worker's build may be first)
+
+
+def test_a_client_folder_is_installed_as_the_wheel_built_of_it_with_its_extras(tmp_path):
+    requirement = built_if_in_checkout(f"{ROOT / 'clients' / 'python'}[mcp]", tmp_path)
+    wheel, extras = requirement.split("[")
+    assert extras == "mcp]" and zipfile.is_zipfile(wheel)
+    assert "agentgov/client.py" in zipfile.ZipFile(wheel).namelist()
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    assert built_if_in_checkout(str(outside), tmp_path) == str(outside)  # not the checkout's
+    assert built_if_in_checkout("httpx>=0.27", tmp_path) == "httpx>=0.27"

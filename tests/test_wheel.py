@@ -20,7 +20,14 @@ from django.conf import settings
 from django.db import connection
 
 from config import embedded_redis
-from tests.conftest import REFUND_AGENT_YAML, ROOT, deployed_settings, eventually, fresh_venv
+from tests.conftest import (
+    REFUND_AGENT_YAML,
+    ROOT,
+    building_in_checkout,
+    deployed_settings,
+    eventually,
+    fresh_venv,
+)
 
 pytestmark = pytest.mark.long(minutes=4)
 
@@ -47,8 +54,9 @@ def run(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory) -> list[Path]:
     dist = tmp_path_factory.mktemp("dist")
-    run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(dist),
-         str(ROOT), str(ROOT / "clients" / "python")])
+    with building_in_checkout():
+        run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(dist),
+             str(ROOT), str(ROOT / "clients" / "python")])
     found = sorted(dist.glob("*.whl"))
     assert [w.name.split("-")[0] for w in found] == ["agent_governance", "agentgov_client"]
     return found
