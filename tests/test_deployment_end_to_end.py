@@ -49,14 +49,18 @@ def guide_blocks() -> list[str]:
 
 
 def steps() -> dict[str, str]:
-    """The guide's blocks by what they do: setting up (up to the wait for /readyz), the
-    failover drill, stopping everything; and the first block (where things go), which the
-    later ones need again in a shell of their own."""
+    """The guide's blocks by what they do: installing (up to the wheels' install), setting up
+    (up to the wait for /readyz), the failover drill, stopping everything; and the first block
+    (where things go), which the later ones need again in a shell of their own. Installing is a
+    step of its own because it builds in the checkout, which other tests' builds wait for."""
     blocks = guide_blocks()
+    built = next(i for i, block in enumerate(blocks) if "pip wheel" in block)
     ready = next(i for i, block in enumerate(blocks) if "/readyz" in block)
     drill, stop = blocks[ready + 1:]
-    assert "kill -9" in drill and "shutdown" in stop
-    return {"setup": "\n".join(blocks[:ready + 1]), "drill": drill, "stop": stop,
+    assert 0 < built < ready and "kill -9" in drill and "shutdown" in stop
+    return {"install": "\n".join(blocks[:built + 1]),
+            "setup": "\n".join([blocks[0], *blocks[built + 1:ready + 1]]),
+            "drill": drill, "stop": stop,
             "where": blocks[0] + 'export PATH="$AGENTGOV_HOME/venv/bin:$PATH"\n'}
 
 
@@ -262,6 +266,7 @@ def deployment():
     except ReplicationUnavailable as reason:
         pytest.skip(str(reason))
     try:
+        installed.shell(installed.steps["install"], "install")
         output = installed.shell(installed.steps["setup"], "setup")
         installed.passwords = dict(re.findall(r"^created (\w+) with password (\S+)$", output,
                                               flags=re.M))
