@@ -1,9 +1,9 @@
 """Ingest throughput: behaviour events per second through POST /api/v1/events on real daphne
 servers (every rule checked: the agent's tools, data and actions, its sliding windows in
-Redis, the outbox), 1,000-event batches from 2 client threads per web process, against the
-floor measured in the same run: the same events decoded and COPYed into a table of the
-events table's columns with a unique (agent, id), plus one Redis ZADD per event (one
-pipeline per batch), in one process. Prints one JSON line per web-process count.
+Redis, the outbox), 1,000-event batches from client threads (2 per web process unless
+--clients says), against the floor measured in the same run: the same events decoded and
+COPYed into a table of the events table's columns with a unique (agent, id), plus one Redis
+ZADD per event (one pipeline per batch), in one process. Prints one JSON line per web-process count.
 
 With --group-rules: 1,000 agents in ten teams, events spread across them, measured twice in
 the same run: first with per-agent rules only, then with three group rules on (reads of one
@@ -11,7 +11,7 @@ customer's record across all agents, calls and tokens per team); prints both fig
 many times slower group rules make ingest (the target: at most 2).
 
 Usage: python bench/ingest.py [EVENTS] [--web 1,2,4] [--agents N] [--clients N] [--group-rules]
-(--clients: client threads per web process, 2 unless given; --group-rules always uses 2)
+(--clients: client threads per web process, 2 unless given)
 (scratch stores: see bench/scratch.py)
 """
 
@@ -209,7 +209,7 @@ def main(total: int, web: list[int], agents: int, per_process: int) -> None:
         }), flush=True)
 
 
-def main_group_rules(total: int) -> None:
+def main_group_rules(total: int, per_process: int) -> None:
     """Per-agent rules only, then with group rules, on 1,000 agents in the same run."""
     setup_django()
     from django.contrib.auth.models import User
@@ -246,7 +246,7 @@ def main_group_rules(total: int) -> None:
                                       match={"kind": "data_access"})
                 send_all(processes.ports, key, [fleet_batch(10)])  # the group windows' fill
             bodies = [fleet_batch(BATCH) for _ in range(total // BATCH)]
-            results[phase] = send_all(processes.ports, key, bodies)
+            results[phase] = send_all(processes.ports, key, bodies, per_process)
     finally:
         processes.stop()
     per_agent = results["per_agent"][0] / results["per_agent"][1]
@@ -258,7 +258,7 @@ def main_group_rules(total: int) -> None:
         "group_rules": 21,
         "events": results["group_rules"][0],
         "batch": BATCH,
-        "clients": CLIENTS_PER_PROCESS,
+        "clients": per_process,
         "per_agent_events_per_second": round(per_agent),
         "group_rules_events_per_second": round(grouped),
         "slowdown": round(per_agent / grouped, 2),
@@ -279,6 +279,6 @@ if __name__ == "__main__":
     if args.clients < 1:
         parser.error("--clients must be at least 1")
     if args.group_rules:
-        main_group_rules(args.events)
+        main_group_rules(args.events, args.clients)
     else:
         main(args.events, [int(n) for n in args.web.split(",")], args.agents, args.clients)

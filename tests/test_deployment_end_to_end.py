@@ -8,7 +8,6 @@ the failover the web answers, the next drift is corrected once, and its alert re
 
 from __future__ import annotations
 
-import contextlib
 import http.client
 import json
 import os
@@ -103,9 +102,7 @@ class Deployment:
               timeout: float = 1800) -> str:
         """Run guide blocks in one bash, stopping at the first failing command."""
         log = self.home / f"{what}.out"
-        # the guide builds the wheels in the checkout: one build there at a time
-        building = building_in_checkout() if "pip wheel" in script else contextlib.nullcontext()
-        with open(log, "w") as out, building:
+        with open(log, "w") as out:
             result = subprocess.run(["bash", "-c", f"set -euo pipefail\n{TRACE}{script}"],
                                     cwd=ROOT,
                                     env=self.env, stdout=out, stderr=subprocess.STDOUT,
@@ -266,7 +263,8 @@ def deployment():
     except ReplicationUnavailable as reason:
         pytest.skip(str(reason))
     try:
-        installed.shell(installed.steps["install"], "install")
+        with building_in_checkout():  # the guide builds the wheels in the checkout
+            installed.shell(installed.steps["install"], "install")
         output = installed.shell(installed.steps["setup"], "setup")
         installed.passwords = dict(re.findall(r"^created (\w+) with password (\S+)$", output,
                                               flags=re.M))
