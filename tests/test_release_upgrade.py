@@ -254,7 +254,11 @@ def test_upgrading_with_workers_running_loses_and_doubles_no_correction(
                PYTHONUNBUFFERED="1", RECONCILE_VERIFY_DELAY_SECONDS="1",
                BREAKER_SHARE_PERCENT="100", DEMO_SIMULATOR_SECONDS="0")
     old = Release("previous", previous_tree(tmp_path / "previous"), env, logs)
-    new = Release("current", ROOT, env, logs)
+    # The new cron signs the head on its first run, but an old worker still running may take
+    # that job and be stopped before it is done (seen: the next run, five minutes later,
+    # signed it): the new release checkpoints every minute here, so the wait is a minute at
+    # most, not five.
+    new = Release("current", ROOT, {**env, "AUDIT_CHECKPOINT_MINUTES": "1"}, logs)
     assert old.run("-c", "import config; print(config.__file__)").startswith(str(old.tree))
 
     def why() -> str:
