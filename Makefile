@@ -12,12 +12,13 @@ ADAPTER_EXTRAS := langgraph,openai-agents,pydantic-ai
 PIP_BOOTSTRAP = { python3.11 -m pip --python $(PY) install --quiet --disable-pip-version-check \
   --no-compile pip 2>/dev/null || python3 -m pip --python $(PY) install --quiet \
   --disable-pip-version-check --no-compile pip 2>/dev/null || $(PY) -m ensurepip --quiet; }
-# The suite's workers (pytest-xdist): three for every two cores. One a core left a third of
-# the CPU idle while tests waited on the processes they start (2 cores: 25 min; 3 workers:
-# 20 min, bench/RESULTS.md); two a core was no faster and loaded the machine past what the
-# tests that cut Redis or upgrade under running workers allow. At most seven, one Redis
-# database each (9-15 on a shared Redis). TEST_WORKERS=0 runs it in one process.
-TEST_WORKERS ?= $(shell n=$$(nproc); w=$$(( n + n / 2 )); echo $$(( w > 7 ? 7 : w )))
+# The suite's workers (pytest-xdist): two a core. Many tests wait on real time (locks that
+# lapse, windows, waivers and shadows that end by themselves) and on the processes they start:
+# with three workers on two cores the CPU sat idle a fifth of the run (15 min); with four, 9%
+# (12-13 min, and 20 min with two busy loops beside it, every test passing; bench/RESULTS.md,
+# 2026-12-06 fifth session). At most seven, one Redis database each (9-15 on a shared
+# Redis). TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= $(shell n=$$(nproc); w=$$(( 2 * n )); echo $$(( w > 7 ? 7 : w )))
 # Python keeps the compiled form of the checkout's modules (in __pycache__, ignored by git)
 # even where the environment says not to (PYTHONDONTWRITEBYTECODE, set on some machines): every
 # process the suite and the demo start otherwise compiled ~300 modules again (~0.2 s of CPU a
