@@ -12,17 +12,13 @@ ADAPTER_EXTRAS := langgraph,openai-agents,pydantic-ai
 PIP_BOOTSTRAP = { python3.11 -m pip --python $(PY) install --quiet --disable-pip-version-check \
   --no-compile pip 2>/dev/null || python3 -m pip --python $(PY) install --quiet \
   --disable-pip-version-check --no-compile pip 2>/dev/null || $(PY) -m ensurepip --quiet; }
-# The suite's workers (pytest-xdist) on PostgreSQL and Redis: two a core. Many tests wait on
-# real time (locks that lapse, windows, waivers and shadows that end by themselves) and on the
-# processes they start: with three workers on two cores the CPU sat idle a fifth of the run
-# (15 min); with four, 9% (12-13 min, and 20 min with two busy loops beside it, every test
-# passing; bench/RESULTS.md, 2026-12-06 fifth session). On the embedded default (SQLite and
-# the embedded redis-server) three for every two cores, as before: two whole runs there with
-# four failed (the embedded redis-server crashed in one). At most seven, one Redis database
-# each (9-15 on a shared Redis). TEST_WORKERS=N sets the count either way; 0 runs one process.
+# The suite's workers (pytest-xdist): two a core. Many tests wait on real time (locks that
+# lapse, windows, waivers and shadows that end by themselves) and on the processes they start:
+# with three workers on two cores the CPU sat idle a fifth of the run (15 min); with four, 9%
+# (12-13 min, and 20 min with two busy loops beside it, every test passing; bench/RESULTS.md,
+# 2026-12-06 fifth session). At most seven, one Redis database each (9-15 on a shared
+# Redis). TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= $(shell n=$$(nproc); w=$$(( 2 * n )); echo $$(( w > 7 ? 7 : w )))
-EMBEDDED_TEST_WORKERS = $(if $(filter file,$(origin TEST_WORKERS)),$(shell n=$$(nproc); \
-  w=$$(( n + n / 2 )); echo $$(( w > 7 ? 7 : w ))),$(TEST_WORKERS))
 # Python keeps the compiled form of the checkout's modules (in __pycache__, ignored by git)
 # even where the environment says not to (PYTHONDONTWRITEBYTECODE, set on some machines): every
 # process the suite and the demo start otherwise compiled ~300 modules again (~0.2 s of CPU a
@@ -92,9 +88,7 @@ test: install chromium deploy-tools ts-install
 	echo "database: $${DATABASE_URL:-SQLite (embedded)}  redis: $${REDIS_URL:-embedded redis-server}"; \
 	$(VENV)/bin/ruff check . || exit 1; $(VENV)/bin/lint-imports || exit 1; \
 	$(PY) manage.py makemigrations --check --dry-run || { echo "models and migrations disagree: run makemigrations"; exit 1; }; \
-	workers=$(TEST_WORKERS); [ -n "$$DATABASE_URL" ] && [ -n "$$REDIS_URL" ] || \
-	  workers=$(EMBEDDED_TEST_WORKERS); \
-	$(PY) -m pytest -n $$workers $(PYTEST_ARGS); status=$$?; \
+	$(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS); status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$status
 
 # The TypeScript client (clients/typescript): its locked tree, for the suite pytest runs
