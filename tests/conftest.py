@@ -7,6 +7,7 @@ import gc
 import hashlib
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -549,6 +550,7 @@ def built_if_in_checkout(requirement: str, wheels: Path) -> str:
     if not Path(folder).is_dir() or not Path(folder).resolve().is_relative_to(ROOT.resolve()):
         return requirement
     out = wheels / Path(folder).resolve().name
+    shutil.rmtree(out, ignore_errors=True)  # a wheel left by an earlier build is not this one
     with building_in_checkout():
         built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
                                 "-w", str(out), folder], capture_output=True, text=True,

@@ -23,7 +23,7 @@ from config import embedded_redis
 from tests.conftest import (
     REFUND_AGENT_YAML,
     ROOT,
-    building_in_checkout,
+    built_if_in_checkout,
     deployed_settings,
     eventually,
     fresh_venv,
@@ -54,10 +54,8 @@ def run(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory) -> list[Path]:
     dist = tmp_path_factory.mktemp("dist")
-    with building_in_checkout():
-        run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(dist),
-             str(ROOT), str(ROOT / "clients" / "python")])
-    found = sorted(dist.glob("*.whl"))
+    found = sorted((Path(built_if_in_checkout(str(folder), dist))
+                    for folder in (ROOT, ROOT / "clients" / "python")), key=lambda w: w.name)
     assert [w.name.split("-")[0] for w in found] == ["agent_governance", "agentgov_client"]
     return found
 
