@@ -203,13 +203,17 @@ def find_silent_agents(now: datetime | None = None) -> dict[str, int]:
     """Start a silence for each agent unheard for too long (one alert each), end the ones
     heard again or no longer watched. Returns counts."""
     now = now or timezone.now()
-    candidates = {c.name: c for c in _candidates()}
+    # The open silences first, then when each agent was last heard: a report ending a silence
+    # holds that silence's row until it commits, so the job waits for it and then reads the
+    # report (read the other way round, it judged the agent by the report before and started
+    # a second silence just after the report ended the first).
     open_ = {s.agent_name: s for s in Silence.objects.select_for_update(no_key=True)
              .filter(ended_at__isnull=True)}
+    candidates = {c.name: c for c in _candidates()}
     started = ended = 0
     for name, candidate in sorted(candidates.items()):
-        silent = is_silent(now, candidate.expected, candidate.heard)
-        if silent and name not in open_:
+        if (name not in open_ and is_silent(now, candidate.expected, candidate.heard)
+                and is_silent(now, candidate.expected, _reported_again(candidate))):
             _start(candidate, now)
             started += 1
     for name, silence in sorted(open_.items()):
@@ -222,6 +226,20 @@ def find_silent_agents(now: datetime | None = None) -> dict[str, int]:
                         else "no longer watched (retired, suspended or heartbeat off)")
             ended += 1
     return {"started": started, "ended": ended, "silent": len(open_) + started - ended}
+
+
+def _reported_again(candidate: Candidate) -> datetime | None:
+    """When a registered agent was last heard, its report read again under the lock a report
+    takes on it (its latest observed state): a report under way is waited for, so a silence
+    never starts just after the agent reported (the report found no silence to end)."""
+    if candidate.agent_id is None:
+        return candidate.heard
+    history = ObservedState.objects.filter(agent_id=candidate.agent_id).order_by("-observed_at")
+    # waits for a report under way; read again after it, since a report of a changed state
+    # adds a row the locking read could not see
+    list(history.select_for_update(no_key=True).values_list("pk")[:1])
+    reported = history.values_list("last_seen_at", flat=True).first()
+    return max((t for t in (reported, candidate.heard) if t), default=None)
 
 
 def _heard_again(candidate: Candidate, silence: Silence) -> str:
