@@ -7,10 +7,11 @@ page says which it last heard and when (`heard_line`).
 
 The expected heartbeat is the spec's `heartbeat`, or the default of its connector kind
 (HEARTBEAT_PUSH_SECONDS, HEARTBEAT_HTTP_SECONDS, HEARTBEAT_SANDBOX_SECONDS; 0 never). The
-scheduled job (`find_silent_agents`) works in a fixed number of queries whatever the fleet."""
+scheduled job (`find_silent_agents`) judges the fleet in a fixed number of queries whatever
+its size; each silence it starts or ends then writes its own rows."""
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -86,12 +87,21 @@ def watch_shadows(
     _shadows[:] = [shadows]
 
 
+def _history() -> Any:  # a queryset of ObservedState
+    """The observed states of the agent of the outer query (OuterRef "pk"), latest first."""
+    return ObservedState.objects.filter(agent=OuterRef("pk")).order_by("-observed_at")
+
+
+def _last_report() -> Subquery:
+    """When the agent of the outer query last reported (a heartbeat moves it)."""
+    return Subquery(_history().values("last_seen_at")[:1])
+
+
 def _signs_of_life() -> dict[str, Any]:
     """Per agent: its last report, and when each registered sign of life was last heard (none
     when nothing registered it: nothing was heard that way)."""
     return {
-        "reported": Subquery(ObservedState.objects.filter(agent=OuterRef("pk"))
-                             .order_by("-observed_at").values("last_seen_at")[:1]),
+        "reported": _last_report(),
         **{sign: _signs[sign]() if sign in _signs else Value(None, DateTimeField())
            for sign in SIGNS},
     }
@@ -211,9 +221,10 @@ def find_silent_agents(now: datetime | None = None) -> dict[str, int]:
              .filter(ended_at__isnull=True)}
     candidates = {c.name: c for c in _candidates()}
     started = ended = 0
-    for name, candidate in sorted(candidates.items()):
-        if (name not in open_ and is_silent(now, candidate.expected, candidate.heard)
-                and is_silent(now, candidate.expected, _reported_again(candidate))):
+    for candidate in _reported_again([c for name, c in sorted(candidates.items())
+                                      if name not in open_
+                                      and is_silent(now, c.expected, c.heard)]):
+        if is_silent(now, candidate.expected, candidate.heard):
             _start(candidate, now)
             started += 1
     for name, silence in sorted(open_.items()):
@@ -228,18 +239,21 @@ def find_silent_agents(now: datetime | None = None) -> dict[str, int]:
     return {"started": started, "ended": ended, "silent": len(open_) + started - ended}
 
 
-def _reported_again(candidate: Candidate) -> datetime | None:
-    """When a registered agent was last heard, its report read again under the lock a report
-    takes on it (its latest observed state): a report under way is waited for, so a silence
-    never starts just after the agent reported (the report found no silence to end)."""
-    if candidate.agent_id is None:
-        return candidate.heard
-    history = ObservedState.objects.filter(agent_id=candidate.agent_id).order_by("-observed_at")
-    # waits for a report under way; read again after it, since a report of a changed state
-    # adds a row the locking read could not see
-    list(history.select_for_update(no_key=True).values_list("pk")[:1])
-    reported = history.values_list("last_seen_at", flat=True).first()
-    return max((t for t in (reported, candidate.heard) if t), default=None)
+def _reported_again(candidates: list[Candidate]) -> list[Candidate]:
+    """The candidates with their registered agents' reports read again under the lock a report
+    takes (on the agent's latest observed state): a report under way is waited for, so a
+    silence never starts just after the agent reported (the report found no silence to end).
+    Two queries, whatever their number."""
+    ids = [c.agent_id for c in candidates if c.agent_id is not None]
+    if not ids:
+        return candidates
+    agents = Agent.objects.filter(pk__in=ids)
+    latest = agents.annotate(latest=Subquery(_history().values("pk")[:1])).values("latest")
+    list(ObservedState.objects.select_for_update(no_key=True).filter(pk__in=latest)
+         .values_list("pk"))
+    # read again after the lock: a report of a changed state adds a row that read could not see
+    reported = dict(agents.annotate(reported=_last_report()).values_list("pk", "reported"))
+    return [replace(c, reported=reported.get(c.agent_id) or c.reported) for c in candidates]
 
 
 def _heard_again(candidate: Candidate, silence: Silence) -> str:

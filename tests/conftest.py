@@ -127,6 +127,16 @@ postgresql_only = pytest.mark.skipif(connection.vendor != "postgresql",
                                      reason="needs PostgreSQL (set DATABASE_URL)")
 
 
+def waits_on_a_lock(*, besides: int | None = None) -> bool:
+    """Another session of this test database (PostgreSQL) waits on a lock; `besides`, a
+    backend's pid not to count (the session holding the lock, when it could wait too)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                       " AND pid <> pg_backend_pid() AND pid <> %s AND wait_event_type = 'Lock'",
+                       [besides or 0])
+        return cursor.fetchone()[0] > 0
+
+
 def database_url() -> str:
     """A URL for the test database, for processes the test starts."""
     cfg = connection.settings_dict

@@ -11,13 +11,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.db import connection, connections
+from django.db import connections
 
 from reconciliation import actions
 from reconciliation.models import AgentStatus, Escalation
 from registry import actions as registry_actions
 from registry.models import Agent
-from tests.conftest import approved_agent, eventually, postgresql_only
+from tests.conftest import approved_agent, eventually, postgresql_only, waits_on_a_lock
 
 pytestmark = [postgresql_only, pytest.mark.django_db(transaction=True)]
 
@@ -31,14 +31,6 @@ def escalated_tool(people):
                                actor=agent, source="push", trigger_reconcile=False)
     actions.reconcile_agent(agent.pk, trigger="observation")
     return agent, Escalation.objects.get(agent=agent, status="open")
-
-
-def waiting_on_a_lock(pid: int) -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                       " AND pid <> %s AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'",
-                       [pid])
-        return cursor.fetchone()[0] > 0
 
 
 def beside_a_settling_pass(agent: Agent, action: Callable[[], Any]) -> Any:
@@ -67,7 +59,7 @@ def beside_a_settling_pass(agent: Agent, action: Callable[[], Any]) -> Any:
         actor = threading.Thread(target=act)
         actor.start()
         # the action has finished, or it waits (holding the agent's row) for the status row
-        eventually(lambda: answers or waiting_on_a_lock(pass_pid), timeout=60)
+        eventually(lambda: answers or waits_on_a_lock(besides=pass_pid), timeout=60)
         with settling.cursor() as cursor:
             cursor.execute("SET LOCAL lock_timeout = '60s'")
             # the pass's run row refers to the agent: a key share of the agent's row

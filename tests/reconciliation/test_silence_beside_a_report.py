@@ -11,21 +11,15 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection, connections, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from reconciliation.actions import record_observation
 from reconciliation.models import AlertEvent, ObservedState, Silence
 from reconciliation.silence import find_silent_agents
-from tests.conftest import approved_agent, eventually, postgresql_only
+from tests.conftest import approved_agent, eventually, postgresql_only, waits_on_a_lock
 
 pytestmark = [postgresql_only, pytest.mark.django_db(transaction=True)]
-
-
-def someone_waits_on_a_lock() -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                       " AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'")
-        return cursor.fetchone()[0] > 0
 
 
 def check_during_a_report(agent, state) -> dict[str, int]:
@@ -58,7 +52,7 @@ def check_during_a_report(agent, state) -> dict[str, int]:
     checker = threading.Thread(target=check)
     checker.start()
     try:
-        eventually(lambda: answers or someone_waits_on_a_lock(), timeout=60)
+        eventually(lambda: answers or waits_on_a_lock(), timeout=60)
     finally:
         commit.set()
         reporter.join(timeout=60)
@@ -109,3 +103,17 @@ def test_a_report_under_way_keeps_a_silence_from_starting(reporter, state):
     # the next check finds it silent only once it is: an hour later
     assert find_silent_agents()["started"] == 0
     assert find_silent_agents(timezone.now() + timedelta(hours=1))["started"] == 1
+
+
+def test_the_second_look_costs_the_same_queries_for_one_agent_or_many(people, settings):
+    settings.HEARTBEAT_PUSH_SECONDS = 60
+    for name in ("one", "two", "three", "four"):
+        agent = approved_agent(people, name, connector={"type": "push"})
+        record_observation(agent, {"tools": []}, actor=f"agent:{name}", source="push",
+                           trigger_reconcile=False)
+        unheard_for_an_hour(agent)
+    with CaptureQueriesContext(connection) as queries:
+        assert find_silent_agents()["started"] == 4
+    locks = [q["sql"] for q in queries.captured_queries
+             if "reconciliation_observedstate" in q["sql"] and "FOR NO KEY UPDATE" in q["sql"]]
+    assert len(locks) == 1, locks
