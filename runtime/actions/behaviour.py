@@ -601,10 +601,19 @@ def _enqueue_violations(found: dict[int, list[dict]]) -> None:
     round trip (runtime.jobs.record_violations_of records each agent on its own)."""
     retry = retries.ingest_job()
     agents = list(found.items())
-    windows.ingest_queue().enqueue_many([Queue.prepare_data("runtime.jobs.record_violations_of",
-                                                     (dict(agents[start:start + AGENTS_PER_JOB]),),
-                                                     retry=retry)
-                                  for start in range(0, len(agents), AGENTS_PER_JOB)])
+    windows.ingest_queue().enqueue_many([
+        Queue.prepare_data("runtime.jobs.record_violations_of", (dict(chunk),), retry=retry,
+                           description=_described(chunk))
+        for chunk in (agents[start:start + AGENTS_PER_JOB]
+                      for start in range(0, len(agents), AGENTS_PER_JOB))])
+
+
+def _described(agents: list[tuple[int, list[dict]]]) -> str:
+    """A job's description (what RQ's dashboards show) naming its agents: RQ would otherwise
+    repr the whole argument, every violation of every agent, and then cut it to 75
+    characters (a tenth of a storm batch's enqueueing)."""
+    return (f"runtime.jobs.record_violations_of(agents {', '.join(str(a) for a, _ in agents)}: "
+            f"{sum(len(found) for _, found in agents)} broken rules)")
 
 
 def requeue_violations(agent_id: int, violations: list[dict]) -> None:

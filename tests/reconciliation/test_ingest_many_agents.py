@@ -226,6 +226,11 @@ def test_a_storm_of_broken_rules_is_queued_a_few_agents_a_job_and_each_agent_is_
     assert body["accepted"] == 2 * len(names)
     queue = django_rq.get_queue("ingest")
     assert [job.func_name for job in queue.jobs] == ["runtime.jobs.record_violations_of"] * 3
+    # What RQ's dashboards show: the job's agents and how many rules they broke.
+    first = queue.jobs[0]
+    assert first.description == (
+        "runtime.jobs.record_violations_of(agents "
+        f"{', '.join(str(a) for a in first.args[0])}: {AGENTS_PER_JOB} broken rules)")
 
     run_ingest_worker()
     agents = Agent.objects.filter(name__in=names)
