@@ -14,7 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Histogram,
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from config import redis_connection
+from config import redis_capabilities, redis_connection
 
 QUEUE_NAMES = ("reconcile", "ingest", "default")
 
@@ -90,10 +90,13 @@ def _check_database() -> str:
 
 
 def _check_redis() -> str:
+    """"ok" when Redis answers and can run the product (config/redis_capabilities.py)."""
     client = redis_connection.probe()
     try:
-        client.ping()
+        redis_capabilities.check(client)
         return "ok"
+    except redis_capabilities.TooOld as error:
+        return f"error: {error}"[:300]
     except redis.RedisError as error:
         return f"error: {type(error).__name__}: {error}"[:300]
     finally:

@@ -29,11 +29,14 @@ import threading
 import time
 from pathlib import Path
 
+import redis
 from django.conf import settings
 from django.db import close_old_connections, connections
 from rq import SimpleWorker
 from rq.job import Job
 from rq.queue import Queue
+
+from config import redis_capabilities
 
 log = logging.getLogger(__name__)
 # How often a worker looks after the queues (RQ's "maintenance"): cleans the registries and,
@@ -77,6 +80,7 @@ class InProcessWorker(SimpleWorker):
 
     def bootstrap(self, *args, **kwargs) -> None:
         global _fork_hook
+        _refuse_a_redis_too_old(self.connection)
         if not _fork_hook:
             os.register_at_fork(after_in_child=_die_with_parent)
             _fork_hook = True
@@ -139,3 +143,16 @@ def _memory_mb() -> int:
     except OSError:  # no /proc: the peak, the best there is
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
     return resident_pages * os.sysconf("SC_PAGE_SIZE") // (1024 * 1024)
+
+
+def _refuse_a_redis_too_old(connection: redis.Redis) -> None:
+    """Stop before taking a job when the queue's Redis cannot run the product: RQ would fail
+    on its first BLMOVE, and ingest's jobs on GETEX, each time in the middle of the work. A
+    Redis that does not answer is left to RQ's own handling (it waits and retries)."""
+    try:
+        redis_capabilities.check(connection)
+    except redis_capabilities.TooOld as error:
+        log.error("Worker not started: %s", error)
+        raise SystemExit(f"Worker not started: {error}") from None
+    except redis.RedisError:
+        pass
