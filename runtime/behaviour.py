@@ -56,6 +56,16 @@ class WindowCheck:
     pointer: str
     rule: str
 
+    @classmethod
+    def of(cls, key: str, seconds: int, limit: int, kind: str, pointer: str,
+           rule: str) -> "WindowCheck":
+        """WindowCheck(...) for ingest's hot path (as Event.of: the same frozen, equal and
+        hashable check, without the frozen __init__'s object.__setattr__ per field)."""
+        check = object.__new__(cls)
+        check.__dict__.update(key=key, seconds=seconds, limit=limit, kind=kind,
+                              pointer=pointer, rule=rule)
+        return check
+
 
 def _escape(token: str) -> str:
     return pointers.escape(token)
@@ -119,10 +129,11 @@ def static_violations(spec: dict[str, Any], event: Event, *, signed_off: bool,
 
 def window_checks(spec: dict[str, Any], event: Event, agent_id: int,
                   durations: dict[str, int],
-                  made: dict[tuple, WindowCheck] | None = None) -> list[WindowCheck]:
+                  made: dict[tuple, Any] | None = None) -> list[WindowCheck]:
     """The sliding windows an event counts in, from the spec's behaviour limits. `made`
-    keeps the calls windows (the same for every event of an agent and resource) for a caller
-    judging many events by one spec."""
+    keeps, for a caller judging many events by one spec, the calls windows (the same for
+    every event of an agent and resource) and what a record window of an agent and resource
+    says besides its key."""
     if not event.resource:
         return []
     checks = []
@@ -144,12 +155,19 @@ def window_checks(spec: dict[str, Any], event: Event, agent_id: int,
                     made[made_as] = check
             checks.append(check)
         elif "max_same_record" in limit and event.record:
-            checks.append(WindowCheck(
+            made_as = (agent_id, event.resource, limit["per"], limit["max_same_record"],
+                       "record")
+            said = made.get(made_as) if made is not None else None
+            if said is None:
+                said = (limit["max_same_record"], "same_record_exceeded",
+                        f"/limits/{_escape(event.resource)}/max_same_record",
+                        f"more than {limit['max_same_record']} reads of one {event.resource} "
+                        f"record per {limit['per']}")
+                if made is not None:
+                    made[made_as] = said
+            checks.append(WindowCheck.of(
                 f"bw:{agent_id}:{event.resource}:record:{event.record}:{seconds}", seconds,
-                limit["max_same_record"], "same_record_exceeded",
-                f"/limits/{_escape(event.resource)}/max_same_record",
-                f"more than {limit['max_same_record']} reads of one {event.resource} record "
-                f"per {limit['per']}"))
+                *said))
     return checks
 
 

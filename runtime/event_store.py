@@ -11,6 +11,7 @@ INSERT ... SELECT; on SQLite, multi-row statements in chunks."""
 import json
 from collections.abc import Iterable
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 from django.db import connection
@@ -88,19 +89,28 @@ def _insert_postgresql(rows: list[tuple], shared: list[Any], received_at: dateti
     is not stored yet and writes the outbox row of what it stored (COPY formats rows in C;
     array parameters would be formatted in Python; the outbox row in the same statement is a
     round trip less per batch)."""
-    table = _table()
+    create, copy_into, store = _postgresql_statements()
+    with connection.cursor() as cursor:
+        cursor.execute(create)
+        with cursor.cursor.copy(copy_into) as copy:
+            for row in rows:
+                copy.write_row(row)
+    cursor = prepared_cursor()
+    cursor.execute(store, [*shared, received_at])
+    rows = cursor.fetchall()
+    return ({(agent, event_id): pk for agent, event_id, pk, _ in rows},
+            rows[0][3] if rows else None)
+
+
+@cache
+def _postgresql_statements() -> tuple[str, str, str]:
+    """The staging table's creation, the COPY into it, and the store statement (made once
+    per process: the columns' types were looked up for every batch)."""
     types = ", ".join(f"{c} {'text' if c == 'attributes' else _column(c).db_type(connection)}"
                       for c in EVENT_COLUMNS)
     values = ", ".join("n.attributes::jsonb" if c == "attributes" else f"n.{c}"
                        for c in EVENT_COLUMNS)
     batch_values = ", ".join(f"%s::{_column(c).db_type(connection)}" for c in BATCH_COLUMNS)
-    with connection.cursor() as cursor:
-        cursor.execute(f"CREATE TEMPORARY TABLE IF NOT EXISTS {STAGING} ({types}) "
-                       "ON COMMIT DELETE ROWS")
-        with cursor.cursor.copy(f"COPY {STAGING} ({', '.join(EVENT_COLUMNS)}) FROM STDIN"
-                                ) as copy:
-            for row in rows:
-                copy.write_row(row)
     # Read and emptied in one statement: a second batch in the same transaction (a caller's
     # outer atomic block) starts from an empty table too. The keys are taken in one order
     # (agent, id), so two batches with overlapping events cannot deadlock on them. Prepared
@@ -108,24 +118,21 @@ def _insert_postgresql(rows: list[tuple], shared: list[Any], received_at: dateti
     # NOT EXISTS over the events' table: one probe per day partition, or a hash of the
     # whole table, per batch.)
     outbox = connection.ops.quote_name(UncountedBatch._meta.db_table)
-    cursor = prepared_cursor()
-    cursor.execute(
+    store = (
         f"WITH n AS (DELETE FROM {STAGING} RETURNING *), "
         f"taken AS (INSERT INTO {_keys()} (agent_name, event_id, ts) "
         "SELECT agent_name, event_id, ts FROM n ORDER BY agent_name, event_id "
         "ON CONFLICT DO NOTHING RETURNING agent_name, event_id), stored AS ("
-        f"INSERT INTO {table} ({_names(EVENT_COLUMNS + BATCH_COLUMNS)}) "
+        f"INSERT INTO {_table()} ({_names(EVENT_COLUMNS + BATCH_COLUMNS)}) "
         f"SELECT {values}, {batch_values} FROM n JOIN taken k "
         "ON k.agent_name = n.agent_name AND k.event_id = n.event_id "
         "ON CONFLICT DO NOTHING RETURNING agent_name, event_id, id, ts), "
         f"held AS (INSERT INTO {outbox} (received_at, first_ts, last_ts, events) "
         "SELECT %s::timestamptz, min(ts), max(ts), jsonb_agg(id) FROM stored "
         "HAVING count(*) > 0 RETURNING id) "
-        "SELECT agent_name, event_id, id, (SELECT id FROM held) FROM stored",
-        [*shared, received_at])
-    rows = cursor.fetchall()
-    return ({(agent, event_id): pk for agent, event_id, pk, _ in rows},
-            rows[0][3] if rows else None)
+        "SELECT agent_name, event_id, id, (SELECT id FROM held) FROM stored")
+    return (f"CREATE TEMPORARY TABLE IF NOT EXISTS {STAGING} ({types}) ON COMMIT DELETE ROWS",
+            f"COPY {STAGING} ({', '.join(EVENT_COLUMNS)}) FROM STDIN", store)
 
 
 def _insert_chunks(rows: list[tuple], shared: list[Any]) -> dict[tuple[str, str], int]:

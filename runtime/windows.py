@@ -13,6 +13,7 @@ from datetime import datetime
 import django_rq
 from redis import Redis
 from redis.client import Pipeline
+from redis.commands.core import Script
 from rq import Queue
 
 from config import redis_connection
@@ -60,6 +61,12 @@ def ingest_queue() -> Queue:
 def add_counts(pipe: Pipeline, checks: list[tuple[WindowCheck, str, datetime]],
                now: datetime) -> None:
     """Queue the batch's window script on the pipeline (read its reply with `counts`)."""
+    _count_script()(**_count_call(checks, now), client=pipe)
+
+
+def _count_call(checks: list[tuple[WindowCheck, str, datetime]], now: datetime
+                ) -> dict[str, list]:
+    """The window script's keys and arguments for the checks."""
     index: dict[str, int] = {}
     seconds: list[int] = []
     triples: list[str | int | float] = []
@@ -68,20 +75,22 @@ def add_counts(pipe: Pipeline, checks: list[tuple[WindowCheck, str, datetime]],
             index[check.key] = len(index) + 1
             seconds.append(check.seconds)
         triples += [index[check.key], event_id, moment.timestamp()]
-    connection().register_script(COUNT)(
-        keys=list(index), args=[now.timestamp(), json.dumps(seconds),
-                                json.dumps(triples, ensure_ascii=False)], client=pipe)
+    return {"keys": list(index), "args": [now.timestamp(), json.dumps(seconds),
+                                          json.dumps(triples, ensure_ascii=False)]}
+
+
+def _count_script() -> Script:
+    return connection().register_script(COUNT)
 
 
 def count(checks: Iterable[tuple[WindowCheck, str, datetime]], now: datetime) -> list[int]:
     """Add each (check, event id, time) to its window and return the window's count at that
-    time, in order; expired members are trimmed as it goes (one script, one round trip)."""
+    time, in order; expired members are trimmed as it goes (one script, one round trip: not
+    on a pipeline, which asks Redis whether it knows the script before every run)."""
     checks = list(checks)
     if not checks:
         return []
-    pipe = connection().pipeline(transaction=False)
-    add_counts(pipe, checks, now)
-    return counts(pipe.execute()[0])
+    return counts(_count_script()(**_count_call(checks, now)))
 
 
 def counts(reply: bytes | str) -> list[int]:

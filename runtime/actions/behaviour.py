@@ -48,7 +48,6 @@ from runtime.actions import group_rules
 from runtime.behaviour import (
     DEDUPE_SECONDS,
     Violation,
-    WindowCheck,
     callable_tools,
     covers,
     granted_resources,
@@ -458,7 +457,7 @@ def _count_windows(events: list[Event], agents: dict[str, Agent],
                 durations[limit["per"]] = duration_seconds(limit["per"])
     checks = []
     spending = []
-    made: dict[tuple, WindowCheck] = {}  # an agent's calls windows, one object per batch
+    made: dict[tuple, Any] = {}  # an agent's calls windows and record windows' wording
     for event in events:
         found = judged.get(event.agent)
         if found is None:
