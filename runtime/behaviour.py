@@ -83,6 +83,14 @@ def granted_resources(spec: dict[str, Any]) -> set[str]:
     return {d["resource"] for d in spec.get("data", [])}
 
 
+def may_break_a_static_rule(event: Event, tools: set[str], granted: set[str]) -> bool:
+    """Whether static_violations could find anything in the event (given callable_tools and
+    granted_resources of the spec): an event with an approved tool and resource and no
+    action breaks none of its rules, so a batch's many such events need not be handed to it."""
+    return bool((event.tool and event.tool not in tools)
+                or (event.resource and event.resource not in granted) or event.action)
+
+
 def static_violations(spec: dict[str, Any], event: Event, *, signed_off: bool,
                       reused_decision: bool = False, tools: set[str] | None = None,
                       granted: set[str] | None = None) -> list[Violation]:
@@ -130,45 +138,50 @@ def static_violations(spec: dict[str, Any], event: Event, *, signed_off: bool,
 def window_checks(spec: dict[str, Any], event: Event, agent_id: int,
                   durations: dict[str, int],
                   made: dict[tuple, Any] | None = None) -> list[WindowCheck]:
-    """The sliding windows an event counts in, from the spec's behaviour limits. `made`
-    keeps, for a caller judging many events by one spec, the calls windows (the same for
-    every event of an agent and resource) and what a record window of an agent and resource
-    says besides its key."""
+    """The sliding windows an event counts in, from the spec's behaviour limits, in the
+    limits' order. `made` keeps, for a caller judging many events of an agent by one spec,
+    each resource's windows as _windows_of made them (the limits are then read once per
+    agent and resource, not once per event)."""
     if not event.resource:
         return []
+    windows = made.get((agent_id, event.resource)) if made is not None else None
+    if windows is None:
+        windows = _windows_of(spec, event.resource, agent_id, durations)
+        if made is not None:
+            made[(agent_id, event.resource)] = windows
     checks = []
+    for window in windows:
+        if type(window) is WindowCheck:
+            checks.append(window)
+        elif event.record:
+            prefix, suffix, *said = window
+            checks.append(WindowCheck.of(prefix + event.record + suffix, *said))
+    return checks
+
+
+def _windows_of(spec: dict[str, Any], resource: str, agent_id: int,
+                durations: dict[str, int]) -> list[WindowCheck | tuple]:
+    """An agent's windows over one resource: a calls window as its WindowCheck (the same for
+    every event), a record window as its key's two halves around the record and the rest of
+    its WindowCheck."""
+    windows: list[WindowCheck | tuple] = []
     for limit in spec.get("limits", []):
-        if limit["resource"] != event.resource:
+        if limit["resource"] != resource:
             continue
         seconds = durations[limit["per"]]
         if "max_calls" in limit:
-            made_as = (agent_id, event.resource, limit["per"], limit["max_calls"])
-            check = made.get(made_as) if made is not None else None
-            if check is None:
-                check = WindowCheck(
-                    f"bw:{agent_id}:{event.resource}:calls:{seconds}", seconds,
-                    limit["max_calls"], "rate_limit_exceeded",
-                    f"/limits/{_escape(event.resource)}/max_calls",
-                    f"more than {limit['max_calls']} calls to {event.resource} per "
-                    f"{limit['per']}")
-                if made is not None:
-                    made[made_as] = check
-            checks.append(check)
-        elif "max_same_record" in limit and event.record:
-            made_as = (agent_id, event.resource, limit["per"], limit["max_same_record"],
-                       "record")
-            said = made.get(made_as) if made is not None else None
-            if said is None:
-                said = (limit["max_same_record"], "same_record_exceeded",
-                        f"/limits/{_escape(event.resource)}/max_same_record",
-                        f"more than {limit['max_same_record']} reads of one {event.resource} "
-                        f"record per {limit['per']}")
-                if made is not None:
-                    made[made_as] = said
-            checks.append(WindowCheck.of(
-                f"bw:{agent_id}:{event.resource}:record:{event.record}:{seconds}", seconds,
-                *said))
-    return checks
+            windows.append(WindowCheck(
+                f"bw:{agent_id}:{resource}:calls:{seconds}", seconds, limit["max_calls"],
+                "rate_limit_exceeded", f"/limits/{_escape(resource)}/max_calls",
+                f"more than {limit['max_calls']} calls to {resource} per {limit['per']}"))
+        elif "max_same_record" in limit:
+            windows.append((
+                f"bw:{agent_id}:{resource}:record:", f":{seconds}", seconds,
+                limit["max_same_record"], "same_record_exceeded",
+                f"/limits/{_escape(resource)}/max_same_record",
+                f"more than {limit['max_same_record']} reads of one {resource} record per "
+                f"{limit['per']}"))
+    return windows
 
 
 def window_violation(check: WindowCheck, seen: int, event_id: str) -> Violation | None:

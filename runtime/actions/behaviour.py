@@ -51,6 +51,7 @@ from runtime.behaviour import (
     callable_tools,
     covers,
     granted_resources,
+    may_break_a_static_rule,
     static_violations,
     window_checks,
     window_violation,
@@ -317,10 +318,12 @@ def _static(events: list[Event], agents: dict[str, Agent],
         if rules is None:
             continue
         agent_id, spec, tools, granted = rules
-        signed_off, reused = signed.get((event.agent, event.id), (False, False))
-        if found := static_violations(spec, event, signed_off=signed_off,
-                                      reused_decision=reused, tools=tools, granted=granted):
-            violations[agent_id].extend(found)
+        if may_break_a_static_rule(event, tools, granted):
+            signed_off, reused = signed.get((event.agent, event.id), (False, False))
+            if found := static_violations(spec, event, signed_off=signed_off,
+                                          reused_decision=reused, tools=tools,
+                                          granted=granted):
+                violations[agent_id].extend(found)
         if spec.get("running") is False and (
                 ran := _ran_while_suspended(event, agent_id, suspended_since)):
             violations[agent_id].append(ran)
@@ -457,7 +460,7 @@ def _count_windows(events: list[Event], agents: dict[str, Agent],
                 durations[limit["per"]] = duration_seconds(limit["per"])
     checks = []
     spending = []
-    made: dict[tuple, Any] = {}  # an agent's calls windows and record windows' wording
+    made: dict[tuple, Any] = {}  # each agent's windows per resource, made once a batch
     for event in events:
         found = judged.get(event.agent)
         if found is None:
