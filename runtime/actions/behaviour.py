@@ -613,7 +613,7 @@ def _enqueue_violations(found: dict[int, list[dict]]) -> None:
 def _described(agents: list[tuple[int, list[dict]]]) -> str:
     """A job's description (what RQ's dashboards show) naming its agents: RQ would otherwise
     repr the whole argument, every violation of every agent, and then cut it to 75
-    characters (a tenth of a storm batch's enqueueing)."""
+    characters (a fifth of a storm batch's enqueueing)."""
     return (f"runtime.jobs.record_violations_of(agents {', '.join(str(a) for a, _ in agents)}: "
             f"{sum(len(found) for _, found in agents)} broken rules)")
 
