@@ -139,9 +139,10 @@ def window_checks(spec: dict[str, Any], event: Event, agent_id: int,
                   durations: dict[str, int],
                   made: dict[tuple, Any] | None = None) -> list[WindowCheck]:
     """The sliding windows an event counts in, from the spec's behaviour limits, in the
-    limits' order. `made` keeps, for a caller judging many events of an agent by one spec,
-    each resource's windows as _windows_of made them (the limits are then read once per
-    agent and resource, not once per event)."""
+    limits' order. `durations` holds seconds per duration text (filled here as needed).
+    `made` keeps, for a caller judging many events of an agent by one spec, each resource's
+    windows as _windows_of made them (the limits are then read once per agent and resource,
+    not once per event)."""
     if not event.resource:
         return []
     windows = made.get((agent_id, event.resource)) if made is not None else None
@@ -168,7 +169,9 @@ def _windows_of(spec: dict[str, Any], resource: str, agent_id: int,
     for limit in spec.get("limits", []):
         if limit["resource"] != resource:
             continue
-        seconds = durations[limit["per"]]
+        seconds = durations.get(limit["per"])
+        if seconds is None:
+            seconds = durations[limit["per"]] = duration_seconds(limit["per"])
         if "max_calls" in limit:
             windows.append(WindowCheck(
                 f"bw:{agent_id}:{resource}:calls:{seconds}", seconds, limit["max_calls"],

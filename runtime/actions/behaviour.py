@@ -48,6 +48,7 @@ from runtime.actions import group_rules
 from runtime.behaviour import (
     DEDUPE_SECONDS,
     Violation,
+    WindowCheck,
     callable_tools,
     covers,
     granted_resources,
@@ -312,7 +313,7 @@ def _static(events: list[Event], agents: dict[str, Agent],
         if rules is False:
             agent = agents.get(event.agent)
             rules = judged[event.agent] = None if agent is None or (
-                agent.active_version is None) else (agent.pk, *_rules(agent, now))
+                agent.active_version is None) else (agent.id, *_rules(agent, now))
             if rules is not None:
                 violations.setdefault(rules[0], [])
         if rules is None:
@@ -446,45 +447,60 @@ def _count_windows(events: list[Event], agents: dict[str, Agent],
                    violations: dict[int, list[Violation]], now: datetime) -> list[dict]:
     """Count the events in their per-agent and group windows (one pipeline); per-agent
     breaks go into `violations`, group breaches are returned."""
-    ensure_windows(list({a.pk: a for a in agents.values()}.values()), now)
+    ensure_windows(list({a.id: a for a in agents.values()}.values()), now)
     rules = group_rules.active_rules()
     if rules:
         group_rules.ensure_group_windows(rules, now)
-    # Each agent's id and approved spec read once per batch, not per event and rule.
-    judged = {name: (agent, agent.pk, agent.active_version.spec)
-              for name, agent in agents.items() if agent.active_version is not None}
-    durations: dict[str, int] = {}
-    for _, _, spec in judged.values():
-        for limit in spec["limits"]:
-            if limit["per"] not in durations:
-                durations[limit["per"]] = duration_seconds(limit["per"])
-    checks = []
+    # Each agent's id, approved spec and kept windows read once per batch, not per event.
+    judged = {name: (agent.id, version.spec, _kept_windows(agent.id, version))
+              for name, agent in agents.items()
+              if (version := agent.active_version) is not None}
+    checks: list[tuple[WindowCheck, str, datetime]] = []
+    owners: list[int] = []  # the agent of each check
     spending = []
-    made: dict[tuple, Any] = {}  # each agent's windows per resource, made once a batch
     for event in events:
         found = judged.get(event.agent)
         if found is None:
             continue
-        agent, agent_id, spec = found
+        agent_id, spec, made = found
         if event.resource and spec["limits"]:
-            checks.extend((agent, event, check)
-                          for check in window_checks(spec, event, agent_id, durations, made))
+            for check in window_checks(spec, event, agent_id, _durations, made):
+                checks.append((check, event.id, event.ts))
+                owners.append(agent_id)
         if spec.get("budgets"):
-            spending.extend((agent, event, check, index)
+            spending.extend((agent_id, spec, event, check, index)
                             for check, index in budget_checks(spec, event, agent_id))
     grouped = group_rules.group_checks(events, agents, rules)
     counts, totals = group_windows.count_with_groups(
-        [(check, event.id, event.ts) for _, event, check in checks],
-        [(check, event.ts) for _, event, check in grouped]
-        + [(check, event.ts) for _, event, check, _ in spending], now)
-    for (agent, event, check), seen in zip(checks, counts, strict=True):
-        if violation := window_violation(check, seen, event.id):
-            violations.setdefault(agent.pk, []).append(violation)
-    for (agent, event, _, index), (total, _) in zip(spending, totals[len(grouped):],
-                                                    strict=True):
-        if violation := budget_violation(agent.active_version.spec, index, total, event.id):
-            violations.setdefault(agent.pk, []).append(violation)
+        checks, [(check, event.ts) for _, event, check in grouped]
+        + [(check, event.ts) for _, _, event, check, _ in spending], now)
+    for (check, event_id, _), agent_id, seen in zip(checks, owners, counts, strict=True):
+        if seen > check.limit:
+            violations.setdefault(agent_id, []).append(window_violation(check, seen, event_id))
+    for (agent_id, spec, event, _, index), (total, _) in zip(
+            spending, totals[len(grouped):], strict=True):
+        if violation := budget_violation(spec, index, total, event.id):
+            violations.setdefault(agent_id, []).append(violation)
     return group_rules.over_limit(grouped, totals[:len(grouped)])
+
+
+WINDOWS_KEPT = 20_000
+# Per (agent id, version id, spec hash): the agent's windows per resource as window_checks
+# makes them (a version's spec never changes; a batch over a thousand agents met each agent's
+# resource once or twice, so a per-batch memo made them again for nearly every event).
+_windows_kept: dict[tuple[int, int, str], dict[tuple, Any]] = {}
+_durations: dict[str, int] = {}  # seconds per duration text, filled by window_checks
+
+
+def _kept_windows(agent_id: int, version: DesiredStateVersion) -> dict[tuple, Any]:
+    """The memo window_checks keeps an agent's windows in, per process and version."""
+    key = (agent_id, version.id, version.spec_sha256)
+    kept = _windows_kept.get(key)
+    if kept is None:
+        if len(_windows_kept) >= WINDOWS_KEPT:
+            _windows_kept.clear()
+        kept = _windows_kept[key] = {}
+    return kept
 
 
 REFILL_MAX_EVENTS = 50_000
@@ -502,8 +518,8 @@ def ensure_windows(agents: list[Agent], now: datetime) -> None:
     limited = [(a, horizon) for a in agents
                if (version := a.active_version) is not None
                and (horizon := _version_horizon(version)) is not None]
-    refill = set(windows.to_refill([(a.pk, a.generation, h) for a, h in limited]))
-    stale = [(agent, horizon) for agent, horizon in limited if agent.pk in refill]
+    refill = set(windows.to_refill([(a.id, a.generation, h) for a, h in limited]))
+    stale = [(agent, horizon) for agent, horizon in limited if agent.id in refill]
     if stale:
         _refill(stale, now)
 
