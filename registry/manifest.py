@@ -300,7 +300,7 @@ class _Checker:
         # bool is an int subclass in Python, but `max: true` is surely a mistake
         if isinstance(value, bool) or not isinstance(value, int | float):
             problem = f"expected {expected}; got {_got(value)}"
-        elif not math.isfinite(value) or abs(value) > MAX_NUMBER:
+        elif abs(value) > MAX_NUMBER or not math.isfinite(value):  # 10**400: no float
             problem = f"expected {expected} and at most 1e12; got {_got(value)}"
         else:
             if isinstance(value, float) and value.is_integer():

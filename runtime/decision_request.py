@@ -43,6 +43,8 @@ def read_amount(value: Any) -> float | str:
     and objects are unreadable. The only place an amount is converted."""
     if isinstance(value, bool):
         return "a boolean is not an amount"
+    if isinstance(value, int) and not 0 <= value <= MAX_AMOUNT:
+        return "an amount is a number between 0 and 1e12"  # float() of 10**400 overflows
     if isinstance(value, int | float):
         number = float(value)
     elif isinstance(value, str):
@@ -152,8 +154,9 @@ def parse_request(raw: Any) -> DecisionRequest:
         raise RequestError("", "name a tool, an action or a resource")
     arguments = _arguments(raw["arguments"]) if raw.get("arguments") is not None else None
     wait = raw.get("wait_seconds")
+    # The range first: math.isfinite(10**400) overflows converting it to a float.
     if wait is not None and (isinstance(wait, bool) or not isinstance(wait, int | float)
-                             or not math.isfinite(wait) or not 0 < wait <= MAX_WAIT_SECONDS):
+                             or not 0 < wait <= MAX_WAIT_SECONDS or not math.isfinite(wait)):
         raise RequestError("/wait_seconds", f"expected a number of seconds above 0 and at most "
                            f"{MAX_WAIT_SECONDS}")
     amount, problem, disagree = _amount_of(raw, arguments)

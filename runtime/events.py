@@ -94,6 +94,8 @@ def parse_batch(body: str, *, ndjson: bool) -> list[Any]:
                     items.append(json.loads(line))
                 except json.JSONDecodeError as error:
                     items.append(ParseFailure(f"line {number} is not JSON: {error.msg}"))
+                except ValueError as error:  # a number of more than 4,300 digits
+                    items.append(ParseFailure(f"line {number} is not JSON: {error}"))
                 except RecursionError:
                     items.append(ParseFailure(f"line {number} is nested too deeply"))
     else:
@@ -101,6 +103,8 @@ def parse_batch(body: str, *, ndjson: bool) -> list[Any]:
             items = json.loads(body)
         except json.JSONDecodeError as error:
             raise BatchError(f"the body is not JSON: {error.msg} at line {error.lineno}") from None
+        except ValueError as error:  # a number of more than 4,300 digits (Python's limit)
+            raise BatchError(f"the body is not JSON: {error}") from None
         except RecursionError:
             raise BatchError("the body is nested too deeply") from None
         if not isinstance(items, list):
@@ -227,8 +231,10 @@ def token_count(value: Any) -> bool:
 
 def cost_value(value: Any) -> bool:
     """Whether a cost is one ingest keeps: a finite number from 0 to 1e12."""
-    return (not isinstance(value, bool) and isinstance(value, int | float)
-            and math.isfinite(value) and 0 <= value <= 1e12)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    # An int is compared as it is: math.isfinite(10**400) overflows converting it to a float.
+    return 0 <= value <= 1e12 and (isinstance(value, int) or math.isfinite(value))
 
 
 def _slugged(name: str) -> str:

@@ -34,7 +34,8 @@ def decode(body: bytes, *, content_type: str) -> dict[str, Any]:
         return payload
     try:
         payload = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as error:
+    # ValueError: also a number of more than 4,300 digits (Python's limit), and UnicodeDecodeError
+    except (ValueError, RecursionError) as error:
         raise BatchError(f"the body is not OTLP JSON: {error}") from None
     if not isinstance(payload, dict):
         raise BatchError("expected an OTLP ExportTraceServiceRequest object")

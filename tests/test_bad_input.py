@@ -24,6 +24,10 @@ BODIES = [
     ("invalid UTF-8", b'{"tools": ["\xff\xfe"]}', "application/json", {400}),
     ("huge number", b'{"spec": {"x": 1e999}, "amount": 1e999, "tools": [1e999]}',
      "application/json", {400, 422}),
+    # An integer no float holds (float() of it overflows), and one past Python's 4,300 digits.
+    ("an integer past a float", b'{"amount": 1' + b"0" * 400 + b', "tools": [1' + b"0" * 400
+     + b"]}", "application/json", {400, 422}),
+    ("a number of 5,000 digits", b"[" + b"9" * 5000 + b"]", "application/json", {400, 422}),
     ("not JSON at all", b"<xml/>", "application/json", {400, 422}),  # YAML reads it: 422
     ("a JSON string", b'"hello"', "application/json", {400, 422}),
 ]
@@ -42,7 +46,7 @@ def snapshot() -> tuple:
 def test_hostile_bodies_get_a_clean_error_and_change_nothing(
         agent_client, api_as, people, method, path, case, body, content_type, statuses):
     client = api_as(people.alice) if path == "/api/v1/manifests" else agent_client
-    if path == "/v1/traces" and case == "huge number":
+    if path == "/v1/traces" and case in ("huge number", "an integer past a float"):
         statuses = {200}  # an OTLP object without resourceSpans is a valid, empty export
     before = snapshot()
     response = client.generic(method.upper(), path, body, content_type=content_type)
@@ -52,3 +56,57 @@ def test_hostile_bodies_get_a_clean_error_and_change_nothing(
     if response.status_code != 200:
         assert response.json()["error"]["code"] in {"malformed", "invalid", "forbidden"}
     assert snapshot() == before
+
+
+def test_an_event_with_an_integer_past_a_float_is_rejected_alone(agent_client):
+    """An amount or a cost of 10**400 is refused with its reason (float() of it overflowed:
+    a 500 for the whole batch); the batch's other event is stored."""
+    import json
+
+    from django.utils import timezone
+
+    now = timezone.now().isoformat()
+    base = {"agent": "refund-agent", "ts": now, "kind": "action", "action": "refund"}
+    body = ('[' + json.dumps({**base, "id": "fine"}) + ", "
+            + json.dumps({**base, "id": "amount"})[:-1] + ', "amount": 1' + "0" * 400 + "}, "
+            + json.dumps({**base, "id": "cost"})[:-1] + ', "cost": 1' + "0" * 400 + "}]")
+    response = agent_client.post("/api/v1/events", body, content_type="application/json")
+    assert response.status_code == 200, response.content[:300]
+    results = {r["id"]: r for r in response.json()["results"]}
+    assert results["fine"]["status"] == "accepted"
+    assert results["amount"] == {"id": "amount", "status": "rejected", "reason":
+                                 "amount cannot be read: an amount is a number between 0 and 1e12"}
+    assert results["cost"]["status"] == "rejected"
+    assert results["cost"]["reason"].startswith("cost must be a number")
+    assert list(BehaviourEvent.objects.values_list("event_id", flat=True)) == ["fine"]
+
+
+def test_a_decision_for_an_integer_past_a_float_is_malformed(agent_client):
+    """float() of 10**400 overflowed inside the one reader of amounts: a 500 for the agent."""
+    before = snapshot()
+    for field in ("amount", "wait_seconds"):
+        body = '{"action": "refund", "' + field + '": 1' + "0" * 400 + "}"
+        response = agent_client.post("/api/v1/agents/refund-agent/decisions", body,
+                                     content_type="application/json")
+        assert response.status_code == 400, response.content[:300]
+        assert response.json()["error"]["details"][0]["pointer"] == f"/{field}"
+    assert snapshot() == before
+
+
+def test_a_manifest_limit_of_an_integer_past_a_float_is_invalid(api_as, people):
+    """A limit of 10**400 is refused with its pointer (math.isfinite of it overflowed)."""
+    from pathlib import Path
+
+    import yaml
+
+    document = yaml.safe_load((Path(__file__).resolve().parent.parent / "examples" / "manifests"
+                               / "refund-agent.yaml").read_text())
+    document["metadata"]["name"] = "huge-limit-agent"
+    document["spec"]["limits"][0]["max_calls"] = 10**400
+    before = snapshot()
+    response = api_as(people.alice).post("/api/v1/manifests", yaml.safe_dump(document),
+                                         content_type="application/yaml")
+    assert response.status_code == 422, response.content[:300]
+    assert "/spec/limits/0/max_calls" in [d["pointer"] for d in
+                                          response.json()["error"]["details"]]
+    assert snapshot()[:4] == before[:4]  # nothing stored (the refusal itself is audited)

@@ -345,7 +345,7 @@ def _number(value: Any) -> float | int | None:
     """A limit value that is really enforced: a finite number (bools are not numbers here)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return value if math.isfinite(value) else None
+    return value if isinstance(value, int) or math.isfinite(value) else None  # 10**400 too
 
 
 def _limit_entries(entries: Iterable[Any]) -> Iterator[tuple[tuple[str, str], Any, Any]]:
