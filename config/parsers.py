@@ -1,5 +1,6 @@
 """Request bodies for every app's API: JSON through DRF's parser, plus a clean 400 for nesting
-deep enough to exhaust the stack; raw text (manifests, NDJSON events) for the app to parse."""
+deep enough to exhaust the stack and for a string no UTF-8 holds; raw text (manifests, NDJSON
+events) for the app to parse."""
 
 from typing import Any
 
@@ -8,6 +9,7 @@ from rest_framework.exceptions import ParseError
 from rest_framework.parsers import BaseParser, JSONParser
 
 from config.errors import Malformed, TooLarge
+from config.unicode_text import holds_a_lone_surrogate
 
 
 class SafeJSONParser(JSONParser):
@@ -16,9 +18,13 @@ class SafeJSONParser(JSONParser):
     def parse(self, stream: Any, media_type: str | None = None,
               parser_context: dict | None = None) -> Any:
         try:
-            return super().parse(stream, media_type, parser_context)
+            data = super().parse(stream, media_type, parser_context)
         except RecursionError:
             raise ParseError("JSON parse error - nested too deeply") from None
+        if holds_a_lone_surrogate(data):
+            raise ParseError("JSON parse error - a string holds a lone surrogate (like "
+                             "\\ud800), which is not Unicode text")
+        return data
 
 
 def decode_body(body: bytes) -> str:

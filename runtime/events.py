@@ -15,6 +15,7 @@ from typing import Any
 from django.utils.text import slugify
 
 from config.times import NoZone, parse_timestamp
+from config.unicode_text import NOT_TEXT, is_text
 from runtime.decision_request import read_amount
 
 KINDS = ("tool_call", "data_access", "action", "model_call", "agent_invocation")
@@ -121,7 +122,8 @@ class ParseFailure:
     reason: str
 
 
-def _timestamp(value: Any, now: datetime) -> datetime | str:
+def timestamp_of(value: Any, now: datetime) -> datetime | str:
+    """An event's time in UTC, or why it is refused (no zone, not RFC 3339, too old, ahead)."""
     if not isinstance(value, str):
         return "ts must be an RFC 3339 string with a zone"
     try:
@@ -148,11 +150,15 @@ def validate_event(raw: Any, now: datetime) -> Event | str:
     event_id = raw.get("id")
     if not isinstance(event_id, str) or not 1 <= len(event_id) <= 128:
         return "id must be a string of 1 to 128 characters"
+    if not is_text(event_id):
+        return f"id {NOT_TEXT}"
     agent = raw.get("agent")
     if not isinstance(agent, str) or not agent.strip():
         return "agent must be an agent name (lowercase letters, digits, '-')"
     if len(agent) > MAX_RAW_NAME:
         return f"agent must be at most {MAX_RAW_NAME} characters"
+    if not is_text(agent):
+        return f"agent {NOT_TEXT}"
     slug = agent_slug(agent)
     if not slug:
         return (f"agent {agent[:80]!r} has no letters or digits to make an agent name of"
@@ -160,7 +166,7 @@ def validate_event(raw: Any, now: datetime) -> Event | str:
                 f"agent {agent[:80]!r} makes an agent name longer than 63 characters")
     if raw.get("kind") not in KINDS:
         return f"kind must be one of {', '.join(KINDS)}"
-    moment = _timestamp(raw.get("ts"), now)
+    moment = timestamp_of(raw.get("ts"), now)
     if isinstance(moment, str):
         return moment
     texts = {}
@@ -170,6 +176,8 @@ def validate_event(raw: Any, now: datetime) -> Event | str:
             continue
         if not isinstance(value, str) or len(value) > limit:
             return f"{field} must be a string of at most {limit} characters"
+        if not is_text(value):
+            return f"{field} {NOT_TEXT}"
         texts[field] = value
     amount = raw.get("amount")
     if amount is not None:  # read as every gate reads it (runtime/decision_request.py)
@@ -207,17 +215,32 @@ def _usage(raw: dict[str, Any]) -> dict[str, Any] | str:
         usage["cost"] = float(cost)
     attributes = raw.get("attributes")
     if attributes is not None:
-        if not isinstance(attributes, dict) or len(attributes) > MAX_ATTRIBUTES:
-            return f"attributes must be an object of at most {MAX_ATTRIBUTES} entries"
-        for key, value in attributes.items():
-            if len(key) > 128 or not (value is None or isinstance(value, bool | int)
-                                      or (isinstance(value, float) and math.isfinite(value))
-                                      or (isinstance(value, str)
-                                          and len(value) <= MAX_ATTRIBUTE_TEXT)):
-                return (f"attributes values must be numbers, booleans or strings of at most "
-                        f"{MAX_ATTRIBUTE_TEXT} characters (key at most 128)")
+        if problem := attributes_problem(attributes):
+            return problem
         usage["attributes"] = attributes
     return usage
+
+
+def attributes_problem(attributes: Any) -> str:
+    """Why an event's attributes are refused ("" when they are kept)."""
+    if not isinstance(attributes, dict) or len(attributes) > MAX_ATTRIBUTES:
+        return f"attributes must be an object of at most {MAX_ATTRIBUTES} entries"
+    for key, value in attributes.items():
+        if len(key) > 128 or not (value is None or isinstance(value, bool | int)
+                                  or (isinstance(value, float) and math.isfinite(value))
+                                  or (isinstance(value, str)
+                                      and len(value) <= MAX_ATTRIBUTE_TEXT)):
+            return (f"attributes values must be numbers, booleans or strings of at most "
+                    f"{MAX_ATTRIBUTE_TEXT} characters (key at most 128)")
+        if not is_text(key) or (isinstance(value, str) and not is_text(value)):
+            return f"attributes {NOT_TEXT}"
+    return ""
+
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 TOKENS_EXPECTED = "must be an integer between 0 and 1e12"

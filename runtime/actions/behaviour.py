@@ -26,6 +26,7 @@ from config import retries
 from config.errors import Invalid, NotAllowed, NotFound
 from config.prepared import prepared_cursor
 from config.times import parse_timestamp
+from config.unicode_text import is_text
 from reconciliation.actions.common import audit_label, enforcement_held, suspend_agent
 from reconciliation.actions.escalations import open_escalation
 from reconciliation.actions.findings import move_finding, open_finding
@@ -72,7 +73,8 @@ class IngestReport:
     rules_pending: bool = False
 
     def add(self, event_id: Any, status: str, reason: str = "") -> None:
-        row = {"id": event_id if isinstance(event_id, str) else None, "status": status}
+        row = {"id": event_id if isinstance(event_id, str) and is_text(event_id) else None,
+               "status": status}
         if reason:
             row["reason"] = reason
         self.results.append(row)
@@ -128,7 +130,9 @@ def _sender(actor: Any, token: Any) -> dict[str, Any]:
 def ingest_events(items: list[Any], *, actor: Any, token: Any = None, source: str = "api",
                   now: datetime | None = None) -> IngestReport:
     """Store a batch of events (each accepted, duplicate or rejected on its own) with who sent
-    them, count them in their windows, and queue broken rules for the ingest workers. An id is
+    them, count them in their windows, and queue broken rules for the ingest workers. `items`
+    are the events as sent (JSON values, validated here as of `now`) or as
+    runtime.typed_batch.read_batch took them (Events, validated as of the same `now`). An id is
     a repeat only for the same agent: two agents may use the same id. The batch costs the
     same few statements however many agents and events it names: one read of the agents, one
     statement that stores what is not a repeat with its outbox row and reports what it
@@ -138,7 +142,7 @@ def ingest_events(items: list[Any], *, actor: Any, token: Any = None, source: st
     valid: list[Event] = []
     accepted: list[dict[str, Any]] = []  # the report's row of each valid event
     seen: set[tuple[str, str]] = set()
-    parsed = [validate_event(item, now) for item in items]
+    parsed = [item if type(item) is Event else validate_event(item, now) for item in items]
     names = {e.agent for e in parsed if isinstance(e, Event)}
     agents = _batch_agents(names)
     refusals = {name: _may_report(actor, name, agents.get(name)) for name in names}

@@ -1,0 +1,101 @@
+"""Ingest's fast path: a JSON array of events that all have the usual shape, decoded and
+type-checked in C (msgspec: the field names, types and lengths), with only what types cannot
+say checked here (the agent's name, the time, what each kind needs, amounts, attributes).
+
+It takes a batch whole or not at all, and never refuses an event: one unknown field, one
+value of another type, one event that runtime.events' validate_event would refuse, and the
+whole batch goes to parse_batch and validate_event, which decide and say why. What it takes
+is exactly what that path takes, as the same events (tests/runtime/test_typed_batch.py holds
+the two paths equal on generated batches, and fails when this one takes more)."""
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta
+
+from runtime.decision_request import read_amount
+from runtime.events import (
+    KINDS,
+    MAX_EVENTS,
+    MAX_RAW_NAME,
+    TEXT_FIELDS,
+    Event,
+    agent_slug,
+    attributes_problem,
+    timestamp_of,
+)
+
+MAX_COUNT = 10**12  # tokens (runtime.events.token_count)
+MAX_COST = 1e12  # runtime.events.cost_value
+
+# An event as sent: every field validate_event knows, of the types it takes; None for absent
+# or null (validate_event treats a null the same as a missing field, except for the four
+# it requires, which cannot be null here).
+_Sent = msgspec.defstruct(
+    "_Sent",
+    [("id", Annotated[str, Meta(min_length=1, max_length=128)]),
+     ("agent", Annotated[str, Meta(max_length=MAX_RAW_NAME)]),
+     ("ts", str),
+     ("kind", Literal[KINDS]),
+     *((name, Annotated[str, Meta(max_length=limit)] | None, None)
+       for name, limit in TEXT_FIELDS.items()),
+     ("amount", Any, None),
+     ("input_tokens", Annotated[int, Meta(ge=0, le=MAX_COUNT)] | None, None),
+     ("output_tokens", Annotated[int, Meta(ge=0, le=MAX_COUNT)] | None, None),
+     ("cost", Annotated[float, Meta(ge=0, le=MAX_COST)] | None, None),
+     ("attributes", dict[str, Any] | None, None)],
+    forbid_unknown_fields=True)
+_BATCH = msgspec.json.Decoder(list[_Sent])
+# What each kind needs (validate_event says why when it is missing).
+_NEEDS = {"action": "action", "data_access": "resource", "tool_call": "tool"}
+
+
+def read_batch(body: str, now: datetime) -> list[Event] | None:
+    """The events of a JSON-array body when every one of them is valid as of `now`, each as
+    validate_event makes it; None when the body is anything else (NDJSON, not JSON, too many
+    events, one event that is not valid): then parse_batch and validate_event decide."""
+    try:
+        sent = _BATCH.decode(body)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
+    if len(sent) > MAX_EVENTS:
+        return None
+    events = []
+    for item in sent:
+        event = _event(item, now)
+        if event is None:
+            return None
+        events.append(event)
+    return events
+
+
+def _event(item: Any, now: datetime) -> Event | None:
+    """validate_event's event of a decoded item, None where validate_event would refuse it."""
+    agent = item.agent
+    slug = agent_slug(agent)
+    if not slug:  # no letters or digits, or too long once made a name
+        return None
+    moment = timestamp_of(item.ts, now)
+    if isinstance(moment, str):
+        return None
+    kind = item.kind
+    if (needed := _NEEDS.get(kind)) and not getattr(item, needed):
+        return None
+    amount = item.amount
+    if amount is not None:
+        amount = read_amount(amount)
+        if isinstance(amount, str):
+            return None
+    attributes = item.attributes
+    if attributes is not None and attributes_problem(attributes):
+        return None
+    return Event.of(
+        id=item.id, agent=slug, ts=moment, kind=kind, tool=item.tool or "",
+        resource=item.resource or "", record=item.record or "", action=item.action or "",
+        amount=amount, approved_by=item.approved_by or "", decision_id=item.decision_id or "",
+        trace_id=item.trace_id or "", span_id=item.span_id or "",
+        label=agent if agent != slug else "", model=item.model or "",
+        operation=item.operation or "", error=item.error or "",
+        input_tokens=item.input_tokens, output_tokens=item.output_tokens, cost=item.cost,
+        attributes=attributes)
