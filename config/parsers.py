@@ -1,6 +1,6 @@
 """Request bodies for every app's API: JSON through DRF's parser, plus a clean 400 for nesting
-deep enough to exhaust the stack and for a string no UTF-8 holds; raw text (manifests, NDJSON
-events) for the app to parse."""
+deep enough to exhaust the stack and for a string no database text holds; raw text
+(manifests, NDJSON events) for the app to parse."""
 
 from typing import Any
 
@@ -9,7 +9,7 @@ from rest_framework.exceptions import ParseError
 from rest_framework.parsers import BaseParser, JSONParser
 
 from config.errors import Malformed, TooLarge
-from config.unicode_text import holds_a_lone_surrogate
+from config.unicode_text import holds_unstorable_text
 
 
 class SafeJSONParser(JSONParser):
@@ -21,9 +21,9 @@ class SafeJSONParser(JSONParser):
             data = super().parse(stream, media_type, parser_context)
         except RecursionError:
             raise ParseError("JSON parse error - nested too deeply") from None
-        if holds_a_lone_surrogate(data):
-            raise ParseError("JSON parse error - a string holds a lone surrogate (like "
-                             "\\ud800), which is not Unicode text")
+        if holds_unstorable_text(data):
+            raise ParseError("JSON parse error - a string holds a NUL character (\\u0000) or a "
+                             "lone surrogate (like \\ud800), which no database text holds")
         return data
 
 

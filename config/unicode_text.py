@@ -1,14 +1,18 @@
-"""Strings a request may carry but no database or UTF-8 body holds: JSON's `\\ud800` escape
-decodes to a string with a lone surrogate (storing or echoing one was a 500). Imports nothing
-from Django."""
+"""Strings a request may carry but PostgreSQL or a UTF-8 body cannot hold: JSON's `\\u0000`
+escape decodes to a NUL character (no PostgreSQL text holds one) and its `\\ud800` to a lone
+surrogate (no UTF-8 holds one); storing or echoing either was a 500. Imports nothing from
+Django."""
 
 from typing import Any
 
-NOT_TEXT = "must be Unicode text: a lone surrogate (like \\ud800) cannot be stored"
+NOT_TEXT = ("must be text a database can store: no NUL character (\\u0000) and no lone "
+            "surrogate (like \\ud800)")
 
 
 def is_text(value: str) -> bool:
-    """Whether a string is Unicode text (UTF-8 can hold it)."""
+    """Whether a string is text PostgreSQL and UTF-8 hold: no NUL, no lone surrogate."""
+    if "\x00" in value:
+        return False
     if value.isascii():
         return True
     try:
@@ -18,8 +22,8 @@ def is_text(value: str) -> bool:
     return True
 
 
-def holds_a_lone_surrogate(data: Any) -> bool:
-    """Whether a parsed JSON value has a string or a key that is not Unicode text."""
+def holds_unstorable_text(data: Any) -> bool:
+    """Whether a parsed JSON value has a string or a key that is not such text."""
     stack = [data]
     while stack:
         value = stack.pop()

@@ -31,6 +31,9 @@ BODIES = [
     # JSON's escape of half a surrogate pair: a string no UTF-8 holds (storing it was a 500).
     ("a lone surrogate", b'{"action": "\\ud800", "tools": ["\\udfff"], "apiVersion": "a\\ud800",'
      b' "\\ud800": 1}', "application/json", {400, 422}),
+    # JSON's escape of NUL: no PostgreSQL text holds it (storing it was a 500).
+    ("a NUL character", b'{"action": "a\\u0000", "tools": ["\\u0000"], "apiVersion": "\\u0000"}',
+     "application/json", {400, 422}),
     ("not JSON at all", b"<xml/>", "application/json", {400, 422}),  # YAML reads it: 422
     ("a JSON string", b'"hello"', "application/json", {400, 422}),
 ]
@@ -50,7 +53,7 @@ def test_hostile_bodies_get_a_clean_error_and_change_nothing(
         agent_client, api_as, people, method, path, case, body, content_type, statuses):
     client = api_as(people.alice) if path == "/api/v1/manifests" else agent_client
     if path == "/v1/traces" and case in ("huge number", "an integer past a float",
-                                         "a lone surrogate"):
+                                         "a lone surrogate", "a NUL character"):
         statuses = {200}  # an OTLP object without resourceSpans is a valid, empty export
     before = snapshot()
     response = client.generic(method.upper(), path, body, content_type=content_type)
@@ -116,9 +119,10 @@ def test_a_manifest_limit_of_an_integer_past_a_float_is_invalid(api_as, people):
     assert snapshot()[:4] == before[:4]  # nothing stored (the refusal itself is audited)
 
 
-def test_an_event_with_a_lone_surrogate_is_rejected_alone(agent_client):
-    """Each string of an event (its id, agent, texts, attributes) must be text UTF-8 holds;
-    an event with JSON's \\ud800 escape is refused with why, the others are stored."""
+def test_an_event_with_a_lone_surrogate_or_a_nul_is_rejected_alone(agent_client):
+    """Each string of an event (its id, agent, texts, attributes) must be text a database
+    holds; an event with JSON's \\ud800 or \\u0000 escape is refused with why, the others are
+    stored."""
     import json
 
     from django.utils import timezone
@@ -130,14 +134,15 @@ def test_an_event_with_a_lone_surrogate_is_rejected_alone(agent_client):
               json.dumps({**base, "id": "tool", "tool": "x"}).replace('"x"', '"a\\udfff"'),
               json.dumps({**base, "id": "attr", "attributes": {"k": "x"}}).replace(
                   '"x"', '"\\ud800"'),
-              json.dumps({**base, "id": "agent", "agent": "x"}).replace('"x"', '"b\\ud800"')]
+              json.dumps({**base, "id": "agent", "agent": "x"}).replace('"x"', '"b\\ud800"'),
+              json.dumps({**base, "id": "nul", "record": "x"}).replace('"x"', '"a\\u0000"')]
     response = agent_client.post("/api/v1/events", "[" + ", ".join(events) + "]",
                                  content_type="application/json")
     assert response.status_code == 200, response.content[:300]
     results = response.json()["results"]
-    assert [r["status"] for r in results] == ["accepted"] + ["rejected"] * 4
+    assert [r["status"] for r in results] == ["accepted"] + ["rejected"] * 5
     assert [r["reason"].split(" ")[0] for r in results[1:]] == ["id", "tool", "attributes",
-                                                                "agent"]
-    assert all("lone surrogate" in r["reason"] for r in results[1:])
+                                                                "agent", "record"]
+    assert all("no NUL character" in r["reason"] for r in results[1:])
     assert results[1]["id"] is None  # the id itself cannot be written back
     assert list(BehaviourEvent.objects.values_list("event_id", flat=True)) == ["fine"]

@@ -134,14 +134,15 @@ def test_the_fast_path_takes_only_what_validation_takes_as_the_same_events(items
 
 
 BOUNDS = {
-    "id": ["", "x" * 128, "x" * 129, "é" * 128, "é" * 129, "😀" * 128, None, 5, ["x"]],
+    "id": ["", "x" * 128, "x" * 129, "é" * 128, "é" * 129, "😀" * 128, "a\x00", "\ud800", None,
+           5, ["x"]],
     "agent": ["", " ", "-", "a" * 63, "a" * 64, "A" * 63, "x" * 256, "x" * 257, "ab_c", "Ab c",
               None, 1],
     "ts": [_moment(-30 * 86400 + 5, 0), _moment(-30 * 86400 - 5, 0), _moment(290, 1),
            _moment(310, 1), _moment(0, 2), _moment(0, 3), _moment(0, 4), _moment(0, 5),
            "2026-12-04", None, 1_700_000_000],
     "kind": [*KINDS, "other", None, 1],
-    **{name: ["", "x" * limit, "é" * limit, "x" * (limit + 1), None, 1, ["x"]]
+    **{name: ["", "x" * limit, "é" * limit, "x" * (limit + 1), "\x00", "b\udfff", None, 1, ["x"]]
        for name, limit in TEXT_FIELDS.items()},
     "amount": [0, -0.0, 1e12, 10**12, 1e12 * (1 + 1e-15), 10**12 + 1, -1, 10**400, "800",
                "800.50", "0.000000000001", "1e3", "-1", "01", True, None, [1], {"a": 1}],
@@ -150,7 +151,8 @@ BOUNDS = {
     "cost": [0, -0.0, 1e12, 10**12, 1e12 * (1 + 1e-15), 10**12 + 1, -1, -1e-300, 10**400,
              True, "1", None],
     "attributes": [{}, {"k" * 128: 1}, {"k" * 129: 1}, {"k": "v" * 512}, {"k": "v" * 513},
-                   {"k": [1]}, {"k": {}}, {"k": 10**400}, {str(i): 1 for i in range(64)},
+                   {"k": [1]}, {"k": {}}, {"k": 10**400}, {"k": "\x00"}, {"\x00": 1},
+                   {"k": "\ud800"}, {str(i): 1 for i in range(64)},
                    {str(i): None for i in range(65)}, [], None, "x"],
     "unknown": [1],
 }
