@@ -5,7 +5,7 @@ same (agent name, event id) as a stored event that is not foreign: each such pai
 in the plain EventKey table, and an event is stored only when its key row is new (so the
 check is one primary-key probe per event however many day partitions the events' table has,
 and two batches racing with one event store it once: the second waits on the first's key).
-On PostgreSQL a batch is COPYed into a session's staging table and stored by one
+On PostgreSQL a batch is COPYed (in binary) into a session's staging table and stored by one
 INSERT ... SELECT; on SQLite, multi-row statements in chunks."""
 
 import json
@@ -89,10 +89,11 @@ def _insert_postgresql(rows: list[tuple], shared: list[Any], received_at: dateti
     is not stored yet and writes the outbox row of what it stored (COPY formats rows in C;
     array parameters would be formatted in Python; the outbox row in the same statement is a
     round trip less per batch)."""
-    create, copy_into, store = _postgresql_statements()
+    create, copy_into, store, types = _postgresql_statements()
     with connection.cursor() as cursor:
         cursor.execute(create)
         with cursor.cursor.copy(copy_into) as copy:
+            copy.set_types(types)  # binary: a third of the text format's CPU here
             for row in rows:
                 copy.write_row(row)
     cursor = prepared_cursor()
@@ -103,11 +104,13 @@ def _insert_postgresql(rows: list[tuple], shared: list[Any], received_at: dateti
 
 
 @cache
-def _postgresql_statements() -> tuple[str, str, str]:
-    """The staging table's creation, the COPY into it, and the store statement (made once
-    per process: the columns' types were looked up for every batch)."""
-    types = ", ".join(f"{c} {'text' if c == 'attributes' else _column(c).db_type(connection)}"
-                      for c in EVENT_COLUMNS)
+def _postgresql_statements() -> tuple[str, str, str, list[str]]:
+    """The staging table's creation, the COPY into it (binary), the store statement and the
+    staging columns' types for the COPY (made once per process: the columns' types were
+    looked up for every batch)."""
+    column_types = ["text" if c == "attributes" else _column(c).db_type(connection)
+                    for c in EVENT_COLUMNS]
+    types = ", ".join(f"{c} {t}" for c, t in zip(EVENT_COLUMNS, column_types, strict=True))
     values = ", ".join("n.attributes::jsonb" if c == "attributes" else f"n.{c}"
                        for c in EVENT_COLUMNS)
     batch_values = ", ".join(f"%s::{_column(c).db_type(connection)}" for c in BATCH_COLUMNS)
@@ -132,7 +135,8 @@ def _postgresql_statements() -> tuple[str, str, str]:
         "HAVING count(*) > 0 RETURNING id) "
         "SELECT agent_name, event_id, id, (SELECT id FROM held) FROM stored")
     return (f"CREATE TEMPORARY TABLE IF NOT EXISTS {STAGING} ({types}) ON COMMIT DELETE ROWS",
-            f"COPY {STAGING} ({', '.join(EVENT_COLUMNS)}) FROM STDIN", store)
+            f"COPY {STAGING} ({', '.join(EVENT_COLUMNS)}) FROM STDIN (FORMAT BINARY)", store,
+            [t.split("(")[0] for t in column_types])  # varchar(128): varchar
 
 
 def _insert_chunks(rows: list[tuple], shared: list[Any]) -> dict[tuple[str, str], int]:
