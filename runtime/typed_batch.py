@@ -92,12 +92,12 @@ def _event(item: Any, now: datetime) -> Event | None:
     attributes = item.attributes
     if attributes is not None and attributes_problem(attributes):
         return None
-    return Event.of(
-        id=item.id, agent=slug, ts=moment, kind=kind, tool=item.tool or "",
-        resource=item.resource or "", record=item.record or "", action=item.action or "",
-        amount=amount, approved_by=item.approved_by or "", decision_id=item.decision_id or "",
-        trace_id=item.trace_id or "", span_id=item.span_id or "",
-        label=agent if agent != slug else "", model=item.model or "",
-        operation=item.operation or "", error=item.error or "",
-        input_tokens=item.input_tokens, output_tokens=item.output_tokens, cost=item.cost,
-        attributes=attributes)
+    return Event.whole({
+        "id": item.id, "agent": slug, "ts": moment, "kind": kind, "tool": item.tool or "",
+        "resource": item.resource or "", "record": item.record or "",
+        "action": item.action or "", "amount": amount, "approved_by": item.approved_by or "",
+        "decision_id": item.decision_id or "", "trace_id": item.trace_id or "",
+        "span_id": item.span_id or "", "label": agent if agent != slug else "",
+        "model": item.model or "", "operation": item.operation or "",
+        "error": item.error or "", "input_tokens": item.input_tokens,
+        "output_tokens": item.output_tokens, "cost": item.cost, "attributes": attributes})

@@ -215,3 +215,15 @@ def test_the_report_encoder_writes_drf_s_bytes():
         indented = "application/json; indent=2"  # DRF's own renderer writes that
         assert (FastJSONRenderer().render(data, indented)
                 == JSONRenderer().render(data, indented))
+
+
+def test_the_fast_path_s_events_hold_every_field_of_their_own():
+    """Event.whole is given every field (none left to the class's defaults)."""
+    from dataclasses import fields
+
+    from runtime.events import Event
+
+    now = NOW.isoformat()
+    (event,) = read_batch(json.dumps([{"id": "a", "agent": "refund-agent", "ts": now,
+                                       "kind": "model_call"}]), NOW)
+    assert set(vars(event)) == {f.name for f in fields(Event)}
