@@ -1,7 +1,12 @@
 """Hostile bodies on every write endpoint: each gets the documented JSON error, never a 500,
 and changes nothing."""
 
+import json
+from pathlib import Path
+
 import pytest
+import yaml
+from django.utils import timezone
 
 from audit.models import AuditEntry
 from reconciliation.models import ObservedState
@@ -68,10 +73,6 @@ def test_hostile_bodies_get_a_clean_error_and_change_nothing(
 def test_an_event_with_an_integer_past_a_float_is_rejected_alone(agent_client):
     """An amount or a cost of 10**400 is refused with its reason (float() of it overflowed:
     a 500 for the whole batch); the batch's other event is stored."""
-    import json
-
-    from django.utils import timezone
-
     now = timezone.now().isoformat()
     base = {"agent": "refund-agent", "ts": now, "kind": "action", "action": "refund"}
     body = ('[' + json.dumps({**base, "id": "fine"}) + ", "
@@ -102,10 +103,6 @@ def test_a_decision_for_an_integer_past_a_float_is_malformed(agent_client):
 
 def test_a_manifest_limit_of_an_integer_past_a_float_is_invalid(api_as, people):
     """A limit of 10**400 is refused with its pointer (math.isfinite of it overflowed)."""
-    from pathlib import Path
-
-    import yaml
-
     document = yaml.safe_load((Path(__file__).resolve().parent.parent / "examples" / "manifests"
                                / "refund-agent.yaml").read_text())
     document["metadata"]["name"] = "huge-limit-agent"
@@ -123,10 +120,6 @@ def test_an_event_with_a_lone_surrogate_or_a_nul_is_rejected_alone(agent_client)
     """Each string of an event (its id, agent, texts, attributes) must be text a database
     holds; an event with JSON's \\ud800 or \\u0000 escape is refused with why, the others are
     stored."""
-    import json
-
-    from django.utils import timezone
-
     now = timezone.now().isoformat()
     base = {"agent": "refund-agent", "ts": now, "kind": "tool_call", "tool": "lookup"}
     events = [json.dumps({**base, "id": "fine"}),

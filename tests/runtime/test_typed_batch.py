@@ -3,6 +3,7 @@ validate_event take, as the same events, or gives the batch to them: it never ta
 they refuse. Generated batches mix valid events with every kind of wrong value."""
 
 import json
+from dataclasses import fields
 from datetime import timedelta
 
 import pytest
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 from rest_framework.renderers import JSONRenderer
 
 from config.renderers import FastJSONRenderer
-from runtime.events import KINDS, TEXT_FIELDS, BatchError, parse_batch, validate_event
+from runtime.events import KINDS, TEXT_FIELDS, BatchError, Event, parse_batch, validate_event
 from runtime.typed_batch import read_batch
 
 NOW = timezone.now()
@@ -219,10 +220,6 @@ def test_the_report_encoder_writes_drf_s_bytes():
 
 def test_the_fast_path_s_events_hold_every_field_of_their_own():
     """Event.whole is given every field (none left to the class's defaults)."""
-    from dataclasses import fields
-
-    from runtime.events import Event
-
     now = NOW.isoformat()
     (event,) = read_batch(json.dumps([{"id": "a", "agent": "refund-agent", "ts": now,
                                        "kind": "model_call"}]), NOW)
