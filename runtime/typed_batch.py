@@ -59,7 +59,7 @@ def read_batch(body: str, now: datetime) -> list[Event] | None:
         return None
     try:
         sent = _BATCH.decode(body)
-    except (msgspec.ValidationError, msgspec.DecodeError):
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):  # nested deep
         return None
     if len(sent) > MAX_EVENTS:
         return None

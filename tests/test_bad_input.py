@@ -139,3 +139,17 @@ def test_an_event_with_a_lone_surrogate_or_a_nul_is_rejected_alone(agent_client)
     assert all("no NUL character" in r["reason"] for r in results[1:])
     assert results[1]["id"] is None  # the id itself cannot be written back
     assert list(BehaviourEvent.objects.values_list("event_id", flat=True)) == ["fine"]
+
+
+def test_an_event_nested_too_deeply_is_a_clean_error(agent_client):
+    """Nesting a hundred thousand deep inside an event's attributes or amount (where any JSON
+    value may come, so the fast path's typed decoder recurses) is a 400, not a 500."""
+    now = timezone.now().isoformat()
+    for field in ("attributes", "amount"):
+        head = json.dumps({"id": "a", "agent": "refund-agent", "ts": now, "kind": "model_call"})
+        body = "[" + head[:-1] + f', "{field}": ' + "[" * 100_000 + "]" * 100_000 + "}]"
+        before = snapshot()
+        response = agent_client.post("/api/v1/events", body, content_type="application/json")
+        assert response.status_code == 400, response.content[:300]
+        assert response.json()["error"]["code"] == "malformed"
+        assert snapshot() == before
