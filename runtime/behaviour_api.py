@@ -76,12 +76,13 @@ class EventsView(APIView):
     def post(self, request: Request) -> Response:
         _check_reporter(request.user)
         body = request.data if isinstance(request.data, str) else ""
+        ndjson = "ndjson" in (request.content_type or "")
         now = timezone.now()
         # A batch whose every event is valid is read in C; anything else, event by event.
-        items = None if "ndjson" in (request.content_type or "") else read_batch(body, now)
+        items = None if ndjson else read_batch(body, now)
         if items is None:
             try:
-                items = parse_batch(body, ndjson="ndjson" in (request.content_type or ""))
+                items = parse_batch(body, ndjson=ndjson)
             except BatchError as error:
                 raise _batch_error(error) from None
         report = actions.ingest_events(items, actor=request.user, token=_token(request),
