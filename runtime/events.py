@@ -30,6 +30,9 @@ TEXT_FIELDS = {"tool": 128, "resource": 256, "record": 256, "action": 128, "appr
                "error": 128}
 COUNT_FIELDS = ("input_tokens", "output_tokens")
 MAX_ATTRIBUTES = 64
+MAX_TOKENS = 10**12  # input_tokens, output_tokens
+MAX_COST = 1e12
+NEEDS = {"action": "action", "data_access": "resource", "tool_call": "tool"}  # kind: field
 MAX_ATTRIBUTE_TEXT = 512
 FIELDS = {"id", "agent", "ts", "kind", "amount", "cost", "attributes", *COUNT_FIELDS,
           *TEXT_FIELDS}
@@ -195,12 +198,8 @@ def validate_event(raw: Any, now: datetime) -> Event | str:
     usage = _usage(raw)
     if isinstance(usage, str):
         return usage
-    if raw["kind"] == "action" and not texts.get("action"):
-        return "an action event needs its action"
-    if raw["kind"] == "data_access" and not texts.get("resource"):
-        return "a data_access event needs its resource"
-    if raw["kind"] == "tool_call" and not texts.get("tool"):
-        return "a tool_call event needs its tool"
+    if (needed := NEEDS.get(raw["kind"])) and not texts.get(needed):
+        return f"{'an' if raw['kind'] == 'action' else 'a'} {raw['kind']} event needs its {needed}"
     return Event.of(id=event_id, agent=slug, ts=moment, kind=raw["kind"],
                     amount=amount,
                     label=agent if agent != slug else "", **usage, **texts)
@@ -257,7 +256,7 @@ COST_EXPECTED = "must be a number between 0 and 1e12"
 
 def token_count(value: Any) -> bool:
     """Whether a token count is one ingest keeps: an integer from 0 to 1e12."""
-    return not isinstance(value, bool) and isinstance(value, int) and 0 <= value <= 10**12
+    return not isinstance(value, bool) and isinstance(value, int) and 0 <= value <= MAX_TOKENS
 
 
 def cost_value(value: Any) -> bool:
@@ -265,7 +264,7 @@ def cost_value(value: Any) -> bool:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return False
     # An int is compared as it is: math.isfinite(10**400) overflows converting it to a float.
-    return 0 <= value <= 1e12 and (isinstance(value, int) or math.isfinite(value))
+    return 0 <= value <= MAX_COST and (isinstance(value, int) or math.isfinite(value))
 
 
 def _slugged(name: str) -> str:

@@ -17,17 +17,17 @@ from msgspec import Meta
 from runtime.decision_request import read_amount
 from runtime.events import (
     KINDS,
+    MAX_COST,
     MAX_EVENTS,
     MAX_RAW_NAME,
+    MAX_TOKENS,
+    NEEDS,
     TEXT_FIELDS,
     Event,
     agent_slug,
     attributes_problem,
     timestamp_of,
 )
-
-MAX_COUNT = 10**12  # tokens (runtime.events.token_count)
-MAX_COST = 1e12  # runtime.events.cost_value
 
 # An event as sent: every field validate_event knows, of the types it takes; None for absent
 # or null (validate_event treats a null the same as a missing field, except for the four
@@ -41,14 +41,12 @@ _Sent = msgspec.defstruct(
      *((name, Annotated[str, Meta(max_length=limit)] | None, None)
        for name, limit in TEXT_FIELDS.items()),
      ("amount", Any, None),
-     ("input_tokens", Annotated[int, Meta(ge=0, le=MAX_COUNT)] | None, None),
-     ("output_tokens", Annotated[int, Meta(ge=0, le=MAX_COUNT)] | None, None),
+     ("input_tokens", Annotated[int, Meta(ge=0, le=MAX_TOKENS)] | None, None),
+     ("output_tokens", Annotated[int, Meta(ge=0, le=MAX_TOKENS)] | None, None),
      ("cost", Annotated[float, Meta(ge=0, le=MAX_COST)] | None, None),
      ("attributes", dict[str, Any] | None, None)],
     forbid_unknown_fields=True)
 _BATCH = msgspec.json.Decoder(list[_Sent])
-# What each kind needs (validate_event says why when it is missing).
-_NEEDS = {"action": "action", "data_access": "resource", "tool_call": "tool"}
 
 
 def read_batch(body: str, now: datetime) -> list[Event] | None:
@@ -82,7 +80,7 @@ def _event(item: Any, now: datetime) -> Event | None:
     if isinstance(moment, str):
         return None
     kind = item.kind
-    if (needed := _NEEDS.get(kind)) and not getattr(item, needed):
+    if (needed := NEEDS.get(kind)) and not getattr(item, needed):
         return None
     amount = item.amount
     if amount is not None:
