@@ -18,7 +18,9 @@ from audit.choices import AuditAction
 from config.errors import Conflict, Invalid, Malformed, NotAllowed, NotFound
 from config.scheduled_time import not_before
 from reconciliation.actions.common import alert, desired_now, state_hash
-from reconciliation.choices import DecisionOutcome, DecisionStatus, EscalationStatus
+from reconciliation.agent_status import refresh_status
+from reconciliation.choices import DecisionOutcome, DecisionStatus, EscalationStatus, Trigger
+from reconciliation.controller.triggers import request_reconcile
 from reconciliation.models import Escalation
 from registry import holds
 from registry.choices import Lifecycle, Role
@@ -108,7 +110,6 @@ def evaluate(spec: dict[str, Any], request: DecisionRequest, agent: Agent,
     return DecisionOutcome.ALLOW, f"data/{resource}: an approved resource within its limits"
 
 
-@transaction.atomic
 def _person_behind(actor: Any) -> Any:
     """The person an agent's token belongs to, or the person asking; None for the system."""
     token = getattr(actor, "token", None) if acting_agent(actor) is not None else None
@@ -117,6 +118,7 @@ def _person_behind(actor: Any) -> Any:
     return actor if getattr(actor, "pk", None) else None
 
 
+@transaction.atomic
 def request_decision(agent: Agent, request: DecisionRequest | dict[str, Any], *, actor: Any,
                      callback_url: str = "") -> Decision:
     """Decide now, or open an escalation for an approver and wait (pending) until the
@@ -166,6 +168,7 @@ def request_decision(agent: Agent, request: DecisionRequest | dict[str, Any], *,
                      after={"decision": str(decision.pk)}, reason=escalation.reason)
         alert(AlertKind.DECISION_PENDING, agent, decision=str(decision.pk),
               escalation=escalation.pk, message=rule, severity="high")
+        refresh_status(agent, now=now, if_free=True)  # awaiting a human, on its page at once
         _schedule_expiry(decision)
     return decision
 
@@ -220,6 +223,11 @@ def _close(decision: Decision, *, actor: Any, status: str, outcome: str, comment
                  after={"outcome": outcome, "status": status}, reason=comment)
     alert(AlertKind.ESCALATION_RESOLVED, decision.agent, decision=str(decision.pk),
           resolution=outcome)
+    # No longer awaiting a human: its health says so now, and a pass settles its conditions
+    # (a quiet agent sends no report that would ask for one; the status row a settling pass
+    # holds is left to that pass and to this one).
+    refresh_status(decision.agent, now=now, if_free=True)
+    request_reconcile(decision.agent_id, Trigger.ESCALATION)
     _notify(decision)
 
 
