@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from config.errors import DomainError
+from config.unicode_text import NOT_TEXT, holds_unstorable_text
 from registry.choices import GuardrailEffect, GuardrailOutcome
 from registry.grant_clocks import start_clocks
 from registry.guardrails import evaluate, selector_matches
@@ -85,6 +86,8 @@ def documents_of(path: str, text: str) -> list[dict]:
     except yaml.YAMLError as error:
         raise PolicyError(f"{path}: not YAML: {error}") from None
     for index, document in enumerate(documents):
+        if holds_unstorable_text(document):  # YAML's "\0": said before any name is echoed
+            raise PolicyError(f"{path}: document {index + 1}: every string {NOT_TEXT}")
         if not isinstance(document, dict) or not isinstance(document.get("spec"), dict) or (
                 not isinstance((document.get("metadata") or {}).get("name"), str)):
             raise PolicyError(f"{path}: document {index + 1}: expected kind, metadata.name "

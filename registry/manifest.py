@@ -31,6 +31,7 @@ from config.times import (  # noqa: F401 (re-exported)
     format_timestamp,
     parse_timestamp,
 )
+from config.unicode_text import is_text
 
 try:  # libyaml parses a 1 MB body in about a third of the time pure Python takes (~4 s at worst)
     from yaml._yaml import CParser as _Parser
@@ -265,6 +266,9 @@ class _Checker:
         pattern: re.Pattern | None = None, min_len: int = 0, max_len: int | None = None,
     ) -> str | None:
         """The value if it is a string of the right length and shape, else None."""
+        if isinstance(value, str) and not is_text(value):
+            self.error(pointer, _NOT_TEXT)
+            return None
         if (
             isinstance(value, str)
             and len(value) >= min_len
@@ -844,6 +848,12 @@ _StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_FLOAT,
                                     list("-+0123456789"))
 
 
+# YAML's "\0" and "\ud800" escapes (JSON's "\u0000"): valid YAML, but no database text holds
+# a NUL and no UTF-8 a lone surrogate; the string itself is never echoed.
+_NOT_TEXT = ("expected text a database can store (no NUL character, no lone surrogate); got "
+             "a string with one")
+
+
 class _DocumentBuilder:
     """Builds Python data from one composed node tree, noting each pointer's line."""
 
@@ -881,16 +891,23 @@ class _DocumentBuilder:
                 self.error(pointer, f"expected a plain list; got tag {node.tag!r}", node)
             return [self.build(item, join_pointer(pointer, i)) for i, item in enumerate(node.value)]
         try:
-            return self.loader.construct_object(node, deep=True)
+            value = self.loader.construct_object(node, deep=True)
         except (yaml.YAMLError, ValueError, OverflowError) as exc:
             # e.g. 2026-13-45 matches the timestamp pattern but is no date; an unknown !tag
             problem = getattr(exc, "problem", None) or str(exc)
             self.error(pointer, f"cannot read {_got(node.value)}: {problem}", node)
             return None
+        if isinstance(value, str) and not is_text(value):  # YAML's "\0" escape, say
+            self.error(pointer, _NOT_TEXT, node)
+            return None
+        return value
 
     def key(self, node: Node, pointer: str) -> str | None:
         """The key if it is a plain string; YAML 1.1 reads `on`, `1` and `null` as other types."""
         if isinstance(node, ScalarNode) and node.tag == _STR_TAG:
+            if not is_text(node.value):  # named by its mapping: it cannot be echoed
+                self.error(pointer, f"{_NOT_TEXT} (in a key)", node)
+                return None
             return node.value
         if isinstance(node, ScalarNode):
             kind = node.tag.rpartition(":")[2]

@@ -116,6 +116,41 @@ def test_a_manifest_limit_of_an_integer_past_a_float_is_invalid(api_as, people):
     assert snapshot()[:4] == before[:4]  # nothing stored (the refusal itself is audited)
 
 
+@pytest.mark.parametrize("escape, content_type", [
+    ("\\0", "application/yaml"), ("\\x00", "application/yaml"),
+    ("\\u0000", "application/json")])
+@pytest.mark.parametrize("where, pointer", [
+    ("name", "/metadata/name"), ("description", "/metadata/description"),
+    ("tool", "/spec/tools/0"), ("key", "/metadata/labels")])
+def test_a_manifest_with_a_nul_is_malformed_and_names_where(api_as, people, escape,
+                                                            content_type, where, pointer):
+    """YAML's "\\0" and "\\x00" and JSON's "\\u0000" escapes are valid syntax for a NUL no
+    PostgreSQL text holds: the upload is a 400 naming where (storing its name or description,
+    even in the refusal's audit row, was a 500), and nothing is stored."""
+    document = yaml.safe_load((Path(__file__).resolve().parent.parent / "examples" / "manifests"
+                               / "refund-agent.yaml").read_text())
+    marker = "MARKER"
+    if where == "name":
+        document["metadata"]["name"] = f"refund-{marker}"
+    elif where == "description":
+        document["metadata"]["description"] = f"refunds {marker}"
+    elif where == "tool":
+        document["spec"]["tools"][0] = f"orders.{marker}"
+    else:
+        document["metadata"]["labels"] = {f"team{marker}": "payments"}
+    text = (json.dumps(document) if content_type == "application/json"
+            else yaml.safe_dump(document, default_style='"'))
+    assert text.count(marker) == 1
+    before = snapshot()
+    response = api_as(people.alice).post("/api/v1/manifests", text.replace(marker, escape),
+                                         content_type=content_type)
+    assert response.status_code == 400, response.content[:300]
+    details = response.json()["error"]["details"]
+    assert [d["pointer"] for d in details] == [pointer], details
+    assert "no NUL character" in details[0]["message"]
+    assert snapshot()[:4] == before[:4]  # nothing stored (the refusal itself is audited)
+
+
 def test_an_event_with_a_lone_surrogate_or_a_nul_is_rejected_alone(agent_client):
     """Each string of an event (its id, agent, texts, attributes) must be text a database
     holds; an event with JSON's \\ud800 or \\u0000 escape is refused with why, the others are

@@ -330,3 +330,20 @@ def test_a_group_rule_from_git_is_replayed_over_last_weeks_events(people, repo, 
     assert rule["result"]["agents"] == [{"agent": "refund-agent", "findings": 1}]
     owner_view = api_as(people.alice).get(f"/api/v1/git/policy-changes/{change.pk}").json()
     assert owner_view["what_if"] is None  # it names agents across owners
+
+
+def test_a_policy_with_text_no_database_holds_is_refused_saying_why(people, repo, signed_by):
+    """YAML's "\\0" escape is valid YAML and a NUL no PostgreSQL text holds: the commit is
+    refused with where, like any unreadable policy, instead of failing the source's poll
+    (a NUL in a guardrail's name went into the refusal's own text)."""
+    signed_by(people.dana)
+    repo.commit({**policy_files(), "policies/no-gpt-5.yaml": GUARDRAIL.replace(
+        "{name: no-gpt-5}", '{name: "no-gpt-5\\0"}')}, "A NUL in a name")
+    repo.push()
+    source = policy_source(people, f"file://{repo.bare}")
+    poll_source(source.pk)
+    change = PolicyChange.objects.get()
+    assert change.state == "refused"
+    assert change.refused.startswith("no-gpt-5.yaml: document 1: every string must be text")
+    assert "no NUL character" in change.refused
+    assert not Guardrail.objects.exists()

@@ -620,7 +620,9 @@ label_values = st.from_regex(r"(?:[A-Za-z0-9](?:[A-Za-z0-9._-]{0,8}[A-Za-z0-9])?
 @given(
     meaning=spec_meanings(), data=st.data(),
     labels=st.dictionaries(label_keys, label_values, max_size=4),
-    description=st.text(max_size=80),
+    # text a database holds: a NUL or a lone surrogate is refused (tests/test_bad_input.py)
+    description=st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+                        max_size=80),
 )
 def test_manifest_to_yaml_round_trips(
     meaning: dict[str, Any], data: st.DataObject, labels: dict[str, str], description: str
@@ -634,3 +636,17 @@ def test_manifest_to_yaml_round_trips(
     text = manifest_to_yaml(manifest)
     assert validate_manifest(yaml.safe_load(text)) == manifest
     assert validate_documents(text) == [manifest]
+
+
+@pytest.mark.parametrize("bad", ["a\x00b", "a\ud800b"])
+def test_a_manifest_given_as_data_refuses_text_no_database_holds(bad: str) -> None:
+    """The same bar when a manifest arrives already parsed (a proposal's spec, the demo's
+    files): a NUL or a lone surrogate is refused at its pointer, never echoed."""
+    with pytest.raises(ManifestError) as caught:
+        validate_manifest({"apiVersion": "governance/v1", "kind": "Agent",
+                           "metadata": {"name": "refund-agent", "owner": "alice",
+                                        "description": bad},
+                           "spec": {"tools": [f"orders{bad}"]}})
+    found = {(error.pointer, error.message) for error in caught.value.errors}
+    assert {pointer for pointer, _ in found} >= {"/metadata/description", "/spec/tools/0"}
+    assert all(bad not in message for _, message in found)
