@@ -78,14 +78,14 @@ def policy_source(people, url: str, **extra):
 
 def worker_for(start_worker, repo, git_settings):
     """A real worker that sends commit statuses queued at decision time."""
-    start_worker("default", GIT_SOURCE_LOCAL_ROOTS=str(repo.root),
+    return start_worker("default", GIT_SOURCE_LOCAL_ROOTS=str(repo.root),
                  GIT_CACHE_DIR=git_settings.GIT_CACHE_DIR,
                  GIT_SOURCE_ALLOWED_HOSTS="127.0.0.1:*")
 
 
 def test_a_policy_commit_is_applied_only_after_another_compliance_person_approves(
         people, repo, git_host, erin, signed_by, api_as, start_worker, git_settings):
-    worker_for(start_worker, repo, git_settings)
+    worker = worker_for(start_worker, repo, git_settings)
     signed_by(people.dana)
     sha = repo.commit(policy_files(**{"refunds.yaml": GROUP_RULE, "toxic.yaml": TOXIC,
                                       "review.yaml": INTERVAL}), "Payments policies")
@@ -131,7 +131,8 @@ def test_a_policy_commit_is_applied_only_after_another_compliance_person_approve
             "review_interval.changed", "git_policy.applied"} <= set(trail)
 
     # the status went back at approval (a worker sent it), without a poll
-    eventually(lambda: len(repo.statuses(sha)) == 2, timeout=120)
+    eventually(lambda: len(repo.statuses(sha)) == 2, timeout=120,
+               message=lambda: f"statuses: {repo.statuses(sha)}\nworker: {worker.output()}")
     assert [s["state"] for s in repo.statuses(sha)] == ["pending", "success"]
     assert repo.statuses(sha)[-1]["description"] == (
         "approved by erin, applied (4 change(s)); verified: the rules in force are this "
@@ -156,7 +157,8 @@ def test_a_policy_commit_is_applied_only_after_another_compliance_person_approve
 
 def test_an_agent_commit_hears_each_approval_at_once(people, repo, git_host, start_worker,
                                                     git_settings):
-    worker_for(start_worker, repo, git_settings)
+    worker = worker_for(start_worker, repo, git_settings)
+    told = lambda: f"statuses: {repo.statuses(sha)}\nworker: {worker.output()}"  # noqa: E731
     actions.create_guardrail(actor=people.dana, name="two-for-refunds", message="two people",
                              expression='!("payments.refund" in spec.tools)',
                              effect="require_approvals", required_approvals=2)
@@ -165,17 +167,17 @@ def test_an_agent_commit_hears_each_approval_at_once(people, repo, git_host, sta
     git_actions.create_source(actor=people.alice, name="payments",
                               url=f"{git_host.url}/agents.git", folder="agents",
                               status_url=f"{git_host.url}/status/agents.git")
-    eventually(lambda: len(repo.statuses(sha)) == 1, timeout=120)
+    eventually(lambda: len(repo.statuses(sha)) == 1, timeout=120, message=told)
     proposal = DesiredStateVersion.objects.get()
     assert repo.statuses(sha)[0]["description"] == (
         f"proposal {proposal.pk} waiting for approval: 0 of 2")
 
     actions.approve_proposal(proposal.pk, actor=people.bob)  # no poll from here on
-    eventually(lambda: len(repo.statuses(sha)) == 2, timeout=120)
+    eventually(lambda: len(repo.statuses(sha)) == 2, timeout=120, message=told)
     assert repo.statuses(sha)[1] == {**repo.statuses(sha)[0], "description": (
         f"proposal {proposal.pk} waiting for approval: 1 of 2")}
     actions.approve_proposal(proposal.pk, actor=people.carol)
-    eventually(lambda: len(repo.statuses(sha)) == 3, timeout=120)
+    eventually(lambda: len(repo.statuses(sha)) == 3, timeout=120, message=told)
     assert (repo.statuses(sha)[2]["state"], repo.statuses(sha)[2]["description"]) == (
         "success", f"approved and applied as generation 1 (proposal {proposal.pk})")
 
