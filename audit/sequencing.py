@@ -17,14 +17,13 @@ flag left set) the entries wait at most that long.
 import logging
 import time
 from collections.abc import Callable
-from functools import cache
 from typing import Any
 
-import django_rq
 from django.dispatch import Signal
 from redis.exceptions import RedisError
 
 from audit.models import AuditPendingEntry
+from config import queues
 
 log = logging.getLogger(__name__)
 # Sent inside the transaction that gave entries their seqs and hashes (`last_seq`: the newest);
@@ -37,10 +36,9 @@ LINGER_SECONDS = 0.5  # how long a job waits for the next commit before it ends
 RUN_SECONDS = 5.0  # then it leaves the worker to other jobs
 
 
-@cache
 def _queue() -> Any:
-    """One queue (and Redis connection pool) per process: a kick is then one round trip."""
-    return django_rq.get_queue("default", commit_mode="auto")
+    """The default queue, kept with its connection pool: a kick is then one round trip."""
+    return queues.queue("default")
 
 
 def _enqueue(queue: Any) -> None:
@@ -66,7 +64,7 @@ def drain(place: Callable[[], int], linger: float = 0.0) -> int:
     which places one and says how many), waiting up to `linger` seconds for more after each;
     how many were placed."""
     placed, until = 0, time.monotonic() + RUN_SECONDS
-    connection = django_rq.get_connection("default")
+    connection = _queue().connection
     while True:
         while batch := place():
             placed += batch

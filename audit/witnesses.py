@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
-import django_rq
 from django.conf import settings
 
 from audit.chain import canonical_json
-from config import outbound, retries
+from config import outbound, queues, retries
 from config.webhook_signing import SIGNATURE_HEADER, signature
 
 log = logging.getLogger(__name__)
@@ -45,7 +44,7 @@ def publish(checkpoint: dict[str, Any]) -> None:
             if folder is not None:
                 write_copy(folder, checkpoint)
             else:
-                django_rq.get_queue("default", commit_mode="auto").enqueue(
+                queues.queue("default").enqueue(
                     "audit.jobs.post_to_witness", url, checkpoint,
                     retry=retries.witness_post())
         except (OSError, ConnectionError) as error:

@@ -5,7 +5,6 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import django_rq
 import redis
 from django.conf import settings
 from django.db import connection
@@ -14,7 +13,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Histogram,
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from config import redis_capabilities, redis_connection
+from config import queues, redis_capabilities, redis_connection
 
 QUEUE_NAMES = ("reconcile", "ingest", "default")
 
@@ -56,7 +55,7 @@ class QueueCollector(Collector):
         up = GaugeMetricFamily("redis_up", "1 when Redis answered the scrape")
         try:
             for name in QUEUE_NAMES:
-                queue = django_rq.get_queue(name)
+                queue = queues.queue(name)
                 depth.add_metric([name], queue.count)
                 failed.add_metric([name], queue.failed_job_registry.count)
             up.add_metric([], 1)

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import django_rq
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
@@ -16,6 +15,7 @@ from django.utils import timezone
 
 import audit
 from audit.choices import AuditAction
+from config import queues
 from config.errors import Conflict, DomainError, Invalid, NotAllowed, NotFound
 from config.outbound import listed
 from gitsource import git
@@ -543,14 +543,14 @@ def _report_on_commit(source_id: int) -> None:
 # The jobs are named by their dotted path: gitsource/jobs.py imports this module.
 def enqueue_poll(source_id: int) -> None:
     """Queue one poll of the source (collapsed with one already queued)."""
-    django_rq.get_queue("default", commit_mode="auto").enqueue(
+    queues.queue("default").enqueue(
         "gitsource.jobs.poll_source", source_id, job_id=f"git-poll-{source_id}")
 
 
 def enqueue_report(source_id: int) -> None:
     """Queue a report of the source's commit statuses (after an approval or rejection, so the
     commit says so before the next poll)."""
-    django_rq.get_queue("default", commit_mode="auto").enqueue(
+    queues.queue("default").enqueue(
         "gitsource.jobs.report_statuses", source_id, job_id=f"git-report-{source_id}")
 
 

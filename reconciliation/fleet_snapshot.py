@@ -18,11 +18,11 @@ import time
 from datetime import datetime, timedelta
 from typing import Any
 
-import django_rq
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from config import queues
 from reconciliation.fleet import Fleet, view_of
 from reconciliation.models import FleetSnapshot
 
@@ -70,7 +70,7 @@ def current() -> FleetSnapshot:
 def refreshing() -> bool:
     """Whether a refresh is queued or running (one Redis call; not knowing is not refreshing)."""
     try:
-        return bool(django_rq.get_connection("default").exists(QUEUED_KEY, RUNNING_KEY))
+        return bool(queues.queue("default").connection.exists(QUEUED_KEY, RUNNING_KEY))
     except Exception as error:  # noqa: BLE001 - the page still shows what it has
         log.warning("could not tell whether the fleet snapshot is refreshing: %s", error)
         return False
@@ -85,7 +85,7 @@ def freshness(snapshot: FleetSnapshot) -> dict[str, Any]:
 
 def refresh_started() -> None:
     """The refresh job begins: from now on a change queues another one."""
-    connection = django_rq.get_connection("default")
+    connection = queues.queue("default").connection
     with connection.pipeline() as pipe:
         pipe.delete(QUEUED_KEY)
         pipe.set(RUNNING_KEY, "1", ex=JOB_TIMEOUT)
@@ -93,12 +93,12 @@ def refresh_started() -> None:
 
 
 def refresh_ended() -> None:
-    django_rq.get_connection("default").delete(RUNNING_KEY)
+    queues.queue("default").connection.delete(RUNNING_KEY)
 
 
 def enqueue_refresh() -> bool:
     """Queue a refresh FLEET_SNAPSHOT_DELAY_SECONDS from now, unless one is queued already."""
-    queue = django_rq.get_queue("default", commit_mode="auto")
+    queue = queues.queue("default")
     if not queue.connection.set(QUEUED_KEY, "1", nx=True, ex=QUEUED_TTL):
         return False
     job = "reconciliation.jobs.refresh_fleet_snapshot"

@@ -5,10 +5,10 @@ import importlib
 import logging
 from datetime import timedelta
 
-import django_rq
 from django.conf import settings
 from django.utils import timezone
 
+from config import queues
 from config.scheduled_time import not_before
 from reconciliation import actions, fleet_snapshot, inbox, silence
 from reconciliation.actions import inbox_notices, retention
@@ -104,7 +104,7 @@ def inbox_sweep() -> dict[str, int]:
     coming = [e.deadline for e in inbox.queue_for(None, now) if e.deadline > now]
     if coming:
         when = not_before(min(coming) + timedelta(milliseconds=100))
-        django_rq.get_queue("default", commit_mode="auto").enqueue_at(
+        queues.queue("default").enqueue_at(
             when, inbox_sweep, job_id=f"inbox-sweep-{when:%Y%m%d%H%M%S}")
     return done
 

@@ -3,12 +3,12 @@ to the registry's signals (receivers.py; the inbox sweep's here), the agent list
 sync filters, its own kinds of connector, the alert for a refused audit signature, and
 retention's start-up check (registered on import)."""
 
-import django_rq
 from django.db import transaction
 from prometheus_client import REGISTRY
 
 from audit import signer
 from audit.alert_kinds import AlertKind
+from config import queues
 from reconciliation import (
     connectors,
     jobs,
@@ -48,5 +48,5 @@ def _alert_signing_refused(sender: object, size: int, message: str, **kwargs: ob
 def _sweep_inbox(sender: object, **kwargs: object) -> None:
     """Something new waits in the inbox (registry/signals.py): a sweep after commit tells its
     people now (the inbox and its sweep are the loop's)."""
-    transaction.on_commit(lambda: django_rq.get_queue("default", commit_mode="auto").enqueue(
+    transaction.on_commit(lambda: queues.queue("default").enqueue(
         jobs.inbox_sweep))

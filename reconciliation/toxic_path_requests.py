@@ -3,8 +3,9 @@ collapsed into one already queued (the queued key, cleared when the check starts
 the check, which opens and moves findings through the actions, so that an action asking for one
 (a changed observation) need not import it."""
 
-import django_rq
 from django.db import transaction
+
+from config import queues
 
 QUEUED_KEY = "toxic:check:queued"
 QUEUED_TTL = 300  # a lost check job stops collapsing new requests after this long
@@ -12,7 +13,7 @@ QUEUED_TTL = 300  # a lost check job stops collapsing new requests after this lo
 
 def enqueue_path_check() -> bool:
     """Queue a check unless one is queued already."""
-    queue = django_rq.get_queue("default", commit_mode="auto")
+    queue = queues.queue("default")
     if not queue.connection.set(QUEUED_KEY, "1", nx=True, ex=QUEUED_TTL):
         return False
     queue.enqueue("reconciliation.toxic_paths.check_observed_paths_job")

@@ -9,11 +9,11 @@ start is missed: reconciliation/toxic_path_requests.py)."""
 import hashlib
 from datetime import datetime
 
-import django_rq
 from django.db import transaction
 from django.utils import timezone
 
 from audit.alert_kinds import AlertKind
+from config import queues
 from reconciliation.actions.findings import move_finding, open_finding
 from reconciliation.agent_status import refresh_status
 from reconciliation.choices import OPEN_STATUSES, TOXIC_PATH_KIND, FindingStatus
@@ -81,7 +81,7 @@ def record_observed_paths(now: datetime | None = None) -> dict[str, int]:
 def check_observed_paths_job() -> dict[str, int]:
     """RQ entry point: clear the queued key first, so a change seen from now on queues
     another check."""
-    django_rq.get_connection("default").delete(QUEUED_KEY)
+    queues.queue("default").connection.delete(QUEUED_KEY)
     found = record_observed_paths()
     enqueue_refresh()  # the fleet view lists the observed paths too
     return found

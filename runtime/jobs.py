@@ -9,11 +9,10 @@ import time
 from datetime import timedelta
 from urllib.parse import quote, urlsplit
 
-import django_rq
 from django.conf import settings
 from rq.timeouts import JobTimeoutException
 
-from config import outbound
+from config import outbound, queues
 from config.scheduled_time import not_before
 from reconciliation.controller.backoff import backoff_seconds
 from reconciliation.webhooks import SIGNATURE_HEADER, signature
@@ -68,7 +67,7 @@ def expire_decision_job(decision_id: str) -> bool:
     # Not due yet (the clock of the worker that ran it is behind): come back at the deadline.
     deadline = decisions.pending_deadline(decision_id)
     if deadline is not None:
-        django_rq.get_queue("default", commit_mode="auto").enqueue_at(
+        queues.queue("default").enqueue_at(
             not_before(deadline + timedelta(seconds=1)), expire_decision_job, decision_id)
     return False
 
@@ -112,7 +111,7 @@ def _retry_notify(decision_id: str, attempt: int, error: OSError) -> str:
     if attempt >= 4:
         log.warning("decision %s webhook failed: %s", decision_id, error)
         return "gave up"
-    django_rq.get_queue("default", commit_mode="auto").enqueue_in(
+    queues.queue("default").enqueue_in(
         timedelta(seconds=backoff_seconds(attempt + 1)), notify_decision, decision_id,
         attempt + 1)
     return "retrying"

@@ -6,7 +6,6 @@ the end are audited."""
 from datetime import datetime, timedelta
 from typing import Any
 
-import django_rq
 from django.db import transaction
 from django.utils import timezone
 
@@ -16,6 +15,7 @@ from audit.models import AuditEntry
 from compliance.actions.stops import MAX_SELECTOR_LABELS, _label_value, _reason, _stopper
 from compliance.maintenance import window_for
 from compliance.models import MaintenanceWindow
+from config import queues
 from config.errors import Conflict, Invalid, NotFound
 from config.scheduled_time import not_before
 from config.times import parse_timestamp
@@ -68,7 +68,7 @@ def covered_agents(window: MaintenanceWindow) -> list[Agent]:
 
 def _schedule_end(window: MaintenanceWindow) -> None:
     def enqueue() -> None:
-        django_rq.get_queue("default", commit_mode="auto").enqueue_at(
+        queues.queue("default").enqueue_at(
             not_before(window.ends_at), "compliance.jobs.end_window_job", window.pk)
 
     transaction.on_commit(enqueue, robust=True)

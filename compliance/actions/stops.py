@@ -18,7 +18,6 @@ still holds stay suspended) and a job resumes them on their platforms."""
 import logging
 from typing import Any
 
-import django_rq
 import redis
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -31,6 +30,7 @@ from audit.choices import AuditAction
 from compliance.choices import StopScope
 from compliance.models import Stop
 from compliance.stops import active_stops, stop_covering
+from config import queues
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from reconciliation.alerts import broadcast
 from reconciliation.choices import DecisionOutcome, DecisionStatus, FindingStatus
@@ -118,7 +118,7 @@ def _announce_all(names: list[str]) -> None:
 
 def _enqueue(job: str, stop_id: int) -> None:
     def enqueue() -> None:
-        django_rq.get_queue("default").enqueue(job, stop_id)
+        queues.queue("default").enqueue(job, stop_id)
 
     transaction.on_commit(enqueue, robust=True)
 

@@ -6,7 +6,6 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-import django_rq
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.utils import timezone
@@ -15,7 +14,7 @@ import audit
 from audit.actors import RECONCILER as SYSTEM
 from audit.alert_kinds import AlertKind
 from audit.choices import AuditAction
-from config import pointers
+from config import pointers, queues
 from config.errors import Conflict, Invalid, NotAllowed, NotFound
 from config.scheduled_time import not_before
 from reconciliation.actions.common import alert, audit_label, enforcement_held, suspend_agent
@@ -522,7 +521,7 @@ def _triage_state(escalation: Escalation) -> dict[str, Any]:
 
 def _schedule_wake(escalation_id: int, until: datetime) -> None:
     # by its dotted path: reconciliation.jobs imports this module
-    django_rq.get_queue("default", commit_mode="auto").enqueue_at(
+    queues.queue("default").enqueue_at(
         not_before(until), "reconciliation.jobs.wake_escalation_job", escalation_id)
 
 

@@ -3,12 +3,12 @@ on its platform through its connector, by a job retried with the loop's backoff;
 platform cannot be asked, the approvers get an escalation. The registry announces the
 retirement (registry.signals.agent_retired); reconciliation/receivers.py answers it here."""
 
-import django_rq
 from django.db import transaction
 
 import audit
 from audit.actors import RECONCILER as SYSTEM
 from audit.choices import AuditAction
+from config import queues
 from reconciliation.actions.escalations import open_escalation
 from reconciliation.choices import Health
 from reconciliation.connectors import connector_for
@@ -22,7 +22,7 @@ def retired(agent_id: int) -> None:
     """Inside the retirement's transaction: the agent's health says retired (on its page,
     lists and the counts), and after commit a job asks its platform to stop it."""
     AgentStatus.objects.update_or_create(agent_id=agent_id, defaults={"health": Health.RETIRED})
-    transaction.on_commit(lambda: django_rq.get_queue("reconcile", commit_mode="auto").enqueue(
+    transaction.on_commit(lambda: queues.queue("reconcile").enqueue(
         "reconciliation.jobs.stop_retired_agent", agent_id), robust=True)
 
 

@@ -17,14 +17,13 @@ thread-local by default (the renewal thread would not see it): two short scripts
 one protocol in one place.
 """
 
-import json
 import logging
 import threading
 from contextvars import ContextVar
 
-import django_rq
-from django.conf import settings
 from rq import Queue
+
+from config import queues
 
 QUEUE_NAME = "reconcile"
 QUEUED_KEY = "reconcile:queued:{agent_id}"
@@ -69,19 +68,9 @@ else return 0 end
 """
 
 
-# One queue (and so one connection pool) per process and queue settings: django_rq builds a
-# new client, and a new connection, on every `get_queue`.
-_QUEUES: dict[str, Queue] = {}
-
-
 def queue() -> Queue:
     """The queue that holds reconcile passes only (one waiting per agent)."""
-    # Keyed on the settings, read each time: tests (and a reloaded worker) change RQ_QUEUES.
-    key = json.dumps(settings.RQ_QUEUES[QUEUE_NAME], sort_keys=True, default=repr)
-    found = _QUEUES.get(key)
-    if found is None:
-        found = _QUEUES[key] = django_rq.get_queue(QUEUE_NAME, commit_mode="auto")
-    return found
+    return queues.queue(QUEUE_NAME)
 
 
 def claim_waiting(connection, agent_id: int, trigger: str, token: str) -> bool:

@@ -5,7 +5,6 @@ nobody answers expires to deny."""
 from datetime import datetime, timedelta
 from typing import Any
 
-import django_rq
 import redis
 from django.conf import settings
 from django.db import transaction
@@ -15,6 +14,7 @@ import audit
 from audit.actors import RECONCILER as SYSTEM
 from audit.alert_kinds import AlertKind
 from audit.choices import AuditAction
+from config import queues
 from config.errors import Conflict, Invalid, Malformed, NotAllowed, NotFound
 from config.scheduled_time import not_before
 from reconciliation.actions.common import alert, desired_now, state_hash
@@ -190,7 +190,7 @@ def _wait(request: DecisionRequest) -> float:
 
 def _schedule_expiry(decision: Decision) -> None:
     def schedule() -> None:
-        django_rq.get_queue("default", commit_mode="auto").enqueue_at(
+        queues.queue("default").enqueue_at(
             not_before(decision.expires_at), "runtime.jobs.expire_decision_job", str(decision.pk))
 
     transaction.on_commit(schedule, robust=True)
@@ -199,7 +199,7 @@ def _schedule_expiry(decision: Decision) -> None:
 def _notify(decision: Decision) -> None:
     """After commit, the call to the agent's webhook."""
     def enqueue() -> None:
-        django_rq.get_queue("default", commit_mode="auto").enqueue(
+        queues.queue("default").enqueue(
             "runtime.jobs.notify_decision", str(decision.pk))
 
     if decision.callback_url:

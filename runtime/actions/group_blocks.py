@@ -11,13 +11,13 @@ needs to clear it: a job checks the window when it can have fallen back and lift
 import logging
 from datetime import datetime, timedelta
 
-import django_rq
 from django.db import transaction
 from django.utils import timezone
 
 import audit
 from audit.actors import RECONCILER as SYSTEM
 from audit.choices import AuditAction
+from config import queues
 from config.scheduled_time import not_before
 from reconciliation.actions.common import cluster_held, suspend_agent
 from reconciliation.actions.findings import move_finding
@@ -89,7 +89,7 @@ def falls_back(breach: GroupBreach, now: datetime) -> datetime:
 
 def schedule_lift(breach_id: int, when: datetime) -> None:
     """Look at the breach's window at `when` (the earliest it can have fallen back)."""
-    django_rq.get_queue("default", commit_mode="auto").enqueue_at(
+    queues.queue("default").enqueue_at(
         not_before(when), "runtime.jobs.lift_group_block_job", breach_id)
 
 

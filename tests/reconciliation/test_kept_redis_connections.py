@@ -1,0 +1,59 @@
+"""The work queues keep their Redis connections: django_rq's `get_queue` opens a new one on
+every call, which a changed report paid (its toxic-path check), as did every pending decision,
+fleet refresh and job enqueued elsewhere. Once a process has used a queue, the loop's
+requests and passes open none (counted here by the sockets this process opens)."""
+
+import pytest
+import redis.asyncio.connection
+import redis.connection
+
+from reconciliation import actions
+from runtime.actions import decisions
+from tests.conftest import approved_with_client
+
+PUSH = {"enforcement": {"default": "correct"}, "connector": {"type": "push"}}
+
+
+@pytest.fixture
+def sockets_opened(monkeypatch):
+    """Where this process opened a Redis socket (a connect on a connection that had none)."""
+    opened: list[str] = []
+    for kind in (redis.connection.AbstractConnection,
+                 redis.asyncio.connection.AbstractConnection):
+        def counting(self, *args, _connect=kind.connect, **kwargs):
+            if getattr(self, "_sock", None) is None and getattr(self, "_writer", None) is None:
+                opened.append(f"{self.host}:{self.port}/{self.db}")
+            return _connect(self, *args, **kwargs)
+
+        monkeypatch.setattr(kind, "connect", counting)
+    return opened
+
+
+@pytest.mark.django_db
+def test_reports_passes_and_decisions_reuse_the_queues_connections(
+        people, redis_client, sockets_opened, django_capture_on_commit_callbacks):
+    agent, client = approved_with_client(people, **PUSH)
+    spec = agent.active_version.spec
+    path = f"/api/v1/agents/{agent.name}/observed-state"
+
+    def round_of(i: int) -> None:
+        report = {**{k: v for k, v in spec.items() if k != "enforcement"}, "running": True,
+                  "tools": [*spec["tools"], f"extra.tool{i}"]}  # changed: a pass, a check
+        with django_capture_on_commit_callbacks(execute=True):
+            assert client.put(path, report, format="json").status_code == 202
+            asked = client.post(f"/api/v1/agents/{agent.name}/decisions",
+                                {"tool": "payments.refund", "arguments": {"amount": 640}},
+                                format="json").json()
+        assert asked["outcome"] == "pending", asked
+        with django_capture_on_commit_callbacks(execute=True):
+            decisions.decide_pending(asked["id"], actor=people.carol, allow=False,
+                                     comment="not this one")
+        redis_client.flushdb()  # the waiting keys: every round queues again
+        actions.reconcile_agent(agent.pk, trigger="observation")
+
+    round_of(0)  # the first use of each queue opens its connection
+    warm = len(sockets_opened)
+    assert warm > 0  # the counter sees connections being opened
+    for i in range(1, 4):
+        round_of(i)
+    assert sockets_opened[warm:] == []
