@@ -4,12 +4,12 @@ raise no alert, wait for the cron's run every INBOX_SWEEP_SECONDS)."""
 import logging
 from typing import Any
 
-import django_rq
 from django.conf import settings
 from django.db import transaction
 from redis.exceptions import RedisError
 
 from audit.alert_kinds import AlertKind
+from config import queues
 from reconciliation.alerts import recorded
 
 log = logging.getLogger(__name__)
@@ -18,7 +18,7 @@ POSTED_EVENTS = frozenset({AlertKind.ESCALATION_OPENED, AlertKind.DECISION_PENDI
 
 def _queue_post() -> None:
     try:
-        django_rq.get_queue("default", commit_mode="auto").enqueue("chat.jobs.post_pending")
+        queues.queue("default").enqueue("chat.jobs.post_pending")
     except RedisError as error:  # the cron's run posts it
         log.warning("could not queue the Slack post: %s", error)
 

@@ -2,7 +2,6 @@
 
 from datetime import timedelta
 
-import django_rq
 import redis
 import yaml
 from django.contrib import messages
@@ -14,6 +13,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 
 from audit.models import AuditChainHead, AuditCheckpoint, AuditEntry
+from config import queues as rq_queues
 from config.errors import DomainError
 from config.observability import QUEUE_NAMES
 from reconciliation import actions
@@ -41,11 +41,11 @@ def overview(request: HttpRequest) -> HttpResponse:
     head = AuditChainHead.objects.filter(pk=1).first()
     last_checkpoint = AuditCheckpoint.objects.order_by("-seq").first()
     try:
-        queues = {name: django_rq.get_queue(name).count for name in QUEUE_NAMES}
+        depths = {name: rq_queues.queue(name).count for name in QUEUE_NAMES}
     except redis.RedisError:
-        queues = None
+        depths = None
     return render(request, "reconciliation/overview.html", {
-        "head": head, "last_checkpoint": last_checkpoint, "queues": queues,
+        "head": head, "last_checkpoint": last_checkpoint, "queues": depths,
         "summary": summary(), "recent_alerts": recent(request.user, FEED_HISTORY),
         "reviews_due": due_for_owner(request.user)})
 

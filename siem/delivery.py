@@ -10,17 +10,15 @@ import logging
 import os
 import socket
 from datetime import datetime
-from functools import cache
 from typing import Any
 
-import django_rq
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from redis.exceptions import RedisError
 
 from audit.models import AuditEntry
-from config import retries
+from config import queues, retries
 from config.scheduled_time import not_before
 from siem import actions, formats, transports
 from siem.choices import SinkKind, Stream
@@ -34,9 +32,8 @@ QUEUE = "default"
 OTLP_LOGS_PATH = "/v1/logs"
 
 
-@cache
 def _queue() -> Any:
-    return django_rq.get_queue(QUEUE, commit_mode="auto")
+    return queues.queue(QUEUE)
 
 
 def kick() -> None:

@@ -6,13 +6,13 @@ dates (it imports proposals, which import this module)."""
 from datetime import datetime, timedelta
 from typing import Any
 
-import django_rq
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 import audit
 from audit.choices import AuditAction
+from config import queues
 from config.scheduled_time import not_before
 from registry import holds, signals
 from registry.choices import Lifecycle, OverdueEffect
@@ -112,7 +112,7 @@ def _schedule_review_jobs(agent_id: int, due: datetime) -> None:
     dotted path: registry/jobs.py imports this module."""
 
     def schedule() -> None:
-        now, queue = timezone.now(), django_rq.get_queue("default", commit_mode="auto")
+        now, queue = timezone.now(), queues.queue("default")
         for when in (remind_at(due), due):
             if when > now:
                 queue.enqueue_at(not_before(when), "registry.jobs.check_review", agent_id)
