@@ -848,8 +848,9 @@ _StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_FLOAT,
                                     list("-+0123456789"))
 
 
-# YAML's "\0" and "\ud800" escapes (JSON's "\u0000"): valid YAML, but no database text holds
-# a NUL and no UTF-8 a lone surrogate; the string itself is never echoed.
+# YAML's "\0" and "\x00" escapes (JSON's "\u0000") are valid YAML for a NUL, which no database
+# text holds; a lone surrogate (no UTF-8 holds one) the YAML parser refuses itself, but a
+# manifest given as data may carry one. The string itself is never echoed.
 _NOT_TEXT = ("expected text a database can store (no NUL character, no lone surrogate); got "
              "a string with one")
 
