@@ -15,6 +15,7 @@ from django.conf import settings
 from django_rq.cron import DjangoCronScheduler
 from redis import RedisError
 from rq.cron import CronJob
+from rq.exceptions import StopRequested
 
 LEADER_KEY = "cron:leader"
 log = logging.getLogger(__name__)
@@ -41,6 +42,18 @@ class LeaderCronScheduler(DjangoCronScheduler):
         super().__init__(*args, **kwargs)
         self.lease_seconds = lease_seconds or settings.CRON_LEADER_SECONDS
         self.leading = False
+        self.stop_requested = False
+
+    def _request_stop(self, signum, frame) -> None:
+        # RQ raises StopRequested from the signal handler. When the signal lands in a log
+        # write (the cron logs every job it enqueues), logging's handleError swallows it and
+        # the loop ran on, enqueueing, until it was killed: the flag stops it at its next step.
+        self.stop_requested = True
+        super()._request_stop(signum, frame)
+
+    def _stop_if_requested(self) -> None:
+        if self.stop_requested:
+            raise StopRequested()
 
     def lead(self) -> bool:
         """Take or renew the lease; False (and enqueue nothing) when Redis cannot say."""
@@ -57,9 +70,11 @@ class LeaderCronScheduler(DjangoCronScheduler):
         return self.leading
 
     def enqueue_jobs(self) -> list[CronJob]:
+        self._stop_if_requested()
         return super().enqueue_jobs() if self.lead() else []
 
     def calculate_sleep_interval(self) -> float:
+        self._stop_if_requested()  # before a sleep of up to a minute
         # Wake often enough to renew the lease (leader) or to notice it free (follower).
         renew = self.lease_seconds / 3
         return renew if not self.leading else min(super().calculate_sleep_interval(), renew)

@@ -1,6 +1,8 @@
 """Two cron processes (two hosts, for availability) enqueue each periodic job once: one leads,
 the other takes over when the leader dies."""
 
+import io
+import logging
 import os
 import signal
 import subprocess
@@ -10,7 +12,7 @@ import time
 import pytest
 from rq.cron import get_cron_job_history_key
 
-from config.cron_leader import LEADER_KEY
+from config.cron_leader import LEADER_KEY, LeaderCronScheduler
 from tests.conftest import ROOT, child_env, eventually
 
 # ~25 s of cron processes taking over from each other (a minute on a loaded machine): last in
@@ -101,3 +103,43 @@ def test_a_stopped_leader_hands_over_at_once(start_cron, redis_client):
     assert leader_pid(redis_client) in (None, second.pid)
     eventually(lambda: leader_pid(redis_client) == second.pid, timeout=60,
                message="the second process did not take the handed-over lease")
+
+
+def test_a_stop_signal_that_lands_in_a_log_write_still_stops_the_cron(redis_client,
+                                                                      monkeypatch):
+    """RQ stops its cron by raising from the signal handler; a signal that arrives while the
+    cron writes a log line (it logs every job it enqueues) raised inside logging, which
+    swallowed it, and the cron ran on until it was killed (seen stopping `make demo`)."""
+    scheduler = LeaderCronScheduler(connection=redis_client, lease_seconds=3)
+
+    signalled = []
+
+    class SignalledWhileWriting(io.StringIO):
+        def write(self, text: str) -> int:
+            if "now leading" in text and not signalled:
+                signalled.append(text)
+                scheduler._request_stop(signal.SIGTERM, None)  # as the signal would, mid-write
+            return super().write(text)
+
+    handler = logging.StreamHandler(SignalledWhileWriting())
+    logger = logging.getLogger("config.cron_leader")
+    logger.addHandler(handler)
+    monkeypatch.setattr(logger, "level", logging.INFO)
+    monkeypatch.setattr(logging, "raiseExceptions", False)  # as in production: no traceback
+    sleeps = []
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        if len(sleeps) > 2:
+            raise RuntimeError("the cron is still running after its stop signal")
+
+    monkeypatch.setattr(time, "sleep", sleep)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        scheduler.start()  # returns: the stop was not lost
+    finally:
+        logger.removeHandler(handler)
+        for sig, previous in handlers.items():
+            signal.signal(sig, previous)
+    assert signalled and sleeps == []
+    assert redis_client.get(LEADER_KEY) is None  # and it handed the lease over on its way out
