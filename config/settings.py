@@ -248,6 +248,8 @@ MIDDLEWARE = [
     "audit.context.RequestIdMiddleware",
     "config.replica_reads.ReplicaReadsMiddleware",
     "config.limits.BodySizeLimitMiddleware",
+    # A NUL in the path or query (no database text holds one) is a 400 before any view.
+    "config.url_text.UrlTextMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

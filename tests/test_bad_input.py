@@ -188,3 +188,23 @@ def test_an_event_nested_too_deeply_is_a_clean_error(agent_client):
         assert response.status_code == 400, response.content[:300]
         assert response.json()["error"]["code"] == "malformed"
         assert snapshot() == before
+
+
+@pytest.mark.parametrize("path", [
+    "/api/v1/agents/refund%00agent", "/api/v1/agents/refund%00agent/desired-state",
+    "/api/v1/agents?owner=a%00b", "/api/v1/agents/refund-agent/events?kind=a%00b",
+    "/api/v1/escalations?a%00b=1", "/agents/refund%00agent/", "/fleet/?q=a%00b"])
+def test_a_url_with_a_nul_is_refused_before_any_view_reads_it(api_as, people, client,
+                                                               refund_agent, path):
+    """A NUL (`%00`) in a path or query reached the database as a name or a filter: looking
+    an agent up by it was a 500. The API answers the documented 400, the console a plain 400."""
+    answer = api_as(people.bob).get(path)
+    assert answer.status_code == 400, answer.content[:300]
+    client.force_login(people.bob)
+    page = client.get(path)
+    assert page.status_code == 400
+    if path.startswith("/api/"):
+        assert answer.json()["error"]["code"] == "malformed"
+        assert "no NUL character" in answer.json()["error"]["message"]
+    else:
+        assert "no NUL character" in page.content.decode()
