@@ -14,6 +14,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from redis import RedisError
 
 from audit.alert_kinds import AlertKind
+from config.unicode_text import is_text
 from reconciliation import live_connections
 from reconciliation.alerts import (
     ALERTS_GROUP,
@@ -91,6 +92,8 @@ def _query(raw: bytes) -> dict[str, str] | None:
     except (UnicodeDecodeError, ValueError):
         return None
     query = {key: values[-1] for key, values in pairs.items()}
+    if not all(is_text(key) and is_text(value) for key, value in query.items()):
+        return None  # a NUL (%00): the agent's name reaches a database query
     if not SINCE.fullmatch(query.get("since", "0")):
         return None
     if query.get("scope", "all") not in SCOPES:

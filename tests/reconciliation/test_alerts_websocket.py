@@ -292,7 +292,8 @@ def places_held(redis_client, user) -> int:
 
 
 ATTACKS = ["since=%C2%B2", "since=99999999999999999999", "since=-1", "scope=everyone",
-           "min_severity=%00", "malformed frame", "binary frame"]
+           "min_severity=%00", "since=0&scope=agent&agent=refund%00agent", "malformed frame",
+           "binary frame"]
 
 
 def test_bad_input_never_leaves_a_member_in_the_alerts_group(
