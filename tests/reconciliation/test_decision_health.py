@@ -15,16 +15,13 @@ from reconciliation.models import AgentStatus, Escalation
 from runtime.actions import decisions
 from runtime.models import Decision
 from tests.conftest import approved_with_client
-
-PUSH = {"enforcement": {"default": "correct"}, "connector": {"type": "push"}}
+from tests.reconciliation.test_heartbeats import PUSH, report_of
 
 
 def converged_agent(people, redis_client, capture):
     agent, client = approved_with_client(people, **PUSH)
-    spec = agent.active_version.spec
-    report = {**{k: v for k, v in spec.items() if k != "enforcement"}, "running": True}
     with capture(execute=True):
-        assert client.put(f"/api/v1/agents/{agent.name}/observed-state", report,
+        assert client.put(f"/api/v1/agents/{agent.name}/observed-state", report_of(agent),
                           format="json").status_code == 202
     assert actions.reconcile_agent(agent.pk, trigger="observation").result == "converged"
     redis_client.delete(QUEUED_KEY.format(agent_id=agent.pk))

@@ -11,8 +11,7 @@ import redis.connection
 from reconciliation import actions
 from runtime.actions import decisions
 from tests.conftest import approved_with_client
-
-PUSH = {"enforcement": {"default": "correct"}, "connector": {"type": "push"}}
+from tests.reconciliation.test_heartbeats import PUSH, report_of
 
 
 @pytest.fixture
@@ -34,12 +33,10 @@ def sockets_opened(monkeypatch):
 def test_reports_passes_and_decisions_reuse_the_queues_connections(
         people, redis_client, sockets_opened, django_capture_on_commit_callbacks):
     agent, client = approved_with_client(people, **PUSH)
-    spec = agent.active_version.spec
     path = f"/api/v1/agents/{agent.name}/observed-state"
 
     def round_of(i: int) -> None:
-        report = {**{k: v for k, v in spec.items() if k != "enforcement"}, "running": True,
-                  "tools": [*spec["tools"], f"extra.tool{i}"]}  # changed: a pass, a check
+        report = report_of(agent, f"extra.tool{i}")  # changed: a pass, a toxic-path check
         with django_capture_on_commit_callbacks(execute=True):
             assert client.put(path, report, format="json").status_code == 202
             asked = client.post(f"/api/v1/agents/{agent.name}/decisions",
