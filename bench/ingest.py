@@ -4,7 +4,10 @@ Redis, the outbox), 1,000-event batches from client threads (2 per web process u
 --clients says), against the floor measured in the same run: the same events decoded and
 COPYed (in binary, as the product does) into a table of the events table's columns with a
 unique (agent, id), plus one Redis ZADD per event (one pipeline per batch), in one process
-with the web process's collector settings. Prints one JSON line per web-process count.
+with the web process's collector settings. The web processes run as deployed (DEBUG off,
+bench/scratch.py's deployed_env). Prints one JSON line per web-process count, with the CPU
+a batch costs the web processes and, when PostgreSQL and Redis run on this machine, the
+stores' own (product and floor alike).
 
 With --group-rules: 1,000 agents in ten teams, events spread across them, measured twice in
 the same run: first with per-agent rules only, then with three group rules on (reads of one
@@ -34,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.cluster import Processes, build_cluster  # noqa: E402
-from bench.scratch import setup_django  # noqa: E402
+from bench.scratch import deployed_env, setup_django  # noqa: E402
 from config.embedded_redis import free_port, port_answers  # noqa: E402
 
 BATCH = 1000
@@ -67,21 +70,17 @@ class WebProcesses(Processes):
 
     def __init__(self, count: int) -> None:
         self.ports = [free_port() for _ in range(count)]
+        env = deployed_env()
         self.processes = [
             subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p",
                               str(port), "config.asgi:application"], cwd=ROOT,
-                             env=dict(os.environ), stdout=subprocess.DEVNULL,
+                             env=env, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
             for port in self.ports]
 
     def cpu_seconds(self) -> float:
         """CPU time the web processes have used so far (user and system, from /proc)."""
-        ticks = os.sysconf("SC_CLK_TCK")
-        total = 0
-        for process in self.processes:
-            fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])  # utime, stime (14th, 15th of stat)
-        return total / ticks
+        return sum(cpu_of(process.pid) for process in self.processes)
 
     def wait_ready(self, timeout: float = 120) -> None:
         deadline = time.monotonic() + timeout
@@ -90,6 +89,37 @@ class WebProcesses(Processes):
                 if time.monotonic() > deadline:
                     raise SystemExit("daphne did not start")
                 time.sleep(0.1)
+
+
+def cpu_of(pid: int | str) -> float:
+    """CPU seconds (user and system) a process has used, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # 14th, 15th
+
+
+STORES = {"postgres": "postgresql", "redis-server": "redis"}
+
+
+def stores_cpu() -> dict[str, float]:
+    """CPU seconds used so far by this machine's PostgreSQL and Redis server processes (every
+    one of them: the bench is meant to run alone); 0 for a store not running here."""
+    used = dict.fromkeys(STORES.values(), 0.0)
+    for entry in Path("/proc").iterdir():
+        try:
+            store = STORES.get((entry / "comm").read_text().strip()) if entry.name.isdigit() \
+                else None
+            if store:
+                used[store] += cpu_of(entry.name)
+        except OSError:  # gone meanwhile
+            continue
+    return used
+
+
+def per_batch(before: dict[str, float], after: dict[str, float], batches: int
+              ) -> dict[str, float | None]:
+    """Milliseconds of each store's CPU a batch (None for a store not running here)."""
+    return {store: round((after[store] - before[store]) / batches * 1000, 1)
+            if after[store] else None for store in before}
 
 
 def send_all(ports: list[int], key: str, bodies: list[bytes],
@@ -210,10 +240,12 @@ def main(total: int, web: list[int], agents: int, per_process: int) -> None:
             for port in processes.ports:
                 send_all([port], key, warm)
             bodies = [batch(agents, BATCH) for _ in range(total // BATCH)]
+            stores_before = stores_cpu()
             floor = floor_seconds(bodies)
-            cpu_before = processes.cpu_seconds()
+            stores_floor, cpu_before = stores_cpu(), processes.cpu_seconds()
             events, seconds = send_all(processes.ports, key, bodies, per_process)
             cpu = processes.cpu_seconds() - cpu_before
+            stores_after = stores_cpu()
         finally:
             processes.stop()
         floor_rate = len(bodies) * BATCH / floor
@@ -231,6 +263,11 @@ def main(total: int, web: list[int], agents: int, per_process: int) -> None:
             # The web processes' CPU (user and system) per 1,000-event batch: steadier than
             # the rates on a shared machine, and what a batch costs the product's Python.
             "web_cpu_ms_per_batch": round(cpu / len(bodies) * 1000, 1),
+            # The stores' CPU a batch (PostgreSQL's and Redis's processes on this machine):
+            # on a machine of two cores, what the web process's CPU competes with.
+            "stores_cpu_ms_per_batch": per_batch(stores_floor, stores_after, len(bodies)),
+            "floor_stores_cpu_ms_per_batch": per_batch(stores_before, stores_floor,
+                                                       len(bodies)),
             "floor_seconds": round(floor, 3),
             "floor_events_per_second": round(floor_rate),
             "share_of_floor": round(events / seconds / floor_rate, 3),

@@ -6,6 +6,7 @@ server or 127.0.0.1:6379 when it answers, else the embedded redis-server.
 """
 
 import os
+import secrets
 import sys
 import tempfile
 from pathlib import Path
@@ -15,7 +16,7 @@ sys.path.insert(0, str(ROOT))
 
 from config import embedded_redis  # noqa: E402
 from config.embedded_redis import port_answers  # noqa: E402
-from config.private_files import var_dir  # noqa: E402
+from config.private_files import create_private, var_dir  # noqa: E402
 
 
 def scratch_database() -> str:
@@ -48,6 +49,22 @@ def scratch_redis() -> str:
         url = embedded_redis.serve_this_process(var_dir() / "redis")
     database = os.environ.get("BENCH_REDIS_DB", "14")
     return url.rsplit("/", 1)[0] + f"/{database}"
+
+
+def deployed_env() -> dict[str, str]:
+    """The environment of a web process as a company runs it: DEBUG off (no query log, no
+    development helpers), with scratch secrets and a scratch audit key made for this run,
+    and plain HTTP on the loopback (TLS ends at the proxy in front, docs/operating.md)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    key = Path(tempfile.mkdtemp()) / "audit-private-key.pem"
+    create_private(key, Ed25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption()).decode())
+    return {**os.environ, "DEBUG": "0", "SECRET_KEY": secrets.token_urlsafe(48),
+            "AUDIT_SIGNING_KEY": secrets.token_urlsafe(48), "AUDIT_PRIVATE_KEY_FILE": str(key),
+            "SECURE_SSL_REDIRECT": "0"}
 
 
 def setup_django() -> None:
