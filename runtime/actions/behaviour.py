@@ -816,7 +816,7 @@ def adopt_unregistered(agent: Agent, *, actor: Any) -> int:
     foreign = waiting.exclude(_own_traffic(agent, waiting)).update(agent=agent, foreign=True)
     adopted = waiting.update(agent=agent) + foreign
     if foreign:  # a foreign event reserves no id: the agent's own may use it
-        _release_keys(agent.name)
+        _release_keys(agent)
     # What its owner's or an admin's platform reported becomes its observed-state history, as
     # if it had been registered. Others' reports stay with the shadow: a push agent's latest
     # report is its actual state, and another owner's would start its first pass with drift.
@@ -837,11 +837,12 @@ def adopt_unregistered(agent: Agent, *, actor: Any) -> int:
     return adopted
 
 
-def _release_keys(name: str) -> int:
-    """Let go of the keys (the ids ingest counts as taken) of `name`'s foreign events, unless
-    one of its own events holds the same id."""
-    events = BehaviourEvent.objects.filter(agent_name=name, event_id=OuterRef("event_id"))
-    return EventKey.objects.filter(agent_name=name).filter(
+def _release_keys(agent: Agent) -> int:
+    """Let go of the keys (the ids ingest counts as taken) of the agent's foreign events (just
+    adopted: read by agent, as the by-name index holds only unregistered agents' events),
+    unless one of its own events holds the same id."""
+    events = BehaviourEvent.objects.filter(agent=agent, event_id=OuterRef("event_id"))
+    return EventKey.objects.filter(agent_name=agent.name).filter(
         Exists(events.filter(foreign=True))).exclude(
         Exists(events.filter(foreign=False))).delete()[0]
 
