@@ -67,12 +67,12 @@ def insert_new(events: list[Event], agent_ids: dict[str, int], batch: dict[str, 
         return {}, None
     if batch["foreign"]:  # a foreign event reserves no id (BehaviourEvent.Meta)
         raise ValueError("insert_new stores an agent's own events, not foreign ones")
-    # One order for every batch, so two batches with overlapping events cannot deadlock.
-    rows = sorted([_row(e, agent_ids.get(e.agent)) for e in events],
-                  key=lambda r: (r[2], r[0]))
+    rows = [_row(e, agent_ids.get(e.agent)) for e in events]
     shared = [batch[c] for c in BATCH_COLUMNS]
-    if connection.vendor == "postgresql":
+    if connection.vendor == "postgresql":  # its statement takes the keys in order itself
         return _insert_postgresql(rows, shared, batch["received_at"])
+    # One order for every batch, so two batches with overlapping events cannot deadlock.
+    rows.sort(key=lambda r: (r[2], r[0]))
     stored = _insert_chunks(rows, shared)
     if not stored:
         return stored, None

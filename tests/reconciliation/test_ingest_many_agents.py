@@ -8,6 +8,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import django_rq
+import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rq import SimpleWorker
@@ -243,3 +244,44 @@ def test_a_storm_of_broken_rules_is_queued_a_few_agents_a_job_and_each_agent_is_
     alone = [queue.fetch_job(job_id) for job_id in queue.finished_job_registry.get_job_ids()]
     assert [job.args[0] for job in alone
             if job.func_name == "runtime.jobs.record_violations"] == [refusing.pk]
+
+
+def test_a_name_holding_a_comma_is_never_read_as_two_agents(people):
+    """The batch's names go to PostgreSQL as one comma-separated text (a list is formatted in
+    Python an element at a time): a name that held a comma would be read as two agents, so
+    it is refused, not split. Ingest's names are slugs, which never hold one."""
+    approved_agent(people, "fleet-a", **LIMITED)
+    approved_agent(people, "fleet-b", **LIMITED)
+    assert set(_batch_agents({"fleet-a", "fleet-b"})) == {"fleet-a", "fleet-b"}
+    if connection.vendor == "postgresql":
+        with pytest.raises(ValueError, match="comma"):
+            _batch_agents({"fleet-a,fleet-b"})
+    else:  # SQLite reads them through the ORM: the whole name, which no agent holds
+        assert _batch_agents({"fleet-a,fleet-b"}) == {}
+
+
+def test_a_record_of_any_text_counts_in_the_window_a_decision_reads(
+        people, redis_client, django_capture_on_commit_callbacks):
+    """The window script gets its keys inside its JSON arguments: a record with quotes, a
+    backslash, a slash, a newline and letters beyond ASCII names the same window that
+    windows.peek (a decision about an action not taken yet) reads by its key."""
+    agent = approved_agent(people, "records", data=LIMITED["data"], limits=[
+        {"resource": "customers_db", "max_same_record": 2, "per": "1h"}],
+        enforcement=LIMITED["enforcement"])
+    record = 'Zoë "the" \\ / \n 客户'
+    events = [{**read("records"), "record": record} for _ in range(3)]
+    assert ingest(people.admin, events, django_capture_on_commit_callbacks)["accepted"] == 3
+    (check,) = windows_of(agent, record)
+    assert windows.peek(check, datetime.now(UTC) + timedelta(seconds=1)) == 3
+    run_ingest_worker()
+    (finding,) = Finding.objects.filter(agent=agent, behaviour=True)
+    assert (finding.kind, finding.actual) == ("same_record_exceeded", 3)
+
+
+def windows_of(agent, record: str) -> list:
+    from runtime.behaviour import window_checks
+    from runtime.events import Event
+
+    probe = Event(id="probe", agent=agent.name, ts=datetime.now(UTC), kind="data_access",
+                  resource="customers_db", record=record)
+    return window_checks(agent.active_version.spec, probe, agent.pk, {})
