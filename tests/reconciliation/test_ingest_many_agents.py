@@ -20,6 +20,8 @@ from runtime import actions as runtime_actions
 from runtime import windows
 from runtime.actions import behaviour
 from runtime.actions.behaviour import AGENTS_PER_JOB, _batch_agents, _rules_spec
+from runtime.behaviour import window_checks
+from runtime.events import Event
 from tests.conftest import approved_agent, postgresql_only
 
 LIMITED = {"data": [{"resource": "customers_db", "access": "read"},
@@ -279,9 +281,6 @@ def test_a_record_of_any_text_counts_in_the_window_a_decision_reads(
 
 
 def windows_of(agent, record: str) -> list:
-    from runtime.behaviour import window_checks
-    from runtime.events import Event
-
     probe = Event(id="probe", agent=agent.name, ts=datetime.now(UTC), kind="data_access",
                   resource="customers_db", record=record)
     return window_checks(agent.active_version.spec, probe, agent.pk, {})
