@@ -1,10 +1,11 @@
 """Ingest throughput: behaviour events per second through POST /api/v1/events on real daphne
 servers (every rule checked: the agent's tools, data and actions, its sliding windows in
 Redis, the outbox), 1,000-event batches from client threads (2 per web process unless
---clients says), against the floor measured in the same run: the same events decoded and
-COPYed (in binary, as the product does) into a table of the events table's columns with a
-unique (agent, id), plus one Redis ZADD per event (one pipeline per batch), in one process
-with the web process's collector settings. The web processes run as deployed (DEBUG off,
+--clients says), against the floor measured in the same run, in turns with the product (a
+quarter of the batches each turn): the same events decoded and COPYed (in binary, as the
+product does) into a table of the events table's columns with a unique (agent, id), plus
+one Redis ZADD per event (one pipeline per batch), in one process with the web process's
+collector settings. The web processes run as deployed (DEBUG off,
 bench/scratch.py's deployed_env). Prints one JSON line per web-process count, with the CPU
 a batch costs the web processes and, when PostgreSQL and Redis run on this machine, the
 stores' own (product and floor alike).
@@ -42,6 +43,7 @@ from config.embedded_redis import free_port, port_answers  # noqa: E402
 
 BATCH = 1000
 CLIENTS_PER_PROCESS = 2
+ROUNDS = 4  # the floor and the product take turns this many times (see main)
 FLOOR_TABLE = "bench_ingest_floor"
 
 
@@ -115,11 +117,10 @@ def stores_cpu() -> dict[str, float]:
     return used
 
 
-def per_batch(before: dict[str, float], after: dict[str, float], batches: int
-              ) -> dict[str, float | None]:
+def per_batch(used: dict[str, float], batches: int) -> dict[str, float | None]:
     """Milliseconds of each store's CPU a batch (None for a store not running here)."""
-    return {store: round((after[store] - before[store]) / batches * 1000, 1)
-            if after[store] else None for store in before}
+    return {store: round(seconds / batches * 1000, 1) if seconds else None
+            for store, seconds in used.items()}
 
 
 def send_all(ports: list[int], key: str, bodies: list[bytes],
@@ -154,62 +155,77 @@ def send_all(ports: list[int], key: str, bodies: list[bytes],
     return sum(accepted), time.perf_counter() - started
 
 
-def floor_seconds(bodies: list[bytes]) -> float:
+class Floor:
     """The same events decoded, COPYed (in binary) into a table of the events table's columns
     with a unique (agent, id), one transaction per batch, and one ZADD per event in one
     pipeline per batch: what storing and windowing them costs at the least, in one process
-    with the web process's collector settings."""
-    import django_rq
-    from django.db import connection
+    with the web process's collector settings. Its table is kept across `run`s (as the
+    product's tables are) until `drop`."""
 
-    redis = django_rq.get_connection("ingest")
-    with connection.cursor() as cursor:
-        cursor.execute(f"DROP TABLE IF EXISTS {FLOOR_TABLE}")
-        cursor.execute(f"CREATE TABLE {FLOOR_TABLE} (LIKE reconciliation_behaviourevent "
-                       "INCLUDING DEFAULTS)")
-        cursor.execute(f"CREATE UNIQUE INDEX {FLOOR_TABLE}_key ON {FLOOR_TABLE} "
-                       "(agent_name, event_id)")
     columns = ("id", "event_id", "agent_name", "ts", "kind", "tool", "resource", "record",
                "action", "approved_by", "decision_id", "trace_id", "span_id", "source",
                "model", "operation", "error", "received_at", "sender", "foreign")
-    copy_sql = (f"COPY {FLOOR_TABLE} ({', '.join(connection.ops.quote_name(c) for c in columns)})"
-                " FROM STDIN (FORMAT BINARY)")  # binary, as the product's store COPYs
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {', '.join(connection.ops.quote_name(c) for c in columns)} "
-                       f"FROM {FLOOR_TABLE} LIMIT 0")
-        types = [column.type_code for column in cursor.description]
-    now = datetime.now(UTC)
-    row_id = 0
-    # The web process's collector settings (config/asgi.py): what it costs here is not storing.
-    threshold = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(7000, 10, 10)
-    started = time.perf_counter()
-    raw = connection.connection
-    for body in bodies:
-        events = json.loads(body)
-        with raw.transaction(), raw.cursor() as cursor, cursor.copy(copy_sql) as copy:
-            copy.set_types(types)
+
+    def __init__(self) -> None:
+        from django.db import connection
+
+        from config import queues
+
+        self.redis = queues.queue("ingest").connection
+        names = ", ".join(connection.ops.quote_name(c) for c in self.columns)
+        with connection.cursor() as cursor:
+            cursor.execute(f"DROP TABLE IF EXISTS {FLOOR_TABLE}")
+            cursor.execute(f"CREATE TABLE {FLOOR_TABLE} (LIKE reconciliation_behaviourevent "
+                           "INCLUDING DEFAULTS)")
+            cursor.execute(f"CREATE UNIQUE INDEX {FLOOR_TABLE}_key ON {FLOOR_TABLE} "
+                           "(agent_name, event_id)")
+            cursor.execute(f"SELECT {names} FROM {FLOOR_TABLE} LIMIT 0")
+            self.types = [column.type_code for column in cursor.description]
+        # binary, as the product's store COPYs
+        self.copy_sql = f"COPY {FLOOR_TABLE} ({names}) FROM STDIN (FORMAT BINARY)"
+        self.row_id = 0
+
+    def run(self, bodies: list[bytes]) -> float:
+        """Seconds to store and window `bodies`."""
+        from django.db import connection
+
+        now = datetime.now(UTC)
+        # The web process's collector settings (config/asgi.py): what it costs here is not
+        # storing.
+        threshold = gc.get_threshold()
+        gc.freeze()
+        gc.set_threshold(7000, 10, 10)
+        started = time.perf_counter()
+        raw = connection.connection
+        for body in bodies:
+            events = json.loads(body)
+            with raw.transaction(), raw.cursor() as cursor, cursor.copy(self.copy_sql) as copy:
+                copy.set_types(self.types)
+                for event in events:
+                    self.row_id += 1
+                    # The bench's own times, each with its zone: the least that reading one
+                    # costs.
+                    moment = datetime.fromisoformat(event["ts"])  # noqa: TID251
+                    copy.write_row((self.row_id, event["id"], event["agent"], moment,
+                                    event["kind"], event.get("tool", ""),
+                                    event.get("resource", ""), event.get("record", ""), "",
+                                    "", "", "", "", "api", "", "", "", now, "bench", False))
+            pipe = self.redis.pipeline(transaction=False)
             for event in events:
-                row_id += 1
-                # The bench's own times, each with its zone: the least that reading one costs.
-                moment = datetime.fromisoformat(event["ts"])  # noqa: TID251
-                copy.write_row((row_id, event["id"], event["agent"], moment, event["kind"],
-                                event.get("tool", ""), event.get("resource", ""),
-                                event.get("record", ""), "", "", "", "", "", "api", "", "",
-                                "", now, "bench", False))
-        pipe = redis.pipeline(transaction=False)
-        for event in events:
-            pipe.zadd(f"floor:{event['agent']}", {event["id"]: now.timestamp()})
-        pipe.execute()
-    elapsed = time.perf_counter() - started
-    gc.set_threshold(*threshold)
-    gc.unfreeze()
-    with connection.cursor() as cursor:
-        cursor.execute(f"DROP TABLE {FLOOR_TABLE}")
-    for key in redis.scan_iter("floor:*", count=1000):
-        redis.delete(key)
-    return elapsed
+                pipe.zadd(f"floor:{event['agent']}", {event["id"]: now.timestamp()})
+            pipe.execute()
+        elapsed = time.perf_counter() - started
+        gc.set_threshold(*threshold)
+        gc.unfreeze()
+        return elapsed
+
+    def drop(self) -> None:
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute(f"DROP TABLE {FLOOR_TABLE}")
+        for key in self.redis.scan_iter("floor:*", count=1000):
+            self.redis.delete(key)
 
 
 def bench_token() -> str:
@@ -240,15 +256,31 @@ def main(total: int, web: list[int], agents: int, per_process: int) -> None:
             for port in processes.ports:
                 send_all([port], key, warm)
             bodies = [batch(agents, BATCH) for _ in range(total // BATCH)]
-            stores_before = stores_cpu()
-            floor = floor_seconds(bodies)
-            stores_floor, cpu_before = stores_cpu(), processes.cpu_seconds()
-            events, seconds = send_all(processes.ports, key, bodies, per_process)
-            cpu = processes.cpu_seconds() - cpu_before
-            stores_after = stores_cpu()
+            # The floor and the product in turns, ROUNDS of each over the same stretch of
+            # time: a shared machine's speed swings by a third within minutes, and a floor
+            # measured all before the product (or after) caught a different machine.
+            floor = Floor()
+            events = 0
+            seconds = cpu = 0.0
+            floor_seconds = 0.0
+            stores = {"floor": dict.fromkeys(STORES.values(), 0.0),
+                      "product": dict.fromkeys(STORES.values(), 0.0)}
+            for start in range(ROUNDS):
+                part = bodies[start::ROUNDS]
+                before = stores_cpu()
+                floor_seconds += floor.run(part)
+                between, cpu_before = stores_cpu(), processes.cpu_seconds()
+                accepted, took = send_all(processes.ports, key, part, per_process)
+                cpu += processes.cpu_seconds() - cpu_before
+                after = stores_cpu()
+                events, seconds = events + accepted, seconds + took
+                for store in STORES.values():
+                    stores["floor"][store] += between[store] - before[store]
+                    stores["product"][store] += after[store] - between[store]
+            floor.drop()
         finally:
             processes.stop()
-        floor_rate = len(bodies) * BATCH / floor
+        floor_rate = len(bodies) * BATCH / floor_seconds
         print(json.dumps({
             "bench": "ingest",
             "database": connection.vendor,
@@ -265,10 +297,9 @@ def main(total: int, web: list[int], agents: int, per_process: int) -> None:
             "web_cpu_ms_per_batch": round(cpu / len(bodies) * 1000, 1),
             # The stores' CPU a batch (PostgreSQL's and Redis's processes on this machine):
             # on a machine of two cores, what the web process's CPU competes with.
-            "stores_cpu_ms_per_batch": per_batch(stores_floor, stores_after, len(bodies)),
-            "floor_stores_cpu_ms_per_batch": per_batch(stores_before, stores_floor,
-                                                       len(bodies)),
-            "floor_seconds": round(floor, 3),
+            "stores_cpu_ms_per_batch": per_batch(stores["product"], len(bodies)),
+            "floor_stores_cpu_ms_per_batch": per_batch(stores["floor"], len(bodies)),
+            "floor_seconds": round(floor_seconds, 3),
             "floor_events_per_second": round(floor_rate),
             "share_of_floor": round(events / seconds / floor_rate, 3),
             "load_average": round(os.getloadavg()[0], 1),
