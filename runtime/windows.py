@@ -5,6 +5,7 @@ batch holds)."""
 
 import json
 import math
+import random
 import time
 import uuid
 from collections.abc import Iterable
@@ -30,16 +31,22 @@ FILLED_KEY = "bw:filled:{agent_id}"
 # (docs/operating.md). Every member goes in first, each window is trimmed to its last
 # `seconds` and given an expiry, then each triple's window is counted over the `seconds` up
 # to its score. Returns those counts, in order, as one comma-separated string (one reply to
-# read, not one per event).
+# read, not one per event). A count reads only its own span, so trimming a window's expired
+# members only keeps its memory in bounds: each window is trimmed on about one use in
+# ARGV[5] (the windows whose place in the batch plus ARGV[6], a random seed, divides by it),
+# not on every use (a trim per window was a quarter of the script's calls).
 COUNT = """
 local now = tonumber(ARGV[1])
 local keys, seconds = cjson.decode(ARGV[2]), cjson.decode(ARGV[3])
 local triples = cjson.decode(ARGV[4])
+local every, seed = tonumber(ARGV[5]), tonumber(ARGV[6])
 for i = 1, #triples, 3 do
   redis.call('ZADD', keys[triples[i]], triples[i + 2], triples[i + 1])
 end
 for k = 1, #keys do
-  redis.call('ZREMRANGEBYSCORE', keys[k], '-inf', now - seconds[k])
+  if (k + seed) % every == 0 then
+    redis.call('ZREMRANGEBYSCORE', keys[k], '-inf', now - seconds[k])
+  end
   redis.call('EXPIRE', keys[k], seconds[k] + 60)
 end
 local counts = {}
@@ -84,7 +91,17 @@ def _count_call(checks: list[tuple[WindowCheck, str, datetime]], now: datetime
         triples += (number, event_id, moment.timestamp())
     # msgspec writes the JSON json.dumps would (UTF-8, shortest floats), in a fifth of the time.
     return {"keys": [], "args": [now.timestamp(), msgspec.json.encode(list(index)),
-                                 msgspec.json.encode(seconds), msgspec.json.encode(triples)]}
+                                 msgspec.json.encode(seconds), msgspec.json.encode(triples),
+                                 TRIM_EVERY, _trim_seed()]}
+
+
+TRIM_EVERY = 8  # a window's expired members are trimmed on about one use in this many
+
+
+def _trim_seed() -> int:
+    """Which of a batch's windows are trimmed this time (random, so no window that a sender
+    names in a fixed rhythm is always passed over)."""
+    return random.randrange(TRIM_EVERY)
 
 
 def _count_script() -> Script:
@@ -93,8 +110,9 @@ def _count_script() -> Script:
 
 def count(checks: Iterable[tuple[WindowCheck, str, datetime]], now: datetime) -> list[int]:
     """Add each (check, event id, time) to its window and return the window's count at that
-    time, in order; expired members are trimmed as it goes (one script, one round trip: not
-    on a pipeline, which asks Redis whether it knows the script before every run)."""
+    time, in order; expired members never count, and are trimmed on about one use of their
+    window in TRIM_EVERY (one script, one round trip: not on a pipeline, which asks Redis
+    whether it knows the script before every run)."""
     checks = list(checks)
     if not checks:
         return []

@@ -284,3 +284,35 @@ def windows_of(agent, record: str) -> list:
     probe = Event(id="probe", agent=agent.name, ts=datetime.now(UTC), kind="data_access",
                   resource="customers_db", record=record)
     return window_checks(agent.active_version.spec, probe, agent.pk, {})
+
+
+def test_expired_members_never_count_and_are_trimmed_within_a_few_uses(
+        people, redis_client, django_capture_on_commit_callbacks, monkeypatch):
+    """A window's count reads only its own span, so members past it never count; trimming
+    them (memory) happens on about one use of the window in TRIM_EVERY, not on every one."""
+    seeds = iter(range(windows.TRIM_EVERY))
+    monkeypatch.setattr(windows, "_trim_seed", lambda: next(seeds))
+    agent = approved_agent(people, "trimmed", data=LIMITED["data"], limits=[
+        {"resource": "customers_db", "max_same_record": 2, "per": "1h"}],
+        enforcement=LIMITED["enforcement"])
+    window = f"bw:{agent.pk}:customers_db:record:r-1:3600"
+
+    def one_read() -> None:
+        body = ingest(people.admin, [{**read("trimmed"), "record": "r-1"}],
+                      django_capture_on_commit_callbacks)
+        assert body["accepted"] == 1
+
+    one_read()  # seed 0 (its first use also fills the window from what is stored)
+    two_hours_ago = (datetime.now(UTC) - timedelta(hours=2)).timestamp()
+    redis_client.zadd(window, {f"old-{n}": two_hours_ago for n in range(5)})
+    one_read()  # seed 1: not trimmed this time, and the five past the hour do not count
+    assert redis_client.zcard(window) == 7
+    run_ingest_worker()
+    assert not Finding.objects.filter(agent=agent, behaviour=True).exists()
+    one_read()  # seed 2: the third read of r-1 within the hour breaks the limit of 2
+    run_ingest_worker()
+    (finding,) = Finding.objects.filter(agent=agent, behaviour=True)
+    assert (finding.kind, finding.actual) == ("same_record_exceeded", 3)
+    for _ in range(3, windows.TRIM_EVERY):  # seeds 3..7: the window is first in its batch,
+        one_read()                          # so seed 7 trims it
+    assert redis_client.zcard(window) == windows.TRIM_EVERY
