@@ -5,8 +5,10 @@ PostgreSQL `agentgov_bench` (dropped and created) on the server of DATABASE_URL,
 server or 127.0.0.1:6379 when it answers, else the embedded redis-server.
 """
 
+import atexit
 import os
 import secrets
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -58,7 +60,9 @@ def deployed_env() -> dict[str, str]:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    key = Path(tempfile.mkdtemp()) / "audit-private-key.pem"
+    folder = Path(tempfile.mkdtemp())
+    atexit.register(shutil.rmtree, folder, True)  # the bench's web processes end before it
+    key = folder / "audit-private-key.pem"
     create_private(key, Ed25519PrivateKey.generate().private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption()).decode())
