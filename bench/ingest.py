@@ -5,10 +5,10 @@ Redis, the outbox), 1,000-event batches from client threads (2 per web process u
 quarter of the batches each turn): the same events decoded and COPYed (in binary, as the
 product does) into a table of the events table's columns with a unique (agent, id), plus
 one Redis ZADD per event (one pipeline per batch), in one process with the web process's
-collector settings. The web processes run as deployed (DEBUG off,
-bench/scratch.py's deployed_env). Prints one JSON line per web-process count, with the CPU
-a batch costs the web processes and, when PostgreSQL and Redis run on this machine, the
-stores' own (product and floor alike).
+collector settings. The web processes run as deployed (DEBUG off, bench/scratch.py's
+deployed_env). Prints one JSON line per web-process count, with the CPU a batch costs the
+web processes and, when PostgreSQL and Redis run on this machine, the stores' own (product
+and floor alike).
 
 With --group-rules: 1,000 agents in ten teams, events spread across them, measured twice in
 the same run: first with per-agent rules only, then with three group rules on (reads of one

@@ -31,5 +31,5 @@ class UrlTextMiddleware:
         if url_is_text(request):
             return self.get_response(request)
         if request.path.startswith(API_PREFIXES):
-            return JsonResponse(error_body(400, MESSAGE, code="malformed"), status=400)
+            return JsonResponse(error_body(400, MESSAGE), status=400)  # code "malformed"
         return HttpResponseBadRequest(MESSAGE, content_type="text/plain; charset=utf-8")
