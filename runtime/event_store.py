@@ -119,7 +119,9 @@ def _postgresql_statements() -> tuple[str, str, str, list[str]]:
     # (agent, id), so two batches with overlapping events cannot deadlock on them. Prepared
     # (psycopg keeps it per session): planned once, not per batch. (The repeat check was a
     # NOT EXISTS over the events' table: one probe per day partition, or a hash of the
-    # whole table, per batch.)
+    # whole table, per batch.) The events are inserted with no conflict clause: each is
+    # inserted only with the key it just took, and its own id is new, so none can conflict,
+    # and a conflict clause costs every row a speculative insertion (a tenth of the store).
     outbox = connection.ops.quote_name(UncountedBatch._meta.db_table)
     store = (
         f"WITH n AS (DELETE FROM {STAGING} RETURNING *), "
@@ -129,7 +131,7 @@ def _postgresql_statements() -> tuple[str, str, str, list[str]]:
         f"INSERT INTO {_table()} ({_names(EVENT_COLUMNS + BATCH_COLUMNS)}) "
         f"SELECT {values}, {batch_values} FROM n JOIN taken k "
         "ON k.agent_name = n.agent_name AND k.event_id = n.event_id "
-        "ON CONFLICT DO NOTHING RETURNING agent_name, event_id, id, ts), "
+        "RETURNING agent_name, event_id, id, ts), "
         f"held AS (INSERT INTO {outbox} (received_at, first_ts, last_ts, events) "
         "SELECT %s::timestamptz, min(ts), max(ts), jsonb_agg(id) FROM stored "
         "HAVING count(*) > 0 RETURNING id) "
@@ -163,7 +165,7 @@ def _insert_chunks(rows: list[tuple], shared: list[Any]) -> dict[tuple[str, str]
             placeholders = ", ".join(["(" + ", ".join(["%s"] * len(fields)) + ")"] * len(chunk))
             cursor.execute(
                 f"INSERT INTO {_table()} ({_names(f.column for f in fields)}) "
-                f"VALUES {placeholders} ON CONFLICT DO NOTHING RETURNING agent_name, event_id, id",
+                f"VALUES {placeholders} RETURNING agent_name, event_id, id",
                 params)
             stored.update(((agent, event_id), pk) for agent, event_id, pk in cursor.fetchall())
     return stored
