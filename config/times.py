@@ -6,7 +6,9 @@ dates without a time, times without seconds, week dates and the compact ISO form
 
 import datetime as dt
 import re
-from typing import Any
+from typing import Annotated, Any
+
+import msgspec
 
 from config.found import described
 
@@ -39,6 +41,27 @@ def parse_timestamp(value: Any, *, naive: dt.tzinfo | None = None) -> dt.datetim
         return stamp.astimezone(dt.UTC)
     except OverflowError:  # year 1 or 9999 shifted out of range by its offset
         raise ValueError(f"expected {TIMESTAMP_EXPECTED} within years 1-9999") from None
+
+
+# The spellings msgspec reads as parse_timestamp does (at most six fraction digits: it rounds
+# more where the grammar truncates; a zone with its colon: it also takes +0100), one per line.
+_READ_ALIKE = re.compile(
+    r"(?:[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ](?:[01][0-9]|2[0-3]):[0-9]{2}:[0-9]{2}"
+    r"(?:\.[0-9]{1,6})?(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])\n)*")
+_AWARE = list[Annotated[dt.datetime, msgspec.Meta(tz=True)]]
+
+
+def parse_many(values: list[str]) -> list[dt.datetime] | None:
+    """parse_timestamp of each string, read in C (a tenth of the time: ingest reads a
+    thousand a batch) when every one is spelled as both readers read it alike; None when
+    any one is not, or is refused: then parse each with parse_timestamp, which says why."""
+    if not _READ_ALIKE.fullmatch("\n".join(values) + "\n" if values else ""):
+        return None
+    try:
+        stamps = msgspec.convert(values, _AWARE)
+        return [s if s.tzinfo is dt.UTC else s.astimezone(dt.UTC) for s in stamps]
+    except (msgspec.ValidationError, OverflowError):  # a day or second that does not exist
+        return None
 
 
 def _from_match(value: str, match: re.Match[str]) -> dt.datetime:

@@ -14,11 +14,14 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
+from config.times import parse_many
 from runtime.decision_request import read_amount
 from runtime.events import (
     KINDS,
     MAX_COST,
     MAX_EVENTS,
+    MAX_FUTURE,
+    MAX_PAST,
     MAX_RAW_NAME,
     MAX_TOKENS,
     NEEDS,
@@ -61,23 +64,36 @@ def read_batch(body: str, now: datetime) -> list[Event] | None:
         return None
     if len(sent) > MAX_EVENTS:
         return None
+    moments = _moments(sent, now)
+    if moments is None:
+        return None
     events = []
-    for item in sent:
-        event = _event(item, now)
+    for item, moment in zip(sent, moments, strict=True):
+        event = _event(item, moment)
         if event is None:
             return None
         events.append(event)
     return events
 
 
-def _event(item: Any, now: datetime) -> Event | None:
-    """validate_event's event of a decoded item, None where validate_event would refuse it."""
+def _moments(sent: list[Any], now: datetime) -> list[datetime] | None:
+    """Each item's time as timestamp_of reads it, None when it refuses one: read all at once
+    when they are spelled alike (config/times.parse_many), else one by one."""
+    moments = parse_many([item.ts for item in sent])
+    if moments is None:
+        moments = [timestamp_of(item.ts, now) for item in sent]
+        return None if any(isinstance(m, str) for m in moments) else moments
+    if moments and (min(moments) < now - MAX_PAST or max(moments) > now + MAX_FUTURE):
+        return None  # too old or ahead: timestamp_of says which
+    return moments
+
+
+def _event(item: Any, moment: datetime) -> Event | None:
+    """validate_event's event of a decoded item at its time, None where validate_event would
+    refuse it."""
     agent = item.agent
     slug = agent_slug(agent)
     if not slug:  # no letters or digits, or too long once made a name
-        return None
-    moment = timestamp_of(item.ts, now)
-    if isinstance(moment, str):
         return None
     kind = item.kind
     if (needed := NEEDS.get(kind)) and not getattr(item, needed):

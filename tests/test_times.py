@@ -118,3 +118,45 @@ def test_the_fast_reading_gives_the_instant_or_the_error_of_the_parts(seed, monk
         assert got == expected, text
         assert got[0] != "read" or got[1].tzinfo is UTC
     assert {kind for kind, _ in slow} >= {"read", NoZone, ValueError}  # every outcome tried
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_many_times_read_at_once_are_each_one_read_alone_or_left_to_it(seed):
+    """parse_many (ingest's batch of times read in C) gives what parse_timestamp gives each
+    string, or None so that each is read alone: never another instant, never a time
+    parse_timestamp refuses (msgspec rounds a seventh fraction digit and takes +0100)."""
+    import random
+
+    from config.times import parse_many
+
+    rng = random.Random(seed)
+    pick = rng.choice
+    texts = [f"{pick(['0001', '2026', '9999'])}-{pick(['01', '02', '13'])}"
+             f"-{pick(['01', '29', '31'])}{pick('Tt ')}{pick(['00', '23', '24'])}:59"
+             f":{pick(['00', '59', '60'])}{pick(['', '.5', '.123456', '.9999995', '.999999999'])}"
+             f"{pick(['', 'Z', 'z', '+00:00', '-05:30', '+23:59', '+0100', '+24:00', '+01:60'])}"
+             for _ in range(3000)]
+    good = []
+    for text in texts:
+        alone = _outcome(text)
+        together = parse_many([text])
+        if together is not None:
+            assert [("read", together[0])] == [alone], text
+            assert together[0].tzinfo is UTC
+            good.append(text)
+    assert len(good) > 50  # times spelled alike were read at once
+    assert parse_many(good) == [parse_timestamp(text) for text in good]
+    assert parse_many(texts) is None  # one time spelled otherwise: each is read alone
+
+
+def test_a_batch_of_usual_times_is_read_at_once():
+    from config.times import parse_many
+
+    now = datetime.now(UTC)
+    texts = [(now - timedelta(seconds=n / 7)).isoformat() for n in range(500)]
+    texts += [stamp.replace("+00:00", "Z") for stamp in texts]
+    texts += [(now - timedelta(hours=n)).astimezone(timezone(timedelta(hours=-5))).isoformat()
+              for n in range(50)]
+    assert parse_many(texts) == [parse_timestamp(text) for text in texts]
+    assert parse_many([*texts, "2026-12-04T00:00:00.1234567Z"]) is None
+    assert parse_many([*texts, "2026-12-04T00:00:00"]) is None  # no zone: the reader says so
