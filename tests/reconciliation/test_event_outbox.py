@@ -176,3 +176,26 @@ def test_the_drain_stops_after_the_batch_that_reaches_its_limit(
     assert recount_events(limit=3) == 2
     assert not UncountedBatch.objects.exists()
     assert redis_client.zcard(WINDOW.format(agent_id=agent.pk)) == 6
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_counted_outside_any_transaction_releases_its_row_and_leaves_the_session_durable(
+        limited, redis_client):
+    """As a web process runs it (no test transaction around the request): the counted batch's
+    row goes, the session is left outside any transaction, and the delete's commit that did
+    not wait for the disk is that transaction's alone: the next ones still wait for it."""
+    from django.db import connection, transaction
+
+    agent, client = limited
+    assert client.post("/api/v1/events", reads(3), format="json").json()["accepted"] == 3
+    assert not UncountedBatch.objects.exists()
+    assert redis_client.zcard(WINDOW.format(agent_id=agent.pk)) == 3
+    assert not connection.in_atomic_block
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW synchronous_commit")
+            assert cursor.fetchone()[0] == "on"
+            assert cursor.connection.info.transaction_status.name == "IDLE"
+    with transaction.atomic():  # Django's idea of the session still holds
+        Agent.objects.filter(pk=agent.pk).update(framework="crewai")
+    assert Agent.objects.get(pk=agent.pk).framework == "crewai"
