@@ -55,7 +55,7 @@ def test_a_resend_is_found_without_reading_any_day_of_events(agent_client):
     assert post(agent_client, [{**first, "ts": now.isoformat()}, event(now)]) == [
         "duplicate", "accepted"]
 
-    # Only today's partition is touched: the new event's insert checks its unique indexes.
+    # Only today's partition is touched: the new event is inserted into it.
     read = {name: count - before.get(name, 0) for name, count in scans().items()
             if count != before.get(name, 0)}
     assert set(read) <= {f"reconciliation_behaviourevent_p{now:%Y%m%d}"}, \
