@@ -200,7 +200,8 @@ def release_counted(batch_id: int) -> None:
     was a twentieth of a batch's time in the web process."""
     table = connection.ops.quote_name(UncountedBatch._meta.db_table)
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql" and not connection.in_atomic_block:
+        if (connection.vendor == "postgresql" and connection.get_autocommit()
+                and not connection.in_atomic_block):
             # No parameters: psycopg sends the four statements as one (simple protocol).
             cursor.execute("BEGIN; SET LOCAL synchronous_commit TO OFF; "
                            f"DELETE FROM {table} WHERE id = {int(batch_id)}; COMMIT")

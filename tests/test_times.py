@@ -1,6 +1,7 @@
 """Timestamps from outside are read by one strict parser (config/times.py): a zone is
 required (or named by the caller), and what `fromisoformat` would guess at is refused."""
 
+import random
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -98,8 +99,6 @@ ZONES = ["", "Z", "z", "+00:00", "-05:30", "+23:59", "-23:59", "+0100", "+24:00"
 
 def spellings(seed: int, count: int) -> list[str]:
     """Times spelled at and past the limits of each part (dates, times, fractions, zones)."""
-    import random
-
     pick = random.Random(seed).choice
     return [f"{pick(['0001', '1970', '2024', '2026', '9999'])}-{pick(['00', '01', '02', '13'])}"
             f"-{pick(['01', '29', '31', '32'])}{pick('Tt ')}"

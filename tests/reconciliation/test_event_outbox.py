@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import django_rq
 import pytest
+from django.db import connection, transaction
 from rest_framework.test import APIClient
 from rq import SimpleWorker
 
@@ -184,8 +185,6 @@ def test_a_batch_counted_outside_any_transaction_releases_its_row_and_leaves_the
     """As a web process runs it (no test transaction around the request): the counted batch's
     row goes, the session is left outside any transaction, and the delete's commit that did
     not wait for the disk is that transaction's alone: the next ones still wait for it."""
-    from django.db import connection, transaction
-
     agent, client = limited
     assert client.post("/api/v1/events", reads(3), format="json").json()["accepted"] == 3
     assert not UncountedBatch.objects.exists()
