@@ -159,3 +159,12 @@ def test_a_batch_of_usual_times_is_read_at_once():
     assert parse_many(texts) == [parse_timestamp(text) for text in texts]
     assert parse_many([*texts, "2026-12-04T00:00:00.1234567Z"]) is None
     assert parse_many([*texts, "2026-12-04T00:00:00"]) is None  # no zone: the reader says so
+
+
+@pytest.mark.parametrize("stranger", [1764806400, 1.7648064e9, None, True,
+                                      datetime(2026, 12, 4, tzinfo=UTC),
+                                      b"2026-12-04T00:00:00Z", ["2026-12-04T00:00:00Z"]])
+def test_times_read_at_once_leave_anything_but_text_to_the_strict_reader(stranger):
+    from config.times import parse_many
+
+    assert parse_many(["2026-12-04T00:00:00Z", stranger]) is None
