@@ -234,7 +234,10 @@ def _agent_rows(names: set[str]) -> list[tuple]:
     statement with the names as one array (planned once per session: the ORM's IN list of a
     thousand names was compiled and planned again for every batch), sent as one text the
     server splits (names are slugs, never holding a comma: psycopg formats a list in Python,
-    an element at a time)."""
+    an element at a time). The names are a relation joined to the agents, and "retired" is
+    in the statement's text: after a few runs PostgreSQL keeps one plan for every value, and
+    with the names in a filter and the lifecycle a parameter, that plan could scan every
+    agent splitting the whole list again for each (~50 ms a 1,000-agent batch)."""
     if connection.vendor != "postgresql":
         return list(Agent.objects.filter(name__in=names).exclude(lifecycle=Lifecycle.RETIRED)
                     .annotate(labels_text=Cast("labels", TextField()),
@@ -244,7 +247,7 @@ def _agent_rows(names: set[str]) -> list[tuple]:
     text = ",".join(names)
     if text.count(",") != len(names) - 1:  # a name no registry holds: not split into two
         raise ValueError("an agent name holds a comma")
-    cursor.execute(AGENT_ROWS, [text, Lifecycle.RETIRED.value])
+    cursor.execute(AGENT_ROWS, [text])
     return cursor.fetchall()
 
 
@@ -252,9 +255,10 @@ def _agent_rows(names: set[str]) -> list[tuple]:
 AGENT_ROWS = (
     "SELECT a.id, a.name, a.owner_id, a.labels::text, a.framework, a.lifecycle, a.generation, "
     "a.restricted_to::text, a.active_version_id, v.spec_sha256 "
-    f"FROM {Agent._meta.db_table} a LEFT JOIN {DesiredStateVersion._meta.db_table} v "
-    "ON v.id = a.active_version_id WHERE a.name = ANY(string_to_array(%s, ',')) "
-    "AND a.lifecycle <> %s")
+    "FROM unnest(string_to_array(%s, ',')) AS n(name) "
+    f"JOIN {Agent._meta.db_table} a ON a.name = n.name "
+    f"LEFT JOIN {DesiredStateVersion._meta.db_table} v ON v.id = a.active_version_id "
+    f"WHERE a.lifecycle <> '{Lifecycle.RETIRED.value}'")
 
 
 def _agent_of(row: tuple) -> Agent:

@@ -3,6 +3,7 @@
 the process), and what is kept is never stale: a new approved version, a grant that expired
 between two batches and a suspension are all judged by the next batch."""
 
+import json
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -16,10 +17,11 @@ from rq import SimpleWorker
 from audit.actors import RECONCILER as SYSTEM
 from reconciliation.actions.common import suspend_agent
 from reconciliation.models import Finding
+from registry.models import Agent
 from runtime import actions as runtime_actions
 from runtime import windows
 from runtime.actions import behaviour
-from runtime.actions.behaviour import AGENTS_PER_JOB, _batch_agents, _rules_spec
+from runtime.actions.behaviour import AGENT_ROWS, AGENTS_PER_JOB, _batch_agents, _rules_spec
 from runtime.behaviour import window_checks
 from runtime.events import Event
 from tests.conftest import approved_agent, postgresql_only
@@ -260,6 +262,42 @@ def test_a_name_holding_a_comma_is_never_read_as_two_agents(people):
             _batch_agents({"fleet-a,fleet-b"})
     else:  # SQLite reads them through the ORM: the whole name, which no agent holds
         assert _batch_agents({"fleet-a,fleet-b"}) == {}
+
+
+def _plan_nodes(plan: dict) -> list[dict]:
+    return [plan, *(node for child in plan.get("Plans", []) for node in _plan_nodes(child))]
+
+
+@postgresql_only
+def test_the_batchs_agents_are_read_splitting_its_names_once_whatever_plan_is_kept(people):
+    """After a few runs PostgreSQL may keep one generic plan for a prepared statement, made
+    without the parameters' values. Under such a plan the agents' read must still split the
+    batch's names once and never compare every agent with every name: with the names in a
+    filter, a kept plan scanned every agent and split the whole list again for each (a
+    1,000-agent batch cost ~50 ms of the database's CPU instead of ~2). Here all agents share
+    one lifecycle, as in a fleet where none is retired, which is what misled the planner."""
+    names = [f"fleet-{i:02d}" for i in range(30)]
+    for name in names:
+        approved_agent(people, name, **LIMITED)
+    named = names[:20]
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {Agent._meta.db_table}")
+        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        cursor.execute("PREPARE agent_rows_probe(text) AS " + AGENT_ROWS.replace("%s", "$1"))
+        try:
+            cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE agent_rows_probe(%s)",
+                           [",".join(named)])
+            explained = cursor.fetchone()[0]
+        finally:
+            cursor.execute("DEALLOCATE agent_rows_probe")
+    plan = (json.loads(explained) if isinstance(explained, str) else explained)[0]["Plan"]
+    nodes = _plan_nodes(plan)
+    assert plan["Actual Rows"] == len(named)
+    assert not [node for node in nodes if "string_to_array" in node.get("Filter", "")
+                + node.get("Join Filter", "")], "the names are split again for every agent"
+    assert all(node["Actual Loops"] == 1 for node in nodes if node["Node Type"] == "Function Scan")
+    assert sum(node.get("Rows Removed by Join Filter", 0) * node["Actual Loops"]
+               for node in nodes) <= len(names) + len(named)
 
 
 def test_a_record_of_any_text_counts_in_the_window_a_decision_reads(
