@@ -135,8 +135,8 @@ def ingest_events(items: list[Any], *, actor: Any, token: Any = None, source: st
     runtime.typed_batch.read_batch took them (Events, validated as of the same `now`). An id is
     a repeat only for the same agent: two agents may use the same id. The batch costs the
     same few statements however many agents and events it names: one read of the agents, one
-    statement that stores what is not a repeat with its outbox row and reports what it
-    stored, and after commit the Redis scripts and the outbox row's delete."""
+    statement that stores what is not a repeat with its outbox row and reports the repeats,
+    and after commit the Redis scripts and the outbox row's delete."""
     now = now or timezone.now()
     report = IngestReport()
     valid: list[Event] = []
@@ -166,15 +166,17 @@ def ingest_events(items: list[Any], *, actor: Any, token: Any = None, source: st
         # The outbox: the batch's row (written with its events) goes only once its events
         # are in their windows and their broken rules queued, so a process that dies after
         # commit loses no check.
-        stored, held = event_store.insert_new(
+        repeats, held = event_store.insert_new(
             valid, {name: agent.id for name, agent in agents.items()},
             {"source": source, "received_at": now, "foreign": False, **_sender(actor, token)})
-        fresh = []
-        for event, row in zip(valid, accepted, strict=True):
-            if (event.agent, event.id) in stored:
-                fresh.append(event)
-            else:
-                row["status"] = "duplicate"
+        fresh = valid
+        if repeats:
+            fresh = []
+            for event, row in zip(valid, accepted, strict=True):
+                if (event.agent, event.id) in repeats:
+                    row["status"] = "duplicate"
+                else:
+                    fresh.append(event)
         violations = _static(fresh, agents, _use_decisions(fresh, now), now)
         unregistered = [e for e in fresh if e.agent not in agents]
         if unregistered:
