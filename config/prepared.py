@@ -13,9 +13,10 @@ import psycopg
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.postgresql.base import TIMESTAMPTZ_OID
 from django.db.backends.postgresql.psycopg_any import register_tzloader
-from psycopg.pq import Format
+from psycopg.pq import Format, TransactionStatus
 
 ONLY_WHEN_ASKED = 2**31 - 1  # a prepare threshold that no statement reaches by repetition
+STALE_PLAN = "cached plan must not change result type"
 
 
 class PreparedCursor(psycopg.Cursor):
@@ -26,7 +27,19 @@ class PreparedCursor(psycopg.Cursor):
 
     def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None,
                 binary: bool | None = None) -> "PreparedCursor":
-        super().execute(query, params, prepare=True, binary=binary)
+        try:
+            super().execute(query, params, prepare=True, binary=binary)
+        except psycopg.errors.FeatureNotSupported as error:
+            # A migration changed a column's type under a statement this session prepared:
+            # PostgreSQL refuses to run it ever again here. A transaction's rollback drops
+            # the session's prepared statements (psycopg); outside one nothing would, and
+            # every later run failed until the session ended, so they go now, and it runs
+            # once more, prepared anew.
+            if (error.diag.message_primary or "") != STALE_PLAN or (
+                    self.connection.info.transaction_status != TransactionStatus.IDLE):
+                raise
+            super().execute("DEALLOCATE ALL", prepare=False)  # psycopg forgets its own too
+            super().execute(query, params, prepare=True, binary=binary)
         self._sent, self._converted = (query, params), None
         return self
 
