@@ -76,3 +76,45 @@ def prepared_cursor() -> Any:
             register_tzloader(db.timezone, raw)
         kept = db._prepared_cursor = (session, raw)
     return db.make_debug_cursor(kept[1]) if db.queries_logged else db.make_cursor(kept[1])
+
+
+
+def columns_of(model: Any, alias: str) -> str:
+    """A model's concrete columns, qualified by `alias`, in the order instances_of reads them."""
+    quote = connections[DEFAULT_DB_ALIAS].ops.quote_name
+    return ", ".join(f"{alias}.{quote(f.column)}" for f in model._meta.concrete_fields)
+
+
+def instances_of(row: tuple, models: list[Any]) -> list[Any]:
+    """One instance per model from a row of their columns_of in turn, each value converted as
+    the ORM converts it (JSON text decoded, ...); None for a model whose primary key is null
+    (a LEFT JOIN that found nothing)."""
+    db = connections[DEFAULT_DB_ALIAS]
+    found, start = [], 0
+    for model in models:
+        pk_index, columns = _columns(model)
+        values = list(row[start:start + len(columns)])
+        start += len(columns)
+        for index, (column, converters) in enumerate(columns):
+            for convert in converters:
+                values[index] = convert(values[index], column, db)
+        found.append(None if values[pk_index] is None
+                     else model.from_db(DEFAULT_DB_ALIAS, None, values))
+    return found
+
+
+_kept_columns: dict[Any, tuple[int, list[tuple[Any, list[Any]]]]] = {}
+
+
+def _columns(model: Any) -> tuple[int, list[tuple[Any, list[Any]]]]:
+    """The primary key's place among a model's concrete fields, and each field's column with
+    the converters the ORM applies to its values (kept per process: a model's fields do not
+    change while it runs)."""
+    if model not in _kept_columns:
+        db = connections[DEFAULT_DB_ALIAS]
+        fields = model._meta.concrete_fields
+        columns = [field.get_col(model._meta.db_table) for field in fields]
+        _kept_columns[model] = (fields.index(model._meta.pk), [
+            (column, db.ops.get_db_converters(column) + column.get_db_converters(db))
+            for column in columns])
+    return _kept_columns[model]
