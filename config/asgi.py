@@ -35,8 +35,11 @@ application = ProtocolTypeRouter(
 )
 
 # A web process keeps what it loaded at start (modules, settings, URL patterns, the app) for
-# life: moved out of the cyclic collector's reach, and young collections made ten times rarer,
-# so its collections stop walking them every few requests. A 1,000-event ingest batch spent
-# ~15% of its Python time in the collector (7.6 -> 1 us per event).
+# life: moved out of the cyclic collector's reach, so its collections stop walking them. And
+# a young collection waits for 100,000 objects more made than freed: a request's objects are
+# freed by their counts when it ends, so at 700 (Python's) or 7,000 young collections mostly
+# walked the live objects of the requests in flight (two 1,000-event batches hold ~40,000)
+# over and over: ~15% of a batch's Python time at 700, ~5% at 7,000, ~0.5% now; what waits
+# is the little cyclic garbage requests leave (bench/RESULTS.md, 2026-12-07, twelfth session).
 startup.resume_collector()  # (frozen) also where Django was set up before this module
-gc.set_threshold(7000, 10, 10)
+gc.set_threshold(100_000, 10, 10)
