@@ -13,7 +13,7 @@ from datetime import datetime
 
 import django_rq
 import msgspec
-from redis import Redis
+from redis import Redis, RedisError
 from redis.client import Pipeline
 from redis.commands.core import Script
 from rq import Queue
@@ -34,8 +34,12 @@ FILLED_KEY = "bw:filled:{agent_id}"
 # read, not one per event). A count reads only its own span, so trimming a window's expired
 # members only keeps its memory in bounds: each window is trimmed on about one use in
 # ARGV[5] (the windows whose place in the batch plus ARGV[6], a random seed, divides by it),
-# not on every use (a trim per window was a quarter of the script's calls).
+# not on every use (a trim per window was a quarter of the script's calls). ARGV[7], when
+# not '', is the epoch this process last saw (the key ARGV[8]): if Redis holds another (it
+# lost its windows since), nothing is added and the reply is '!' (to_refill may then have
+# left the epoch to this check).
 COUNT = """
+if ARGV[7] ~= '' and redis.call('GET', ARGV[8]) ~= ARGV[7] then return '!' end
 local now = tonumber(ARGV[1])
 local keys, seconds = cjson.decode(ARGV[2]), cjson.decode(ARGV[3])
 local triples = cjson.decode(ARGV[4])
@@ -92,7 +96,7 @@ def _count_call(checks: list[tuple[WindowCheck, str, datetime]], now: datetime
     # msgspec writes the JSON json.dumps would (UTF-8, shortest floats), in a fifth of the time.
     return {"keys": [], "args": [now.timestamp(), msgspec.json.encode(list(index)),
                                  msgspec.json.encode(seconds), msgspec.json.encode(triples),
-                                 TRIM_EVERY, _trim_seed()]}
+                                 TRIM_EVERY, _trim_seed(), _known_epoch(), EPOCH_KEY]}
 
 
 TRIM_EVERY = 8  # a window's expired members are trimmed on about one use in this many
@@ -119,9 +123,18 @@ def count(checks: Iterable[tuple[WindowCheck, str, datetime]], now: datetime) ->
     return counts(_count_script()(**_count_call(checks, now)))
 
 
+class EpochMoved(RedisError):
+    """Redis lost its windows since this process last read its epoch: the window script added
+    nothing. Every agent's windows must be filled again before they are counted."""
+
+
 def counts(reply: bytes | str) -> list[int]:
-    """The window script's reply as counts."""
+    """The window script's reply as counts; raises EpochMoved (after forgetting every marker
+    this process confirmed) when the script found Redis's epoch moved."""
     text = reply.decode() if isinstance(reply, bytes) else reply
+    if text == "!":
+        _forget("")
+        raise EpochMoved("Redis lost the windows since this process last looked")
     return [int(n) for n in text.split(",")] if text else []
 
 
@@ -166,7 +179,7 @@ return table.concat(out, ',')
 """
 
 
-def to_refill(agents: list[tuple[int, int, int]]) -> list[int]:
+def to_refill(agents: list[tuple[int, int, int]], *, counting: bool = False) -> list[int]:
     """Of each (agent id, generation, seconds its longest window spans), the ids whose windows
     must be filled from the stored events: never filled, filled for another generation, or
     lost with Redis's data. Reading a marker keeps it for another `seconds`, so the windows of
@@ -174,13 +187,17 @@ def to_refill(agents: list[tuple[int, int, int]]) -> list[int]:
     loss. A marker this process read or set in the last CONFIRMED_SECONDS is not read again
     (a batch naming a thousand agents read a thousand markers); Redis's epoch, read every
     time, says whether it lost its data since, and then every agent is refilled. One script,
-    one round trip."""
+    one round trip. `counting`: the caller counts next with the window script, which checks
+    the epoch itself (EpochMoved); when no marker needs reading, nothing is read here (a
+    round trip a batch). A caller that only peeks must not pass it."""
     if not agents:
         return []
     now = time.monotonic()
     epoch = _known_epoch()
     unsure = [a for a in agents if now - _confirmed.get((epoch, a[0], a[1]), -math.inf)
               >= CONFIRMED_SECONDS]
+    if counting and epoch and not unsure:
+        return []
     reply = connection().register_script(FILLED)(
         keys=[EPOCH_KEY, *(FILLED_KEY.format(agent_id=a) for a, _, _ in unsure)],
         args=[uuid.uuid4().hex, json.dumps([seconds + 60 for _, _, seconds in unsure])])
@@ -201,6 +218,11 @@ _epoch: list[str] = [""]  # the epoch this process last saw
 
 def _known_epoch() -> str:
     return _epoch[0]
+
+
+def forget_confirmed() -> None:
+    """Trust no fill marker or epoch this process saw (the next to_refill reads them all)."""
+    _forget("")
 
 
 def _forget(epoch: str) -> None:

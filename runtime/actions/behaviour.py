@@ -462,11 +462,11 @@ def _uuids(values: set[str]) -> list[str]:
 def _count_windows(events: list[Event], agents: dict[str, Agent],
                    violations: dict[int, list[Violation]], now: datetime) -> list[dict]:
     """Count the events in their per-agent and group windows (one pipeline); per-agent
-    breaks go into `violations`, group breaches are returned."""
-    ensure_windows(list({a.id: a for a in agents.values()}.values()), now)
+    breaks go into `violations`, group breaches are returned. When Redis lost the windows
+    since this process last looked (windows.EpochMoved: nothing was counted), every agent's
+    windows are filled again and the batch counted once more (group windows take an event
+    once, so counting it again there changes nothing)."""
     rules = group_rules.active_rules()
-    if rules:
-        group_rules.ensure_group_windows(rules, now)
     # Each agent's id, approved spec and kept windows read once per batch, not per event.
     judged = {name: (facts.id, facts.spec, facts.windows) for name, agent in agents.items()
               if (facts := _facts(agent)).version is not None}
@@ -486,9 +486,19 @@ def _count_windows(events: list[Event], agents: dict[str, Agent],
             spending.extend((agent_id, spec, event, check, index)
                             for check, index in budget_checks(spec, event, agent_id))
     grouped = group_rules.group_checks(events, agents, rules)
-    counts, totals = group_windows.count_with_groups(
-        checks, [(check, event.ts) for _, event, check in grouped]
-        + [(check, event.ts) for _, _, event, check, _ in spending], now)
+    group_checks = ([(check, event.ts) for _, event, check in grouped]
+                    + [(check, event.ts) for _, _, event, check, _ in spending])
+    # The epoch is left to the window script only when it runs (per-agent checks): budgets
+    # alone are counted by the group windows' script, which does not read it.
+    judged_agents = list({a.id: a for a in agents.values()}.values())
+    ensure_windows(judged_agents, now, counting=bool(checks))
+    if rules:
+        group_rules.ensure_group_windows(rules, now)
+    try:
+        counts, totals = group_windows.count_with_groups(checks, group_checks, now)
+    except windows.EpochMoved:
+        ensure_windows(judged_agents, now)
+        counts, totals = group_windows.count_with_groups(checks, group_checks, now)
     for (check, event_id, _), agent_id, seen in zip(checks, owners, counts, strict=True):
         if seen > check.limit:
             violations.setdefault(agent_id, []).append(window_violation(check, seen, event_id))
@@ -552,7 +562,7 @@ def _kept_windows(agent_id: int, version: DesiredStateVersion) -> dict[tuple, An
 REFILL_MAX_EVENTS = 50_000
 
 
-def ensure_windows(agents: list[Agent], now: datetime) -> None:
+def ensure_windows(agents: list[Agent], now: datetime, *, counting: bool = False) -> None:
     """Make an agent's windows hold every stored event still inside them before they are
     counted or peeked: events adopted from an unregistered agent or sent before the first
     approval, events under limits a new version added, and whatever a Redis restart lost.
@@ -560,9 +570,11 @@ def ensure_windows(agents: list[Agent], now: datetime) -> None:
     another longest window; windows.to_refill); without it the stored events go in (into the
     windows only: they are not judged again). However many agents need it, one read of their
     stored events and one Redis pipeline (after a Redis restart, a batch naming a thousand
-    agents made three thousand round trips). Raises RedisError."""
+    agents made three thousand round trips). `counting`: as windows.to_refill's (the caller
+    counts next with the window script). Raises RedisError."""
     limited = [(a, horizon) for a in agents if (horizon := _facts(a).horizon) is not None]
-    refill = set(windows.to_refill([(a.id, a.generation, h) for a, h in limited]))
+    refill = set(windows.to_refill([(a.id, a.generation, h) for a, h in limited],
+                                   counting=counting))
     stale = [(agent, horizon) for agent, horizon in limited if agent.id in refill]
     if stale:
         _refill(stale, now)

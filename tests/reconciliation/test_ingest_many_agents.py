@@ -24,7 +24,7 @@ from runtime.actions import behaviour
 from runtime.actions.behaviour import AGENT_ROWS, AGENTS_PER_JOB, _batch_agents, _rules_spec
 from runtime.behaviour import window_checks
 from runtime.events import Event
-from tests.conftest import approved_agent, postgresql_only
+from tests.conftest import approved_agent, postgresql_only, token_client
 
 LIMITED = {"data": [{"resource": "customers_db", "access": "read"},
                     {"resource": "orders_db", "access": "read"}],
@@ -163,6 +163,59 @@ def test_a_batch_costs_the_same_queries_however_many_events_it_holds(
         assert body["accepted"] == size
         counts[size] = len(captured.captured_queries)
     assert counts[300] == counts[10], counts
+
+
+def test_a_decision_right_after_redis_lost_the_windows_sees_every_stored_event(
+        people, redis_client, django_capture_on_commit_callbacks):
+    """A batch's window script checks Redis's epoch itself, so ingest does not read it first
+    when every agent's marker was confirmed lately. A decision only peeks at the windows: it
+    still reads the epoch, so right after a restart, with the agent's marker confirmed a
+    moment ago, a read that the stored events already fill the window for is denied."""
+    capped = approved_agent(people, "capped", **{**LIMITED, "limits": [
+        {"resource": "customers_db", "max_calls": 3, "per": "1h"}]})
+    ingest(people.admin, [read("capped") for _ in range(3)], django_capture_on_commit_callbacks)
+    ingest(people.admin, [read("capped", "orders_db")], django_capture_on_commit_callbacks)
+    redis_client.flushdb()  # a Redis restart: the window, its marker and the epoch gone
+    answer = token_client(people, capped).post(
+        "/api/v1/agents/capped/decisions", {"resource": "customers_db", "record": "c-1"},
+        format="json").json()
+    assert answer["outcome"] == "deny" and "the window is full" in answer["rule"], answer
+
+
+def test_a_budget_counted_right_after_redis_lost_the_windows_holds_every_stored_spend(
+        people, redis_client, django_capture_on_commit_callbacks):
+    """An agent with budgets and no limits: its batches run no per-agent window script to
+    check Redis's epoch, so ingest still reads the epoch first, and the budget window the
+    next batch after a restart counts in holds what was spent before it."""
+    spender = approved_agent(people, "spender", limits=[],
+                             budgets=[{"tokens": 10000, "per": "1h"}])
+
+    def spend(tokens: int) -> dict:
+        return {"id": uuid.uuid4().hex, "agent": "spender", "kind": "model_call",
+                "ts": datetime.now(UTC).isoformat(), "model": "gpt-4.1",
+                "input_tokens": tokens, "output_tokens": 0}
+
+    ingest(people.admin, [spend(3000)], django_capture_on_commit_callbacks)
+    ingest(people.admin, [spend(3000)], django_capture_on_commit_callbacks)
+    redis_client.flushdb()  # a Redis restart: the budget window, its marker and the epoch
+    ingest(people.admin, [spend(3000)], django_capture_on_commit_callbacks)
+    assert float(redis_client.get(f"bb:{spender.pk}:tokens:3600:sum")) == 9000
+
+
+def test_a_batch_whose_agents_were_confirmed_makes_one_redis_call_when_nothing_was_lost(
+        people, redis_client, django_capture_on_commit_callbacks):
+    """In steady state a batch's windows cost Redis one call (the window script, which checks
+    the epoch itself); the epoch is read on its own only when a marker needs reading."""
+    names = [f"steady-{i}" for i in range(3)]
+    for name in names:
+        approved_agent(people, name, **LIMITED)
+    ingest(people.admin, [read(name) for name in names], django_capture_on_commit_callbacks)
+    before = redis_client.info("commandstats")
+    ingest(people.admin, [read(name) for name in names], django_capture_on_commit_callbacks)
+    after = redis_client.info("commandstats")
+    calls = {name: after[name]["calls"] - before.get(name, {}).get("calls", 0)
+             for name in after if name in ("cmdstat_evalsha", "cmdstat_eval")}
+    assert sum(calls.values()) == 1, calls
 
 
 def test_windows_lost_for_30_agents_are_refilled_with_the_queries_of_3(
