@@ -78,7 +78,6 @@ def prepared_cursor() -> Any:
     return db.make_debug_cursor(kept[1]) if db.queries_logged else db.make_cursor(kept[1])
 
 
-
 def columns_of(model: Any, alias: str) -> str:
     """A model's concrete columns, qualified by `alias`, in the order instances_of reads them."""
     quote = connections[DEFAULT_DB_ALIAS].ops.quote_name

@@ -496,8 +496,10 @@ def _count_windows(events: list[Event], agents: dict[str, Agent],
         group_rules.ensure_group_windows(rules, now)
     try:
         counts, totals = group_windows.count_with_groups(checks, group_checks, now)
-    except windows.EpochMoved:
+    except windows.EpochMoved:  # lost since the group windows were checked, too
         ensure_windows(judged_agents, now)
+        if rules:
+            group_rules.ensure_group_windows(rules, now)
         counts, totals = group_windows.count_with_groups(checks, group_checks, now)
     for (check, event_id, _), agent_id, seen in zip(checks, owners, counts, strict=True):
         if seen > check.limit:

@@ -20,8 +20,9 @@ from reconciliation.models import Finding
 from registry.models import Agent
 from runtime import actions as runtime_actions
 from runtime import windows
-from runtime.actions import behaviour
+from runtime.actions import behaviour, group_rules
 from runtime.actions.behaviour import AGENT_ROWS, AGENTS_PER_JOB, _batch_agents, _rules_spec
+from runtime.actions.group_rules import create_group_rule
 from runtime.behaviour import window_checks
 from runtime.events import Event
 from tests.conftest import approved_agent, postgresql_only, token_client
@@ -200,6 +201,34 @@ def test_a_budget_counted_right_after_redis_lost_the_windows_holds_every_stored_
     redis_client.flushdb()  # a Redis restart: the budget window, its marker and the epoch
     ingest(people.admin, [spend(3000)], django_capture_on_commit_callbacks)
     assert float(redis_client.get(f"bb:{spender.pk}:tokens:3600:sum")) == 9000
+
+
+def test_redis_lost_after_the_group_windows_were_checked_refills_them_before_counting(
+        people, redis_client, django_capture_on_commit_callbacks, monkeypatch):
+    """Redis restarts after the batch checked its group windows and before it counts: the
+    window script sees the epoch moved and counts nothing, and both the agent's windows and
+    the group windows are filled again before the batch is counted once more."""
+    approved_agent(people, "grouped", **LIMITED)
+    rule = create_group_rule(actor=people.dana, name="one-customer", measure="events",
+                             limit=1000, per="1h", per_record=True,
+                             match={"kind": "data_access", "resource": "customers_db"})
+    reads = [{**read("grouped"), "record": "c-1"} for _ in range(3)]
+    ingest(people.admin, reads[:2], django_capture_on_commit_callbacks)
+    checked = group_rules.ensure_group_windows
+    restarted = []
+
+    def then_redis_restarts(rules, now):
+        checked(rules, now)
+        if not restarted:
+            restarted.append(True)
+            redis_client.flushdb()
+
+    monkeypatch.setattr(group_rules, "ensure_group_windows", then_redis_restarts)
+    ingest(people.admin, reads[2:], django_capture_on_commit_callbacks)
+    assert restarted
+    (window,) = [key for key in redis_client.keys(f"gw:{rule.id}:*")
+                 if not key.endswith((b":sum", b":agents")) and b"filled" not in key]
+    assert redis_client.zcard(window) == 3  # the two stored reads and the new one
 
 
 def test_a_batch_whose_agents_were_confirmed_makes_one_redis_call_when_nothing_was_lost(
