@@ -16,7 +16,6 @@ from django.db.backends.postgresql.psycopg_any import register_tzloader
 from psycopg.pq import Format, TransactionStatus
 
 ONLY_WHEN_ASKED = 2**31 - 1  # a prepare threshold that no statement reaches by repetition
-STALE_PLAN = "cached plan must not change result type"
 
 
 class PreparedCursor(psycopg.Cursor):
@@ -29,14 +28,15 @@ class PreparedCursor(psycopg.Cursor):
                 binary: bool | None = None) -> "PreparedCursor":
         try:
             super().execute(query, params, prepare=True, binary=binary)
-        except psycopg.errors.FeatureNotSupported as error:
+        except psycopg.errors.FeatureNotSupported:
             # A migration changed a column's type under a statement this session prepared:
-            # PostgreSQL refuses to run it ever again here. A transaction's rollback drops
-            # the session's prepared statements (psycopg); outside one nothing would, and
-            # every later run failed until the session ended, so they go now, and it runs
-            # once more, prepared anew.
-            if (error.diag.message_primary or "") != STALE_PLAN or (
-                    self.connection.info.transaction_status != TransactionStatus.IDLE):
+            # PostgreSQL refuses to run it ever again here ("cached plan must not change
+            # result type", in the server's own language, so known by its SQLSTATE alone).
+            # A transaction's rollback drops the session's prepared statements (psycopg);
+            # outside one nothing would, and every later run failed until the session ended,
+            # so they go now, and it runs once more, prepared anew (a statement PostgreSQL
+            # refuses for another reason is refused again, at the cost of one round trip).
+            if self.connection.info.transaction_status != TransactionStatus.IDLE:
                 raise
             super().execute("DEALLOCATE ALL", prepare=False)  # psycopg forgets its own too
             super().execute(query, params, prepare=True, binary=binary)
