@@ -81,11 +81,38 @@ class ServerConfig:
         return f"redis://127.0.0.1:{self.port}/0"
 
 
+# Where free_port() looks when the kernel's ephemeral range leaves room below it.
+LISTEN_PORTS_FROM = 10_000
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
 def free_port() -> int:
-    """A loopback TCP port nobody listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """A loopback TCP port nobody listens on right now, outside the ephemeral range.
+
+    The kernel gives every outgoing connection a local port from its ephemeral range, so a
+    port picked there (what binding port 0 does) may be taken by any client between the pick
+    and the server's bind. A random port below that range is never handed out that way; it
+    is probed with a bind like port 0 would be. Where the range leaves no room below it (or
+    cannot be read), the kernel picks.
+    """
+    room = _ephemeral_start() - LISTEN_PORTS_FROM
+    for _ in range(50):
+        port = LISTEN_PORTS_FROM + secrets.randbelow(room) if room >= 1000 else 0
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return probe.getsockname()[1]
+    raise OSError(f"no free loopback port in {LISTEN_PORTS_FROM}-{LISTEN_PORTS_FROM + room - 1}")
+
+
+def _ephemeral_start() -> int:
+    """The first port of the kernel's ephemeral range (0 when it cannot be read)."""
+    try:
+        return int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def port_answers(host: str, port: int, timeout: float = 0.5) -> bool:
