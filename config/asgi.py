@@ -7,14 +7,18 @@ from config import startup
 
 startup.pause_collector()  # until django.setup() ends (config/startup.py)
 
-from django.core.asgi import get_asgi_application  # noqa: E402
+import django  # noqa: E402
 
 from config import process_role, web_shutdown  # noqa: E402
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 # Read by the settings: a web process keeps a pool of database sessions (DATABASE_POOL_SIZE).
 process_role.role = process_role.WEB
-django_asgi_app = get_asgi_application()
+django.setup(set_prefix=False)  # what get_asgi_application does, with our handler
+
+from config.request_threads import KeptThreadsASGIHandler  # noqa: E402
+
+django_asgi_app = KeptThreadsASGIHandler()
 web_shutdown.end_when_the_server_stops()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402

@@ -331,7 +331,8 @@ else:
     # A web process answers each request in a thread of its own (Django under ASGI), so a
     # persistent connection was a new PostgreSQL session per request (connecting cost more
     # than a small request's queries, and a session's prepared statements went with it),
-    # left open until the garbage collector found its thread's wrapper. The web server's
+    # left open until the garbage collector found its thread's wrapper (the threads are kept
+    # for later requests now, config/request_threads.py: each would hold one). The web server's
     # processes (config/asgi.py says which) keep a pool of sessions instead (psycopg_pool
     # through Django), handed to a request for its length and back. Workers run one job at a
     # time on one thread and keep their one connection; 0 turns the pool off.
