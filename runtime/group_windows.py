@@ -4,6 +4,8 @@ involved can be read back. One script adds an event, trims and totals the window
 the agents when the total is over the limit; it runs in the same pipeline as the per-agent
 windows (runtime.windows)."""
 
+import json
+import uuid
 from collections.abc import Iterable
 from datetime import datetime
 
@@ -134,19 +136,35 @@ def fill(checks: Iterable[tuple[GroupCheck, datetime]], now: datetime) -> None:
     pipe.execute()
 
 
-def filled(rules: list[tuple[int, int]]) -> list[bool]:
-    """For each (rule id, revision): whether its windows were filled from stored events since
-    Redis last lost them."""
+# KEYS[1], KEYS[2]: the windows' epoch and its run (windows.CURRENT_EPOCH); KEYS[3..]: the
+# rules' fill markers. Returns the epoch and the markers' values ('' for none) as JSON.
+FILLED = windows.CURRENT_EPOCH + """
+local out = {current_epoch(KEYS[1], KEYS[2], ARGV[1])}
+for k = 3, #KEYS do
+  out[k - 1] = redis.call('GET', KEYS[k]) or ''
+end
+return cjson.encode(out)
+"""
+
+
+def filled(rules: list[tuple[int, int]]) -> tuple[str, list[bool]]:
+    """The windows' epoch, and for each (rule id, revision) whether its windows were filled
+    from stored events in that epoch (since Redis last lost them, or restarted: a marker
+    restored with an older snapshot is of an older epoch)."""
     if not rules:
-        return []
-    values = windows.connection().mget(
-        [FILLED_KEY.format(rule_id=r, revision=v) for r, v in rules])
-    return [v is not None for v in values]
+        return "", []
+    reply = windows.connection().register_script(FILLED)(
+        keys=[windows.EPOCH_KEY, windows.RUN_KEY,
+              *(FILLED_KEY.format(rule_id=r, revision=v) for r, v in rules)],
+        args=[uuid.uuid4().hex])
+    epoch, *markers = json.loads(reply)
+    return epoch, [marker == epoch for marker in markers]
 
 
-def mark_filled(rule_id: int, revision: int, seconds: int) -> None:
-    """The rule's windows hold the stored events of its last `seconds`."""
-    windows.connection().set(FILLED_KEY.format(rule_id=rule_id, revision=revision), 1,
+def mark_filled(rule_id: int, revision: int, seconds: int, epoch: str) -> None:
+    """The rule's windows hold the stored events of its last `seconds`, filled in `epoch`
+    (the one `filled` answered: if Redis lost them meanwhile, the marker vouches for nothing)."""
+    windows.connection().set(FILLED_KEY.format(rule_id=rule_id, revision=revision), epoch,
                              ex=seconds + 60)
 
 

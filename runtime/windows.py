@@ -36,10 +36,13 @@ FILLED_KEY = "bw:filled:{agent_id}"
 # ARGV[5] (the windows whose place in the batch plus ARGV[6], a random seed, divides by it),
 # not on every use (a trim per window was a quarter of the script's calls). ARGV[7], when
 # not '', is the epoch this process last saw (the key ARGV[8]): if Redis holds another (it
-# lost its windows since), nothing is added and the reply is '!' (to_refill may then have
-# left the epoch to this check).
+# lost its windows since), or the server is not the run the epoch was set on (the key
+# ARGV[9]: it restarted, perhaps from an older snapshot, or another server took over),
+# nothing is added and the reply is '!' (to_refill may then have left the epoch to this
+# check).
 COUNT = """
-if ARGV[7] ~= '' and redis.call('GET', ARGV[8]) ~= ARGV[7] then return '!' end
+if ARGV[7] ~= '' and (redis.call('GET', ARGV[8]) ~= ARGV[7] or redis.call('GET', ARGV[9]) ~=
+    string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')) then return '!' end
 local now = tonumber(ARGV[1])
 local keys, seconds = cjson.decode(ARGV[2]), cjson.decode(ARGV[3])
 local triples = cjson.decode(ARGV[4])
@@ -96,7 +99,8 @@ def _count_call(checks: list[tuple[WindowCheck, str, datetime]], now: datetime
     # msgspec writes the JSON json.dumps would (UTF-8, shortest floats), in a fifth of the time.
     return {"keys": [], "args": [now.timestamp(), msgspec.json.encode(list(index)),
                                  msgspec.json.encode(seconds), msgspec.json.encode(triples),
-                                 TRIM_EVERY, _trim_seed(), _known_epoch(), EPOCH_KEY]}
+                                 TRIM_EVERY, _trim_seed(), _known_epoch(), EPOCH_KEY,
+                                 RUN_KEY]}
 
 
 TRIM_EVERY = 8  # a window's expired members are trimmed on about one use in this many
@@ -159,21 +163,40 @@ def fill(checks: Iterable[tuple[WindowCheck, str, datetime]], now: datetime) -> 
         pipe.execute()
 
 
-EPOCH_KEY = "bw:epoch"  # a random value Redis keeps until it loses its data
+# A random value naming what the windows hold: it moves when Redis loses its data, and when
+# the server is not the run it was set on (RUN_KEY: a restart, which may have loaded an older
+# snapshot whose windows miss the events since, or a replica taking over, which may lag).
+# Every fill marker (an agent's, a group rule's) holds the epoch it was set in, so a marker
+# restored with an older snapshot vouches for nothing.
+EPOCH_KEY = "bw:epoch"
+RUN_KEY = "bw:epoch:run"  # the server run (INFO's run_id) the epoch was set on
 CONFIRMED_SECONDS = 30  # a process trusts a fill marker it read or set this long
 CONFIRMED_KEPT = 100_000
 # (epoch, agent id, generation) -> when this process last read or set that agent's marker
 _confirmed: dict[tuple[str, int, int], float] = {}
 
-# KEYS[1]: the epoch, set to ARGV[1] when Redis has none (it lost its data, or never had it);
-# KEYS[2..]: agents' fill markers; ARGV[2]: as JSON each marker's seconds. Each marker is read
-# and kept for its seconds again (GETEX). Returns the epoch, then the markers' values,
-# comma-separated ('' for none).
-FILLED = """
-redis.call('SET', KEYS[1], ARGV[1], 'NX')
-local seconds, out = cjson.decode(ARGV[2]), {redis.call('GET', KEYS[1])}
-for k = 2, #KEYS do
-  out[k] = redis.call('GETEX', KEYS[k], 'EX', seconds[k - 1]) or ''
+# The epoch (KEYS[1]) as of this server run (KEYS[2]): a new one (ARGV[1]) when Redis has
+# none or the run is another; a Lua prelude of the scripts that read fill markers.
+CURRENT_EPOCH = """
+local function current_epoch(epoch_key, run_key, fresh)
+  local run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
+  if redis.call('GET', run_key) ~= run then
+    redis.call('SET', epoch_key, fresh)
+    redis.call('SET', run_key, run)
+    return fresh
+  end
+  redis.call('SET', epoch_key, fresh, 'NX')
+  return redis.call('GET', epoch_key)
+end
+"""
+
+# KEYS[1], KEYS[2]: the epoch and its run (CURRENT_EPOCH); KEYS[3..]: agents' fill markers;
+# ARGV[2]: as JSON each marker's seconds. Each marker is read and kept for its seconds again
+# (GETEX). Returns the epoch, then the markers' values, comma-separated ('' for none).
+FILLED = CURRENT_EPOCH + """
+local seconds, out = cjson.decode(ARGV[2]), {current_epoch(KEYS[1], KEYS[2], ARGV[1])}
+for k = 3, #KEYS do
+  out[k - 1] = redis.call('GETEX', KEYS[k], 'EX', seconds[k - 2]) or ''
 end
 return table.concat(out, ',')
 """
@@ -182,14 +205,14 @@ return table.concat(out, ',')
 def to_refill(agents: list[tuple[int, int, int]], *, counting: bool = False) -> list[int]:
     """Of each (agent id, generation, seconds its longest window spans), the ids whose windows
     must be filled from the stored events: never filled, filled for another generation, or
-    lost with Redis's data. Reading a marker keeps it for another `seconds`, so the windows of
-    an agent whose events keep being counted are filled only after a new generation or a
-    loss. A marker this process read or set in the last CONFIRMED_SECONDS is not read again
-    (a batch naming a thousand agents read a thousand markers); Redis's epoch, read every
-    time, says whether it lost its data since, and then every agent is refilled. One script,
-    one round trip. `counting`: the caller counts next with the window script, which checks
-    the epoch itself (EpochMoved); when no marker needs reading, nothing is read here (a
-    round trip a batch). A caller that only peeks must not pass it."""
+    lost with Redis's data or its restart. Reading a marker keeps it for another `seconds`,
+    so the windows of an agent whose events keep being counted are filled only after a new
+    generation or a loss. A marker this process read or set in the last CONFIRMED_SECONDS is
+    not read again (a batch naming a thousand agents read a thousand markers); Redis's epoch,
+    read every time, says whether it lost its data or restarted since, and then every agent
+    is refilled. One script, one round trip. `counting`: the caller counts next with the
+    window script, which checks the epoch itself (EpochMoved); when no marker needs reading,
+    nothing is read here (a round trip a batch). A caller that only peeks must not pass it."""
     if not agents:
         return []
     now = time.monotonic()
@@ -199,11 +222,11 @@ def to_refill(agents: list[tuple[int, int, int]], *, counting: bool = False) -> 
     if counting and epoch and not unsure:
         return []
     reply = connection().register_script(FILLED)(
-        keys=[EPOCH_KEY, *(FILLED_KEY.format(agent_id=a) for a, _, _ in unsure)],
+        keys=[EPOCH_KEY, RUN_KEY, *(FILLED_KEY.format(agent_id=a) for a, _, _ in unsure)],
         args=[uuid.uuid4().hex, json.dumps([seconds + 60 for _, _, seconds in unsure])])
     current, *markers = (reply.decode() if isinstance(reply, bytes) else reply).split(",")
     matched = {agent_id for (agent_id, generation, _), marker in zip(unsure, markers, strict=True)
-               if marker == str(generation)}
+               if marker == _marker(current, generation)}
     if current != epoch:  # Redis lost its windows since this process last looked (or it
         _forget(current)  # never looked): only a marker just read vouches for an agent
         return [agent_id for agent_id, _, _ in agents if agent_id not in matched]
@@ -237,13 +260,19 @@ def mark_filled(marks: list[tuple[int, int, int]]) -> None:
     from what is stored). One pipeline."""
     pipe = connection().pipeline(transaction=False)
     for agent_id, generation, seconds in marks:
-        pipe.set(FILLED_KEY.format(agent_id=agent_id), generation, ex=seconds + 60)
+        pipe.set(FILLED_KEY.format(agent_id=agent_id), _marker(_known_epoch(), generation),
+                 ex=seconds + 60)
     pipe.execute()
     now = time.monotonic()
     if len(_confirmed) + len(marks) > CONFIRMED_KEPT:
         _confirmed.clear()
     _confirmed.update(((_known_epoch(), agent_id, generation), now)
                       for agent_id, generation, _ in marks)
+
+
+def _marker(epoch: str, generation: int) -> str:
+    """An agent's fill marker: the generation its windows were filled for, in which epoch."""
+    return f"{generation}@{epoch}"
 
 
 def peek(check: WindowCheck, now: datetime) -> int:

@@ -225,14 +225,13 @@ def group_checks(events: list, agents: dict[str, Agent], rules: list[GroupRuleSp
 def ensure_group_windows(rules: list[GroupRuleSpec], now: datetime) -> None:
     """Refill the windows of rules whose marker Redis no longer holds (restart, first use, a
     new revision) from stored events, as ensure_windows does per agent. Raises RedisError."""
-    missing = [rule for rule, done in zip(
-        rules, group_windows.filled([(r.id, r.revision) for r in rules]), strict=True)
-        if not done]
-    for rule in missing:
-        _refill(rule, now)
+    epoch, done = group_windows.filled([(r.id, r.revision) for r in rules])
+    for rule, filled in zip(rules, done, strict=True):
+        if not filled:
+            _refill(rule, now, epoch)
 
 
-def _refill(rule: GroupRuleSpec, now: datetime) -> None:
+def _refill(rule: GroupRuleSpec, now: datetime, epoch: str) -> None:
     agents = list(Agent.objects.filter(active_version__isnull=False)
                   .select_related("active_version"))
     facts = facts_of(agents, [rule])
@@ -245,7 +244,7 @@ def _refill(rule: GroupRuleSpec, now: datetime) -> None:
         fill.extend((check, event.ts) for check in checks([rule], facts[agent_id], event))
     if fill:
         group_windows.fill(fill, now)
-    group_windows.mark_filled(rule.id, rule.revision, rule.seconds)
+    group_windows.mark_filled(rule.id, rule.revision, rule.seconds, epoch)
 
 
 def over_limit(found: list[tuple[Agent, Any, GroupCheck]],

@@ -104,7 +104,8 @@ def blocked_by_model_calls(people, calls: list[tuple[str, datetime, int]]):
         (check,) = checks([rule.to_spec()], facts, call)
         counted.append((check, ts))
     group_windows.fill(counted, datetime.now(UTC))
-    group_windows.mark_filled(rule.pk, rule.revision, 3600)
+    epoch, _ = group_windows.filled([(rule.pk, rule.revision)])
+    group_windows.mark_filled(rule.pk, rule.revision, 3600, epoch)
     key = counted[0][0].key
     breach = record_group_breach({
         "rule_id": rule.pk, "key": key, "group_key": "all", "seconds": 3600,

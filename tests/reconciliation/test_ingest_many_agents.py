@@ -116,7 +116,8 @@ def test_counting_an_agents_events_keeps_its_windows_filled_without_a_refill(
     agent = approved_agent(people, "steady", **LIMITED)
     marker = f"bw:filled:{agent.pk}"
     ingest(people.admin, [read("steady")], django_capture_on_commit_callbacks)
-    assert redis_client.get(marker) == str(agent.generation).encode()
+    epoch = redis_client.get(windows.EPOCH_KEY).decode()
+    assert redis_client.get(marker).decode() == f"{agent.generation}@{epoch}"
     redis_client.expire(marker, 5)  # as if filled almost an hour ago
     later = time.monotonic() + windows.CONFIRMED_SECONDS  # this process reads it again
     monkeypatch.setattr(windows.time, "monotonic", lambda: later)
@@ -264,8 +265,9 @@ def test_windows_lost_for_30_agents_are_refilled_with_the_queries_of_3(
     # Each agent's window holds its two stored events again, and the one just sent.
     for name in (names[0], names[32]):
         assert redis_client.zcard(f"bw:{agents[name].pk}:customers_db:calls:3600") == 3
-        assert redis_client.get(f"bw:filled:{agents[name].pk}") == str(
-            _batch_agents({name})[name].generation).encode()
+        epoch = redis_client.get(windows.EPOCH_KEY).decode()
+        assert redis_client.get(f"bw:filled:{agents[name].pk}").decode() == (
+            f"{_batch_agents({name})[name].generation}@{epoch}")
 
 
 def test_a_process_first_seeing_30_agents_judges_them_with_the_queries_of_3(
