@@ -4,7 +4,7 @@
 import os
 import sys
 
-from config import startup
+from config import process_role, startup
 
 # Commands that never touch Redis: they must not start the embedded server.
 WITHOUT_REDIS = {"check", "collectstatic", "diffsettings", "help", "makemigrations", "migrate",
@@ -16,6 +16,7 @@ def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.umask(0o077)  # what the product writes under var/ (and elsewhere) is its owner's only
     command = sys.argv[1] if len(sys.argv) > 1 else "help"
+    process_role.mark_command(command)  # a worker's process replaces itself (config/worker.py)
     if not os.environ.get("REDIS_URL") and command not in WITHOUT_REDIS and (
             not command.startswith("-")):
         from config import embedded_redis

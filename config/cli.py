@@ -20,7 +20,7 @@ from pathlib import Path
 
 from django.core.management import execute_from_command_line
 
-from config import startup
+from config import process_role, startup
 
 QUEUES = ("reconcile", "ingest", "default")
 
@@ -92,7 +92,9 @@ def main(argv: list[str] | None = None) -> None:
         CommandLineInterface().run(["-b", options.host, "-p", str(options.port),
                                     "config.asgi:application"])
         return
-    execute_from_command_line(["agentgov", *management_argv(options)])
+    command = management_argv(options)
+    process_role.mark_command(command[0] if command else "help")
+    execute_from_command_line(["agentgov", *command])
 
 
 if __name__ == "__main__":

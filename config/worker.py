@@ -11,7 +11,8 @@ verified). What forking gave is kept here:
   resync re-derives the pass), and the scheduler process it started dies with it;
 - memory cannot grow without bound: after `WORKER_MAX_JOBS` jobs, or once the process has
   `WORKER_MAX_MEMORY_MB` resident, the worker finishes its job, stops cleanly and replaces itself
-  (exec, same pid: supervisord, the tests' fixtures and the benches keep tracking it);
+  (exec, same pid: supervisord, the tests' fixtures and the benches keep tracking it); only
+  in the worker command's own process (config/process_role.py): run inside another, it stops;
 - a worker takes over RQ's scheduler within `MAINTENANCE_SECONDS` of its lock lapsing (RQ's
   own 10 minutes, and an idle worker blocking 405 s between looks, meant a worker holding the
   scheduler lock, cut off or killed, left every scheduled job unrun for up to 10 minutes);
@@ -36,7 +37,7 @@ from rq import SimpleWorker
 from rq.job import Job
 from rq.queue import Queue
 
-from config import redis_capabilities
+from config import process_role, redis_capabilities
 
 log = logging.getLogger(__name__)
 # How often a worker looks after the queues (RQ's "maintenance"): cleans the registries and,
@@ -110,7 +111,9 @@ class InProcessWorker(SimpleWorker):
 
     def work(self, *args, **kwargs) -> bool:
         worked = super().work(*args, **kwargs)
-        if self.recycle:
+        # Only the worker command's own process replaces itself: exec'ing any other process's
+        # command line (a test's, a shell's that runs a worker in-process) would start it anew.
+        if self.recycle and process_role.role == process_role.WORKER:
             self.log.info("Worker %s: replacing itself after %d jobs (%d MB resident)",
                           self.name, self.jobs_run, _memory_mb())
             connections.close_all()
