@@ -88,17 +88,7 @@ def test_readyz_is_ready_on_a_redis_with_every_command_and_its_probe_writes_noth
     assert keys == 0
 
 
-@pytest.fixture
-def in_this_process(settings):
-    """A worker run inside the test process: one that replaces itself once it has
-    WORKER_MAX_MEMORY_MB resident would exec the test process away (a suite's worker holds
-    ~500 MB by its end: a CI run lost its worker, and then hung, that way)."""
-    settings.WORKER_MAX_MEMORY_MB = 1 << 20
-    settings.WORKER_MAX_JOBS = 1 << 20
-
-
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.usefixtures("in_this_process")
 def test_a_worker_does_not_start_on_a_redis_without_blmove_and_leaves_the_jobs_queued():
     with redis_server(*without("LMOVE", "BLMOVE")) as url:
         connection = redis.Redis.from_url(url)
@@ -112,7 +102,6 @@ def test_a_worker_does_not_start_on_a_redis_without_blmove_and_leaves_the_jobs_q
 
 
 @pytest.mark.django_db(transaction=True)  # the worker closes the connections it finds
-@pytest.mark.usefixtures("in_this_process")
 def test_a_worker_on_a_redis_with_every_command_runs_its_jobs():
     with redis_server() as url:
         connection = redis.Redis.from_url(url)
