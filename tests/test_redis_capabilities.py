@@ -59,6 +59,16 @@ def test_readyz_refuses_a_redis_without_the_commands_of_6_2(client, settings, mi
 
 
 @pytest.mark.django_db
+def test_readyz_refuses_a_redis_that_will_not_say_which_run_it_is(client, settings):
+    """The windows trust what they hold for one server run (its run_id, from INFO): a server
+    that hides INFO would fail every batch's window script instead."""
+    with redis_server(*without("INFO")) as url:
+        status, body = readiness(client, settings, url)
+    assert status == 503
+    assert body["checks"]["redis"] == f"error: this Redis (version unknown) lacks INFO: {NEEDS}"
+
+
+@pytest.mark.django_db
 def test_readyz_refuses_a_redis_that_does_not_speak_resp3(client, settings):
     with redis_server(*without("HELLO")) as url:  # as Redis 5 and older answer HELLO 3
         status, body = readiness(client, settings, url)
