@@ -399,6 +399,12 @@ def token_client(people: People, agent: Any) -> APIClient:
     return client
 
 
+def decision_of(people: People, agent: Any, request: dict) -> dict:
+    """The answer to `agent` asking, with its own token, for a decision on `request`."""
+    return token_client(people, agent).post(
+        f"/api/v1/agents/{agent.name}/decisions", request, format="json").json()
+
+
 def confirmed_preference(**fields: Any) -> Any:
     """A notification preference set through the action and confirmed with the token that
     was sent to its address (as its person would, from the message)."""

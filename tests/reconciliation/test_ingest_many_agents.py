@@ -25,7 +25,7 @@ from runtime.actions.behaviour import AGENT_ROWS, AGENTS_PER_JOB, _batch_agents,
 from runtime.actions.group_rules import create_group_rule
 from runtime.behaviour import window_checks
 from runtime.events import Event
-from tests.conftest import approved_agent, postgresql_only, token_client
+from tests.conftest import approved_agent, decision_of, postgresql_only
 
 LIMITED = {"data": [{"resource": "customers_db", "access": "read"},
                     {"resource": "orders_db", "access": "read"}],
@@ -178,9 +178,7 @@ def test_a_decision_right_after_redis_lost_the_windows_sees_every_stored_event(
     ingest(people.admin, [read("capped") for _ in range(3)], django_capture_on_commit_callbacks)
     ingest(people.admin, [read("capped", "orders_db")], django_capture_on_commit_callbacks)
     redis_client.flushdb()  # a Redis restart: the window, its marker and the epoch gone
-    answer = token_client(people, capped).post(
-        "/api/v1/agents/capped/decisions", {"resource": "customers_db", "record": "c-1"},
-        format="json").json()
+    answer = decision_of(people, capped, {"resource": "customers_db", "record": "c-1"})
     assert answer["outcome"] == "deny" and "the window is full" in answer["rule"], answer
 
 

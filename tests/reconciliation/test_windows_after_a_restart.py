@@ -21,7 +21,7 @@ from config import embedded_redis
 from runtime import actions as runtime_actions
 from runtime import windows
 from runtime.actions.group_rules import create_group_rule
-from tests.conftest import approved_agent, token_client
+from tests.conftest import approved_agent, decision_of
 
 CAPPED = {"data": [{"resource": "customers_db", "access": "read"}],
           "limits": [{"resource": "customers_db", "max_calls": 5, "per": "1h"}],
@@ -117,9 +117,7 @@ def test_a_decision_after_a_restart_from_an_older_snapshot_sees_the_window_full(
     snapshot_redis.save()
     ingest(people, [read("capped") for _ in range(3)], django_capture_on_commit_callbacks)
     snapshot_redis.crash_and_restart()
-    answer = token_client(people, agent).post(
-        "/api/v1/agents/capped/decisions", {"resource": "customers_db", "record": "c-6"},
-        format="json").json()
+    answer = decision_of(people, agent, {"resource": "customers_db", "record": "c-6"})
     assert answer["outcome"] == "deny" and "the window is full" in answer["rule"], answer
 
 
