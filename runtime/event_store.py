@@ -14,7 +14,8 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from django.db import connection
+from django.db import connection, transaction
+from django.utils import timezone
 
 from config.prepared import prepared_cursor
 from runtime.events import Event
@@ -196,23 +197,85 @@ def hold_uncounted(row_ids: list[int], times: list[datetime], received_at: datet
         return cursor.fetchone()[0]
 
 
-def release_counted(batch_id: int) -> None:
-    """The batch's events are in their windows and their broken rules queued: its outbox row
-    goes (after commit). On PostgreSQL, outside any transaction, its commit does not wait for
-    the disk (synchronous_commit off for that transaction alone, in one round trip): a crash
-    that loses the delete leaves the row, and recount_events counts its events again, which
-    counting takes (a window's members are event ids; a rule broken again is the finding it
-    already made), as it takes a process that dies before the delete. Waiting for the disk
-    was a twentieth of a batch's time in the web process."""
+# A batch's outbox row and the counting of it that queued a job: what the jobs recording the
+# batch's broken rules carry, to say they ran (jobs_finished).
+Held = tuple[int, int]
+
+
+def release_counted(batch_id: int, jobs: int = 0, attempt: int = 0) -> None:
+    """The batch's events are in their windows and their broken rules queued in `jobs` jobs
+    (after commit). With none queued its outbox row goes. On PostgreSQL, outside any
+    transaction, that commit does not wait for the disk (synchronous_commit off for that
+    transaction alone, in one round trip): a crash that loses the delete leaves the row, and
+    recount_events counts its events again, which counting takes (a window's members are
+    event ids; a rule broken again is the finding it already made), as it takes a process
+    that dies before the delete. Waiting for the disk was a twentieth of a batch's time in
+    the web process. With jobs queued the row stays, marked counted, until they have run
+    (jobs_finished): a Redis that fails over, or restarts from disk, can lose jobs it has just
+    taken, and recount_events counts a batch whose jobs are overdue again. `attempt` is the
+    counting of the batch this is (0 for its own request's): a row a later counting took
+    over is left to it."""
+    if jobs:
+        _count_jobs(batch_id, attempt, jobs, counted_at=timezone.now())
+        return
     table = connection.ops.quote_name(UncountedBatch._meta.db_table)
     with connection.cursor() as cursor:
         if (connection.vendor == "postgresql" and connection.get_autocommit()
                 and not connection.in_atomic_block):
             # No parameters: psycopg sends the four statements as one (simple protocol).
             cursor.execute("BEGIN; SET LOCAL synchronous_commit TO OFF; "
-                           f"DELETE FROM {table} WHERE id = {int(batch_id)}; COMMIT")
+                           f"DELETE FROM {table} WHERE id = {int(batch_id)} "
+                           f"AND attempt = {int(attempt)}; COMMIT")
         else:
-            cursor.execute(f"DELETE FROM {table} WHERE id = %s", [batch_id])
+            cursor.execute(f"DELETE FROM {table} WHERE id = %s AND attempt = %s",
+                           [batch_id, attempt])
+
+
+def jobs_added(held: list[Held], count: int = 1) -> None:
+    """More jobs answer for these batches (an agent's broken rules requeued in a job of their
+    own): said before they are queued, so the batch cannot be released before they run."""
+    for batch_id, attempt in held:
+        _count_jobs(batch_id, attempt, count)
+
+
+def jobs_finished(held: list[Held]) -> None:
+    """A job that recorded broken rules of these batches has run (its changes committed): the
+    last one to finish, after its batch said how many it queued, deletes the batch's row."""
+    for batch_id, attempt in held:
+        _count_jobs(batch_id, attempt, -1)
+
+
+def _count_jobs(batch_id: int, attempt: int, change: int,
+                counted_at: datetime | None = None) -> None:
+    """The batch's unfinished jobs moved by `change` (and its counting's time set); the row
+    goes once none is left of a counting that has said how many it queued. One transaction,
+    the row locked from the update to the delete, so two jobs finishing at once cannot both
+    leave it. Nothing when a later counting took the row over (another attempt) or it is
+    gone. On PostgreSQL outside any transaction, one round trip whose commit does not wait
+    for the disk (as release_counted's delete): a crash that loses it leaves the row waiting,
+    and recount_events counts the batch again once its jobs are overdue."""
+    table = connection.ops.quote_name(UncountedBatch._meta.db_table)
+    batch_id, attempt, change = int(batch_id), int(attempt), int(change)
+    moment = None if counted_at is None else connection.ops.adapt_datetimefield_value(counted_at)
+    update = (f"UPDATE {table} SET jobs = jobs + %s, queued_at = COALESCE(%s, queued_at) "
+              "WHERE id = %s AND attempt = %s")
+    delete = (f"DELETE FROM {table} WHERE id = %s AND attempt = %s AND jobs <= 0 "
+              "AND queued_at IS NOT NULL")
+    if (connection.vendor == "postgresql" and connection.get_autocommit()
+            and not connection.in_atomic_block):
+        counted = ", queued_at = now()" if counted_at is not None else ""
+        with connection.cursor() as cursor:
+            # No parameters (the values are integers): psycopg sends the five statements as
+            # one (simple protocol).
+            cursor.execute(
+                f"BEGIN; SET LOCAL synchronous_commit TO OFF; UPDATE {table} SET "
+                f"jobs = jobs + {change}{counted} WHERE id = {batch_id} AND attempt = {attempt}; "
+                f"DELETE FROM {table} WHERE id = {batch_id} AND attempt = {attempt} AND "
+                "jobs <= 0 AND queued_at IS NOT NULL; COMMIT")
+        return
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(update, [change, moment, batch_id, attempt])
+        cursor.execute(delete, [batch_id, attempt])
 
 
 def note_unregistered(counts: dict[str, int], labels: dict[str, str], now: datetime) -> None:

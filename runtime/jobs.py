@@ -16,15 +16,19 @@ from config import outbound, queues
 from config.scheduled_time import not_before
 from reconciliation.controller.backoff import backoff_seconds
 from reconciliation.webhooks import SIGNATURE_HEADER, signature
+from runtime import event_store
 from runtime.actions import behaviour, decisions, group_blocks, group_rules
 from runtime.models import Decision
 
 log = logging.getLogger(__name__)
 
 
-def record_group_breach(hit: dict) -> bool:
-    """Ingest worker: the breach, a finding per agent involved, one escalation."""
-    return group_rules.record_group_breach(hit) is not None
+def record_group_breach(hit: dict, held: list | None = None) -> bool:
+    """Ingest worker: the breach, a finding per agent involved, one escalation; then the
+    outbox rows of the batches it came from (`held`) are told it ran."""
+    recorded = group_rules.record_group_breach(hit) is not None
+    event_store.jobs_finished(held or [])
+    return recorded
 
 
 def lift_group_block_job(breach_id: int) -> bool:
@@ -37,16 +41,21 @@ def block_group_job(breach_id: int, finding_ids: list[int]) -> None:
     group_blocks.block_involved(breach_id, finding_ids)
 
 
-def record_violations(agent_id: int, violations: list[dict]) -> int:
-    """Ingest worker: findings and enforcement for broken rules."""
-    return len(behaviour.record_violations(agent_id, violations))
+def record_violations(agent_id: int, violations: list[dict], held: list | None = None) -> int:
+    """Ingest worker: findings and enforcement for broken rules; then the outbox rows of the
+    batches they came from (`held`) are told it ran."""
+    recorded = len(behaviour.record_violations(agent_id, violations))
+    event_store.jobs_finished(held or [])
+    return recorded
 
 
-def record_violations_of(found: dict[int, list[dict]]) -> int:
+def record_violations_of(found: dict[int, list[dict]], held: list | None = None) -> int:
     """Ingest worker: record_violations for each agent of a batch, each on its own. An agent
     whose recording fails (its platform refused the suspension) gets a job of its own with
     the ingest job's retries, so it neither stops the others nor has them recorded again; a
-    job that runs out of time stops there (RQ retries it whole: recording is idempotent)."""
+    job that runs out of time stops there (RQ retries it whole: recording is idempotent).
+    Then the outbox rows of the batches they came from (`held`) are told it ran (a requeued
+    agent's job answers for them on its own)."""
     recorded = 0
     for agent_id, violations in found.items():
         try:
@@ -56,7 +65,8 @@ def record_violations_of(found: dict[int, list[dict]]) -> int:
         except Exception:  # noqa: BLE001 - retried on its own, below
             log.exception("recording agent %s's broken rules failed; retried in a job of its "
                           "own", agent_id)
-            behaviour.requeue_violations(agent_id, violations)
+            behaviour.requeue_violations(agent_id, violations, held)
+    event_store.jobs_finished(held or [])
     return recorded
 
 

@@ -106,11 +106,13 @@ class EventKey(models.Model):
 
 
 class UncountedBatch(models.Model):
-    """The event outbox: one row per ingested batch, written in the batch's transaction and
-    deleted once its events are counted in their Redis windows and their broken rules queued
-    (after commit). A row left behind (Redis down, a process died) is drained by
-    recount_events. One row per batch, not a flag per event: flagging each event was an
-    UPDATE of every stored row, which rewrote each row's index entries."""
+    """The event outbox: one row per ingested batch, written in the batch's transaction. Once
+    its events are counted in their Redis windows (after commit) it goes, unless they broke
+    rules: then it stays until the jobs that record those rules have run (`jobs`), since a
+    Redis that fails over or restarts from disk can lose jobs it had just taken. A row left
+    behind (Redis down, a process died, jobs lost) is drained by recount_events. One row per
+    batch, not a flag per event: flagging each event was an UPDATE of every stored row, which
+    rewrote each row's index entries."""
 
     received_at = models.DateTimeField()
     # The stored events' row ids, and their earliest and latest ts (the partition key, so
@@ -118,6 +120,15 @@ class UncountedBatch(models.Model):
     events = models.JSONField()
     first_ts = models.DateTimeField()
     last_ts = models.DateTimeField()
+    # When its events were counted and their broken rules queued (null: not counted yet),
+    # how many of those jobs have not finished (below zero for a moment when a job finishes
+    # before its batch says how many it queued), and which counting of the batch they belong
+    # to (recount_events counts a batch again when its jobs are overdue: a job of an earlier
+    # counting no longer answers for the row). Database defaults: ingest's store statement
+    # writes the row in SQL.
+    queued_at = models.DateTimeField(null=True, blank=True)
+    jobs = models.IntegerField(default=0, db_default=0)
+    attempt = models.IntegerField(default=0, db_default=0)
 
     class Meta:
         db_table = "reconciliation_uncountedbatch"  # its name from before the move

@@ -31,6 +31,7 @@ from registry import actions
 from registry.choices import Role
 from runtime import windows
 from tests import emptied_tables
+from tests.snapshot_redis import SnapshotRedis
 
 ROOT = Path(__file__).resolve().parent.parent
 PASSWORD = "correct-horse-battery-staple"
@@ -123,6 +124,18 @@ def redis_client() -> redis.Redis:
     windows.forget_confirmed()
     yield client
     client.close()
+
+
+@pytest.fixture
+def snapshot_redis(tmp_path, settings) -> SnapshotRedis:
+    """A redis-server of the test's own that keeps only what it is told to save, as the
+    windows' and the ingest queue's Redis (tests/snapshot_redis.py)."""
+    server = SnapshotRedis(tmp_path)
+    settings.REDIS_URL = server.url  # the windows, and the queue broken rules go to
+    windows.forget_confirmed()
+    yield server
+    windows.forget_confirmed()
+    server.stop()
 
 
 # Tests of PostgreSQL's own machinery (partitions, advisory locks, plan shapes) say so; on the

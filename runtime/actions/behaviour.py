@@ -302,19 +302,20 @@ def _count_stored(events: list[Event], agents: dict[str, Agent],
                   violations: dict[int, list[Violation]], now: datetime,
                   report: IngestReport | None = None, held: int | None = None) -> bool:
     """After commit: count stored events in their windows, queue the rules they broke, and
-    only then delete their outbox row (`held`). When Redis fails the row stays for
-    recount_events."""
+    only then release their outbox row (`held`: it goes, or waits for the jobs queued). When
+    Redis fails the row stays for recount_events."""
+    batch = [(held, 0)] if held is not None else []
     try:
         breaches = _count_windows(events, agents, violations, now)
-        _queue_violations(violations)
-        group_rules.queue_breaches(breaches)
+        jobs = _queue_violations(violations, batch)
+        jobs += group_rules.queue_breaches(breaches, batch)
     except redis.RedisError as error:
         log.warning("Redis unavailable, %d events wait for their rules: %s", len(events), error)
         if report is not None:
             report.rules_pending = True
         return False
     if held is not None:
-        event_store.release_counted(held)
+        event_store.release_counted(held, jobs)
     return True
 
 
@@ -401,16 +402,28 @@ def _rules(agent: Agent, now: datetime) -> tuple[dict[str, Any], set[str], set[s
     return kept[0], kept[3], kept[4]
 
 
-def recount_events(limit: int = 5000, *, settled_seconds: float = 0) -> int:
+# How long a counted batch's broken-rule jobs may take before recount_events takes them for
+# lost (a Redis that failed over or restarted from disk) and counts the batch again.
+JOBS_OVERDUE = timedelta(minutes=10)
+
+
+def recount_events(limit: int = 5000, *, settled_seconds: float = 0,
+                   jobs_overdue: timedelta = JOBS_OVERDUE) -> int:
     """Drain the outbox: run the rules over the events of batches stored but not counted
-    (Redis was down, or the process died between commit and counting), then delete their
-    outbox rows; returns how many events. Counting is idempotent (window members are event
-    ids, a broken rule lands in its dedupe window's finding), so an event counted by its own
-    request meanwhile is not counted twice. `settled_seconds` leaves alone batches so fresh
-    their own request may still be counting; `limit` stops after the batch that reaches it."""
+    (Redis was down, or the process died between commit and counting), and of batches whose
+    broken-rule jobs have not all run `jobs_overdue` after they were queued (Redis lost them),
+    then release their outbox rows as their own request does; returns how many events.
+    Counting is idempotent (window members are event ids, a broken rule lands in its dedupe
+    window's finding), so an event counted by its own request meanwhile is not counted twice.
+    `settled_seconds` leaves alone batches so fresh their own request may still be counting;
+    overdue jobs are looked for only while the ingest queue is empty (a backlog is jobs late,
+    not lost, and counting again would add to it); `limit` stops after the batch that
+    reaches it."""
     now = timezone.now()
-    waiting = UncountedBatch.objects.filter(
-        received_at__lte=now - timedelta(seconds=settled_seconds)).order_by("pk")
+    uncounted = Q(queued_at__isnull=True, received_at__lte=now - timedelta(seconds=settled_seconds))
+    if windows.ingest_queue().count == 0:
+        uncounted |= Q(queued_at__lte=now - jobs_overdue)
+    waiting = UncountedBatch.objects.filter(uncounted).order_by("pk")
     batches: list[int] = []
     rows: list[BehaviourEvent] = []
     while len(rows) < limit:
@@ -425,6 +438,11 @@ def recount_events(limit: int = 5000, *, settled_seconds: float = 0) -> int:
             .select_related("agent__active_version"))
     if not batches:
         return 0
+    # This counting takes the batches over: jobs and releases of an earlier one no longer
+    # answer for them.
+    UncountedBatch.objects.filter(pk__in=batches).update(
+        attempt=F("attempt") + 1, jobs=0, queued_at=None)
+    held = list(UncountedBatch.objects.filter(pk__in=batches).values_list("pk", "attempt"))
     # Events of agents with no approved state are not judged (nothing to judge them by);
     # they enter the windows once the agent is approved (ensure_windows). Foreign events are
     # never judged: they are someone else's word about the agent.
@@ -443,9 +461,10 @@ def recount_events(limit: int = 5000, *, settled_seconds: float = 0) -> int:
               for e in events if e.decision_id}
     violations = _static(events, agents, signed, now)
     breaches = _count_windows(events, agents, violations, now)
-    _queue_violations(violations)
-    group_rules.queue_breaches(breaches)
-    UncountedBatch.objects.filter(pk__in=batches).delete()
+    jobs = _queue_violations(violations, held)
+    jobs += group_rules.queue_breaches(breaches, held)
+    for batch_id, attempt in held:
+        event_store.release_counted(batch_id, jobs, attempt)
     return len(rows)
 
 
@@ -644,9 +663,11 @@ def _stored_since(since: list[tuple[int, datetime]]) -> Any:  # a values_list qu
             .values_list(*REFILL_COLUMNS))
 
 
-def _queue_violations(violations: dict[int, list[Violation]]) -> None:
+def _queue_violations(violations: dict[int, list[Violation]],
+                      held: list[event_store.Held]) -> int:
     """Hand broken rules to the ingest workers (called after commit; raises RedisError, so
-    the events stay uncounted when they could not be queued). Two round trips for the whole
+    the events stay uncounted when they could not be queued), each job saying which outbox
+    rows (`held`) it answers for; returns how many jobs. Two round trips for the whole
     batch: the dedupe windows' names, then the jobs."""
     broken: dict[int, dict[str, Violation]] = {}
     for agent_id, found in violations.items():
@@ -657,13 +678,13 @@ def _queue_violations(violations: dict[int, list[Violation]]) -> None:
             by_rule[rule] = _later(by_rule[rule], violation) if rule in by_rule else violation
     broken = {agent_id: by_rule for agent_id, by_rule in broken.items() if by_rule}
     if not broken:
-        return
+        return 0
     window_of = iter(windows.window_ids([(rule, v.event_id, v.window_seconds)
                                          for by_rule in broken.values()
                                          for rule, v in by_rule.items()]))
-    _enqueue_violations({agent_id: [{**v.to_dict(), "window": next(window_of)}
-                                    for v in by_rule.values()]
-                         for agent_id, by_rule in broken.items()})
+    return _enqueue_violations({agent_id: [{**v.to_dict(), "window": next(window_of)}
+                                           for v in by_rule.values()]
+                                for agent_id, by_rule in broken.items()}, held)
 
 
 # Agents whose broken rules one ingest job records. A job per agent cost a batch more than
@@ -672,16 +693,19 @@ def _queue_violations(violations: dict[int, list[Violation]]) -> None:
 AGENTS_PER_JOB = 25
 
 
-def _enqueue_violations(found: dict[int, list[dict]]) -> None:
+def _enqueue_violations(found: dict[int, list[dict]], held: list[event_store.Held]) -> int:
     """Queue broken rules for the ingest workers, AGENTS_PER_JOB agents a job, all in one
-    round trip (runtime.jobs.record_violations_of records each agent on its own)."""
+    round trip (runtime.jobs.record_violations_of records each agent on its own); returns
+    how many jobs."""
     retry = retries.ingest_job()
     agents = list(found.items())
-    windows.ingest_queue().enqueue_many([
-        Queue.prepare_data("runtime.jobs.record_violations_of", (dict(chunk),), retry=retry,
+    jobs = windows.ingest_queue().enqueue_many([
+        Queue.prepare_data("runtime.jobs.record_violations_of", (dict(chunk),),
+                           {"held": held} if held else None, retry=retry,
                            description=_described(chunk))
         for chunk in (agents[start:start + AGENTS_PER_JOB]
                       for start in range(0, len(agents), AGENTS_PER_JOB))])
+    return len(jobs)
 
 
 def _described(agents: list[tuple[int, list[dict]]]) -> str:
@@ -692,11 +716,15 @@ def _described(agents: list[tuple[int, list[dict]]]) -> str:
             f"{sum(len(found) for _, found in agents)} broken rules)")
 
 
-def requeue_violations(agent_id: int, violations: list[dict]) -> None:
+def requeue_violations(agent_id: int, violations: list[dict],
+                       held: list[event_store.Held] | None = None) -> None:
     """One agent's broken rules in a job of their own, with the ingest job's retries: what a
-    job of several agents does with an agent whose recording failed."""
+    job of several agents does with an agent whose recording failed. The outbox rows the
+    job answers for (`held`) wait for it too."""
+    if held:
+        event_store.jobs_added(held)
     windows.ingest_queue().enqueue("runtime.jobs.record_violations", agent_id, violations,
-                            retry=retries.ingest_job())
+                                   held=held, retry=retries.ingest_job())
 
 
 def _later(first: Violation, then: Violation) -> Violation:

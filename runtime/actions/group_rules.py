@@ -266,18 +266,19 @@ def over_limit(found: list[tuple[Agent, Any, GroupCheck]],
     return list(by_window.values())
 
 
-def queue_breaches(hits: list[dict[str, Any]]) -> None:
+def queue_breaches(hits: list[dict[str, Any]], held: list[tuple[int, int]]) -> int:
     """Name each breach's dedupe window and hand it to the ingest workers (after commit;
-    raises RedisError so the events stay uncounted)."""
+    raises RedisError so the events stay uncounted), each job saying which outbox rows
+    (`held`) it answers for; returns how many jobs."""
     if not hits:
-        return
+        return 0
     names = windows.window_ids([(f"group:{h['key']}", f"{h['trigger_agent']}|{h['event_id']}",
                                  h["seconds"]) for h in hits])
     retry = retries.ingest_job()
-    windows.ingest_queue().enqueue_many([  # one round trip for the batch's breaches
+    return len(windows.ingest_queue().enqueue_many([  # one round trip for the batch's breaches
         Queue.prepare_data("runtime.jobs.record_group_breach", ({**hit, "window": window},),
-                           retry=retry)
-        for hit, window in zip(hits, names, strict=True)])
+                           {"held": held} if held else None, retry=retry)
+        for hit, window in zip(hits, names, strict=True)]))
 
 
 # --- a breach: a finding per agent, one escalation ---------------------------------------------

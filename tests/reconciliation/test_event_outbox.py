@@ -1,9 +1,10 @@
 """Events go through an outbox: each batch's events are stored with one outbox row in the ingest
-transaction, counted in their Redis windows after commit (which deletes the row), and drained
-by recount_events when that never happened (a process died,
-Redis was down). Counting is idempotent on the event id, so nothing is counted twice; windows a
-Redis restart lost are refilled from the stored events, and a rule broken again in a window it
-broke before the restart is still one finding."""
+transaction, counted in their Redis windows after commit (which deletes the row, or, when
+they broke rules, leaves it until the jobs recording them have run), and drained by
+recount_events when that never happened (a process died, Redis was down). Counting is
+idempotent on the event id, so nothing is counted twice; windows a Redis restart lost are
+refilled from the stored events, and a rule broken again in a window it broke before the
+restart is still one finding."""
 
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -51,12 +52,25 @@ def test_a_normal_ingest_counts_every_event_and_leaves_none_in_the_outbox(
     with django_capture_on_commit_callbacks(execute=True):
         body = client.post("/api/v1/events", reads(5), format="json").json()
     assert body["accepted"] == 5 and "rules" not in body
-    assert not UncountedBatch.objects.exists()
+    # Counted; the row waits for the one job recording the rule they broke.
+    (held,) = UncountedBatch.objects.all()
+    assert (held.jobs, held.attempt, held.queued_at is not None) == (1, 0, True)
     assert redis_client.zcard(WINDOW.format(agent_id=agent.pk)) == 5
+    assert recount_events() == 0  # counted, and its job not overdue: not the drain's
     run_ingest_worker()
     (finding,) = Finding.objects.filter(agent=agent, kind="same_record_exceeded")
     assert (finding.actual, finding.status) == (5, "logged")
+    assert not UncountedBatch.objects.exists()
     assert recount_events() == 0  # nothing left for the drain
+
+
+def test_a_batch_that_breaks_no_rule_leaves_no_row(
+        limited, redis_client, django_capture_on_commit_callbacks):
+    agent, client = limited
+    with django_capture_on_commit_callbacks(execute=True):
+        assert client.post("/api/v1/events", reads(3), format="json").json()["accepted"] == 3
+    assert not UncountedBatch.objects.exists()
+    assert redis_client.zcard(WINDOW.format(agent_id=agent.pk)) == 3
 
 
 def test_events_whose_request_died_after_commit_are_counted_once_by_the_drain(
@@ -72,9 +86,11 @@ def test_events_whose_request_died_after_commit_are_counted_once_by_the_drain(
 
     assert recount_events(settled_seconds=10) == 0  # the request may still be counting
     assert recount_events() == 4  # the cron's drain, once the batch has settled
-    assert not UncountedBatch.objects.exists()
+    (held,) = UncountedBatch.objects.all()  # the drain's counting now waits for its job
+    assert (held.jobs, held.attempt) == (1, 1)
     assert redis_client.zcard(window) == 4
     run_ingest_worker()
+    assert not UncountedBatch.objects.exists()
     (finding,) = Finding.objects.filter(agent=agent, kind="same_record_exceeded")
     assert finding.actual == 4
 
@@ -160,8 +176,9 @@ def test_a_died_batch_spread_over_several_days_is_drained_whole(
     assert held.first_ts < held.last_ts - timedelta(days=19)  # one row for all three days
 
     assert recount_events() == 3
-    assert not UncountedBatch.objects.exists()
+    assert UncountedBatch.objects.get().jobs == 1  # waiting for the job it queued
     run_ingest_worker()
+    assert not UncountedBatch.objects.exists()
     (finding,) = Finding.objects.filter(agent=agent)
     assert (finding.kind, finding.status) == ("tool_not_approved", "escalated")
 
@@ -173,10 +190,12 @@ def test_the_drain_stops_after_the_batch_that_reaches_its_limit(
         with django_capture_on_commit_callbacks(execute=False):
             client.post("/api/v1/events", reads(2), format="json")
     assert recount_events(limit=3) == 4  # two whole batches
-    assert UncountedBatch.objects.count() == 1
+    assert UncountedBatch.objects.filter(queued_at=None).count() == 1
     assert recount_events(limit=3) == 2
-    assert not UncountedBatch.objects.exists()
+    assert not UncountedBatch.objects.filter(queued_at=None).exists()
     assert redis_client.zcard(WINDOW.format(agent_id=agent.pk)) == 6
+    run_ingest_worker()  # the jobs recording the fourth to sixth reads over the limit
+    assert not UncountedBatch.objects.exists()
 
 
 @pytest.mark.django_db(transaction=True)

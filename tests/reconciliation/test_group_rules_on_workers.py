@@ -15,7 +15,7 @@ from reconciliation.models import Escalation, Finding
 from registry import actions as registry_actions
 from registry.models import Agent
 from runtime.actions.group_rules import create_group_rule
-from runtime.models import GroupBreach
+from runtime.models import GroupBreach, UncountedBatch
 from tests.conftest import approved_agent, eventually, start_daphne, stop_daphne
 
 SPEC = {"data": [{"resource": "customers_db", "access": "read"},
@@ -93,6 +93,8 @@ def test_reads_of_one_record_across_agents_and_web_processes_are_one_breach(
         assert f"escalation #{breach.escalation_id}" in finding.reason
     assert not Finding.objects.exclude(kind="group_limit_exceeded").exists()
     assert {a.name for a in agents} == set(NAMES)
+    # Each batch's outbox row went once the breach jobs it queued had run.
+    eventually(lambda: not UncountedBatch.objects.exists(), timeout=60)
 
 
 @pytest.mark.timeout(300)

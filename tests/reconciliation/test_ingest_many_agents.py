@@ -25,6 +25,7 @@ from runtime.actions.behaviour import AGENT_ROWS, AGENTS_PER_JOB, _batch_agents,
 from runtime.actions.group_rules import create_group_rule
 from runtime.behaviour import window_checks
 from runtime.events import Event
+from runtime.models import UncountedBatch
 from tests.conftest import approved_agent, decision_of, postgresql_only
 
 LIMITED = {"data": [{"resource": "customers_db", "access": "read"},
@@ -44,9 +45,9 @@ def ingest(actor, events, capture, now=None) -> dict:
         return runtime_actions.ingest_events(events, actor=actor, now=now).to_dict()
 
 
-def run_ingest_worker() -> None:
+def run_ingest_worker(max_jobs: int | None = None) -> None:
     queue = django_rq.get_queue("ingest")
-    SimpleWorker([queue], connection=queue.connection).work(burst=True)
+    SimpleWorker([queue], connection=queue.connection).work(burst=True, max_jobs=max_jobs)
 
 
 def test_a_batch_naming_30_agents_costs_the_queries_of_one_naming_3(
@@ -298,7 +299,8 @@ def test_a_storm_of_broken_rules_is_queued_a_few_agents_a_job_and_each_agent_is_
     """Every agent of a batch over its limit: its broken rules go to the ingest workers
     AGENTS_PER_JOB agents a job (RQ making a job per agent cost the batch more than counting
     its events), and each agent is still enforced on its own: one whose platform refuses the
-    suspension is retried in a job of its own, the others are not enforced twice."""
+    suspension is retried in a job of its own, the others are not enforced twice. The batch's
+    outbox row waits for every one of those jobs, the retried agent's own too."""
     from registry.models import Agent
     from sandbox.actions import sandbox_faults
     from sandbox.models import SandboxAgent
@@ -319,7 +321,11 @@ def test_a_storm_of_broken_rules_is_queued_a_few_agents_a_job_and_each_agent_is_
         "runtime.jobs.record_violations_of(agents "
         f"{', '.join(str(a) for a in first.args[0])}: {AGENTS_PER_JOB} broken rules)")
 
+    assert UncountedBatch.objects.get().jobs == 3
+    run_ingest_worker(max_jobs=3)  # the batch's three jobs; the refusing agent's own waits
+    assert UncountedBatch.objects.get().jobs == 1
     run_ingest_worker()
+    assert not UncountedBatch.objects.exists()
     agents = Agent.objects.filter(name__in=names)
     assert {a.name: a.lifecycle for a in agents} == {name: "suspended" for name in names}
     assert {a.name: Finding.objects.filter(agent=a, behaviour=True, status="blocked").count()

@@ -8,77 +8,17 @@ events before anything is counted or decided.
 A real redis-server saving to a folder of the test's own, stopped without saving and started
 again from what it saved."""
 
-import subprocess
-import time
 import uuid
 from datetime import UTC, datetime
-from pathlib import Path
 
-import pytest
-import redis
-
-from config import embedded_redis
 from runtime import actions as runtime_actions
-from runtime import windows
 from runtime.actions.group_rules import create_group_rule
 from tests.conftest import approved_agent, decision_of
+from tests.snapshot_redis import SnapshotRedis
 
 CAPPED = {"data": [{"resource": "customers_db", "access": "read"}],
           "limits": [{"resource": "customers_db", "max_calls": 5, "per": "1h"}],
           "enforcement": {"default": "correct", "behaviour": "log"}}
-
-
-class SnapshotRedis:
-    """A redis-server whose data lives only in the snapshots it is told to save."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder, self.port = folder, embedded_redis.free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.process: subprocess.Popen | None = None
-        self.start()
-
-    def start(self) -> None:
-        self.process = subprocess.Popen(
-            [embedded_redis.server_executable(), "--port", str(self.port), "--bind",
-             "127.0.0.1", "--dir", str(self.folder), "--save", "", "--appendonly", "no"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if redis.Redis(port=self.port, socket_timeout=1).ping():
-                    return
-            except redis.RedisError:  # not listening yet, or still loading its snapshot
-                assert self.process.poll() is None and time.monotonic() < deadline
-                time.sleep(0.05)
-
-    def client(self) -> redis.Redis:
-        return redis.Redis(port=self.port)
-
-    def save(self) -> None:
-        self.client().save()
-
-    def crash_and_restart(self) -> None:
-        """Stopped without saving (as a crash leaves it) and started from its last save."""
-        try:
-            self.client().shutdown(nosave=True)
-        except redis.ConnectionError:  # it went away while answering
-            pass
-        self.process.wait(timeout=30)
-        self.start()
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=30)
-
-
-@pytest.fixture
-def snapshot_redis(tmp_path, settings):
-    server = SnapshotRedis(tmp_path)
-    settings.REDIS_URL = server.url  # the windows, and the queue broken rules go to
-    windows.forget_confirmed()
-    yield server
-    windows.forget_confirmed()
-    server.stop()
 
 
 def read(agent: str, record: str | None = None) -> dict:
