@@ -9,7 +9,7 @@ from reconciliation.actions import escalations, observations
 from registry import proposal_gates, signals
 from runtime import signs_of_life
 from runtime.actions.behaviour import adopt_unregistered
-from runtime.actions.decisions import decide_pending, too_late
+from runtime.actions.decisions import answer_pending, too_late
 from runtime.actions.unregistered import note_unregistered_observation
 from runtime.fleet_rows import budget_rows, group_rule_rows
 from runtime.proposal_judge import GROUP_RULES
@@ -21,7 +21,7 @@ def register() -> None:
     # What the loop does with runtime's data, registered rather than imported by it.
     retention.register(EVENTS)  # behaviour events are kept as long as the rules need
     observations.keep_unregistered_with(note_unregistered_observation)
-    escalations.decide_decisions_with(decide_pending=decide_pending, too_late=too_late)
+    escalations.decide_decisions_with(answer_pending=answer_pending, too_late=too_late)
     fleet.register_rows(group_rule_rows)  # the fleet view's rows for group rules and budgets
     fleet.register_rows(budget_rows)
     silence.hear_from("event", signs_of_life.last_event)  # alive while sending events

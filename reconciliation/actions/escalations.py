@@ -51,11 +51,13 @@ log = logging.getLogger(__name__)
 _decision_actions: dict[str, Callable[..., Any]] = {}
 
 
-def decide_decisions_with(*, decide_pending: Callable[..., Any],
+def decide_decisions_with(*, answer_pending: Callable[..., Any],
                           too_late: Callable[[Any], str]) -> None:
-    """runtime's `decide_pending(decision_id, *, actor, allow, comment)` and `too_late(decision)`
-    (the refusal for an expired one), once per process."""
-    _decision_actions.update(decide_pending=decide_pending, too_late=too_late)
+    """runtime's `answer_pending(decision_id, *, actor, allow, comment)` (which returns the
+    decision closed as expired when the answer came too late, for the caller to refuse after
+    its transaction commits) and `too_late(decision)` (the refusal's words), once per
+    process."""
+    _decision_actions.update(answer_pending=answer_pending, too_late=too_late)
 
 
 def _decisions(name: str) -> Callable[..., Any]:
@@ -128,14 +130,34 @@ WRONG_RESOLUTION = {
 }
 
 
-@transaction.atomic
 def resolve_escalation(escalation_id: int, *, actor: Any, resolution: str,
                        comment: str, with_findings: list[Finding] | None = None) -> Escalation:
     """An approver resolves, with what fits the escalation's kind: drift is reverted, accepted
     into a proposal or the agent suspended; behaviour is acknowledged, the agent suspended, or
     the limit raised in a proposal; a pending decision is allowed or denied. Always with a
     comment; never for an agent they own. Accepting proposes this finding's change only (and
-    `with_findings`', the rest of an incident accepted whole), never all that was observed."""
+    `with_findings`', the rest of an incident accepted whole), never all that was observed.
+    An answer to a decision that expired meanwhile is refused (409 expired) after the
+    decision's closing as expired has committed."""
+    escalation = settle_escalation(escalation_id, actor=actor, resolution=resolution,
+                                   comment=comment, with_findings=with_findings)
+    refuse_too_late(escalation)
+    return escalation
+
+
+def refuse_too_late(escalation: Escalation) -> None:
+    """The refusal of an answer that came after its decision expired (settle_escalation closed
+    the decision as expired instead); call it once that closing has committed."""
+    if (expired := getattr(escalation, "too_late", None)) is not None:
+        raise Conflict(_decisions("too_late")(expired), code="expired")
+
+
+@transaction.atomic
+def settle_escalation(escalation_id: int, *, actor: Any, resolution: str,
+                      comment: str, with_findings: list[Finding] | None = None) -> Escalation:
+    """resolve_escalation's change, in a transaction of its own or the caller's; an answer to
+    a decision that expired meanwhile closes it as expired and comes back with the decision
+    as `too_late`, for refuse_too_late."""
     escalation = authorise_escalation(escalation_id, actor=actor, lock=True)
     if not comment.strip():
         raise Invalid("Resolving an escalation needs a comment.",
@@ -155,9 +177,12 @@ def resolve_escalation(escalation_id: int, *, actor: Any, resolution: str,
             {"pointer": "/resolution",
              "message": f"a {kind} escalation takes {', '.join(RESOLUTIONS[kind])}"}])
     if kind == EscalationKind.DECISION:
-        _decisions("decide_pending")(str(escalation.decision_id), actor=actor,
-                                     allow=resolution == Resolution.ALLOW, comment=comment)
+        decision = _decisions("answer_pending")(str(escalation.decision_id), actor=actor,
+                                                allow=resolution == Resolution.ALLOW,
+                                                comment=comment)
         escalation.refresh_from_db()
+        if decision.status == DecisionStatus.EXPIRED:
+            escalation.too_late = decision
         return escalation
     finding = escalation.finding
     now = timezone.now()

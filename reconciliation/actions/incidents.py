@@ -12,7 +12,8 @@ from config.errors import Invalid
 from reconciliation.actions.common import alert
 from reconciliation.actions.escalations import (
     authorise_escalation,
-    resolve_escalation,
+    refuse_too_late,
+    settle_escalation,
     triage_escalation,
 )
 from reconciliation.actions.findings import move_finding
@@ -36,12 +37,22 @@ def incident_members(escalation: Escalation) -> list[Escalation]:
     return [escalation, *(e for e in siblings if escalation_key(e) == key)]
 
 
-@transaction.atomic
 def resolve_incident(escalation_id: int, *, actor: Any, resolution: str,
                      comment: str) -> list[Escalation]:
     """One decision for every escalation one cause produced: each is resolved with the same
     resolution and comment (each with its own audit row); accepting makes one proposal that
-    holds all their findings, not one per finding."""
+    holds all their findings, not one per finding. An answer to a decision that expired
+    meanwhile is refused after its closing as expired has committed."""
+    resolved = _resolve_incident(escalation_id, actor=actor, resolution=resolution,
+                                 comment=comment)
+    for escalation in resolved:
+        refuse_too_late(escalation)
+    return resolved
+
+
+@transaction.atomic
+def _resolve_incident(escalation_id: int, *, actor: Any, resolution: str,
+                      comment: str) -> list[Escalation]:
     first = authorise_escalation(escalation_id, actor=actor, lock=True)
     members = incident_members(first)
     if resolution == Resolution.ACCEPT and len({m.agent_id for m in members}) > 1:
@@ -51,7 +62,7 @@ def resolve_incident(escalation_id: int, *, actor: Any, resolution: str,
                           {"pointer": "/resolution", "message": "revert or suspend"}])
     # Accepting the incident proposes its findings' changes together, and nothing else.
     siblings = [m.finding for m in members[1:] if m.finding is not None]
-    resolved = [resolve_escalation(first.pk, actor=actor, resolution=resolution,
+    resolved = [settle_escalation(first.pk, actor=actor, resolution=resolution,
                                    comment=comment, with_findings=siblings
                                    if resolution == Resolution.ACCEPT else None)]
     proposal = None
@@ -62,7 +73,7 @@ def resolve_incident(escalation_id: int, *, actor: Any, resolution: str,
         if proposal is not None:
             resolved.append(_accepted_with(sibling, proposal, actor=actor, comment=comment))
         else:
-            resolved.append(resolve_escalation(sibling.pk, actor=actor, resolution=resolution,
+            resolved.append(settle_escalation(sibling.pk, actor=actor, resolution=resolution,
                                                comment=comment))
     return resolved
 

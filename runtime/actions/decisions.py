@@ -231,9 +231,21 @@ def _close(decision: Decision, *, actor: Any, status: str, outcome: str, comment
     _notify(decision)
 
 
-@transaction.atomic
 def decide_pending(decision_id: str, *, actor: Any, allow: bool, comment: str) -> Decision:
-    """An approver answers a pending decision (never for an agent they own)."""
+    """An approver answers a pending decision (never for an agent they own). An answer that
+    comes after the decision's expiry is refused (409 expired) once the decision's closing as
+    expired has committed: the refusal does not roll it back."""
+    decision = answer_pending(decision_id, actor=actor, allow=allow, comment=comment)
+    if decision.status == DecisionStatus.EXPIRED:
+        raise Conflict(too_late(decision), code="expired")
+    return decision
+
+
+@transaction.atomic
+def answer_pending(decision_id: str, *, actor: Any, allow: bool, comment: str) -> Decision:
+    """decide_pending's change, in a transaction of its own or the caller's: an answer that
+    came after the expiry closes the decision as expired and returns it so (status expired),
+    for the caller to refuse after its transaction commits."""
     if not has_role(actor, Role.APPROVER) or not getattr(actor, "pk", None):
         raise NotAllowed("Only approvers answer pending decisions.")
     decision = (Decision.objects.select_for_update(no_key=True, of=("self",))
@@ -255,7 +267,7 @@ def decide_pending(decision_id: str, *, actor: Any, allow: bool, comment: str) -
     if decision.expires_at and decision.expires_at <= timezone.now():
         _close(decision, actor=SYSTEM, status=DecisionStatus.EXPIRED,
                outcome=DecisionOutcome.DENY, comment="nobody answered in time")
-        raise Conflict(too_late(decision), code="expired")
+        return decision
     if allow and (stopped := holds.stop_reason(decision.agent)) is not None:
         raise Conflict(f"{decision.agent.name} is stopped ({stopped}): nothing it asks is "
                        "allowed until the stop is lifted.", code="stopped")

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from rest_framework.test import APIClient
 
+from config.errors import Conflict
 from reconciliation import actions
 from reconciliation.models import Escalation, Finding
 from registry.models import Agent
@@ -357,3 +358,43 @@ def test_a_refund_reported_without_an_amount_its_rule_can_read_is_a_finding(peop
     assert found.pointer == "/actions/payments.refund"
     assert not Finding.objects.filter(kind__in=["action_without_signoff",
                                                 "action_above_max"]).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("where", ["escalation", "incident", "decision"])
+def test_an_answer_after_the_expiry_is_refused_and_the_expiry_it_found_stays(
+        people, redis_client, api_as, where):
+    """The approver answers a decision whose expiry job has not run yet: refused as too late
+    (409 expired), and the decision is expired for good (deny, its audit row, the escalation
+    closed), not rolled back with the refusal; the agent reads deny at once."""
+    from audit.models import AuditEntry
+    from reconciliation.actions.incidents import resolve_incident
+
+    agent, client = register(people)
+    asked = client.post("/api/v1/agents/refund-agent/decisions",
+                        {"action": "payments.refund", "amount": 800}, format="json").json()
+    Decision.objects.filter(pk=asked["id"]).update(
+        expires_at=datetime.now(UTC) - timedelta(seconds=1))
+    escalation = Escalation.objects.get(decision_id=asked["id"])
+    if where == "escalation":  # the API, as the inbox and the escalation page send it
+        answer = api_as(people.bob).post(f"/api/v1/escalations/{escalation.pk}/resolve",
+                                         {"resolution": "allow", "comment": "fine"},
+                                         format="json")
+        assert answer.status_code == 409
+        assert answer.json()["error"]["code"] == "expired"
+        assert "stopped waiting" in answer.json()["error"]["message"]
+    else:
+        answering = {"incident": lambda: resolve_incident(
+            escalation.pk, actor=people.bob, resolution="allow", comment="fine"),
+            "decision": lambda: runtime_actions.decide_pending(
+                asked["id"], actor=people.bob, allow=True, comment="fine")}[where]
+        with pytest.raises(Conflict) as refused:
+            answering()
+        assert refused.value.code == "expired"
+    decision = Decision.objects.get(pk=asked["id"])
+    assert (decision.status, decision.outcome) == ("expired", "deny")
+    assert Escalation.objects.get(pk=escalation.pk).status == "resolved"
+    assert AuditEntry.objects.filter(target=f"decision:{asked['id']}",
+                                     action="decision.expired").count() == 1
+    read = client.get(f"/api/v1/decisions/{asked['id']}").json()
+    assert (read["outcome"], read["status"]) == ("deny", "expired")

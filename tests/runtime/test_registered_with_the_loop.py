@@ -37,9 +37,9 @@ def test_with_nobody_keeping_unknown_agents_a_report_is_refused(monkeypatch):
 
 def test_runtime_decides_the_escalations_of_its_decisions():
     from reconciliation.actions import escalations
-    from runtime.actions.decisions import decide_pending, too_late
+    from runtime.actions.decisions import answer_pending, too_late
 
-    assert escalations._decisions("decide_pending") is decide_pending
+    assert escalations._decisions("answer_pending") is answer_pending
     assert escalations._decisions("too_late") is too_late
 
 
@@ -48,4 +48,4 @@ def test_with_nobody_deciding_a_decision_escalation_is_an_error(monkeypatch):
 
     monkeypatch.setattr(escalations, "_decision_actions", {})
     with pytest.raises(ImproperlyConfigured):
-        escalations._decisions("decide_pending")
+        escalations._decisions("answer_pending")
