@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 def record_group_breach(hit: dict, held: list | None = None) -> bool:
     """Ingest worker: the breach, a finding per agent involved, one escalation; then the
     outbox rows of the batches it came from (`held`) are told it ran."""
-    recorded = group_rules.record_group_breach(hit) is not None
+    recorded = group_rules.record_group_breach(hit, held) is not None
     event_store.jobs_finished(held or [])
     return recorded
 
@@ -36,9 +36,11 @@ def lift_group_block_job(breach_id: int) -> bool:
     return group_blocks.lift_group_block(breach_id)
 
 
-def block_group_job(breach_id: int, finding_ids: list[int]) -> None:
-    """Ingest worker, after a block rule's breach committed: block each agent involved."""
+def block_group_job(breach_id: int, finding_ids: list[int], held: list | None = None) -> None:
+    """Ingest worker, after a block rule's breach committed: block each agent involved; then
+    the outbox rows of the batches the breach came from (`held`) are told it ran."""
     group_blocks.block_involved(breach_id, finding_ids)
+    event_store.jobs_finished(held or [])
 
 
 def record_violations(agent_id: int, violations: list[dict], held: list | None = None) -> int:

@@ -45,12 +45,16 @@ RECHECK_MIN_SECONDS = 15
 
 
 def block_involved(breach_id: int, finding_ids: list[int]) -> None:
-    """Block each agent holding one of these new findings of a block rule's breach (call
-    after the breach's transaction committed: the connector is outside the database)."""
+    """Block each agent holding one of these findings of a block rule's breach that is still
+    open (call after the breach's transaction committed: the connector is outside the
+    database). A finding blocked, recorded or resolved already is left as it is: the job
+    runs again when its breach is recorded again (its batch counted again after a Redis
+    that lost this job), and two such jobs may meet."""
     breach = GroupBreach.objects.select_related("rule").filter(pk=breach_id).first()
     if breach is None:  # its rule was deleted meanwhile
         return
-    findings = list(Finding.objects.select_related("agent").filter(pk__in=finding_ids))
+    findings = list(Finding.objects.select_related("agent").filter(
+        pk__in=finding_ids, status=FindingStatus.OPEN))
     for finding in findings:
         agent = finding.agent
         operation = Operation(OperationKind.SUSPEND, "agent")
@@ -58,6 +62,8 @@ def block_involved(breach_id: int, finding_ids: list[int]) -> None:
         held = cluster_held()
         if held:  # recorded, not applied, as for every agent of the cluster alike
             with transaction.atomic():
+                if not _still_open(finding):
+                    continue
                 move_finding(
                     finding, FindingStatus.LOGGED, agent=agent,
                     reason=f"{finding.reason}; enforcement mode block, not applied: {held}")
@@ -68,6 +74,8 @@ def block_involved(breach_id: int, finding_ids: list[int]) -> None:
         if agent.lifecycle != Lifecycle.SUSPENDED:
             connector_for(agent).apply(agent, operation.to_dict(), key)
         with transaction.atomic():
+            if not _still_open(finding):
+                continue
             was_reason = finding.reason
             move_finding(
                 finding, FindingStatus.BLOCKED, agent=agent,
@@ -76,6 +84,13 @@ def block_involved(breach_id: int, finding_ids: list[int]) -> None:
             suspend_agent(agent, actor=SYSTEM, reason=was_reason[:1000])
             refresh_status(agent, now=timezone.now())
     schedule_lift(breach_id, falls_back(breach, timezone.now()))
+
+
+def _still_open(finding: Finding) -> bool:
+    """The finding is still open, locked until the caller's transaction ends (another block
+    job of the same breach may have moved it since this one read it)."""
+    return Finding.objects.select_for_update(no_key=True).filter(
+        pk=finding.pk, status=FindingStatus.OPEN).exists()
 
 
 def falls_back(breach: GroupBreach, now: datetime) -> datetime:

@@ -30,7 +30,7 @@ from reconciliation.models import Finding
 from registry.choices import Role
 from registry.models import Agent
 from registry.roles import has_role
-from runtime import group_windows, windows
+from runtime import event_store, group_windows, windows
 from runtime.events import Event
 from runtime.group_rules import (
     AgentFacts,
@@ -288,9 +288,13 @@ def _fingerprint(rule: GroupRule, breach: GroupBreach) -> str:
     return hashlib.sha256(f"group|{rule.pk}|{breach.pk}".encode()).hexdigest()
 
 
-def record_group_breach(hit: dict[str, Any]) -> GroupBreach | None:
+def record_group_breach(hit: dict[str, Any],
+                        held: list[tuple[int, int]] | None = None) -> GroupBreach | None:
     """A group window over its limit: the breach (once per window, whichever process or job
-    saw it), a finding on each agent involved not yet holding one, and one escalation."""
+    saw it), a finding on each agent involved not yet holding one, and one escalation; for a
+    block rule, a job that blocks each agent whose finding of the breach is still open (the
+    new ones, and those a lost block job left open), which the outbox rows of the batches it
+    came from (`held`) wait for."""
     now = timezone.now()
     with transaction.atomic():
         # One breach job per rule at a time: two web processes' hits of one window meet here.
@@ -343,8 +347,12 @@ def record_group_breach(hit: dict[str, Any]) -> GroupBreach | None:
                 agent, finding, reason=f"{reason} (agents involved: {', '.join(names)})")
             breach.save(update_fields=["escalation"])
             opened = opened[1:]
-        if rule.effect == "block" and opened and not warning:
-            _block_on_commit(breach.pk, [finding.pk for _agent, finding in opened])
+        if rule.effect == "block" and not warning:
+            waiting = sorted(Finding.objects.filter(
+                agent_id__in=list(agents), fingerprint=_fingerprint(rule, breach),
+                status=FindingStatus.OPEN).values_list("pk", flat=True))
+            if waiting:
+                _block_on_commit(breach.pk, waiting, held or [])
             opened = []
         for member, finding in opened:
             note = (f"{reason}; escalated once as escalation #{breach.escalation_id}"
@@ -356,12 +364,16 @@ def record_group_breach(hit: dict[str, Any]) -> GroupBreach | None:
     return breach
 
 
-def _block_on_commit(breach_id: int, finding_ids: list[int]) -> None:
+def _block_on_commit(breach_id: int, finding_ids: list[int], held: list[tuple[int, int]]
+                     ) -> None:
     """Block the agents of a block rule's breach once it committed (their connectors are
-    outside the database; the job retries, each suspension is idempotent by its key)."""
+    outside the database; the job retries, each suspension is idempotent by its key). The
+    outbox rows the breach came from (`held`) wait for the job too."""
     def enqueue() -> None:
+        event_store.jobs_added(held)
         windows.ingest_queue().enqueue(
-            "runtime.jobs.block_group_job", breach_id, finding_ids, retry=retries.ingest_job())
+            "runtime.jobs.block_group_job", breach_id, finding_ids, held=held,
+            retry=retries.ingest_job())
 
     transaction.on_commit(enqueue, robust=True)
 

@@ -14,6 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rq import SimpleWorker
 
+from audit.models import AuditEntry
 from reconciliation.models import Finding
 from runtime import actions as runtime_actions
 from runtime import event_store, windows
@@ -73,6 +74,57 @@ def test_jobs_waiting_in_the_queue_are_late_not_lost(
     run_ingest_worker()
     assert Finding.objects.filter(agent=agent, kind="rate_limit_exceeded").count() == 1
     assert not UncountedBatch.objects.exists()
+
+
+PAYMENTS = {"data": [{"resource": "payments", "access": "write"}], "limits": [],
+            "actions": {"payments.refund": {"max": 50000}}}
+
+
+@pytest.mark.django_db(transaction=True)  # as a worker runs them: each job's commit is real
+def test_a_group_block_whose_job_redis_lost_is_applied_when_the_batch_is_counted_again(
+        people, redis_client, django_capture_on_commit_callbacks):
+    """A block rule's breach is recorded by one job and its agents blocked by a second, queued
+    when the first commits: losing the second left the findings open and the agents running
+    for good (counting again found the findings made and queued no block)."""
+    from registry.models import Agent
+    from runtime.actions.group_rules import create_group_rule
+
+    for name in ("pay-a", "pay-b"):
+        approved_agent(people, name, **PAYMENTS)
+    Agent.objects.update(labels={"team": "payments"})
+    create_group_rule(actor=people.dana, effect="block", name="payments-tokens",
+                      selector={"team": "payments"}, match={"kind": "model_call"},
+                      measure="tokens", limit=10000, per="1h")
+    now = datetime.now(UTC).isoformat()
+    calls = [{"id": uuid.uuid4().hex, "agent": name, "ts": now, "kind": "model_call",
+              "model": "gpt-4.1", "input_tokens": 6000, "output_tokens": 0}
+             for name in ("pay-a", "pay-b")]
+    ingest(people, calls, django_capture_on_commit_callbacks)
+    queue = windows.ingest_queue()
+    assert [job.func_name for job in queue.jobs] == ["runtime.jobs.record_group_breach"]
+    SimpleWorker([queue], connection=queue.connection).work(burst=True, max_jobs=1)
+    assert [job.func_name for job in queue.jobs] == ["runtime.jobs.block_group_job"]
+    assert UncountedBatch.objects.get().jobs == 1  # the breach recorded, the block to come
+    queue.empty()  # Redis lost the block job
+    assert set(Finding.objects.values_list("agent__name", "status")) == {
+        ("pay-a", "open"), ("pay-b", "open")}
+
+    assert recount_events(jobs_overdue=timedelta(0)) == 2
+    run_ingest_worker()
+    assert set(Finding.objects.values_list("agent__name", "status")) == {
+        ("pay-a", "blocked"), ("pay-b", "blocked")}
+    assert dict(Agent.objects.values_list("name", "lifecycle")) == {
+        "pay-a": "suspended", "pay-b": "suspended"}
+    assert not UncountedBatch.objects.exists()
+
+    # A block job that comes again (a retry, two counts' jobs meeting) changes nothing.
+    from runtime.actions.group_blocks import block_involved
+    from runtime.models import GroupBreach
+
+    before = (AuditEntry.objects.count(), list(Finding.objects.values("pk", "status", "reason")))
+    block_involved(GroupBreach.objects.get().pk, list(Finding.objects.values_list("pk", flat=True)))
+    assert (AuditEntry.objects.count(),
+            list(Finding.objects.values("pk", "status", "reason"))) == before
 
 
 @pytest.fixture
