@@ -163,9 +163,19 @@ def _replay(message: dict, receive: Callable[[], Awaitable[dict]]) -> Callable[[
 
 
 async def _refuse(send: Callable[[dict], Awaitable[None]], status: int, message: str) -> None:
+    """The documented JSON error, sent before Django sees the request, so with the headers
+    its security middlewares give every other answer (a JSON body: nothing may load in or
+    frame it)."""
     content = json.dumps(error_body(status, message)).encode()
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"),
                             (b"content-length", str(len(content)).encode()),
-                            (b"connection", b"close")]})
+                            (b"connection", b"close"),
+                            (b"x-content-type-options", b"nosniff"),
+                            (b"x-frame-options", settings.X_FRAME_OPTIONS.encode()),
+                            (b"referrer-policy", settings.SECURE_REFERRER_POLICY.encode()),
+                            (b"cross-origin-opener-policy",
+                             settings.SECURE_CROSS_ORIGIN_OPENER_POLICY.encode()),
+                            (b"content-security-policy",
+                             b"default-src 'none'; frame-ancestors 'none'")]})
     await send({"type": "http.response.body", "body": content})

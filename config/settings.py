@@ -247,18 +247,20 @@ MIDDLEWARE = [
     "config.observability.RequestMetricsMiddleware",
     "audit.context.RequestIdMiddleware",
     "config.replica_reads.ReplicaReadsMiddleware",
+    # The response headers every answer carries, the early refusals below included.
+    "django.middleware.security.SecurityMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # Before anything reads the body (the CSRF check reads a form's).
     "config.limits.BodySizeLimitMiddleware",
     # A NUL in the path or query (no database text holds one) is a 400 before any view.
     "config.url_text.UrlTextMiddleware",
-    "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     # Turns a sign-in refused by the limit into its 429, on every sign-in path.
     "axes.middleware.AxesMiddleware",
