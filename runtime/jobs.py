@@ -36,6 +36,11 @@ def lift_group_block_job(breach_id: int) -> bool:
     return group_blocks.lift_group_block(breach_id)
 
 
+def lift_overdue_group_blocks() -> int:
+    """Cron: group blocks whose window fell back, their scheduled look lost or not."""
+    return group_blocks.lift_overdue_group_blocks()
+
+
 def block_group_job(breach_id: int, finding_ids: list[int], held: list | None = None) -> None:
     """Ingest worker, after a block rule's breach committed: block each agent involved; then
     the outbox rows of the batches the breach came from (`held`) are told it ran."""

@@ -34,7 +34,7 @@ from registry import holds
 from registry.choices import Lifecycle
 from registry.models import Agent
 from runtime import group_windows
-from runtime.actions.group_rules import _fingerprint
+from runtime.actions.group_rules import BREACH_KIND, _fingerprint
 from runtime.group_rules import window_key
 from runtime.models import GroupBreach
 
@@ -108,11 +108,13 @@ def schedule_lift(breach_id: int, when: datetime) -> None:
         not_before(when), "runtime.jobs.lift_group_block_job", breach_id)
 
 
-def lift_group_block(breach_id: int, now: datetime | None = None) -> bool:
+def lift_group_block(breach_id: int, now: datetime | None = None, *,
+                     look_again: bool = True) -> bool:
     """Lift a block rule's breach when its window is back under the limit (or the rule was
     disabled or changed): its blocked findings resolved, its agents resumed through their
     connectors unless something else still blocks them, all audited. False (and a later look
-    scheduled) while the window is still over. Raises RedisError (the job retries)."""
+    scheduled, unless not `look_again`) while the window is still over. Raises RedisError
+    (the job retries)."""
     now = now or timezone.now()
     breach = GroupBreach.objects.select_related("rule").filter(pk=breach_id).first()
     if breach is None:
@@ -122,8 +124,9 @@ def lift_group_block(breach_id: int, now: datetime | None = None) -> bool:
     total = group_windows.peek_total(window_key(spec, "all"), spec.seconds, spec.measure, now)
     if rule.enabled and rule.effect == "block" and total > rule.limit:
         # events arrived since: look again when those leave, at least RECHECK_MIN_SECONDS on
-        schedule_lift(breach_id, max(falls_back(breach, now),
-                                     now + timedelta(seconds=RECHECK_MIN_SECONDS)))
+        if look_again:
+            schedule_lift(breach_id, max(falls_back(breach, now),
+                                         now + timedelta(seconds=RECHECK_MIN_SECONDS)))
         return False
 
     reason = (f"group rule {rule.name}: {total:,.6g} {spec.measure} in the last {rule.per}, "
@@ -169,4 +172,23 @@ def lift_group_block(breach_id: int, now: datetime | None = None) -> bool:
             log.exception("resuming %s through its connector failed", agent.name)
         request_reconcile(agent.pk, Trigger.MANUAL)
     return True
+
+
+def lift_overdue_group_blocks(now: datetime | None = None) -> int:
+    """Cron: lift every group block whose window is back under its limit, whether or not its
+    scheduled look ran (a Redis that failed over or restarted from disk can lose it, and the
+    agents stayed suspended until a person resumed them); returns how many were lifted. A
+    block still over is left to its scheduled look, or to this sweep's next run. One query
+    when nothing is blocked."""
+    now = now or timezone.now()
+    blocked = set(Finding.objects.filter(kind=BREACH_KIND, status=FindingStatus.BLOCKED)
+                  .values_list("fingerprint", flat=True))
+    if not blocked:
+        return 0
+    lifted = 0
+    for breach in GroupBreach.objects.select_related("rule").iterator(chunk_size=500):
+        if _fingerprint(breach.rule, breach) in blocked and lift_group_block(
+                breach.pk, now, look_again=False):
+            lifted += 1
+    return lifted
 

@@ -160,3 +160,28 @@ def test_the_window_is_looked_at_again_when_the_events_that_pushed_it_over_leave
     assert old + timedelta(hours=1) <= when <= old + timedelta(hours=1, seconds=2)
     assert group_windows.falls_back_at(key, 3600, 10000, old + timedelta(hours=1, seconds=1)
                                        ) == old + timedelta(hours=1, seconds=1)  # it has
+
+
+@pytest.mark.django_db
+def test_a_block_whose_scheduled_look_was_lost_is_lifted_by_the_sweep(people, redis_client):
+    """Redis lost the look scheduled for when the window falls back (a failover, a restart
+    from disk): the agents stayed suspended for good. The sweep lifts each block whose window
+    is back under, leaves one still over as it is, and schedules nothing of its own."""
+    import django_rq
+
+    from runtime.actions.group_blocks import lift_overdue_group_blocks
+
+    now = datetime.now(UTC)
+    breach, _ = blocked_by_model_calls(people, [("e1", now - timedelta(minutes=50), 12000)])
+    queue = django_rq.get_queue("default")
+    for job_id in queue.scheduled_job_registry.get_job_ids():  # the look is lost
+        queue.scheduled_job_registry.remove(job_id, delete_job=True)
+    assert lift_overdue_group_blocks(now) == 0  # still over: 12,000 in the last hour
+    assert (Finding.objects.get().status, Agent.objects.get().lifecycle) == (
+        "blocked", "suspended")
+    assert queue.scheduled_job_registry.get_job_ids() == []
+    assert lift_overdue_group_blocks(now + timedelta(minutes=11)) == 1  # the calls left it
+    assert (Finding.objects.get().status, Agent.objects.get().lifecycle) == (
+        "resolved", "active")
+    assert AuditEntry.objects.filter(action="group_rule.lifted").count() == 1
+    assert lift_overdue_group_blocks(now + timedelta(minutes=12)) == 0  # nothing left blocked
