@@ -138,6 +138,17 @@ def snapshot_redis(tmp_path, settings) -> SnapshotRedis:
     server.stop()
 
 
+def assert_session_durable() -> None:
+    """The session is outside any transaction, and a commit that did not wait for the disk
+    (the outbox's, `SET LOCAL synchronous_commit TO OFF`) was its own transaction's alone."""
+    assert not connection.in_atomic_block
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW synchronous_commit")
+            assert cursor.fetchone()[0] == "on"
+            assert cursor.connection.info.transaction_status.name == "IDLE"
+
+
 # Tests of PostgreSQL's own machinery (partitions, advisory locks, plan shapes) say so; on the
 # embedded SQLite default they are skipped with this reason instead of failing.
 postgresql_only = pytest.mark.skipif(connection.vendor != "postgresql",

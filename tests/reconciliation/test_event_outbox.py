@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import django_rq
 import pytest
-from django.db import connection, transaction
+from django.db import transaction
 from rest_framework.test import APIClient
 from rq import SimpleWorker
 
@@ -20,7 +20,7 @@ from reconciliation.models import Escalation, Finding
 from registry.models import Agent
 from runtime.actions.behaviour import recount_events
 from runtime.models import UncountedBatch
-from tests.conftest import approved_with_client
+from tests.conftest import approved_with_client, assert_session_durable
 
 WINDOW = "bw:{agent_id}:customers_db:record:c-1:3600"
 
@@ -208,12 +208,7 @@ def test_a_batch_counted_outside_any_transaction_releases_its_row_and_leaves_the
     assert client.post("/api/v1/events", reads(3), format="json").json()["accepted"] == 3
     assert not UncountedBatch.objects.exists()
     assert redis_client.zcard(WINDOW.format(agent_id=agent.pk)) == 3
-    assert not connection.in_atomic_block
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SHOW synchronous_commit")
-            assert cursor.fetchone()[0] == "on"
-            assert cursor.connection.info.transaction_status.name == "IDLE"
+    assert_session_durable()
     with transaction.atomic():  # Django's idea of the session still holds
         Agent.objects.filter(pk=agent.pk).update(framework="crewai")
     assert Agent.objects.get(pk=agent.pk).framework == "crewai"

@@ -20,7 +20,7 @@ from runtime import actions as runtime_actions
 from runtime import event_store, windows
 from runtime.actions.behaviour import recount_events
 from runtime.models import UncountedBatch
-from tests.conftest import approved_agent
+from tests.conftest import approved_agent, assert_session_durable
 
 CAPPED = {"data": [{"resource": "customers_db", "access": "read"}],
           "limits": [{"resource": "customers_db", "max_calls": 5, "per": "1h"}],
@@ -198,9 +198,4 @@ def test_outside_any_transaction_each_count_is_one_round_trip_and_the_session_st
     assert state(row) == (1, 0, True)
     event_store.jobs_finished([(row.pk, 0)])
     assert state(row) is None
-    assert not connection.in_atomic_block
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SHOW synchronous_commit")
-            assert cursor.fetchone()[0] == "on"
-            assert cursor.connection.info.transaction_status.name == "IDLE"
+    assert_session_durable()
