@@ -219,16 +219,25 @@ def release_counted(batch_id: int, jobs: int = 0, attempt: int = 0) -> None:
         _count_jobs(batch_id, attempt, jobs, counted_at=timezone.now())
         return
     table = connection.ops.quote_name(UncountedBatch._meta.db_table)
+    if _commit_unwaited(f"DELETE FROM {table} WHERE id = {int(batch_id)} "
+                        f"AND attempt = {int(attempt)}"):
+        return
     with connection.cursor() as cursor:
-        if (connection.vendor == "postgresql" and connection.get_autocommit()
-                and not connection.in_atomic_block):
-            # No parameters: psycopg sends the four statements as one (simple protocol).
-            cursor.execute("BEGIN; SET LOCAL synchronous_commit TO OFF; "
-                           f"DELETE FROM {table} WHERE id = {int(batch_id)} "
-                           f"AND attempt = {int(attempt)}; COMMIT")
-        else:
-            cursor.execute(f"DELETE FROM {table} WHERE id = %s AND attempt = %s",
-                           [batch_id, attempt])
+        cursor.execute(f"DELETE FROM {table} WHERE id = %s AND attempt = %s",
+                       [batch_id, attempt])
+
+
+def _commit_unwaited(*statements: str) -> bool:
+    """On PostgreSQL outside any transaction: the statements (no parameters) in a transaction
+    of their own whose commit does not wait for the disk, sent as one (simple protocol: one
+    round trip); False elsewhere, for the caller to run them as usual."""
+    if not (connection.vendor == "postgresql" and connection.get_autocommit()
+            and not connection.in_atomic_block):
+        return False
+    with connection.cursor() as cursor:
+        cursor.execute(f"BEGIN; SET LOCAL synchronous_commit TO OFF; {'; '.join(statements)}; "
+                       "COMMIT")
+    return True
 
 
 def jobs_added(held: list[Held], count: int = 1) -> None:
@@ -256,26 +265,20 @@ def _count_jobs(batch_id: int, attempt: int, change: int,
     and recount_events counts the batch again once its jobs are overdue."""
     table = connection.ops.quote_name(UncountedBatch._meta.db_table)
     batch_id, attempt, change = int(batch_id), int(attempt), int(change)
-    moment = None if counted_at is None else connection.ops.adapt_datetimefield_value(counted_at)
-    update = (f"UPDATE {table} SET jobs = jobs + %s, queued_at = COALESCE(%s, queued_at) "
-              "WHERE id = %s AND attempt = %s")
-    delete = (f"DELETE FROM {table} WHERE id = %s AND attempt = %s AND jobs <= 0 "
-              "AND queued_at IS NOT NULL")
-    if (connection.vendor == "postgresql" and connection.get_autocommit()
-            and not connection.in_atomic_block):
-        counted = ", queued_at = now()" if counted_at is not None else ""
-        with connection.cursor() as cursor:
-            # No parameters (the values are integers): psycopg sends the five statements as
-            # one (simple protocol).
-            cursor.execute(
-                f"BEGIN; SET LOCAL synchronous_commit TO OFF; UPDATE {table} SET "
-                f"jobs = jobs + {change}{counted} WHERE id = {batch_id} AND attempt = {attempt}; "
-                f"DELETE FROM {table} WHERE id = {batch_id} AND attempt = {attempt} AND "
-                "jobs <= 0 AND queued_at IS NOT NULL; COMMIT")
+    counted = ", queued_at = now()" if counted_at is not None else ""
+    if _commit_unwaited(  # the values are integers: no parameters
+            f"UPDATE {table} SET jobs = jobs + {change}{counted} "
+            f"WHERE id = {batch_id} AND attempt = {attempt}",
+            f"DELETE FROM {table} WHERE id = {batch_id} AND attempt = {attempt} AND "
+            "jobs <= 0 AND queued_at IS NOT NULL"):
         return
+    moment = None if counted_at is None else connection.ops.adapt_datetimefield_value(counted_at)
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(update, [change, moment, batch_id, attempt])
-        cursor.execute(delete, [batch_id, attempt])
+        cursor.execute(f"UPDATE {table} SET jobs = jobs + %s, "
+                       "queued_at = COALESCE(%s, queued_at) WHERE id = %s AND attempt = %s",
+                       [change, moment, batch_id, attempt])
+        cursor.execute(f"DELETE FROM {table} WHERE id = %s AND attempt = %s AND jobs <= 0 "
+                       "AND queued_at IS NOT NULL", [batch_id, attempt])
 
 
 def note_unregistered(counts: dict[str, int], labels: dict[str, str], now: datetime) -> None:
