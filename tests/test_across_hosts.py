@@ -62,6 +62,16 @@ def idle(host: Host) -> bool:
     return any(w.pid == host.processes[-1].pid and w.get_state() == "idle" for w in workers)
 
 
+def supervised(cluster: HostedCluster, host: Host, check):
+    """`check`, with the worker on `host` started again each time it is found ended (every
+    process of the host gone), as a process supervisor keeps a worker running."""
+    def check_supervised():
+        if host.processes[-1].poll() is not None and not cluster.network.pids(host):
+            cluster.start_worker(host, **HOST_SETTINGS)
+        return check()
+    return check_supervised
+
+
 @pytest.mark.timeout(900)
 def test_a_worker_cut_off_mid_pass_loses_its_lock_and_another_finishes_the_pass_once(
         people, hosted_cluster):
@@ -103,14 +113,11 @@ def test_a_worker_cut_off_mid_pass_loses_its_lock_and_another_finishes_the_pass_
 
     hosted_cluster.network.restore(first)  # the cut worker comes back, mid-pass
     # Its pass finds its session gone. RQ's worker waits out a short cut, and quits when Redis
-    # stays away through a job's heartbeat (a supervisor restarts it, as `make demo`'s does).
-    worker_process = first.processes[0]
-    until(hosted_cluster, [first], lambda: idle(first) or (
-          worker_process.poll() is not None and not hosted_cluster.network.pids(first)),
-          "the worker that was cut off neither came back nor ended", timeout=300)
-    if worker_process.poll() is not None:
-        hosted_cluster.start_worker(first, **HOST_SETTINGS)
-        until(hosted_cluster, [first], lambda: idle(first), "the restarted worker", 120)
+    # stays away through a job's heartbeat, or when its first command after the cut fails,
+    # which can come after it said it was idle again: from here on the test restarts it
+    # whenever it has ended, as a supervisor does (`make demo`'s launcher, systemd).
+    until(hosted_cluster, [first], supervised(hosted_cluster, first, lambda: idle(first)),
+          "the worker that was cut off is not running again", timeout=300)
     assert statuses(agent) == ["corrected"] * 3
     assert SandboxAgent.objects.get(agent=agent).apply_count == 3  # nothing applied twice
 
@@ -119,7 +126,8 @@ def test_a_worker_cut_off_mid_pass_loses_its_lock_and_another_finishes_the_pass_
     sandbox_actions.sandbox_deploy(agent, actor="system:test", changes={"model": "gpt-3.5-turbo"},
                            reason="drift again, with only the worker that was cut off")
     enqueue_reconcile(agent.pk, "manual")
-    until(hosted_cluster, [first], lambda: statuses(agent) == ["corrected"] * 4,
+    until(hosted_cluster, [first], supervised(
+          hosted_cluster, first, lambda: statuses(agent) == ["corrected"] * 4),
           "the worker that was cut off does not correct drift again")
     sandbox = SandboxAgent.objects.get(agent=agent)
     assert sandbox.apply_count == 4 and len(set(sandbox.applied_keys)) == 4  # none twice

@@ -5,6 +5,7 @@ alice reads on each agent's page what was last heard and when."""
 
 import re
 import threading
+import time
 import uuid
 from datetime import UTC, datetime
 
@@ -18,9 +19,10 @@ from tests.reconciliation.test_fleet_on_workers import start_cron  # noqa: F401 
 from tests.test_dashboard_browser import Browser, browser_passwords
 
 pytestmark = pytest.mark.browser
-# Short, with room on a loaded machine: the busy agent's event a second must reach the
-# database within a heartbeat, through a web process and the ingest worker.
-HEARTBEAT = 6
+# Short, with room on a loaded machine: the busy agent's event a second must be stored within
+# a heartbeat, through the one web process that also serves alice's browser (its sign-in and
+# pages, one request thread); a CI run under load once held its events back past 6 s.
+HEARTBEAT = 15
 SHORT = {"HEARTBEAT_PUSH_SECONDS": str(HEARTBEAT), "SILENCE_CHECK_SECONDS": "1",
          "RECONCILE_RESYNC_SECONDS": "3600"}
 
@@ -32,16 +34,19 @@ class BusyAgent(threading.Thread):
         super().__init__(daemon=True)
         self.url, self.key, self.name = url, key, name
         self.done, self.sent, self.failures = threading.Event(), 0, []
+        self.slowest = 0.0  # the longest an event took to be answered, in seconds
 
     def run(self) -> None:
         with httpx.Client(base_url=self.url, timeout=30,
                           headers={"Authorization": f"Token {self.key}"}) as client:
             while not self.done.is_set():
+                began = time.monotonic()
                 response = client.post("/api/v1/events", json=[{
                     "id": uuid.uuid4().hex, "agent": self.name, "kind": "tool_call",
                     "tool": "orders.lookup", "ts": datetime.now(UTC).isoformat()}])
                 if response.status_code >= 300:
                     self.failures.append(f"{response.status_code} {response.text}")
+                self.slowest = max(self.slowest, time.monotonic() - began)
                 self.sent += 1
                 self.done.wait(1)
 
@@ -78,8 +83,13 @@ def test_an_agent_sending_events_is_alive_and_its_page_says_what_was_last_heard(
                    message=lambda: f"the quiet agent was never found silent:\n"
                                    f"{worker.output()}")
         eventually(lambda: loop.sent >= 2 * HEARTBEAT)  # two heartbeats past its only report
-        assert not Silence.objects.filter(agent=busy).exists(), (
-            "the agent sending events was reported silent")
+
+        def busy_silences() -> str:
+            return (f"the agent sending events was reported silent: "
+                    f"{list(Silence.objects.filter(agent=busy).values())}; its slowest event "
+                    f"took {loop.slowest:.1f} s to be answered")
+
+        assert not Silence.objects.filter(agent=busy).exists(), busy_silences()
         assert loop.failures == []
         with sync_playwright() as playwright:
             browser = Browser(playwright, server.url)
@@ -89,7 +99,10 @@ def test_an_agent_sending_events_is_alive_and_its_page_says_what_was_last_heard(
             expect(heard).to_have_text(re.compile(
                 r"^last event \d+ s ago; no observed-state report for \d+ (s|min)$"))
             ready = alice.locator("table.conditions tr", has_text="Ready")
-            expect(ready).not_to_contain_text("Silent")
+            try:
+                expect(ready).not_to_contain_text("Silent")
+            except AssertionError as error:  # say what the product heard, not only the page
+                raise AssertionError(busy_silences()) from error
             alice.goto(f"{server.url}/agents/quiet-agent/")
             expect(alice.locator("#agent-heard")).to_have_text(
                 re.compile(r"^no observed-state report for \d+ (s|min)$"))
