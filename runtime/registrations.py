@@ -1,8 +1,11 @@
 """What runtime hands the apps below it, registered from RuntimeConfig.ready (they never import
 runtime): the loop's retention, unregistered reports, decision escalations, fleet rows and
-signs of life; the registry's group-rule judge and its agent_registered signal."""
+signs of life; the registry's group-rule judge and its agent_registered signal; and its
+metrics (the event outbox)."""
 
 from typing import Any
+
+from prometheus_client import REGISTRY
 
 from reconciliation import fleet, retention, silence
 from reconciliation.actions import escalations, observations
@@ -12,6 +15,7 @@ from runtime.actions.behaviour import adopt_unregistered
 from runtime.actions.decisions import answer_pending, too_late
 from runtime.actions.unregistered import note_unregistered_observation
 from runtime.fleet_rows import budget_rows, group_rule_rows
+from runtime.metrics import EventOutboxCollector
 from runtime.proposal_judge import GROUP_RULES
 from runtime.retention import EVENTS
 
@@ -30,6 +34,8 @@ def register() -> None:
     # What the registry asks of runtime, without importing it.
     proposal_gates.register_judge(GROUP_RULES)  # the group rules a relabel joins or leaves
     signals.agent_registered.connect(_adopt, dispatch_uid="runtime.adopt_unregistered")
+    if not any(isinstance(c, EventOutboxCollector) for c in list(REGISTRY._collector_to_names)):
+        REGISTRY.register(EventOutboxCollector())  # served at /metrics (config/observability.py)
 
 
 def _adopt(sender: object, agent: Any, actor: Any, **kwargs: Any) -> None:

@@ -12,6 +12,8 @@ from datetime import UTC, datetime, timedelta
 import django_rq
 import pytest
 from django.db import transaction
+from django.db.models import F
+from prometheus_client.parser import text_string_to_metric_families
 from rest_framework.test import APIClient
 from rq import SimpleWorker
 
@@ -212,3 +214,51 @@ def test_a_batch_counted_outside_any_transaction_releases_its_row_and_leaves_the
     with transaction.atomic():  # Django's idea of the session still holds
         Agent.objects.filter(pk=agent.pk).update(framework="crewai")
     assert Agent.objects.get(pk=agent.pk).framework == "crewai"
+
+
+
+def outbox_metrics(client) -> dict[str, float]:
+    """The outbox's series on /metrics, by name (and state)."""
+    text = client.get("/metrics").content.decode()
+    return {"/".join([sample.name, *sample.labels.values()]): sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples if sample.name.startswith("behaviour_event_batches")}
+
+
+def age_of_oldest(seen: dict[str, float], state: str) -> float:
+    """The oldest batch's age in `state`, left as 0 in `seen` (it moves with the clock)."""
+    age, seen[f"behaviour_event_batches_oldest_seconds/{state}"] = (
+        seen[f"behaviour_event_batches_oldest_seconds/{state}"], 0)
+    return age
+
+
+QUIET = {"behaviour_event_batches_pending/counting": 0,
+         "behaviour_event_batches_pending/waiting_for_jobs": 0,
+         "behaviour_event_batches_oldest_seconds/counting": 0,
+         "behaviour_event_batches_oldest_seconds/waiting_for_jobs": 0,
+         "behaviour_event_batches_recounted": 0}
+
+
+def test_metrics_show_batches_not_yet_judged_how_old_and_how_many_were_counted_again(
+        limited, client, django_capture_on_commit_callbacks):
+    agent, api = limited
+    assert outbox_metrics(client) == QUIET
+    # A request commits its events and dies before counting them; 20 minutes pass.
+    with django_capture_on_commit_callbacks(execute=False):
+        assert api.post("/api/v1/events", reads(4), format="json").json()["accepted"] == 4
+    UncountedBatch.objects.update(received_at=F("received_at") - timedelta(minutes=20))
+    seen = outbox_metrics(client)
+    assert 1200 <= age_of_oldest(seen, "counting") < 1260
+    assert seen == {**QUIET, "behaviour_event_batches_pending/counting": 1}
+
+    # The drain counts it: it now waits for the job recording the rule it broke, and keeps
+    # its age (the rule has gone unrecorded since the events came).
+    assert recount_events() == 4
+    seen = outbox_metrics(client)
+    assert 1200 <= age_of_oldest(seen, "waiting_for_jobs") < 1260
+    assert seen == {**QUIET, "behaviour_event_batches_pending/waiting_for_jobs": 1,
+                    "behaviour_event_batches_recounted": 1}
+
+    run_ingest_worker()  # the rule is recorded: nothing waits
+    assert Finding.objects.filter(agent=agent, kind="same_record_exceeded").exists()
+    assert outbox_metrics(client) == QUIET
