@@ -9,7 +9,12 @@ from chat.jobs import post_pending as post_to_chat
 from gitsource.jobs import poll_sources
 from reconciliation.jobs import enforce_retention, find_silent_agents, inbox_sweep, resync
 from registry.jobs import check_reviews
-from runtime.jobs import expire_overdue_decisions, lift_overdue_group_blocks, recount_events
+from runtime.jobs import (
+    expire_overdue_decisions,
+    lift_overdue_group_blocks,
+    recount_events,
+    resend_overdue_webhooks,
+)
 from sandbox.jobs import simulate_drift
 from siem.jobs import deliver_all as deliver_to_siem
 
@@ -22,6 +27,7 @@ cron.register(resync, queue_name="reconcile", interval=settings.RECONCILE_RESYNC
 cron.register(recount_events, queue_name="ingest", interval=30)
 cron.register(expire_overdue_decisions, queue_name="default", interval=30)
 cron.register(lift_overdue_group_blocks, queue_name="default", interval=60)
+cron.register(resend_overdue_webhooks, queue_name="default", interval=60)
 cron.register(find_silent_agents, queue_name="default", interval=settings.SILENCE_CHECK_SECONDS)
 cron.register(check_reviews, queue_name="default", interval=settings.RECERT_CHECK_SECONDS)
 cron.register(inbox_sweep, queue_name="default", interval=settings.INBOX_SWEEP_SECONDS)

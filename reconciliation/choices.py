@@ -199,6 +199,17 @@ class DecisionStatus(models.TextChoices):
     USED = "used"  # the allowed action was performed
 
 
+class WebhookStatus(models.TextChoices):
+    """Where the POST of a decided decision to the agent's `callback_url` stands."""
+
+    NONE = "", "no webhook"
+    PENDING = "pending"  # to be sent (queued, or waiting for its next attempt)
+    DELIVERED = "delivered"  # the receiver answered 2xx
+    REFUSED = "refused"  # the receiver answered 3xx or 4xx (not 429): not sent again
+    NOT_ALLOWED = "not_allowed"  # DECISION_WEBHOOK_HOSTS no longer allows where it points
+    FAILED = "failed"  # unreachable or 5xx/429 through every attempt
+
+
 class BehaviourKind(models.TextChoices):
     """Kinds of behaviour findings (cross-call rules)."""
 

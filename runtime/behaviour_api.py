@@ -24,6 +24,7 @@ from config.permissions import IsPerson
 from config.renderers import FastJSONRenderer
 from config.times import parse_timestamp
 from reconciliation.api import agent_for
+from reconciliation.choices import WebhookStatus
 from registry.choices import Role
 from registry.models import ApiToken, DesiredStateVersion
 from registry.principals import AgentPrincipal, acting_agent
@@ -196,7 +197,13 @@ DecisionSerializer = inline_serializer("Decision", {
     "expires_at": serializers.DateTimeField(allow_null=True),
     "decided_by": serializers.CharField(allow_null=True),
     "decided_at": serializers.DateTimeField(allow_null=True),
-    "comment": serializers.CharField()})
+    "comment": serializers.CharField(),
+    "webhook": inline_serializer("DecisionWebhook", {
+        "status": serializers.ChoiceField(choices=[
+            "waiting_for_answer", *[c for c in WebhookStatus.values if c]]),
+        "attempts": serializers.IntegerField(), "error": serializers.CharField()},
+        required=False, help_text="GET, with a callback_url: where the POST of the answer "
+        "stands (pending, delivered, refused, not_allowed, failed)")})
 
 
 class DecisionRequestView(APIView):
@@ -226,7 +233,8 @@ class DecisionView(APIView):
             raise NotAllowed("You may not read this decision.")
         if actions.expire_decision(decision_id):  # past its time: deny now, not at the next tick
             decision.refresh_from_db()
-        return Response(decision.to_dict())
+        webhook = decision.webhook()
+        return Response({**decision.to_dict(), **({"webhook": webhook} if webhook else {})})
 
 
 class AgentEventSerializer(serializers.ModelSerializer):

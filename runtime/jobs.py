@@ -14,11 +14,10 @@ from rq.timeouts import JobTimeoutException
 
 from config import outbound, queues
 from config.scheduled_time import not_before
-from reconciliation.controller.backoff import backoff_seconds
+from reconciliation.choices import WebhookStatus
 from reconciliation.webhooks import SIGNATURE_HEADER, signature
 from runtime import event_store
-from runtime.actions import behaviour, decisions, group_blocks, group_rules
-from runtime.models import Decision
+from runtime.actions import behaviour, decisions, group_blocks, group_rules, webhooks
 
 log = logging.getLogger(__name__)
 
@@ -95,14 +94,19 @@ def expire_overdue_decisions() -> int:
 
 
 def notify_decision(decision_id: str, attempt: int = 0) -> str:
-    """POST the decision to the webhook the agent gave, signed; retried with backoff."""
-    decision = Decision.objects.select_related("agent", "decided_by").get(pk=decision_id)
+    """POST the decision to the webhook the agent gave, signed: attempt `attempt`, claimed
+    first (a copy of a late job sends nothing), its outcome recorded on the decision
+    (runtime/actions/webhooks.py); a failure is retried with backoff."""
+    decision = webhooks.claim(decision_id, attempt)
+    if decision is None:
+        return "taken"  # settled, or this attempt is another job's
     try:
         # Checked again at send time, on the address it resolves to now, which is the one
         # called: the allow-list may have shrunk, or the name may now point inside.
         destination = outbound.check(decision.callback_url, settings.DECISION_WEBHOOK_HOSTS)
     except outbound.Refused as error:
         log.warning("decision %s webhook not sent: %s", decision_id, error)
+        webhooks.settle(decision_id, attempt, WebhookStatus.NOT_ALLOWED, str(error))
         return "not allowed"
     body = json.dumps(decision.to_dict()).encode()
     headers = {"Content-Type": "application/json"}
@@ -115,23 +119,29 @@ def notify_decision(decision_id: str, attempt: int = 0) -> str:
         answer = outbound.send(destination, "POST", target, headers, body,
                                timeout=5, max_bytes=settings.OUTBOUND_MAX_ANSWER_BYTES)
     except OSError as error:
-        return _retry_notify(decision_id, attempt, error)
+        return _retry_notify(decision_id, attempt, f"{type(error).__name__}: {error}")
     if answer.status >= 500 or answer.status == 429:
-        return _retry_notify(decision_id, attempt, OSError(f"answered {answer.status}"))
+        return _retry_notify(decision_id, attempt, f"answered {answer.status}")
     if answer.status >= 300:  # a redirect (never followed: it could point anywhere) or refusal
         log.warning("decision %s webhook answered %s; not retried", decision_id, answer.status)
+        webhooks.settle(decision_id, attempt, WebhookStatus.REFUSED,
+                        f"answered {answer.status}")
         return f"refused {answer.status}"
+    webhooks.settle(decision_id, attempt, WebhookStatus.DELIVERED)
     return f"delivered {answer.status}"
 
 
-def _retry_notify(decision_id: str, attempt: int, error: OSError) -> str:
-    if attempt >= 4:
+def _retry_notify(decision_id: str, attempt: int, error: str) -> str:
+    delay = webhooks.retry_later(decision_id, attempt, error)
+    if delay is None:
         log.warning("decision %s webhook failed: %s", decision_id, error)
         return "gave up"
-    queues.queue("default").enqueue_in(
-        timedelta(seconds=backoff_seconds(attempt + 1)), notify_decision, decision_id,
-        attempt + 1)
     return "retrying"
+
+
+def resend_overdue_webhooks() -> int:
+    """Cron: decision webhooks whose attempt was lost with its job, sent again."""
+    return webhooks.resend_overdue()
 
 
 def recount_events() -> int:

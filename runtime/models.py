@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from reconciliation.choices import DecisionOutcome, DecisionStatus
+from reconciliation.choices import DecisionOutcome, DecisionStatus, WebhookStatus
 from registry.models import Agent, ComplianceRule
 from runtime.group_rules import EFFECTS, MEASURES, GroupRuleSpec
 
@@ -185,10 +185,21 @@ class Decision(models.Model):
     # A group rule may ask for more than one sign-off: the approvers who allowed it so far.
     required_approvals = models.PositiveSmallIntegerField(default=1)
     approvals = models.JSONField(default=list, blank=True)
+    # The POST of the answer to `callback_url` (runtime/actions/webhooks.py): its status, how
+    # many attempts were taken, when the one waiting is overdue (a sweep sends it again: Redis
+    # can lose its job) and why the last failed. Database defaults: the previous release's
+    # code inserts decisions during a rolling upgrade.
+    webhook_status = models.CharField(max_length=12, choices=WebhookStatus.choices, blank=True,
+                                      default=WebhookStatus.NONE, db_default=WebhookStatus.NONE)
+    webhook_attempts = models.PositiveSmallIntegerField(default=0, db_default=0)
+    webhook_due_at = models.DateTimeField(null=True, blank=True)
+    webhook_error = models.CharField(max_length=300, blank=True, default="", db_default="")
 
     class Meta:
         db_table = "reconciliation_decision"  # its name from before the move
-        indexes = [models.Index(fields=["status", "expires_at"], name="decision_pending")]
+        indexes = [models.Index(fields=["status", "expires_at"], name="decision_pending"),
+                   models.Index(fields=["webhook_due_at"], name="decision_webhook_due",
+                                condition=models.Q(webhook_status=WebhookStatus.PENDING))]
 
     def __str__(self) -> str:
         return f"decision {self.pk} {self.outcome}/{self.status}"
@@ -203,6 +214,20 @@ class Decision(models.Model):
                 "comment": self.comment,
                 **({"required_approvals": self.required_approvals,
                     "approvals": self.approvals} if self.required_approvals > 1 else {})}
+
+    def webhook(self) -> dict[str, Any] | None:
+        """Where the POST of a human's answer (or the expiry) to `callback_url` stands, for
+        the agent and its owner reading the decision (not part of the POST itself). None
+        without a webhook to send: no callback_url, or answered at once (the answer was the
+        request's response)."""
+        if not self.callback_url:
+            return None
+        if self.status == DecisionStatus.PENDING:
+            return {"status": "waiting_for_answer", "attempts": 0, "error": ""}
+        if not self.webhook_status:
+            return None
+        return {"status": self.webhook_status, "attempts": self.webhook_attempts,
+                "error": self.webhook_error}
 
 
 class GroupRule(ComplianceRule):

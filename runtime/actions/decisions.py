@@ -29,6 +29,7 @@ from registry.models import Agent
 from registry.principals import acting_agent
 from registry.roles import has_role
 from runtime import windows
+from runtime.actions import webhooks
 from runtime.actions.behaviour import ensure_windows
 from runtime.actions.group_rules import decision_block, decision_hold
 from runtime.behaviour import callable_tools, window_checks
@@ -196,16 +197,6 @@ def _schedule_expiry(decision: Decision) -> None:
     transaction.on_commit(schedule, robust=True)
 
 
-def _notify(decision: Decision) -> None:
-    """After commit, the call to the agent's webhook."""
-    def enqueue() -> None:
-        queues.queue("default").enqueue(
-            "runtime.jobs.notify_decision", str(decision.pk))
-
-    if decision.callback_url:
-        transaction.on_commit(enqueue, robust=True)
-
-
 def _close(decision: Decision, *, actor: Any, status: str, outcome: str, comment: str) -> None:
     now = timezone.now()
     decision.status, decision.outcome = status, outcome
@@ -213,6 +204,7 @@ def _close(decision: Decision, *, actor: Any, status: str, outcome: str, comment
     decision.comment = comment
     if getattr(actor, "pk", None) and not isinstance(actor, str):
         decision.decided_by = actor
+    webhooks.send_when_decided(decision, now)  # the agent's webhook, sent once this commits
     decision.save()
     Escalation.objects.filter(decision=decision, status=EscalationStatus.OPEN).update(
         status=EscalationStatus.RESOLVED, resolution=outcome, comment=comment,
@@ -228,7 +220,6 @@ def _close(decision: Decision, *, actor: Any, status: str, outcome: str, comment
     # holds is left to that pass and to this one).
     refresh_status(decision.agent, now=now, if_free=True)
     request_reconcile(decision.agent_id, Trigger.ESCALATION)
-    _notify(decision)
 
 
 def decide_pending(decision_id: str, *, actor: Any, allow: bool, comment: str) -> Decision:
