@@ -14,7 +14,7 @@ import logging
 from django.conf import settings
 from django_rq.cron import DjangoCronScheduler
 from redis import RedisError
-from rq.cron import CronJob
+from rq.cron import CronJob, CronScheduler
 from rq.exceptions import StopRequested
 
 LEADER_KEY = "cron:leader"
@@ -45,11 +45,15 @@ class LeaderCronScheduler(DjangoCronScheduler):
         self.stop_requested = False
 
     def _request_stop(self, signum, frame) -> None:
-        # RQ raises StopRequested from the signal handler. When the signal lands in a log
-        # write (the cron logs every job it enqueues), logging's handleError swallows it and
-        # the loop ran on, enqueueing, until it was killed: the flag stops it at its next step.
+        # RQ raises StopRequested from the signal handler, wherever the loop is. Landing in a
+        # log write (the cron logs every job it enqueues), logging's handleError swallowed it
+        # ("--- Logging error ---" and a traceback in the log) and the loop ran on until it
+        # was killed. Raised here only when the signal lands in the loop's own frame (its
+        # sleep); anywhere else the flag stops the loop at its next step.
         self.stop_requested = True
-        super()._request_stop(signum, frame)
+        self.log.info("CronScheduler %s: received shutdown signal %s", self.name, signum)
+        if frame is not None and frame.f_code is CronScheduler.start.__code__:
+            raise StopRequested()
 
     def _stop_if_requested(self) -> None:
         if self.stop_requested:

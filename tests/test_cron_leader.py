@@ -106,10 +106,11 @@ def test_a_stopped_leader_hands_over_at_once(start_cron, redis_client):
 
 
 def test_a_stop_signal_that_lands_in_a_log_write_still_stops_the_cron(redis_client,
-                                                                      monkeypatch):
+                                                                      monkeypatch, capsys):
     """RQ stops its cron by raising from the signal handler; a signal that arrives while the
     cron writes a log line (it logs every job it enqueues) raised inside logging, which
-    swallowed it, and the cron ran on until it was killed (seen stopping `make demo`)."""
+    swallowed it (printing "--- Logging error ---" and a traceback), and the cron ran on
+    until it was killed (seen stopping `make demo`)."""
     scheduler = LeaderCronScheduler(connection=redis_client, lease_seconds=3)
 
     signalled = []
@@ -118,14 +119,15 @@ def test_a_stop_signal_that_lands_in_a_log_write_still_stops_the_cron(redis_clie
         def write(self, text: str) -> int:
             if "now leading" in text and not signalled:
                 signalled.append(text)
-                scheduler._request_stop(signal.SIGTERM, None)  # as the signal would, mid-write
+                # as the signal would, mid-write: the frame it lands in is this one
+                scheduler._request_stop(signal.SIGTERM, sys._getframe())
             return super().write(text)
 
     handler = logging.StreamHandler(SignalledWhileWriting())
     logger = logging.getLogger("config.cron_leader")
     logger.addHandler(handler)
     monkeypatch.setattr(logger, "level", logging.INFO)
-    monkeypatch.setattr(logging, "raiseExceptions", False)  # as in production: no traceback
+    monkeypatch.setattr(logging, "raiseExceptions", True)  # as in production
     sleeps = []
 
     def sleep(seconds: float) -> None:
@@ -143,3 +145,4 @@ def test_a_stop_signal_that_lands_in_a_log_write_still_stops_the_cron(redis_clie
             signal.signal(sig, previous)
     assert signalled and sleeps == []
     assert redis_client.get(LEADER_KEY) is None  # and it handed the lease over on its way out
+    assert "Logging error" not in capsys.readouterr().err
