@@ -34,7 +34,7 @@ from registry import holds
 from registry.choices import Lifecycle
 from registry.models import Agent
 from runtime import group_windows
-from runtime.actions.group_rules import BREACH_KIND, _fingerprint
+from runtime.actions.group_rules import BREACH_KIND, RULE_POINTER, _fingerprint
 from runtime.group_rules import window_key
 from runtime.models import GroupBreach
 
@@ -179,15 +179,21 @@ def lift_overdue_group_blocks(now: datetime | None = None) -> int:
     scheduled look ran (a Redis that failed over or restarted from disk can lose it, and the
     agents stayed suspended until a person resumed them); returns how many were lifted. A
     block still over is left to its scheduled look, or to this sweep's next run. One query
-    when nothing is blocked."""
+    when nothing is blocked; otherwise the breaches read are those of the blocked findings'
+    rules seen since the oldest of them was opened (a finding holds only a hash of its
+    breach; the breach was seen when the finding was opened, and breaches stay for history)."""
     now = now or timezone.now()
-    blocked = set(Finding.objects.filter(kind=BREACH_KIND, status=FindingStatus.BLOCKED)
-                  .values_list("fingerprint", flat=True))
+    blocked = list(Finding.objects.filter(kind=BREACH_KIND, status=FindingStatus.BLOCKED)
+                   .values_list("fingerprint", "pointer", "first_seen"))
     if not blocked:
         return 0
+    fingerprints = {fingerprint for fingerprint, _, _ in blocked}
+    rules = {pointer.removeprefix(RULE_POINTER) for _, pointer, _ in blocked}
+    candidates = GroupBreach.objects.filter(
+        rule__name__in=rules, last_seen__gte=min(seen for _, _, seen in blocked))
     lifted = 0
-    for breach in GroupBreach.objects.select_related("rule").iterator(chunk_size=500):
-        if _fingerprint(breach.rule, breach) in blocked and lift_group_block(
+    for breach in candidates.select_related("rule").iterator(chunk_size=500):
+        if _fingerprint(breach.rule, breach) in fingerprints and lift_group_block(
                 breach.pk, now, look_again=False):
             lifted += 1
     return lifted

@@ -284,6 +284,10 @@ def queue_breaches(hits: list[dict[str, Any]], held: list[tuple[int, int]]) -> i
 # --- a breach: a finding per agent, one escalation ---------------------------------------------
 
 
+# A group rule's finding points at the rule (its name is its identity: never changed).
+RULE_POINTER = "/group-rules/"
+
+
 def _fingerprint(rule: GroupRule, breach: GroupBreach) -> str:
     return hashlib.sha256(f"group|{rule.pk}|{breach.pk}".encode()).hexdigest()
 
@@ -389,7 +393,7 @@ def _finding(rule: GroupRule, breach: GroupBreach, agent: Agent, reason: str,
     return open_finding(
         agent, why=reason, after={"group_rule": rule.name, "group": breach.group_key},
         alert_fields={"message": reason}, fingerprint=fingerprint, kind=kind,
-        pointer=f"/group-rules/{rule.name}", expected=rule.limit, actual=breach.total,
+        pointer=f"{RULE_POINTER}{rule.name}", expected=rule.limit, actual=breach.total,
         severity="high", area="behaviour", generation=agent.generation, behaviour=True,
         reason=reason, first_seen=now, detected_at=now, last_seen=now, observed_at=now)
 

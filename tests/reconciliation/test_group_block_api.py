@@ -19,7 +19,7 @@ from runtime.actions.group_rules import (
     record_group_breach,
     update_group_rule,
 )
-from runtime.models import GroupRule
+from runtime.models import GroupBreach, GroupRule
 from tests.conftest import approved_agent, shadow_on
 
 SPEC = {"data": [{"resource": "payments", "access": "write"}], "limits": [],
@@ -117,8 +117,6 @@ def blocked_by_model_calls(people, calls: list[tuple[str, datetime, int]]):
 
 @pytest.mark.django_db
 def test_a_block_does_not_lift_while_the_window_is_still_over(people, redis_client):
-    from runtime.models import GroupBreach
-
     breach, _ = blocked_by_model_calls(people, [("e1", datetime.now(UTC), 12000)])
     assert lift_group_block(breach.pk) is False
     assert Finding.objects.get().status == "blocked"
@@ -185,3 +183,29 @@ def test_a_block_whose_scheduled_look_was_lost_is_lifted_by_the_sweep(people, re
         "resolved", "active")
     assert AuditEntry.objects.filter(action="group_rule.lifted").count() == 1
     assert lift_overdue_group_blocks(now + timedelta(minutes=12)) == 0  # nothing left blocked
+
+
+@pytest.mark.django_db
+def test_the_sweep_reads_only_the_breaches_of_blocked_rules_since_they_blocked(
+        people, redis_client, monkeypatch):
+    """Breach rows stay for history (one per window over the limit, across every group and
+    rule): the sweep looks only at those of the blocked findings' rules seen since they were
+    blocked, not at last month's or another rule's."""
+    from runtime.actions import group_blocks
+
+    now = datetime.now(UTC)
+    breach, _ = blocked_by_model_calls(people, [("e1", now - timedelta(minutes=50), 12000)])
+    other = create_group_rule(actor=people.dana, **{**TOKENS, "name": "all-tokens",
+                                                    "selector": {}})
+    month = now - timedelta(days=30)
+    GroupBreach.objects.bulk_create(
+        [GroupBreach(rule=breach.rule, group_key="all", window=f"w-old-{i}", total=2.0,
+                     agents=["pay-b"], opened_at=month, last_seen=month) for i in range(100)]
+        + [GroupBreach(rule=other, group_key="all", window=f"w-{i}", total=2.0, agents=[])
+           for i in range(100)])
+    looked_at = []
+    fingerprint = group_blocks._fingerprint
+    monkeypatch.setattr(group_blocks, "_fingerprint",
+                        lambda rule, seen: looked_at.append(seen.pk) or fingerprint(rule, seen))
+    assert group_blocks.lift_overdue_group_blocks(now + timedelta(minutes=11)) == 1
+    assert set(looked_at) == {breach.pk}
