@@ -65,37 +65,59 @@ def _throttled(locked_until: datetime | None) -> StepUpThrottled:
                            details=[{"pointer": "/otp", "message": f"retry in {wait} s"}])
 
 
-@transaction.atomic
 def confirm_device(device_id: int, *, actor: Any, code: str,
                    current_code: str = "") -> TOTPDevice:
     """Confirm the person's new device with a code from it; it replaces their confirmed device,
-    which must then give a current code too (a stolen session cannot swap the authenticator)."""
+    which must then give a current code too (a stolen session cannot swap the authenticator).
+    That code is checked in a transaction of its own, as an approval's is: a wrong one stays
+    counted for the throttle and audited although the swap is refused (rolled back with the
+    refusal, the codes could be tried without end)."""
     _person(actor)
-    device = TOTPDevice.objects.filter(pk=device_id, user=actor, confirmed=False).first()
-    if device is None:
+    if not TOTPDevice.objects.filter(pk=device_id, user=actor, confirmed=False).exists():
         raise NotFound("No enrolment in progress: start again.")
     old = confirmed_device(actor)
     if old is not None:
-        verified, locked_until = _check_code(old.pk, current_code.strip())
-        if locked_until:
-            raise _throttled(locked_until)
-        if not verified:
-            raise Invalid("Replacing your authenticator needs a current code from the old one.",
-                          code="step_up_required",
-                          details=[{"pointer": "/current_code", "message": "wrong or used"}])
+        _prove_current_device(old, actor, current_code.strip())
+    return _confirm(device_id, actor, code, old)
+
+
+def _prove_current_device(old: TOTPDevice, actor: Any, code: str) -> None:
+    with transaction.atomic():
+        verified, locked_until = _check_code(old.pk, code)
+        if not verified and locked_until is None:
+            audit.record(actor=actor, action=AuditAction.STEPUP_FAILED,
+                         target=f"user:{actor.username}",
+                         after={"device": old.pk, "reasons": ["replacing the authenticator"]})
+    if locked_until:
+        raise _throttled(locked_until)
+    if not verified:
+        raise Invalid("Replacing your authenticator needs a current code from the old one.",
+                      code="step_up_required",
+                      details=[{"pointer": "/current_code", "message": "wrong or used"}])
+
+
+@transaction.atomic
+def _confirm(device_id: int, actor: Any, code: str, old: TOTPDevice | None) -> TOTPDevice:
+    device = TOTPDevice.objects.select_for_update().filter(
+        pk=device_id, user=actor, confirmed=False).first()
+    if device is None:
+        raise NotFound("No enrolment in progress: start again.")
+    if getattr(confirmed_device(actor), "pk", None) != getattr(old, "pk", None):
+        raise Invalid("Your authenticator changed meanwhile: start again.",
+                      details=[{"pointer": "/device", "message": "changed meanwhile"}])
     verified, locked_until = _check_code(device.pk, code.strip())
     if locked_until:
         raise _throttled(locked_until)
     if not verified:
         raise Invalid("The code does not match: check the app's clock and type the code it "
                       "shows now.", details=[{"pointer": "/code", "message": "wrong code"}])
+    before = {"device": old.pk} if old is not None else None  # delete() forgets its pk
     if old is not None:
         old.delete()
     device.confirmed = True
     device.save(update_fields=["confirmed"])
     audit.record(actor=actor, action=AuditAction.STEPUP_DEVICE_CONFIRMED,
-                 target=f"user:{actor.username}",
-                 before={"device": old.pk} if old is not None else None,
+                 target=f"user:{actor.username}", before=before,
                  after={"device": device.pk, "method": "totp"})
     return device
 

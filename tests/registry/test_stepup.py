@@ -378,3 +378,38 @@ def test_a_lost_authenticator_is_reset_from_the_command_line_never_in_the_admin(
     refused = api_as(people.bob).post(f"/api/v1/proposals/{version.pk}/approve",
                                       {"otp": totp(secret)}, format="json")
     assert "enrol" in error(refused)["message"]
+
+
+def test_wrong_current_codes_to_swap_the_authenticator_are_throttled_and_audited(
+        people, threshold):
+    """Replacing an authenticator asks a current code of the old one: a stolen session trying
+    codes there meets the same throttle and audit as one trying codes on an approval (the
+    refusal rolled the count back, so the codes could be tried without end)."""
+    threshold()
+    secret = enrol(people.bob)
+    thief = signed_in(people.bob)
+    thief.post("/account/two-factor/", {"start": "1"})
+    page = thief.get("/account/two-factor/").content.decode()
+    stolen = b32decode(re.search(r'id="totp-secret">([A-Z2-7=]+)<', page).group(1))
+    device = re.search(r'name="device" value="(\d+)"', page).group(1)
+    wrong = "000000" if totp(secret) != "000000" else "111111"
+    first = thief.post("/account/two-factor/", {"device": device, "code": totp(stolen),
+                                                "current_code": wrong})
+    assert first.status_code == 422
+    failed = AuditEntry.objects.get(action="stepup.failed")
+    assert failed.actor == "bob" and failed.after["device"] != int(device)
+    # Even the right current code is refused while the old device is locked.
+    again = thief.post("/account/two-factor/", {"device": device, "code": next_code(stolen),
+                                                "current_code": totp(secret)})
+    assert again.status_code == 429
+    old = TOTPDevice.objects.get(user=people.bob, confirmed=True)
+    assert old.pk != int(device)
+    # Once the lock has passed, Bob himself (the right code of each) replaces it, audited.
+    lock_passed()
+    swapped = thief.post("/account/two-factor/", {"device": device, "code": next_code(stolen),
+                                                  "current_code": totp(secret)})
+    assert swapped.status_code == 302, swapped.content.decode()
+    assert TOTPDevice.objects.get(user=people.bob, confirmed=True).pk == int(device)
+    assert [(e.before, e.after) for e in AuditEntry.objects.filter(
+        action="stepup.device_confirmed") if e.before] == [
+        ({"device": old.pk}, {"device": int(device), "method": "totp"})]
