@@ -98,7 +98,7 @@ def _prove_current_device(old: TOTPDevice, actor: Any, code: str) -> None:
 
 @transaction.atomic
 def _confirm(device_id: int, actor: Any, code: str, old: TOTPDevice | None) -> TOTPDevice:
-    device = TOTPDevice.objects.select_for_update().filter(
+    device = TOTPDevice.objects.select_for_update(no_key=True).filter(
         pk=device_id, user=actor, confirmed=False).first()
     if device is None:
         raise NotFound("No enrolment in progress: start again.")
