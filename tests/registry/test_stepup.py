@@ -45,14 +45,20 @@ def signed_in(user) -> Client:
     return client
 
 
-def enrol(user) -> bytes:
-    """Enrol an authenticator through the person's own page; the secret as the page shows it."""
-    client = signed_in(user)
+def start_enrolment(client: Client, username: str) -> tuple[bytes, str]:
+    """Start enrolling an authenticator on `username`'s signed-in page: the secret as the page
+    shows it, and the new device's id."""
     assert client.post("/account/two-factor/", {"start": "1"}).status_code == 302
     page = client.get("/account/two-factor/").content.decode()
     secret = b32decode(re.search(r'id="totp-secret">([A-Z2-7=]+)<', page).group(1))
-    assert f"otpauth://totp/Agent%20governance%3A{user.username}?secret=" in page
-    device = re.search(r'name="device" value="(\d+)"', page).group(1)
+    assert f"otpauth://totp/Agent%20governance%3A{username}?secret=" in page
+    return secret, re.search(r'name="device" value="(\d+)"', page).group(1)
+
+
+def enrol(user) -> bytes:
+    """Enrol an authenticator through the person's own page; the secret as the page shows it."""
+    client = signed_in(user)
+    secret, device = start_enrolment(client, user.username)
     # The previous step's code (one step of drift is allowed), so the current one is still
     # unused when the test approves. A step that ends while the request runs (a loaded
     # machine) leaves that code two steps old: typed again, as a person would.
@@ -307,10 +313,7 @@ def test_a_stolen_session_cannot_swap_the_authenticator(people, api_as, threshol
     threshold()
     secret = enrol(people.bob)
     thief = signed_in(people.bob)
-    thief.post("/account/two-factor/", {"start": "1"})
-    page = thief.get("/account/two-factor/").content.decode()
-    stolen = b32decode(re.search(r'id="totp-secret">([A-Z2-7=]+)<', page).group(1))
-    device = re.search(r'name="device" value="(\d+)"', page).group(1)
+    stolen, device = start_enrolment(thief, "bob")
     # An unconfirmed device counts for nothing.
     bob = api_as(people.bob)
     url = f"/api/v1/proposals/{version.pk}/approve"
@@ -388,10 +391,7 @@ def test_wrong_current_codes_to_swap_the_authenticator_are_throttled_and_audited
     threshold()
     secret = enrol(people.bob)
     thief = signed_in(people.bob)
-    thief.post("/account/two-factor/", {"start": "1"})
-    page = thief.get("/account/two-factor/").content.decode()
-    stolen = b32decode(re.search(r'id="totp-secret">([A-Z2-7=]+)<', page).group(1))
-    device = re.search(r'name="device" value="(\d+)"', page).group(1)
+    stolen, device = start_enrolment(thief, "bob")
     wrong = "000000" if totp(secret) != "000000" else "111111"
     first = thief.post("/account/two-factor/", {"device": device, "code": totp(stolen),
                                                 "current_code": wrong})
