@@ -16,7 +16,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from config import queues
-from reconciliation.choices import WebhookStatus
+from reconciliation.choices import DecisionStatus, WebhookStatus
 from reconciliation.controller.backoff import backoff_seconds
 from runtime.models import Decision
 
@@ -55,7 +55,8 @@ def claim(decision_id: str, attempt: int) -> Decision | None:
     pending or that attempt was taken (the sweep's copy of a job that was only late). A job
     the previous release queued finds its decision's webhook untracked, and takes it too."""
     due = timezone.now() + ATTEMPT_GRACE
-    untracked = Q(webhook_status=WebhookStatus.NONE, webhook_attempts=0) & ~Q(callback_url="")
+    untracked = (Q(webhook_status=WebhookStatus.NONE, webhook_attempts=0) & ~Q(callback_url="")
+                 & ~Q(status=DecisionStatus.PENDING))  # answered: nothing to send before
     taken = Decision.objects.filter(
         Q(webhook_status=WebhookStatus.PENDING, webhook_attempts=attempt) | untracked,
         pk=decision_id).update(webhook_status=WebhookStatus.PENDING,

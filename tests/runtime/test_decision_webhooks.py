@@ -150,6 +150,10 @@ def test_a_webhook_that_refuses_or_is_no_longer_allowed_is_not_sent_again(people
 
 def test_a_job_the_previous_release_queued_still_sends_the_webhook(people, hook):
     agent, client = register(people)
+    waiting = client.post("/api/v1/agents/refund-agent/decisions",
+                          {"action": "payments.refund", "amount": 900, "callback_url": hook.url},
+                          format="json").json()
+    assert notify_decision(waiting["id"]) == "taken"  # not answered yet: nothing to send
     decision_id = ask_and_deny(people, client, hook.url)
     # Closed by the previous release: its webhook untracked, its job queued as that release
     # queued it (no attempt).
