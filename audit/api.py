@@ -31,11 +31,12 @@ from audit.models import (
 )
 from audit.verify import verify_trail
 from config.roles import HasRole, Role
+from config.strict_input import ModelSerializer, QuerySerializer, Serializer
 
 log = logging.getLogger(__name__)
 
 
-class AuditEntrySerializer(serializers.ModelSerializer):
+class AuditEntrySerializer(ModelSerializer):
     """One entry exactly as it is hashed and exported."""
 
     at = serializers.SerializerMethodField()
@@ -171,7 +172,7 @@ def _period_in_order(attrs: dict) -> dict:
 
 
 # `from` is a Python keyword, so the class is built rather than declared.
-EvidencePeriod = type("EvidencePeriod", (serializers.Serializer,), {
+EvidencePeriod = type("EvidencePeriod", (QuerySerializer,), {
     "__doc__": "`from` and `to` (ISO 8601), both optional.",
     "from": serializers.DateTimeField(required=False, allow_null=True),
     "to": serializers.DateTimeField(required=False, allow_null=True),
@@ -179,7 +180,7 @@ EvidencePeriod = type("EvidencePeriod", (serializers.Serializer,), {
 })
 
 
-class AuditKeySerializer(serializers.ModelSerializer):
+class AuditKeySerializer(ModelSerializer):
     """A signing key's public half, as docs/audit-format.md publishes it."""
 
     created_at = serializers.SerializerMethodField()
@@ -205,7 +206,7 @@ class AuditKeysView(ComplianceOnly, APIView):
         return Response({"keys": AuditKeySerializer(AuditKey.objects.all(), many=True).data})
 
 
-class AuditCheckpointSerializer(serializers.Serializer):
+class AuditCheckpointSerializer(Serializer):
     """A signed tree head (legacy HMAC ones carry head_hash instead of root and key_id)."""
 
     size = serializers.IntegerField()
@@ -243,7 +244,7 @@ def tree_size() -> int:
     return AuditChainHead.objects.filter(pk=1).values_list("seq", flat=True).first() or 0
 
 
-class InclusionQuery(serializers.Serializer):
+class InclusionQuery(QuerySerializer):
     """seq, and the tree size to prove it in (default: the newest checkpoint covering it)."""
 
     seq = serializers.IntegerField(min_value=1)
@@ -261,7 +262,7 @@ class InclusionQuery(serializers.Serializer):
         return attrs
 
 
-class ConsistencyQuery(serializers.Serializer):
+class ConsistencyQuery(QuerySerializer):
     """Two tree sizes, first <= second <= the tree's size."""
 
     first = serializers.IntegerField(min_value=1)

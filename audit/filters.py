@@ -3,8 +3,10 @@
 from django.db.models import QuerySet
 from rest_framework import serializers
 
+from config.strict_input import QuerySerializer
 
-class AuditFilterSerializer(serializers.Serializer):
+
+class AuditFilterSerializer(QuerySerializer):
     """Query parameters: agent, actor, action, since, until (ISO 8601), before (seq)."""
 
     agent = serializers.CharField(required=False, max_length=63, allow_blank=True)

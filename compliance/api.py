@@ -21,6 +21,7 @@ from compliance.choices import EvidenceQuery, StopScope
 from compliance.evidence_queries import TooMuchEvidence
 from compliance.models import MaintenanceWindow, Stop
 from config.permissions import IsPerson
+from config.strict_input import QuerySerializer, Serializer
 from registry.choices import Role
 from registry.models import Agent
 from registry.roles import HasRole
@@ -45,7 +46,7 @@ StopSerializer = inline_serializer("Stop", STOP_FIELDS)
 StopListSerializer = inline_serializer("StopList", STOP_FIELDS, many=True)
 
 
-class PlaceStopSerializer(serializers.Serializer):
+class PlaceStopSerializer(Serializer):
     scope = serializers.ChoiceField(choices=StopScope.choices)
     reason = serializers.CharField(max_length=1000)
     # read as sent: the action refuses a number where a label value belongs
@@ -55,7 +56,7 @@ class PlaceStopSerializer(serializers.Serializer):
     owner = serializers.JSONField(required=False, help_text="scope owner: the username")
 
 
-class LiftSerializer(serializers.Serializer):
+class LiftSerializer(Serializer):
     reason = serializers.CharField(max_length=1000)
 
 
@@ -126,7 +127,7 @@ WindowSerializer = inline_serializer("MaintenanceWindow", WINDOW_FIELDS)
 WindowListSerializer = inline_serializer("MaintenanceWindowList", WINDOW_FIELDS, many=True)
 
 
-class ScheduleWindowSerializer(serializers.Serializer):
+class ScheduleWindowSerializer(Serializer):
     # read as sent: the action parses the times and checks every label and kind
     starts_at = serializers.JSONField(help_text="ISO 8601 with its offset")
     ends_at = serializers.JSONField(help_text="ISO 8601 with its offset; at most 7 days later")
@@ -177,7 +178,7 @@ class MaintenanceWindowCancelView(APIView):
                                               **body.validated_data).to_dict())
 
 
-class ReportPeriodSerializer(serializers.Serializer):
+class ReportPeriodSerializer(QuerySerializer):
     """`agent` (empty: the fleet), `from` and `to` (ISO 8601; by default the last 30 days)."""
 
     agent = serializers.CharField(required=False, allow_blank=True, max_length=63)
@@ -274,7 +275,7 @@ class FrameworkEvidenceView(ComplianceOnly):
         return response
 
 
-class ControlSerializer(serializers.Serializer):
+class ControlSerializer(Serializer):
     control_id = serializers.JSONField(help_text="the control's id, e.g. A.6.2.6 or ours-1")
     title = serializers.JSONField(help_text="a short title in your own words")
     queries = serializers.JSONField(help_text="the evidence queries that show it")

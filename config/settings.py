@@ -524,11 +524,10 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PARSER_CLASSES": [
-        "config.parsers.SafeJSONParser",
-        "rest_framework.parsers.FormParser",
-        "rest_framework.parsers.MultiPartParser",
-    ],
+    # The API's bodies are JSON (or the raw text a view reads itself): a form's values are all
+    # text, which config/strict_input.py would have to convert; a form is refused with 415.
+    "DEFAULT_PARSER_CLASSES": ["config.parsers.SafeJSONParser"],
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "config.api_errors.exception_handler",
     # `?format=` names the export format (jsonl, csv), not a DRF renderer.
@@ -548,6 +547,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "config.schema.add_error_responses",
+        "config.schema.close_request_bodies",
     ],
 }
 

@@ -18,6 +18,7 @@ from rest_framework.views import APIView
 from config.errors import DomainError, Invalid, NotAllowed, NotFound
 from config.parsers import SafeJSONParser
 from config.permissions import IsPerson
+from config.strict_input import Serializer
 from gitsource import actions
 from gitsource.choices import PolicyState, SyncState
 from gitsource.models import GitSource, PolicyChange, SigningKey
@@ -36,7 +37,7 @@ class Unauthenticated(DomainError):
     status, code = 401, "bad_signature"
 
 
-class GitSourceSerializer(serializers.Serializer):
+class GitSourceSerializer(Serializer):
     """`POST /git/sources`: a repository branch and folder of manifests."""
 
     name = serializers.SlugField(max_length=63)
@@ -148,7 +149,7 @@ class GitWebhookView(APIView):
         return Response({"queued": True}, status=status.HTTP_202_ACCEPTED)
 
 
-class SigningKeySerializer(serializers.Serializer):
+class SigningKeySerializer(Serializer):
     """`POST /git/signing-keys`: an OpenSSH public key you sign commits with."""
 
     public_key = serializers.CharField(max_length=2000)
@@ -258,7 +259,7 @@ class PolicyChangeView(APIView):
         return Response(policy_change_body(_policy_change(pk), request.user))
 
 
-class PolicyDecisionSerializer(serializers.Serializer):
+class PolicyDecisionSerializer(Serializer):
     """`POST /git/policy-changes/{id}/approve|reject`: the decision's comment."""
 
     comment = serializers.CharField(max_length=2000, default="", allow_blank=True)
@@ -284,7 +285,7 @@ class PolicyChangeDecisionView(APIView):
         return Response(policy_change_body(change, request.user))
 
 
-class PolicyTestsSerializer(serializers.Serializer):
+class PolicyTestsSerializer(Serializer):
     """`POST /policy-tests`: a policy folder's files, path (relative) -> text."""
 
     files = serializers.DictField(child=serializers.CharField(

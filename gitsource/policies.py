@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import models
-from rest_framework import serializers
 
+from config.strict_input import ModelSerializer
 from gitsource.policy_tests import SUFFIXES, PolicyError, documents_of
 from reconciliation.toxic_api import ToxicCombinationSerializer
 from registry.api import GuardrailSerializer
@@ -30,7 +30,7 @@ from registry.recertification_api import IntervalSerializer
 from runtime.group_rules_api import GroupRuleSerializer
 from runtime.models import GroupRule
 
-RULE_KINDS: dict[str, tuple[str, type[models.Model], type[serializers.ModelSerializer]]] = {
+RULE_KINDS: dict[str, tuple[str, type[models.Model], type[ModelSerializer]]] = {
     "Guardrail": ("guardrail", Guardrail, GuardrailSerializer),
     "GroupRule": ("group_rule", GroupRule, GroupRuleSerializer),
     "ToxicCombination": ("toxic_combination", ToxicCombination, ToxicCombinationSerializer),
@@ -53,7 +53,7 @@ class PolicySet:
         return {kind: sorted(rules) for kind, rules in self.rules.items()}
 
 
-def _fields(serializer: type[serializers.ModelSerializer]) -> list[str]:
+def _fields(serializer: type[ModelSerializer]) -> list[str]:
     return [f for f in serializer.Meta.fields if f not in NOT_SET]
 
 

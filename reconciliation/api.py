@@ -23,6 +23,7 @@ from config.errors import DomainError, Invalid, NotAllowed, NotFound, Unavailabl
 from config.pagination import Page
 from config.parsers import SafeJSONParser
 from config.permissions import IsPerson
+from config.strict_input import ModelSerializer, Serializer
 from reconciliation import actions
 from reconciliation.attribution import names_a_person, split_change
 from reconciliation.choices import (
@@ -208,7 +209,7 @@ class ReconcileNowView(APIView):
         return Response({"queued": queued}, status=status.HTTP_202_ACCEPTED)
 
 
-class FindingSerializer(serializers.ModelSerializer):
+class FindingSerializer(ModelSerializer):
     agent = serializers.CharField(source="agent.name")
     acknowledged_by = serializers.CharField(source="acknowledged_by.username", default=None,
                                 allow_null=True)
@@ -221,7 +222,7 @@ class FindingSerializer(serializers.ModelSerializer):
                   "acknowledged_at", "cause_key", "cause"]
 
 
-class ReasonSerializer(serializers.Serializer):
+class ReasonSerializer(Serializer):
     reason = serializers.CharField(max_length=2000, allow_blank=True, default="")
 
 
@@ -278,7 +279,7 @@ class FindingViewSet(ReviewerOnly, viewsets.ReadOnlyModelViewSet):
              "first_detected": r["first"], "last_detected": r["last"]} for r in rows]})
 
 
-class EscalationSerializer(serializers.ModelSerializer):
+class EscalationSerializer(ModelSerializer):
     agent = serializers.CharField(source="agent.name")
     finding = FindingSerializer(allow_null=True)
     decision = serializers.JSONField(source="decision.to_dict", default=None,
@@ -300,7 +301,7 @@ class EscalationSerializer(serializers.ModelSerializer):
         return [str(option.value) for option in escalation.resolutions()]
 
 
-class ResolveSerializer(serializers.Serializer):
+class ResolveSerializer(Serializer):
     """revert, accept or suspend for drift; acknowledge, suspend or raise_limit for behaviour;
     allow or deny for a pending decision (an escalation lists its own `resolutions`)."""
 
@@ -308,7 +309,7 @@ class ResolveSerializer(serializers.Serializer):
     comment = serializers.CharField(max_length=2000, allow_blank=True, default="")
 
 
-class TriageSerializer(serializers.Serializer):
+class TriageSerializer(Serializer):
     """Assign to me, acknowledge, and/or snooze for some minutes or until a time (at most 7
     days ahead); a snoozed escalation leaves the inbox until then and comes back by itself."""
 
@@ -370,7 +371,7 @@ class EscalationViewSet(ReviewerOnly, mixins.ListModelMixin, mixins.RetrieveMode
         return Response(EscalationSerializer(self.get_queryset().get(pk=pk)).data)
 
 
-class SwitchSerializer(serializers.Serializer):
+class SwitchSerializer(Serializer):
     enabled = serializers.BooleanField()
 
 
@@ -444,7 +445,7 @@ def control_body() -> dict[str, Any]:
             "post_convergence_drift": control.post_convergence_drift}
 
 
-class BreakerResetSerializer(serializers.Serializer):
+class BreakerResetSerializer(Serializer):
     reason = serializers.CharField(max_length=2000, allow_blank=True, default="")
     scope = serializers.RegexField(r"^(global|(owner|team):.{1,190})$", default="global",
                                    help_text="global, owner:NAME or team:NAME")

@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 from config.errors import DomainError
 from config.pagination import Page
 from config.permissions import IsPerson
+from config.strict_input import Serializer
 from reconciliation import actions, inbox
 from reconciliation.choices import Resolution
 from registry.choices import Role
@@ -55,7 +56,7 @@ class InboxView(APIView):
                          "items": [item.to_dict(now) for item in inbox.items(page)]})
 
 
-class BulkTriageSerializer(serializers.Serializer):
+class BulkTriageSerializer(Serializer):
     """Escalation ids (an incident's first is enough: its siblings come with it)."""
 
     escalations = serializers.ListField(child=serializers.IntegerField(min_value=1),
@@ -77,7 +78,7 @@ class BulkTriageView(ApproverOnly, APIView):
         return Response({"escalations": sorted(e.pk for e in done)})
 
 
-class IncidentResolveSerializer(serializers.Serializer):
+class IncidentResolveSerializer(Serializer):
     resolution = serializers.ChoiceField(choices=Resolution.choices)
     comment = serializers.CharField(max_length=2000, allow_blank=True, default="")
 

@@ -11,6 +11,7 @@ from rest_framework.response import Response
 
 from config.errors import NotAllowed
 from config.permissions import IsPerson
+from config.strict_input import ModelSerializer
 from reconciliation import fleet_snapshot
 from registry import actions
 from registry.choices import Role, ToxicEffect
@@ -18,7 +19,7 @@ from registry.models import ToxicCombination
 from registry.roles import has_role, sees_everything
 
 
-class ToxicCombinationSerializer(serializers.ModelSerializer):
+class ToxicCombinationSerializer(ModelSerializer):
     """Two capabilities that must not meet."""
 
     effect = serializers.ChoiceField(choices=ToxicEffect.choices, default=ToxicEffect.DENY)

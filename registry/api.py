@@ -18,6 +18,7 @@ from config.errors import NotAllowed, NotFound
 from config.pagination import Page
 from config.parsers import SafeJSONParser, TextParser
 from config.permissions import IsPerson
+from config.strict_input import ModelSerializer, Serializer
 from registry import actions
 from registry.choices import GuardrailEffect, OverdueEffect, Role, VersionSource, VersionState
 from registry.filters import AgentFilterSet, ProposalFilterSet, agent_filterset
@@ -30,7 +31,7 @@ from registry.roles import HasRole, has_role
 # --- agents ------------------------------------------------------------------------------------
 
 
-class AgentSerializer(serializers.ModelSerializer):
+class AgentSerializer(ModelSerializer):
     """An agent with its active generation."""
 
     owner = serializers.CharField(source="owner.username")
@@ -90,7 +91,7 @@ class AgentViewSet(viewsets.ReadOnlyModelViewSet):
 # --- manifests ---------------------------------------------------------------------------------
 
 
-class OutcomeSerializer(serializers.Serializer):
+class OutcomeSerializer(Serializer):
     agent = serializers.CharField()
     action = serializers.ChoiceField(choices=["created", "proposed", "updated", "unchanged"])
     proposal = serializers.IntegerField(allow_null=True)
@@ -103,7 +104,7 @@ class OutcomeSerializer(serializers.Serializer):
     held = serializers.BooleanField()
 
 
-class ApplyResultSerializer(serializers.Serializer):
+class ApplyResultSerializer(Serializer):
     dry_run = serializers.BooleanField()
     results = OutcomeSerializer(many=True)
 
@@ -138,7 +139,7 @@ class ManifestView(APIView):
 # --- proposals ---------------------------------------------------------------------------------
 
 
-class ProposalSerializer(serializers.ModelSerializer):
+class ProposalSerializer(ModelSerializer):
     """A proposal with its permission diff, guardrail results and approvals."""
 
     agent = serializers.CharField(source="agent.name")
@@ -170,7 +171,7 @@ class ProposalSerializer(serializers.ModelSerializer):
                 if a.revision == version.revision]
 
 
-class ProposeSerializer(serializers.Serializer):
+class ProposeSerializer(Serializer):
     """`POST /agents/{name}/proposals`: a spec, and optionally new metadata and the review
     date of the state once approved (`review_after` or `review_by`)."""
 
@@ -184,7 +185,7 @@ class ProposeSerializer(serializers.Serializer):
     review_by = serializers.CharField(required=False, allow_blank=True, max_length=40)
 
 
-class DecisionSerializer(serializers.Serializer):
+class DecisionSerializer(Serializer):
     comment = serializers.CharField(required=False, allow_blank=True, max_length=2000,
                                     default="")
     expected_generation = serializers.IntegerField(required=False, min_value=0)
@@ -288,7 +289,7 @@ class AgentProposalView(APIView):
 # --- guardrails --------------------------------------------------------------------------------
 
 
-class GuardrailSerializer(serializers.ModelSerializer):
+class GuardrailSerializer(ModelSerializer):
     """An org-wide guardrail."""
 
     effect = serializers.ChoiceField(choices=GuardrailEffect.choices)
@@ -346,7 +347,7 @@ class GuardrailViewSet(viewsets.ModelViewSet):
 # --- tokens --------------------------------------------------------------------------------
 
 
-class TokenSerializer(serializers.ModelSerializer):
+class TokenSerializer(ModelSerializer):
     """A token as its holder, its agent's owner or an admin sees it (never its key)."""
 
     prefix = serializers.CharField(source="key_prefix")
@@ -360,7 +361,7 @@ class TokenSerializer(serializers.ModelSerializer):
                   "expires_at", "last_used_at", "revoked_at", "suspended_at"]
 
 
-class RevokeSerializer(serializers.Serializer):
+class RevokeSerializer(Serializer):
     """`POST /tokens/{id}/revoke`: why, for the trail."""
 
     reason = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")

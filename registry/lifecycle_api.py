@@ -11,6 +11,7 @@ from rest_framework.views import APIView
 from config.errors import NotAllowed, NotFound
 from config.parsers import SafeJSONParser
 from config.permissions import IsPerson
+from config.strict_input import Serializer
 from registry import actions
 from registry.actions.proposals import check_can_propose
 from registry.actions.retirement import check_can_decide_retirement
@@ -36,7 +37,7 @@ def agent_for_proposer(name: str, actor: Any) -> Agent:
     return agent
 
 
-class RollbackSerializer(serializers.Serializer):
+class RollbackSerializer(Serializer):
     """`POST /agents/{name}/rollback`: the approved generation to propose again, and why."""
 
     generation = serializers.IntegerField(min_value=1, max_value=2**31 - 1)
@@ -61,7 +62,7 @@ class RollbackView(APIView):
         return Response(outcome.to_dict(), status=status.HTTP_201_CREATED)
 
 
-class WaiverSerializer(serializers.Serializer):
+class WaiverSerializer(Serializer):
     """`POST /agents/{name}/waivers`: what is allowed, why, under which ticket, for how long."""
 
     pointer = serializers.CharField(max_length=1000)
@@ -73,7 +74,7 @@ class WaiverSerializer(serializers.Serializer):
         help_text="A current TOTP code, when the change the waiver stands for needs step-up.")
 
 
-class WaiverOutSerializer(serializers.Serializer):
+class WaiverOutSerializer(Serializer):
     """A waiver; `lapsed_at` is set once its end is recorded."""
 
     id = serializers.IntegerField()
@@ -127,7 +128,7 @@ class WaiverView(APIView):
         return Response(waiver.to_dict(), status=status.HTTP_201_CREATED)
 
 
-class WaiverConfirmSerializer(serializers.Serializer):
+class WaiverConfirmSerializer(Serializer):
     """`POST /waivers/{id}/approve`: the second approver's sign-off."""
 
     otp = serializers.CharField(
@@ -151,13 +152,13 @@ class WaiverConfirmView(APIView):
         return Response(waiver.to_dict())
 
 
-class RetireSerializer(serializers.Serializer):
+class RetireSerializer(Serializer):
     """`POST /agents/{name}/retirement`: why the agent should be retired."""
 
     reason = serializers.CharField(max_length=2000)
 
 
-class RetirementOutSerializer(serializers.Serializer):
+class RetirementOutSerializer(Serializer):
     """A retirement: pending until an approver approves it."""
 
     id = serializers.IntegerField()
@@ -169,7 +170,7 @@ class RetirementOutSerializer(serializers.Serializer):
     decision_comment = serializers.CharField(allow_blank=True)
 
 
-class RetirementDecisionSerializer(serializers.Serializer):
+class RetirementDecisionSerializer(Serializer):
     comment = serializers.CharField(required=False, allow_blank=True, max_length=2000,
                                     default="")
     otp = serializers.CharField(

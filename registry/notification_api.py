@@ -10,13 +10,14 @@ from rest_framework.views import APIView
 
 from config.errors import NotFound
 from config.permissions import IsPerson
+from config.strict_input import Serializer
 from registry.actions import notifications
 from registry.choices import NotifyChannel, NotifyMode, Role
 from registry.models import NotificationPreference
 from registry.roles import has_role
 
 
-class PreferenceSerializer(serializers.Serializer):
+class PreferenceSerializer(Serializer):
     channel = serializers.ChoiceField(choices=NotifyChannel.choices)
     target = serializers.CharField(max_length=500)
     mode = serializers.ChoiceField(choices=NotifyMode.choices, default=NotifyMode.IMMEDIATE)
@@ -53,7 +54,7 @@ class PreferenceView(APIView):
         return Response(status=204)
 
 
-class VerifySerializer(serializers.Serializer):
+class VerifySerializer(Serializer):
     token = serializers.CharField(max_length=100, help_text="the token sent to the address")
 
 

@@ -16,6 +16,7 @@ from rest_framework.views import APIView
 from config.errors import NotAllowed, NotFound
 from config.parsers import SafeJSONParser
 from config.permissions import IsPerson
+from config.strict_input import Serializer
 from registry import actions
 from registry.actions.retirement import check_can_decide_retirement
 from registry.actions.waivers import may_withdraw
@@ -39,7 +40,7 @@ from registry.recertification_report import STATES, report, to_csv
 from registry.roles import has_role
 
 
-class ReviewDateFields(serializers.Serializer):
+class ReviewDateFields(Serializer):
     """A proposer's own review date instead of the default for the risk level."""
 
     review_after = serializers.CharField(
@@ -77,7 +78,7 @@ class RecertifyView(APIView):
         return Response(outcome.to_dict(), status=status.HTTP_201_CREATED)
 
 
-class ReportRowSerializer(serializers.Serializer):
+class ReportRowSerializer(Serializer):
     """One agent's review date and where it stands."""
 
     agent = serializers.CharField()
@@ -117,7 +118,7 @@ class RecertificationReportView(APIView):
         return Response(rows)
 
 
-class IntervalSerializer(serializers.Serializer):
+class IntervalSerializer(Serializer):
     """`PUT /review-intervals/{level}`: how often agents of this level are reviewed."""
 
     interval = serializers.CharField(max_length=16, help_text=REVIEW_EXPECTED)
@@ -132,7 +133,7 @@ class IntervalSerializer(serializers.Serializer):
             raise serializers.ValidationError(str(error)) from None
 
 
-class IntervalOutSerializer(serializers.Serializer):
+class IntervalOutSerializer(Serializer):
     """One risk level's review interval in force."""
 
     level = serializers.ChoiceField(choices=RiskLevel.choices)
@@ -178,7 +179,7 @@ class ReviewIntervalView(APIView):
         return Response(_intervals_body())
 
 
-class WithdrawSerializer(serializers.Serializer):
+class WithdrawSerializer(Serializer):
     """`POST /waivers/{id}/withdraw`: why the waiver ends early."""
 
     reason = serializers.CharField(max_length=2000)
@@ -205,7 +206,7 @@ class WaiverWithdrawView(APIView):
         return Response(waiver.to_dict())
 
 
-class RejectRetirementSerializer(serializers.Serializer):
+class RejectRetirementSerializer(Serializer):
     """`POST /retirements/{id}/reject`: why not."""
 
     comment = serializers.CharField(max_length=2000)

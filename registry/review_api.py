@@ -11,13 +11,14 @@ from rest_framework.views import APIView
 
 from config.errors import NotAllowed, NotFound
 from config.permissions import IsPerson
+from config.strict_input import Serializer
 from registry import actions
 from registry.choices import ReviewVerdict
 from registry.models import DesiredStateVersion
 from registry.review_thread import may_read, thread
 
 
-class ThreadEntrySerializer(serializers.Serializer):
+class ThreadEntrySerializer(Serializer):
     body = serializers.CharField(max_length=2000)
     verdict = serializers.ChoiceField(choices=ReviewVerdict.choices,
                                       default=ReviewVerdict.COMMENT)

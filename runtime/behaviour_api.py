@@ -22,6 +22,7 @@ from config.pagination import Page
 from config.parsers import TextParser
 from config.permissions import IsPerson
 from config.renderers import FastJSONRenderer
+from config.strict_input import ModelSerializer, Serializer
 from config.times import parse_timestamp
 from reconciliation.api import agent_for
 from reconciliation.choices import WebhookStatus
@@ -147,7 +148,7 @@ def _partial_message(report: dict[str, Any], dropped: list[str]) -> str:
     return " | ".join(parts)
 
 
-class DecisionRequestSerializer(serializers.Serializer):
+class DecisionRequestSerializer(Serializer):
     """The body of `POST /decisions`, parsed by runtime.decision_request (the one reader of a
     request's amount); the fields here describe it for the OpenAPI schema."""
 
@@ -237,7 +238,7 @@ class DecisionView(APIView):
         return Response({**decision.to_dict(), **({"webhook": webhook} if webhook else {})})
 
 
-class AgentEventSerializer(serializers.ModelSerializer):
+class AgentEventSerializer(ModelSerializer):
     """One behaviour event as the agent (or its telemetry) sent it, with who sent it."""
 
     id = serializers.CharField(source="event_id")
@@ -288,7 +289,7 @@ class AgentEventsView(APIView):
         return pages.get_paginated_response(AgentEventSerializer(page, many=True).data)
 
 
-class UnregisteredSerializer(serializers.ModelSerializer):
+class UnregisteredSerializer(ModelSerializer):
     display_name = serializers.SerializerMethodField()
     assigned_owner = serializers.CharField(source="assigned_owner.username", default=None,
                                 allow_null=True)
@@ -317,7 +318,7 @@ class UnregisteredView(APIView):
         return Response(UnregisteredSerializer(rows, many=True).data)
 
 
-class AssignSerializer(serializers.Serializer):
+class AssignSerializer(Serializer):
     owner = serializers.CharField(max_length=150)
 
 

@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 
 from config.errors import Invalid, NotAllowed, NotFound
 from config.permissions import IsPerson
+from config.strict_input import ModelSerializer
 from registry.choices import Role
 from registry.roles import HasRole, has_role
 from runtime.actions import group_rules as actions
@@ -20,7 +21,7 @@ from runtime.models import GroupRule
 from runtime.whatif import what_if
 
 
-class GroupRuleSerializer(serializers.ModelSerializer):
+class GroupRuleSerializer(ModelSerializer):
     """A rule over a group of agents."""
 
     measure = serializers.ChoiceField(choices=MEASURES)

@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 
 from config.errors import NotAllowed, NotFound
 from config.permissions import IsPerson
+from config.strict_input import Serializer
 from registry.choices import Role
 from registry.roles import has_role
 from siem import actions
@@ -19,7 +20,7 @@ from siem.choices import SinkKind, StartAt
 from siem.models import Sink, stream_heads
 
 
-class SinkSerializer(serializers.Serializer):
+class SinkSerializer(Serializer):
     name = serializers.SlugField(max_length=63)
     kind = serializers.ChoiceField(choices=SinkKind.choices)
     url = serializers.CharField(max_length=500)
@@ -31,7 +32,7 @@ class SinkSerializer(serializers.Serializer):
     start = serializers.ChoiceField(choices=StartAt.choices, required=False, default=StartAt.NOW)
 
 
-class SinkChangeSerializer(serializers.Serializer):
+class SinkChangeSerializer(Serializer):
     url = serializers.CharField(max_length=500, required=False)
     ca_pem = serializers.CharField(max_length=20000, required=False, allow_blank=True,
                                    trim_whitespace=False)

@@ -876,6 +876,8 @@ PLACEHOLDER = re.compile(r"\{(\w+)\}")
 def fill(value: Any, ids: dict[str, Any]) -> Any:
     if callable(value):
         return value()
+    if isinstance(value, str) and (whole := PLACEHOLDER.fullmatch(value)) and whole[1] in ids:
+        return ids[whole[1]]  # an id alone is sent as it is (a number in JSON, text in a form)
     if isinstance(value, str):
         return PLACEHOLDER.sub(lambda match: str(ids.get(match[1], match[0])), value)
     if isinstance(value, dict):
