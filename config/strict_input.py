@@ -95,10 +95,15 @@ class StrictBody:
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, Mapping):
-            errors = self._problems(data)
-            if errors:
-                raise serializers.ValidationError(errors)
+            self.refuse_unreadable(data)
         return super().to_internal_value(data)  # type: ignore[misc]
+
+    def refuse_unreadable(self, data: Mapping) -> None:
+        """A 400 naming each unknown field and each value of the wrong JSON type in `data`
+        (for a view that judges the rest of the body itself, as a what-if does)."""
+        errors = self._problems(data)
+        if errors:
+            raise serializers.ValidationError(errors)
 
     def _problems(self, data: Mapping) -> dict[str, Any]:
         declared = self.fields  # type: ignore[attr-defined]

@@ -102,6 +102,8 @@ class GroupRuleWhatIfView(APIView):
         if data is None:
             raise Invalid("Expected a group rule object.",
                           details=[{"pointer": "", "message": "expected an object"}])
+        # read as saving it would read it: the answer is for the rule that would be saved
+        GroupRuleSerializer().refuse_unreadable(data)
         return Response(what_if(_spec(data)))
 
 

@@ -191,3 +191,18 @@ def test_the_schema_says_a_body_takes_no_field_it_does_not_declare(tmp_path):
                  "AgentSwitchRequest"):
         assert components[name]["additionalProperties"] is False, name
     assert "additionalProperties" not in components["GroupRule"]  # what the server answers
+
+
+def test_a_what_if_reads_the_rule_as_saving_it_would(api_as, people):
+    """The group rule's what-if judges its body itself; `"per_record": "false"` was replayed
+    as a per-record rule (any non-empty text is true), a rule saving would refuse."""
+    dana = api_as(people.dana)
+    reads = {"match": {"kind": "data_access"}, "measure": "events", "limit": 5, "per": "1h"}
+    assert refused(dana.post("/api/v1/group-rules/what-if", {**reads, "per_record": "false"},
+                             format="json")) == {
+        "/per_record": "expected true or false; got 'false'"}
+    assert list(refused(dana.post("/api/v1/group-rules/what-if", {**reads, "efect": "block"},
+                                  format="json"))) == ["/efect"]
+    answered = dana.post("/api/v1/group-rules/what-if", {**reads, "per_record": False,
+                                                         "name": "reads"}, format="json")
+    assert answered.status_code == 200, answered.content
