@@ -255,6 +255,8 @@ MIDDLEWARE = [
     "config.limits.BodySizeLimitMiddleware",
     # A NUL in the path or query (no database text holds one) is a 400 before any view.
     "config.url_text.UrlTextMiddleware",
+    # A write's query parameter its view does not read (`?dry_run=1` where there is none).
+    "config.write_parameters.WriteParametersMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

@@ -72,6 +72,8 @@ class ObservedStateView(APIView):
     """`PUT /api/v1/agents/{name}/observed-state`: the agent or its platform reports;
     `?part=mcp_servers` replaces that key of the latest report and keeps the rest."""
 
+    write_parameters = ("part",)  # config/write_parameters.py
+
     @extend_schema(
         request=OpenApiTypes.OBJECT,
         parameters=[OpenApiParameter(

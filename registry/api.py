@@ -19,6 +19,7 @@ from config.pagination import Page
 from config.parsers import SafeJSONParser, TextParser
 from config.permissions import IsPerson
 from config.strict_input import ModelSerializer, Serializer
+from config.write_parameters import flag
 from registry import actions
 from registry.choices import GuardrailEffect, OverdueEffect, Role, VersionSource, VersionState
 from registry.filters import AgentFilterSet, ProposalFilterSet, agent_filterset
@@ -115,6 +116,7 @@ class ManifestView(APIView):
     parser_classes = [TextParser]
     permission_classes = [IsPerson, HasRole]
     required_roles = (Role.OWNER,)
+    write_parameters = ("dry_run",)  # config/write_parameters.py
 
     @extend_schema(
         request={"application/yaml": OpenApiTypes.STR, "application/json": OpenApiTypes.OBJECT},
@@ -122,7 +124,7 @@ class ManifestView(APIView):
         responses={200: ApplyResultSerializer, 201: ApplyResultSerializer},
     )
     def post(self, request: Request) -> Response:
-        dry_run = request.query_params.get("dry_run", "") in ("1", "true", "yes")
+        dry_run = flag(request, "dry_run")
         # DRF hands an empty body over as {} without calling the parser.
         manifests = read_manifests(
             request.data if isinstance(request.data, str) else "",
