@@ -2,25 +2,44 @@
 deep enough to exhaust the stack and for a string no database text holds; raw text
 (manifests, NDJSON events) for the app to parse."""
 
+import codecs
 from typing import Any
 
 from django.conf import settings
 from rest_framework.exceptions import ParseError
-from rest_framework.parsers import BaseParser, JSONParser
+from rest_framework.parsers import BaseParser, JSONParser, get_encoding
+from rest_framework.utils import json
 
 from config.errors import Malformed, TooLarge
 from config.unicode_text import holds_unstorable_text
 
 
+def _object_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose every key appears once: `{"amount": 10, "amount": 100000}` means
+    the first to one reader and the last to another (Python's takes the last), so which was
+    meant cannot be told; a manifest refuses the same in YAML."""
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        seen: set[str] = set()
+        twice = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise ValueError(f"the key {twice[:60]!r} appears twice in one object")
+    return found
+
+
 class SafeJSONParser(JSONParser):
-    """`[[[[...]]]]` a hundred thousand deep is malformed input, not a server error."""
+    """`[[[[...]]]]` a hundred thousand deep is malformed input, not a server error; so is an
+    object that names a key twice."""
 
     def parse(self, stream: Any, media_type: str | None = None,
               parser_context: dict | None = None) -> Any:
+        encoding = get_encoding(parser_context or {})
         try:
-            data = super().parse(stream, media_type, parser_context)
+            data = json.load(codecs.getreader(encoding)(stream), object_pairs_hook=_object_once,
+                             parse_constant=json.strict_constant if self.strict else None)
         except RecursionError:
             raise ParseError("JSON parse error - nested too deeply") from None
+        except ValueError as error:
+            raise ParseError(f"JSON parse error - {error}") from None
         if holds_unstorable_text(data):
             raise ParseError("JSON parse error - a string holds a NUL character (\\u0000) or a "
                              "lone surrogate (like \\ud800), which no database text holds")

@@ -17,9 +17,9 @@ from audit.models import AuditEntry
 from config.strict_input import QuerySerializer, Serializer, StrictBody, type_problem
 from gitsource.policies import read_policies
 from gitsource.policy_tests import PolicyError
-from reconciliation.models import AgentStatus
+from reconciliation.models import AgentStatus, ObservedState
 from registry.models import Guardrail, Waiver
-from runtime.models import GroupRule
+from runtime.models import Decision, GroupRule
 
 pytestmark = pytest.mark.django_db
 
@@ -206,3 +206,27 @@ def test_a_what_if_reads_the_rule_as_saving_it_would(api_as, people):
     answered = dana.post("/api/v1/group-rules/what-if", {**reads, "per_record": False,
                                                          "name": "reads"}, format="json")
     assert answered.status_code == 200, answered.content
+
+
+def test_a_key_named_twice_in_one_object_is_refused(agent_client):
+    """`{"amount": 10, "amount": 100000}`: the first to one reader, the last to another
+    (Python's json took the last); which was meant cannot be told, as a manifest's YAML
+    already refuses."""
+    decisions = Decision.objects.count()
+    response = agent_client.generic(
+        "POST", "/api/v1/agents/refund-agent/decisions",
+        b'{"action": "payments.refund", "amount": 10, "amount": 100000}',
+        content_type="application/json")
+    assert response.status_code == 400, response.content
+    assert response.json()["error"]["message"] == (
+        "JSON parse error - the key 'amount' appears twice in one object")
+    nested = agent_client.generic(
+        "PUT", "/api/v1/agents/refund-agent/observed-state",
+        b'{"tools": ["orders.lookup"], "limits": [{"resource": "a", "resource": "b"}]}',
+        content_type="application/json")
+    assert nested.status_code == 400 and "'resource' appears twice" in str(nested.json())
+    assert Decision.objects.count() == decisions and not ObservedState.objects.exists()
+    once = agent_client.generic("POST", "/api/v1/agents/refund-agent/decisions",
+                                b'{"action": "payments.refund", "amount": 10}',
+                                content_type="application/json")
+    assert once.status_code == 201, once.content
