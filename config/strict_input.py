@@ -61,13 +61,10 @@ def type_problem(field: fields.Field, value: Any) -> Any:
     if want is None:
         return None
     name, types = want
-    if isinstance(value, bool) and bool not in types:
-        return f"expected {name}; got {described(value)}"
     if (isinstance(field, fields.ChoiceField) and not isinstance(field, fields.MultipleChoiceField)
             and any(type(choice) is int for choice in field.choices)):
-        types = (int,)
-        name = "a whole number"
-    if not isinstance(value, types):
+        name, types = "a whole number", (int,)  # choices of numbers take a number
+    if isinstance(value, bool) and bool not in types or not isinstance(value, types):
         return f"expected {name}; got {described(value)}"
     return _item_problems(field, value)
 

@@ -156,6 +156,9 @@ class Choosing(Serializer):
 def test_choices_keep_their_own_type_and_json_fields_take_anything():
     assert Choosing(data={"level": 1, "kind": "a", "anything": ["x", 1, None],
                           "maybe": None}).is_valid()
+    wrong = Choosing(data={"level": True, "kind": "a"})
+    assert not wrong.is_valid()
+    assert [str(m) for m in wrong.errors["level"]] == ["expected a whole number; got true"]
     checked = Choosing(data={"level": "1", "kind": 1, "when": 1700000000})
     assert not checked.is_valid()
     assert {k: [str(m) for m in v] for k, v in checked.errors.items()} == {
