@@ -230,7 +230,18 @@ class AlertWatcher:
 
     def __init__(self, browser: Browser) -> None:
         self.browser, self.last_id, self.seen, self.reconnects = browser, 0, [], 0
-        self.socket = browser.alerts(0)
+        # The first connection is retried as a reconnection is: a full run lost its opening
+        # handshake to the proxy once ("[SSL] internal error" on a loaded machine); the page's
+        # script tries again too, and catching up from id 0 misses nothing.
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                self.socket = browser.alerts(0)
+                break
+            except (WebSocketException, OSError, TimeoutError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1)
 
     def wait_for(self, wanted, timeout: float = 300) -> dict:
         deadline = time.monotonic() + timeout
