@@ -81,16 +81,23 @@ def confirm_device(device_id: int, *, actor: Any, code: str,
     return _confirm(device_id, actor, code, old)
 
 
-def _prove_current_device(old: TOTPDevice, actor: Any, code: str) -> None:
+def _proven(device: TOTPDevice, actor: Any, code: str, reasons: list[str]) -> bool:
+    """Whether `code` is a current one of the person's confirmed `device`, checked in a
+    transaction of its own so that a wrong code stays counted for the throttle and audited
+    although what it guarded is refused; 429 once the device refuses codes for a while."""
     with transaction.atomic():
-        verified, locked_until = _check_code(old.pk, code)
+        verified, locked_until = _check_code(device.pk, code)
         if not verified and locked_until is None:
             audit.record(actor=actor, action=AuditAction.STEPUP_FAILED,
                          target=f"user:{actor.username}",
-                         after={"device": old.pk, "reasons": ["replacing the authenticator"]})
-    if locked_until:
+                         after={"device": device.pk, "reasons": reasons})
+    if locked_until is not None:
         raise _throttled(locked_until)
-    if not verified:
+    return verified
+
+
+def _prove_current_device(old: TOTPDevice, actor: Any, code: str) -> None:
+    if not _proven(old, actor, code, ["replacing the authenticator"]):
         raise Invalid("Replacing your authenticator needs a current code from the old one.",
                       code="step_up_required",
                       details=[{"pointer": "/current_code", "message": "wrong or used"}])
@@ -137,15 +144,7 @@ def verify_step_up(*, actor: Any, code: str, reasons: list[str],
     if device is None or not code:
         raise required_error(reasons, actor, problem="give a current code from your "
                                                      "authenticator app as `otp`.")
-    with transaction.atomic():
-        verified, locked_until = _check_code(device.pk, code)
-        if not verified and locked_until is None:
-            audit.record(actor=actor, action=AuditAction.STEPUP_FAILED,
-                         target=f"user:{actor.username}",
-                         after={"device": device.pk, "reasons": reasons})
-    if locked_until is not None:
-        raise _throttled(locked_until)
-    if not verified:
+    if not _proven(device, actor, code, reasons):
         raise required_error(reasons, actor, problem="the code is wrong or was already used; "
                                                      "wait for the next one.")
     step_up = StepUp(device.pk, now)
