@@ -14,6 +14,7 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
+from django.db import models
 from rest_framework import fields, relations, serializers
 
 from config.found import described
@@ -35,8 +36,7 @@ JSON_TYPES: tuple[tuple[type, str, tuple[type, ...]], ...] = (
     (fields.ListField, "a list", (list,)),
     (relations.ManyRelatedField, "a list", (list,)),
     (serializers.ListSerializer, "a list", (list,)),
-    (fields.DictField, "a mapping", (dict,)),
-    (fields.HStoreField, "a mapping", (dict,)),
+    (fields.DictField, "a mapping", (dict,)),  # HStoreField too
     (serializers.BaseSerializer, "a mapping", (dict,)),
     (relations.SlugRelatedField, TEXT, (str,)),
     (fields.CharField, TEXT, (str,)),
@@ -80,11 +80,9 @@ def _item_problems(field: fields.Field, value: Any) -> dict[Any, Any] | None:
 
 
 def _integer_key(field: relations.PrimaryKeyRelatedField) -> bool:
-    queryset = field.get_queryset() if field.queryset is not None else None
-    if queryset is None:
-        return True
-    return queryset.model._meta.pk.get_internal_type() in (
-        "AutoField", "BigAutoField", "SmallAutoField", "IntegerField", "BigIntegerField")
+    """Whether the related model's key is a number (every AutoField is an IntegerField)."""
+    return field.queryset is None or isinstance(field.queryset.model._meta.pk,
+                                                models.IntegerField)
 
 
 class StrictBody:
