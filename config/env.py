@@ -24,17 +24,28 @@ def env_str(name: str, default: str | None = None) -> str | None:
     return default if value is None else value
 
 
-def env_bool(name: str, default: bool) -> bool:
-    """true/false, yes/no, on/off, 1/0; anything else is an error."""
-    value = _raw(name)
-    if value is None:
-        return default
+BOOLEAN_WORDS = "true/false, 1/0, yes/no, on/off"
+
+
+def boolean_word(value: str) -> bool | None:
+    """True or False for true/false, yes/no, on/off, 1/0 in any case; None for anything else
+    (a setting's value, a query's `?dry_run=`)."""
     lowered = value.lower()
     if lowered in {"1", "true", "yes", "on"}:
         return True
     if lowered in {"0", "false", "no", "off"}:
         return False
-    raise SettingError(f"{name} must be a boolean (true/false, 1/0, yes/no, on/off); got {value!r}")
+    return None
+
+
+def env_bool(name: str, default: bool) -> bool:
+    """true/false, yes/no, on/off, 1/0; anything else is an error."""
+    value = _raw(name)
+    if value is None:
+        return default
+    if (read := boolean_word(value)) is not None:
+        return read
+    raise SettingError(f"{name} must be a boolean ({BOOLEAN_WORDS}); got {value!r}")
 
 
 def env_int(name: str, default: int, *, minimum: int | None = None) -> int:

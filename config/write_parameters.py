@@ -12,22 +12,30 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from config.api_errors import API_PREFIXES, error_body
+from config.env import BOOLEAN_WORDS, boolean_word
 from config.errors import Malformed
 
 READS = ("GET", "HEAD", "OPTIONS")
 
 
-def unknown_write_parameters(request: HttpRequest, view: Any) -> list[str]:
-    """The query parameters of a write that its view does not read, sorted."""
+def write_parameter_problems(request: HttpRequest, view: Any) -> list[dict[str, str]]:
+    """What is wrong with a write's query string for its view: each parameter the view does
+    not read, and each it reads that is given more than once (`?dry_run=1&dry_run=0`: which
+    was meant cannot be told)."""
     if request.method in READS or not request.GET:
         return []
     taken = getattr(getattr(view, "cls", None), "write_parameters", ())
-    return sorted(set(request.GET) - set(taken))
+    expected = (f"expected one of {', '.join(sorted(taken))}" if taken
+                else "this write takes no query parameters")
+    return [{"pointer": f"/{name}", "message": f"unknown query parameter; {expected}"
+             if name not in taken else "given more than once; give it once"}
+            for name, values in sorted(request.GET.lists())
+            if name not in taken or len(values) > 1]
 
 
 class WriteParametersMiddleware:
-    """400 (the documented JSON error) for a write to the API with a parameter it does not
-    read."""
+    """400 (the documented JSON error) for a write to the API whose query string its view
+    does not read as sent."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -39,20 +47,13 @@ class WriteParametersMiddleware:
                      kwargs: Any) -> HttpResponse | None:
         if not request.path.startswith(API_PREFIXES):
             return None
-        unknown = unknown_write_parameters(request, view)
-        if not unknown:
+        problems = write_parameter_problems(request, view)
+        if not problems:
             return None
-        taken = getattr(getattr(view, "cls", None), "write_parameters", ())
-        expected = (f"expected one of {', '.join(sorted(taken))}" if taken
-                    else "this write takes no query parameters")
-        details = [{"pointer": f"/{name}", "message": f"unknown query parameter; {expected}"}
-                   for name in unknown]
-        message = (f"Unknown query parameter {unknown[0]!r}: {expected}." if len(unknown) == 1
-                   else "Unknown query parameters.")
-        return JsonResponse(error_body(400, message, details), status=400)
-
-
-TRUE, FALSE = ("1", "true", "yes"), ("0", "false", "no")
+        first = problems[0]
+        message = (f"?{first['pointer'][1:]}: {first['message']}." if len(problems) == 1
+                   else "The query string is not what this write reads.")
+        return JsonResponse(error_body(400, message, problems), status=400)
 
 
 def flag(request: Any, name: str) -> bool:
@@ -60,9 +61,9 @@ def flag(request: Any, name: str) -> bool:
     `?dry_run=please`) is a 400 naming it, never read as no: a dry run asked for in a way
     the server did not understand must not run for real."""
     value = request.query_params.get(name)
-    if value is None or value.lower() in FALSE:
+    if value is None:
         return False
-    if value.lower() in TRUE:
-        return True
-    message = f"expected one of {', '.join(TRUE + FALSE)} (any case); got {value[:40]!r}"
+    if (read := boolean_word(value)) is not None:
+        return read
+    message = f"expected one of {BOOLEAN_WORDS} (any case); got {value[:40]!r}"
     raise Malformed(f"?{name}: {message}.", details=[{"pointer": f"/{name}", "message": message}])

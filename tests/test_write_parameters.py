@@ -34,9 +34,12 @@ def test_a_misspelled_dry_run_no_longer_registers_the_agent(api_as, people):
         "/dryrun": "unknown query parameter; expected one of dry_run"}
     for spelling in ("?dry_run", "?dry_run=please", "?dry_run=2"):
         assert list(refused(apply(alice, spelling))) == ["/dry_run"], spelling
+    # said twice, which was meant cannot be told (the last one, "no", was read)
+    assert refused(apply(alice, "?dry_run=1&dry_run=0")) == {
+        "/dry_run": "given more than once; give it once"}
     assert not Agent.objects.filter(name="support-agent").exists()
     assert AuditEntry.objects.count() == audited
-    for spelling in ("?dry_run=True", "?dry_run=YES", "?dry_run=1"):  # any case: a dry run
+    for spelling in ("?dry_run=True", "?dry_run=YES", "?dry_run=1", "?dry_run=on"):  # any case
         answer = apply(alice, spelling)
         assert answer.status_code == 200 and answer.json()["dry_run"] is True, spelling
     assert not Agent.objects.filter(name="support-agent").exists()
